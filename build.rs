@@ -1,0 +1,25 @@
+//! Generates the protobuf code for the schemas in proto/ without a system protoc: protox
+//! compiles the .proto files to a descriptor set, prost-build turns it into Rust, and the
+//! descriptor set itself is kept for prost-reflect (protobuf text format, JSON views).
+
+use std::path::PathBuf;
+
+const PROTOS: &[&str] = &["ge_ir.proto", "task.proto", "flow_model.proto", "onnx.proto"];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed=proto/{proto}");
+    }
+    let fds = protox::compile(PROTOS, ["proto"])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("rt2_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    let mut config = prost_build::Config::new();
+    // BTreeMap keeps map fields in key order, so encoding a message is deterministic and
+    // the same graph always serializes to the same bytes.
+    config.btree_map(["."]);
+    config.compile_fds(fds)?;
+    Ok(())
+}

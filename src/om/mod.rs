@@ -1,0 +1,13 @@
+//! Model files: the OM container, GE IR ComputeGraphs (binary, text dump, JSON), ONNX
+//! import, and the in-memory ComputeGraph they all meet in.
+//!
+//! Architecture invariants: `om` uses nothing else of rt2 (it sits at the start of the
+//! pipeline) and does no IO: every reader takes bytes or text and every writer returns
+//! them, so the command layer owns files and can refuse to leave partial output behind.
+//! Parsing untrusted bytes never panics; every error names the place it was found.
+
+pub mod dtype;
+pub mod error;
+
+pub use dtype::DataType;
+pub use error::{OmError, Place, Result};
