@@ -1,1 +1,82 @@
-//! Commands.
+//! The command layer: one file per subcommand, each an `Args` struct and a thin `run`.
+//!
+//! This is the only module that touches files and the terminal. Library errors come up
+//! here and get the file name as context; output files are written whole or not at all
+//! (see [`output`]). Exit status: 0 success, 1 a check failed (the command ran), 2 bad
+//! usage or an input that cannot be read.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod compile;
+pub mod dump;
+pub mod input;
+pub mod inspect;
+pub mod output;
+
+/// rt2: build, inspect and debug Ascend Graph Engine models without an NPU.
+#[derive(Debug, Parser)]
+#[command(name = "rt2", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// ATC step: import an ONNX model (or any GE graph file) and write an OM.
+    Compile(compile::Args),
+    /// Tell what a file is: OM header and partitions, graphs, inputs and outputs.
+    Inspect(inspect::Args),
+    /// Write a view of a model's ComputeGraph as Graphviz DOT, JSON or GE text dump.
+    Dump(dump::Args),
+}
+
+/// How a command that ran to the end came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Exit 0.
+    Success,
+    /// Exit 1: the command ran but a check failed.
+    CheckFailed,
+}
+
+impl From<Status> for ExitCode {
+    fn from(s: Status) -> ExitCode {
+        match s {
+            Status::Success => ExitCode::SUCCESS,
+            Status::CheckFailed => ExitCode::from(1),
+        }
+    }
+}
+
+/// An error that means "the command ran, and what it checked failed" (exit 1) rather than
+/// "the input could not be used" (exit 2, every other error).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckFailure(pub String);
+
+/// The exit status for an error that reached `main`.
+pub fn exit_status_of(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<CheckFailure>()) { 1 } else { 2 }
+}
+
+/// Runs one command.
+pub fn run(cli: Cli) -> anyhow::Result<Status> {
+    match cli.command {
+        Command::Compile(args) => compile::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Dump(args) => dump::run(args),
+    }
+}
+
+/// `--format` for commands that print a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum ReportFormat {
+    /// Tables for people.
+    #[default]
+    Table,
+    /// One JSON object for scripts.
+    Json,
+}

@@ -120,6 +120,12 @@ impl DataType {
     }
 }
 
+impl Default for DataType {
+    fn default() -> Self {
+        DataType::Undefined
+    }
+}
+
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -11,3 +11,8 @@ pub mod error;
 
 pub use dtype::DataType;
 pub use error::{OmError, Place, Result};
+pub mod graph;
+pub mod ir;
+pub mod verify;
+
+pub use graph::{ComputeGraph, ComputeModel, ComputeNode, NodeId, OutPort, Shape, TensorDesc};

@@ -1,1 +1,11 @@
+//! CLI tests against the real `rt2` binary: help, one happy path per subcommand, and each
+//! documented error with its exit status.
+//!
+//! Every test goes through [`Run`], which prints the command, status, stdout and stderr
+//! when an expectation fails, so a red test explains itself.
 
+mod compile;
+mod dump;
+mod errors;
+mod inspect;
+mod util;

@@ -1,0 +1,87 @@
+//! `rt2 compile`: the ATC step. Reads an ONNX model (or any GE graph file), checks the
+//! resulting ComputeGraph, and writes an OM, or GE IR in the format the output name asks
+//! for (`.pb`/`.ge` binary, `.json`, `.pbtxt`/`.txt` text dump).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::cmd::{Status, input, output};
+use crate::om::file::{FileKind, ReadOptions};
+use crate::om::om_writer::{OmBuildOptions, build_om};
+use crate::om::onnx::ImportOptions;
+use crate::om::{json, text, verify};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The model to compile: ONNX, or a GE IR file of any kind.
+    pub model: PathBuf,
+    /// Output file; its extension picks the format (.om by default).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Model name recorded in the OM header and ModelDef (default: the graph's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Fix the dims of an input: NAME:D0,D1,... (`?` or -1 keeps a dim unknown). Repeatable.
+    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = parse_input_shape)]
+    pub input_shape: Vec<(String, Vec<i64>)>,
+}
+
+fn parse_input_shape(s: &str) -> Result<(String, Vec<i64>), String> {
+    input::parse_named_shape(s, ':')
+}
+
+/// What `-o` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputKind {
+    Om,
+    GeIr,
+    Json,
+    Text,
+}
+
+fn output_kind(path: &Path) -> OutputKind {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("pb" | "ge") => OutputKind::GeIr,
+        Some("json") => OutputKind::Json,
+        Some("pbtxt" | "txt") => OutputKind::Text,
+        _ => OutputKind::Om,
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let opts = ReadOptions {
+        import: ImportOptions { name: args.name.clone(), input_shapes: args.input_shape.clone() },
+    };
+    let file = input::read_model(&args.model, &opts)?;
+    if file.kind != FileKind::Onnx && !args.input_shape.is_empty() {
+        bail!("{}: --input-shape applies to ONNX models; this is a {} file", args.model.display(), file.kind.name());
+    }
+    let root = file.root();
+    let problems = verify::errors(&root.model);
+    if !problems.is_empty() {
+        let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.place, p.msg)).collect();
+        bail!("{}: the graph is not valid ({} problem(s)): {}", args.model.display(), list.len(), list.join("; "));
+    }
+    let mut def = root.def.clone();
+    if let Some(name) = &args.name {
+        def.name = name.clone();
+    }
+    let bytes = match output_kind(&args.output) {
+        OutputKind::Om => {
+            let name = if def.name.is_empty() { root.model.root.name.clone() } else { def.name.clone() };
+            let om = build_om(def, &OmBuildOptions { name, ..Default::default() })
+                .with_context(|| format!("{}: building the OM", args.model.display()))?;
+            om.to_bytes()
+        }
+        OutputKind::GeIr => prost::Message::encode_to_vec(&def),
+        OutputKind::Json => {
+            let mut s = serde_json::to_string_pretty(&json::to_json(&def, &json::JsonOptions::default()))?;
+            s.push('\n');
+            s.into_bytes()
+        }
+        OutputKind::Text => text::print_text(&def).into_bytes(),
+    };
+    output::write_atomic(&args.output, &bytes)?;
+    Ok(Status::Success)
+}

@@ -1,0 +1,54 @@
+//! Reading input files: the file name goes into every error, once.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::om::file::{self, ModelFile, ReadOptions};
+
+/// Reads the whole file.
+pub fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
+}
+
+/// Reads and decodes a model file of any kind.
+pub fn read_model(path: &Path, opts: &ReadOptions) -> anyhow::Result<ModelFile> {
+    let bytes = read_bytes(path)?;
+    file::read(&bytes, opts).with_context(|| path.display().to_string())
+}
+
+/// Parses `NAME:D0,D1,...` (the form of `--input-shape`); `?` or `-1` leaves a dim unknown.
+pub fn parse_named_shape(s: &str, sep: char) -> Result<(String, Vec<i64>), String> {
+    let (name, dims) = s
+        .rsplit_once(sep)
+        .ok_or_else(|| format!("{s:?}: expected NAME{sep}D0,D1,..."))?;
+    if name.is_empty() {
+        return Err(format!("{s:?}: the input name is empty"));
+    }
+    let dims = if dims.trim().is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| match d.trim() {
+                "?" => Ok(-1),
+                d => d.parse::<i64>().ok().filter(|&v| v >= -1).ok_or_else(|| format!("{s:?}: {d:?} is not a dimension")),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok((name.to_string(), dims))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_shapes() {
+        assert_eq!(parse_named_shape("x:1,3,224,224", ':').unwrap(), ("x".into(), vec![1, 3, 224, 224]));
+        assert_eq!(parse_named_shape("a:b:2,?", ':').unwrap(), ("a:b".into(), vec![2, -1]));
+        assert_eq!(parse_named_shape("s:", ':').unwrap(), ("s".into(), vec![]));
+        assert!(parse_named_shape("x:1,z", ':').unwrap_err().contains("\"z\" is not a dimension"));
+        assert!(parse_named_shape("x", ':').is_err());
+        assert!(parse_named_shape(":3", ':').is_err());
+    }
+}

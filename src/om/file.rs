@@ -1,0 +1,206 @@
+//! Model files of every kind rt2 reads, recognised by content and decoded to GE IR and to
+//! typed ComputeModels.
+//!
+//! Detection looks at bytes, never at the file name: `IMOD` at offset 0 is an OM; a ZIP
+//! header is an OM2 (not supported); a JSON object is GE JSON; protobuf text (a field name
+//! then `{` or `:`) is a GE text dump; binary protobuf starting with ONNX's `ir_version`
+//! tag is ONNX, else it must decode as a GE `ModelDef`.
+
+use crate::om::container::OmFile;
+use crate::om::onnx::ImportOptions;
+use crate::om::{ComputeModel, OmError, Place, Result, compress, ir, weights};
+use crate::proto::ge_ir::ModelDef;
+
+/// The kinds of model file rt2 reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Om,
+    GeIr,
+    GeText,
+    GeJson,
+    Onnx,
+}
+
+impl FileKind {
+    /// The name used by `rt2 inspect` (`om`, `ge-ir`, `ge-text`, `ge-json`, `onnx`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Om => "om",
+            FileKind::GeIr => "ge-ir",
+            FileKind::GeText => "ge-text",
+            FileKind::GeJson => "ge-json",
+            FileKind::Onnx => "onnx",
+        }
+    }
+}
+
+/// Recognises a model file by its content.
+pub fn detect(bytes: &[u8]) -> Result<FileKind> {
+    if bytes.starts_with(b"IMOD") {
+        return Ok(FileKind::Om);
+    }
+    if bytes.starts_with(b"PK\x03\x04") {
+        return Err(OmError::unsupported(
+            Place::offset(0),
+            "this is a ZIP archive (an OM2 model); rt2 reads OM models (magic IMOD)",
+        ));
+    }
+    if bytes.is_empty() {
+        return Err(OmError::UnknownKind { msg: "the file is empty".into() });
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+        if start.starts_with('{') || start.starts_with('[') {
+            return Ok(FileKind::GeJson);
+        }
+        if looks_like_text_format(start) {
+            return Ok(FileKind::GeText);
+        }
+    }
+    // ONNX ModelProto files begin with field 1 (ir_version, varint): tag byte 0x08. A GE
+    // ModelDef's field 1 is a string (tag 0x0a), and its other fields have other tags.
+    if bytes[0] == 0x08 {
+        return Ok(FileKind::Onnx);
+    }
+    if matches!(bytes[0], 0x0a | 0x10 | 0x1a | 0x3a | 0x5a | 0x62) {
+        return Ok(FileKind::GeIr);
+    }
+    Err(OmError::UnknownKind {
+        msg: format!(
+            "first bytes {:02x?} match no OM, GE IR, GE text dump, GE JSON or ONNX file",
+            &bytes[..bytes.len().min(8)]
+        ),
+    })
+}
+
+/// Protobuf text format starts with comments or an identifier followed by `{`, `<` or `:`.
+fn looks_like_text_format(s: &str) -> bool {
+    let mut rest = s;
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix('#') {
+            rest = after.split_once('\n').map(|(_, r)| r).unwrap_or("");
+            continue;
+        }
+        break;
+    }
+    let ident_len = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+    if ident_len == 0 || !rest.as_bytes()[0].is_ascii_alphabetic() {
+        return rest.is_empty() && !s.trim().is_empty();
+    }
+    let after = rest[ident_len..].trim_start();
+    after.starts_with('{') || after.starts_with(':') || after.starts_with('<')
+}
+
+/// One model of a file: its index in the file (OM models after the first are the
+/// sub-models of a dynamic root model), its GE IR and the typed graph.
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    pub index: usize,
+    pub def: ModelDef,
+    pub model: ComputeModel,
+}
+
+/// A model file, decoded.
+#[derive(Debug, Clone)]
+pub struct ModelFile {
+    pub kind: FileKind,
+    /// The container, for OM files.
+    pub om: Option<OmFile>,
+    /// Every model with a graph, in file order. Never empty.
+    pub models: Vec<LoadedModel>,
+}
+
+impl ModelFile {
+    /// The first (root) model.
+    pub fn root(&self) -> &LoadedModel {
+        &self.models[0]
+    }
+}
+
+/// Options for [`read`]; they apply to ONNX import.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    pub import: ImportOptions,
+}
+
+/// Decodes a model file of any kind. OM attribute compression is undone and Const
+/// weights are resolved from WEIGHTS_DATA, so every `ModelDef` returned is self-contained.
+pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
+    let kind = detect(bytes)?;
+    let mut om = None;
+    let mut defs: Vec<(usize, ModelDef)> = Vec::new();
+    match kind {
+        FileKind::Om => {
+            let file = OmFile::parse(bytes)?;
+            for (i, m) in file.models.iter().enumerate() {
+                if let Some(mut def) = m.model_def(i)? {
+                    if let Some(w) = m.weights() {
+                        weights::resolve_weights(&mut def, w)?;
+                    }
+                    defs.push((i, def));
+                }
+            }
+            om = Some(file);
+        }
+        FileKind::GeIr => {
+            let mut def: ModelDef = prost::Message::decode(bytes).map_err(|source| OmError::Protobuf {
+                place: Place::offset(0),
+                message: "ge.proto.ModelDef",
+                source,
+            })?;
+            compress::decompress(&mut def)?;
+            defs.push((0, def));
+        }
+        FileKind::GeText => {
+            let text = std::str::from_utf8(bytes).map_err(|e| {
+                OmError::container(Place::offset(e.valid_up_to() as u64), "text dump is not valid UTF-8")
+            })?;
+            let mut def = crate::om::text::parse_text(text)?;
+            compress::decompress(&mut def)?;
+            defs.push((0, def));
+        }
+        FileKind::GeJson => {
+            let text = std::str::from_utf8(bytes).map_err(|e| OmError::Json {
+                path: "$".into(),
+                msg: format!("not valid UTF-8 at byte {}", e.valid_up_to()),
+            })?;
+            let mut def = crate::om::json::from_json(text)?;
+            compress::decompress(&mut def)?;
+            defs.push((0, def));
+        }
+        FileKind::Onnx => defs.push((0, crate::om::onnx::import(bytes, &opts.import)?)),
+    }
+    if defs.is_empty() {
+        return Err(OmError::container(Place::offset(0), "the file holds no model graph (no MODEL_DEF partition)"));
+    }
+    let models = defs
+        .into_iter()
+        .map(|(index, def)| {
+            let model = ir::from_model_def(&def).map_err(|e| match kind {
+                FileKind::Om => OmError::graph(Place::new(format!("model {index}")), e.to_string()),
+                _ => e,
+            })?;
+            Ok(LoadedModel { index, def, model })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ModelFile { kind, om, models })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_by_content() {
+        assert_eq!(detect(b"IMOD\0\0").unwrap(), FileKind::Om);
+        assert_eq!(detect(b"  {\"graph\": []}").unwrap(), FileKind::GeJson);
+        assert_eq!(detect(b"graph {\n  name: \"g\"\n}").unwrap(), FileKind::GeText);
+        assert_eq!(detect(b"# dump\nname: \"m\"\n").unwrap(), FileKind::GeText);
+        assert_eq!(detect(&[0x08, 0x07, 0x12]).unwrap(), FileKind::Onnx);
+        assert_eq!(detect(&[0x0a, 0x01, b'm']).unwrap(), FileKind::GeIr);
+        assert!(detect(b"PK\x03\x04zip").unwrap_err().to_string().contains("OM2"));
+        assert!(detect(b"").unwrap_err().to_string().contains("empty"));
+        assert!(detect(&[0xff, 0x00]).unwrap_err().to_string().contains("ff"));
+    }
+}
