@@ -411,9 +411,11 @@ fn process_kernel_names(op: &mut OpDef) {
     }
 }
 
-/// The graphs of a model in GE's `ComputeGraph::GetAllNodes` order: each graph's ops in
-/// order, descending into an op's subgraphs (by `subgraph_name`) right after the op. Graphs
-/// no op refers to follow at the end, so every graph is visited once.
+/// The ops of a model in GE's `ComputeGraph::GetAllNodes` order (`ComputeGraphImpl::
+/// AllGraphNodes` in graph_metadef `compute_graph.cc`): each op, then at once the direct
+/// nodes of its subgraphs in `subgraph_name` order (GE pushes them to the front of its
+/// work deque, names in reverse), recursively. Graphs no op refers to, which GE would not
+/// visit, follow at the end so that every graph is covered once.
 pub(crate) fn node_order(model: &ModelDef) -> Vec<(usize, usize)> {
     let by_name: HashMap<&str, usize> = model
         .graph

@@ -37,12 +37,7 @@ impl fmt::Display for Place {
 pub enum OmError {
     /// The bytes end before a structure that must be there.
     #[error("{place}: truncated: {what} needs {need} bytes, {have} left")]
-    Truncated {
-        place: Place,
-        what: String,
-        need: u64,
-        have: u64,
-    },
+    Truncated { place: Place, what: String, need: u64, have: u64 },
     /// A structural fault in a binary container (bad magic, counts, sizes).
     #[error("{place}: {msg}")]
     Container { place: Place, msg: String },
@@ -56,11 +51,7 @@ pub enum OmError {
     },
     /// Protobuf text format that does not parse; `line` and `column` are 1-based.
     #[error("line {line}, column {column}: {msg}")]
-    Text {
-        line: usize,
-        column: usize,
-        msg: String,
-    },
+    Text { line: usize, column: usize, msg: String },
     /// JSON that does not parse or does not fit the schema; `path` is a JSON path (`$.graph[0].op[2]`).
     #[error("{path}: {msg}")]
     Json { path: String, msg: String },
@@ -80,22 +71,13 @@ pub enum OmError {
 
 impl OmError {
     pub fn container(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Container {
-            place,
-            msg: msg.into(),
-        }
+        OmError::Container { place, msg: msg.into() }
     }
     pub fn graph(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Graph {
-            place,
-            msg: msg.into(),
-        }
+        OmError::Graph { place, msg: msg.into() }
     }
     pub fn unsupported(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Unsupported {
-            place,
-            msg: msg.into(),
-        }
+        OmError::Unsupported { place, msg: msg.into() }
     }
 }
 

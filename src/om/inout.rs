@@ -499,6 +499,13 @@ mod tests {
     }
 
     #[test]
+    fn empty_partition_stays_empty() {
+        let info = InOutInfo::parse(&[]).unwrap();
+        assert!(info.inputs.is_empty() && info.other.is_empty());
+        assert_eq!(info.to_bytes().unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
     fn errors_name_the_offset() {
         let b = InOutInfo::from_model_def(&testdata::model_def("m"))
             .to_bytes()

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use crate::proto::domi::ModelTaskDef;
 
-/// `rtModelTaskType_t` names by value (runtime `rt_model.h`, `RT_MODEL_TASK_*`).
-const TASK_TYPE_NAMES: [&str; 33] = [
+/// `rtModelTaskType_t` names by value (runtime `rt_model.h`, `RT_MODEL_TASK_*`, a plain
+/// enum counting from KERNEL = 0; the last five checked against the public header).
+const TASK_TYPE_NAMES: [&str; 38] = [
     "KERNEL",
     "EVENT_RECORD",
     "EVENT_WAIT",
@@ -44,6 +45,11 @@ const TASK_TYPE_NAMES: [&str; 33] = [
     "DSA_TASK",
     "CMO",
     "BARRIER",
+    "NPU_GET_FLOAT_STATUS",
+    "NPU_CLEAR_FLOAT_STATUS",
+    "DVPP",
+    "NPU_GET_DEBUG_FLOAT_STATUS",
+    "NPU_CLEAR_DEBUG_FLOAT_STATUS",
 ];
 
 /// The name of a task type value; values past the known table print as `TYPE_<n>`.
@@ -114,6 +120,8 @@ mod tests {
         assert_eq!(s.by_type["MEMCPY_ASYNC"], 1);
         assert_eq!(s.by_type["TYPE_99"], 1);
         assert_eq!(task_type_name(32), "BARRIER");
+        assert_eq!(task_type_name(35), "DVPP");
+        assert_eq!(task_type_name(38), "TYPE_38");
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"stream_num\":2"), "{json}");
     }
