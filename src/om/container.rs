@@ -540,8 +540,13 @@ impl OmFile {
             return Err(OmError::container(
                 Place::offset(if header.model_length == 0 { 76 } else { 184 }),
                 format!(
-                    "length mismatch: header {field} = {} but the file holds {expected} bytes after the header",
-                    header.model_len()
+                    "length mismatch: header {field} = {} but the file holds {expected} bytes {}",
+                    header.model_len(),
+                    if is_bundle {
+                        "in all"
+                    } else {
+                        "after the header"
+                    }
                 ),
             ));
         }
