@@ -6,9 +6,18 @@
 //! them, so the command layer owns files and can refuse to leave partial output behind.
 //! Parsing untrusted bytes never panics; every error names the place it was found.
 
+pub mod compress;
+pub mod container;
 pub mod dtype;
 pub mod error;
+pub mod inout;
+pub mod kernel_store;
+pub mod om_writer;
+pub mod task;
+pub mod testdata;
+pub mod weights;
 
+pub use container::{OmFile, OmHeader, OmModel, Partition, PartitionType, TableFormat};
 pub use dtype::DataType;
 pub use error::{OmError, Place, Result};
 pub mod graph;

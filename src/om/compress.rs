@@ -1,0 +1,637 @@
+//! OM attribute compression ("enum-ized" attribute names), as GE's
+//! `ModelCompressManager` (`base/common/model/model_compress_manager.cc`) and
+//! `EnumAttrUtils` (`graph_metadef/graph/utils/enum_attr_utils.cc`) do it.
+//!
+//! Owns the key encoding and the rewrite of op and tensor-desc attributes in a `ModelDef`.
+//! It must not touch anything else in the model (graph structure, weights, model attrs
+//! other than the four bookkeeping ones).
+//!
+//! A compressed model carries model attrs `om_compress_version` = 1, `attr_name_enum`
+//! (list s), `attr_value_enum` (list s) and `attrs_use_string_value` (list b, one per
+//! name). Each op attr key and each input/output tensor-desc attr key is `'\0'` followed by
+//! the index into `attr_name_enum` in base 127, least significant digit first, each digit
+//! stored as `digit + 1`. Where `attrs_use_string_value[idx]` is true, a string value was
+//! replaced by its index into `attr_value_enum` (`s` -> `i`, list s -> list i).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::error::{OmError, Place, Result};
+use crate::proto::ge_ir::attr_def::list_value::ListValueType;
+use crate::proto::ge_ir::attr_def::{ListValue, Value};
+use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, OpDef, TensorDescriptor};
+
+/// Model attr holding the compression version (`ATTR_MODEL_OM_COMPRESS_VERSION`).
+pub const ATTR_OM_COMPRESS_VERSION: &str = "om_compress_version";
+/// Model attr listing the original attribute names.
+pub const ATTR_NAME_ENUM: &str = "attr_name_enum";
+/// Model attr listing the string values replaced by indices.
+pub const ATTR_VALUE_ENUM: &str = "attr_value_enum";
+/// Model attr saying, per name, whether its values were strings.
+pub const ATTRS_USE_STRING_VALUE: &str = "attrs_use_string_value";
+/// `kNeedCompressVersion`.
+const NEED_COMPRESS_VERSION: i64 = 1;
+/// `kNoNeedCompress` (0xFFFFFFFFFFFFFFFF as int64).
+const NO_NEED_COMPRESS: i64 = -1;
+/// Base of the key digits: 127 values, since a digit is stored +1 to avoid NUL.
+const BASE: u64 = 127;
+/// Attributes GE deletes before compressing (`kUnusedAttrNames`).
+const UNUSED_ATTRS: [&str; 3] = ["_l2fusion_ToOpStruct", "_op_slice_info", "_ir_attr_names"];
+
+/// Encodes a name index as a compressed key.
+///
+/// GE computes the digit count as `floor(log(n) / log(127)) + 1`; for `n = 0` that is
+/// `log(0)`, which on the x86-64 builds GE ships converts to one digit (the test OM shows
+/// index 0 as `"\x00\x01"`). This counts digits exactly instead, which agrees for every
+/// index except where floating-point rounding makes GE's count wrong at exact powers of 127.
+pub fn encode_key(index: u64) -> String {
+    let mut key = String::from('\0');
+    let mut n = index;
+    loop {
+        // A digit is at most 126, so digit + 1 is ASCII and the key is valid UTF-8.
+        key.push(char::from((n % BASE) as u8 + 1));
+        n /= BASE;
+        if n == 0 {
+            break;
+        }
+    }
+    key
+}
+
+/// Decodes a compressed key; `None` for a plain key, `Some(Err)` for a key whose digits are
+/// out of range or whose value overflows.
+pub fn decode_key(key: &str) -> Option<std::result::Result<u64, String>> {
+    let rest = key.strip_prefix('\0')?;
+    let mut value: u64 = 0;
+    let mut scale: u64 = 1;
+    for (i, b) in rest.bytes().enumerate() {
+        if b == 0 || u64::from(b) > BASE {
+            return Some(Err(format!(
+                "compressed attr key {key:?} has a bad digit {b} at {}",
+                i + 1
+            )));
+        }
+        let term = (u64::from(b) - 1).checked_mul(scale);
+        match term.and_then(|t| value.checked_add(t)) {
+            Some(v) => value = v,
+            None => return Some(Err(format!("compressed attr key {key:?} overflows"))),
+        }
+        // The scale may overflow only after the last digit that can matter.
+        scale = scale.saturating_mul(BASE);
+    }
+    Some(Ok(value))
+}
+
+struct Tables {
+    names: Vec<String>,
+    values: Vec<String>,
+    use_string: Vec<bool>,
+}
+
+fn list_strings(model: &ModelDef, key: &str) -> Result<Vec<String>> {
+    match model.attr.get(key).and_then(|a| a.value.as_ref()) {
+        Some(Value::List(l)) => Ok(l
+            .s
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()),
+        None => Ok(Vec::new()),
+        Some(_) => Err(OmError::graph(
+            Place::new("model attrs"),
+            format!("attr {key:?} is not a list"),
+        )),
+    }
+}
+
+/// Undoes attribute compression in place. Returns `false` (and changes nothing) when the
+/// model is not compressed. Keys are restored in every graph's ops and their input/output
+/// tensor descs, and, should a compressed key appear there, inside nested attribute values
+/// (NamedAttrs, tensor descs, tensors, graphs in attrs). Removes the four bookkeeping model
+/// attrs.
+pub fn decompress(model: &mut ModelDef) -> Result<bool> {
+    let version = match model
+        .attr
+        .get(ATTR_OM_COMPRESS_VERSION)
+        .and_then(|a| a.value.as_ref())
+    {
+        None => return Ok(false),
+        Some(Value::I(v)) => *v,
+        Some(_) => {
+            return Err(OmError::graph(
+                Place::new("model attrs"),
+                format!("attr {ATTR_OM_COMPRESS_VERSION:?} is not an int"),
+            ));
+        }
+    };
+    if version == NO_NEED_COMPRESS {
+        remove_bookkeeping(model);
+        return Ok(false);
+    }
+    let names = list_strings(model, ATTR_NAME_ENUM)?;
+    let values = list_strings(model, ATTR_VALUE_ENUM)?;
+    let use_string = match model
+        .attr
+        .get(ATTRS_USE_STRING_VALUE)
+        .and_then(|a| a.value.as_ref())
+    {
+        Some(Value::List(l)) => l.b.clone(),
+        None => Vec::new(),
+        Some(_) => {
+            return Err(OmError::graph(
+                Place::new("model attrs"),
+                format!("attr {ATTRS_USE_STRING_VALUE:?} is not a list"),
+            ));
+        }
+    };
+    // GetEnumAttrsFromModel requires one flag per name.
+    if names.len() != use_string.len() {
+        return Err(OmError::graph(
+            Place::new("model attrs"),
+            format!(
+                "{} attr names but {} string-value flags",
+                names.len(),
+                use_string.len()
+            ),
+        ));
+    }
+    let t = Tables {
+        names,
+        values,
+        use_string,
+    };
+    for g in &mut model.graph {
+        decompress_graph(g, &t)?;
+    }
+    remove_bookkeeping(model);
+    Ok(true)
+}
+
+fn remove_bookkeeping(model: &mut ModelDef) {
+    for k in [
+        ATTR_OM_COMPRESS_VERSION,
+        ATTR_NAME_ENUM,
+        ATTR_VALUE_ENUM,
+        ATTRS_USE_STRING_VALUE,
+    ] {
+        model.attr.remove(k);
+    }
+}
+
+fn decompress_graph(g: &mut GraphDef, t: &Tables) -> Result<()> {
+    let gname = g.name.clone();
+    for op in &mut g.op {
+        let place = Place::node(&gname, &op.name);
+        decompress_map(&mut op.attr, t, &place)?;
+        for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
+            decompress_td(td, t, &place)?;
+        }
+    }
+    decompress_map(&mut g.attr, t, &Place::graph(&gname))
+}
+
+fn decompress_td(td: &mut TensorDescriptor, t: &Tables, place: &Place) -> Result<()> {
+    decompress_map(&mut td.attr, t, place)
+}
+
+fn decompress_map(map: &mut BTreeMap<String, AttrDef>, t: &Tables, place: &Place) -> Result<()> {
+    if map.keys().any(|k| k.starts_with('\0')) {
+        let old = std::mem::take(map);
+        for (key, mut value) in old {
+            let name = match decode_key(&key) {
+                None => {
+                    map.insert(key, value);
+                    continue;
+                }
+                Some(Err(msg)) => return Err(OmError::graph(place.clone(), msg)),
+                Some(Ok(idx)) => idx,
+            };
+            let idx = usize::try_from(name)
+                .ok()
+                .filter(|&i| i < t.names.len())
+                .ok_or_else(|| {
+                    OmError::graph(
+                        place.clone(),
+                        format!(
+                            "compressed attr key index {name} out of range ({} names)",
+                            t.names.len()
+                        ),
+                    )
+                })?;
+            let real = t.names[idx].clone();
+            if t.use_string[idx] {
+                value = restore_string(value, t, place, &real)?;
+            }
+            map.insert(real, value);
+        }
+    }
+    for v in map.values_mut() {
+        decompress_value(v, t, place)?;
+    }
+    Ok(())
+}
+
+fn value_string(t: &Tables, i: i64, place: &Place, name: &str) -> Result<Vec<u8>> {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| t.values.get(i))
+        .map(|s| s.as_bytes().to_vec())
+        .ok_or_else(|| {
+            OmError::graph(
+                place.clone(),
+                format!(
+                    "attr {name:?}: value index {i} out of range ({} values)",
+                    t.values.len()
+                ),
+            )
+        })
+}
+
+fn restore_string(value: AttrDef, t: &Tables, place: &Place, name: &str) -> Result<AttrDef> {
+    match value.value {
+        Some(Value::I(i)) => Ok(AttrDef {
+            value: Some(Value::S(value_string(t, i, place, name)?)),
+        }),
+        Some(Value::List(l)) if l.s.is_empty() => {
+            let s =
+                l.i.iter()
+                    .map(|&i| value_string(t, i, place, name))
+                    .collect::<Result<Vec<_>>>()?;
+            Ok(AttrDef {
+                value: Some(Value::List(ListValue {
+                    s,
+                    val_type: ListValueType::VtListString as i32,
+                    ..ListValue::default()
+                })),
+            })
+        }
+        // DenumAttrs fails on any other value type for a string-valued name.
+        _ => Err(OmError::graph(
+            place.clone(),
+            format!("attr {name:?} should hold a string index but holds another type"),
+        )),
+    }
+}
+
+fn decompress_value(v: &mut AttrDef, t: &Tables, place: &Place) -> Result<()> {
+    match &mut v.value {
+        Some(Value::Func(na)) => decompress_map(&mut na.attr, t, place),
+        Some(Value::Td(td)) => decompress_td(td, t, place),
+        Some(Value::T(tensor)) => match &mut tensor.desc {
+            Some(td) => decompress_td(td, t, place),
+            None => Ok(()),
+        },
+        Some(Value::G(g)) => decompress_graph(g, t),
+        Some(Value::List(l)) => {
+            for na in &mut l.na {
+                decompress_map(&mut na.attr, t, place)?;
+            }
+            for td in &mut l.td {
+                decompress_td(td, t, place)?;
+            }
+            for tensor in &mut l.t {
+                if let Some(td) = &mut tensor.desc {
+                    decompress_td(td, t, place)?;
+                }
+            }
+            for g in &mut l.g {
+                decompress_graph(g, t)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    names: Vec<String>,
+    name_index: HashMap<String, usize>,
+    values: Vec<String>,
+    value_index: HashMap<String, i64>,
+    use_string: Vec<bool>,
+}
+
+impl Builder {
+    fn value(&mut self, s: &[u8]) -> i64 {
+        let s = String::from_utf8_lossy(s).into_owned();
+        if let Some(&i) = self.value_index.get(&s) {
+            return i;
+        }
+        let i = self.values.len() as i64;
+        self.values.push(s.clone());
+        self.value_index.insert(s, i);
+        i
+    }
+
+    /// `EnumAttrs`: the compressed key and value for one attribute.
+    fn enum_attr(&mut self, name: String, value: AttrDef) -> (String, AttrDef) {
+        let (idx, is_new) = match self.name_index.get(&name) {
+            Some(&i) => (i, false),
+            None => {
+                let i = self.names.len();
+                self.names.push(name.clone());
+                self.name_index.insert(name, i);
+                (i, true)
+            }
+        };
+        let (value, is_string) = match value.value {
+            Some(Value::S(s)) => (
+                AttrDef {
+                    value: Some(Value::I(self.value(&s))),
+                },
+                true,
+            ),
+            Some(Value::List(l)) if is_list_string(&l) => {
+                let i = l.s.iter().map(|s| self.value(s)).collect();
+                let list = ListValue {
+                    i,
+                    val_type: ListValueType::VtListInt as i32,
+                    ..ListValue::default()
+                };
+                (
+                    AttrDef {
+                        value: Some(Value::List(list)),
+                    },
+                    true,
+                )
+            }
+            other => (AttrDef { value: other }, false),
+        };
+        // UpdateStatus: the flag is decided by the first occurrence of a name.
+        if is_new {
+            self.use_string.push(is_string);
+        }
+        (encode_key(idx as u64), value)
+    }
+
+    fn map(&mut self, map: &mut BTreeMap<String, AttrDef>) {
+        // GetAllAttrs is a std::map, so attributes are visited in key order, as here.
+        let old = std::mem::take(map);
+        for (k, v) in old {
+            let (k, v) = self.enum_attr(k, v);
+            map.insert(k, v);
+        }
+    }
+}
+
+fn is_list_string(l: &ListValue) -> bool {
+    l.val_type == ListValueType::VtListString as i32
+        || (l.val_type == 0
+            && !l.s.is_empty()
+            && l.i.is_empty()
+            && l.f.is_empty()
+            && l.b.is_empty()
+            && l.bt.is_empty()
+            && l.td.is_empty()
+            && l.t.is_empty()
+            && l.g.is_empty()
+            && l.na.is_empty()
+            && l.dt.is_empty())
+}
+
+/// `ProcessKernelName` / `ProcessAtomicKernelName`: `<opname>_kernelname` becomes
+/// `_kernelname` (and the same for `_atomic_kernelname`) unless the short name exists, in
+/// which case the prefixed copy is dropped. GE also drops `ATTR_NAME_TBE_KERNEL_NAME_FOR_LOAD`
+/// here; its string is not in the notes, so that attribute is left alone.
+fn process_kernel_names(op: &mut OpDef) {
+    for suffix in ["_kernelname", "_atomic_kernelname"] {
+        let prefixed = format!("{}{suffix}", op.name);
+        let short_is_str = matches!(
+            op.attr.get(suffix).and_then(|a| a.value.as_ref()),
+            Some(Value::S(_))
+        );
+        if short_is_str {
+            op.attr.remove(&prefixed);
+        } else if matches!(
+            op.attr.get(&prefixed).and_then(|a| a.value.as_ref()),
+            Some(Value::S(_))
+        ) && let Some(v) = op.attr.remove(&prefixed)
+        {
+            op.attr.insert(suffix.to_string(), v);
+        }
+    }
+}
+
+/// The ops of a model in GE's `ComputeGraph::GetAllNodes` order (`ComputeGraphImpl::
+/// AllGraphNodes` in graph_metadef `compute_graph.cc`): each op, then at once the direct
+/// nodes of its subgraphs in `subgraph_name` order (GE pushes them to the front of its
+/// work deque, names in reverse), recursively. Graphs no op refers to, which GE would not
+/// visit, follow at the end so that every graph is covered once.
+pub(crate) fn node_order(model: &ModelDef) -> Vec<(usize, usize)> {
+    let by_name: HashMap<&str, usize> = model
+        .graph
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.name.as_str(), i))
+        .collect();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    fn walk(
+        model: &ModelDef,
+        g: usize,
+        by_name: &HashMap<&str, usize>,
+        seen: &mut HashSet<usize>,
+        out: &mut Vec<(usize, usize)>,
+    ) {
+        if !seen.insert(g) {
+            return;
+        }
+        for (o, op) in model.graph[g].op.iter().enumerate() {
+            out.push((g, o));
+            for sub in &op.subgraph_name {
+                if let Some(&s) = by_name.get(sub.as_str()) {
+                    walk(model, s, by_name, seen, out);
+                }
+            }
+        }
+    }
+    for g in 0..model.graph.len() {
+        walk(model, g, &by_name, &mut seen, &mut out);
+    }
+    out
+}
+
+/// Compresses attributes as GE's `ModelCompressManager::Compress` does: a model that
+/// already has `om_compress_version` is left alone; ops are visited in `GetAllNodes` order;
+/// per op, kernel-name attrs are normalised, the three unused attrs are deleted, op attrs
+/// then input and then output tensor-desc attrs are enum-ized in key order. The bookkeeping
+/// model attrs are added only if some attribute was compressed.
+///
+/// Lossy exactly where GE is: the deleted attrs, the kernel-name renames, and a name whose
+/// first occurrence was not a string while a later one is.
+pub fn compress(model: &mut ModelDef) {
+    if model.attr.contains_key(ATTR_OM_COMPRESS_VERSION) {
+        return;
+    }
+    let mut b = Builder::default();
+    for (g, o) in node_order(model) {
+        let op = &mut model.graph[g].op[o];
+        process_kernel_names(op);
+        for name in UNUSED_ATTRS {
+            op.attr.remove(name);
+        }
+        b.map(&mut op.attr);
+        for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
+            b.map(&mut td.attr);
+        }
+    }
+    if b.names.is_empty() {
+        return;
+    }
+    let list_s = |v: Vec<String>| AttrDef {
+        value: Some(Value::List(ListValue {
+            s: v.into_iter().map(String::into_bytes).collect(),
+            val_type: ListValueType::VtListString as i32,
+            ..ListValue::default()
+        })),
+    };
+    model.attr.insert(
+        ATTR_OM_COMPRESS_VERSION.into(),
+        AttrDef {
+            value: Some(Value::I(NEED_COMPRESS_VERSION)),
+        },
+    );
+    model.attr.insert(ATTR_NAME_ENUM.into(), list_s(b.names));
+    model.attr.insert(ATTR_VALUE_ENUM.into(), list_s(b.values));
+    model.attr.insert(
+        ATTRS_USE_STRING_VALUE.into(),
+        AttrDef {
+            value: Some(Value::List(ListValue {
+                b: b.use_string,
+                val_type: ListValueType::VtListBool as i32,
+                ..ListValue::default()
+            })),
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::om::testdata;
+    use proptest::prelude::*;
+
+    #[test]
+    fn key_encoding_matches_ge() {
+        assert_eq!(encode_key(0), "\u{0}\u{1}");
+        assert_eq!(encode_key(1), "\u{0}\u{2}");
+        assert_eq!(encode_key(126), "\u{0}\u{7f}");
+        assert_eq!(encode_key(127), "\u{0}\u{1}\u{2}");
+        assert_eq!(encode_key(127 * 127), "\u{0}\u{1}\u{1}\u{2}");
+        for i in [0u64, 1, 126, 127, 128, 16128, 16129, 1 << 40] {
+            assert_eq!(decode_key(&encode_key(i)), Some(Ok(i)));
+        }
+        assert_eq!(decode_key("plain"), None);
+        assert!(matches!(decode_key("\u{0}\u{0}"), Some(Err(_))));
+        // Twenty digits of 126 overflow u64.
+        let huge = format!("\u{0}{}", "\u{7f}".repeat(20));
+        assert!(matches!(decode_key(&huge), Some(Err(_))));
+    }
+
+    #[test]
+    fn compress_then_decompress_restores_the_fixture_model() {
+        let orig = testdata::model_def("m");
+        let mut m = orig.clone();
+        compress(&mut m);
+        assert_ne!(m, orig);
+        let names = list_strings(&m, ATTR_NAME_ENUM).unwrap();
+        assert!(names.contains(&"index".to_string()));
+        let data = m.graph[0].op.iter().find(|o| o.r#type == "Data").unwrap();
+        assert!(data.attr.keys().all(|k| k.starts_with('\0')));
+        assert!(decompress(&mut m).unwrap());
+        assert_eq!(m, orig);
+        assert!(!decompress(&mut m).unwrap());
+    }
+
+    #[test]
+    fn string_values_become_indices() {
+        let mut m = testdata::model_def("m");
+        let op = &mut m.graph[0].op[0];
+        op.attr.insert(
+            "mode".into(),
+            AttrDef {
+                value: Some(Value::S(b"fast".to_vec())),
+            },
+        );
+        let orig = m.clone();
+        compress(&mut m);
+        let values = list_strings(&m, ATTR_VALUE_ENUM).unwrap();
+        let fast = values.iter().position(|v| v == "fast").unwrap() as i64;
+        assert!(
+            m.graph[0].op[0]
+                .attr
+                .values()
+                .any(|v| v.value == Some(Value::I(fast)))
+        );
+        decompress(&mut m).unwrap();
+        assert_eq!(m, orig);
+    }
+
+    #[test]
+    fn bad_index_is_an_error_naming_the_node() {
+        let mut m = testdata::model_def("m");
+        compress(&mut m);
+        m.graph[0].op[0].attr.insert(
+            encode_key(999),
+            AttrDef {
+                value: Some(Value::I(1)),
+            },
+        );
+        let e = decompress(&mut m).unwrap_err().to_string();
+        assert!(
+            e.contains("node") && e.contains("index 999 out of range"),
+            "{e}"
+        );
+    }
+
+    fn arb_value() -> impl Strategy<Value = AttrDef> {
+        prop_oneof![
+            "[a-z]{0,6}".prop_map(|s| AttrDef {
+                value: Some(Value::S(s.into_bytes()))
+            }),
+            any::<i64>().prop_map(|i| AttrDef {
+                value: Some(Value::I(i))
+            }),
+            any::<bool>().prop_map(|b| AttrDef {
+                value: Some(Value::B(b))
+            }),
+            proptest::collection::vec("[a-z]{0,4}", 0..3).prop_map(|v| AttrDef {
+                value: Some(Value::List(ListValue {
+                    s: v.into_iter().map(String::into_bytes).collect(),
+                    val_type: ListValueType::VtListString as i32,
+                    ..ListValue::default()
+                }))
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn round_trip_is_identity(
+            attrs in proptest::collection::vec(
+                proptest::collection::btree_map("[a-z_]{1,8}", arb_value(), 0..5), 1..5),
+        ) {
+            let mut m = testdata::model_def("p");
+            // Keep each name's kind the same everywhere (GE flags a name by its first use)
+            // and avoid the names GE deletes or renames.
+            let mut kinds: HashMap<String, bool> = HashMap::new();
+            for (i, map) in attrs.into_iter().enumerate() {
+                let n_ops = m.graph[0].op.len();
+                let op = &mut m.graph[0].op[i % n_ops];
+                for (k, v) in map {
+                    if UNUSED_ATTRS.contains(&k.as_str()) || k.ends_with("_kernelname") { continue; }
+                    let is_s = matches!(&v.value, Some(Value::S(_)))
+                        || matches!(&v.value, Some(Value::List(l)) if is_list_string(l));
+                    let key = format!("{k}_{}", if is_s { "s" } else { "o" });
+                    if *kinds.entry(key.clone()).or_insert(is_s) == is_s {
+                        op.attr.insert(key, v);
+                    }
+                }
+            }
+            let orig = m.clone();
+            compress(&mut m);
+            prop_assert!(decompress(&mut m).unwrap());
+            prop_assert_eq!(m, orig);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Synthetic models for tests and benches: a small ModelDef and OM files of each container
+//! shape rt2 reads (multi-model dynamic, flow, legacy 12-byte tables, attribute-compressed,
+//! bundle),
+//! all built in code so no binary fixture has to be checked in.
+//!
+//! Must stay deterministic: the same call returns the same bytes.
+
+use prost::Message;
+
+use super::container::{OmFile, OmHeader, OmModel, Partition, PartitionType, TableFormat};
+use super::inout::InOutInfo;
+use super::kernel_store::{self, KernelItem};
+use super::om_writer::{OmBuildOptions, build_om};
+use super::weights::place_weights;
+use crate::proto::domi::{ModelTaskDef, TaskDef};
+use crate::proto::flow::{FlowModelDef, SubmodelDef};
+use crate::proto::ge_ir::attr_def::Value;
+use crate::proto::ge_ir::{
+    AttrDef, GraphDef, ModelDef, OpDef, ShapeDef, TensorDef, TensorDescriptor,
+};
+
+fn desc(dtype: i32, dims: &[i64]) -> TensorDescriptor {
+    let mut td = TensorDescriptor {
+        dtype,
+        shape: Some(ShapeDef { dim: dims.to_vec() }),
+        layout: "ND".into(),
+        device_type: "NPU".into(),
+        ..TensorDescriptor::default()
+    };
+    td.attr.insert(
+        "origin_format".into(),
+        AttrDef {
+            value: Some(Value::S(b"ND".to_vec())),
+        },
+    );
+    td
+}
+
+fn op(name: &str, ty: &str, inputs: &[&str]) -> OpDef {
+    OpDef {
+        name: name.into(),
+        r#type: ty.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        ..OpDef::default()
+    }
+}
+
+fn constant(name: &str, dtype: i32, dims: &[i64], data: Vec<u8>) -> OpDef {
+    let mut o = op(name, "Const", &[]);
+    let t = TensorDef {
+        desc: Some(desc(dtype, dims)),
+        data,
+    };
+    o.attr.insert(
+        "value".into(),
+        AttrDef {
+            value: Some(Value::T(t)),
+        },
+    );
+    o.output_desc.push(desc(dtype, dims));
+    o
+}
+
+/// A small graph named `name`: Data x, Data y (float32 [2,4]), three Consts (two with the
+/// same 32 bytes, one int64 [1] = 1), Add(x, c1) and a NetOutput of the Add.
+pub fn model_def(name: &str) -> ModelDef {
+    const F32: i32 = 1;
+    const I64: i32 = 8;
+    let mut ops = Vec::new();
+    for (i, n) in ["x", "y"].iter().enumerate() {
+        let mut d = op(n, "Data", &[]);
+        d.attr.insert(
+            "index".into(),
+            AttrDef {
+                value: Some(Value::I(i as i64)),
+            },
+        );
+        let mut td = desc(F32, &[2, 4]);
+        td.size = 32;
+        d.input_desc.push(td.clone());
+        d.output_desc.push(td);
+        ops.push(d);
+    }
+    let bytes: Vec<u8> = (0..8).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    ops.push(constant("c1", F32, &[2, 4], bytes.clone()));
+    ops.push(constant("c2", F32, &[2, 4], bytes));
+    ops.push(constant("c3", I64, &[1], 1i64.to_le_bytes().to_vec()));
+    let mut add = op("add", "Add", &["x:0", "c1:0"]);
+    add.input_desc = vec![desc(F32, &[2, 4]), desc(F32, &[2, 4])];
+    add.output_desc = vec![desc(F32, &[2, 4])];
+    ops.push(add);
+    let mut out = op("Node_Output", "NetOutput", &["add:0"]);
+    out.input_desc.push(desc(F32, &[2, 4]));
+    ops.push(out);
+    ModelDef {
+        name: name.into(),
+        version: 2,
+        graph: vec![GraphDef {
+            name: name.into(),
+            input: vec!["x:0".into(), "y:0".into()],
+            output: vec!["add:0".into()],
+            op: ops,
+            ..GraphDef::default()
+        }],
+        ..ModelDef::default()
+    }
+}
+
+/// A TASK_INFO with `n` kernel tasks but the last, which is an EVENT_RECORD.
+pub fn task_def(n: usize) -> ModelTaskDef {
+    ModelTaskDef {
+        task: (0..n)
+            .map(|i| TaskDef {
+                id: i as u32,
+                r#type: u32::from(i + 1 == n),
+                ..TaskDef::default()
+            })
+            .collect(),
+        stream_num: 1,
+        event_num: 1,
+        memory_size: 1024,
+        weight_size: 2048,
+        ..ModelTaskDef::default()
+    }
+}
+
+/// A dynamic root model as `SaveToOmRootModel` writes it: `model_num` 3,
+/// `is_unknow_model` 1; model 0 holds MODEL_INOUT_INFO and the root MODEL_DEF, models 1 and
+/// 2 (`sub_1`, `sub_2`) hold MODEL_DEF, WEIGHTS_DATA, TBE_KERNELS and TASK_INFO.
+pub fn multi_model_dynamic() -> OmFile {
+    let root = model_def("dyn");
+    let inout = InOutInfo::from_model_def(&root)
+        .to_bytes()
+        .unwrap_or_default();
+    let mut models = vec![OmModel::new(vec![
+        Partition::new(PartitionType::ModelInoutInfo, inout),
+        Partition::new(PartitionType::ModelDef, root.encode_to_vec()),
+    ])];
+    for i in 1..=2 {
+        let mut sub = model_def(&format!("sub_{i}"));
+        let weights = place_weights(&mut sub);
+        let kernels = kernel_store::write(
+            &[KernelItem::new(format!("te_add_{i}"), vec![0xAB; 16])],
+            kernel_store::KERNEL_ITEM_MAGIC,
+        )
+        .unwrap_or_default();
+        models.push(OmModel::new(vec![
+            Partition::new(PartitionType::ModelDef, sub.encode_to_vec()),
+            Partition::new(PartitionType::WeightsData, weights),
+            Partition::new(PartitionType::TbeKernels, kernels),
+            Partition::new(PartitionType::TaskInfo, task_def(3).encode_to_vec()),
+        ]));
+    }
+    let mut header = OmHeader {
+        is_unknow_model: 1,
+        ..OmHeader::default()
+    };
+    header.set_name("dyn");
+    header.set_platform_version("Ascend910B1");
+    finalized(OmFile { header, models })
+}
+
+fn finalized(mut f: OmFile) -> OmFile {
+    // finalize fails only on sizes beyond 4 GiB / 2^64, which these fixtures never reach.
+    let _ = f.finalize();
+    f
+}
+
+/// A flow model (`modeltype` 3): MODEL_DEF, FLOW_MODEL naming two submodels, and one
+/// FLOW_SUBMODEL each holding a complete nested OM.
+pub fn flow_om() -> OmFile {
+    let names = ["sub_a", "sub_b"];
+    let flow = FlowModelDef {
+        model_name: "flow".into(),
+        submodel_name: names.iter().map(|s| s.to_string()).collect(),
+        ..FlowModelDef::default()
+    };
+    let mut partitions = vec![
+        Partition::new(PartitionType::ModelDef, model_def("flow").encode_to_vec()),
+        Partition::new(PartitionType::FlowModel, flow.encode_to_vec()),
+    ];
+    for n in names {
+        let opts = OmBuildOptions {
+            name: n.into(),
+            compress_attrs: false,
+            ..OmBuildOptions::default()
+        };
+        let om_data = build_om(model_def(n), &opts)
+            .and_then(|f| f.to_bytes())
+            .unwrap_or_default();
+        let sub = SubmodelDef {
+            model_name: n.into(),
+            model_type: "npu".into(),
+            om_data,
+            ..SubmodelDef::default()
+        };
+        partitions.push(Partition::new(
+            PartitionType::FlowSubmodel,
+            sub.encode_to_vec(),
+        ));
+    }
+    let mut header = OmHeader {
+        modeltype: 3,
+        ..OmHeader::default()
+    };
+    header.set_name("flow");
+    finalized(OmFile {
+        header,
+        models: vec![OmModel::new(partitions)],
+    })
+}
+
+/// An old-style OM: `model_length` 0, so readers use 12-byte legacy tables; MODEL_DEF,
+/// WEIGHTS_DATA and TASK_INFO.
+pub fn legacy_om() -> OmFile {
+    let mut m = model_def("legacy");
+    let weights = place_weights(&mut m);
+    let model = OmModel {
+        table_format: TableFormat::Legacy,
+        partitions: vec![
+            Partition::new(PartitionType::ModelDef, m.encode_to_vec()),
+            Partition::new(PartitionType::WeightsData, weights),
+            Partition::new(PartitionType::TaskInfo, task_def(2).encode_to_vec()),
+        ],
+        table_pad: 0,
+    };
+    let mut header = OmHeader {
+        om_ir_version: 0,
+        ..OmHeader::default()
+    };
+    header.set_name("legacy");
+    finalized(OmFile {
+        header,
+        models: vec![model],
+    })
+}
+
+/// A single-model OM from [`build_om`] with attribute compression on.
+pub fn compressed_om() -> OmFile {
+    let opts = OmBuildOptions {
+        name: "comp".into(),
+        ..OmBuildOptions::default()
+    };
+    build_om(model_def("comp"), &opts).unwrap_or_else(|_| legacy_om())
+}
+
+/// A bundle (`modeltype` 5) as `SaveBundleModelBufferToMem` writes it: one table with a
+/// BUNDLE_MODEL_VAR_INFO (u64 var size 4096) and one BUNDLE_MODEL_INFO per nested OM.
+pub fn bundle_om() -> OmFile {
+    let mut partitions = vec![Partition::new(
+        PartitionType::BundleModelVarInfo,
+        4096u64.to_le_bytes().to_vec(),
+    )];
+    for n in ["b1", "b2"] {
+        let opts = OmBuildOptions {
+            name: n.into(),
+            ..OmBuildOptions::default()
+        };
+        let bytes = build_om(model_def(n), &opts)
+            .and_then(|f| f.to_bytes())
+            .unwrap_or_default();
+        partitions.push(Partition::new(PartitionType::BundleModelInfo, bytes));
+    }
+    let mut header = OmHeader {
+        modeltype: 5,
+        ..OmHeader::default()
+    };
+    header.set_name("bundle");
+    finalized(OmFile {
+        header,
+        models: vec![OmModel::new(partitions)],
+    })
+}
+
+/// Every OM fixture with its name.
+pub fn all() -> Vec<(&'static str, OmFile)> {
+    vec![
+        ("multi_model_dynamic", multi_model_dynamic()),
+        ("flow", flow_om()),
+        ("legacy", legacy_om()),
+        ("compressed", compressed_om()),
+        ("bundle", bundle_om()),
+    ]
+}

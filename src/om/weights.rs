@@ -1,0 +1,207 @@
+//! Const weights and the WEIGHTS_DATA partition: moving a Const's `value` tensor bytes
+//! between the op (inline `TensorDef.data`) and the shared weights buffer.
+//!
+//! Owns the placement rule of GE's `ModelBuilder` (`compiler/graph/build/model_builder.cc`:
+//! `SetInputOutputDesc`, `AdjustConstWeightSize`, `ReuseWeightMem`, `MergeWeights`) and its
+//! inverse. It must not touch anything but the `value` attr of Const-like ops.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::compress::node_order;
+use super::dtype::DataType;
+use super::error::{OmError, Place, Result};
+use crate::proto::ge_ir::attr_def::Value;
+use crate::proto::ge_ir::{AttrDef, ModelDef, TensorDef};
+
+/// `kWeightsStartOffset`: the first weight is placed at 512, not 0.
+pub const WEIGHTS_START_OFFSET: u64 = 512;
+/// `MEM_ALIGN_SIZE`: the running offset is rounded up to this after every node.
+pub const MEM_ALIGN_SIZE: u64 = 512;
+/// `kAlignBytes`: slack added before the final rounding of the weight size.
+const ALIGN_BYTES: u64 = 32;
+/// `ATTR_NAME_WEIGHTS`.
+const WEIGHTS_ATTR: &str = "value";
+/// Op types whose `value` may live in WEIGHTS_DATA when read.
+const CONST_TYPES: [&str; 3] = ["Const", "Constant", "Variable"];
+/// GE's writer places weights for `CONSTANT` ("Const") ops only.
+const PLACED_TYPE: &str = "Const";
+
+fn value_mut(attr: &mut BTreeMap<String, AttrDef>) -> Option<&mut TensorDef> {
+    match attr.get_mut(WEIGHTS_ATTR)?.value.as_mut()? {
+        Value::T(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// Fills in the data of every Const-like op whose `value` tensor has no inline data but a
+/// non-zero `data_offset`, copying from `weights` (the WEIGHTS_DATA partition).
+///
+/// The length is `TensorDescriptor.weight_size`, which GE's `MergeWeights` sets to the
+/// data size of every Const it moves; when that is 0 the length is the shape's element
+/// count times the type size. A `data_offset` of 0 means "not in the buffer": GE's writer
+/// starts at 512 and skips offset 0. Errors name the graph and node.
+pub fn resolve_weights(model: &mut ModelDef, weights: &[u8]) -> Result<()> {
+    for g in &mut model.graph {
+        for op in &mut g.op {
+            if !CONST_TYPES.contains(&op.r#type.as_str()) {
+                continue;
+            }
+            let place = || Place::node(&g.name, &op.name);
+            let Some(t) = value_mut(&mut op.attr) else {
+                continue;
+            };
+            if !t.data.is_empty() {
+                continue;
+            }
+            let Some(desc) = &t.desc else { continue };
+            if desc.data_offset == 0 {
+                continue;
+            }
+            let len = if desc.weight_size > 0 {
+                u64::try_from(desc.weight_size).unwrap_or(0)
+            } else {
+                let mut count: u64 = 1;
+                for &d in desc.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]) {
+                    let d = u64::try_from(d).map_err(|_| {
+                        OmError::graph(place(), format!("weight shape has unknown dim {d}"))
+                    })?;
+                    count = count
+                        .checked_mul(d)
+                        .ok_or_else(|| OmError::graph(place(), "weight element count overflows"))?;
+                }
+                DataType::from_proto(desc.dtype)
+                    .and_then(|dt| dt.byte_size(count))
+                    .ok_or_else(|| {
+                        OmError::graph(
+                            place(),
+                            format!("weight dtype {} has no fixed size", desc.dtype),
+                        )
+                    })?
+            };
+            let off = u64::try_from(desc.data_offset).map_err(|_| {
+                OmError::graph(
+                    place(),
+                    format!("negative data_offset {}", desc.data_offset),
+                )
+            })?;
+            let end = off.checked_add(len).filter(|&e| e <= weights.len() as u64).ok_or_else(|| {
+                OmError::graph(
+                    place(),
+                    format!(
+                        "weight at data_offset {off} of {len} bytes runs past WEIGHTS_DATA ({} bytes)",
+                        weights.len()
+                    ),
+                )
+            })?;
+            t.data = weights[off as usize..end as usize].to_vec();
+        }
+    }
+    Ok(())
+}
+
+fn align(v: u64, to: u64) -> u64 {
+    v.div_ceil(to).saturating_mul(to)
+}
+
+/// Moves Const weights into a fresh WEIGHTS_DATA buffer the way GE's model builder does,
+/// and returns the buffer (its length is the model's `weight_size`).
+///
+/// Ops are visited in `GetAllNodes` order. The running offset starts at 512; each `Const`
+/// with a `value` tensor gets `data_offset` = the offset (or the offset of an earlier
+/// byte-identical weight of the same size, which is then shared) and the offset advances
+/// by the data size; after every op the offset is rounded up to 512. At the end the size is
+/// `(offset + 32)` rounded up to 512, so even a model without weights has a 1024-byte
+/// buffer. Each placed tensor gets `weight_size` = its data size and loses its inline data.
+pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
+    let mut offset = WEIGHTS_START_OFFSET;
+    // Placed weights, and GE's reuse_weight_map_: data size -> indices into `placed`.
+    let mut placed: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut by_size: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (g, o) in node_order(model) {
+        let op = &mut model.graph[g].op[o];
+        if op.r#type == PLACED_TYPE
+            && let Some(t) = value_mut(&mut op.attr)
+        {
+            let data = std::mem::take(&mut t.data);
+            let size = data.len();
+            let same = by_size.entry(size).or_default();
+            let at = match same.iter().find(|&&i| placed[i].1 == data) {
+                // A byte-identical earlier weight is shared, and the offset does not move.
+                Some(&i) => placed[i].0,
+                None => {
+                    let at = offset;
+                    same.push(placed.len());
+                    placed.push((at, data));
+                    offset = offset.saturating_add(size as u64);
+                    at
+                }
+            };
+            let desc = t.desc.get_or_insert_with(Default::default);
+            desc.data_offset = at as i64;
+            desc.weight_size = size as i64;
+        }
+        offset = align(offset, MEM_ALIGN_SIZE);
+    }
+    let total = align(offset.saturating_add(ALIGN_BYTES), MEM_ALIGN_SIZE);
+    let mut buf = vec![0u8; total as usize];
+    for (at, data) in placed {
+        buf[at as usize..at as usize + data.len()].copy_from_slice(&data);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::om::testdata;
+
+    fn consts(m: &ModelDef) -> Vec<(String, i64, i64, usize)> {
+        m.graph[0]
+            .op
+            .iter()
+            .filter(|o| o.r#type == "Const")
+            .map(|o| match &o.attr["value"].value {
+                Some(Value::T(t)) => {
+                    let d = t.desc.clone().unwrap_or_default();
+                    (o.name.clone(), d.data_offset, d.weight_size, t.data.len())
+                }
+                _ => unreachable!("fixture consts hold tensors"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn placement_follows_ge() {
+        let orig = testdata::model_def("m");
+        let mut m = orig.clone();
+        let buf = place_weights(&mut m);
+        // c1: 32 bytes at 512; c2 (same bytes) shares 512; c3: 8 bytes at 1024.
+        let c = consts(&m);
+        assert_eq!(c[0], ("c1".to_string(), 512, 32, 0));
+        assert_eq!(c[1], ("c2".to_string(), 512, 32, 0));
+        assert_eq!(c[2], ("c3".to_string(), 1024, 8, 0));
+        // The offset is 1536 after aligning past c3; (1536 + 32) rounds up to 2048.
+        assert_eq!(buf.len(), 2048);
+        assert_eq!(&buf[1024..1032], &1i64.to_le_bytes());
+        resolve_weights(&mut m, &buf).unwrap();
+        assert_eq!(
+            consts(&m).iter().map(|c| c.3).collect::<Vec<_>>(),
+            [32, 32, 8]
+        );
+        let mut empty = ModelDef::default();
+        assert_eq!(place_weights(&mut empty).len(), 1024);
+    }
+
+    #[test]
+    fn out_of_bounds_names_the_node() {
+        let mut m = testdata::model_def("m");
+        let buf = place_weights(&mut m);
+        let e = resolve_weights(&mut m, &buf[..600])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "graph \"m\": node \"c3\": weight at data_offset 1024 of 8 bytes runs past WEIGHTS_DATA (600 bytes)"
+        );
+    }
+}
