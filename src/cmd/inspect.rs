@@ -1,0 +1,302 @@
+//! `rt2 inspect`: tell what a file is. For an OM: every header field, the partition table
+//! of every model, the decoded partitions (MODEL_INOUT_INFO, kernel stores, TASK_INFO,
+//! flow submodels); for every kind: each graph's inputs, outputs, node count, op-type
+//! histogram, subgraphs, whether it is dynamic, and what the verifier found.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::cmd::{ReportFormat, Status, input, output};
+use crate::om::container::{OmFile, PartitionType};
+use crate::om::file::{ModelFile, ReadOptions};
+use crate::om::inout::InOutInfo;
+use crate::om::kernel_store::{self, CUSTOM_OP_MAGIC, KERNEL_ITEM_MAGIC};
+use crate::om::summary::{self, GraphSummary, TensorSummary};
+use crate::om::task::TaskSummary;
+use crate::om::verify;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Any file rt2 reads: OM, GE IR binary, GE text dump, GE JSON, ONNX.
+    pub file: PathBuf,
+    /// `table` for people, `json` for scripts.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+}
+
+#[derive(Debug, Serialize)]
+struct PartitionRow {
+    model: usize,
+    #[serde(rename = "type")]
+    kind: String,
+    /// Absolute byte offset of the partition's data in the file.
+    offset: u64,
+    size: u64,
+    /// `mem_offset` as stored in the table.
+    mem_offset: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct KernelRow {
+    model: usize,
+    partition: String,
+    name: String,
+    size: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    header: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions: Option<Vec<PartitionRow>>,
+    graphs: Vec<GraphSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inout: Option<BTreeMap<usize, InOutInfoView>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    kernels: Vec<KernelRow>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    tasks: BTreeMap<usize, TaskSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    flow_submodels: Vec<Value>,
+    /// Verifier findings (`error: ...` / `warning: ...`).
+    problems: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct InOutInfoView {
+    inputs: Vec<TensorSummary>,
+    outputs: Vec<TensorSummary>,
+}
+
+fn inout_view(info: &InOutInfo) -> InOutInfoView {
+    let view = |v: &[crate::om::inout::TensorDescInfo]| {
+        v.iter()
+            .map(|t| TensorSummary {
+                name: t.name.clone(),
+                dtype: t.data_type().map(|d| d.name().to_string()).unwrap_or_else(|| format!("ge:{}", t.dtype)),
+                shape: t.dims.clone(),
+            })
+            .collect()
+    };
+    InOutInfoView { inputs: view(&info.inputs), outputs: view(&info.outputs) }
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let file = input::read_model(&args.file, &ReadOptions::default())?;
+    let report = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let text = match args.format {
+        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        ReportFormat::Table => render(&report),
+    };
+    output::write_or_print(None, text.as_bytes())?;
+    Ok(Status::Success)
+}
+
+fn build(file: &ModelFile) -> crate::om::Result<Report> {
+    let mut problems = Vec::new();
+    let graphs = file
+        .models
+        .iter()
+        .map(|m| {
+            for p in verify::verify(&m.model) {
+                problems.push(if file.models.len() > 1 { format!("model {}: {p}", m.index) } else { p.to_string() });
+            }
+            summary::summarize(m.index, &m.model)
+        })
+        .collect();
+    let mut report = Report {
+        kind: file.kind.name(),
+        header: None,
+        partitions: None,
+        graphs,
+        inout: None,
+        kernels: Vec::new(),
+        tasks: BTreeMap::new(),
+        flow_submodels: Vec::new(),
+        problems,
+    };
+    if let Some(om) = &file.om {
+        om_details(om, &mut report)?;
+    }
+    Ok(report)
+}
+
+fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
+    let h = &om.header;
+    report.header = Some(json!({
+        "magic": String::from_utf8_lossy(&h.magic.to_le_bytes()),
+        "headsize": h.headsize,
+        "version": format!("{:#010x}", h.version),
+        "checksum_set": h.checksum.iter().any(|&b| b != 0),
+        "length": h.length,
+        "is_encrypt": h.is_encrypt,
+        "is_checksum": h.is_checksum,
+        "model_type": h.model_type().name(),
+        "genmode": h.genmode,
+        "name": h.name(),
+        "ops": h.ops,
+        "userdefineinfo": String::from_utf8_lossy(&h.userdefineinfo).trim_end_matches('\0'),
+        "om_ir_version": h.om_ir_version,
+        "model_num": h.model_num,
+        "platform_version": h.platform_version(),
+        "platform_type": h.platform_type,
+        "model_length": h.model_length,
+        "need_check_os_cpu_info": h.need_check_os_cpu_info,
+        "is_unknow_model": h.is_unknow_model,
+        "is_dynamic": h.is_dynamic(),
+        "table_format": format!("{:?}", h.table_format()).to_lowercase(),
+    }));
+    let mut rows = Vec::new();
+    let mut offset = 256u64;
+    let mut inout = BTreeMap::new();
+    for (m, model) in om.models.iter().enumerate() {
+        offset += model.table_format.table_size(model.partitions.len() as u64).unwrap_or(0);
+        for p in &model.partitions {
+            rows.push(PartitionRow {
+                model: m,
+                kind: p.kind.name(),
+                offset,
+                size: p.data.len() as u64,
+                mem_offset: p.mem_offset,
+            });
+            offset += p.data.len() as u64;
+            let store = match p.kind {
+                PartitionType::TbeKernels | PartitionType::CustAicpuKernels | PartitionType::SoBins => {
+                    Some(KERNEL_ITEM_MAGIC)
+                }
+                PartitionType::CustomOps => Some(CUSTOM_OP_MAGIC),
+                _ => None,
+            };
+            if let Some(magic) = store {
+                for item in kernel_store::parse(&p.data, magic, &p.kind.name())? {
+                    report.kernels.push(KernelRow {
+                        model: m,
+                        partition: p.kind.name(),
+                        size: item.bin_size(),
+                        name: item.name,
+                    });
+                }
+            }
+            if p.kind == PartitionType::ModelInoutInfo {
+                inout.insert(m, inout_view(&InOutInfo::parse(&p.data)?));
+            }
+        }
+        if let Some(tasks) = model.task_info()? {
+            report.tasks.insert(m, TaskSummary::of(&tasks));
+        }
+        for sub in model.flow_submodels()? {
+            report.flow_submodels.push(json!({
+                "model": m,
+                "name": sub.model_name,
+                "model_type": sub.model_type,
+                "om_data_size": sub.om_data.len(),
+                "graph": sub.graph.as_ref().map(|g| g.name.clone()),
+                "graph_nodes": sub.graph.as_ref().map(|g| g.op.len()),
+            }));
+        }
+    }
+    report.partitions = Some(rows);
+    if !inout.is_empty() {
+        report.inout = Some(inout);
+    }
+    Ok(())
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t
+}
+
+fn shape(s: &[i64]) -> String {
+    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","))
+}
+
+fn render(r: &Report) -> String {
+    let mut out = format!("kind: {}\n", r.kind);
+    if let Some(Value::Object(h)) = &r.header {
+        out.push_str("\nOM header\n");
+        let mut t = table();
+        t.set_header(["field", "value"]);
+        for (k, v) in h {
+            t.add_row([k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    if let Some(parts) = &r.partitions {
+        out.push_str("\nPartitions\n");
+        let mut t = table();
+        t.set_header(["model", "type", "offset", "size"]);
+        for p in parts {
+            t.add_row([p.model.to_string(), p.kind.clone(), p.offset.to_string(), p.size.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    for g in &r.graphs {
+        out.push_str(&format!(
+            "\nGraph {:?} (model {}): {} nodes, {}\n",
+            g.name,
+            g.model,
+            g.nodes,
+            if g.dynamic { "dynamic" } else { "static" }
+        ));
+        let mut t = table();
+        t.set_header(["", "name", "dtype", "shape"]);
+        for (side, list) in [("input", &g.inputs), ("output", &g.outputs)] {
+            for x in list {
+                t.add_row([side.to_string(), x.name.clone(), x.dtype.clone(), shape(&x.shape)]);
+            }
+        }
+        out.push_str(&format!("{t}\n"));
+        let mut t = table();
+        t.set_header(["op type", "count"]);
+        let mut ops: Vec<_> = g.op_types.iter().collect();
+        ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (op, n) in ops {
+            t.add_row([op.clone(), n.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+        if !g.subgraphs.is_empty() {
+            out.push_str(&format!("subgraphs: {}\n", g.subgraphs.join(", ")));
+        }
+    }
+    if !r.kernels.is_empty() {
+        out.push_str("\nKernel stores\n");
+        let mut t = table();
+        t.set_header(["model", "partition", "name", "size"]);
+        for k in &r.kernels {
+            t.add_row([k.model.to_string(), k.partition.clone(), k.name.clone(), k.size.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    for (m, tasks) in &r.tasks {
+        out.push_str(&format!(
+            "\nTasks (model {m}): {} tasks, {} streams, {} events\n",
+            tasks.task_count, tasks.stream_num, tasks.event_num
+        ));
+        let mut t = table();
+        t.set_header(["task type", "count"]);
+        for (k, n) in &tasks.by_type {
+            t.add_row([k.clone(), n.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    for s in &r.flow_submodels {
+        out.push_str(&format!("flow submodel: {s}\n"));
+    }
+    if r.problems.is_empty() {
+        out.push_str("\nverifier: no problems\n");
+    } else {
+        out.push_str(&format!("\nverifier: {} problem(s)\n", r.problems.len()));
+        for p in &r.problems {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
+    out
+}
