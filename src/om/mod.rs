@@ -8,6 +8,7 @@
 
 pub mod dtype;
 pub mod error;
+pub mod onnx;
 
 pub use dtype::DataType;
 pub use error::{OmError, Place, Result};
