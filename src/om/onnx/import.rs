@@ -28,6 +28,9 @@ use crate::proto::onnx::{AttributeProto, GraphProto, ModelProto, NodeProto, Tens
 /// `NetOutput` input descs) index, GE's `ATTR_NAME_PARENT_NODE_INDEX`.
 pub const PARENT_NODE_INDEX: &str = "_parent_node_index";
 
+/// The format of root-graph `Data` ops: ATC's `--input_format` default for ONNX.
+pub const ROOT_DATA_LAYOUT: &str = "NCHW";
+
 /// Decodes `bytes` as an `onnx.ModelProto` and converts it. See the module docs of
 /// [`super`] for the conventions.
 pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
@@ -145,7 +148,8 @@ struct Scope<'a> {
     prefix: &'a str,
     ops: Vec<OpDef>,
     values: HashMap<String, ValueRef>,
-    names: HashSet<String>,
+    /// Names taken, each with the next suffix to try, so that many equal names stay linear.
+    names: HashMap<String, usize>,
 }
 
 impl Scope<'_> {
@@ -156,13 +160,22 @@ impl Scope<'_> {
     /// post-processing does (`<subgraph>/<node>`).
     fn op_name(&mut self, base: &str) -> String {
         let first = format!("{}{base}", self.prefix);
-        let mut name = first.clone();
-        let mut k = 1;
-        while !self.names.insert(name.clone()) {
-            name = format!("{first}_{k}");
+        let mut k = match self.names.get(&first) {
+            None => {
+                self.names.insert(first.clone(), 1);
+                return first;
+            }
+            Some(k) => *k,
+        };
+        loop {
+            let name = format!("{first}_{k}");
             k += 1;
+            if !self.names.contains_key(&name) {
+                self.names.insert(first, k);
+                self.names.insert(name.clone(), 1);
+                return name;
+            }
         }
-        name
     }
     fn define(
         &mut self,
@@ -207,7 +220,7 @@ impl Importer {
             prefix,
             ops: Vec::new(),
             values: HashMap::new(),
-            names: HashSet::new(),
+            names: HashMap::new(),
         };
         let mut types: HashMap<&str, ValueType> = HashMap::new();
         for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
@@ -253,7 +266,14 @@ impl Importer {
             if let Some(p) = link.and_then(|l| l.declared_inputs.get(i).copied().flatten()) {
                 attrs.insert(PARENT_NODE_INDEX.to_string(), attr_i(p));
             }
-            graph_inputs.push(data_op(&mut s, vname, vt, attrs)?);
+            // GE's UpdateDataFormat gives root Data ops ATC's --input_format, NCHW by
+            // default for ONNX, whatever their rank; subgraph Data ops stay ND.
+            let layout = if link.is_none() {
+                ROOT_DATA_LAYOUT
+            } else {
+                "ND"
+            };
+            graph_inputs.push(data_op(&mut s, vname, vt, attrs, layout)?);
             data_index += 1;
         }
         if let Some((n, _)) = overrides.iter().find(|(n, _)| !fixed.contains(n.as_str())) {
@@ -267,7 +287,7 @@ impl Importer {
                 ("index".to_string(), attr_i(data_index)),
                 (PARENT_NODE_INDEX.to_string(), attr_i(*parent)),
             ]);
-            graph_inputs.push(data_op(&mut s, vname, vt.clone(), attrs)?);
+            graph_inputs.push(data_op(&mut s, vname, vt.clone(), attrs, "ND")?);
             data_index += 1;
         }
 
@@ -577,16 +597,18 @@ fn fix_shape(vt: &mut ValueType, dims: &[i64], input: &str) -> Result<()> {
     Ok(())
 }
 
-/// Adds a `Data` op for graph input `value`; returns the op name.
+/// Adds a `Data` op for graph input `value`; returns the op name. `layout` is the Data
+/// op's own format; consumers see the value as ND, their own input format.
 fn data_op(
     s: &mut Scope,
     value: &str,
     vt: ValueType,
     attrs: BTreeMap<String, AttrDef>,
+    layout: &str,
 ) -> Result<String> {
     let name = s.op_name(value);
-    let desc = descriptor(&vt, "ND");
-    s.define(value, &name, 0, vt, desc.clone())?;
+    s.define(value, &name, 0, vt.clone(), descriptor(&vt, "ND"))?;
+    let desc = descriptor(&vt, layout);
     s.ops.push(OpDef {
         name: name.clone(),
         r#type: "Data".to_string(),

@@ -199,6 +199,12 @@ fn cnn_with_initializers() {
     assert_eq!(dims(&x.output_desc[0]), [-1, 3, 8, 8]);
     assert_eq!(sym(&x.output_desc[0]).unwrap(), ["batch", "", "", ""]);
     assert_eq!(x.output_desc[0].dtype, 1);
+    let layouts = (
+        x.input_desc[0].layout.as_str(),
+        x.output_desc[0].layout.as_str(),
+    );
+    assert_eq!(layouts, ("NCHW", "NCHW"));
+    assert_eq!(op(g, "Gemm_5").input_desc[0].layout, "ND");
 
     let w = op(g, "w_Initializer_7");
     assert_eq!(w.r#type, "Const");
@@ -431,6 +437,8 @@ fn nested_if_with_outer_scope_values() {
     let d_x = op(ot, "top_0_then_branch/x");
     assert_eq!((ai(d_x, "index"), ai(d_x, PARENT_NODE_INDEX)), (1, 2));
     assert_eq!(dims(&d_x.output_desc[0]), [2]);
+    assert_eq!(d_x.output_desc[0].layout, "ND");
+    assert_eq!(op(&m.graph[0], "x").output_desc[0].layout, "NCHW");
     assert_eq!(
         ot.input,
         ["top_0_then_branch/cond:0", "top_0_then_branch/x:0"]
@@ -833,6 +841,18 @@ fn output_is_deterministic_and_names_unique() {
         .build());
     assert_eq!(m.graph[0].op[1].name, "x_1");
     assert_eq!(m.graph[0].op[1].input, ["x:0"]);
+    let mut b = OnnxBuilder::new("g").input("x", F32, &[]);
+    let outs: Vec<String> = (0..4).map(|i| format!("o{i}")).collect();
+    for o in &outs {
+        b = b.named_node("a", "Relu", &["x"], &[o], vec![]);
+    }
+    let b = b.named_node("a_1", "Relu", &["x"], &["o_last"], vec![]);
+    let m = imp(&b.output("o_last", F32, &[]).build());
+    let names: Vec<&str> = m.graph[0].op.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["x", "a", "a_1", "a_2", "a_3", "a_1_1", "Node_Output"]
+    );
 }
 
 #[test]
