@@ -485,7 +485,12 @@ impl Importer {
                 let sub_name = format!("{op_name}_{k}_{aname}");
                 let link = Link {
                     declared_inputs: (0..g.input.len())
-                        .map(|i| (onnx_type != "If").then_some(i as i64))
+                        .map(|i| match onnx_type {
+                            "If" => None,
+                            // Scan-8 takes sequence_lens as input 0, before the states.
+                            "Scan" if opset < 9 => Some(i as i64 + 1),
+                            _ => Some(i as i64),
+                        })
                         .collect(),
                     captures: captures.clone(),
                     outputs: (0..g.output.len())

@@ -144,7 +144,6 @@ pub fn descriptor(vt: &ValueType, layout: &str) -> TensorDescriptor {
         layout: layout.to_string(),
         attr,
         device_type: "NPU".to_string(),
-        real_dim_cnt: vt.shape.rank().unwrap_or(0) as i64,
         ..Default::default()
     }
 }

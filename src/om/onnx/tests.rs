@@ -881,3 +881,31 @@ proptest! {
         let _ = import(&bytes, &ImportOptions::default());
     }
 }
+
+#[test]
+fn scan8_body_inputs_skip_sequence_lens() {
+    let body = OnnxBuilder::new("b")
+        .input("st", F32, &[v(2)])
+        .input("xe", F32, &[v(2)])
+        .node("Add", &["st", "xe"], &["st2"], vec![])
+        .output("st2", F32, &[v(2)])
+        .graph();
+    let bytes = OnnxBuilder::new("g")
+        .opset("", 8)
+        .input("init", F32, &[v(1), v(2)])
+        .input("xs", F32, &[v(1), v(3), v(2)])
+        .named_node(
+            "scan",
+            "Scan",
+            &["", "init", "xs"],
+            &["fin"],
+            vec![attr_g("body", body), attr_i("num_scan_inputs", 1)],
+        )
+        .output("fin", F32, &[v(1), v(2)])
+        .build();
+    let m = imp(&bytes);
+    assert_eq!(op(&m.graph[0], "scan").input, ["", "init:0", "xs:0"]);
+    let b = graph(&m, "scan_0_body");
+    assert_eq!(ai(op(b, "scan_0_body/st"), PARENT_NODE_INDEX), 1);
+    assert_eq!(ai(op(b, "scan_0_body/xe"), PARENT_NODE_INDEX), 2);
+}
