@@ -8,20 +8,25 @@
 
 pub mod compress;
 pub mod container;
+pub mod dot;
 pub mod dtype;
 pub mod error;
+pub mod file;
+pub mod graph;
 pub mod inout;
+pub mod ir;
+pub mod json;
 pub mod kernel_store;
 pub mod om_writer;
+pub mod onnx;
+pub mod summary;
 pub mod task;
 pub mod testdata;
+pub mod text;
+pub mod verify;
 pub mod weights;
 
 pub use container::{OmFile, OmHeader, OmModel, Partition, PartitionType, TableFormat};
 pub use dtype::DataType;
 pub use error::{OmError, Place, Result};
-pub mod graph;
-pub mod ir;
-pub mod verify;
-
 pub use graph::{ComputeGraph, ComputeModel, ComputeNode, NodeId, OutPort, Shape, TensorDesc};

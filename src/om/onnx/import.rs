@@ -1,0 +1,774 @@
+//! The ONNX -> GE IR conversion: one `GraphDef` per ONNX graph, root first, then every
+//! subgraph flat, linked to its parent op by `subgraph_name`.
+//!
+//! The driver walks a graph in a fixed order (real inputs as `Data`, initializers as
+//! `Const` sorted by name, nodes in ONNX order, one `NetOutput`), so the same bytes always
+//! give the same `ModelDef`. Outer-scope values a subgraph reads are made explicit the way
+//! GE's ONNX parser does it for If (`subgraph_adapter/if_subgraph_adapter.cc`): the parent
+//! op gets them as extra inputs, the subgraph gets `Data` ops carrying
+//! `_parent_node_index`. Every error names the graph and the node.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use prost::Message;
+
+use super::ImportOptions;
+use super::ops::{NCHW_OPS, NodeFacts, apply_defaults, ge_type};
+use super::tensor::{
+    Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
+    descriptor, set_layout, tensor_def,
+};
+use crate::om::{DataType, OmError, Place, Result};
+use crate::proto::ge_ir::attr_def::Value;
+use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, OpDef, TensorDef, TensorDescriptor};
+use crate::proto::onnx::attribute_proto::AttributeType;
+use crate::proto::onnx::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
+
+/// The attr holding the parent op's input (on subgraph `Data`) or output (on subgraph
+/// `NetOutput` input descs) index, GE's `ATTR_NAME_PARENT_NODE_INDEX`.
+pub const PARENT_NODE_INDEX: &str = "_parent_node_index";
+
+/// The format of root-graph `Data` ops: ATC's `--input_format` default for ONNX.
+pub const ROOT_DATA_LAYOUT: &str = "NCHW";
+
+/// Decodes `bytes` as an `onnx.ModelProto` and converts it. See the module docs of
+/// [`super`] for the conventions.
+pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
+    let model = ModelProto::decode(bytes).map_err(|source| OmError::Protobuf {
+        place: Place::new("onnx model"),
+        message: "onnx.ModelProto",
+        source,
+    })?;
+    import_model(model, opts)
+}
+
+fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ModelDef> {
+    let mut graph = model
+        .graph
+        .take()
+        .ok_or_else(|| OmError::graph(Place::new("onnx model"), "model has no graph"))?;
+    let mut opsets = BTreeMap::new();
+    for o in &model.opset_import {
+        let domain = match o.domain.as_deref() {
+            None | Some("") => "ai.onnx",
+            Some(d) => d,
+        };
+        opsets.insert(domain.to_string(), o.version.unwrap_or(0));
+    }
+    let name = opts
+        .name
+        .clone()
+        .or_else(|| graph.name.clone().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "onnx_model".to_string());
+    name_unnamed_nodes(&mut graph);
+
+    let mut imp = Importer {
+        opsets,
+        subgraphs: Vec::new(),
+    };
+    let root = imp.graph(&graph, &name, "", 0, None, &opts.input_shapes)?;
+
+    // Depth-first pre-order, stably sorted by depth, is GE's breadth-first task order.
+    let mut subgraphs = std::mem::take(&mut imp.subgraphs);
+    subgraphs.sort_by_key(|(depth, _)| *depth);
+    let mut graphs = vec![root];
+    graphs.extend(subgraphs.into_iter().map(|(_, g)| g));
+
+    let mut attr = BTreeMap::new();
+    let (domains, versions): (Vec<&str>, Vec<i64>) =
+        imp.opsets.iter().map(|(d, v)| (d.as_str(), *v)).unzip();
+    attr.insert("onnx_opset_domains".to_string(), attr_strings(&domains));
+    attr.insert("onnx_opset_versions".to_string(), attr_ints(&versions));
+    if let Some(p) = &model.producer_name {
+        attr.insert("onnx_producer_name".to_string(), attr_s(p));
+    }
+    if let Some(p) = &model.producer_version {
+        attr.insert("onnx_producer_version".to_string(), attr_s(p));
+    }
+    if let Some(v) = model.ir_version {
+        attr.insert("onnx_ir_version".to_string(), attr_i(v));
+    }
+    Ok(ModelDef {
+        name,
+        graph: graphs,
+        attr,
+        ..Default::default()
+    })
+}
+
+/// Names every unnamed node `<op_type>_<n>` with one counter over all graphs, visited
+/// breadth-first, as GE's `AdaptAndFindAllOnnxGraph` does.
+fn name_unnamed_nodes(root: &mut GraphProto) {
+    let mut queue: VecDeque<&mut GraphProto> = VecDeque::from([root]);
+    let mut n = 0usize;
+    while let Some(g) = queue.pop_front() {
+        for node in g.node.iter_mut() {
+            if node.name.as_deref().unwrap_or("").is_empty() {
+                node.name = Some(format!("{}_{n}", node.op_type.as_deref().unwrap_or("")));
+                n += 1;
+            }
+            for a in node.attribute.iter_mut() {
+                if let Some(sub) = a.g.as_mut() {
+                    queue.push_back(sub);
+                }
+                queue.extend(a.graphs.iter_mut());
+            }
+        }
+    }
+}
+
+/// How a subgraph's inputs and outputs line up with its parent op.
+struct Link {
+    /// Parent input index per declared subgraph input.
+    declared_inputs: Vec<Option<i64>>,
+    /// Outer-scope values the subgraph reads: name, type, parent input index.
+    captures: Vec<(String, ValueType, i64)>,
+    /// Parent output index per subgraph output.
+    outputs: Vec<Option<i64>>,
+}
+
+/// A value visible in the graph being converted.
+#[derive(Clone)]
+struct ValueRef {
+    op: String,
+    index: i64,
+    vt: ValueType,
+    desc: TensorDescriptor,
+}
+
+struct Importer {
+    opsets: BTreeMap<String, i64>,
+    /// Converted subgraphs with their depth, in depth-first pre-order.
+    subgraphs: Vec<(usize, GraphDef)>,
+}
+
+/// Per-graph state: the ops so far, the values in scope, the names taken.
+struct Scope<'a> {
+    graph: &'a str,
+    prefix: &'a str,
+    ops: Vec<OpDef>,
+    values: HashMap<String, ValueRef>,
+    /// Names taken, each with the next suffix to try, so that many equal names stay linear.
+    names: HashMap<String, usize>,
+}
+
+impl Scope<'_> {
+    fn place(&self, node: &str) -> Place {
+        Place::node(self.graph, node)
+    }
+    /// A unique op name in this graph, prefixed for subgraphs as GE's subgraph
+    /// post-processing does (`<subgraph>/<node>`).
+    fn op_name(&mut self, base: &str) -> String {
+        let first = format!("{}{base}", self.prefix);
+        let mut k = match self.names.get(&first) {
+            None => {
+                self.names.insert(first.clone(), 1);
+                return first;
+            }
+            Some(k) => *k,
+        };
+        loop {
+            let name = format!("{first}_{k}");
+            k += 1;
+            if !self.names.contains_key(&name) {
+                self.names.insert(first, k);
+                self.names.insert(name.clone(), 1);
+                return name;
+            }
+        }
+    }
+    fn define(
+        &mut self,
+        value: &str,
+        op: &str,
+        index: i64,
+        vt: ValueType,
+        desc: TensorDescriptor,
+    ) -> Result<()> {
+        if self.values.contains_key(value) {
+            return Err(OmError::graph(
+                self.place(op),
+                format!("value {value:?} is defined twice"),
+            ));
+        }
+        self.values.insert(
+            value.to_string(),
+            ValueRef {
+                op: op.to_string(),
+                index,
+                vt,
+                desc,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Importer {
+    /// Converts one graph. `link` is `None` for the root, whose inputs `overrides` may fix.
+    fn graph(
+        &mut self,
+        g: &GraphProto,
+        name: &str,
+        prefix: &str,
+        depth: usize,
+        link: Option<&Link>,
+        overrides: &[(String, Vec<i64>)],
+    ) -> Result<GraphDef> {
+        let mut s = Scope {
+            graph: name,
+            prefix,
+            ops: Vec::new(),
+            values: HashMap::new(),
+            names: HashMap::new(),
+        };
+        let mut types: HashMap<&str, ValueType> = HashMap::new();
+        for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
+            if let Some(n) = vi.name.as_deref() {
+                types.insert(n, ValueType::from_type_proto(vi.r#type.as_ref()));
+            }
+        }
+        let mut initializers: BTreeMap<&str, &TensorProto> = BTreeMap::new();
+        for t in &g.initializer {
+            let n = t.name.as_deref().unwrap_or("");
+            if n.is_empty() {
+                continue;
+            }
+            if initializers.insert(n, t).is_some() {
+                return Err(OmError::graph(
+                    Place::graph(name),
+                    format!("initializer {n:?} is defined twice"),
+                ));
+            }
+        }
+        if !g.sparse_initializer.is_empty() {
+            return Err(OmError::unsupported(
+                Place::graph(name),
+                "sparse initializers",
+            ));
+        }
+
+        // Graph inputs: an input that is also an initializer is a weight with a default, not a feed.
+        let mut graph_inputs = Vec::new();
+        let mut data_index = 0i64;
+        let mut fixed: BTreeSet<&str> = BTreeSet::new();
+        for (i, vi) in g.input.iter().enumerate() {
+            let vname = vi.name.as_deref().unwrap_or("");
+            if vname.is_empty() || initializers.contains_key(vname) {
+                continue;
+            }
+            let mut vt = ValueType::from_type_proto(vi.r#type.as_ref());
+            if let Some((_, dims)) = overrides.iter().find(|(n, _)| n == vname) {
+                fix_shape(&mut vt, dims, vname)?;
+                fixed.insert(vname);
+            }
+            let mut attrs = BTreeMap::from([("index".to_string(), attr_i(data_index))]);
+            if let Some(p) = link.and_then(|l| l.declared_inputs.get(i).copied().flatten()) {
+                attrs.insert(PARENT_NODE_INDEX.to_string(), attr_i(p));
+            }
+            // GE's UpdateDataFormat gives root Data ops ATC's --input_format, NCHW by
+            // default for ONNX, whatever their rank; subgraph Data ops stay ND.
+            let layout = if link.is_none() {
+                ROOT_DATA_LAYOUT
+            } else {
+                "ND"
+            };
+            graph_inputs.push(data_op(&mut s, vname, vt, attrs, layout)?);
+            data_index += 1;
+        }
+        if let Some((n, _)) = overrides.iter().find(|(n, _)| !fixed.contains(n.as_str())) {
+            return Err(OmError::graph(
+                Place::graph(name),
+                format!("input shape given for {n:?}, which is not an input of the graph"),
+            ));
+        }
+        for (vname, vt, parent) in link.map(|l| l.captures.as_slice()).unwrap_or_default() {
+            let attrs = BTreeMap::from([
+                ("index".to_string(), attr_i(data_index)),
+                (PARENT_NODE_INDEX.to_string(), attr_i(*parent)),
+            ]);
+            graph_inputs.push(data_op(&mut s, vname, vt.clone(), attrs, "ND")?);
+            data_index += 1;
+        }
+
+        // Initializers, in name order as GE's std::map walks them.
+        for (k, (vname, t)) in initializers.iter().enumerate() {
+            let op_name = s.op_name(&format!("{vname}_Initializer_{k}"));
+            let place = s.place(&op_name);
+            let value = tensor_def(t, &place)?;
+            const_op(&mut s, &op_name, vname, value, BTreeMap::new())?;
+        }
+
+        // Pass 1: every node output is in scope before any input is resolved, so edges
+        // do not depend on node order.
+        let mut op_names = Vec::with_capacity(g.node.len());
+        let mut constants: Vec<Option<TensorDef>> = Vec::with_capacity(g.node.len());
+        for node in &g.node {
+            let op_name = s.op_name(node.name.as_deref().unwrap_or(""));
+            let constant = if is_constant(node) {
+                Some(constant_value(node, &s.place(&op_name))?)
+            } else {
+                None
+            };
+            for (k, out) in node.output.iter().enumerate() {
+                if out.is_empty() {
+                    continue;
+                }
+                let vt = match &constant {
+                    Some(t) => const_type(t),
+                    None => types.get(out.as_str()).cloned().unwrap_or_default(),
+                };
+                let desc = descriptor(&vt, "ND");
+                s.define(out, &op_name, k as i64, vt, desc)?;
+            }
+            op_names.push(op_name);
+            constants.push(constant);
+        }
+
+        // Pass 2: the ops themselves.
+        for ((node, op_name), constant) in g.node.iter().zip(op_names).zip(constants) {
+            let op = self.node(&mut s, node, op_name, constant, depth)?;
+            s.ops.push(op);
+        }
+
+        // NetOutput: one input per graph output, in order.
+        let out_name = s.op_name("Node_Output");
+        let mut net = OpDef {
+            name: out_name.clone(),
+            r#type: "NetOutput".to_string(),
+            ..Default::default()
+        };
+        let mut outputs = Vec::with_capacity(g.output.len());
+        for (i, vi) in g.output.iter().enumerate() {
+            let vname = vi.name.as_deref().unwrap_or("");
+            let v = s.values.get(vname).ok_or_else(|| {
+                OmError::graph(
+                    Place::graph(name),
+                    format!("graph output {i} names {vname:?}, which no node produces"),
+                )
+            })?;
+            let src = format!("{}:{}", v.op, v.index);
+            let mut desc = v.desc.clone();
+            if let Some(p) = link.and_then(|l| l.outputs.get(i).copied().flatten()) {
+                desc.attr.insert(PARENT_NODE_INDEX.to_string(), attr_i(p));
+            }
+            net.input.push(src.clone());
+            net.input_desc.push(desc);
+            outputs.push(src);
+        }
+        s.ops.push(net);
+        for (i, op) in s.ops.iter_mut().enumerate() {
+            op.id = i as i64;
+        }
+        Ok(GraphDef {
+            name: name.to_string(),
+            input: graph_inputs.iter().map(|n| format!("{n}:0")).collect(),
+            output: outputs,
+            op: s.ops,
+            ..Default::default()
+        })
+    }
+
+    /// Converts one node into one op, recursing into its subgraphs.
+    fn node(
+        &mut self,
+        s: &mut Scope,
+        node: &NodeProto,
+        op_name: String,
+        constant: Option<TensorDef>,
+        depth: usize,
+    ) -> Result<OpDef> {
+        let place = s.place(&op_name);
+        let onnx_type = node.op_type.as_deref().unwrap_or("");
+        let domain = match node.domain.as_deref() {
+            None | Some("") => "ai.onnx",
+            Some(d) => d,
+        };
+        let opset = *self.opsets.get(domain).ok_or_else(|| {
+            OmError::graph(
+                place.clone(),
+                format!("domain {domain:?} of op {onnx_type:?} has no opset_import"),
+            )
+        })?;
+
+        let mut attrs = BTreeMap::new();
+        let mut graphs: Vec<(&str, &GraphProto)> = Vec::new();
+        for a in &node.attribute {
+            let aname = a.name.as_deref().unwrap_or("");
+            match attribute_kind(a) {
+                AttributeType::Graph => graphs.extend(a.g.as_ref().map(|g| (aname, g))),
+                AttributeType::Graphs => graphs.extend(a.graphs.iter().map(|g| (aname, g))),
+                _ if constant.is_some() => {} // the value attribute becomes `value` below
+                _ => {
+                    if let Some(v) = convert_attribute(a, &place)? {
+                        attrs.insert(aname.to_string(), v);
+                    }
+                }
+            }
+        }
+        // GE orders If subgraphs then_branch, else_branch whatever the attribute order.
+        graphs.sort_by_key(|(n, _)| match *n {
+            "then_branch" => 0,
+            "else_branch" => 1,
+            _ => 2,
+        });
+
+        let mut op = OpDef {
+            name: op_name.clone(),
+            ..Default::default()
+        };
+        if let Some(value) = constant {
+            op.r#type = "Const".to_string();
+            op.output_desc.push(value.desc.clone().unwrap_or_default());
+            attrs.insert(
+                "value".to_string(),
+                AttrDef {
+                    value: Some(Value::T(value)),
+                },
+            );
+        } else {
+            op.r#type = ge_type(domain, onnx_type, &attrs).to_string();
+        }
+
+        let mut input_types = Vec::new();
+        for inp in &node.input {
+            if inp.is_empty() {
+                op.input.push(String::new());
+                op.input_desc.push(descriptor(&ValueType::default(), "ND"));
+                input_types.push(None);
+                continue;
+            }
+            let v = s.values.get(inp).ok_or_else(|| {
+                OmError::graph(
+                    place.clone(),
+                    format!("input {inp:?} names a value that does not exist"),
+                )
+            })?;
+            op.input.push(format!("{}:{}", v.op, v.index));
+            op.input_desc.push(v.desc.clone());
+            input_types.push(Some(v.vt.clone()));
+        }
+        let declared_inputs = op.input.len();
+
+        if !graphs.is_empty() {
+            // Outer-scope values read anywhere below this op, sorted by name as GE's std::set.
+            let mut free = BTreeMap::new();
+            for (_, g) in &graphs {
+                free_values(g, &mut free);
+            }
+            // If keeps input 0 as cond and reuses an existing data input; others append.
+            let reuse_from = if onnx_type == "If" {
+                1
+            } else {
+                declared_inputs
+            };
+            let mut captures = Vec::new();
+            for (vname, user) in &free {
+                let v = s.values.get(vname).ok_or_else(|| {
+                    OmError::graph(
+                        place.clone(),
+                        format!("node {user:?} in a subgraph reads {vname:?}, which no enclosing graph defines"),
+                    )
+                })?;
+                let src = format!("{}:{}", v.op, v.index);
+                let parent = match op.input.iter().skip(reuse_from).position(|i| *i == src) {
+                    Some(p) => p + reuse_from,
+                    None => {
+                        op.input.push(src);
+                        op.input_desc.push(v.desc.clone());
+                        op.input.len() - 1
+                    }
+                };
+                captures.push((vname.clone(), v.vt.clone(), parent as i64));
+            }
+            for (k, (aname, g)) in graphs.iter().enumerate() {
+                let sub_name = format!("{op_name}_{k}_{aname}");
+                let link = Link {
+                    declared_inputs: (0..g.input.len())
+                        .map(|i| match onnx_type {
+                            "If" => None,
+                            // Scan-8 takes sequence_lens as input 0, before the states.
+                            "Scan" if opset < 9 => Some(i as i64 + 1),
+                            _ => Some(i as i64),
+                        })
+                        .collect(),
+                    captures: captures.clone(),
+                    outputs: (0..g.output.len())
+                        .map(|i| match onnx_type {
+                            // Loop body output 0 is the next condition, no Loop output.
+                            "Loop" => (i > 0).then(|| i as i64 - 1),
+                            _ => Some(i as i64),
+                        })
+                        .collect(),
+                };
+                let slot = self.subgraphs.len();
+                self.subgraphs.push((depth + 1, GraphDef::default()));
+                let prefix = format!("{sub_name}/");
+                let sub = self.graph(g, &sub_name, &prefix, depth + 1, Some(&link), &[])?;
+                self.subgraphs[slot].1 = sub;
+                op.subgraph_name.push(sub_name);
+            }
+        }
+
+        if op.r#type != "Const" {
+            for out in &node.output {
+                let desc = match s.values.get(out) {
+                    Some(v) if !out.is_empty() => v.desc.clone(),
+                    _ => descriptor(&ValueType::default(), "ND"),
+                };
+                op.output_desc.push(desc);
+            }
+            if domain == "ai.onnx" && NCHW_OPS.contains(&onnx_type) {
+                if let Some(d) = op.input_desc.first_mut().filter(|d| rank4(d)) {
+                    set_layout(d, "NCHW");
+                }
+                if let Some(d) = op.output_desc.first_mut().filter(|d| rank4(d)) {
+                    set_layout(d, "NCHW");
+                }
+            }
+            let facts = NodeFacts {
+                spatial: spatial_rank(&attrs, &input_types),
+            };
+            if domain == "ai.onnx" {
+                apply_defaults(onnx_type, opset, &facts, &mut attrs);
+            }
+        }
+        attrs.insert(
+            "original_type".to_string(),
+            attr_s(&format!("{domain}::{opset}::{onnx_type}")),
+        );
+        attrs.insert("onnx_opset".to_string(), attr_i(opset));
+        op.attr = attrs;
+        Ok(op)
+    }
+}
+
+fn rank4(d: &TensorDescriptor) -> bool {
+    d.shape.as_ref().is_some_and(|s| s.dim.len() == 4)
+}
+
+/// Spatial axes of a conv or pool: from `kernel_shape`, else the weight's rank, else the
+/// data input's rank, minus the batch and channel axes.
+fn spatial_rank(attrs: &BTreeMap<String, AttrDef>, inputs: &[Option<ValueType>]) -> Option<usize> {
+    if let Some(AttrDef {
+        value: Some(Value::List(l)),
+    }) = attrs.get("kernel_shape")
+    {
+        return Some(l.i.len());
+    }
+    let rank = |i: usize| {
+        inputs
+            .get(i)
+            .cloned()
+            .flatten()
+            .and_then(|v| v.shape.rank())
+    };
+    rank(1).or_else(|| rank(0)).and_then(|r| r.checked_sub(2))
+}
+
+/// Applies one `input_shapes` entry to a graph input's type.
+fn fix_shape(vt: &mut ValueType, dims: &[i64], input: &str) -> Result<()> {
+    let place = Place::new(format!("input {input:?}"));
+    if let Some(rank) = vt.shape.rank()
+        && rank != dims.len()
+    {
+        return Err(OmError::graph(
+            place,
+            format!("input shape has rank {}, the model says {rank}", dims.len()),
+        ));
+    }
+    if let Some(d) = dims.iter().find(|d| **d < -1) {
+        return Err(OmError::graph(
+            place,
+            format!("input shape dim {d} is neither -1 nor a size"),
+        ));
+    }
+    let old = std::mem::take(&mut vt.shape.names);
+    let names = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if *d == -1 {
+                old.get(i).cloned().unwrap_or_else(|| "?".into())
+            } else {
+                String::new()
+            }
+        })
+        .collect();
+    vt.shape = Shape {
+        dims: Some(dims.to_vec()),
+        names,
+    };
+    Ok(())
+}
+
+/// Adds a `Data` op for graph input `value`; returns the op name. `layout` is the Data
+/// op's own format; consumers see the value as ND, their own input format.
+fn data_op(
+    s: &mut Scope,
+    value: &str,
+    vt: ValueType,
+    attrs: BTreeMap<String, AttrDef>,
+    layout: &str,
+) -> Result<String> {
+    let name = s.op_name(value);
+    s.define(value, &name, 0, vt.clone(), descriptor(&vt, "ND"))?;
+    let desc = descriptor(&vt, layout);
+    s.ops.push(OpDef {
+        name: name.clone(),
+        r#type: "Data".to_string(),
+        input: vec![String::new()],
+        input_desc: vec![desc.clone()],
+        output_desc: vec![desc],
+        attr: attrs,
+        ..Default::default()
+    });
+    Ok(name)
+}
+
+/// Adds a `Const` op holding `value` under attr `value`.
+fn const_op(
+    s: &mut Scope,
+    op_name: &str,
+    value_name: &str,
+    value: TensorDef,
+    mut attrs: BTreeMap<String, AttrDef>,
+) -> Result<()> {
+    let vt = const_type(&value);
+    let desc = value.desc.clone().unwrap_or_default();
+    s.define(value_name, op_name, 0, vt, desc.clone())?;
+    attrs.insert(
+        "value".to_string(),
+        AttrDef {
+            value: Some(Value::T(value)),
+        },
+    );
+    s.ops.push(OpDef {
+        name: op_name.to_string(),
+        r#type: "Const".to_string(),
+        output_desc: vec![desc],
+        attr: attrs,
+        ..Default::default()
+    });
+    Ok(())
+}
+
+fn const_type(t: &TensorDef) -> ValueType {
+    let desc = t.desc.clone().unwrap_or_default();
+    let dims = desc.shape.map(|s| s.dim).unwrap_or_default();
+    ValueType {
+        dtype: DataType::from_proto(desc.dtype),
+        shape: Shape::known(&dims),
+    }
+}
+
+fn is_constant(node: &NodeProto) -> bool {
+    node.op_type.as_deref() == Some("Constant")
+        && matches!(node.domain.as_deref(), None | Some("") | Some("ai.onnx"))
+}
+
+/// The tensor of a `Constant` node, from whichever of its attribute forms is set.
+fn constant_value(node: &NodeProto, place: &Place) -> Result<TensorDef> {
+    let a: &AttributeProto = match node.attribute.as_slice() {
+        [a] => a,
+        _ => {
+            return Err(OmError::graph(
+                place.clone(),
+                format!(
+                    "Constant needs exactly one attribute, has {}",
+                    node.attribute.len()
+                ),
+            ));
+        }
+    };
+    let scalar = |data_type: i32| TensorProto {
+        data_type: Some(data_type),
+        ..Default::default()
+    };
+    let list = |data_type: i32, n: usize| TensorProto {
+        data_type: Some(data_type),
+        dims: vec![n as i64],
+        ..Default::default()
+    };
+    let t = match a.name.as_deref().unwrap_or("") {
+        "value" => {
+            a.t.clone()
+                .ok_or_else(|| OmError::graph(place.clone(), "Constant value holds no tensor"))?
+        }
+        "value_float" => TensorProto {
+            float_data: vec![a.f.unwrap_or_default()],
+            ..scalar(1)
+        },
+        "value_floats" => TensorProto {
+            float_data: a.floats.clone(),
+            ..list(1, a.floats.len())
+        },
+        "value_int" => TensorProto {
+            int64_data: vec![a.i.unwrap_or_default()],
+            ..scalar(7)
+        },
+        "value_ints" => TensorProto {
+            int64_data: a.ints.clone(),
+            ..list(7, a.ints.len())
+        },
+        "value_string" => TensorProto {
+            string_data: vec![a.s.clone().unwrap_or_default()],
+            ..scalar(8)
+        },
+        "value_strings" => TensorProto {
+            string_data: a.strings.clone(),
+            ..list(8, a.strings.len())
+        },
+        "sparse_value" => {
+            return Err(OmError::unsupported(
+                place.clone(),
+                "Constant with a sparse_value",
+            ));
+        }
+        other => {
+            return Err(OmError::graph(
+                place.clone(),
+                format!("Constant has unknown attribute {other:?}"),
+            ));
+        }
+    };
+    tensor_def(&t, place)
+}
+
+/// Collects the values `g` reads but does not define (inputs, initializers, node outputs),
+/// including those read by subgraphs nested at any depth, each with the first node that
+/// reads it (for error messages).
+fn free_values(g: &GraphProto, out: &mut BTreeMap<String, String>) {
+    let mut defined: HashSet<&str> = HashSet::new();
+    defined.extend(g.input.iter().filter_map(|v| v.name.as_deref()));
+    defined.extend(g.initializer.iter().filter_map(|t| t.name.as_deref()));
+    for n in &g.node {
+        defined.extend(n.output.iter().map(String::as_str));
+    }
+    for n in &g.node {
+        let user = n.name.clone().unwrap_or_default();
+        for i in &n.input {
+            if !i.is_empty() && !defined.contains(i.as_str()) {
+                out.entry(i.clone()).or_insert_with(|| user.clone());
+            }
+        }
+        for a in &n.attribute {
+            let mut inner = BTreeMap::new();
+            for sub in a.g.iter().chain(&a.graphs) {
+                free_values(sub, &mut inner);
+            }
+            for (v, u) in inner {
+                if !defined.contains(v.as_str()) {
+                    out.entry(v).or_insert(u);
+                }
+            }
+        }
+    }
+    for o in &g.output {
+        let name = o.name.as_deref().unwrap_or("");
+        if !name.is_empty() && !defined.contains(name) {
+            out.entry(name.to_string())
+                .or_insert_with(|| "graph output".to_string());
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! ONNX import (the ATC step): `onnx.ModelProto` bytes in, a GE IR `ge.proto.ModelDef`
+//! out, laid out by GE's own conventions (docs/ONNX_IMPORT.md has the full rules).
+//!
+//! - `graph[0]` is the root, then every subgraph flat; a parent op lists its subgraphs in
+//!   `subgraph_name` as `<op>_<k>_<attr>` (GE's `GenUniqueSubgraphName`), and subgraph
+//!   ops are named `<subgraph>/<node>`.
+//! - Real graph inputs become `Data` (attr `index`), initializers and `Constant` nodes
+//!   become `Const` (attr `value`), each node one op, graph outputs one `NetOutput`.
+//! - Every op keeps its ONNX attributes under their ONNX names, plus the opset defaults
+//!   spelled out (see `ops::apply_defaults`), `original_type` (`ai.onnx::13::Softmax`)
+//!   and `onnx_opset`. Op types are renamed only through [`OP_TYPES`].
+//! - Unknown dims are `-1` with their names in the desc attr [`SYMBOLIC_DIMS_ATTR`];
+//!   unknown rank is `[-2]`.
+//!
+//! Architecture invariants: no IO and no panics on any input; the same bytes always give
+//! the same `ModelDef`; unknown ops are carried through, not rejected. What is rejected
+//! (dangling inputs, values defined twice, external or sparse data, domains without an
+//! opset) is an error naming the graph and node.
+
+mod import;
+mod ops;
+mod tensor;
+
+pub mod builder;
+
+#[cfg(test)]
+mod tests;
+
+pub use import::{PARENT_NODE_INDEX, import};
+pub use ops::{NCHW_OPS, OP_TYPES};
+pub use tensor::SYMBOLIC_DIMS_ATTR;
+
+/// What the caller may decide about an import.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The model name; `None` takes the ONNX graph's name.
+    pub name: Option<String>,
+    /// Fixed shapes for named root-graph inputs (`--input-shape`). The rank must match
+    /// the model's when the model knows it; `-1` keeps a dim dynamic. Naming an input
+    /// the graph does not have is an error.
+    pub input_shapes: Vec<(String, Vec<i64>)>,
+}
