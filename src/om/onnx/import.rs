@@ -349,6 +349,10 @@ impl Importer {
             })?;
             let src = format!("{}:{}", v.op, v.index);
             let mut desc = v.desc.clone();
+            // The output's name lives on the NetOutput input descriptor: it is what users
+            // name outputs by (`rt2 run --output-dir`, `inspect`), and GE IR has no other
+            // place for a graph output's name.
+            desc.name = vname.to_string();
             if let Some(p) = link.and_then(|l| l.outputs.get(i).copied().flatten()) {
                 desc.attr.insert(PARENT_NODE_INDEX.to_string(), attr_i(p));
             }
