@@ -8,6 +8,9 @@
 
 pub mod dtype;
 pub mod error;
+pub mod json;
+pub mod testdata_text;
+pub mod text;
 
 pub use dtype::DataType;
 pub use error::{OmError, Place, Result};
