@@ -22,6 +22,7 @@ pub mod onnx;
 pub mod summary;
 pub mod task;
 pub mod testdata;
+pub mod testdata_text;
 pub mod text;
 pub mod verify;
 pub mod weights;
