@@ -4,7 +4,12 @@
 
 use std::path::PathBuf;
 
-const PROTOS: &[&str] = &["ge_ir.proto", "task.proto", "flow_model.proto", "onnx.proto"];
+const PROTOS: &[&str] = &[
+    "ge_ir.proto",
+    "task.proto",
+    "flow_model.proto",
+    "onnx.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for proto in PROTOS {

@@ -33,7 +33,10 @@ fn every_file_opens_with_a_module_doc() {
         })
         .map(|p| p.strip_prefix(root()).unwrap_or(p).display().to_string())
         .collect();
-    assert!(missing.is_empty(), "files without a //! module doc: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "files without a //! module doc: {missing:#?}"
+    );
 }
 
 /// (module folder, modules of rt2 it must not use)
@@ -61,10 +64,16 @@ fn modules_respect_the_dependency_table() {
                 let needle = format!("crate::{other}::");
                 let needle_braced = format!("crate::{other}}}");
                 if text.contains(&needle) || text.contains(&needle_braced) {
-                    violations.push(format!("{} uses crate::{other}", f.strip_prefix(root()).unwrap_or(&f).display()));
+                    violations.push(format!(
+                        "{} uses crate::{other}",
+                        f.strip_prefix(root()).unwrap_or(&f).display()
+                    ));
                 }
             }
         }
     }
-    assert!(violations.is_empty(), "dependency rule violations: {violations:#?}");
+    assert!(
+        violations.is_empty(),
+        "dependency rule violations: {violations:#?}"
+    );
 }

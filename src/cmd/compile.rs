@@ -41,7 +41,12 @@ enum OutputKind {
 }
 
 fn output_kind(path: &Path) -> OutputKind {
-    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("pb" | "ge") => OutputKind::GeIr,
         Some("json") => OutputKind::Json,
         Some("pbtxt" | "txt") => OutputKind::Text,
@@ -51,17 +56,32 @@ fn output_kind(path: &Path) -> OutputKind {
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let opts = ReadOptions {
-        import: ImportOptions { name: args.name.clone(), input_shapes: args.input_shape.clone() },
+        import: ImportOptions {
+            name: args.name.clone(),
+            input_shapes: args.input_shape.clone(),
+        },
     };
     let file = input::read_model(&args.model, &opts)?;
     if file.kind != FileKind::Onnx && !args.input_shape.is_empty() {
-        bail!("{}: --input-shape applies to ONNX models; this is a {} file", args.model.display(), file.kind.name());
+        bail!(
+            "{}: --input-shape applies to ONNX models; this is a {} file",
+            args.model.display(),
+            file.kind.name()
+        );
     }
     let root = file.root();
     let problems = verify::errors(&root.model);
     if !problems.is_empty() {
-        let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.place, p.msg)).collect();
-        bail!("{}: the graph is not valid ({} problem(s)): {}", args.model.display(), list.len(), list.join("; "));
+        let list: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{}: {}", p.place, p.msg))
+            .collect();
+        bail!(
+            "{}: the graph is not valid ({} problem(s)): {}",
+            args.model.display(),
+            list.len(),
+            list.join("; ")
+        );
     }
     let mut def = root.def.clone();
     if let Some(name) = &args.name {
@@ -69,14 +89,26 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     }
     let bytes = match output_kind(&args.output) {
         OutputKind::Om => {
-            let name = if def.name.is_empty() { root.model.root.name.clone() } else { def.name.clone() };
-            let om = build_om(def, &OmBuildOptions { name, ..Default::default() })
-                .with_context(|| format!("{}: building the OM", args.model.display()))?;
+            let name = if def.name.is_empty() {
+                root.model.root.name.clone()
+            } else {
+                def.name.clone()
+            };
+            let om = build_om(
+                def,
+                &OmBuildOptions {
+                    name,
+                    ..Default::default()
+                },
+            )
+            .with_context(|| format!("{}: building the OM", args.model.display()))?;
             om.to_bytes()
+                .with_context(|| format!("{}: writing the OM", args.model.display()))?
         }
         OutputKind::GeIr => prost::Message::encode_to_vec(&def),
         OutputKind::Json => {
-            let mut s = serde_json::to_string_pretty(&json::to_json(&def, &json::JsonOptions::default()))?;
+            let mut s =
+                serde_json::to_string_pretty(&json::to_json(&def, &json::JsonOptions::default()))?;
             s.push('\n');
             s.into_bytes()
         }

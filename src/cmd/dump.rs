@@ -50,13 +50,22 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let file = input::read_model(&args.file, &ReadOptions::default())?;
     let Some(m) = file.models.iter().find(|m| m.index == args.model) else {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
-        bail!("{}: --model {}: the file has models {have:?}", args.file.display(), args.model);
+        bail!(
+            "{}: --model {}: the file has models {have:?}",
+            args.file.display(),
+            args.model
+        );
     };
     let View::Compute = args.view;
     let bytes = match args.format {
         DumpFormat::Dot => dot::to_dot(&m.model).into_bytes(),
         DumpFormat::Json => {
-            let value = json::to_json(&m.def, &json::JsonOptions { atc_compat: args.atc });
+            let value = json::to_json(
+                &m.def,
+                &json::JsonOptions {
+                    atc_compat: args.atc,
+                },
+            );
             let mut s = serde_json::to_string_pretty(&value)?;
             s.push('\n');
             s.into_bytes()

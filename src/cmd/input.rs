@@ -31,7 +31,11 @@ pub fn parse_named_shape(s: &str, sep: char) -> Result<(String, Vec<i64>), Strin
         dims.split(',')
             .map(|d| match d.trim() {
                 "?" => Ok(-1),
-                d => d.parse::<i64>().ok().filter(|&v| v >= -1).ok_or_else(|| format!("{s:?}: {d:?} is not a dimension")),
+                d => d
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|&v| v >= -1)
+                    .ok_or_else(|| format!("{s:?}: {d:?} is not a dimension")),
             })
             .collect::<Result<_, _>>()?
     };
@@ -44,10 +48,20 @@ mod tests {
 
     #[test]
     fn named_shapes() {
-        assert_eq!(parse_named_shape("x:1,3,224,224", ':').unwrap(), ("x".into(), vec![1, 3, 224, 224]));
-        assert_eq!(parse_named_shape("a:b:2,?", ':').unwrap(), ("a:b".into(), vec![2, -1]));
+        assert_eq!(
+            parse_named_shape("x:1,3,224,224", ':').unwrap(),
+            ("x".into(), vec![1, 3, 224, 224])
+        );
+        assert_eq!(
+            parse_named_shape("a:b:2,?", ':').unwrap(),
+            ("a:b".into(), vec![2, -1])
+        );
         assert_eq!(parse_named_shape("s:", ':').unwrap(), ("s".into(), vec![]));
-        assert!(parse_named_shape("x:1,z", ':').unwrap_err().contains("\"z\" is not a dimension"));
+        assert!(
+            parse_named_shape("x:1,z", ':')
+                .unwrap_err()
+                .contains("\"z\" is not a dimension")
+        );
         assert!(parse_named_shape("x", ':').is_err());
         assert!(parse_named_shape(":3", ':').is_err());
     }

@@ -79,12 +79,18 @@ fn inout_view(info: &InOutInfo) -> InOutInfoView {
         v.iter()
             .map(|t| TensorSummary {
                 name: t.name.clone(),
-                dtype: t.data_type().map(|d| d.name().to_string()).unwrap_or_else(|| format!("ge:{}", t.dtype)),
+                dtype: t
+                    .data_type()
+                    .map(|d| d.name().to_string())
+                    .unwrap_or_else(|| format!("ge:{}", t.dtype)),
                 shape: t.dims.clone(),
             })
             .collect()
     };
-    InOutInfoView { inputs: view(&info.inputs), outputs: view(&info.outputs) }
+    InOutInfoView {
+        inputs: view(&info.inputs),
+        outputs: view(&info.outputs),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -105,7 +111,11 @@ fn build(file: &ModelFile) -> crate::om::Result<Report> {
         .iter()
         .map(|m| {
             for p in verify::verify(&m.model) {
-                problems.push(if file.models.len() > 1 { format!("model {}: {p}", m.index) } else { p.to_string() });
+                problems.push(if file.models.len() > 1 {
+                    format!("model {}: {p}", m.index)
+                } else {
+                    p.to_string()
+                });
             }
             summary::summarize(m.index, &m.model)
         })
@@ -156,7 +166,10 @@ fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
     let mut offset = 256u64;
     let mut inout = BTreeMap::new();
     for (m, model) in om.models.iter().enumerate() {
-        offset += model.table_format.table_size(model.partitions.len() as u64).unwrap_or(0);
+        offset += model
+            .table_format
+            .table_size(model.partitions.len() as u64)
+            .unwrap_or(0);
         for p in &model.partitions {
             rows.push(PartitionRow {
                 model: m,
@@ -167,9 +180,9 @@ fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
             });
             offset += p.data.len() as u64;
             let store = match p.kind {
-                PartitionType::TbeKernels | PartitionType::CustAicpuKernels | PartitionType::SoBins => {
-                    Some(KERNEL_ITEM_MAGIC)
-                }
+                PartitionType::TbeKernels
+                | PartitionType::CustAicpuKernels
+                | PartitionType::SoBins => Some(KERNEL_ITEM_MAGIC),
                 PartitionType::CustomOps => Some(CUSTOM_OP_MAGIC),
                 _ => None,
             };
@@ -210,12 +223,18 @@ fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
 
 fn table() -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
+    t.load_style(UTF8_BORDERS_ONLY);
     t
 }
 
 fn shape(s: &[i64]) -> String {
-    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","))
+    format!(
+        "[{}]",
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 fn render(r: &Report) -> String {
@@ -225,7 +244,12 @@ fn render(r: &Report) -> String {
         let mut t = table();
         t.set_header(["field", "value"]);
         for (k, v) in h {
-            t.add_row([k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())]);
+            t.add_row([
+                k.clone(),
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            ]);
         }
         out.push_str(&format!("{t}\n"));
     }
@@ -234,7 +258,12 @@ fn render(r: &Report) -> String {
         let mut t = table();
         t.set_header(["model", "type", "offset", "size"]);
         for p in parts {
-            t.add_row([p.model.to_string(), p.kind.clone(), p.offset.to_string(), p.size.to_string()]);
+            t.add_row([
+                p.model.to_string(),
+                p.kind.clone(),
+                p.offset.to_string(),
+                p.size.to_string(),
+            ]);
         }
         out.push_str(&format!("{t}\n"));
     }
@@ -250,7 +279,12 @@ fn render(r: &Report) -> String {
         t.set_header(["", "name", "dtype", "shape"]);
         for (side, list) in [("input", &g.inputs), ("output", &g.outputs)] {
             for x in list {
-                t.add_row([side.to_string(), x.name.clone(), x.dtype.clone(), shape(&x.shape)]);
+                t.add_row([
+                    side.to_string(),
+                    x.name.clone(),
+                    x.dtype.clone(),
+                    shape(&x.shape),
+                ]);
             }
         }
         out.push_str(&format!("{t}\n"));
@@ -271,7 +305,12 @@ fn render(r: &Report) -> String {
         let mut t = table();
         t.set_header(["model", "partition", "name", "size"]);
         for k in &r.kernels {
-            t.add_row([k.model.to_string(), k.partition.clone(), k.name.clone(), k.size.to_string()]);
+            t.add_row([
+                k.model.to_string(),
+                k.partition.clone(),
+                k.name.clone(),
+                k.size.to_string(),
+            ]);
         }
         out.push_str(&format!("{t}\n"));
     }

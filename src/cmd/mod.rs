@@ -59,7 +59,11 @@ pub struct CheckFailure(pub String);
 
 /// The exit status for an error that reached `main`.
 pub fn exit_status_of(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<CheckFailure>()) { 1 } else { 2 }
+    if err.chain().any(|e| e.is::<CheckFailure>()) {
+        1
+    } else {
+        2
+    }
 }
 
 /// Runs one command.

@@ -13,7 +13,10 @@ use anyhow::Context;
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
-        return out.write_all(bytes).and_then(|_| out.flush()).context("writing to standard output");
+        return out
+            .write_all(bytes)
+            .and_then(|_| out.flush())
+            .context("writing to standard output");
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -22,10 +25,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".rt2-")
         .tempfile_in(dir)
-        .with_context(|| format!("writing {}: creating a temporary file in {}", path.display(), dir.display()))?;
-    tmp.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
-    tmp.as_file().sync_all().with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("writing {}", path.display()))?;
+        .with_context(|| {
+            format!(
+                "writing {}: creating a temporary file in {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
+    tmp.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 

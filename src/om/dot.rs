@@ -13,7 +13,11 @@ use crate::om::graph::{ComputeGraph, ComputeModel, TensorDesc};
 /// Renders the model as one DOT digraph.
 pub fn to_dot(model: &ComputeModel) -> String {
     let mut out = String::new();
-    let title = if model.name.is_empty() { &model.root.name } else { &model.name };
+    let title = if model.name.is_empty() {
+        &model.root.name
+    } else {
+        &model.name
+    };
     let _ = writeln!(out, "digraph {} {{", quote(title));
     out.push_str("  compound=true;\n  rankdir=TB;\n");
     out.push_str("  node [shape=box, style=\"rounded,filled\", fillcolor=\"#f5f5f5\", fontname=\"Helvetica\", fontsize=10];\n");
@@ -55,7 +59,11 @@ impl Renderer {
                 _ if !n.subgraphs.is_empty() => "#e8daef",
                 _ => "#f5f5f5",
             };
-            let _ = writeln!(self.out, "{pad}  g{gi}n{ni} [label={}, fillcolor=\"{color}\"];", quote(&label));
+            let _ = writeln!(
+                self.out,
+                "{pad}  g{gi}n{ni} [label={}, fillcolor=\"{color}\"];",
+                quote(&label)
+            );
         }
         for (ni, n) in g.nodes.iter().enumerate() {
             for (ii, input) in n.inputs.iter().enumerate() {
@@ -65,11 +73,20 @@ impl Renderer {
                 }
                 let desc = g.port_desc(*p).or_else(|| n.input_descs.get(ii));
                 let label = edge_label(p.index, ii, desc);
-                let _ = writeln!(self.out, "{pad}  g{gi}n{} -> g{gi}n{ni} [label={}];", p.node.index(), quote(&label));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  g{gi}n{} -> g{gi}n{ni} [label={}];",
+                    p.node.index(),
+                    quote(&label)
+                );
             }
             for c in &n.control_inputs {
                 if c.index() < g.nodes.len() {
-                    let _ = writeln!(self.out, "{pad}  g{gi}n{} -> g{gi}n{ni} [style=dashed, arrowhead=odot];", c.index());
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}  g{gi}n{} -> g{gi}n{ni} [style=dashed, arrowhead=odot];",
+                        c.index()
+                    );
                 }
             }
         }
@@ -116,26 +133,34 @@ fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::om::graph::{ComputeNode, OutPort, Shape};
     use crate::om::DataType;
+    use crate::om::graph::{ComputeNode, OutPort, Shape};
 
     #[test]
     fn clusters_labels_and_control_edges() {
         let mut g = ComputeGraph::new("root");
         let mut x = ComputeNode::new("x\"1", "Data");
-        x.output_descs.push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![-1, 3])));
+        x.output_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![-1, 3])));
         let x = g.add_node(x);
         let mut iff = ComputeNode::new("if", "If");
         iff.inputs.push(Some(OutPort { node: x, index: 0 }));
         iff.control_inputs.push(x);
         iff.subgraphs.push(ComputeGraph::new("then"));
         g.add_node(iff);
-        let dot = to_dot(&ComputeModel { name: "m".into(), root: g, ..Default::default() });
+        let dot = to_dot(&ComputeModel {
+            name: "m".into(),
+            root: g,
+            ..Default::default()
+        });
         assert!(dot.starts_with("digraph \"m\" {"));
         assert!(dot.contains("subgraph cluster_g0 {"));
         assert!(dot.contains("subgraph cluster_g1 {"));
         assert!(dot.contains("label=\"x\\\"1\\nData\""), "{dot}");
-        assert!(dot.contains("g0n0 -> g0n1 [label=\"0→0\\nfloat32 [-1,3]\"];"), "{dot}");
+        assert!(
+            dot.contains("g0n0 -> g0n1 [label=\"0→0\\nfloat32 [-1,3]\"];"),
+            "{dot}"
+        );
         assert!(dot.contains("g0n0 -> g0n1 [style=dashed"), "{dot}");
         assert!(dot.contains("g0n1 -> g1n0 [lhead=cluster_g1"), "{dot}");
         assert!(dot.trim_end().ends_with('}'));

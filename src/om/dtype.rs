@@ -6,10 +6,10 @@
 use std::fmt;
 
 macro_rules! data_types {
-    ($( $v:ident = $name:literal, proto $p:literal, ge $g:literal, onnx $o:expr, bits $b:literal; )*) => {
+    ($( $(#[$meta:meta])* $v:ident = $name:literal, proto $p:literal, ge $g:literal, onnx $o:expr, bits $b:literal; )*) => {
         /// An element type. Names are NumPy's where NumPy has one, else GE's lowercased.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum DataType { $( $v, )* }
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub enum DataType { $( $(#[$meta])* $v, )* }
 
         impl DataType {
             /// Every data type, in GE proto order.
@@ -57,6 +57,7 @@ macro_rules! data_types {
 }
 
 data_types! {
+    #[default]
     Undefined = "undefined", proto 0, ge 28, onnx Some(0), bits 0;
     Float32 = "float32", proto 1, ge 0, onnx Some(1), bits 32;
     Float16 = "float16", proto 2, ge 1, onnx Some(10), bits 16;
@@ -117,12 +118,6 @@ impl DataType {
             return None;
         }
         count.checked_mul(bits).map(|b| b.div_ceil(8))
-    }
-}
-
-impl Default for DataType {
-    fn default() -> Self {
-        DataType::Undefined
     }
 }
 

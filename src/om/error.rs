@@ -37,7 +37,12 @@ impl fmt::Display for Place {
 pub enum OmError {
     /// The bytes end before a structure that must be there.
     #[error("{place}: truncated: {what} needs {need} bytes, {have} left")]
-    Truncated { place: Place, what: String, need: u64, have: u64 },
+    Truncated {
+        place: Place,
+        what: String,
+        need: u64,
+        have: u64,
+    },
     /// A structural fault in a binary container (bad magic, counts, sizes).
     #[error("{place}: {msg}")]
     Container { place: Place, msg: String },
@@ -51,7 +56,11 @@ pub enum OmError {
     },
     /// Protobuf text format that does not parse; `line` and `column` are 1-based.
     #[error("line {line}, column {column}: {msg}")]
-    Text { line: usize, column: usize, msg: String },
+    Text {
+        line: usize,
+        column: usize,
+        msg: String,
+    },
     /// JSON that does not parse or does not fit the schema; `path` is a JSON path (`$.graph[0].op[2]`).
     #[error("{path}: {msg}")]
     Json { path: String, msg: String },
@@ -64,6 +73,14 @@ pub enum OmError {
     /// Content of no kind rt2 recognises.
     #[error("not a model file rt2 knows: {msg}")]
     UnknownKind { msg: String },
+    /// An error found inside a part of a file (a model of an OM, a nested OM); the part is
+    /// the place, the error itself is the source.
+    #[error("{place}")]
+    Within {
+        place: Place,
+        #[source]
+        source: Box<OmError>,
+    },
     /// A graph the verifier rejected; every problem is listed.
     #[error("{} problem(s): {}", .0.len(), .0.join("; "))]
     Invalid(Vec<String>),
@@ -71,13 +88,29 @@ pub enum OmError {
 
 impl OmError {
     pub fn container(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Container { place, msg: msg.into() }
+        OmError::Container {
+            place,
+            msg: msg.into(),
+        }
     }
     pub fn graph(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Graph { place, msg: msg.into() }
+        OmError::Graph {
+            place,
+            msg: msg.into(),
+        }
+    }
+    /// Wraps an error found inside the part of the file named by `place`.
+    pub fn within(place: Place, source: OmError) -> Self {
+        OmError::Within {
+            place,
+            source: Box::new(source),
+        }
     }
     pub fn unsupported(place: Place, msg: impl Into<String>) -> Self {
-        OmError::Unsupported { place, msg: msg.into() }
+        OmError::Unsupported {
+            place,
+            msg: msg.into(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! then `{` or `:`) is a GE text dump; binary protobuf starting with ONNX's `ir_version`
 //! tag is ONNX, else it must decode as a GE `ModelDef`.
 
-use crate::om::container::OmFile;
+use crate::om::container::{OmFile, PartitionType};
 use crate::om::onnx::ImportOptions;
 use crate::om::{ComputeModel, OmError, Place, Result, compress, ir, weights};
 use crate::proto::ge_ir::ModelDef;
@@ -46,7 +46,9 @@ pub fn detect(bytes: &[u8]) -> Result<FileKind> {
         ));
     }
     if bytes.is_empty() {
-        return Err(OmError::UnknownKind { msg: "the file is empty".into() });
+        return Err(OmError::UnknownKind {
+            msg: "the file is empty".into(),
+        });
     }
     if let Ok(text) = std::str::from_utf8(bytes) {
         let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
@@ -84,7 +86,10 @@ fn looks_like_text_format(s: &str) -> bool {
         }
         break;
     }
-    let ident_len = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+    let ident_len = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
     if ident_len == 0 || !rest.as_bytes()[0].is_ascii_alphabetic() {
         return rest.is_empty() && !s.trim().is_empty();
     }
@@ -133,28 +138,25 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
     match kind {
         FileKind::Om => {
             let file = OmFile::parse(bytes)?;
-            for (i, m) in file.models.iter().enumerate() {
-                if let Some(mut def) = m.model_def(i)? {
-                    if let Some(w) = m.weights() {
-                        weights::resolve_weights(&mut def, w)?;
-                    }
-                    defs.push((i, def));
-                }
-            }
+            om_model_defs(&file, &mut defs, 0)?;
             om = Some(file);
         }
         FileKind::GeIr => {
-            let mut def: ModelDef = prost::Message::decode(bytes).map_err(|source| OmError::Protobuf {
-                place: Place::offset(0),
-                message: "ge.proto.ModelDef",
-                source,
-            })?;
+            let mut def: ModelDef =
+                prost::Message::decode(bytes).map_err(|source| OmError::Protobuf {
+                    place: Place::offset(0),
+                    message: "ge.proto.ModelDef",
+                    source,
+                })?;
             compress::decompress(&mut def)?;
             defs.push((0, def));
         }
         FileKind::GeText => {
             let text = std::str::from_utf8(bytes).map_err(|e| {
-                OmError::container(Place::offset(e.valid_up_to() as u64), "text dump is not valid UTF-8")
+                OmError::container(
+                    Place::offset(e.valid_up_to() as u64),
+                    "text dump is not valid UTF-8",
+                )
             })?;
             let mut def = crate::om::text::parse_text(text)?;
             compress::decompress(&mut def)?;
@@ -172,19 +174,64 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
         FileKind::Onnx => defs.push((0, crate::om::onnx::import(bytes, &opts.import)?)),
     }
     if defs.is_empty() {
-        return Err(OmError::container(Place::offset(0), "the file holds no model graph (no MODEL_DEF partition)"));
+        return Err(OmError::container(
+            Place::offset(0),
+            "the file holds no model graph (no MODEL_DEF partition)",
+        ));
     }
     let models = defs
         .into_iter()
         .map(|(index, def)| {
             let model = ir::from_model_def(&def).map_err(|e| match kind {
-                FileKind::Om => OmError::graph(Place::new(format!("model {index}")), e.to_string()),
+                FileKind::Om => OmError::within(Place::new(format!("model {index}")), e),
                 _ => e,
             })?;
             Ok(LoadedModel { index, def, model })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ModelFile { kind, om, models })
+}
+
+/// Collects the model graphs of an OM: each model's MODEL_DEF (compression undone, weights
+/// resolved), and for a bundle the models of every nested OM.
+fn om_model_defs(file: &OmFile, defs: &mut Vec<(usize, ModelDef)>, depth: usize) -> Result<()> {
+    for (i, m) in file.models.iter().enumerate() {
+        // Top-level models keep their OM model index (what `--model` names); the models of
+        // a bundle's nested OMs are numbered on from the last model found.
+        let index = if depth == 0 {
+            i
+        } else {
+            defs.iter().map(|d| d.0 + 1).max().unwrap_or(0)
+        };
+        let in_model = |e: OmError| OmError::within(Place::new(format!("model {i}")), e);
+        if let Some(mut def) = m.model_def().map_err(in_model)? {
+            if let Some(w) = m.weights() {
+                weights::resolve_weights(&mut def, w).map_err(in_model)?;
+            }
+            defs.push((index, def));
+        }
+        for (k, p) in m.partitions.iter().enumerate() {
+            if p.kind != PartitionType::BundleModelInfo {
+                continue;
+            }
+            // A bundle nests complete OMs; they do not nest further in GE's writer, and a
+            // depth bound keeps a hostile file from recursing without end.
+            if depth > 0 {
+                return Err(OmError::container(
+                    Place::new(format!("model {i}: partition {k}")),
+                    "bundles nest inside a bundle",
+                ));
+            }
+            let nested = OmFile::parse(&p.data).map_err(|e| {
+                OmError::within(
+                    Place::new(format!("model {i}: partition {k} (BUNDLE_MODEL_INFO)")),
+                    e,
+                )
+            })?;
+            om_model_defs(&nested, defs, depth + 1)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -195,12 +242,25 @@ mod tests {
     fn detection_by_content() {
         assert_eq!(detect(b"IMOD\0\0").unwrap(), FileKind::Om);
         assert_eq!(detect(b"  {\"graph\": []}").unwrap(), FileKind::GeJson);
-        assert_eq!(detect(b"graph {\n  name: \"g\"\n}").unwrap(), FileKind::GeText);
+        assert_eq!(
+            detect(b"graph {\n  name: \"g\"\n}").unwrap(),
+            FileKind::GeText
+        );
         assert_eq!(detect(b"# dump\nname: \"m\"\n").unwrap(), FileKind::GeText);
         assert_eq!(detect(&[0x08, 0x07, 0x12]).unwrap(), FileKind::Onnx);
         assert_eq!(detect(&[0x0a, 0x01, b'm']).unwrap(), FileKind::GeIr);
-        assert!(detect(b"PK\x03\x04zip").unwrap_err().to_string().contains("OM2"));
+        assert!(
+            detect(b"PK\x03\x04zip")
+                .unwrap_err()
+                .to_string()
+                .contains("OM2")
+        );
         assert!(detect(b"").unwrap_err().to_string().contains("empty"));
-        assert!(detect(&[0xff, 0x00]).unwrap_err().to_string().contains("ff"));
+        assert!(
+            detect(&[0xff, 0x00])
+                .unwrap_err()
+                .to_string()
+                .contains("ff")
+        );
     }
 }

@@ -88,8 +88,9 @@ impl Shape {
     /// Element count when static.
     pub fn element_count(&self) -> Option<u64> {
         let dims = self.dims()?;
-        dims.iter()
-            .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))
+        dims.iter().try_fold(1u64, |acc, &d| {
+            u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+        })
     }
 }
 
@@ -129,7 +130,12 @@ pub struct TensorDesc {
 
 impl TensorDesc {
     pub fn new(dtype: DataType, shape: Shape) -> Self {
-        TensorDesc { dtype, shape, layout: "ND".into(), ..Default::default() }
+        TensorDesc {
+            dtype,
+            shape,
+            layout: "ND".into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -258,7 +264,11 @@ pub struct ComputeNode {
 
 impl ComputeNode {
     pub fn new(name: impl Into<String>, op_type: impl Into<String>) -> Self {
-        ComputeNode { name: name.into(), op_type: op_type.into(), ..Default::default() }
+        ComputeNode {
+            name: name.into(),
+            op_type: op_type.into(),
+            ..Default::default()
+        }
     }
     pub fn attr(&self, key: &str) -> Option<&AttrValue> {
         self.attrs.get(key)
@@ -288,7 +298,10 @@ pub struct ComputeGraph {
 
 impl ComputeGraph {
     pub fn new(name: impl Into<String>) -> Self {
-        ComputeGraph { name: name.into(), ..Default::default() }
+        ComputeGraph {
+            name: name.into(),
+            ..Default::default()
+        }
     }
     pub fn node(&self, id: NodeId) -> &ComputeNode {
         &self.nodes[id.index()]
@@ -302,19 +315,30 @@ impl ComputeGraph {
         NodeId(self.nodes.len() as u32 - 1)
     }
     pub fn find(&self, name: &str) -> Option<NodeId> {
-        self.nodes.iter().position(|n| n.name == name).map(|i| NodeId(i as u32))
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NodeId(i as u32))
     }
     /// The descriptor of an output port, when the producer has one.
     pub fn port_desc(&self, port: OutPort) -> Option<&TensorDesc> {
-        self.nodes.get(port.node.index())?.output_descs.get(port.index as usize)
+        self.nodes
+            .get(port.node.index())?
+            .output_descs
+            .get(port.index as usize)
     }
     /// Data nodes of this graph (`Data`, `RefData`, `AippData`), in node order.
     pub fn data_nodes(&self) -> impl Iterator<Item = (NodeId, &ComputeNode)> {
-        self.node_ids().map(|id| (id, self.node(id))).filter(|(_, n)| is_data_type(&n.op_type))
+        self.node_ids()
+            .map(|id| (id, self.node(id)))
+            .filter(|(_, n)| is_data_type(&n.op_type))
     }
     /// The graph's NetOutput node, if it has one.
     pub fn net_output(&self) -> Option<NodeId> {
-        self.nodes.iter().position(|n| n.op_type == "NetOutput").map(|i| NodeId(i as u32))
+        self.nodes
+            .iter()
+            .position(|n| n.op_type == "NetOutput")
+            .map(|i| NodeId(i as u32))
     }
     /// Visits this graph and every subgraph below it, depth first, parents first.
     pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a ComputeGraph)) {

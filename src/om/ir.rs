@@ -28,7 +28,10 @@ const MAX_SUBGRAPH_DEPTH: usize = 256;
 /// Builds the typed model from GE IR.
 pub fn from_model_def(md: &ge_ir::ModelDef) -> Result<ComputeModel> {
     let Some(root_def) = md.graph.first() else {
-        return Err(OmError::graph(Place::new("model"), "the model has no graph"));
+        return Err(OmError::graph(
+            Place::new("model"),
+            "the model has no graph",
+        ));
     };
     let mut pool: HashMap<&str, &ge_ir::GraphDef> = HashMap::new();
     let mut order: Vec<&str> = Vec::new();
@@ -106,7 +109,10 @@ fn convert_graph<'a>(
     }
     let resolve = |s: &str, place: &dyn Fn() -> Place, what: &str| -> Result<(NodeId, i64)> {
         let (src, idx) = split_port(s).ok_or_else(|| {
-            OmError::graph(place(), format!("{what} {s:?} is not of the form \"node:index\""))
+            OmError::graph(
+                place(),
+                format!("{what} {s:?} is not of the form \"node:index\""),
+            )
         })?;
         let id = ids.get(src).copied().ok_or_else(|| {
             OmError::graph(place(), format!("{what} {s:?} names no node of the graph"))
@@ -127,9 +133,10 @@ fn convert_graph<'a>(
             let (src, idx) = resolve(entry, &place, "input")?;
             match idx {
                 -1 => control_inputs.push(src),
-                i if i >= 0 && i <= u32::MAX as i64 => {
-                    inputs.push(Some(OutPort { node: src, index: i as u32 }))
-                }
+                i if i >= 0 && i <= u32::MAX as i64 => inputs.push(Some(OutPort {
+                    node: src,
+                    index: i as u32,
+                })),
                 _ => {
                     return Err(OmError::graph(
                         place(),
@@ -171,14 +178,24 @@ fn convert_graph<'a>(
     let port = |s: &String, what: &str| -> Result<OutPort> {
         let place = || Place::graph(&def.name);
         let (node, idx) = resolve(s, &place, what)?;
-        u32::try_from(idx).map(|index| OutPort { node, index }).map_err(|_| {
-            OmError::graph(place(), format!("{what} {s:?} has an invalid output index"))
-        })
+        u32::try_from(idx)
+            .map(|index| OutPort { node, index })
+            .map_err(|_| {
+                OmError::graph(place(), format!("{what} {s:?} has an invalid output index"))
+            })
     };
     Ok(ComputeGraph {
         name: def.name.clone(),
-        inputs: def.input.iter().map(|s| port(s, "graph input")).collect::<Result<_>>()?,
-        outputs: def.output.iter().map(|s| port(s, "graph output")).collect::<Result<_>>()?,
+        inputs: def
+            .input
+            .iter()
+            .map(|s| port(s, "graph input"))
+            .collect::<Result<_>>()?,
+        outputs: def
+            .output
+            .iter()
+            .map(|s| port(s, "graph output"))
+            .collect::<Result<_>>()?,
         nodes,
         attrs: convert_attrs(&def.attr),
         attr_groups: def.attr_groups.clone(),
@@ -198,7 +215,11 @@ fn push_graph(g: &ComputeGraph, out: &mut Vec<ge_ir::GraphDef>) {
                 .inputs
                 .iter()
                 .map(|i| i.as_ref().map(port).unwrap_or_default())
-                .chain(n.control_inputs.iter().map(|c| format!("{}:-1", g.nodes[c.index()].name)))
+                .chain(
+                    n.control_inputs
+                        .iter()
+                        .map(|c| format!("{}:-1", g.nodes[c.index()].name)),
+                )
                 .collect();
             op.attr = attrs_to_proto(&n.attrs);
             op.input_desc = n.input_descs.iter().map(desc_to_proto).collect();
@@ -266,12 +287,18 @@ fn convert_tensor(t: &ge_ir::TensorDef) -> Tensor {
 }
 
 fn tensor_to_proto(t: &Tensor) -> ge_ir::TensorDef {
-    ge_ir::TensorDef { desc: Some(desc_to_proto(&t.desc)), data: t.data.clone() }
+    ge_ir::TensorDef {
+        desc: Some(desc_to_proto(&t.desc)),
+        data: t.data.clone(),
+    }
 }
 
 /// Typed view of a GE attribute map.
 pub fn convert_attrs(attrs: &std::collections::BTreeMap<String, ge_ir::AttrDef>) -> AttrMap {
-    attrs.iter().map(|(k, v)| (k.clone(), convert_attr(v))).collect()
+    attrs
+        .iter()
+        .map(|(k, v)| (k.clone(), convert_attr(v)))
+        .collect()
 }
 
 /// Typed view of one GE attribute.
@@ -341,7 +368,9 @@ fn convert_list(l: &attr_def::ListValue) -> ListAttr {
         ListValueType::VtListFloat => ListAttr::Float(l.f.clone()),
         ListValueType::VtListBool => ListAttr::Bool(l.b.clone()),
         ListValueType::VtListBytes => ListAttr::Bytes(l.bt.clone()),
-        ListValueType::VtListTensorDesc => ListAttr::TensorDesc(l.td.iter().map(convert_desc).collect()),
+        ListValueType::VtListTensorDesc => {
+            ListAttr::TensorDesc(l.td.iter().map(convert_desc).collect())
+        }
         ListValueType::VtListTensor => ListAttr::Tensor(l.t.iter().map(convert_tensor).collect()),
         ListValueType::VtListGraph => ListAttr::Graph(l.g.clone()),
         ListValueType::VtListNamedAttrs => ListAttr::NamedAttrs(l.na.clone()),
@@ -351,7 +380,10 @@ fn convert_list(l: &attr_def::ListValue) -> ListAttr {
 
 /// GE attribute map of a typed one.
 pub fn attrs_to_proto(attrs: &AttrMap) -> std::collections::BTreeMap<String, ge_ir::AttrDef> {
-    attrs.iter().map(|(k, v)| (k.clone(), attr_to_proto(v))).collect()
+    attrs
+        .iter()
+        .map(|(k, v)| (k.clone(), attr_to_proto(v)))
+        .collect()
 }
 
 /// GE attribute of a typed one.
@@ -461,10 +493,20 @@ mod tests {
 
     fn model() -> ge_ir::ModelDef {
         let mut data = op("x", "Data", &[]);
-        data.attr.insert("index".into(), ge_ir::AttrDef { value: Some(attr_def::Value::I(0)) });
+        data.attr.insert(
+            "index".into(),
+            ge_ir::AttrDef {
+                value: Some(attr_def::Value::I(0)),
+            },
+        );
         data.output_desc.push(desc(&[-1, 4]));
         let mut cond = op("c", "Data", &[]);
-        cond.attr.insert("index".into(), ge_ir::AttrDef { value: Some(attr_def::Value::I(1)) });
+        cond.attr.insert(
+            "index".into(),
+            ge_ir::AttrDef {
+                value: Some(attr_def::Value::I(1)),
+            },
+        );
         let mut iff = op("if", "If", &["c:0", "x:0", "", "x:-1"]);
         iff.subgraph_name = vec!["then".into(), "else".into()];
         iff.output_desc.push(desc(&[-2]));
@@ -496,15 +538,30 @@ mod tests {
         assert_eq!(
             iff.inputs,
             vec![
-                Some(OutPort { node: NodeId(1), index: 0 }),
-                Some(OutPort { node: NodeId(0), index: 0 }),
+                Some(OutPort {
+                    node: NodeId(1),
+                    index: 0
+                }),
+                Some(OutPort {
+                    node: NodeId(0),
+                    index: 0
+                }),
                 None
             ]
         );
         assert_eq!(iff.control_inputs, vec![NodeId(0)]);
-        assert_eq!(iff.subgraphs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["then", "else"]);
+        assert_eq!(
+            iff.subgraphs
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>(),
+            ["then", "else"]
+        );
         assert_eq!(iff.output_descs[0].shape, Shape::UnknownRank);
-        assert_eq!(g.node(NodeId(0)).output_descs[0].shape, Shape::Dims(vec![-1, 4]));
+        assert_eq!(
+            g.node(NodeId(0)).output_descs[0].shape,
+            Shape::Dims(vec![-1, 4])
+        );
         assert_eq!(g.node(NodeId(0)).attr_int("index"), Some(0));
         assert!(m.is_dynamic());
         assert!(m.detached.is_empty());
@@ -553,7 +610,10 @@ mod tests {
     #[test]
     fn detached_graphs_are_kept() {
         let mut md = model();
-        md.graph.push(ge_ir::GraphDef { name: "orphan".into(), ..Default::default() });
+        md.graph.push(ge_ir::GraphDef {
+            name: "orphan".into(),
+            ..Default::default()
+        });
         let m = from_model_def(&md).unwrap();
         assert_eq!(m.detached.len(), 1);
         assert_eq!(to_model_def(&m).graph.last().unwrap().name, "orphan");

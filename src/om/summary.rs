@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::om::graph::{AttrValue, ComputeGraph, ComputeModel, ComputeNode, OutPort, Shape, TensorDesc};
+use crate::om::graph::{
+    AttrValue, ComputeGraph, ComputeModel, ComputeNode, OutPort, Shape, TensorDesc,
+};
 
 /// One graph input or output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,8 +21,16 @@ pub struct TensorSummary {
 impl TensorSummary {
     fn of(name: String, desc: Option<&TensorDesc>) -> Self {
         match desc {
-            Some(d) => TensorSummary { name, dtype: d.dtype.name().into(), shape: d.shape.to_dims() },
-            None => TensorSummary { name, dtype: "undefined".into(), shape: Shape::UnknownRank.to_dims() },
+            Some(d) => TensorSummary {
+                name,
+                dtype: d.dtype.name().into(),
+                shape: d.shape.to_dims(),
+            },
+            None => TensorSummary {
+                name,
+                dtype: "undefined".into(),
+                shape: Shape::UnknownRank.to_dims(),
+            },
         }
     }
 }
@@ -58,7 +68,11 @@ pub fn summarize(index: usize, model: &ComputeModel) -> GraphSummary {
     });
     GraphSummary {
         model: index,
-        name: if g.name.is_empty() { model.name.clone() } else { g.name.clone() },
+        name: if g.name.is_empty() {
+            model.name.clone()
+        } else {
+            g.name.clone()
+        },
         nodes: g.total_nodes(),
         inputs: graph_inputs(g),
         outputs: graph_outputs(g),
@@ -70,11 +84,18 @@ pub fn summarize(index: usize, model: &ComputeModel) -> GraphSummary {
 
 /// The graph's inputs: Data nodes ordered by their `index` attribute.
 pub fn graph_inputs(g: &ComputeGraph) -> Vec<TensorSummary> {
-    let mut data: Vec<(i64, &ComputeNode)> =
-        g.data_nodes().map(|(_, n)| (n.attr_int("index").unwrap_or(i64::MAX), n)).collect();
+    let mut data: Vec<(i64, &ComputeNode)> = g
+        .data_nodes()
+        .map(|(_, n)| (n.attr_int("index").unwrap_or(i64::MAX), n))
+        .collect();
     data.sort_by_key(|(i, _)| *i);
     data.into_iter()
-        .map(|(_, n)| TensorSummary::of(n.name.clone(), n.output_descs.first().or(n.input_descs.first())))
+        .map(|(_, n)| {
+            TensorSummary::of(
+                n.name.clone(),
+                n.output_descs.first().or(n.input_descs.first()),
+            )
+        })
         .collect()
 }
 
@@ -82,7 +103,11 @@ pub fn graph_inputs(g: &ComputeGraph) -> Vec<TensorSummary> {
 /// descriptor's name when it has one, else `producer:index`), or `GraphDef.output`.
 pub fn graph_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
     let name_of = |p: &OutPort| {
-        let producer = g.nodes.get(p.node.index()).map(|n| n.name.as_str()).unwrap_or("?");
+        let producer = g
+            .nodes
+            .get(p.node.index())
+            .map(|n| n.name.as_str())
+            .unwrap_or("?");
         format!("{producer}:{}", p.index)
     };
     if let Some(out) = g.net_output() {
@@ -103,7 +128,10 @@ pub fn graph_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
             })
             .collect();
     }
-    g.outputs.iter().map(|p| TensorSummary::of(name_of(p), g.port_desc(*p))).collect()
+    g.outputs
+        .iter()
+        .map(|p| TensorSummary::of(name_of(p), g.port_desc(*p)))
+        .collect()
 }
 
 /// The name an output tensor carries on its producer's descriptor, if any.
@@ -128,24 +156,43 @@ mod tests {
         let mut g = ComputeGraph::new("root");
         let mut b = ComputeNode::new("b", "Data");
         b.attrs.insert("index".into(), AttrValue::Int(1));
-        b.output_descs.push(TensorDesc::new(DataType::Int64, Shape::Dims(vec![-1])));
+        b.output_descs
+            .push(TensorDesc::new(DataType::Int64, Shape::Dims(vec![-1])));
         let mut a = ComputeNode::new("a", "Data");
         a.attrs.insert("index".into(), AttrValue::Int(0));
-        a.output_descs.push(TensorDesc::new(DataType::Float32, Shape::UnknownRank));
+        a.output_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::UnknownRank));
         let b = g.add_node(b);
         let a = g.add_node(a);
         let mut out = ComputeNode::new("out", "NetOutput");
-        out.inputs = vec![Some(OutPort { node: a, index: 0 }), Some(OutPort { node: b, index: 0 })];
+        out.inputs = vec![
+            Some(OutPort { node: a, index: 0 }),
+            Some(OutPort { node: b, index: 0 }),
+        ];
         let mut named = TensorDesc::new(DataType::Float32, Shape::UnknownRank);
         named.name = "y".into();
         out.input_descs = vec![named, TensorDesc::default()];
         g.add_node(out);
-        let s = summarize(0, &ComputeModel { root: g, ..Default::default() });
+        let s = summarize(
+            0,
+            &ComputeModel {
+                root: g,
+                ..Default::default()
+            },
+        );
         assert_eq!(
             s.inputs,
             vec![
-                TensorSummary { name: "a".into(), dtype: "float32".into(), shape: vec![-2] },
-                TensorSummary { name: "b".into(), dtype: "int64".into(), shape: vec![-1] },
+                TensorSummary {
+                    name: "a".into(),
+                    dtype: "float32".into(),
+                    shape: vec![-2]
+                },
+                TensorSummary {
+                    name: "b".into(),
+                    dtype: "int64".into(),
+                    shape: vec![-1]
+                },
             ]
         );
         assert_eq!(s.outputs[0].name, "y");

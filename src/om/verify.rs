@@ -54,10 +54,16 @@ impl fmt::Display for Problem {
 /// Checks the whole model; returns every problem found, errors and warnings, in graph
 /// order.
 pub fn verify(model: &ComputeModel) -> Vec<Problem> {
-    let mut v = Verifier { problems: Vec::new() };
+    let mut v = Verifier {
+        problems: Vec::new(),
+    };
     v.graph(&model.root, None);
     for g in &model.detached {
-        v.push(Severity::Warning, Place::graph(&g.name), "no node calls this graph".into());
+        v.push(
+            Severity::Warning,
+            Place::graph(&g.name),
+            "no node calls this graph".into(),
+        );
         v.graph(g, None);
     }
     v.problems
@@ -65,7 +71,10 @@ pub fn verify(model: &ComputeModel) -> Vec<Problem> {
 
 /// Only the errors of [`verify`].
 pub fn errors(model: &ComputeModel) -> Vec<Problem> {
-    verify(model).into_iter().filter(|p| p.severity == Severity::Error).collect()
+    verify(model)
+        .into_iter()
+        .filter(|p| p.severity == Severity::Error)
+        .collect()
 }
 
 struct Verifier {
@@ -74,7 +83,11 @@ struct Verifier {
 
 impl Verifier {
     fn push(&mut self, severity: Severity, place: Place, msg: String) {
-        self.problems.push(Problem { severity, place, msg });
+        self.problems.push(Problem {
+            severity,
+            place,
+            msg,
+        });
     }
 
     fn err(&mut self, g: &ComputeGraph, n: &ComputeNode, msg: String) {
@@ -117,8 +130,15 @@ impl Verifier {
         for (i, input) in n.inputs.iter().enumerate() {
             let Some(p) = input else { continue };
             match g.nodes.get(p.node.index()) {
-                None => self.err(g, n, format!("input {i} names node {} which does not exist", p.node)),
-                Some(src) if !src.output_descs.is_empty() && p.index as usize >= src.output_descs.len() => {
+                None => self.err(
+                    g,
+                    n,
+                    format!("input {i} names node {} which does not exist", p.node),
+                ),
+                Some(src)
+                    if !src.output_descs.is_empty()
+                        && p.index as usize >= src.output_descs.len() =>
+                {
                     self.err(
                         g,
                         n,
@@ -135,7 +155,11 @@ impl Verifier {
         }
         for c in &n.control_inputs {
             if g.nodes.get(c.index()).is_none() {
-                self.err(g, n, format!("control input names node {c} which does not exist"));
+                self.err(
+                    g,
+                    n,
+                    format!("control input names node {c} which does not exist"),
+                );
             }
         }
         if !n.input_descs.is_empty() && n.input_descs.len() != n.inputs.len() {
@@ -152,9 +176,17 @@ impl Verifier {
     }
 
     fn descs(&mut self, g: &ComputeGraph, n: &ComputeNode) {
-        let all = n.input_descs.iter().map(|d| ("input", d)).chain(n.output_descs.iter().map(|d| ("output", d)));
+        let all = n
+            .input_descs
+            .iter()
+            .map(|d| ("input", d))
+            .chain(n.output_descs.iter().map(|d| ("output", d)));
         for (i, (side, d)) in all.enumerate() {
-            let i = if side == "input" { i } else { i - n.input_descs.len() };
+            let i = if side == "input" {
+                i
+            } else {
+                i - n.input_descs.len()
+            };
             if let Some(msg) = desc_problem(d) {
                 self.err(g, n, format!("{side} {i}: {msg}"));
             }
@@ -171,7 +203,11 @@ impl Verifier {
             _ => true,
         };
         if !ok {
-            self.err(g, n, format!("a {} node cannot own {count} subgraph(s)", n.op_type));
+            self.err(
+                g,
+                n,
+                format!("a {} node cannot own {count} subgraph(s)", n.op_type),
+            );
         }
     }
 
@@ -181,7 +217,11 @@ impl Verifier {
                 if t.data.is_empty() {
                     return; // weights stripped from a dump, or resolved later from WEIGHTS_DATA
                 }
-                let want = t.desc.shape.element_count().and_then(|c| t.desc.dtype.byte_size(c));
+                let want = t
+                    .desc
+                    .shape
+                    .element_count()
+                    .and_then(|c| t.desc.dtype.byte_size(c));
                 if let Some(want) = want
                     && want != t.data.len() as u64
                 {
@@ -197,9 +237,14 @@ impl Verifier {
                     );
                 }
             }
-            Some(other) => {
-                self.err(g, n, format!("attribute \"value\" is of kind {}, not a tensor", other.kind()))
-            }
+            Some(other) => self.err(
+                g,
+                n,
+                format!(
+                    "attribute \"value\" is of kind {}, not a tensor",
+                    other.kind()
+                ),
+            ),
             None => {}
         }
     }
@@ -209,7 +254,12 @@ impl Verifier {
         let mut indeg = vec![0u32; len];
         let mut succ: Vec<Vec<usize>> = vec![Vec::new(); len];
         for (i, n) in g.nodes.iter().enumerate() {
-            let preds = n.inputs.iter().flatten().map(|p| p.node.index()).chain(n.control_inputs.iter().map(|c| c.index()));
+            let preds = n
+                .inputs
+                .iter()
+                .flatten()
+                .map(|p| p.node.index())
+                .chain(n.control_inputs.iter().map(|c| c.index()));
             for p in preds.filter(|&p| p < len) {
                 succ[p].push(i);
                 indeg[i] += 1;
@@ -227,9 +277,15 @@ impl Verifier {
             }
         }
         if done < len {
-            let on_cycle: Vec<&str> =
-                (0..len).filter(|&i| indeg[i] > 0).take(5).map(|i| g.nodes[i].name.as_str()).collect();
-            let msg = format!("edges form a cycle through {} node(s), among them {on_cycle:?}", len - done);
+            let on_cycle: Vec<&str> = (0..len)
+                .filter(|&i| indeg[i] > 0)
+                .take(5)
+                .map(|i| g.nodes[i].name.as_str())
+                .collect();
+            let msg = format!(
+                "edges form a cycle through {} node(s), among them {on_cycle:?}",
+                len - done
+            );
             self.push(Severity::Error, Place::graph(&g.name), msg);
         }
     }
@@ -240,7 +296,11 @@ impl Verifier {
         for (_, n) in g.data_nodes() {
             match caller {
                 None => match n.attr_int("index") {
-                    None => self.err(g, n, "a root-graph Data node needs an int attribute \"index\"".into()),
+                    None => self.err(
+                        g,
+                        n,
+                        "a root-graph Data node needs an int attribute \"index\"".into(),
+                    ),
                     Some(i) => {
                         if let Some(other) = indices.insert(i, &n.name) {
                             self.err(g, n, format!("Data index {i} is also used by {other:?}"));
@@ -248,11 +308,19 @@ impl Verifier {
                     }
                 },
                 Some(c) => match n.attr_int("_parent_node_index") {
-                    None => self.err(g, n, "a subgraph Data node needs an int attribute \"_parent_node_index\"".into()),
+                    None => self.err(
+                        g,
+                        n,
+                        "a subgraph Data node needs an int attribute \"_parent_node_index\"".into(),
+                    ),
                     Some(i) if i < 0 || i as usize >= c.inputs.len() => self.err(
                         g,
                         n,
-                        format!("_parent_node_index {i} is out of range: {:?} has {} input(s)", c.name, c.inputs.len()),
+                        format!(
+                            "_parent_node_index {i} is out of range: {:?} has {} input(s)",
+                            c.name,
+                            c.inputs.len()
+                        ),
                     ),
                     Some(_) => {}
                 },
@@ -265,7 +333,11 @@ impl Verifier {
                 self.push(Severity::Error, Place::graph(&g.name), msg);
             }
         }
-        let outs: Vec<&ComputeNode> = g.nodes.iter().filter(|n| n.op_type == "NetOutput").collect();
+        let outs: Vec<&ComputeNode> = g
+            .nodes
+            .iter()
+            .filter(|n| n.op_type == "NetOutput")
+            .collect();
         if outs.len() > 1 {
             let msg = format!("{} NetOutput nodes; a graph has at most one", outs.len());
             self.push(Severity::Error, Place::graph(&g.name), msg);
@@ -293,10 +365,12 @@ fn desc_problem(d: &TensorDesc) -> Option<String> {
     }
     match &d.shape {
         Shape::UnknownRank => None,
-        Shape::Dims(dims) => dims
-            .iter()
-            .find(|&&x| x < -1)
-            .map(|x| format!("dim {x} in shape {}: dims are >= -1, and -2 stands alone", d.shape)),
+        Shape::Dims(dims) => dims.iter().find(|&&x| x < -1).map(|x| {
+            format!(
+                "dim {x} in shape {}: dims are >= -1, and -2 stands alone",
+                d.shape
+            )
+        }),
     }
 }
 
@@ -308,7 +382,8 @@ mod tests {
     fn data(name: &str, index: i64) -> ComputeNode {
         let mut n = ComputeNode::new(name, "Data");
         n.attrs.insert("index".into(), AttrValue::Int(index));
-        n.output_descs.push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![2])));
+        n.output_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![2])));
         n
     }
 
@@ -327,7 +402,13 @@ mod tests {
         let mut out = ComputeNode::new("out", "NetOutput");
         out.inputs.push(Some(OutPort { node: x, index: 0 }));
         g.add_node(out);
-        check(&ComputeModel { root: g, ..Default::default() }, &[]);
+        check(
+            &ComputeModel {
+                root: g,
+                ..Default::default()
+            },
+            &[],
+        );
     }
 
     #[test]
@@ -336,9 +417,16 @@ mod tests {
         let x = g.add_node(data("x", 0));
         g.add_node(data("y", 2));
         let mut a = ComputeNode::new("a", "Add");
-        a.inputs = vec![Some(OutPort { node: x, index: 3 }), Some(OutPort { node: NodeId(9), index: 0 })];
+        a.inputs = vec![
+            Some(OutPort { node: x, index: 3 }),
+            Some(OutPort {
+                node: NodeId(9),
+                index: 0,
+            }),
+        ];
         a.control_inputs.push(NodeId(3));
-        a.output_descs.push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![-3])));
+        a.output_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![-3])));
         let a = g.add_node(a);
         let mut b = ComputeNode::new("b", "Relu");
         b.inputs.push(Some(OutPort { node: a, index: 0 }));
@@ -354,7 +442,10 @@ mod tests {
         g.add_node(c);
         g.add_node(ComputeNode::new("w", "While"));
         check(
-            &ComputeModel { root: g, ..Default::default() },
+            &ComputeModel {
+                root: g,
+                ..Default::default()
+            },
             &[
                 "node \"a\": input 0 reads output 3 of \"x\", which has 1 output(s)",
                 "node \"a\": input 1 names node n9",
@@ -371,7 +462,8 @@ mod tests {
     fn subgraph_boundaries() {
         let mut then = ComputeGraph::new("then");
         let mut d = ComputeNode::new("d", "Data");
-        d.attrs.insert("_parent_node_index".into(), AttrValue::Int(5));
+        d.attrs
+            .insert("_parent_node_index".into(), AttrValue::Int(5));
         then.add_node(d);
         then.add_node(ComputeNode::new("d2", "Data"));
         let mut iff = ComputeNode::new("if", "If");
@@ -380,8 +472,14 @@ mod tests {
         let mut g = ComputeGraph::new("root");
         g.add_node(iff);
         check(
-            &ComputeModel { root: g, ..Default::default() },
-            &["_parent_node_index 5 is out of range: \"if\" has 2 input(s)", "node \"d2\": a subgraph Data node needs"],
+            &ComputeModel {
+                root: g,
+                ..Default::default()
+            },
+            &[
+                "_parent_node_index 5 is out of range: \"if\" has 2 input(s)",
+                "node \"d2\": a subgraph Data node needs",
+            ],
         );
     }
 }

@@ -43,9 +43,17 @@ impl Run {
         assert!(!err.contains("panicked"), "panic{}", self.explain());
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "expected one error line{}", self.explain());
-        assert!(lines[0].starts_with("rt2: error: "), "error line format{}", self.explain());
+        assert!(
+            lines[0].starts_with("rt2: error: "),
+            "error line format{}",
+            self.explain()
+        );
         for n in needles {
-            assert!(lines[0].contains(n), "error should mention {n:?}{}", self.explain());
+            assert!(
+                lines[0].contains(n),
+                "error should mention {n:?}{}",
+                self.explain()
+            );
         }
         self
     }
@@ -53,14 +61,19 @@ impl Run {
     pub fn stdout_has(self, needles: &[&str]) -> Self {
         let out = self.stdout();
         for n in needles {
-            assert!(out.contains(n), "stdout should contain {n:?}{}", self.explain());
+            assert!(
+                out.contains(n),
+                "stdout should contain {n:?}{}",
+                self.explain()
+            );
         }
         self
     }
     /// Parses stdout as JSON.
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON: {e}{}", self.explain()))
+        serde_json::from_slice(&self.out.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON: {e}{}", self.explain()))
     }
 }
 
@@ -72,7 +85,10 @@ pub fn rt2_in(dir: &Path, args: &[&str]) -> Run {
         .env_remove("RUST_BACKTRACE")
         .output()
         .expect("the rt2 binary runs");
-    Run { cmd: format!("rt2 {}", args.join(" ")), out }
+    Run {
+        cmd: format!("rt2 {}", args.join(" ")),
+        out,
+    }
 }
 
 /// A scratch directory with helpers to put files in it.
@@ -82,7 +98,9 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new() -> Self {
-        Scratch { dir: tempfile::tempdir().expect("a temporary directory") }
+        Scratch {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
     }
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -102,7 +120,12 @@ impl Scratch {
     pub fn files(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.dir.path())
             .expect("listing the scratch directory")
-            .map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned())
+            .map(|e| {
+                e.expect("a directory entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         v.sort();
         v
@@ -114,5 +137,7 @@ impl Scratch {
 
 /// The repository's fixtures directory.
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
 }
