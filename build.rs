@@ -25,6 +25,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // BTreeMap keeps map fields in key order, so encoding a message is deterministic and
     // the same graph always serializes to the same bytes.
     config.btree_map(["."]);
+    // Box the large arms of AttrDef's oneof: an attribute is mostly an int or a string, and
+    // without boxes every one of them (millions in a large graph) would take the size of
+    // an inline TensorDescriptor, close to 300 bytes.
+    for arm in [
+        "list",
+        "func",
+        "td",
+        "t",
+        "g",
+        "list_list_int",
+        "list_list_float",
+    ] {
+        config.boxed(format!(".ge.proto.AttrDef.value.{arm}"));
+    }
     config.compile_fds(fds)?;
     Ok(())
 }

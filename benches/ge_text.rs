@@ -1,6 +1,10 @@
 //! Parse throughput of GE text dumps and of the JSON view on a generated multi-megabyte
 //! model (`rt2::om::testdata_text::large_model`), reported in bytes per second.
 
+// The allocator the rt2 binary uses, so the numbers are the ones users get.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rt2::om::json::{JsonOptions, from_json, to_json};
 use rt2::om::testdata_text::large_model;

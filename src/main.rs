@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// rt2's readers build millions of small strings, maps and vectors for a large graph;
+// mimalloc serves that pattern markedly faster than the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = rt2::cmd::Cli::parse();
     match rt2::cmd::run(cli) {

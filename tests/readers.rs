@@ -16,11 +16,12 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         "/fixtures/models/nested_if_weights.onnx"
     ))
     .unwrap();
-    let def = file::read(&onnx, &ReadOptions::default())
-        .unwrap()
-        .root()
-        .def
-        .clone();
+    let def = ir::to_model_def(
+        &file::read(&onnx, &ReadOptions::default())
+            .unwrap()
+            .root()
+            .model,
+    );
     let om = build_om(def.clone(), &OmBuildOptions::default())
         .unwrap()
         .to_bytes()
@@ -110,7 +111,7 @@ fn const_weights_survive_the_om() {
         );
         let imported = file::read(&std::fs::read(path).unwrap(), &ReadOptions::default()).unwrap();
         assert_eq!(imported.kind, FileKind::Onnx);
-        let def = imported.root().def.clone();
+        let def = ir::to_model_def(&imported.root().model);
         let om = build_om(def, &OmBuildOptions::default())
             .unwrap()
             .to_bytes()

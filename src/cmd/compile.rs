@@ -10,7 +10,7 @@ use crate::cmd::{Status, input, output};
 use crate::om::file::{FileKind, ReadOptions};
 use crate::om::om_writer::{OmBuildOptions, build_om};
 use crate::om::onnx::ImportOptions;
-use crate::om::{json, text, verify};
+use crate::om::{ir, json, text, verify};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             list.join("; ")
         );
     }
-    let mut def = root.def.clone();
+    let mut def = ir::to_model_def(&root.model);
     if let Some(name) = &args.name {
         def.name = name.clone();
     }
@@ -115,5 +115,6 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         OutputKind::Text => text::print_text(&def).into_bytes(),
     };
     output::write_atomic(&args.output, &bytes)?;
+    input::release(file);
     Ok(Status::Success)
 }

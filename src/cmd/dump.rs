@@ -6,7 +6,7 @@ use anyhow::bail;
 
 use crate::cmd::{Status, input, output};
 use crate::om::file::ReadOptions;
-use crate::om::{dot, json, text};
+use crate::om::{dot, ir, json, text};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -57,11 +57,12 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         );
     };
     let View::Compute = args.view;
+    let def = || ir::to_model_def(&m.model);
     let bytes = match args.format {
         DumpFormat::Dot => dot::to_dot(&m.model).into_bytes(),
         DumpFormat::Json => {
             let value = json::to_json(
-                &m.def,
+                &def(),
                 &json::JsonOptions {
                     atc_compat: args.atc,
                 },
@@ -70,8 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             s.push('\n');
             s.into_bytes()
         }
-        DumpFormat::Pbtxt => text::print_text(&m.def).into_bytes(),
+        DumpFormat::Pbtxt => text::print_text(&def()).into_bytes(),
     };
     output::write_or_print(args.output.as_deref(), &bytes)?;
+    input::release(file);
     Ok(Status::Success)
 }

@@ -101,6 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         ReportFormat::Table => render(&report),
     };
     output::write_or_print(None, text.as_bytes())?;
+    input::release(file);
     Ok(Status::Success)
 }
 

@@ -256,11 +256,11 @@ fn restore_string(value: AttrDef, t: &Tables, place: &Place, name: &str) -> Resu
                     .map(|&i| value_string(t, i, place, name))
                     .collect::<Result<Vec<_>>>()?;
             Ok(AttrDef {
-                value: Some(Value::List(ListValue {
+                value: Some(Value::List(Box::new(ListValue {
                     s,
                     val_type: ListValueType::VtListString as i32,
                     ..ListValue::default()
-                })),
+                }))),
             })
         }
         // DenumAttrs fails on any other value type for a string-valued name.
@@ -349,7 +349,7 @@ impl Builder {
                 };
                 (
                     AttrDef {
-                        value: Some(Value::List(list)),
+                        value: Some(Value::List(Box::new(list))),
                     },
                     true,
                 )
@@ -478,11 +478,11 @@ pub fn compress(model: &mut ModelDef) {
         return;
     }
     let list_s = |v: Vec<String>| AttrDef {
-        value: Some(Value::List(ListValue {
+        value: Some(Value::List(Box::new(ListValue {
             s: v.into_iter().map(String::into_bytes).collect(),
             val_type: ListValueType::VtListString as i32,
             ..ListValue::default()
-        })),
+        }))),
     };
     model.attr.insert(
         ATTR_OM_COMPRESS_VERSION.into(),
@@ -495,11 +495,11 @@ pub fn compress(model: &mut ModelDef) {
     model.attr.insert(
         ATTRS_USE_STRING_VALUE.into(),
         AttrDef {
-            value: Some(Value::List(ListValue {
+            value: Some(Value::List(Box::new(ListValue {
                 b: b.use_string,
                 val_type: ListValueType::VtListBool as i32,
                 ..ListValue::default()
-            })),
+            }))),
         },
     );
 }
@@ -595,11 +595,11 @@ mod tests {
                 value: Some(Value::B(b))
             }),
             proptest::collection::vec("[a-z]{0,4}", 0..3).prop_map(|v| AttrDef {
-                value: Some(Value::List(ListValue {
+                value: Some(Value::List(Box::new(ListValue {
                     s: v.into_iter().map(String::into_bytes).collect(),
                     val_type: ListValueType::VtListString as i32,
                     ..ListValue::default()
-                }))
+                })))
             }),
         ]
     }

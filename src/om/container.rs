@@ -810,9 +810,7 @@ impl OmModel {
     /// The MODEL_DEF partition decoded, with attribute compression undone
     /// ([`super::compress::decompress`]); `None` when the model has no MODEL_DEF.
     pub fn model_def(&self) -> Result<Option<ModelDef>> {
-        let Some(mut def) =
-            self.decode::<ModelDef>(PartitionType::ModelDef, "ge.proto.ModelDef")?
-        else {
+        let Some(mut def) = self.raw_model_def()? else {
             return Ok(None);
         };
         super::compress::decompress(&mut def)?;
@@ -821,7 +819,16 @@ impl OmModel {
 
     /// The MODEL_DEF partition decoded as stored (attribute names possibly compressed).
     pub fn raw_model_def(&self) -> Result<Option<ModelDef>> {
-        self.decode(PartitionType::ModelDef, "ge.proto.ModelDef")
+        let Some((i, p)) = self.find(PartitionType::ModelDef) else {
+            return Ok(None);
+        };
+        super::wire::decode_model_def(&p.data)
+            .map(Some)
+            .map_err(|source| OmError::Protobuf {
+                place: Place::new(format!("partition {i} (MODEL_DEF)")),
+                message: "ge.proto.ModelDef",
+                source,
+            })
     }
 
     /// The WEIGHTS_DATA bytes.

@@ -98,11 +98,11 @@ fn looks_like_text_format(s: &str) -> bool {
 }
 
 /// One model of a file: its index in the file (OM models after the first are the
-/// sub-models of a dynamic root model), its GE IR and the typed graph.
+/// sub-models of a dynamic root model) and its typed graph. The GE IR is not kept beside
+/// it: `ir::to_model_def` gives it back unchanged.
 #[derive(Debug, Clone)]
 pub struct LoadedModel {
     pub index: usize,
-    pub def: ModelDef,
     pub model: ComputeModel,
 }
 
@@ -142,8 +142,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
             om = Some(file);
         }
         FileKind::GeIr => {
-            let mut def: ModelDef =
-                prost::Message::decode(bytes).map_err(|source| OmError::Protobuf {
+            let mut def =
+                crate::om::wire::decode_model_def(bytes).map_err(|source| OmError::Protobuf {
                     place: Place::offset(0),
                     message: "ge.proto.ModelDef",
                     source,
@@ -182,11 +182,11 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
     let models = defs
         .into_iter()
         .map(|(index, def)| {
-            let model = ir::from_model_def(&def).map_err(|e| match kind {
+            let model = ir::from_model_def(def).map_err(|e| match kind {
                 FileKind::Om => OmError::within(Place::new(format!("model {index}")), e),
                 _ => e,
             })?;
-            Ok(LoadedModel { index, def, model })
+            Ok(LoadedModel { index, model })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ModelFile { kind, om, models })

@@ -160,7 +160,10 @@ pub enum AttrValue {
     Bool(bool),
     Bytes(Vec<u8>),
     List(ListAttr),
-    Func(ge_ir::NamedAttrs),
+    /// A list that does not follow the `val_type` convention (no type but values, or
+    /// several fields set), kept verbatim.
+    RawList(Box<ge_ir::attr_def::ListValue>),
+    Func(Box<ge_ir::NamedAttrs>),
     TensorDesc(Box<TensorDesc>),
     Tensor(Box<Tensor>),
     Graph(Box<ge_ir::GraphDef>),
@@ -230,7 +233,7 @@ impl AttrValue {
             AttrValue::Float(_) => "f",
             AttrValue::Bool(_) => "b",
             AttrValue::Bytes(_) => "bt",
-            AttrValue::List(_) => "list",
+            AttrValue::List(_) | AttrValue::RawList(_) => "list",
             AttrValue::Func(_) => "func",
             AttrValue::TensorDesc(_) => "td",
             AttrValue::Tensor(_) => "t",

@@ -26,6 +26,7 @@ pub mod testdata_text;
 pub mod text;
 pub mod verify;
 pub mod weights;
+pub mod wire;
 
 pub use container::{OmFile, OmHeader, OmModel, Partition, PartitionType, TableFormat};
 pub use dtype::DataType;

@@ -81,11 +81,11 @@ pub fn build_om(mut model: ModelDef, opts: &OmBuildOptions) -> Result<OmFile> {
     model.attr.insert(
         "om_info_list".into(),
         AttrDef {
-            value: Some(Value::List(ListValue {
+            value: Some(Value::List(Box::new(ListValue {
                 i: vec![weights.len() as i64, 0, 0, task_len, 0],
                 val_type: ListValueType::VtListInt as i32,
                 ..ListValue::default()
-            })),
+            }))),
         },
     );
     if opts.compress_attrs {

@@ -54,7 +54,7 @@ fn constant(name: &str, dtype: i32, dims: &[i64], data: Vec<u8>) -> OpDef {
     o.attr.insert(
         "value".into(),
         AttrDef {
-            value: Some(Value::T(t)),
+            value: Some(Value::T(Box::new(t))),
         },
     );
     o.output_desc.push(desc(dtype, dims));

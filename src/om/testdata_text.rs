@@ -17,11 +17,11 @@ fn attr(value: attr_def::Value) -> AttrDef {
 }
 
 fn int_list(values: &[i64]) -> AttrDef {
-    attr(attr_def::Value::List(attr_def::ListValue {
+    attr(attr_def::Value::List(Box::new(attr_def::ListValue {
         i: values.to_vec(),
         val_type: attr_def::list_value::ListValueType::VtListInt as i32,
         ..Default::default()
-    }))
+    })))
 }
 
 /// A tensor descriptor as GE serializes one: dtype, layout, shape, device type and the
@@ -183,7 +183,7 @@ pub fn every_variant_model() -> ModelDef {
     );
     attrs.insert(
         "f_list".to_owned(),
-        attr(V::List(attr_def::ListValue {
+        attr(V::List(Box::new(attr_def::ListValue {
             s: vec![b"x".to_vec(), vec![], vec![0xfe]],
             i: vec![1, -1, 0],
             f: vec![0.5, -2.25, 123456789.0, f32::INFINITY],
@@ -195,29 +195,29 @@ pub fn every_variant_model() -> ModelDef {
             na: vec![named.clone()],
             dt: vec![0, 9, 28],
             val_type: attr_def::list_value::ListValueType::VtListDataType as i32,
-        })),
+        }))),
     );
-    attrs.insert("g_func".to_owned(), attr(V::Func(named)));
-    attrs.insert("h_td".to_owned(), attr(V::Td(full_tensor_desc())));
-    attrs.insert("i_t".to_owned(), attr(V::T(t)));
-    attrs.insert("j_g".to_owned(), attr(V::G(sub.clone())));
+    attrs.insert("g_func".to_owned(), attr(V::Func(Box::new(named))));
+    attrs.insert("h_td".to_owned(), attr(V::Td(Box::new(full_tensor_desc()))));
+    attrs.insert("i_t".to_owned(), attr(V::T(Box::new(t))));
+    attrs.insert("j_g".to_owned(), attr(V::G(Box::new(sub.clone()))));
     attrs.insert(
         "k_lli".to_owned(),
-        attr(V::ListListInt(attr_def::ListListInt {
+        attr(V::ListListInt(Box::new(attr_def::ListListInt {
             list_list_i: vec![
                 attr_def::list_list_int::ListInt { list_i: vec![1, 2] },
                 attr_def::list_list_int::ListInt { list_i: vec![] },
             ],
-        })),
+        }))),
     );
     attrs.insert("l_dt".to_owned(), attr(V::Dt(0)));
     attrs.insert(
         "m_llf".to_owned(),
-        attr(V::ListListFloat(attr_def::ListListFloat {
+        attr(V::ListListFloat(Box::new(attr_def::ListListFloat {
             list_list_f: vec![attr_def::list_list_float::ListFloat {
                 list_f: vec![1.5, 1e-7],
             }],
-        })),
+        }))),
     );
     attrs.insert("n_expr".to_owned(), attr(V::Expression(b"s0 + 1".to_vec())));
     attrs.insert("o_empty".to_owned(), AttrDef::default());
@@ -293,10 +293,10 @@ pub fn large_model(ops: usize) -> ModelDef {
             let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + n as u32) as u8).collect();
             attr.insert(
                 "value".to_owned(),
-                self::attr(V::T(TensorDef {
+                self::attr(V::T(Box::new(TensorDef {
                     desc: Some(tensor_desc(4, &[256], "ND")),
                     data,
-                })),
+                }))),
             );
         }
         op.push(OpDef {
@@ -321,9 +321,9 @@ pub fn large_model(ops: usize) -> ModelDef {
 }
 
 fn attr_s_list(values: &[&str]) -> AttrDef {
-    attr(attr_def::Value::List(attr_def::ListValue {
+    attr(attr_def::Value::List(Box::new(attr_def::ListValue {
         s: values.iter().map(|s| s.as_bytes().to_vec()).collect(),
         val_type: attr_def::list_value::ListValueType::VtListString as i32,
         ..Default::default()
-    }))
+    })))
 }

@@ -427,7 +427,7 @@ impl Importer {
             attrs.insert(
                 "value".to_string(),
                 AttrDef {
-                    value: Some(Value::T(value)),
+                    value: Some(Value::T(Box::new(value))),
                 },
             );
         } else {
@@ -644,7 +644,7 @@ fn const_op(
     attrs.insert(
         "value".to_string(),
         AttrDef {
-            value: Some(Value::T(value)),
+            value: Some(Value::T(Box::new(value))),
         },
     );
     s.ops.push(OpDef {

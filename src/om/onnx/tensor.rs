@@ -200,7 +200,7 @@ pub fn attr_strings<S: AsRef<str>>(v: &[S]) -> AttrDef {
 }
 fn list(l: ListValue) -> AttrDef {
     AttrDef {
-        value: Some(Value::List(l)),
+        value: Some(Value::List(Box::new(l))),
     }
 }
 
@@ -255,7 +255,7 @@ pub fn convert_attribute(a: &AttributeProto, place: &Place) -> Result<Option<Att
                 a.t.as_ref()
                     .ok_or_else(|| bad("tensor attribute without a tensor"))?;
             AttrDef {
-                value: Some(Value::T(tensor_def(t, place)?)),
+                value: Some(Value::T(Box::new(tensor_def(t, place)?))),
             }
         }
         AttributeType::Floats => attr_floats(&a.floats),
