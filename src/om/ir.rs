@@ -241,54 +241,25 @@ type NodeParts = (
 );
 
 fn convert_node(((o, (inputs, control_inputs)), subgraphs): NodeParts) -> ComputeNode {
-    let ge_ir::OpDef {
-        name,
-        r#type,
-        input: _,
-        attr,
-        input_desc,
-        output_desc,
-        subgraph_name: _,
-        attr_groups,
-        has_out_attr,
-        id,
-        stream_id,
-        input_name,
-        src_name,
-        src_index,
-        dst_name,
-        dst_index,
-        input_i,
-        output_i,
-        workspace,
-        workspace_bytes,
-        is_input_const,
-    } = o;
-    let rest = ge_ir::OpDef {
-        attr_groups,
-        has_out_attr,
-        id,
-        stream_id,
-        input_name,
-        src_name,
-        src_index,
-        dst_name,
-        dst_index,
-        input_i,
-        output_i,
-        workspace,
-        workspace_bytes,
-        is_input_const,
-        ..Default::default()
-    };
+    // What rt2 models is taken out; everything else stays in `rest`, verbatim. The edges
+    // and subgraph names were resolved already.
+    let mut rest = o;
+    rest.input = Vec::new();
+    rest.subgraph_name = Vec::new();
     ComputeNode {
-        name,
-        op_type: r#type,
+        name: std::mem::take(&mut rest.name),
+        op_type: std::mem::take(&mut rest.r#type),
         inputs,
         control_inputs,
-        input_descs: input_desc.into_iter().map(convert_desc).collect(),
-        output_descs: output_desc.into_iter().map(convert_desc).collect(),
-        attrs: convert_attrs(attr),
+        input_descs: std::mem::take(&mut rest.input_desc)
+            .into_iter()
+            .map(convert_desc)
+            .collect(),
+        output_descs: std::mem::take(&mut rest.output_desc)
+            .into_iter()
+            .map(convert_desc)
+            .collect(),
+        attrs: convert_attrs(std::mem::take(&mut rest.attr)),
         subgraphs,
         rest,
     }
