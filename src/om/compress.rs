@@ -108,61 +108,108 @@ fn list_strings(model: &ModelDef, key: &str) -> Result<Vec<String>> {
 /// (NamedAttrs, tensor descs, tensors, graphs in attrs). Removes the four bookkeeping model
 /// attrs.
 pub fn decompress(model: &mut ModelDef) -> Result<bool> {
-    let version = match model
-        .attr
-        .get(ATTR_OM_COMPRESS_VERSION)
-        .and_then(|a| a.value.as_ref())
-    {
-        None => return Ok(false),
-        Some(Value::I(v)) => *v,
-        Some(_) => {
-            return Err(OmError::graph(
-                Place::new("model attrs"),
-                format!("attr {ATTR_OM_COMPRESS_VERSION:?} is not an int"),
-            ));
-        }
-    };
-    if version == NO_NEED_COMPRESS {
-        remove_bookkeeping(model);
+    let Some(d) = Decompressor::take_from(model)? else {
         return Ok(false);
-    }
-    let names = list_strings(model, ATTR_NAME_ENUM)?;
-    let values = list_strings(model, ATTR_VALUE_ENUM)?;
-    let use_string = match model
-        .attr
-        .get(ATTRS_USE_STRING_VALUE)
-        .and_then(|a| a.value.as_ref())
-    {
-        Some(Value::List(l)) => l.b.clone(),
-        None => Vec::new(),
-        Some(_) => {
-            return Err(OmError::graph(
-                Place::new("model attrs"),
-                format!("attr {ATTRS_USE_STRING_VALUE:?} is not a list"),
-            ));
-        }
-    };
-    // GetEnumAttrsFromModel requires one flag per name.
-    if names.len() != use_string.len() {
-        return Err(OmError::graph(
-            Place::new("model attrs"),
-            format!(
-                "{} attr names but {} string-value flags",
-                names.len(),
-                use_string.len()
-            ),
-        ));
-    }
-    let t = Tables {
-        names,
-        values,
-        use_string,
     };
     for g in &mut model.graph {
-        decompress_graph(g, &t)?;
+        d.graph(g)?;
     }
-    remove_bookkeeping(model);
     Ok(true)
+}
+
+/// The tables of a compressed model, taken from its model attributes, to undo compression
+/// one graph or one op at a time (a reader that converts ops as it decodes them needs
+/// that).
+pub struct Decompressor(Tables);
+
+impl Decompressor {
+    /// Reads the tables from the model attributes and removes the bookkeeping attributes.
+    /// `None` when the model is not compressed.
+    pub fn take_from(model: &mut ModelDef) -> Result<Option<Decompressor>> {
+        let version = match model
+            .attr
+            .get(ATTR_OM_COMPRESS_VERSION)
+            .and_then(|a| a.value.as_ref())
+        {
+            None => return Ok(None),
+            Some(Value::I(v)) => *v,
+            Some(_) => {
+                return Err(OmError::graph(
+                    Place::new("model attrs"),
+                    format!("attr {ATTR_OM_COMPRESS_VERSION:?} is not an int"),
+                ));
+            }
+        };
+        if version == NO_NEED_COMPRESS {
+            remove_bookkeeping(model);
+            return Ok(None);
+        }
+        let names = list_strings(model, ATTR_NAME_ENUM)?;
+        let values = list_strings(model, ATTR_VALUE_ENUM)?;
+        let use_string = match model
+            .attr
+            .get(ATTRS_USE_STRING_VALUE)
+            .and_then(|a| a.value.as_ref())
+        {
+            Some(Value::List(l)) => l.b.clone(),
+            None => Vec::new(),
+            Some(_) => {
+                return Err(OmError::graph(
+                    Place::new("model attrs"),
+                    format!("attr {ATTRS_USE_STRING_VALUE:?} is not a list"),
+                ));
+            }
+        };
+        // GetEnumAttrsFromModel requires one flag per name.
+        if names.len() != use_string.len() {
+            return Err(OmError::graph(
+                Place::new("model attrs"),
+                format!(
+                    "{} attr names but {} string-value flags",
+                    names.len(),
+                    use_string.len()
+                ),
+            ));
+        }
+        remove_bookkeeping(model);
+        Ok(Some(Decompressor(Tables {
+            names,
+            values,
+            use_string,
+        })))
+    }
+
+    /// Undoes compression in one op of graph `graph`: its attributes and its input and
+    /// output descriptors' attributes.
+    pub fn op(&self, op: &mut OpDef, graph: &str) -> Result<()> {
+        decompress_op(op, graph, &self.0)
+    }
+
+    /// Undoes compression in a graph's own attributes (not its ops).
+    pub fn graph_attrs(&self, g: &mut GraphDef) -> Result<()> {
+        decompress_map(&mut g.attr, &self.0, &Place::graph(&g.name))
+    }
+
+    /// Undoes compression in a whole graph.
+    pub fn graph(&self, g: &mut GraphDef) -> Result<()> {
+        decompress_graph(g, &self.0)
+    }
+}
+
+fn decompress_op(op: &mut OpDef, graph: &str, t: &Tables) -> Result<()> {
+    let place = Place::node(graph, &op.name);
+    decompress_map(&mut op.attr, t, &place)?;
+    for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
+        decompress_td(td, t, &place)?;
+    }
+    Ok(())
+}
+
+fn decompress_graph(g: &mut GraphDef, t: &Tables) -> Result<()> {
+    for op in &mut g.op {
+        decompress_op(op, &g.name, t)?;
+    }
+    decompress_map(&mut g.attr, t, &Place::graph(&g.name))
 }
 
 fn remove_bookkeeping(model: &mut ModelDef) {
@@ -174,18 +221,6 @@ fn remove_bookkeeping(model: &mut ModelDef) {
     ] {
         model.attr.remove(k);
     }
-}
-
-fn decompress_graph(g: &mut GraphDef, t: &Tables) -> Result<()> {
-    let gname = g.name.clone();
-    for op in &mut g.op {
-        let place = Place::node(&gname, &op.name);
-        decompress_map(&mut op.attr, t, &place)?;
-        for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
-            decompress_td(td, t, &place)?;
-        }
-    }
-    decompress_map(&mut g.attr, t, &Place::graph(&gname))
 }
 
 fn decompress_td(td: &mut TensorDescriptor, t: &Tables, place: &Place) -> Result<()> {

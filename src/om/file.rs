@@ -8,7 +8,7 @@
 
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::onnx::ImportOptions;
-use crate::om::{ComputeModel, OmError, Place, Result, compress, ir, weights};
+use crate::om::{ComputeModel, OmError, Place, Result, compress, ir};
 use crate::proto::ge_ir::ModelDef;
 
 /// The kinds of model file rt2 reads.
@@ -134,22 +134,23 @@ pub struct ReadOptions {
 pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
     let kind = detect(bytes)?;
     let mut om = None;
-    let mut defs: Vec<(usize, ModelDef)> = Vec::new();
+    let mut models = Vec::new();
+    let from_def = |mut def: ModelDef| -> Result<Vec<LoadedModel>> {
+        compress::decompress(&mut def)?;
+        Ok(vec![LoadedModel {
+            index: 0,
+            model: ir::from_model_def(def)?,
+        }])
+    };
     match kind {
         FileKind::Om => {
             let file = OmFile::parse(bytes)?;
-            om_model_defs(&file, &mut defs, 0)?;
+            om_models(&file, &mut models, 0)?;
             om = Some(file);
         }
         FileKind::GeIr => {
-            let mut def =
-                crate::om::wire::decode_model_def(bytes).map_err(|source| OmError::Protobuf {
-                    place: Place::offset(0),
-                    message: "ge.proto.ModelDef",
-                    source,
-                })?;
-            compress::decompress(&mut def)?;
-            defs.push((0, def));
+            let model = crate::om::wire::read_model(bytes, None, &Place::offset(0))?;
+            models.push(LoadedModel { index: 0, model });
         }
         FileKind::GeText => {
             let text = std::str::from_utf8(bytes).map_err(|e| {
@@ -158,57 +159,42 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
                     "text dump is not valid UTF-8",
                 )
             })?;
-            let mut def = crate::om::text::parse_text(text)?;
-            compress::decompress(&mut def)?;
-            defs.push((0, def));
+            models = from_def(crate::om::text::parse_text(text)?)?;
         }
         FileKind::GeJson => {
             let text = std::str::from_utf8(bytes).map_err(|e| OmError::Json {
                 path: "$".into(),
                 msg: format!("not valid UTF-8 at byte {}", e.valid_up_to()),
             })?;
-            let mut def = crate::om::json::from_json(text)?;
-            compress::decompress(&mut def)?;
-            defs.push((0, def));
+            models = from_def(crate::om::json::from_json(text)?)?;
         }
-        FileKind::Onnx => defs.push((0, crate::om::onnx::import(bytes, &opts.import)?)),
+        FileKind::Onnx => models = from_def(crate::om::onnx::import(bytes, &opts.import)?)?,
     }
-    if defs.is_empty() {
+    if models.is_empty() {
         return Err(OmError::container(
             Place::offset(0),
             "the file holds no model graph (no MODEL_DEF partition)",
         ));
     }
-    let models = defs
-        .into_iter()
-        .map(|(index, def)| {
-            let model = ir::from_model_def(def).map_err(|e| match kind {
-                FileKind::Om => OmError::within(Place::new(format!("model {index}")), e),
-                _ => e,
-            })?;
-            Ok(LoadedModel { index, model })
-        })
-        .collect::<Result<Vec<_>>>()?;
     Ok(ModelFile { kind, om, models })
 }
 
 /// Collects the model graphs of an OM: each model's MODEL_DEF (compression undone, weights
 /// resolved), and for a bundle the models of every nested OM.
-fn om_model_defs(file: &OmFile, defs: &mut Vec<(usize, ModelDef)>, depth: usize) -> Result<()> {
+fn om_models(file: &OmFile, models: &mut Vec<LoadedModel>, depth: usize) -> Result<()> {
     for (i, m) in file.models.iter().enumerate() {
         // Top-level models keep their OM model index (what `--model` names); the models of
         // a bundle's nested OMs are numbered on from the last model found.
         let index = if depth == 0 {
             i
         } else {
-            defs.iter().map(|d| d.0 + 1).max().unwrap_or(0)
+            models.iter().map(|m| m.index + 1).max().unwrap_or(0)
         };
-        let in_model = |e: OmError| OmError::within(Place::new(format!("model {i}")), e);
-        if let Some(mut def) = m.model_def().map_err(in_model)? {
-            if let Some(w) = m.weights() {
-                weights::resolve_weights(&mut def, w).map_err(in_model)?;
-            }
-            defs.push((index, def));
+        if let Some((k, p)) = m.find(PartitionType::ModelDef) {
+            let place = Place::new(format!("partition {k} (MODEL_DEF)"));
+            let model = crate::om::wire::read_model(&p.data, m.weights(), &place)
+                .map_err(|e| OmError::within(Place::new(format!("model {i}")), e))?;
+            models.push(LoadedModel { index, model });
         }
         for (k, p) in m.partitions.iter().enumerate() {
             if p.kind != PartitionType::BundleModelInfo {
@@ -228,7 +214,7 @@ fn om_model_defs(file: &OmFile, defs: &mut Vec<(usize, ModelDef)>, depth: usize)
                     e,
                 )
             })?;
-            om_model_defs(&nested, defs, depth + 1)?;
+            om_models(&nested, models, depth + 1)?;
         }
     }
     Ok(())

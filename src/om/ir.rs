@@ -33,39 +33,109 @@ use crate::proto::ge_ir::{self, attr_def, attr_def::list_value::ListValueType};
 const MAX_SUBGRAPH_DEPTH: usize = 256;
 
 /// Builds the typed model from GE IR, consuming it.
-pub fn from_model_def(md: ge_ir::ModelDef) -> Result<ComputeModel> {
+pub fn from_model_def(mut md: ge_ir::ModelDef) -> Result<ComputeModel> {
+    let graphs = std::mem::take(&mut md.graph)
+        .into_iter()
+        .map(|mut g| {
+            let ops = std::mem::take(&mut g.op);
+            let nodes = if ops.len() >= PARALLEL_NODES {
+                ops.into_par_iter().map(pending_node).collect()
+            } else {
+                ops.into_iter().map(pending_node).collect()
+            };
+            pending_graph(g, nodes)
+        })
+        .collect();
+    assemble(md, graphs)
+}
+
+/// A node converted on its own, before the graph it belongs to is known: its edges and
+/// subgraphs are still GE IR strings.
+pub struct PendingNode {
+    node: ComputeNode,
+    input: Vec<String>,
+    subgraph_name: Vec<String>,
+}
+
+/// A graph whose nodes are converted but not yet linked.
+pub struct PendingGraph {
+    def: ge_ir::GraphDef,
+    nodes: Vec<PendingNode>,
+}
+
+/// Converts one op on its own (it needs nothing of the rest of the graph), so that a
+/// reader can convert each op as it decodes it and never hold the whole GE IR and the
+/// typed graph at once.
+pub fn pending_node(op: ge_ir::OpDef) -> PendingNode {
+    // What rt2 models is taken out; everything else stays in `rest`, verbatim.
+    let mut rest = op;
+    let input = std::mem::take(&mut rest.input);
+    let subgraph_name = std::mem::take(&mut rest.subgraph_name);
+    let node = ComputeNode {
+        name: std::mem::take(&mut rest.name),
+        op_type: std::mem::take(&mut rest.r#type),
+        inputs: Vec::new(),
+        control_inputs: Vec::new(),
+        input_descs: std::mem::take(&mut rest.input_desc)
+            .into_iter()
+            .map(convert_desc)
+            .collect(),
+        output_descs: std::mem::take(&mut rest.output_desc)
+            .into_iter()
+            .map(convert_desc)
+            .collect(),
+        attrs: convert_attrs(std::mem::take(&mut rest.attr)),
+        subgraphs: Vec::new(),
+        rest,
+    };
+    PendingNode {
+        node,
+        input,
+        subgraph_name,
+    }
+}
+
+/// A graph's own fields (its `op` list is ignored) with its converted nodes.
+pub fn pending_graph(def: ge_ir::GraphDef, nodes: Vec<PendingNode>) -> PendingGraph {
+    PendingGraph { def, nodes }
+}
+
+/// Links pending graphs into a model: the first is the root, the rest are subgraphs found
+/// by name from their callers, or detached. `md` gives the model's own fields; its `graph`
+/// list is ignored.
+pub fn assemble(md: ge_ir::ModelDef, graphs: Vec<PendingGraph>) -> Result<ComputeModel> {
     let ge_ir::ModelDef {
         name,
         version,
         custom_version,
-        graph,
+        graph: _,
         attr,
         attr_groups,
     } = md;
-    let mut graphs = graph.into_iter();
+    let mut graphs = graphs.into_iter();
     let Some(root_def) = graphs.next() else {
         return Err(OmError::graph(
             Place::new("model"),
             "the model has no graph",
         ));
     };
-    let mut pool: HashMap<String, ge_ir::GraphDef> = HashMap::new();
+    let mut pool: HashMap<String, PendingGraph> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
     for g in graphs {
-        if g.name == root_def.name || pool.contains_key(&g.name) {
+        if g.def.name == root_def.def.name || pool.contains_key(&g.def.name) {
             return Err(OmError::graph(
-                Place::graph(&g.name),
+                Place::graph(&g.def.name),
                 "two graphs in the model have this name",
             ));
         }
-        order.push(g.name.clone());
-        pool.insert(g.name.clone(), g);
+        order.push(g.def.name.clone());
+        pool.insert(g.def.name.clone(), g);
     }
-    let root = convert_graph(root_def, &mut pool, 0)?;
+    let root = link_graph(root_def, &mut pool, 0)?;
     let mut detached = Vec::new();
     for name in order {
         if let Some(g) = pool.remove(&name) {
-            detached.push(convert_graph(g, &mut pool, 0)?);
+            detached.push(link_graph(g, &mut pool, 0)?);
         }
     }
     Ok(ComputeModel {
@@ -109,30 +179,34 @@ pub fn split_port(s: &str) -> Option<(&str, i64)> {
     Some((name, idx.trim().parse().ok()?))
 }
 
-fn convert_graph(
-    def: ge_ir::GraphDef,
-    pool: &mut HashMap<String, ge_ir::GraphDef>,
+fn link_graph(
+    pg: PendingGraph,
+    pool: &mut HashMap<String, PendingGraph>,
     depth: usize,
 ) -> Result<ComputeGraph> {
-    if depth > MAX_SUBGRAPH_DEPTH {
-        return Err(OmError::graph(
-            Place::graph(&def.name),
-            format!("subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH} levels"),
-        ));
-    }
+    let PendingGraph {
+        def,
+        nodes: pending,
+    } = pg;
     let ge_ir::GraphDef {
         name: gname,
         input,
         output,
-        op,
+        op: _,
         attr,
         attr_groups,
     } = def;
-    let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(op.len());
-    for (i, o) in op.iter().enumerate() {
-        if ids.insert(o.name.as_str(), NodeId(i as u32)).is_some() {
+    if depth > MAX_SUBGRAPH_DEPTH {
+        return Err(OmError::graph(
+            Place::graph(&gname),
+            format!("subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH} levels"),
+        ));
+    }
+    let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(pending.len());
+    for (i, p) in pending.iter().enumerate() {
+        if ids.insert(p.node.name.as_str(), NodeId(i as u32)).is_some() {
             return Err(OmError::graph(
-                Place::node(&gname, &o.name),
+                Place::node(&gname, &p.node.name),
                 "two nodes in the graph have this name",
             ));
         }
@@ -149,14 +223,12 @@ fn convert_graph(
         })?;
         Ok((id, idx))
     };
-
-    // Edges first, while `ids` borrows the op names; then the ops are taken apart.
-    let mut edges = Vec::with_capacity(op.len());
-    for o in &op {
-        let place = || Place::node(&gname, &o.name);
-        let mut inputs = Vec::with_capacity(o.input.len());
+    let mut edges = Vec::with_capacity(pending.len());
+    for p in &pending {
+        let place = || Place::node(&gname, &p.node.name);
+        let mut inputs = Vec::with_capacity(p.input.len());
         let mut control_inputs = Vec::new();
-        for entry in &o.input {
+        for entry in &p.input {
             if entry.is_empty() {
                 inputs.push(None);
                 continue;
@@ -197,31 +269,26 @@ fn convert_graph(
         .collect::<Result<_>>()?;
     drop(ids);
 
-    // Subgraphs come out of the pool one caller at a time (the pool is shared state);
-    // the nodes themselves then convert independently, in parallel for large graphs.
-    let mut subgraphs = Vec::with_capacity(op.len());
-    for o in &op {
-        let mut subs = Vec::with_capacity(o.subgraph_name.len());
-        for name in &o.subgraph_name {
+    let mut nodes = Vec::with_capacity(pending.len());
+    for (p, (inputs, control_inputs)) in pending.into_iter().zip(edges) {
+        let PendingNode {
+            mut node,
+            subgraph_name,
+            ..
+        } = p;
+        for name in &subgraph_name {
             let sub = pool.remove(name.as_str()).ok_or_else(|| {
                 OmError::graph(
-                    Place::node(&gname, &o.name),
+                    Place::node(&gname, &node.name),
                     format!("subgraph {name:?} is not in the model (or is called twice)"),
                 )
             })?;
-            subs.push(convert_graph(sub, pool, depth + 1)?);
+            node.subgraphs.push(link_graph(sub, pool, depth + 1)?);
         }
-        subgraphs.push(subs);
+        node.inputs = inputs;
+        node.control_inputs = control_inputs;
+        nodes.push(node);
     }
-    let work = op.into_iter().zip(edges).zip(subgraphs);
-    let nodes: Vec<ComputeNode> = if work.len() >= PARALLEL_NODES {
-        work.collect::<Vec<_>>()
-            .into_par_iter()
-            .map(convert_node)
-            .collect()
-    } else {
-        work.map(convert_node).collect()
-    };
     Ok(ComputeGraph {
         name: gname,
         inputs,
@@ -233,37 +300,7 @@ fn convert_graph(
 }
 
 /// Below this many nodes a graph converts on one thread.
-const PARALLEL_NODES: usize = 4096;
-
-type NodeParts = (
-    (ge_ir::OpDef, (Vec<Option<OutPort>>, Vec<NodeId>)),
-    Vec<ComputeGraph>,
-);
-
-fn convert_node(((o, (inputs, control_inputs)), subgraphs): NodeParts) -> ComputeNode {
-    // What rt2 models is taken out; everything else stays in `rest`, verbatim. The edges
-    // and subgraph names were resolved already.
-    let mut rest = o;
-    rest.input = Vec::new();
-    rest.subgraph_name = Vec::new();
-    ComputeNode {
-        name: std::mem::take(&mut rest.name),
-        op_type: std::mem::take(&mut rest.r#type),
-        inputs,
-        control_inputs,
-        input_descs: std::mem::take(&mut rest.input_desc)
-            .into_iter()
-            .map(convert_desc)
-            .collect(),
-        output_descs: std::mem::take(&mut rest.output_desc)
-            .into_iter()
-            .map(convert_desc)
-            .collect(),
-        attrs: convert_attrs(std::mem::take(&mut rest.attr)),
-        subgraphs,
-        rest,
-    }
-}
+pub const PARALLEL_NODES: usize = 4096;
 
 fn push_graph(g: ComputeGraph, out: &mut Vec<ge_ir::GraphDef>) {
     let names: Vec<String> = g.nodes.iter().map(|n| n.name.clone()).collect();

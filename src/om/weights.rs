@@ -11,7 +11,7 @@ use super::compress::node_order;
 use super::dtype::DataType;
 use super::error::{OmError, Place, Result};
 use crate::proto::ge_ir::attr_def::Value;
-use crate::proto::ge_ir::{AttrDef, ModelDef, TensorDef};
+use crate::proto::ge_ir::{AttrDef, ModelDef, OpDef, TensorDef};
 
 /// `kWeightsStartOffset`: the first weight is placed at 512, not 0.
 pub const WEIGHTS_START_OFFSET: u64 = 512;
@@ -43,59 +43,69 @@ fn value_mut(attr: &mut BTreeMap<String, AttrDef>) -> Option<&mut TensorDef> {
 pub fn resolve_weights(model: &mut ModelDef, weights: &[u8]) -> Result<()> {
     for g in &mut model.graph {
         for op in &mut g.op {
-            if !CONST_TYPES.contains(&op.r#type.as_str()) {
-                continue;
-            }
-            let place = || Place::node(&g.name, &op.name);
-            let Some(t) = value_mut(&mut op.attr) else {
-                continue;
-            };
-            if !t.data.is_empty() {
-                continue;
-            }
-            let Some(desc) = &t.desc else { continue };
-            if desc.data_offset == 0 {
-                continue;
-            }
-            let len = if desc.weight_size > 0 {
-                u64::try_from(desc.weight_size).unwrap_or(0)
-            } else {
-                let mut count: u64 = 1;
-                for &d in desc.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]) {
-                    let d = u64::try_from(d).map_err(|_| {
-                        OmError::graph(place(), format!("weight shape has unknown dim {d}"))
-                    })?;
-                    count = count
-                        .checked_mul(d)
-                        .ok_or_else(|| OmError::graph(place(), "weight element count overflows"))?;
-                }
-                DataType::from_proto(desc.dtype)
-                    .and_then(|dt| dt.byte_size(count))
-                    .ok_or_else(|| {
-                        OmError::graph(
-                            place(),
-                            format!("weight dtype {} has no fixed size", desc.dtype),
-                        )
-                    })?
-            };
-            let off = u64::try_from(desc.data_offset).map_err(|_| {
-                OmError::graph(
-                    place(),
-                    format!("negative data_offset {}", desc.data_offset),
-                )
-            })?;
-            let end = off.checked_add(len).filter(|&e| e <= weights.len() as u64).ok_or_else(|| {
-                OmError::graph(
-                    place(),
-                    format!(
-                        "weight at data_offset {off} of {len} bytes runs past WEIGHTS_DATA ({} bytes)",
-                        weights.len()
-                    ),
-                )
-            })?;
-            t.data = weights[off as usize..end as usize].to_vec();
+            resolve_op(op, &g.name, weights)?;
         }
     }
+    Ok(())
+}
+
+/// [`resolve_weights`] for one op of graph `graph`: a no-op for anything but a Const whose
+/// value has a `data_offset` and no inline data.
+pub fn resolve_op(op: &mut OpDef, graph: &str, weights: &[u8]) -> Result<()> {
+    if !CONST_TYPES.contains(&op.r#type.as_str()) {
+        return Ok(());
+    }
+    let place = || Place::node(graph, &op.name);
+    let Some(t) = value_mut(&mut op.attr) else {
+        return Ok(());
+    };
+    if !t.data.is_empty() {
+        return Ok(());
+    }
+    let Some(desc) = &t.desc else { return Ok(()) };
+    if desc.data_offset == 0 {
+        return Ok(());
+    }
+    let len = if desc.weight_size > 0 {
+        u64::try_from(desc.weight_size).unwrap_or(0)
+    } else {
+        let mut count: u64 = 1;
+        for &d in desc.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]) {
+            let d = u64::try_from(d).map_err(|_| {
+                OmError::graph(place(), format!("weight shape has unknown dim {d}"))
+            })?;
+            count = count
+                .checked_mul(d)
+                .ok_or_else(|| OmError::graph(place(), "weight element count overflows"))?;
+        }
+        DataType::from_proto(desc.dtype)
+            .and_then(|dt| dt.byte_size(count))
+            .ok_or_else(|| {
+                OmError::graph(
+                    place(),
+                    format!("weight dtype {} has no fixed size", desc.dtype),
+                )
+            })?
+    };
+    let off = u64::try_from(desc.data_offset).map_err(|_| {
+        OmError::graph(
+            place(),
+            format!("negative data_offset {}", desc.data_offset),
+        )
+    })?;
+    let end = off
+        .checked_add(len)
+        .filter(|&e| e <= weights.len() as u64)
+        .ok_or_else(|| {
+            OmError::graph(
+                place(),
+                format!(
+                    "weight at data_offset {off} of {len} bytes runs past WEIGHTS_DATA ({} bytes)",
+                    weights.len()
+                ),
+            )
+        })?;
+    t.data = weights[off as usize..end as usize].to_vec();
     Ok(())
 }
 
