@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use crate::cmd::progress::Progress;
 use crate::cmd::{Status, input, output};
 use crate::om::file::{FileKind, ReadOptions};
 use crate::om::om_writer::{OmBuildOptions, build_om};
@@ -61,6 +62,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             input_shapes: args.input_shape.clone(),
         },
     };
+    let progress = Progress::start(true);
+    progress.step(format!("reading {}", args.model.display()));
     let file = input::read_model(&args.model, &opts)?;
     if file.kind != FileKind::Onnx && !args.input_shape.is_empty() {
         bail!(
@@ -70,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         );
     }
     let root = file.root();
+    progress.step("verifying");
     let problems = verify::errors(&root.model);
     if !problems.is_empty() {
         let list: Vec<String> = problems
@@ -87,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     if let Some(name) = &args.name {
         def.name = name.clone();
     }
+    progress.step(format!("writing {}", args.output.display()));
     let bytes = match output_kind(&args.output) {
         OutputKind::Om => {
             let name = if def.name.is_empty() {

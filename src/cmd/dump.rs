@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
+use crate::cmd::progress::Progress;
 use crate::cmd::{Status, input, output};
 use crate::om::file::ReadOptions;
 use crate::om::{dot, ir, json, text};
@@ -47,6 +48,8 @@ pub enum DumpFormat {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
+    let progress = Progress::start(args.output.is_some());
+    progress.step(format!("reading {}", args.file.display()));
     let file = input::read_model(&args.file, &ReadOptions::default())?;
     let Some(m) = file.models.iter().find(|m| m.index == args.model) else {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
@@ -73,6 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
         DumpFormat::Pbtxt => text::print_text(&def()).into_bytes(),
     };
+    drop(progress);
     output::write_or_print(args.output.as_deref(), &bytes)?;
     input::release(file);
     Ok(Status::Success)

@@ -10,6 +10,7 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::cmd::progress::Progress;
 use crate::cmd::{ReportFormat, Status, input, output};
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::file::{ModelFile, ReadOptions};
@@ -94,8 +95,12 @@ fn inout_view(info: &InOutInfo) -> InOutInfoView {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
+    let progress = Progress::start(args.format == ReportFormat::Table);
+    progress.step(format!("reading {}", args.file.display()));
     let file = input::read_model(&args.file, &ReadOptions::default())?;
+    progress.step("verifying");
     let report = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    drop(progress);
     let text = match args.format {
         ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
         ReportFormat::Table => render(&report),

@@ -14,6 +14,7 @@ pub mod dump;
 pub mod input;
 pub mod inspect;
 pub mod output;
+pub mod progress;
 
 /// rt2: build, inspect and debug Ascend Graph Engine models without an NPU.
 #[derive(Debug, Parser)]
