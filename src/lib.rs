@@ -1,8 +1,10 @@
 //! rt2: a toolchain for Ascend Graph Engine models and runtime 2, without an NPU.
 //!
-//! Data flows one way: bytes -> [`om`] (ComputeGraph) -> lower (ExecuteGraph) -> exec ->
-//! npu. [`cmd`] is the only module that touches files and the terminal.
+//! Data flows one way: bytes -> [`om`] (ComputeGraph) -> lower (ExecuteGraph) -> [`exec`]
+//! -> [`npu`]. [`cmd`] is the only module that touches files and the terminal.
 
 pub mod cmd;
+pub mod exec;
+pub mod npu;
 pub mod om;
 pub mod proto;

@@ -1,0 +1,280 @@
+//! The ExecuteGraph: what lowering produces and the engines run.
+//!
+//! As in GE's RT2, an [`ExecuteGraph`] holds three graphs: **Init** (create streams,
+//! events, notifies and allocators, upload constants, look up infer and tiling functions),
+//! **Main** (the per-execution work) and **DeInit** (release what Init created). Each is an
+//! [`ExecGraph`] of [`ExecNode`]s: a node is one kernel call, with ordered input value slots
+//! (each the output of another node of the same graph), a number of outputs, control
+//! predecessors, attributes, the compute node it was lowered from, a priority and a
+//! [`KernelClass`]. Control-flow nodes own subgraphs.
+//!
+//! Values cross graph boundaries only through GE's builtin boundary kernels:
+//! - Init ends in one `InnerNetOutput`; its input `i` is export `i` of Init. In Main and
+//!   DeInit an `InnerData` node with attribute `index = i` reads that export.
+//! - In Main, `Data` with attribute `index = i` is model input `i`; the inputs of Main's
+//!   `NetOutput` are the model outputs, in order.
+//! - In a subgraph owned by a node, `InnerData` with `index = i` reads the owner's input
+//!   `i`, and the inputs of the subgraph's `InnerNetOutput` are the owner's outputs.
+//!
+//! This file holds data only: the `.exeg` codec, the loader's checks and the views live
+//! beside it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::npu::DType;
+
+/// Index of a node in its graph's `nodes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecNodeId(pub u32);
+
+impl ExecNodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ExecNodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "e{}", self.0)
+    }
+}
+
+/// One output of one node of the same graph: an input value slot's source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueRef {
+    pub node: ExecNodeId,
+    pub output: u32,
+}
+
+/// How the multi-thread executor schedules a kernel (GE's kernel registration classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum KernelClass {
+    /// Produces results or changes memory state (`kKernelUseMemory`): the memory worker.
+    Memory,
+    /// Submits device work and produces no output (`kKernelLaunch`): the launch worker.
+    Launch,
+    /// Everything else.
+    #[default]
+    Normal,
+}
+
+impl KernelClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelClass::Memory => "memory",
+            KernelClass::Launch => "launch",
+            KernelClass::Normal => "normal",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "memory" => Some(KernelClass::Memory),
+            "launch" => Some(KernelClass::Launch),
+            "normal" => Some(KernelClass::Normal),
+            _ => None,
+        }
+    }
+}
+
+/// Which of the three graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GraphKind {
+    Init,
+    Main,
+    DeInit,
+}
+
+impl GraphKind {
+    pub const ALL: [GraphKind; 3] = [GraphKind::Init, GraphKind::Main, GraphKind::DeInit];
+
+    /// GE's names (`GetExecuteGraphTypeStr`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GraphKind::Init => "Init",
+            GraphKind::Main => "Main",
+            GraphKind::DeInit => "DeInit",
+        }
+    }
+}
+
+/// A constant tensor carried by an attribute (a Const's value, folded shapes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecTensor {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    /// Little-endian element bytes.
+    pub data: Vec<u8>,
+}
+
+/// A typed attribute of an exec node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecAttr {
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f64),
+    Floats(Vec<f64>),
+    Bool(bool),
+    Str(String),
+    Strs(Vec<String>),
+    Bytes(Vec<u8>),
+    DType(DType),
+    Tensor(ExecTensor),
+}
+
+impl ExecAttr {
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            ExecAttr::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            ExecAttr::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// The compute node an exec node was lowered from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Origin {
+    /// Name of the ComputeGraph (root or subgraph) the node is in.
+    pub graph: String,
+    pub node: String,
+    pub op_type: String,
+    /// The node's index in its ComputeGraph.
+    pub index: u32,
+}
+
+/// One kernel call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExecNode {
+    /// Unique within its graph.
+    pub name: String,
+    /// A kernel type the kernel registry knows (`AllocMemHbm`, `LaunchKernelWithHandle`, ...).
+    pub kernel: String,
+    pub class: KernelClass,
+    /// Input value slots, in order.
+    pub inputs: Vec<ValueRef>,
+    /// Number of output values.
+    pub outputs: u32,
+    /// Nodes that must run first although no value flows from them.
+    pub control_inputs: Vec<ExecNodeId>,
+    pub attrs: BTreeMap<String, ExecAttr>,
+    pub origin: Option<Origin>,
+    /// Lower runs first among ready nodes (`kTopologicalPriority`).
+    pub priority: i64,
+    /// Subgraphs this node owns (If: then, else; Case: branches; While: cond, body).
+    pub subgraphs: Vec<ExecGraph>,
+}
+
+impl ExecNode {
+    pub fn new(name: impl Into<String>, kernel: impl Into<String>, class: KernelClass) -> Self {
+        ExecNode {
+            name: name.into(),
+            kernel: kernel.into(),
+            class,
+            ..Default::default()
+        }
+    }
+    pub fn attr_int(&self, key: &str) -> Option<i64> {
+        self.attrs.get(key).and_then(ExecAttr::as_int)
+    }
+}
+
+/// A graph of exec nodes: Init, Main, DeInit, or a subgraph owned by a node.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExecGraph {
+    pub name: String,
+    pub nodes: Vec<ExecNode>,
+    /// Exact (Free, Launch) relations of this owner graph, recorded by the multi-thread
+    /// passes: the Free may not reuse memory before the Launch's submitted work is done.
+    /// Relations never cross owner graphs.
+    pub free_launch: Vec<(ExecNodeId, ExecNodeId)>,
+}
+
+impl ExecGraph {
+    pub fn new(name: impl Into<String>) -> Self {
+        ExecGraph {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+    pub fn node(&self, id: ExecNodeId) -> &ExecNode {
+        &self.nodes[id.index()]
+    }
+    /// Appends a node and returns its id.
+    pub fn add(&mut self, node: ExecNode) -> ExecNodeId {
+        self.nodes.push(node);
+        ExecNodeId(self.nodes.len() as u32 - 1)
+    }
+    /// Visits this graph and every subgraph below it, parents first.
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a ExecGraph)) {
+        f(self);
+        for n in &self.nodes {
+            for s in &n.subgraphs {
+                s.walk(f);
+            }
+        }
+    }
+    /// Nodes in this graph and all its subgraphs.
+    pub fn total_nodes(&self) -> usize {
+        let mut n = 0;
+        self.walk(&mut |g| n += g.nodes.len());
+        n
+    }
+    /// Kernel type -> node count over this graph and its subgraphs.
+    pub fn kernel_histogram(&self) -> BTreeMap<String, usize> {
+        let mut h = BTreeMap::new();
+        self.walk(&mut |g| {
+            for n in &g.nodes {
+                *h.entry(n.kernel.clone()).or_insert(0) += 1;
+            }
+        });
+        h
+    }
+}
+
+/// A model input or output as the executor presents it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelIo {
+    pub name: String,
+    /// `None` for a type the device does not compute on.
+    pub dtype: Option<DType>,
+    /// `-1` for an unknown dim; `[-2]` for an unknown rank.
+    pub shape: Vec<i64>,
+}
+
+/// Counts of the runtime resources Init creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Resources {
+    pub streams: u32,
+    pub events: u32,
+    pub notifies: u32,
+}
+
+/// A lowered model: the three graphs and what the executor needs to know about them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExecuteGraph {
+    pub name: String,
+    pub init: ExecGraph,
+    pub main: ExecGraph,
+    pub deinit: ExecGraph,
+    pub resources: Resources,
+    pub inputs: Vec<ModelIo>,
+    pub outputs: Vec<ModelIo>,
+    /// Whether the multi-thread passes were applied.
+    pub multi_thread: bool,
+}
+
+impl ExecuteGraph {
+    pub fn graph(&self, kind: GraphKind) -> &ExecGraph {
+        match kind {
+            GraphKind::Init => &self.init,
+            GraphKind::Main => &self.main,
+            GraphKind::DeInit => &self.deinit,
+        }
+    }
+}

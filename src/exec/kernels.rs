@@ -1,0 +1,194 @@
+//! The kernel types an ExecuteGraph may name, with the class each is scheduled by.
+//!
+//! This table is the authority a loaded `.exeg` is checked against (an unknown kernel type
+//! is a load error naming the node), and the names are GE's where GE has the kernel
+//! (`REGISTER_KERNEL` names in runtime/v2). Kernels rt2 adds are marked so in their
+//! description. The run functions join these entries in the kernel registry.
+
+use crate::exec::graph::KernelClass;
+
+/// One kernel type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelType {
+    pub name: &'static str,
+    pub class: KernelClass,
+    /// What the kernel does, one line.
+    pub doc: &'static str,
+}
+
+const fn k(name: &'static str, class: KernelClass, doc: &'static str) -> KernelType {
+    KernelType { name, class, doc }
+}
+
+use KernelClass::{Launch, Memory, Normal};
+
+/// Every kernel type, in groups: graph boundaries, resources, per-op, copies, control flow.
+pub const KERNEL_TYPES: &[KernelType] = &[
+    // Graph boundaries (GE builtin node types).
+    k("Data", Normal, "model input `index` (Main)"),
+    k(
+        "InnerData",
+        Normal,
+        "Init export `index` (Main, DeInit) or owner input `index` (subgraph)",
+    ),
+    k("Const", Normal, "a host constant held in attribute `value`"),
+    k("NetOutput", Normal, "binds model outputs (Main)"),
+    k(
+        "InnerNetOutput",
+        Normal,
+        "exports of Init, or outputs of a subgraph to its owner",
+    ),
+    // Resources (Init creates, DeInit releases).
+    k(
+        "SplitRtStreams",
+        Memory,
+        "the streams of the model, `count` of them",
+    ),
+    k(
+        "CreateEvents",
+        Memory,
+        "rt2: the events of the model, `count` of them",
+    ),
+    k(
+        "CreateNotifies",
+        Memory,
+        "rt2: the notifies of the model, `count` of them",
+    ),
+    k(
+        "CreateAllocator",
+        Memory,
+        "rt2: a caching allocator for `placement`",
+    ),
+    k("DestroyStreams", Memory, "rt2: releases the streams"),
+    k("DestroyEvents", Memory, "rt2: releases the events"),
+    k("DestroyNotifies", Memory, "rt2: releases the notifies"),
+    k(
+        "DestroyAllocator",
+        Memory,
+        "rt2: releases an allocator and its cached blocks",
+    ),
+    k(
+        "FindInferShapeFunc",
+        Normal,
+        "looks up the shape inference of `op_type`",
+    ),
+    k(
+        "FindTilingFunc",
+        Normal,
+        "looks up the tiling function of `op_type`",
+    ),
+    k(
+        "TilingParse",
+        Normal,
+        "parses an op's compile info for tiling",
+    ),
+    // Per compute node.
+    k(
+        "InferShape",
+        Memory,
+        "output shapes of a node from its input shapes (and values, where data-dependent)",
+    ),
+    k(
+        "CalcTensorSizeFromShape",
+        Memory,
+        "output byte sizes from shapes and dtypes",
+    ),
+    k("AllocMemHbm", Memory, "device memory for outputs"),
+    k("AllocMemHost", Memory, "host memory for outputs"),
+    k("Tiling", Memory, "tiling data and workspace for a launch"),
+    k(
+        "LaunchKernelWithHandle",
+        Launch,
+        "submits the op's device task",
+    ),
+    k(
+        "FreeMemory",
+        Memory,
+        "frees a value's memory after its last consumer",
+    ),
+    k(
+        "FreeMemoryHoldAddr",
+        Memory,
+        "rt2: FreeMemory that holds the address until the related launches completed",
+    ),
+    // Copies.
+    k(
+        "CopyH2D",
+        Memory,
+        "uploads a host tensor to new device memory (Init constants)",
+    ),
+    k(
+        "CopyD2H",
+        Memory,
+        "downloads a device tensor to host memory",
+    ),
+    k(
+        "CalcDeviceCopySizes",
+        Memory,
+        "allocation size and copy size of a host-to-device copy",
+    ),
+    k(
+        "ShareH2DCopyResult",
+        Memory,
+        "the device tensor a host-to-device copy fills",
+    ),
+    k(
+        "LaunchH2DCopy",
+        Launch,
+        "submits the asynchronous host-to-device copy",
+    ),
+    k("SyncStream", Memory, "waits for the stream"),
+    // Control flow.
+    k(
+        "GenIndexForIf",
+        Memory,
+        "branch index of an If from its condition tensor",
+    ),
+    k(
+        "GenIndexForCase",
+        Memory,
+        "branch index of a Case, clamped as GE does",
+    ),
+    k(
+        "GenCondForWhile",
+        Memory,
+        "loop condition of a While from its cond subgraph's output",
+    ),
+    k("If", Normal, "runs subgraph 0 or 1 by the branch index"),
+    k("Case", Normal, "runs subgraph `index`"),
+    k(
+        "While",
+        Normal,
+        "runs cond (subgraph 0) and body (subgraph 1) while the condition holds",
+    ),
+    k("BranchPivot", Normal, "entry of a branch"),
+    k("BranchDone", Normal, "exit of a branch"),
+];
+
+/// The kernel type named `name`.
+pub fn kernel_type(name: &str) -> Option<&'static KernelType> {
+    KERNEL_TYPES.iter().find(|k| k.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        let mut names: Vec<&str> = KERNEL_TYPES.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        let len = names.len();
+        names.dedup();
+        assert_eq!(names.len(), len, "duplicate kernel type names");
+        assert_eq!(
+            kernel_type("LaunchKernelWithHandle").map(|k| k.class),
+            Some(KernelClass::Launch)
+        );
+        assert_eq!(
+            kernel_type("AllocMemHbm").map(|k| k.class),
+            Some(KernelClass::Memory)
+        );
+        assert!(kernel_type("Nope").is_none());
+    }
+}

@@ -1,0 +1,8 @@
+//! The emulated Ascend device: what the runtime talks to.
+//!
+//! Architecture invariant: `npu` uses nothing else of rt2. A device knows element types,
+//! memory, streams and kernels; it knows nothing of graphs.
+
+pub mod dtype;
+
+pub use dtype::DType;
