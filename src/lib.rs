@@ -5,6 +5,7 @@
 
 pub mod cmd;
 pub mod exec;
+pub mod lower;
 pub mod npu;
 pub mod om;
 pub mod proto;

@@ -12,12 +12,29 @@ use crate::exec::graph::KernelClass;
 pub struct KernelType {
     pub name: &'static str,
     pub class: KernelClass,
+    /// The kernel only computes its outputs from its inputs and attributes: no memory,
+    /// device or resource state changes. A pure node whose outputs nobody reads can go.
+    pub pure: bool,
     /// What the kernel does, one line.
     pub doc: &'static str,
 }
 
 const fn k(name: &'static str, class: KernelClass, doc: &'static str) -> KernelType {
-    KernelType { name, class, doc }
+    KernelType {
+        name,
+        class,
+        pure: false,
+        doc,
+    }
+}
+
+const fn pure(name: &'static str, class: KernelClass, doc: &'static str) -> KernelType {
+    KernelType {
+        name,
+        class,
+        pure: true,
+        doc,
+    }
 }
 
 use KernelClass::{Launch, Memory, Normal};
@@ -26,12 +43,12 @@ use KernelClass::{Launch, Memory, Normal};
 pub const KERNEL_TYPES: &[KernelType] = &[
     // Graph boundaries (GE builtin node types).
     k("Data", Normal, "model input `index` (Main)"),
-    k(
+    pure(
         "InnerData",
         Normal,
         "Init export `index` (Main, DeInit) or owner input `index` (subgraph)",
     ),
-    k("Const", Normal, "a host constant held in attribute `value`"),
+    pure("Const", Normal, "a host constant held in attribute `value`"),
     k("NetOutput", Normal, "binds model outputs (Main)"),
     k(
         "InnerNetOutput",
@@ -67,35 +84,35 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         Memory,
         "rt2: releases an allocator and its cached blocks",
     ),
-    k(
+    pure(
         "FindInferShapeFunc",
         Normal,
         "looks up the shape inference of `op_type`",
     ),
-    k(
+    pure(
         "FindTilingFunc",
         Normal,
         "looks up the tiling function of `op_type`",
     ),
-    k(
+    pure(
         "TilingParse",
         Normal,
         "parses an op's compile info for tiling",
     ),
     // Per compute node.
-    k(
+    pure(
         "InferShape",
         Memory,
         "output shapes of a node from its input shapes (and values, where data-dependent)",
     ),
-    k(
+    pure(
         "CalcTensorSizeFromShape",
         Memory,
         "output byte sizes from shapes and dtypes",
     ),
     k("AllocMemHbm", Memory, "device memory for outputs"),
     k("AllocMemHost", Memory, "host memory for outputs"),
-    k("Tiling", Memory, "tiling data and workspace for a launch"),
+    pure("Tiling", Memory, "tiling data and workspace for a launch"),
     k(
         "LaunchKernelWithHandle",
         Launch,
@@ -122,7 +139,7 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         Memory,
         "downloads a device tensor to host memory",
     ),
-    k(
+    pure(
         "CalcDeviceCopySizes",
         Memory,
         "allocation size and copy size of a host-to-device copy",
@@ -139,17 +156,17 @@ pub const KERNEL_TYPES: &[KernelType] = &[
     ),
     k("SyncStream", Memory, "waits for the stream"),
     // Control flow.
-    k(
+    pure(
         "GenIndexForIf",
         Memory,
         "branch index of an If from its condition tensor",
     ),
-    k(
+    pure(
         "GenIndexForCase",
         Memory,
         "branch index of a Case, clamped as GE does",
     ),
-    k(
+    pure(
         "GenCondForWhile",
         Memory,
         "loop condition of a While from its cond subgraph's output",
@@ -190,5 +207,11 @@ mod tests {
             Some(KernelClass::Memory)
         );
         assert!(kernel_type("Nope").is_none());
+        assert!(kernel_type("InferShape").is_some_and(|k| k.pure));
+        assert!(kernel_type("LaunchKernelWithHandle").is_some_and(|k| !k.pure));
+        assert!(
+            kernel_type("Data").is_some_and(|k| !k.pure),
+            "model inputs stay bound"
+        );
     }
 }
