@@ -91,7 +91,7 @@ pub fn eliminate(g: &mut ExecGraph) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{ExecNode, KernelClass, ValueRef};
+    use crate::exec::{ExecNode, ValueRef};
 
     fn node(name: &str, kernel: &str, inputs: &[u32]) -> ExecNode {
         let class = kernel_type(kernel).map(|k| k.class).unwrap_or_default();

@@ -47,10 +47,10 @@ pub fn order(g: &ExecGraph) -> Result<Vec<ExecNodeId>, CycleError> {
             .map(|v| v.node.index())
             .chain(n.control_inputs.iter().map(|c| c.index()))
     };
-    for i in 0..len {
+    for (i, deg) in indegree.iter_mut().enumerate() {
         for p in preds(i).filter(|&p| p < len) {
             succ_start[p + 1] += 1;
-            indegree[i] += 1;
+            *deg += 1;
         }
     }
     for i in 0..len {
