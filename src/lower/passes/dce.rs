@@ -91,20 +91,10 @@ pub fn eliminate(g: &mut ExecGraph) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{ExecNode, ValueRef};
+    use crate::exec::ExecNode;
 
     fn node(name: &str, kernel: &str, inputs: &[u32]) -> ExecNode {
-        let class = kernel_type(kernel).map(|k| k.class).unwrap_or_default();
-        let mut n = ExecNode::new(name, kernel, class);
-        n.inputs = inputs
-            .iter()
-            .map(|&i| ValueRef {
-                node: ExecNodeId(i),
-                output: 0,
-            })
-            .collect();
-        n.outputs = 1;
-        n
+        crate::lower::passes::test_node(name, kernel, inputs, &[])
     }
 
     #[test]

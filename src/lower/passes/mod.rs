@@ -4,3 +4,27 @@
 pub mod dce;
 pub mod priority;
 pub mod topo;
+
+/// A node for pass tests: `kernel` with its class from the kernel table, one output, data
+/// inputs reading output 0 of `inputs`, and control edges from `control`.
+#[cfg(test)]
+pub(crate) fn test_node(
+    name: &str,
+    kernel: &str,
+    inputs: &[u32],
+    control: &[u32],
+) -> crate::exec::ExecNode {
+    use crate::exec::{ExecNode, ExecNodeId, ValueRef, kernels::kernel_type};
+    let class = kernel_type(kernel).map(|k| k.class).unwrap_or_default();
+    let mut n = ExecNode::new(name, kernel, class);
+    n.inputs = inputs
+        .iter()
+        .map(|&i| ValueRef {
+            node: ExecNodeId(i),
+            output: 0,
+        })
+        .collect();
+    n.control_inputs = control.iter().map(|&i| ExecNodeId(i)).collect();
+    n.outputs = 1;
+    n
+}

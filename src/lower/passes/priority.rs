@@ -50,19 +50,10 @@ pub fn assign(g: &mut ExecGraph) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{ExecNode, ExecNodeId, KernelClass, ValueRef};
+    use crate::exec::ExecNode;
 
     fn node(kernel: &str, inputs: &[u32]) -> ExecNode {
-        let mut n = ExecNode::new(kernel, kernel, KernelClass::Memory);
-        n.inputs = inputs
-            .iter()
-            .map(|&i| ValueRef {
-                node: ExecNodeId(i),
-                output: 0,
-            })
-            .collect();
-        n.outputs = 1;
-        n
+        crate::lower::passes::test_node(kernel, kernel, inputs, &[])
     }
 
     #[test]

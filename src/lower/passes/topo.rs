@@ -126,20 +126,10 @@ pub fn apply(g: &mut ExecGraph, order: &[ExecNodeId]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{ExecNode, KernelClass, ValueRef};
+    use crate::exec::ExecNode;
 
     fn node(name: &str, inputs: &[u32], control: &[u32]) -> ExecNode {
-        let mut n = ExecNode::new(name, "InferShape", KernelClass::Memory);
-        n.inputs = inputs
-            .iter()
-            .map(|&i| ValueRef {
-                node: ExecNodeId(i),
-                output: 0,
-            })
-            .collect();
-        n.control_inputs = control.iter().map(|&i| ExecNodeId(i)).collect();
-        n.outputs = 1;
-        n
+        crate::lower::passes::test_node(name, "InferShape", inputs, control)
     }
 
     fn names(g: &ExecGraph) -> Vec<&str> {
