@@ -1,7 +1,9 @@
 //! Passes over ExecGraphs, each followed by the verifier in tests and debug builds:
-//! dead-node elimination, topological sort, priority calculation.
+//! dead-node elimination, topological sort, priority calculation, and the two multi-thread
+//! passes.
 
 pub mod dce;
+pub mod multi_thread;
 pub mod priority;
 pub mod topo;
 
