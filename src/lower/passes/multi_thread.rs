@@ -207,8 +207,7 @@ pub fn remove_launch_free_edge(g: &mut ExecGraph) -> usize {
         }
     }
     let mut relations: BTreeSet<(ExecNodeId, ExecNodeId)> = g.free_launch.iter().copied().collect();
-    for l in 0..len {
-        let frees = std::mem::take(&mut frees_of[l]);
+    for (l, frees) in frees_of.into_iter().enumerate() {
         if frees.is_empty() {
             continue;
         }
