@@ -9,6 +9,7 @@ const PROTOS: &[&str] = &[
     "task.proto",
     "flow_model.proto",
     "onnx.proto",
+    "exeg.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

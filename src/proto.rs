@@ -32,6 +32,11 @@ pub mod onnx {
     include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
 }
 
+/// rt2's ExecuteGraph file (`exeg.proto`, package `rt2.exeg`).
+pub mod exeg {
+    include!(concat!(env!("OUT_DIR"), "/rt2.exeg.rs"));
+}
+
 /// The encoded `FileDescriptorSet` of every schema in proto/.
 pub const DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/rt2_descriptor.bin"));
 

@@ -3,10 +3,16 @@
 //! Architecture invariant: `exec` uses `npu` and nothing else of rt2; it knows nothing of
 //! model files (`om`) or of how graphs were lowered (`lower`).
 
+pub mod check;
+pub mod exeg;
 pub mod graph;
 pub mod kernels;
+pub mod view;
 
+pub use check::{Problem, check};
+pub use exeg::{ExegError, check_or_err, decode, encode, is_exeg};
 pub use graph::{
     ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind, KernelClass,
     ModelIo, Origin, Resources, ValueRef,
 };
+pub use view::{GraphSelect, from_text, to_dot, to_json, to_text};
