@@ -366,26 +366,16 @@ fn too_deep(text: &str, limit: usize) -> Option<usize> {
     None
 }
 
-/// Line and column (1-based, columns in characters) of a text-format parse error.
-///
-/// prost-reflect exposes the error's byte span only through miette, which rt2 does not
-/// build; its `Debug` form ends in `span: START..END` for every kind that has a span, and
-/// "end of input" errors have none and sit at the end. (0, 0) when neither applies. The
-/// version is pinned and a test asserts a position, so a format change is caught.
+/// Line and column (1-based, columns in characters) of a text-format parse error: the
+/// start of its first labelled span (prost-reflect reports spans as a miette diagnostic),
+/// or the end of the text for "end of input" errors, which have none.
 fn error_position(text: &str, err: &prost_reflect::text_format::ParseError) -> (usize, usize) {
-    let debug = format!("{err:?}");
-    let offset = match debug.rfind("span: ") {
-        Some(at) => {
-            let rest = &debug[at + "span: ".len()..];
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            match digits.parse::<usize>() {
-                Ok(o) => o,
-                Err(_) => return (0, 0),
-            }
-        }
-        None if err.to_string().contains("end of input") => text.len(),
-        None => return (0, 0),
-    };
+    use miette::Diagnostic;
+    let offset = err
+        .labels()
+        .and_then(|mut l| l.next())
+        .map(|l| l.offset())
+        .unwrap_or(text.len());
     line_column(text, offset)
 }
 
