@@ -1,22 +1,30 @@
-//! `rt2 dump`: a view of a model's ComputeGraph as Graphviz DOT, JSON or GE text dump.
+//! `rt2 dump`: a view of a model's ComputeGraph, or of an ExecuteGraph, as Graphviz DOT,
+//! JSON, or text (GE text dump / `.exeg` text form).
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 
+use crate::cmd::input::{self, Input};
 use crate::cmd::progress::Progress;
-use crate::cmd::{Status, input, output};
+use crate::cmd::{Status, output};
+use crate::exec::view::{self, GraphSelect};
 use crate::om::file::ReadOptions;
 use crate::om::{dot, ir, json, text};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX).
+    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX) or `.exeg`.
     pub file: PathBuf,
-    /// Which graph to show.
-    #[arg(long, value_enum, default_value_t = View::Compute)]
-    pub view: View,
-    /// Output format.
+    /// Which graph to show: the ComputeGraph (default for model files) or the
+    /// ExecuteGraph (default, and the only view, for `.exeg` files).
+    #[arg(long, value_enum)]
+    pub view: Option<View>,
+    /// With `--view exe`: which of the three graphs.
+    #[arg(long, value_enum, default_value_t = Graph::All)]
+    pub graph: Graph,
+    /// Output format. `pbtxt` is GE's text dump for the ComputeGraph and the `.exeg` text
+    /// form (the whole ExecuteGraph, which reads back) for the ExecuteGraph.
     #[arg(long, value_enum, default_value_t = DumpFormat::Dot)]
     pub format: DumpFormat,
     /// Write here instead of standard output.
@@ -25,8 +33,8 @@ pub struct Args {
     /// Which model of a multi-model OM (0 is the root model).
     #[arg(long, default_value_t = 0)]
     pub model: usize,
-    /// JSON only: leave out the fields `atc --mode=1` leaves out (weights, offsets, sizes).
-    /// The default keeps everything, so the JSON converts back to the same model.
+    /// GE JSON only: leave out the fields `atc --mode=1` leaves out (weights, offsets,
+    /// sizes). The default keeps everything, so the JSON converts back to the same model.
     #[arg(long)]
     pub atc: bool,
 }
@@ -35,22 +43,75 @@ pub struct Args {
 pub enum View {
     /// The ComputeGraph as read from the file.
     Compute,
+    /// The ExecuteGraph: Init, Main and DeInit.
+    Exe,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Graph {
+    Init,
+    Main,
+    Deinit,
+    All,
+}
+
+impl From<Graph> for GraphSelect {
+    fn from(g: Graph) -> GraphSelect {
+        match g {
+            Graph::Init => GraphSelect::Init,
+            Graph::Main => GraphSelect::Main,
+            Graph::Deinit => GraphSelect::DeInit,
+            Graph::All => GraphSelect::All,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DumpFormat {
-    /// Graphviz DOT: graphs as clusters, edges labelled with dtype and shape.
+    /// Graphviz DOT.
     Dot,
-    /// GE JSON (`atc --mode=1` layout).
+    /// JSON: GE JSON (`atc --mode=1` layout) for the ComputeGraph.
     Json,
-    /// GE text dump (protobuf text format of ge.proto.ModelDef), as `ge_proto_*.txt`.
+    /// Text: GE text dump (`ge_proto_*.txt`) or the `.exeg` text form.
     Pbtxt,
+}
+
+fn json_bytes(value: &serde_json::Value) -> anyhow::Result<Vec<u8>> {
+    let mut s = serde_json::to_string_pretty(value)?;
+    s.push('\n');
+    Ok(s.into_bytes())
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let progress = Progress::start(args.output.is_some());
     progress.step(format!("reading {}", args.file.display()));
-    let file = input::read_model(&args.file, &ReadOptions::default())?;
+    let file = match input::read_input(&args.file, &ReadOptions::default())? {
+        Input::Exeg(eg) => {
+            if args.view == Some(View::Compute) {
+                bail!(
+                    "{}: an .exeg holds an ExecuteGraph; it has no ComputeGraph view",
+                    args.file.display()
+                );
+            }
+            let which = GraphSelect::from(args.graph);
+            let bytes = match args.format {
+                DumpFormat::Dot => view::to_dot(&eg, which).into_bytes(),
+                DumpFormat::Json => json_bytes(&view::to_json(&eg, which))?,
+                DumpFormat::Pbtxt => view::to_text(&eg).into_bytes(),
+            };
+            drop(progress);
+            output::write_or_print(args.output.as_deref(), &bytes)?;
+            return Ok(Status::Success);
+        }
+        Input::Model(file) => file,
+    };
+    if args.view == Some(View::Exe) {
+        bail!(
+            "{}: --view exe of a model file needs lowering, which this rt2 does not have yet; \
+             it works on .exeg files",
+            args.file.display()
+        );
+    }
     let Some(m) = file.models.iter().find(|m| m.index == args.model) else {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
         bail!(
@@ -59,21 +120,15 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             args.model
         );
     };
-    let View::Compute = args.view;
     let def = || ir::to_model_def(&m.model);
     let bytes = match args.format {
         DumpFormat::Dot => dot::to_dot(&m.model).into_bytes(),
-        DumpFormat::Json => {
-            let value = json::to_json(
-                &def(),
-                &json::JsonOptions {
-                    atc_compat: args.atc,
-                },
-            );
-            let mut s = serde_json::to_string_pretty(&value)?;
-            s.push('\n');
-            s.into_bytes()
-        }
+        DumpFormat::Json => json_bytes(&json::to_json(
+            &def(),
+            &json::JsonOptions {
+                atc_compat: args.atc,
+            },
+        ))?,
         DumpFormat::Pbtxt => text::print_text(&def()).into_bytes(),
     };
     drop(progress);

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::exec::{ExecuteGraph, exeg, view};
 use crate::om::file::{self, ModelFile, ReadOptions};
 
 /// Reads the whole file.
@@ -15,6 +16,35 @@ pub fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
 pub fn read_model(path: &Path, opts: &ReadOptions) -> anyhow::Result<ModelFile> {
     let bytes = read_bytes(path)?;
     file::read(&bytes, opts).with_context(|| path.display().to_string())
+}
+
+/// What a command was given: a model file, or an ExecuteGraph (`.exeg`, binary or text).
+pub enum Input {
+    Model(ModelFile),
+    Exeg(ExecuteGraph),
+}
+
+/// Reads any file rt2 takes, recognised by content.
+pub fn read_input(path: &Path, opts: &ReadOptions) -> anyhow::Result<Input> {
+    let bytes = read_bytes(path)?;
+    let at = || path.display().to_string();
+    if exeg::is_exeg(&bytes) {
+        return Ok(Input::Exeg(exeg::decode(&bytes).with_context(at)?));
+    }
+    if is_exeg_text(&bytes) {
+        let text = std::str::from_utf8(&bytes).with_context(at)?;
+        return Ok(Input::Exeg(view::from_text(text).with_context(at)?));
+    }
+    Ok(Input::Model(file::read(&bytes, opts).with_context(at)?))
+}
+
+/// The text form of an `.exeg` starts (after comments) with its `magic` field.
+fn is_exeg_text(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .is_some_and(|l| l.starts_with("magic:") && l.contains(exeg::MAGIC))
 }
 
 /// Ends a command's use of a model without freeing it. The process exits right after a

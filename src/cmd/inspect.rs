@@ -10,8 +10,10 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::cmd::input::Input;
 use crate::cmd::progress::Progress;
 use crate::cmd::{ReportFormat, Status, input, output};
+use crate::exec::{ExecGraph, ExecuteGraph, GraphKind, ModelIo, check};
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::file::{ModelFile, ReadOptions};
 use crate::om::inout::InOutInfo;
@@ -97,7 +99,19 @@ fn inout_view(info: &InOutInfo) -> InOutInfoView {
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let progress = Progress::start(args.format == ReportFormat::Table);
     progress.step(format!("reading {}", args.file.display()));
-    let file = input::read_model(&args.file, &ReadOptions::default())?;
+    let file = match input::read_input(&args.file, &ReadOptions::default())? {
+        Input::Model(file) => file,
+        Input::Exeg(eg) => {
+            drop(progress);
+            let report = exeg_report(&eg);
+            let text = match args.format {
+                ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+                ReportFormat::Table => render_exeg(&report),
+            };
+            output::write_or_print(None, text.as_bytes())?;
+            return Ok(Status::Success);
+        }
+    };
     progress.step("verifying");
     let report = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     drop(progress);
@@ -339,6 +353,131 @@ fn render(r: &Report) -> String {
         out.push_str("\nverifier: no problems\n");
     } else {
         out.push_str(&format!("\nverifier: {} problem(s)\n", r.problems.len()));
+        for p in &r.problems {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Serialize)]
+struct ExegGraphReport {
+    name: &'static str,
+    /// Nodes in the graph and its subgraphs.
+    nodes: usize,
+    inputs: Vec<TensorSummary>,
+    outputs: Vec<TensorSummary>,
+    /// Kernel type -> count (the `op_types` of a ComputeGraph summary).
+    op_types: BTreeMap<String, usize>,
+    subgraphs: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ExegReport {
+    kind: &'static str,
+    name: String,
+    multi_thread: bool,
+    resources: Value,
+    graphs: Vec<ExegGraphReport>,
+    problems: Vec<String>,
+}
+
+fn io_summary(io: &[ModelIo]) -> Vec<TensorSummary> {
+    io.iter()
+        .map(|t| TensorSummary {
+            name: t.name.clone(),
+            dtype: t
+                .dtype
+                .map(|d| d.name().to_string())
+                .unwrap_or_else(|| "undefined".into()),
+            shape: t.shape.clone(),
+        })
+        .collect()
+}
+
+fn subgraph_names(g: &ExecGraph) -> Vec<String> {
+    let mut names = Vec::new();
+    g.walk(&mut |s| {
+        if !std::ptr::eq(s, g) {
+            names.push(s.name.clone());
+        }
+    });
+    names
+}
+
+fn exeg_report(eg: &ExecuteGraph) -> ExegReport {
+    let graphs = GraphKind::ALL
+        .iter()
+        .map(|&kind| {
+            let g = eg.graph(kind);
+            let main = kind == GraphKind::Main;
+            ExegGraphReport {
+                name: kind.name(),
+                nodes: g.total_nodes(),
+                inputs: if main {
+                    io_summary(&eg.inputs)
+                } else {
+                    Vec::new()
+                },
+                outputs: if main {
+                    io_summary(&eg.outputs)
+                } else {
+                    Vec::new()
+                },
+                op_types: g.kernel_histogram(),
+                subgraphs: subgraph_names(g),
+            }
+        })
+        .collect();
+    ExegReport {
+        kind: "exeg",
+        name: eg.name.clone(),
+        multi_thread: eg.multi_thread,
+        resources: json!({
+            "streams": eg.resources.streams,
+            "events": eg.resources.events,
+            "notifies": eg.resources.notifies,
+        }),
+        graphs,
+        problems: check::check(eg).iter().map(|p| p.to_string()).collect(),
+    }
+}
+
+fn render_exeg(r: &ExegReport) -> String {
+    let mut out = format!(
+        "kind: exeg\nmodel: {}\nmulti-thread: {}\nresources: {}\n",
+        r.name,
+        if r.multi_thread { "yes" } else { "no" },
+        r.resources
+    );
+    for g in &r.graphs {
+        out.push_str(&format!("\n{} graph: {} nodes\n", g.name, g.nodes));
+        if !g.inputs.is_empty() || !g.outputs.is_empty() {
+            let mut t = table();
+            t.set_header(["", "name", "dtype", "shape"]);
+            for (side, list) in [("input", &g.inputs), ("output", &g.outputs)] {
+                for x in list {
+                    t.add_row([
+                        side.to_string(),
+                        x.name.clone(),
+                        x.dtype.clone(),
+                        shape(&x.shape),
+                    ]);
+                }
+            }
+            out.push_str(&format!("{t}\n"));
+        }
+        let mut t = table();
+        t.set_header(["kernel type", "count"]);
+        for (k, n) in &g.op_types {
+            t.add_row([k.clone(), n.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    if r.problems.is_empty() {
+        out.push_str("\nchecks: no problems\n");
+    } else {
+        out.push_str(&format!("\nchecks: {} problem(s)\n", r.problems.len()));
         for p in &r.problems {
             out.push_str(&format!("  {p}\n"));
         }

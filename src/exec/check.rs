@@ -476,8 +476,8 @@ impl<'a> Checker<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::exeg::tests::sample;
     use crate::exec::graph::{ExecNodeId, ExecTensor, ModelIo};
+    use crate::exec::testdata::sample;
     use crate::npu::DType;
 
     /// The problems of the sample graph after `edit`, as displayed.

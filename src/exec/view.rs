@@ -394,7 +394,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::exeg::tests::sample;
+    use crate::exec::testdata::sample;
     use proptest::prelude::*;
 
     #[test]

@@ -7,5 +7,6 @@
 mod compile;
 mod dump;
 mod errors;
+mod exeg;
 mod inspect;
 mod util;
