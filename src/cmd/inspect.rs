@@ -257,6 +257,23 @@ fn shape(s: &[i64]) -> String {
     )
 }
 
+/// Inputs and outputs as one table: side, name, dtype, shape.
+fn io_table(inputs: &[TensorSummary], outputs: &[TensorSummary]) -> String {
+    let mut t = table();
+    t.set_header(["", "name", "dtype", "shape"]);
+    for (side, list) in [("input", inputs), ("output", outputs)] {
+        for x in list {
+            t.add_row([
+                side.to_string(),
+                x.name.clone(),
+                x.dtype.clone(),
+                shape(&x.shape),
+            ]);
+        }
+    }
+    format!("{t}\n")
+}
+
 fn render(r: &Report) -> String {
     let mut out = format!("kind: {}\n", r.kind);
     if let Some(Value::Object(h)) = &r.header {
@@ -295,19 +312,7 @@ fn render(r: &Report) -> String {
             g.nodes,
             if g.dynamic { "dynamic" } else { "static" }
         ));
-        let mut t = table();
-        t.set_header(["", "name", "dtype", "shape"]);
-        for (side, list) in [("input", &g.inputs), ("output", &g.outputs)] {
-            for x in list {
-                t.add_row([
-                    side.to_string(),
-                    x.name.clone(),
-                    x.dtype.clone(),
-                    shape(&x.shape),
-                ]);
-            }
-        }
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&io_table(&g.inputs, &g.outputs));
         let mut t = table();
         t.set_header(["op type", "count"]);
         let mut ops: Vec<_> = g.op_types.iter().collect();
@@ -453,19 +458,7 @@ fn render_exeg(r: &ExegReport) -> String {
     for g in &r.graphs {
         out.push_str(&format!("\n{} graph: {} nodes\n", g.name, g.nodes));
         if !g.inputs.is_empty() || !g.outputs.is_empty() {
-            let mut t = table();
-            t.set_header(["", "name", "dtype", "shape"]);
-            for (side, list) in [("input", &g.inputs), ("output", &g.outputs)] {
-                for x in list {
-                    t.add_row([
-                        side.to_string(),
-                        x.name.clone(),
-                        x.dtype.clone(),
-                        shape(&x.shape),
-                    ]);
-                }
-            }
-            out.push_str(&format!("{t}\n"));
+            out.push_str(&io_table(&g.inputs, &g.outputs));
         }
         let mut t = table();
         t.set_header(["kernel type", "count"]);

@@ -226,37 +226,18 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Kahn's algorithm over in-range, non-self edges; what is left lies on or behind a
-    /// cycle, and walking back through left-over predecessors finds one cycle to name.
+    /// The nodes a topological order cannot reach lie on or behind a cycle; walking back
+    /// through left-over predecessors finds one cycle to name.
     fn cycles(&mut self, g: &ExecGraph, path: &str) {
         let len = g.nodes.len();
-        let preds = |i: usize| {
-            let n = &g.nodes[i];
-            n.inputs
-                .iter()
-                .map(|v| v.node.index())
-                .chain(n.control_inputs.iter().map(|c| c.index()))
-                .filter(move |&p| p < len && p != i)
+        let Err(stuck) = g.topological_order() else {
+            return;
         };
-        let mut succs: Vec<Vec<usize>> = vec![Vec::new(); len];
-        let mut indeg = vec![0usize; len];
-        for (i, d) in indeg.iter_mut().enumerate() {
-            for p in preds(i) {
-                succs[p].push(i);
-                *d += 1;
-            }
+        let mut done = vec![true; len];
+        for id in &stuck {
+            done[id.index()] = false;
         }
-        let mut ready: Vec<usize> = (0..len).filter(|&i| indeg[i] == 0).collect();
-        let mut done = vec![false; len];
-        while let Some(i) = ready.pop() {
-            done[i] = true;
-            for &s in &succs[i] {
-                indeg[s] -= 1;
-                if indeg[s] == 0 {
-                    ready.push(s);
-                }
-            }
-        }
+        let preds = |i: usize| g.predecessors(i);
         let left = done.iter().filter(|d| !**d).count();
         let Some(start) = done.iter().position(|d| !*d) else {
             return;

@@ -225,6 +225,72 @@ impl ExecGraph {
         self.walk(&mut |g| n += g.nodes.len());
         n
     }
+    /// The in-range predecessors of node `i` over data and control edges, self-loops left
+    /// out (the loader reports those on their own).
+    pub fn predecessors(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let len = self.nodes.len();
+        let n = &self.nodes[i];
+        n.inputs
+            .iter()
+            .map(|v| v.node.index())
+            .chain(n.control_inputs.iter().map(|c| c.index()))
+            .filter(move |&p| p < len && p != i)
+    }
+
+    /// A topological order of this graph's nodes (not its subgraphs') over data and control
+    /// edges; among nodes ready together the lowest id goes first, so the order is
+    /// deterministic and keeps the array order where edges allow. `Err` holds the nodes
+    /// left over: each lies on a cycle or behind one.
+    pub fn topological_order(&self) -> Result<Vec<ExecNodeId>, Vec<ExecNodeId>> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let len = self.nodes.len();
+        // Successors in one flat array (CSR): a large graph has millions of edges, and one
+        // allocation for all of them beats one per node.
+        let mut indegree = vec![0u32; len];
+        let mut start = vec![0u32; len + 1];
+        for (i, deg) in indegree.iter_mut().enumerate() {
+            for p in self.predecessors(i) {
+                start[p + 1] += 1;
+                *deg += 1;
+            }
+        }
+        for i in 0..len {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut succ = vec![0u32; start[len] as usize];
+        for i in 0..len {
+            for p in self.predecessors(i) {
+                succ[fill[p] as usize] = i as u32;
+                fill[p] += 1;
+            }
+        }
+        let mut ready: BinaryHeap<Reverse<u32>> = (0..len as u32)
+            .filter(|&i| indegree[i as usize] == 0)
+            .map(Reverse)
+            .collect();
+        let mut order = Vec::with_capacity(len);
+        while let Some(Reverse(i)) = ready.pop() {
+            order.push(ExecNodeId(i));
+            let i = i as usize;
+            for &s in &succ[start[i] as usize..start[i + 1] as usize] {
+                indegree[s as usize] -= 1;
+                if indegree[s as usize] == 0 {
+                    ready.push(Reverse(s));
+                }
+            }
+        }
+        if order.len() == len {
+            Ok(order)
+        } else {
+            Err((0..len as u32)
+                .filter(|&i| indegree[i as usize] > 0)
+                .map(ExecNodeId)
+                .collect())
+        }
+    }
+
     /// Kernel type -> node count over this graph and its subgraphs.
     pub fn kernel_histogram(&self) -> BTreeMap<String, usize> {
         let mut h = BTreeMap::new();

@@ -7,9 +7,6 @@
 //! ready at the same time the one emitted first goes first, which keeps the result
 //! deterministic and close to the compute graph's order. Subgraphs are sorted too.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use crate::exec::{ExecGraph, ExecNodeId};
 
 /// A cycle was found; the names are some of the nodes on it.
@@ -35,63 +32,15 @@ pub fn sort(g: &mut ExecGraph) -> Result<(), CycleError> {
 
 /// The topological order of `g`'s nodes (old ids), ties broken by old id.
 pub fn order(g: &ExecGraph) -> Result<Vec<ExecNodeId>, CycleError> {
-    let len = g.nodes.len();
-    let mut indegree = vec![0u32; len];
-    let mut succ_start = vec![0u32; len + 1];
-    // Successor lists in one flat array (CSR): a large graph has millions of edges and
-    // one allocation for all of them beats one per node.
-    let preds = |i: usize| {
-        let n = &g.nodes[i];
-        n.inputs
+    g.topological_order().map_err(|left| CycleError {
+        graph: g.name.clone(),
+        count: left.len(),
+        names: left
             .iter()
-            .map(|v| v.node.index())
-            .chain(n.control_inputs.iter().map(|c| c.index()))
-    };
-    for (i, deg) in indegree.iter_mut().enumerate() {
-        for p in preds(i).filter(|&p| p < len) {
-            succ_start[p + 1] += 1;
-            *deg += 1;
-        }
-    }
-    for i in 0..len {
-        succ_start[i + 1] += succ_start[i];
-    }
-    let mut fill = succ_start.clone();
-    let mut succ = vec![0u32; succ_start[len] as usize];
-    for i in 0..len {
-        for p in preds(i).filter(|&p| p < len) {
-            succ[fill[p] as usize] = i as u32;
-            fill[p] += 1;
-        }
-    }
-    let mut ready: BinaryHeap<Reverse<u32>> = (0..len as u32)
-        .filter(|&i| indegree[i as usize] == 0)
-        .map(Reverse)
-        .collect();
-    let mut out = Vec::with_capacity(len);
-    while let Some(Reverse(i)) = ready.pop() {
-        out.push(ExecNodeId(i));
-        let i = i as usize;
-        for &s in &succ[succ_start[i] as usize..succ_start[i + 1] as usize] {
-            indegree[s as usize] -= 1;
-            if indegree[s as usize] == 0 {
-                ready.push(Reverse(s));
-            }
-        }
-    }
-    if out.len() < len {
-        let names: Vec<String> = (0..len)
-            .filter(|&i| indegree[i] > 0)
             .take(5)
-            .map(|i| g.nodes[i].name.clone())
-            .collect();
-        return Err(CycleError {
-            graph: g.name.clone(),
-            count: len - out.len(),
-            names,
-        });
-    }
-    Ok(out)
+            .map(|id| g.node(*id).name.clone())
+            .collect(),
+    })
 }
 
 /// Reorders `g`'s nodes to `order` (a permutation of old ids) and rewrites every id that
