@@ -98,44 +98,9 @@ impl GraphKind {
     }
 }
 
-/// A constant tensor carried by an attribute (a Const's value, folded shapes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecTensor {
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    /// Little-endian element bytes.
-    pub data: Vec<u8>,
-}
-
-/// A typed attribute of an exec node.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExecAttr {
-    Int(i64),
-    Ints(Vec<i64>),
-    Float(f64),
-    Floats(Vec<f64>),
-    Bool(bool),
-    Str(String),
-    Strs(Vec<String>),
-    Bytes(Vec<u8>),
-    DType(DType),
-    Tensor(ExecTensor),
-}
-
-impl ExecAttr {
-    pub fn as_int(&self) -> Option<i64> {
-        match self {
-            ExecAttr::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            ExecAttr::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-}
+/// Exec-node attributes are the device's attributes: the kernels hand them to the op
+/// library as they are.
+pub use crate::npu::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
 
 /// The compute node an exec node was lowered from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

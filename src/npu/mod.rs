@@ -3,6 +3,8 @@
 //! Architecture invariant: `npu` uses nothing else of rt2. A device knows element types,
 //! memory, streams and kernels; it knows nothing of graphs.
 
+pub mod attr;
 pub mod dtype;
 
+pub use attr::{Attr, HostTensor};
 pub use dtype::DType;
