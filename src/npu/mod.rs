@@ -5,6 +5,7 @@
 
 pub mod attr;
 pub mod dtype;
+pub mod ops;
 
 pub use attr::{Attr, HostTensor};
 pub use dtype::DType;

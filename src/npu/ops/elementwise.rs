@@ -1,0 +1,421 @@
+//! Elementwise ops: unary maps, binary and variadic arithmetic, comparisons and logic with
+//! NumPy broadcasting, and Where. Shape and dtype inference.
+//!
+//! Broadcasting aligns shapes on the right; a pair of dims agrees when equal or when one
+//! is 1. With unknown dims (-1), a known dim greater than 1 decides the result (the
+//! unknown one must be it or 1); against a 1 or another unknown the result stays unknown.
+//! An unknown rank anywhere makes the result's rank unknown.
+
+use crate::npu::DType;
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+
+/// Unary ops whose output has the input's shape and dtype.
+const SAME_AS_INPUT: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "Ceil",
+    "Celu",
+    "Cos",
+    "Cosh",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "Mish",
+    "Neg",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Shrink",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu",
+];
+
+/// Binary and variadic arithmetic: inputs of one dtype, output of that dtype.
+const ARITHMETIC: &[(&str, usize, usize)] = &[
+    ("Add", 2, 2),
+    ("Sub", 2, 2),
+    ("Mul", 2, 2),
+    ("Div", 2, 2),
+    ("RealDiv", 2, 2),
+    ("Mod", 2, 2),
+    ("PRelu", 2, 2),
+    ("Max", 1, usize::MAX),
+    ("Min", 1, usize::MAX),
+    ("Sum", 1, usize::MAX),
+    ("Mean", 1, usize::MAX),
+];
+
+/// Comparisons: inputs of one dtype, bool output.
+const COMPARISON: &[&str] = &[
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "LessEqual",
+    "GreaterEqual",
+];
+
+/// Logic on bools (ONNX names and GE's).
+const LOGIC: &[&str] = &["And", "Or", "Xor", "LogicalAnd", "LogicalOr"];
+
+/// Registers the family.
+pub fn register(reg: &mut OpRegistry) {
+    let spec = |name: &'static str, infer| OpSpec {
+        name,
+        infer,
+        value_inputs: &[],
+        data_dependent: false,
+    };
+    for &name in SAME_AS_INPUT {
+        reg.add(spec(name, infer_unary));
+    }
+    for &(name, _, _) in ARITHMETIC {
+        reg.add(spec(name, infer_arithmetic));
+    }
+    for &name in COMPARISON {
+        reg.add(spec(name, infer_comparison));
+    }
+    for &name in LOGIC {
+        reg.add(spec(name, infer_logic));
+    }
+    reg.add(spec("Not", infer_not));
+    reg.add(spec("LogicalNot", infer_not));
+    reg.add(spec("IsNaN", infer_is_class));
+    reg.add(spec("IsNan", infer_is_class));
+    reg.add(spec("IsInf", infer_is_class));
+    reg.add(spec("Pow", infer_pow));
+    reg.add(spec("Clip", infer_clip));
+    reg.add(spec("Where", infer_where));
+    reg.add(spec("SelectV2", infer_where));
+    reg.add(spec("Cast", infer_cast));
+}
+
+/// The broadcast shape of `shapes`, or the pair that does not broadcast.
+pub fn broadcast(shapes: &[Option<&[i64]>]) -> Result<Option<Vec<i64>>, (usize, usize)> {
+    let mut out: Vec<i64> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new(); // which input decided each dim, for errors
+    for (k, s) in shapes.iter().enumerate() {
+        let Some(s) = s else { return Ok(None) };
+        if s.len() > out.len() {
+            let extra = s.len() - out.len();
+            out.splice(0..0, std::iter::repeat_n(1, extra));
+            owner.splice(0..0, std::iter::repeat_n(k, extra));
+        }
+        let off = out.len() - s.len();
+        for (i, &d) in s.iter().enumerate() {
+            let o = out[off + i];
+            let merged = match (o, d) {
+                (a, b) if a == b => a,
+                (1, b) => b,
+                (a, 1) => a,
+                (UNKNOWN, b) if b > 1 => b,
+                (a, UNKNOWN) if a > 1 => a,
+                _ => return Err((owner[off + i], k)),
+            };
+            if merged != o {
+                owner[off + i] = k;
+            }
+            out[off + i] = merged;
+        }
+    }
+    Ok(Some(out))
+}
+
+fn broadcast_all(ctx: &InferCtx, inputs: &[usize]) -> Result<Option<Vec<i64>>, OpError> {
+    let shapes: Vec<Option<&[i64]>> = inputs
+        .iter()
+        .map(|&i| ctx.inputs[i].shape.as_deref())
+        .collect();
+    broadcast(&shapes).map_err(|(a, b)| OpError::Broadcast {
+        op: ctx.op.to_string(),
+        a: inputs[a],
+        b: inputs[b],
+        a_shape: ctx.inputs[inputs[a]].shape.clone().unwrap_or_default(),
+        b_shape: ctx.inputs[inputs[b]].shape.clone().unwrap_or_default(),
+    })
+}
+
+/// All inputs share input 0's dtype.
+fn same_dtype(ctx: &InferCtx) -> Result<DType, OpError> {
+    let d = ctx.inputs[0].dtype;
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != d {
+            return Err(ctx.input_error(i, format!("is {}, input 0 is {d}", t.dtype)));
+        }
+    }
+    Ok(d)
+}
+
+fn infer_unary(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+fn infer_arithmetic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    let (min, max) = ARITHMETIC
+        .iter()
+        .find(|(n, _, _)| *n == ctx.op)
+        .map(|&(_, a, b)| (a, b))
+        .unwrap_or((2, 2));
+    ctx.arity(min, max)?;
+    let dtype = same_dtype(ctx)?;
+    let all: Vec<usize> = (0..ctx.inputs.len()).collect();
+    Ok(vec![TensorMeta {
+        dtype,
+        shape: broadcast_all(ctx, &all)?,
+    }])
+}
+
+fn infer_comparison(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    same_dtype(ctx)?;
+    Ok(vec![TensorMeta {
+        dtype: DType::Bool,
+        shape: broadcast_all(ctx, &[0, 1])?,
+    }])
+}
+
+fn require_bool(ctx: &InferCtx) -> Result<(), OpError> {
+    for (i, t) in ctx.inputs.iter().enumerate() {
+        if t.dtype != DType::Bool {
+            return Err(ctx.input_error(i, format!("is {}, the op takes bool", t.dtype)));
+        }
+    }
+    Ok(())
+}
+
+fn infer_logic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    require_bool(ctx)?;
+    Ok(vec![TensorMeta {
+        dtype: DType::Bool,
+        shape: broadcast_all(ctx, &[0, 1])?,
+    }])
+}
+
+fn infer_not(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    require_bool(ctx)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+fn infer_is_class(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    Ok(vec![TensorMeta {
+        dtype: DType::Bool,
+        shape: ctx.inputs[0].shape.clone(),
+    }])
+}
+
+/// Pow's exponent may have its own dtype (ONNX T1); the output has the base's.
+fn infer_pow(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    Ok(vec![TensorMeta {
+        dtype: ctx.inputs[0].dtype,
+        shape: broadcast_all(ctx, &[0, 1])?,
+    }])
+}
+
+/// Clip: the optional min and max inputs are scalars of the input's dtype.
+fn infer_clip(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 3)?;
+    same_dtype(ctx)?;
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if let Some(s) = &t.shape
+            && s.iter().product::<i64>() > 1
+        {
+            return Err(ctx.input_error(i, format!("is {s:?}; min and max are scalars")));
+        }
+    }
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// Where(condition, x, y): condition is bool; x and y share a dtype; all broadcast.
+fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(3, 3)?;
+    if ctx.inputs[0].dtype != DType::Bool {
+        return Err(ctx.input_error(
+            0,
+            format!("is {}, the condition is bool", ctx.inputs[0].dtype),
+        ));
+    }
+    if ctx.inputs[1].dtype != ctx.inputs[2].dtype {
+        return Err(ctx.input_error(
+            2,
+            format!(
+                "is {}, input 1 is {}",
+                ctx.inputs[2].dtype, ctx.inputs[1].dtype
+            ),
+        ));
+    }
+    Ok(vec![TensorMeta {
+        dtype: ctx.inputs[1].dtype,
+        shape: broadcast_all(ctx, &[0, 1, 2])?,
+    }])
+}
+
+/// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering).
+fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let to = match ctx.attrs.get("to") {
+        Some(crate::npu::Attr::DType(d)) => *d,
+        Some(other) => {
+            return Err(OpError::Attribute {
+                op: ctx.op.to_string(),
+                name: "to".into(),
+                msg: format!("is {other:?}, not an element type"),
+            });
+        }
+        None => {
+            return Err(OpError::Attribute {
+                op: ctx.op.to_string(),
+                name: "to".into(),
+                msg: "is missing".into(),
+            });
+        }
+    };
+    Ok(vec![TensorMeta {
+        dtype: to,
+        shape: ctx.inputs[0].shape.clone(),
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npu::Attr;
+    use crate::npu::ops::Attrs;
+
+    fn infer(op: &str, inputs: &[TensorMeta], attrs: &Attrs) -> Result<Vec<TensorMeta>, OpError> {
+        let reg = OpRegistry::new();
+        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
+        let values = vec![None; inputs.len()];
+        (spec.infer)(&InferCtx {
+            op,
+            inputs,
+            values: &values,
+            attrs,
+        })
+    }
+
+    fn f32(shape: &[i64]) -> TensorMeta {
+        TensorMeta::new(DType::F32, shape)
+    }
+
+    #[test]
+    fn broadcasting_known_and_unknown_dims() {
+        let b = |a: &[i64], c: &[i64]| broadcast(&[Some(a), Some(c)]);
+        assert_eq!(b(&[2, 1, 4], &[3, 1]), Ok(Some(vec![2, 3, 4])));
+        assert_eq!(b(&[], &[5]), Ok(Some(vec![5])));
+        assert_eq!(b(&[-1, 4], &[3, 4]), Ok(Some(vec![3, 4])));
+        assert_eq!(b(&[-1, 4], &[1, 4]), Ok(Some(vec![-1, 4])));
+        assert_eq!(b(&[-1], &[-1]), Ok(Some(vec![-1])));
+        assert_eq!(b(&[2, 3], &[4, 3]), Err((0, 1)));
+        assert_eq!(broadcast(&[Some(&[2][..]), None]), Ok(None));
+        // Three inputs: the error names the input that decided the clashing dim.
+        assert_eq!(
+            broadcast(&[Some(&[1, 3][..]), Some(&[2, 1][..]), Some(&[4][..])]),
+            Err((0, 2))
+        );
+    }
+
+    #[test]
+    fn arithmetic_comparison_logic() {
+        let none = Attrs::new();
+        assert_eq!(
+            infer("Add", &[f32(&[2, 3]), f32(&[3])], &none).unwrap(),
+            vec![f32(&[2, 3])]
+        );
+        assert_eq!(
+            infer("Sum", &[f32(&[1]), f32(&[4, 1]), f32(&[5])], &none).unwrap(),
+            vec![f32(&[4, 5])]
+        );
+        assert_eq!(
+            infer("Less", &[f32(&[-1, 3]), f32(&[1])], &none).unwrap(),
+            vec![TensorMeta::new(DType::Bool, &[-1, 3])]
+        );
+        let e = infer(
+            "Add",
+            &[f32(&[2]), TensorMeta::new(DType::I64, &[2])],
+            &none,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "Add: input 1: is int64, input 0 is float32");
+        let e = infer("Mul", &[f32(&[2, 3]), f32(&[4, 3])], &none).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Mul: inputs 0 and 1 do not broadcast: [2, 3] and [4, 3]"
+        );
+        let e = infer("And", &[f32(&[1]), f32(&[1])], &none).unwrap_err();
+        assert!(e.to_string().contains("the op takes bool"), "{e}");
+        let e = infer("Add", &[f32(&[1])], &none).unwrap_err();
+        assert_eq!(e.to_string(), "Add: expects 2 input(s), got 1");
+        assert_eq!(
+            infer("Relu", &[TensorMeta::unknown_rank(DType::F16)], &none).unwrap()[0].shape,
+            None
+        );
+    }
+
+    #[test]
+    fn where_pow_clip_cast() {
+        let none = Attrs::new();
+        let cond = TensorMeta::new(DType::Bool, &[3, 1]);
+        assert_eq!(
+            infer("Where", &[cond.clone(), f32(&[1, 4]), f32(&[4])], &none).unwrap(),
+            vec![f32(&[3, 4])]
+        );
+        assert!(infer("Where", &[f32(&[1]), f32(&[1]), f32(&[1])], &none).is_err());
+        assert_eq!(
+            infer("Pow", &[f32(&[2]), TensorMeta::new(DType::I32, &[])], &none).unwrap(),
+            vec![f32(&[2])]
+        );
+        assert!(infer("Clip", &[f32(&[5]), f32(&[]), f32(&[2])], &none).is_err());
+        let mut to = Attrs::new();
+        to.insert("to".into(), Attr::DType(DType::I64));
+        assert_eq!(
+            infer("Cast", &[f32(&[2])], &to).unwrap(),
+            vec![TensorMeta::new(DType::I64, &[2])]
+        );
+        let e = infer("Cast", &[f32(&[2])], &none).unwrap_err();
+        assert_eq!(e.to_string(), "Cast: attribute \"to\": is missing");
+    }
+
+    #[test]
+    fn ge_names_are_registered_too() {
+        let reg = OpRegistry::new();
+        for name in [
+            "RealDiv",
+            "SelectV2",
+            "LogicalAnd",
+            "LogicalNot",
+            "GreaterEqual",
+            "LessEqual",
+            "IsNan",
+        ] {
+            assert!(reg.get(name).is_some(), "{name}");
+        }
+        assert!(reg.get("Conv").is_none(), "only what the library has");
+    }
+}

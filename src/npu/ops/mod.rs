@@ -1,0 +1,178 @@
+//! The op library's registry: per op type, its shape and dtype inference (what the
+//! runtime's InferShape kernel calls and what lowering asks to decide which ops exist and
+//! which shapes it can know ahead of time).
+//!
+//! Ops are registered in a plain table, one `register` function per family, as tract
+//! does. An op's inference works on [`TensorMeta`]s whose dims may be unknown (-1) or
+//! whose rank may be unknown (`None`): lowering runs it on the model's declared shapes to
+//! learn what is static, and the runtime runs it on concrete shapes. Inference never
+//! panics on any input; a bad combination is an [`OpError`] naming the input or attribute.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use crate::npu::{Attr, DType, HostTensor};
+
+pub mod elementwise;
+
+/// Dimension value for an unknown dim.
+pub const UNKNOWN: i64 = -1;
+
+/// What shape inference knows of a tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorMeta {
+    pub dtype: DType,
+    /// `None`: unknown rank. A dim of -1: unknown.
+    pub shape: Option<Vec<i64>>,
+}
+
+impl TensorMeta {
+    pub fn new(dtype: DType, shape: &[i64]) -> Self {
+        TensorMeta {
+            dtype,
+            shape: Some(shape.to_vec()),
+        }
+    }
+    pub fn unknown_rank(dtype: DType) -> Self {
+        TensorMeta { dtype, shape: None }
+    }
+    /// Every dim known.
+    pub fn is_static(&self) -> bool {
+        self.shape
+            .as_ref()
+            .is_some_and(|s| s.iter().all(|&d| d >= 0))
+    }
+}
+
+impl fmt::Display for TensorMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.shape {
+            None => write!(f, "{} [?]", self.dtype),
+            Some(s) => write!(f, "{} {s:?}", self.dtype),
+        }
+    }
+}
+
+/// Why an op cannot be inferred or run on what it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    #[error("{op}: expects {expected} input(s), got {got}")]
+    Arity {
+        op: String,
+        expected: String,
+        got: usize,
+    },
+    #[error("{op}: input {index}: {msg}")]
+    Input {
+        op: String,
+        index: usize,
+        msg: String,
+    },
+    #[error("{op}: attribute {name:?}: {msg}")]
+    Attribute {
+        op: String,
+        name: String,
+        msg: String,
+    },
+    #[error("{op}: inputs {a} and {b} do not broadcast: {a_shape:?} and {b_shape:?}")]
+    Broadcast {
+        op: String,
+        a: usize,
+        b: usize,
+        a_shape: Vec<i64>,
+        b_shape: Vec<i64>,
+    },
+}
+
+/// Attributes by name.
+pub type Attrs = BTreeMap<String, Attr>;
+
+/// What an op's inference is given.
+pub struct InferCtx<'a> {
+    pub op: &'a str,
+    pub inputs: &'a [TensorMeta],
+    /// Values of inputs known ahead of time (constants, folded shapes), by input index.
+    pub values: &'a [Option<&'a HostTensor>],
+    pub attrs: &'a Attrs,
+}
+
+impl InferCtx<'_> {
+    /// Checks the input count is within `min..=max`.
+    pub fn arity(&self, min: usize, max: usize) -> Result<(), OpError> {
+        let got = self.inputs.len();
+        if got < min || got > max {
+            let expected = if min == max {
+                min.to_string()
+            } else {
+                format!("{min} to {max}")
+            };
+            return Err(OpError::Arity {
+                op: self.op.to_string(),
+                expected,
+                got,
+            });
+        }
+        Ok(())
+    }
+    pub fn input_error(&self, index: usize, msg: impl Into<String>) -> OpError {
+        OpError::Input {
+            op: self.op.to_string(),
+            index,
+            msg: msg.into(),
+        }
+    }
+}
+
+/// An op's shape and dtype inference.
+pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorMeta>, OpError>;
+
+/// One op type of the library.
+#[derive(Clone, Copy)]
+pub struct OpSpec {
+    pub name: &'static str,
+    pub infer: InferFn,
+    /// Inputs whose *values* inference needs (Reshape's shape, Expand's shape): when they
+    /// are not constants, the output shape is only known at run time.
+    pub value_inputs: &'static [usize],
+    /// The output shape depends on the data itself (NonZero, Unique): known only after the
+    /// op has run.
+    pub data_dependent: bool,
+}
+
+impl fmt::Debug for OpSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpSpec")
+            .field("name", &self.name)
+            .field("value_inputs", &self.value_inputs)
+            .field("data_dependent", &self.data_dependent)
+            .finish()
+    }
+}
+
+/// Every op type the library has.
+#[derive(Debug, Default)]
+pub struct OpRegistry {
+    ops: HashMap<&'static str, OpSpec>,
+}
+
+impl OpRegistry {
+    /// The registry with every family registered.
+    pub fn new() -> Self {
+        let mut reg = OpRegistry::default();
+        elementwise::register(&mut reg);
+        reg
+    }
+    /// Adds an op; a later registration of the same name replaces the earlier.
+    pub fn add(&mut self, spec: OpSpec) {
+        self.ops.insert(spec.name, spec);
+    }
+    pub fn get(&self, name: &str) -> Option<&OpSpec> {
+        self.ops.get(name)
+    }
+    /// Op type names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.ops.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
