@@ -14,6 +14,7 @@ use std::fmt;
 use crate::npu::{Attr, DType, HostTensor};
 
 pub mod elementwise;
+pub mod nn;
 
 /// Dimension value for an unknown dim.
 pub const UNKNOWN: i64 = -1;
@@ -160,6 +161,7 @@ impl OpRegistry {
     pub fn new() -> Self {
         let mut reg = OpRegistry::default();
         elementwise::register(&mut reg);
+        nn::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.

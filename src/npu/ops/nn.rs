@@ -1,0 +1,506 @@
+//! Neural-network ops: MatMul, Gemm, Conv, the pools, Softmax, the normalizations. Shape
+//! and dtype inference, with ONNX's attribute names and defaults (the importer applies
+//! the opset's defaults; missing attributes here take ONNX's current ones).
+
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+
+/// Registers the family.
+pub fn register(reg: &mut OpRegistry) {
+    let spec = |name: &'static str, infer| OpSpec {
+        name,
+        infer,
+        value_inputs: &[],
+        data_dependent: false,
+    };
+    reg.add(spec("MatMul", infer_matmul));
+    reg.add(spec("Gemm", infer_gemm));
+    reg.add(spec("Conv", infer_conv));
+    reg.add(spec("MaxPool", infer_pool));
+    reg.add(spec("AveragePool", infer_pool));
+    reg.add(spec("LpPool", infer_pool));
+    reg.add(spec("GlobalAveragePool", infer_global_pool));
+    reg.add(spec("GlobalMaxPool", infer_global_pool));
+    for name in [
+        "Softmax",
+        "LogSoftmax",
+        "LRN",
+        "InstanceNormalization",
+        "Dropout",
+    ] {
+        reg.add(spec(name, infer_first_input));
+    }
+    reg.add(spec("BatchNormalization", infer_batch_norm));
+    reg.add(spec("LayerNormalization", infer_first_input));
+}
+
+fn attr_error(ctx: &InferCtx, name: &str, msg: impl Into<String>) -> OpError {
+    OpError::Attribute {
+        op: ctx.op.to_string(),
+        name: name.to_string(),
+        msg: msg.into(),
+    }
+}
+
+fn ints<'a>(ctx: &'a InferCtx, name: &str) -> Result<Option<&'a [i64]>, OpError> {
+    match ctx.attrs.get(name) {
+        None => Ok(None),
+        Some(a) => a
+            .as_ints()
+            .map(Some)
+            .ok_or_else(|| attr_error(ctx, name, format!("is {a:?}, not a list of ints"))),
+    }
+}
+
+fn int(ctx: &InferCtx, name: &str, default: i64) -> Result<i64, OpError> {
+    match ctx.attrs.get(name) {
+        None => Ok(default),
+        Some(a) => a
+            .as_int()
+            .ok_or_else(|| attr_error(ctx, name, format!("is {a:?}, not an int"))),
+    }
+}
+
+/// Outputs that have input 0's shape and dtype (Dropout's optional mask aside).
+fn infer_first_input(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    if ctx.inputs.is_empty() {
+        return Err(OpError::Arity {
+            op: ctx.op.to_string(),
+            expected: "at least 1".into(),
+            got: 0,
+        });
+    }
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// Two dims that must agree; an unknown one takes the other.
+fn agree(a: i64, b: i64) -> Option<i64> {
+    match (a, b) {
+        (a, b) if a == b => Some(a),
+        (UNKNOWN, b) => Some(b),
+        (a, UNKNOWN) => Some(a),
+        _ => None,
+    }
+}
+
+/// NumPy matmul: 1-D operands are promoted and the added dim removed; batch dims
+/// broadcast.
+fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let dtype = ctx.inputs[0].dtype;
+    if ctx.inputs[1].dtype != dtype {
+        return Err(ctx.input_error(1, format!("is {}, input 0 is {dtype}", ctx.inputs[1].dtype)));
+    }
+    let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(vec![TensorMeta { dtype, shape: None }]);
+    };
+    if a.is_empty() || b.is_empty() {
+        return Err(ctx.input_error(
+            if a.is_empty() { 0 } else { 1 },
+            "is a scalar; MatMul needs at least 1-D",
+        ));
+    }
+    let a2 = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.clone()
+    };
+    let b2 = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.clone()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if agree(k, k2).is_none() {
+        return Err(ctx.input_error(1, format!("inner dims differ: {a:?} x {b:?}")));
+    }
+    let batch = crate::npu::ops::elementwise::broadcast(&[
+        Some(&a2[..a2.len() - 2]),
+        Some(&b2[..b2.len() - 2]),
+    ])
+    .map_err(|_| ctx.input_error(1, format!("batch dims do not broadcast: {a:?} x {b:?}")))?
+    .unwrap_or_default();
+    let mut out = batch;
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(vec![TensorMeta {
+        dtype,
+        shape: Some(out),
+    }])
+}
+
+/// Gemm: A [M,K] (or transposed), B [K,N] (or transposed), optional C broadcast to [M,N].
+fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(vec![TensorMeta { dtype, shape: None }]);
+    };
+    for (i, s) in [(0, a), (1, b)] {
+        if s.len() != 2 {
+            return Err(ctx.input_error(i, format!("is {s:?}; Gemm takes 2-D operands")));
+        }
+    }
+    let (m, k) = if int(ctx, "transA", 0)? != 0 {
+        (a[1], a[0])
+    } else {
+        (a[0], a[1])
+    };
+    let (k2, n) = if int(ctx, "transB", 0)? != 0 {
+        (b[1], b[0])
+    } else {
+        (b[0], b[1])
+    };
+    if agree(k, k2).is_none() {
+        return Err(ctx.input_error(
+            1,
+            format!("inner dims differ: {a:?} x {b:?} (transA/transB applied)"),
+        ));
+    }
+    if let Some(c) = ctx.inputs.get(2).and_then(|c| c.shape.as_deref()) {
+        // C broadcasts to [M, N] (unidirectionally: it must not widen the result).
+        let fits = match crate::npu::ops::elementwise::broadcast(&[Some(c), Some(&[m, n])]) {
+            Ok(Some(s)) => s == [m, n] || m < 0 || n < 0,
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        if !fits {
+            return Err(ctx.input_error(2, format!("{c:?} does not broadcast to [{m}, {n}]")));
+        }
+    }
+    Ok(vec![TensorMeta {
+        dtype,
+        shape: Some(vec![m, n]),
+    }])
+}
+
+/// Output size of one spatial dim of a convolution or pool.
+fn spatial(input: i64, kernel: i64, stride: i64, dilation: i64, pad: i64, ceil: bool) -> i64 {
+    if input < 0 {
+        return UNKNOWN;
+    }
+    let effective = dilation * (kernel - 1) + 1;
+    let span = input + pad - effective;
+    if span < 0 {
+        return 0;
+    }
+    let q = if ceil {
+        (span + stride - 1) / stride
+    } else {
+        span / stride
+    };
+    q + 1
+}
+
+/// The spatial output dims for `auto_pad`, `pads`, `strides`, `dilations` (ONNX rules).
+fn spatial_dims(
+    ctx: &InferCtx,
+    x: &[i64],
+    kernel: &[i64],
+    ceil: bool,
+) -> Result<Vec<i64>, OpError> {
+    let n = kernel.len();
+    let strides = ints(ctx, "strides")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![1; n]);
+    let dilations = ints(ctx, "dilations")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![1; n]);
+    let pads = ints(ctx, "pads")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![0; 2 * n]);
+    if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
+        return Err(attr_error(
+            ctx,
+            "strides/dilations/pads",
+            format!("do not fit {n} spatial dims"),
+        ));
+    }
+    if strides.iter().chain(&dilations).any(|&v| v < 1) {
+        return Err(attr_error(ctx, "strides/dilations", "must be positive"));
+    }
+    let auto_pad = ctx
+        .attrs
+        .get("auto_pad")
+        .and_then(|a| a.as_str())
+        .unwrap_or("NOTSET");
+    let input = &x[2..];
+    Ok((0..n)
+        .map(|i| match auto_pad {
+            "SAME_UPPER" | "SAME_LOWER" if input[i] >= 0 => {
+                (input[i] + strides[i] - 1) / strides[i]
+            }
+            "SAME_UPPER" | "SAME_LOWER" => UNKNOWN,
+            "VALID" => spatial(input[i], kernel[i], strides[i], dilations[i], 0, ceil),
+            _ => spatial(
+                input[i],
+                kernel[i],
+                strides[i],
+                dilations[i],
+                pads[i] + pads[i + n],
+                ceil,
+            ),
+        })
+        .collect())
+}
+
+/// Conv: X [N, C, D...], W [M, C/group, K...] -> [N, M, D'...].
+fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(vec![TensorMeta { dtype, shape: None }]);
+    };
+    if x.len() < 3 || w.len() != x.len() {
+        return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
+    }
+    let group = int(ctx, "group", 1)?;
+    if group < 1 {
+        return Err(attr_error(ctx, "group", "must be positive"));
+    }
+    if x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "{} input channels, weights expect {} x group {group}",
+                x[1], w[1]
+            ),
+        ));
+    }
+    let kernel = ints(ctx, "kernel_shape")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| w[2..].to_vec());
+    let mut out = vec![x[0], w[0]];
+    out.extend(spatial_dims(ctx, x, &kernel, false)?);
+    Ok(vec![TensorMeta {
+        dtype,
+        shape: Some(out),
+    }])
+}
+
+/// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is
+/// int64 of the same shape.
+fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let dtype = ctx.inputs[0].dtype;
+    let Some(x) = &ctx.inputs[0].shape else {
+        return Ok(vec![TensorMeta { dtype, shape: None }]);
+    };
+    let kernel =
+        ints(ctx, "kernel_shape")?.ok_or_else(|| attr_error(ctx, "kernel_shape", "is missing"))?;
+    if x.len() != kernel.len() + 2 {
+        return Err(ctx.input_error(
+            0,
+            format!(
+                "is {x:?}; kernel_shape {kernel:?} needs rank {}",
+                kernel.len() + 2
+            ),
+        ));
+    }
+    let ceil = int(ctx, "ceil_mode", 0)? != 0;
+    let mut out = vec![x[0], x[1]];
+    out.extend(spatial_dims(ctx, x, kernel, ceil)?);
+    let y = TensorMeta {
+        dtype,
+        shape: Some(out.clone()),
+    };
+    if ctx.op == "MaxPool" {
+        return Ok(vec![
+            y,
+            TensorMeta {
+                dtype: crate::npu::DType::I64,
+                shape: Some(out),
+            },
+        ]);
+    }
+    Ok(vec![y])
+}
+
+fn infer_global_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let t = &ctx.inputs[0];
+    let shape = t.shape.as_ref().map(|x| {
+        x.iter()
+            .enumerate()
+            .map(|(i, &d)| if i < 2 { d } else { 1 })
+            .collect()
+    });
+    Ok(vec![TensorMeta {
+        dtype: t.dtype,
+        shape,
+    }])
+}
+
+/// BatchNormalization in inference form: Y has X's shape; scale, bias, mean and var are
+/// [C].
+fn infer_batch_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(5, 5)?;
+    let x = &ctx.inputs[0];
+    let channels = x.shape.as_ref().and_then(|s| s.get(1).copied());
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if let (Some(s), Some(c)) = (&t.shape, channels)
+            && (s.len() != 1 || agree(s[0], c).is_none())
+        {
+            return Err(ctx.input_error(i, format!("is {s:?}; expected [{c}]")));
+        }
+    }
+    Ok(vec![x.clone()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npu::ops::Attrs;
+    use crate::npu::{Attr, DType};
+
+    fn infer(
+        op: &str,
+        inputs: &[TensorMeta],
+        attrs: &[(&str, Attr)],
+    ) -> Result<Vec<TensorMeta>, OpError> {
+        let reg = OpRegistry::new();
+        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let values = vec![None; inputs.len()];
+        (spec.infer)(&InferCtx {
+            op,
+            inputs,
+            values: &values,
+            attrs: &attrs,
+        })
+    }
+
+    fn f32(shape: &[i64]) -> TensorMeta {
+        TensorMeta::new(DType::F32, shape)
+    }
+
+    fn shape(r: Result<Vec<TensorMeta>, OpError>) -> Vec<i64> {
+        r.unwrap()[0].shape.clone().unwrap()
+    }
+
+    #[test]
+    fn matmul_and_gemm() {
+        assert_eq!(
+            shape(infer("MatMul", &[f32(&[2, 3, 4]), f32(&[4, 5])], &[])),
+            [2, 3, 5]
+        );
+        assert_eq!(shape(infer("MatMul", &[f32(&[4]), f32(&[4, 5])], &[])), [5]);
+        assert_eq!(shape(infer("MatMul", &[f32(&[3, 4]), f32(&[4])], &[])), [3]);
+        assert_eq!(
+            shape(infer(
+                "MatMul",
+                &[f32(&[-1, 1, 3, 4]), f32(&[7, 4, 2])],
+                &[]
+            )),
+            [-1, 7, 3, 2]
+        );
+        assert!(
+            infer("MatMul", &[f32(&[3, 4]), f32(&[5, 2])], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("inner dims")
+        );
+        let t = [("transB", Attr::Int(1))];
+        assert_eq!(
+            shape(infer(
+                "Gemm",
+                &[f32(&[-1, 128]), f32(&[10, 128]), f32(&[10])],
+                &t
+            )),
+            [-1, 10]
+        );
+        assert!(infer("Gemm", &[f32(&[2, 3]), f32(&[3, 4]), f32(&[5])], &[]).is_err());
+    }
+
+    #[test]
+    fn conv_and_pools() {
+        let pads = ("pads", Attr::Ints(vec![1, 1, 1, 1]));
+        assert_eq!(
+            shape(infer(
+                "Conv",
+                &[f32(&[1, 3, 8, 8]), f32(&[8, 3, 3, 3])],
+                &[pads.clone()]
+            )),
+            [1, 8, 8, 8]
+        );
+        let s2 = [
+            ("strides", Attr::Ints(vec![2, 2])),
+            ("dilations", Attr::Ints(vec![2, 2])),
+        ];
+        assert_eq!(
+            shape(infer(
+                "Conv",
+                &[f32(&[-1, 4, 9, 9]), f32(&[6, 2, 3, 3])],
+                &[s2[0].clone(), s2[1].clone(), ("group", Attr::Int(2))]
+            )),
+            [-1, 6, 3, 3]
+        );
+        let e = infer("Conv", &[f32(&[1, 3, 8, 8]), f32(&[8, 2, 3, 3])], &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("3 input channels, weights expect 2 x group 1"),
+            "{e}"
+        );
+        let same = [
+            ("auto_pad", Attr::Str("SAME_UPPER".into())),
+            ("strides", Attr::Ints(vec![2])),
+        ];
+        assert_eq!(
+            shape(infer("Conv", &[f32(&[1, 1, 7]), f32(&[1, 1, 3])], &same)),
+            [1, 1, 4]
+        );
+        let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
+        let st = ("strides", Attr::Ints(vec![2, 2]));
+        let pooled = infer("MaxPool", &[f32(&[1, 8, 7, 7])], &[k.clone(), st.clone()]).unwrap();
+        assert_eq!(pooled[0].shape.as_deref(), Some(&[1, 8, 3, 3][..]));
+        assert_eq!(pooled[1].dtype, DType::I64);
+        assert_eq!(
+            shape(infer(
+                "AveragePool",
+                &[f32(&[1, 8, 7, 7])],
+                &[k, st, ("ceil_mode", Attr::Int(1))]
+            )),
+            [1, 8, 4, 4]
+        );
+        assert_eq!(
+            shape(infer("GlobalAveragePool", &[f32(&[2, 5, 7, 9])], &[])),
+            [2, 5, 1, 1]
+        );
+        assert!(
+            infer("MaxPool", &[f32(&[1, 8, 7, 7])], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("kernel_shape")
+        );
+    }
+
+    #[test]
+    fn normalizations() {
+        let c = f32(&[8]);
+        let x = f32(&[2, 8, 4, 4]);
+        assert_eq!(
+            shape(infer(
+                "BatchNormalization",
+                &[x.clone(), c.clone(), c.clone(), c.clone(), c.clone()],
+                &[]
+            )),
+            [2, 8, 4, 4]
+        );
+        assert!(
+            infer(
+                "BatchNormalization",
+                &[x.clone(), f32(&[7]), c.clone(), c.clone(), c],
+                &[]
+            )
+            .is_err()
+        );
+        assert_eq!(shape(infer("Softmax", &[f32(&[2, 10])], &[])), [2, 10]);
+    }
+}
