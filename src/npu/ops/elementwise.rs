@@ -416,6 +416,9 @@ mod tests {
         ] {
             assert!(reg.get(name).is_some(), "{name}");
         }
-        assert!(reg.get("NonMaxSuppression").is_none(), "only what the library has");
+        assert!(
+            reg.get("NonMaxSuppression").is_none(),
+            "only what the library has"
+        );
     }
 }

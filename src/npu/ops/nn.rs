@@ -426,7 +426,7 @@ mod tests {
             shape(infer(
                 "Conv",
                 &[f32(&[1, 3, 8, 8]), f32(&[8, 3, 3, 3])],
-                &[pads.clone()]
+                &[pads]
             )),
             [1, 8, 8, 8]
         );
