@@ -15,6 +15,7 @@ use crate::npu::{Attr, DType, HostTensor};
 
 pub mod elementwise;
 pub mod nn;
+pub mod shape;
 
 /// Dimension value for an unknown dim.
 pub const UNKNOWN: i64 = -1;
@@ -162,6 +163,7 @@ impl OpRegistry {
         let mut reg = OpRegistry::default();
         elementwise::register(&mut reg);
         nn::register(&mut reg);
+        shape::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.
