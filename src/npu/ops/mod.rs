@@ -15,6 +15,7 @@ use crate::npu::{Attr, DType, HostTensor};
 
 pub mod elementwise;
 pub mod nn;
+pub mod reduce;
 pub mod shape;
 
 /// Dimension value for an unknown dim.
@@ -164,6 +165,7 @@ impl OpRegistry {
         elementwise::register(&mut reg);
         nn::register(&mut reg);
         shape::register(&mut reg);
+        reduce::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.

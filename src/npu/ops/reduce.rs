@@ -1,0 +1,287 @@
+//! Reductions (ReduceSum, ReduceMean, ... ), ArgMax/ArgMin, CumSum. Shape and dtype
+//! inference.
+//!
+//! Reduction axes come from the `axes` attribute, or from input 1 in later opsets
+//! (ReduceSum from 13, the others from 18). No axes reduce every axis, unless
+//! `noop_with_empty_axes` is set. `keepdims` (default 1) keeps reduced axes as 1.
+
+use crate::npu::DType;
+use crate::npu::ops::shape::int_values;
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+
+const REDUCTIONS: &[&str] = &[
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+];
+
+/// Registers the family.
+pub fn register(reg: &mut OpRegistry) {
+    for &name in REDUCTIONS {
+        reg.add(OpSpec {
+            name,
+            infer: infer_reduce,
+            value_inputs: &[1],
+            data_dependent: false,
+        });
+    }
+    for name in ["ArgMax", "ArgMin"] {
+        reg.add(OpSpec {
+            name,
+            infer: infer_arg,
+            value_inputs: &[],
+            data_dependent: false,
+        });
+    }
+    reg.add(OpSpec {
+        name: "CumSum",
+        infer: infer_cumsum,
+        value_inputs: &[],
+        data_dependent: false,
+    });
+}
+
+fn attr_int(ctx: &InferCtx, name: &str, default: i64) -> Result<i64, OpError> {
+    match ctx.attrs.get(name) {
+        None => Ok(default),
+        Some(a) => a.as_int().ok_or_else(|| OpError::Attribute {
+            op: ctx.op.into(),
+            name: name.into(),
+            msg: format!("is {a:?}, not an int"),
+        }),
+    }
+}
+
+/// Normalized, checked axes for `rank`.
+fn normalize(ctx: &InferCtx, axes: &[i64], rank: usize) -> Result<Vec<bool>, OpError> {
+    let mut mark = vec![false; rank];
+    for &a in axes {
+        let n = if a < 0 { a + rank as i64 } else { a };
+        if n < 0 || n >= rank as i64 {
+            return Err(OpError::Attribute {
+                op: ctx.op.into(),
+                name: "axes".into(),
+                msg: format!("axis {a} is out of range for rank {rank}"),
+            });
+        }
+        mark[n as usize] = true;
+    }
+    Ok(mark)
+}
+
+fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 2)?;
+    let x = &ctx.inputs[0];
+    let keep = attr_int(ctx, "keepdims", 1)? != 0;
+    let Some(s) = &x.shape else {
+        return Ok(vec![TensorMeta {
+            dtype: x.dtype,
+            shape: None,
+        }]);
+    };
+    let axes: Option<Vec<i64>> = match ctx.attrs.get("axes") {
+        Some(a) => Some(
+            a.as_ints()
+                .map(<[i64]>::to_vec)
+                .ok_or_else(|| OpError::Attribute {
+                    op: ctx.op.into(),
+                    name: "axes".into(),
+                    msg: format!("is {a:?}, not a list of ints"),
+                })?,
+        ),
+        None if ctx.inputs.len() > 1 => match ctx.values.get(1).copied().flatten() {
+            Some(t) => Some(
+                int_values(t)
+                    .ok_or_else(|| ctx.input_error(1, format!("is {}, axes are int64", t.dtype)))?,
+            ),
+            // Axes known only at run time: with keepdims the rank is known.
+            None => {
+                let shape = keep.then(|| vec![UNKNOWN; s.len()]);
+                return Ok(vec![TensorMeta {
+                    dtype: x.dtype,
+                    shape,
+                }]);
+            }
+        },
+        None => None,
+    };
+    let mark = match axes {
+        Some(a) if !a.is_empty() => normalize(ctx, &a, s.len())?,
+        _ if attr_int(ctx, "noop_with_empty_axes", 0)? != 0 => vec![false; s.len()],
+        _ => vec![true; s.len()],
+    };
+    let out = s
+        .iter()
+        .zip(&mark)
+        .filter_map(|(&d, &m)| match (m, keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(vec![TensorMeta {
+        dtype: x.dtype,
+        shape: Some(out),
+    }])
+}
+
+fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let Some(s) = &ctx.inputs[0].shape else {
+        return Ok(vec![TensorMeta {
+            dtype: DType::I64,
+            shape: None,
+        }]);
+    };
+    let mark = normalize(ctx, &[attr_int(ctx, "axis", 0)?], s.len())?;
+    let keep = attr_int(ctx, "keepdims", 1)? != 0;
+    let out = s
+        .iter()
+        .zip(&mark)
+        .filter_map(|(&d, &m)| if m { keep.then_some(1) } else { Some(d) })
+        .collect();
+    Ok(vec![TensorMeta {
+        dtype: DType::I64,
+        shape: Some(out),
+    }])
+}
+
+fn infer_cumsum(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npu::ops::Attrs;
+    use crate::npu::{Attr, HostTensor};
+
+    fn run(
+        op: &str,
+        inputs: &[TensorMeta],
+        values: &[Option<&HostTensor>],
+        attrs: &[(&str, Attr)],
+    ) -> Result<TensorMeta, OpError> {
+        let reg = OpRegistry::new();
+        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let mut vals = values.to_vec();
+        vals.resize(inputs.len(), None);
+        Ok((spec.infer)(&InferCtx {
+            op,
+            inputs,
+            values: &vals,
+            attrs: &attrs,
+        })?
+        .remove(0))
+    }
+
+    fn f32(shape: &[i64]) -> TensorMeta {
+        TensorMeta::new(DType::F32, shape)
+    }
+
+    #[test]
+    fn reductions() {
+        let x = f32(&[2, 3, 4]);
+        assert_eq!(
+            run(
+                "ReduceMean",
+                std::slice::from_ref(&x),
+                &[],
+                &[("axes", Attr::Ints(vec![-1]))]
+            )
+            .unwrap(),
+            f32(&[2, 3, 1])
+        );
+        let drop = [("axes", Attr::Ints(vec![0, 2])), ("keepdims", Attr::Int(0))];
+        assert_eq!(
+            run("ReduceMax", std::slice::from_ref(&x), &[], &drop).unwrap(),
+            f32(&[3])
+        );
+        assert_eq!(
+            run(
+                "ReduceSum",
+                std::slice::from_ref(&x),
+                &[],
+                &[("keepdims", Attr::Int(0))]
+            )
+            .unwrap(),
+            f32(&[])
+        );
+        let axes = HostTensor {
+            dtype: DType::I64,
+            shape: vec![1],
+            data: 1i64.to_le_bytes().to_vec(),
+        };
+        let i = TensorMeta::new(DType::I64, &[1]);
+        assert_eq!(
+            run(
+                "ReduceSum",
+                &[x.clone(), i.clone()],
+                &[None, Some(&axes)],
+                &[]
+            )
+            .unwrap(),
+            f32(&[2, 1, 4])
+        );
+        assert_eq!(
+            run("ReduceSum", &[x.clone(), i], &[], &[]).unwrap(),
+            f32(&[-1, -1, -1])
+        );
+        assert!(
+            run(
+                "ReduceL2",
+                std::slice::from_ref(&x),
+                &[],
+                &[("axes", Attr::Ints(vec![3]))]
+            )
+            .is_err()
+        );
+        let noop = [("noop_with_empty_axes", Attr::Int(1))];
+        assert_eq!(
+            run("ReduceSum", std::slice::from_ref(&x), &[], &noop).unwrap(),
+            x
+        );
+    }
+
+    #[test]
+    fn arg_and_cumsum() {
+        let x = f32(&[2, 3]);
+        assert_eq!(
+            run(
+                "ArgMax",
+                std::slice::from_ref(&x),
+                &[],
+                &[("axis", Attr::Int(1))]
+            )
+            .unwrap(),
+            TensorMeta::new(DType::I64, &[2, 1])
+        );
+        let drop = [("axis", Attr::Int(0)), ("keepdims", Attr::Int(0))];
+        assert_eq!(
+            run("ArgMin", std::slice::from_ref(&x), &[], &drop).unwrap(),
+            TensorMeta::new(DType::I64, &[3])
+        );
+        assert_eq!(
+            run(
+                "CumSum",
+                &[x.clone(), TensorMeta::new(DType::I64, &[])],
+                &[],
+                &[]
+            )
+            .unwrap(),
+            x
+        );
+    }
+}
