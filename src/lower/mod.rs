@@ -4,4 +4,5 @@
 //! output); it uses `om`'s ComputeGraph, `exec`'s graph types and `npu`'s op registry, and
 //! never `capture` or `cmd`.
 
+pub mod attrs;
 pub mod passes;

@@ -20,17 +20,12 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(spec("LpPool", infer_pool));
     reg.add(spec("GlobalAveragePool", infer_global_pool));
     reg.add(spec("GlobalMaxPool", infer_global_pool));
-    for name in [
-        "Softmax",
-        "LogSoftmax",
-        "LRN",
-        "InstanceNormalization",
-        "Dropout",
-    ] {
+    for name in ["Softmax", "LogSoftmax", "LRN", "InstanceNormalization"] {
         reg.add(spec(name, infer_first_input));
     }
+    reg.add(spec("Dropout", infer_dropout));
     reg.add(spec("BatchNormalization", infer_batch_norm));
-    reg.add(spec("LayerNormalization", infer_first_input));
+    reg.add(spec("LayerNormalization", infer_layer_norm));
 }
 
 fn attr_error(ctx: &InferCtx, name: &str, msg: impl Into<String>) -> OpError {
@@ -178,22 +173,35 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }])
 }
 
-/// Output size of one spatial dim of a convolution or pool.
-fn spatial(input: i64, kernel: i64, stride: i64, dilation: i64, pad: i64, ceil: bool) -> i64 {
+/// Output size of one spatial dim of a convolution or pool; `pad_begin` and `pad_end` are
+/// the padding before and after.
+fn spatial(
+    input: i64,
+    kernel: i64,
+    stride: i64,
+    dilation: i64,
+    pad_begin: i64,
+    pad_end: i64,
+    ceil: bool,
+) -> i64 {
     if input < 0 {
         return UNKNOWN;
     }
     let effective = dilation * (kernel - 1) + 1;
-    let span = input + pad - effective;
+    let span = input + pad_begin + pad_end - effective;
     if span < 0 {
         return 0;
     }
-    let q = if ceil {
+    let mut out = if ceil {
         (span + stride - 1) / stride
     } else {
         span / stride
-    };
-    q + 1
+    } + 1;
+    // In ceil mode a last window that would start inside the end padding is dropped.
+    if ceil && (out - 1) * stride >= input + pad_begin {
+        out -= 1;
+    }
+    out
 }
 
 /// The spatial output dims for `auto_pad`, `pads`, `strides`, `dilations` (ONNX rules).
@@ -235,13 +243,14 @@ fn spatial_dims(
                 (input[i] + strides[i] - 1) / strides[i]
             }
             "SAME_UPPER" | "SAME_LOWER" => UNKNOWN,
-            "VALID" => spatial(input[i], kernel[i], strides[i], dilations[i], 0, ceil),
+            "VALID" => spatial(input[i], kernel[i], strides[i], dilations[i], 0, 0, ceil),
             _ => spatial(
                 input[i],
                 kernel[i],
                 strides[i],
                 dilations[i],
-                pads[i] + pads[i + n],
+                pads[i],
+                pads[i + n],
                 ceil,
             ),
         })
@@ -348,7 +357,77 @@ fn infer_batch_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             return Err(ctx.input_error(i, format!("is {s:?}; expected [{c}]")));
         }
     }
+    if int(ctx, "training_mode", 0)? != 0 {
+        // Training form: the updated running mean and variance follow Y.
+        let stats = TensorMeta {
+            dtype: ctx.inputs[3].dtype,
+            shape: channels.map(|c| vec![c]),
+        };
+        return Ok(vec![x.clone(), stats.clone(), stats]);
+    }
     Ok(vec![x.clone()])
+}
+
+/// Dropout: the output, and the optional bool mask of the same shape.
+fn infer_dropout(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 3)?;
+    let x = &ctx.inputs[0];
+    Ok(vec![
+        x.clone(),
+        TensorMeta {
+            dtype: crate::npu::DType::Bool,
+            shape: x.shape.clone(),
+        },
+    ])
+}
+
+/// LayerNormalization: Y like X, then the optional Mean and InvStdDev, whose dims from
+/// `axis` on are 1, in the `stash_type` precision (float32 by default).
+fn infer_layer_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let x = &ctx.inputs[0];
+    let stash = match int(ctx, "stash_type", 1)? {
+        1 => crate::npu::DType::F32,
+        10 => crate::npu::DType::F16,
+        16 => crate::npu::DType::Bf16,
+        11 => crate::npu::DType::F64,
+        other => {
+            return Err(attr_error(
+                ctx,
+                "stash_type",
+                format!("{other} is not a floating-point ONNX type"),
+            ));
+        }
+    };
+    let stats_shape = match &x.shape {
+        None => None,
+        Some(s) => {
+            let axis = int(ctx, "axis", -1)?;
+            let a = if axis < 0 {
+                axis + s.len() as i64
+            } else {
+                axis
+            };
+            if a < 0 || a >= s.len() as i64 {
+                return Err(attr_error(
+                    ctx,
+                    "axis",
+                    format!("{axis} is out of range for rank {}", s.len()),
+                ));
+            }
+            Some(
+                s.iter()
+                    .enumerate()
+                    .map(|(i, &d)| if (i as i64) < a { d } else { 1 })
+                    .collect(),
+            )
+        }
+    };
+    let stats = TensorMeta {
+        dtype: stash,
+        shape: stats_shape,
+    };
+    Ok(vec![x.clone(), stats.clone(), stats])
 }
 
 #[cfg(test)]
