@@ -317,6 +317,7 @@ mod tests {
             inputs,
             values: &values,
             attrs,
+            outputs: 1,
         })
     }
 

@@ -17,6 +17,7 @@ pub mod elementwise;
 pub mod nn;
 pub mod reduce;
 pub mod shape;
+pub mod slicing;
 
 /// Dimension value for an unknown dim.
 pub const UNKNOWN: i64 = -1;
@@ -97,6 +98,8 @@ pub struct InferCtx<'a> {
     /// Values of inputs known ahead of time (constants, folded shapes), by input index.
     pub values: &'a [Option<&'a HostTensor>],
     pub attrs: &'a Attrs,
+    /// How many outputs the node has (Split divides into that many).
+    pub outputs: usize,
 }
 
 impl InferCtx<'_> {
@@ -166,6 +169,7 @@ impl OpRegistry {
         nn::register(&mut reg);
         shape::register(&mut reg);
         reduce::register(&mut reg);
+        slicing::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.

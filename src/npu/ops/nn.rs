@@ -453,6 +453,7 @@ mod tests {
             inputs,
             values: &values,
             attrs: &attrs,
+            outputs: 1,
         })
     }
 

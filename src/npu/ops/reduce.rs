@@ -183,6 +183,7 @@ mod tests {
             inputs,
             values: &vals,
             attrs: &attrs,
+            outputs: 1,
         })?
         .remove(0))
     }

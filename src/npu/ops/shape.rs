@@ -472,6 +472,7 @@ mod tests {
             inputs,
             values: &vals,
             attrs: &attrs,
+            outputs: 1,
         })?
         .remove(0)
         .shape)
