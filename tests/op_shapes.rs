@@ -122,13 +122,21 @@ fn check(case: &Path, g: &ComputeGraph, reg: &OpRegistry) -> Option<Vec<String>>
         outputs: node.output_descs.len(),
     };
     let out = g.node(g.net_output()?);
-    let expected: Vec<TensorMeta> = out.input_descs.iter().map(meta).collect::<Option<_>>()?;
+    // Each graph output names the op output it is (exporters leave optional outputs out,
+    // so the k-th graph output need not be the op's k-th).
+    let expected: Vec<(usize, TensorMeta)> = out
+        .inputs
+        .iter()
+        .zip(&out.input_descs)
+        .map(|(p, d)| Some((p.as_ref()?.index as usize, meta(d)?)))
+        .collect::<Option<_>>()?;
     let got = match (spec.infer)(&ctx) {
         Ok(got) => got,
         Err(e) => return Some(vec![format!("inference failed: {e}")]),
     };
     let mut problems = Vec::new();
-    for (i, want) in expected.iter().enumerate() {
+    for (i, want) in &expected {
+        let i = *i;
         let Some(have) = got.get(i) else {
             problems.push(format!("output {i}: not produced"));
             continue;

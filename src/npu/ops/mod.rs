@@ -14,8 +14,10 @@ use std::fmt;
 use crate::npu::{Attr, DType, HostTensor};
 
 pub mod elementwise;
+pub mod gather;
 pub mod nn;
 pub mod reduce;
+pub mod rnn;
 pub mod shape;
 pub mod slicing;
 
@@ -170,6 +172,8 @@ impl OpRegistry {
         shape::register(&mut reg);
         reduce::register(&mut reg);
         slicing::register(&mut reg);
+        gather::register(&mut reg);
+        rnn::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.

@@ -263,7 +263,8 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }])
 }
 
-fn scalar(t: &HostTensor) -> Option<f64> {
+/// The first element of a numeric host tensor, as f64.
+pub fn scalar_value(t: &HostTensor) -> Option<f64> {
     let b = &t.data;
     Some(match t.dtype {
         DType::F32 => f32::from_le_bytes(b.get(..4)?.try_into().ok()?) as f64,
@@ -281,7 +282,7 @@ fn infer_range(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(3, 3)?;
     let dtype = ctx.inputs[0].dtype;
     let vals: Option<Vec<f64>> = (0..3)
-        .map(|i| ctx.values.get(i).copied().flatten().and_then(scalar))
+        .map(|i| ctx.values.get(i).copied().flatten().and_then(scalar_value))
         .collect();
     let len = match vals.as_deref() {
         Some(&[start, limit, delta]) if delta != 0.0 => {
