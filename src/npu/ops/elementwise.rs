@@ -49,6 +49,9 @@ const SAME_AS_INPUT: &[&str] = &[
     "Tan",
     "Tanh",
     "ThresholdedRelu",
+    "BitwiseNot",
+    "Hardmax",
+    "MeanVarianceNormalization",
 ];
 
 /// Binary and variadic arithmetic: inputs of one dtype, output of that dtype.
@@ -64,6 +67,10 @@ const ARITHMETIC: &[(&str, usize, usize)] = &[
     ("Min", 1, usize::MAX),
     ("Sum", 1, usize::MAX),
     ("Mean", 1, usize::MAX),
+    ("BitShift", 2, 2),
+    ("BitwiseAnd", 2, 2),
+    ("BitwiseOr", 2, 2),
+    ("BitwiseXor", 2, 2),
 ];
 
 /// Comparisons: inputs of one dtype, bool output.
@@ -110,6 +117,9 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(spec("Where", infer_where));
     reg.add(spec("SelectV2", infer_where));
     reg.add(spec("Cast", infer_cast));
+    reg.add(spec("CastLike", infer_cast_like));
+    reg.add(spec("DequantizeLinear", infer_dequantize));
+    reg.add(spec("QuantizeLinear", infer_quantize));
 }
 
 /// The broadcast shape of `shapes`, or the pair that does not broadcast.
@@ -298,6 +308,39 @@ fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     };
     Ok(vec![TensorMeta {
         dtype: to,
+        shape: ctx.inputs[0].shape.clone(),
+    }])
+}
+
+/// CastLike: input 0 converted to input 1's element type.
+fn infer_cast_like(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    Ok(vec![TensorMeta {
+        dtype: ctx.inputs[1].dtype,
+        shape: ctx.inputs[0].shape.clone(),
+    }])
+}
+
+/// DequantizeLinear: x's shape, in the scale's floating-point type.
+fn infer_dequantize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    Ok(vec![TensorMeta {
+        dtype: ctx.inputs[1].dtype,
+        shape: ctx.inputs[0].shape.clone(),
+    }])
+}
+
+/// QuantizeLinear: x's shape, in the zero point's integer type (uint8 without one, or the
+/// `output_dtype` attribute).
+fn infer_quantize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = match (ctx.inputs.get(2), ctx.attrs.get("output_dtype")) {
+        (Some(zero_point), _) => zero_point.dtype,
+        (None, Some(crate::npu::Attr::DType(d))) => *d,
+        (None, _) => DType::U8,
+    };
+    Ok(vec![TensorMeta {
+        dtype,
         shape: ctx.inputs[0].shape.clone(),
     }])
 }

@@ -15,6 +15,19 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(spec("MatMul", infer_matmul));
     reg.add(spec("Gemm", infer_gemm));
     reg.add(spec("Conv", infer_conv));
+    reg.add(spec("ConvTranspose", infer_conv_transpose));
+    reg.add(OpSpec {
+        name: "Resize",
+        infer: infer_resize,
+        value_inputs: &[1, 2, 3],
+        data_dependent: false,
+    });
+    reg.add(OpSpec {
+        name: "Upsample",
+        infer: infer_resize,
+        value_inputs: &[1],
+        data_dependent: false,
+    });
     reg.add(spec("MaxPool", infer_pool));
     reg.add(spec("AveragePool", infer_pool));
     reg.add(spec("LpPool", infer_pool));
@@ -287,6 +300,176 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     out.extend(spatial_dims(ctx, x, &kernel, false)?);
     Ok(vec![TensorMeta {
         dtype,
+        shape: Some(out),
+    }])
+}
+
+/// ConvTranspose: X [N, C, D...], W [C, M/group, K...] -> [N, M, D'...], where
+/// D' = stride * (D - 1) + output_padding + ((K - 1) * dilation + 1) - pads, or
+/// `output_shape` when given.
+fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(vec![TensorMeta { dtype, shape: None }]);
+    };
+    if x.len() < 3 || w.len() != x.len() {
+        return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
+    }
+    let group = int(ctx, "group", 1)?;
+    let n = x.len() - 2;
+    let kernel = ints(ctx, "kernel_shape")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| w[2..].to_vec());
+    let strides = ints(ctx, "strides")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![1; n]);
+    let dilations = ints(ctx, "dilations")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![1; n]);
+    let out_pad = ints(ctx, "output_padding")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![0; n]);
+    let pads = ints(ctx, "pads")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![0; 2 * n]);
+    if [kernel.len(), strides.len(), dilations.len(), out_pad.len()]
+        .iter()
+        .any(|&l| l != n)
+        || pads.len() != 2 * n
+    {
+        return Err(attr_error(
+            ctx,
+            "kernel_shape/strides/dilations/output_padding/pads",
+            format!("do not fit {n} spatial dims"),
+        ));
+    }
+    let channels = if w[1] < 0 { UNKNOWN } else { w[1] * group };
+    let mut out = vec![x[0], channels];
+    if let Some(shape) = ints(ctx, "output_shape")? {
+        out.extend(shape.iter().rev().take(n).rev());
+    } else {
+        let auto_pad = ctx
+            .attrs
+            .get("auto_pad")
+            .and_then(|a| a.as_str())
+            .unwrap_or("NOTSET");
+        for i in 0..n {
+            let d = x[2 + i];
+            out.push(match auto_pad {
+                _ if d < 0 => UNKNOWN,
+                "SAME_UPPER" | "SAME_LOWER" => d * strides[i],
+                _ => {
+                    strides[i] * (d - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+                        - pads[i]
+                        - pads[i + n]
+                }
+            });
+        }
+    }
+    Ok(vec![TensorMeta {
+        dtype,
+        shape: Some(out),
+    }])
+}
+
+/// Resize (X, roi, scales, sizes; opset 10 and Upsample: X, scales): `sizes` when given,
+/// else each dim times its scale, rounded down; `axes` limits both to some dims.
+fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 4)?;
+    let x = &ctx.inputs[0];
+    let Some(s) = &x.shape else {
+        return Ok(vec![x.clone()]);
+    };
+    let value = |i: usize| {
+        ctx.values
+            .get(i)
+            .copied()
+            .flatten()
+            .filter(|t| t.element_count().is_some_and(|n| n > 0))
+    };
+    let (scales_at, sizes_at) = if ctx.inputs.len() <= 2 {
+        (1, usize::MAX)
+    } else {
+        (2, 3)
+    };
+    let axes: Vec<usize> = match ints(ctx, "axes")? {
+        Some(a) => a
+            .iter()
+            .map(|&v| if v < 0 { v + s.len() as i64 } else { v } as usize)
+            .collect(),
+        None => (0..s.len()).collect(),
+    };
+    if axes.iter().any(|&a| a >= s.len()) {
+        return Err(attr_error(
+            ctx,
+            "axes",
+            format!("do not fit rank {}", s.len()),
+        ));
+    }
+    let mut out = s.clone();
+    if let Some(t) = value(sizes_at) {
+        let sizes = crate::npu::ops::shape::int_values(t)
+            .ok_or_else(|| ctx.input_error(sizes_at, "sizes are int64"))?;
+        if sizes.len() != axes.len() {
+            return Err(ctx.input_error(
+                sizes_at,
+                format!("{} sizes for {} axes", sizes.len(), axes.len()),
+            ));
+        }
+        let policy = ctx
+            .attrs
+            .get("keep_aspect_ratio_policy")
+            .and_then(|a| a.as_str())
+            .unwrap_or("stretch");
+        if policy == "stretch" {
+            for (&a, &v) in axes.iter().zip(&sizes) {
+                out[a] = v;
+            }
+        } else {
+            // One scale for all axes: the smallest (not_larger) or largest (not_smaller).
+            let ratios = axes
+                .iter()
+                .zip(&sizes)
+                .map(|(&a, &v)| v as f64 / s[a] as f64);
+            let scale = if policy == "not_larger" {
+                ratios.fold(f64::INFINITY, f64::min)
+            } else {
+                ratios.fold(0.0, f64::max)
+            };
+            for &a in &axes {
+                out[a] = if s[a] < 0 {
+                    UNKNOWN
+                } else {
+                    (s[a] as f64 * scale).round() as i64
+                };
+            }
+        }
+    } else if let Some(t) = value(scales_at) {
+        let scales: Vec<f64> = t
+            .data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect();
+        if t.dtype != crate::npu::DType::F32 || scales.len() != axes.len() {
+            return Err(
+                ctx.input_error(scales_at, format!("expected {} float32 scales", axes.len()))
+            );
+        }
+        for (&a, &f) in axes.iter().zip(&scales) {
+            out[a] = if s[a] < 0 {
+                UNKNOWN
+            } else {
+                (s[a] as f64 * f).floor() as i64
+            };
+        }
+    } else {
+        for &a in &axes {
+            out[a] = UNKNOWN;
+        }
+    }
+    Ok(vec![TensorMeta {
+        dtype: x.dtype,
         shape: Some(out),
     }])
 }
