@@ -352,16 +352,8 @@ mod tests {
     use crate::npu::ops::Attrs;
 
     fn infer(op: &str, inputs: &[TensorMeta], attrs: &Attrs) -> Result<Vec<TensorMeta>, OpError> {
-        let reg = OpRegistry::new();
-        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-        let values = vec![None; inputs.len()];
-        (spec.infer)(&InferCtx {
-            op,
-            inputs,
-            values: &values,
-            attrs,
-            outputs: 1,
-        })
+        let pairs: Vec<(&str, Attr)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        crate::npu::ops::infer_for_test(op, inputs, &[], &pairs, 1)
     }
 
     fn f32(shape: &[i64]) -> TensorMeta {

@@ -116,17 +116,9 @@ fn infer_one_hot(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         None => UNKNOWN,
     };
     let rank = s.len() + 1;
-    let axis = ctx.attrs.get("axis").and_then(|a| a.as_int()).unwrap_or(-1);
-    let a = if axis < 0 { axis + rank as i64 } else { axis };
-    if a < 0 || a >= rank as i64 {
-        return Err(OpError::Attribute {
-            op: ctx.op.into(),
-            name: "axis".into(),
-            msg: format!("{axis} is out of range for rank {rank}"),
-        });
-    }
+    let a = ctx.axis(ctx.attr_int("axis", -1)?, rank, "axis")?;
     let mut out = s.clone();
-    out.insert(a as usize, depth);
+    out.insert(a, depth);
     Ok(vec![TensorMeta {
         dtype,
         shape: Some(out),
@@ -140,20 +132,9 @@ fn infer_compress(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let shape = match (ctx.attrs.get("axis").and_then(|a| a.as_int()), &x.shape) {
         (None, _) => Some(vec![UNKNOWN]),
         (Some(axis), Some(s)) => {
-            let a = if axis < 0 {
-                axis + s.len() as i64
-            } else {
-                axis
-            };
-            if a < 0 || a >= s.len() as i64 {
-                return Err(OpError::Attribute {
-                    op: ctx.op.into(),
-                    name: "axis".into(),
-                    msg: format!("{axis} is out of range"),
-                });
-            }
+            let a = ctx.axis(axis, s.len(), "axis")?;
             let mut d = s.clone();
-            d[a as usize] = UNKNOWN;
+            d[a] = UNKNOWN;
             Some(d)
         }
         (Some(_), None) => None,
@@ -202,23 +183,15 @@ fn infer_unique(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
 
     #[test]
     fn gather_nd_and_one_hot() {
         let reg = OpRegistry::new();
         let run = |op: &str, inputs: &[TensorMeta]| {
-            let values = vec![None; inputs.len()];
-            (reg.get(op).unwrap().infer)(&InferCtx {
-                op,
-                inputs,
-                values: &values,
-                attrs: &Attrs::new(),
-                outputs: 1,
-            })
-            .unwrap()
-            .remove(0)
-            .shape
+            crate::npu::ops::infer_for_test(op, inputs, &[], &[], 1)
+                .unwrap()
+                .remove(0)
+                .shape
         };
         let f = |s: &[i64]| TensorMeta::new(DType::F32, s);
         let i = |s: &[i64]| TensorMeta::new(DType::I64, s);

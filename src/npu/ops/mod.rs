@@ -129,6 +129,81 @@ impl InferCtx<'_> {
             msg: msg.into(),
         }
     }
+
+    pub fn attr_error(&self, name: &str, msg: impl Into<String>) -> OpError {
+        OpError::Attribute {
+            op: self.op.to_string(),
+            name: name.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// An int attribute, `default` when absent.
+    pub fn attr_int(&self, name: &str, default: i64) -> Result<i64, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Int(v)) => Ok(*v),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not an int"))),
+        }
+    }
+
+    /// A list-of-ints attribute, `None` when absent.
+    pub fn attr_ints(&self, name: &str) -> Result<Option<&[i64]>, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::Ints(v)) => Ok(Some(v)),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a list of ints"))),
+        }
+    }
+
+    /// A possibly negative axis, normalized for `rank`; `name` is the attribute it came from.
+    pub fn axis(&self, axis: i64, rank: usize, name: &str) -> Result<usize, OpError> {
+        let r = rank as i64;
+        let a = if axis < 0 { axis + r } else { axis };
+        if a < 0 || a >= r {
+            return Err(
+                self.attr_error(name, format!("axis {axis} is out of range for rank {rank}"))
+            );
+        }
+        Ok(a as usize)
+    }
+
+    /// The integer value of input `i`, when known ahead of time.
+    pub fn value_ints(&self, i: usize) -> Result<Option<Vec<i64>>, OpError> {
+        match self.values.get(i).copied().flatten() {
+            None => Ok(None),
+            Some(t) => shape::int_values(t).map(Some).ok_or_else(|| {
+                self.input_error(i, format!("is {}, expected int64 values", t.dtype))
+            }),
+        }
+    }
+}
+
+/// Runs `op`'s inference on `inputs` with the given known values and attributes: the one
+/// driver of the families' unit tests.
+#[cfg(test)]
+pub(crate) fn infer_for_test(
+    op: &str,
+    inputs: &[TensorMeta],
+    values: &[Option<&HostTensor>],
+    attrs: &[(&str, Attr)],
+    outputs: usize,
+) -> Result<Vec<TensorMeta>, OpError> {
+    let reg = OpRegistry::new();
+    let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
+    let attrs: Attrs = attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let mut values = values.to_vec();
+    values.resize(inputs.len(), None);
+    (spec.infer)(&InferCtx {
+        op,
+        inputs,
+        values: &values,
+        attrs: &attrs,
+        outputs,
+    })
 }
 
 /// An op's shape and dtype inference.

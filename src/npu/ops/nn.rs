@@ -41,33 +41,6 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(spec("LayerNormalization", infer_layer_norm));
 }
 
-fn attr_error(ctx: &InferCtx, name: &str, msg: impl Into<String>) -> OpError {
-    OpError::Attribute {
-        op: ctx.op.to_string(),
-        name: name.to_string(),
-        msg: msg.into(),
-    }
-}
-
-fn ints<'a>(ctx: &'a InferCtx, name: &str) -> Result<Option<&'a [i64]>, OpError> {
-    match ctx.attrs.get(name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_ints()
-            .map(Some)
-            .ok_or_else(|| attr_error(ctx, name, format!("is {a:?}, not a list of ints"))),
-    }
-}
-
-fn int(ctx: &InferCtx, name: &str, default: i64) -> Result<i64, OpError> {
-    match ctx.attrs.get(name) {
-        None => Ok(default),
-        Some(a) => a
-            .as_int()
-            .ok_or_else(|| attr_error(ctx, name, format!("is {a:?}, not an int"))),
-    }
-}
-
 /// Outputs that have input 0's shape and dtype (Dropout's optional mask aside).
 fn infer_first_input(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if ctx.inputs.is_empty() {
@@ -153,12 +126,12 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             return Err(ctx.input_error(i, format!("is {s:?}; Gemm takes 2-D operands")));
         }
     }
-    let (m, k) = if int(ctx, "transA", 0)? != 0 {
+    let (m, k) = if ctx.attr_int("transA", 0)? != 0 {
         (a[1], a[0])
     } else {
         (a[0], a[1])
     };
-    let (k2, n) = if int(ctx, "transB", 0)? != 0 {
+    let (k2, n) = if ctx.attr_int("transB", 0)? != 0 {
         (b[1], b[0])
     } else {
         (b[0], b[1])
@@ -225,24 +198,26 @@ fn spatial_dims(
     ceil: bool,
 ) -> Result<Vec<i64>, OpError> {
     let n = kernel.len();
-    let strides = ints(ctx, "strides")?
+    let strides = ctx
+        .attr_ints("strides")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![1; n]);
-    let dilations = ints(ctx, "dilations")?
+    let dilations = ctx
+        .attr_ints("dilations")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![1; n]);
-    let pads = ints(ctx, "pads")?
+    let pads = ctx
+        .attr_ints("pads")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![0; 2 * n]);
     if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
-        return Err(attr_error(
-            ctx,
+        return Err(ctx.attr_error(
             "strides/dilations/pads",
             format!("do not fit {n} spatial dims"),
         ));
     }
     if strides.iter().chain(&dilations).any(|&v| v < 1) {
-        return Err(attr_error(ctx, "strides/dilations", "must be positive"));
+        return Err(ctx.attr_error("strides/dilations", "must be positive"));
     }
     let auto_pad = ctx
         .attrs
@@ -280,9 +255,9 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if x.len() < 3 || w.len() != x.len() {
         return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
     }
-    let group = int(ctx, "group", 1)?;
+    let group = ctx.attr_int("group", 1)?;
     if group < 1 {
-        return Err(attr_error(ctx, "group", "must be positive"));
+        return Err(ctx.attr_error("group", "must be positive"));
     }
     if x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group {
         return Err(ctx.input_error(
@@ -293,7 +268,8 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             ),
         ));
     }
-    let kernel = ints(ctx, "kernel_shape")?
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| w[2..].to_vec());
     let mut out = vec![x[0], w[0]];
@@ -316,21 +292,26 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if x.len() < 3 || w.len() != x.len() {
         return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
     }
-    let group = int(ctx, "group", 1)?;
+    let group = ctx.attr_int("group", 1)?;
     let n = x.len() - 2;
-    let kernel = ints(ctx, "kernel_shape")?
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| w[2..].to_vec());
-    let strides = ints(ctx, "strides")?
+    let strides = ctx
+        .attr_ints("strides")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![1; n]);
-    let dilations = ints(ctx, "dilations")?
+    let dilations = ctx
+        .attr_ints("dilations")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![1; n]);
-    let out_pad = ints(ctx, "output_padding")?
+    let out_pad = ctx
+        .attr_ints("output_padding")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![0; n]);
-    let pads = ints(ctx, "pads")?
+    let pads = ctx
+        .attr_ints("pads")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| vec![0; 2 * n]);
     if [kernel.len(), strides.len(), dilations.len(), out_pad.len()]
@@ -338,15 +319,14 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .any(|&l| l != n)
         || pads.len() != 2 * n
     {
-        return Err(attr_error(
-            ctx,
+        return Err(ctx.attr_error(
             "kernel_shape/strides/dilations/output_padding/pads",
             format!("do not fit {n} spatial dims"),
         ));
     }
     let channels = if w[1] < 0 { UNKNOWN } else { w[1] * group };
     let mut out = vec![x[0], channels];
-    if let Some(shape) = ints(ctx, "output_shape")? {
+    if let Some(shape) = ctx.attr_ints("output_shape")? {
         out.extend(shape.iter().rev().take(n).rev());
     } else {
         let auto_pad = ctx
@@ -393,7 +373,7 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     } else {
         (2, 3)
     };
-    let axes: Vec<usize> = match ints(ctx, "axes")? {
+    let axes: Vec<usize> = match ctx.attr_ints("axes")? {
         Some(a) => a
             .iter()
             .map(|&v| if v < 0 { v + s.len() as i64 } else { v } as usize)
@@ -401,11 +381,7 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         None => (0..s.len()).collect(),
     };
     if axes.iter().any(|&a| a >= s.len()) {
-        return Err(attr_error(
-            ctx,
-            "axes",
-            format!("do not fit rank {}", s.len()),
-        ));
+        return Err(ctx.attr_error("axes", format!("do not fit rank {}", s.len())));
     }
     let mut out = s.clone();
     if let Some(t) = value(sizes_at) {
@@ -482,8 +458,9 @@ fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let Some(x) = &ctx.inputs[0].shape else {
         return Ok(vec![TensorMeta { dtype, shape: None }]);
     };
-    let kernel =
-        ints(ctx, "kernel_shape")?.ok_or_else(|| attr_error(ctx, "kernel_shape", "is missing"))?;
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| ctx.attr_error("kernel_shape", "is missing"))?;
     if x.len() != kernel.len() + 2 {
         return Err(ctx.input_error(
             0,
@@ -493,7 +470,7 @@ fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             ),
         ));
     }
-    let ceil = int(ctx, "ceil_mode", 0)? != 0;
+    let ceil = ctx.attr_int("ceil_mode", 0)? != 0;
     let mut out = vec![x[0], x[1]];
     out.extend(spatial_dims(ctx, x, kernel, ceil)?);
     let y = TensorMeta {
@@ -540,7 +517,7 @@ fn infer_batch_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             return Err(ctx.input_error(i, format!("is {s:?}; expected [{c}]")));
         }
     }
-    if int(ctx, "training_mode", 0)? != 0 {
+    if ctx.attr_int("training_mode", 0)? != 0 {
         // Training form: the updated running mean and variance follow Y.
         let stats = TensorMeta {
             dtype: ctx.inputs[3].dtype,
@@ -569,14 +546,13 @@ fn infer_dropout(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 fn infer_layer_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     let x = &ctx.inputs[0];
-    let stash = match int(ctx, "stash_type", 1)? {
+    let stash = match ctx.attr_int("stash_type", 1)? {
         1 => crate::npu::DType::F32,
         10 => crate::npu::DType::F16,
         16 => crate::npu::DType::Bf16,
         11 => crate::npu::DType::F64,
         other => {
-            return Err(attr_error(
-                ctx,
+            return Err(ctx.attr_error(
                 "stash_type",
                 format!("{other} is not a floating-point ONNX type"),
             ));
@@ -585,23 +561,11 @@ fn infer_layer_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let stats_shape = match &x.shape {
         None => None,
         Some(s) => {
-            let axis = int(ctx, "axis", -1)?;
-            let a = if axis < 0 {
-                axis + s.len() as i64
-            } else {
-                axis
-            };
-            if a < 0 || a >= s.len() as i64 {
-                return Err(attr_error(
-                    ctx,
-                    "axis",
-                    format!("{axis} is out of range for rank {}", s.len()),
-                ));
-            }
+            let a = ctx.axis(ctx.attr_int("axis", -1)?, s.len(), "axis")?;
             Some(
                 s.iter()
                     .enumerate()
-                    .map(|(i, &d)| if (i as i64) < a { d } else { 1 })
+                    .map(|(i, &d)| if i < a { d } else { 1 })
                     .collect(),
             )
         }
@@ -616,7 +580,6 @@ fn infer_layer_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
     use crate::npu::{Attr, DType};
 
     fn infer(
@@ -624,20 +587,7 @@ mod tests {
         inputs: &[TensorMeta],
         attrs: &[(&str, Attr)],
     ) -> Result<Vec<TensorMeta>, OpError> {
-        let reg = OpRegistry::new();
-        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let values = vec![None; inputs.len()];
-        (spec.infer)(&InferCtx {
-            op,
-            inputs,
-            values: &values,
-            attrs: &attrs,
-            outputs: 1,
-        })
+        crate::npu::ops::infer_for_test(op, inputs, &[], attrs, 1)
     }
 
     fn f32(shape: &[i64]) -> TensorMeta {

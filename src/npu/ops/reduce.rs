@@ -48,30 +48,11 @@ pub fn register(reg: &mut OpRegistry) {
     });
 }
 
-fn attr_int(ctx: &InferCtx, name: &str, default: i64) -> Result<i64, OpError> {
-    match ctx.attrs.get(name) {
-        None => Ok(default),
-        Some(a) => a.as_int().ok_or_else(|| OpError::Attribute {
-            op: ctx.op.into(),
-            name: name.into(),
-            msg: format!("is {a:?}, not an int"),
-        }),
-    }
-}
-
 /// Normalized, checked axes for `rank`.
 fn normalize(ctx: &InferCtx, axes: &[i64], rank: usize) -> Result<Vec<bool>, OpError> {
     let mut mark = vec![false; rank];
     for &a in axes {
-        let n = if a < 0 { a + rank as i64 } else { a };
-        if n < 0 || n >= rank as i64 {
-            return Err(OpError::Attribute {
-                op: ctx.op.into(),
-                name: "axes".into(),
-                msg: format!("axis {a} is out of range for rank {rank}"),
-            });
-        }
-        mark[n as usize] = true;
+        mark[ctx.axis(a, rank, "axes")?] = true;
     }
     Ok(mark)
 }
@@ -79,7 +60,7 @@ fn normalize(ctx: &InferCtx, axes: &[i64], rank: usize) -> Result<Vec<bool>, OpE
 fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 2)?;
     let x = &ctx.inputs[0];
-    let keep = attr_int(ctx, "keepdims", 1)? != 0;
+    let keep = ctx.attr_int("keepdims", 1)? != 0;
     let Some(s) = &x.shape else {
         return Ok(vec![TensorMeta {
             dtype: x.dtype,
@@ -114,7 +95,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     };
     let mark = match axes {
         Some(a) if !a.is_empty() => normalize(ctx, &a, s.len())?,
-        _ if attr_int(ctx, "noop_with_empty_axes", 0)? != 0 => vec![false; s.len()],
+        _ if ctx.attr_int("noop_with_empty_axes", 0)? != 0 => vec![false; s.len()],
         _ => vec![true; s.len()],
     };
     let out = s
@@ -140,8 +121,8 @@ fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             shape: None,
         }]);
     };
-    let mark = normalize(ctx, &[attr_int(ctx, "axis", 0)?], s.len())?;
-    let keep = attr_int(ctx, "keepdims", 1)? != 0;
+    let mark = normalize(ctx, &[ctx.attr_int("axis", 0)?], s.len())?;
+    let keep = ctx.attr_int("keepdims", 1)? != 0;
     let out = s
         .iter()
         .zip(&mark)
@@ -161,7 +142,6 @@ fn infer_cumsum(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
     use crate::npu::{Attr, HostTensor};
 
     fn run(
@@ -170,22 +150,7 @@ mod tests {
         values: &[Option<&HostTensor>],
         attrs: &[(&str, Attr)],
     ) -> Result<TensorMeta, OpError> {
-        let reg = OpRegistry::new();
-        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let mut vals = values.to_vec();
-        vals.resize(inputs.len(), None);
-        Ok((spec.infer)(&InferCtx {
-            op,
-            inputs,
-            values: &vals,
-            attrs: &attrs,
-            outputs: 1,
-        })?
-        .remove(0))
+        Ok(crate::npu::ops::infer_for_test(op, inputs, values, attrs, 1)?.remove(0))
     }
 
     fn f32(shape: &[i64]) -> TensorMeta {

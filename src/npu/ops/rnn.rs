@@ -88,31 +88,20 @@ fn infer_rnn(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
     use crate::npu::{Attr, DType};
 
     #[test]
     fn lstm_shapes() {
-        let reg = OpRegistry::new();
-        let spec = reg.get("LSTM").unwrap();
-        let attrs: Attrs = [
-            ("hidden_size".to_string(), Attr::Int(4)),
-            ("direction".to_string(), Attr::Str("bidirectional".into())),
-        ]
-        .into();
+        let attrs = [
+            ("hidden_size", Attr::Int(4)),
+            ("direction", Attr::Str("bidirectional".into())),
+        ];
         let inputs = [
             TensorMeta::new(DType::F32, &[-1, 2, 3]),
             TensorMeta::new(DType::F32, &[2, 16, 3]),
             TensorMeta::new(DType::F32, &[2, 16, 4]),
         ];
-        let out = (spec.infer)(&InferCtx {
-            op: "LSTM",
-            inputs: &inputs,
-            values: &[None, None, None],
-            attrs: &attrs,
-            outputs: 3,
-        })
-        .unwrap();
+        let out = crate::npu::ops::infer_for_test("LSTM", &inputs, &[], &attrs, 3).unwrap();
         let shapes: Vec<Vec<i64>> = out.into_iter().map(|t| t.shape.unwrap()).collect();
         assert_eq!(shapes, [vec![-1, 2, 2, 4], vec![2, 2, 4], vec![2, 2, 4]]);
     }

@@ -50,56 +50,6 @@ pub fn int_values(t: &HostTensor) -> Option<Vec<i64>> {
     }
 }
 
-impl InferCtx<'_> {
-    /// The integer value of input `i` when known ahead of time.
-    fn value_ints(&self, i: usize) -> Result<Option<Vec<i64>>, OpError> {
-        match self.values.get(i).copied().flatten() {
-            None => Ok(None),
-            Some(t) => int_values(t).map(Some).ok_or_else(|| {
-                self.input_error(i, format!("is {}, expected int64 values", t.dtype))
-            }),
-        }
-    }
-
-    fn attr_ints(&self, name: &str) -> Result<Option<Vec<i64>>, OpError> {
-        match self.attrs.get(name) {
-            None => Ok(None),
-            Some(Attr::Ints(v)) => Ok(Some(v.clone())),
-            Some(other) => Err(OpError::Attribute {
-                op: self.op.to_string(),
-                name: name.into(),
-                msg: format!("is {other:?}, not a list of ints"),
-            }),
-        }
-    }
-
-    fn attr_int(&self, name: &str, default: i64) -> Result<i64, OpError> {
-        match self.attrs.get(name) {
-            None => Ok(default),
-            Some(Attr::Int(v)) => Ok(*v),
-            Some(other) => Err(OpError::Attribute {
-                op: self.op.to_string(),
-                name: name.into(),
-                msg: format!("is {other:?}, not an int"),
-            }),
-        }
-    }
-
-    /// Normalizes a possibly negative axis for `rank`.
-    fn axis(&self, axis: i64, rank: usize, what: &str) -> Result<usize, OpError> {
-        let r = rank as i64;
-        let a = if axis < 0 { axis + r } else { axis };
-        if a < 0 || a >= r {
-            return Err(OpError::Attribute {
-                op: self.op.to_string(),
-                name: what.into(),
-                msg: format!("axis {axis} is out of range for rank {rank}"),
-            });
-        }
-        Ok(a as usize)
-    }
-}
-
 fn meta(dtype: DType, shape: Option<Vec<i64>>) -> Vec<TensorMeta> {
     vec![TensorMeta { dtype, shape }]
 }
@@ -216,7 +166,7 @@ fn infer_flatten(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 /// The axes of Squeeze/Unsqueeze: attribute before opset 13, input 1 from 13.
 fn axes(ctx: &InferCtx) -> Result<Option<Vec<i64>>, OpError> {
     if let Some(a) = ctx.attr_ints("axes")? {
-        return Ok(Some(a));
+        return Ok(Some(a.to_vec()));
     }
     if ctx.inputs.len() > 1 {
         return ctx.value_ints(1);
@@ -292,9 +242,10 @@ fn infer_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let Some(s) = &x.shape else {
         return Ok(meta(x.dtype, None));
     };
-    let perm = ctx
-        .attr_ints("perm")?
-        .unwrap_or_else(|| (0..s.len() as i64).rev().collect());
+    let perm: Vec<i64> = match ctx.attr_ints("perm")? {
+        Some(p) => p.to_vec(),
+        None => (0..s.len() as i64).rev().collect(),
+    };
     let mut seen = vec![false; s.len()];
     let mut out = Vec::with_capacity(s.len());
     for &p in &perm {
@@ -443,7 +394,6 @@ fn infer_constant_of_shape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
 
     fn i64s(v: &[i64]) -> HostTensor {
         HostTensor {
@@ -459,23 +409,11 @@ mod tests {
         values: &[Option<&HostTensor>],
         attrs: &[(&str, Attr)],
     ) -> Result<Option<Vec<i64>>, OpError> {
-        let reg = OpRegistry::new();
-        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let mut vals = values.to_vec();
-        vals.resize(inputs.len(), None);
-        Ok((spec.infer)(&InferCtx {
-            op,
-            inputs,
-            values: &vals,
-            attrs: &attrs,
-            outputs: 1,
-        })?
-        .remove(0)
-        .shape)
+        Ok(
+            crate::npu::ops::infer_for_test(op, inputs, values, attrs, 1)?
+                .remove(0)
+                .shape,
+        )
     }
 
     fn f32(shape: &[i64]) -> TensorMeta {

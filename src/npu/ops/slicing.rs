@@ -5,7 +5,6 @@
 //! k, Range's bounds); without it the output's rank is still known. NonZero's output shape
 //! depends on the data itself and is only known after it has run.
 
-use crate::npu::ops::shape::int_values;
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
 use crate::npu::{Attr, DType, HostTensor};
 
@@ -30,38 +29,6 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(spec("Trilu", infer_trilu, &[], false));
 }
 
-fn value(ctx: &InferCtx, i: usize) -> Result<Option<Vec<i64>>, OpError> {
-    match ctx.values.get(i).copied().flatten() {
-        None => Ok(None),
-        Some(t) => int_values(t)
-            .map(Some)
-            .ok_or_else(|| ctx.input_error(i, format!("is {}, expected int64", t.dtype))),
-    }
-}
-
-fn attr_int(ctx: &InferCtx, name: &str, default: i64) -> Result<i64, OpError> {
-    match ctx.attrs.get(name) {
-        None => Ok(default),
-        Some(a) => a.as_int().ok_or_else(|| OpError::Attribute {
-            op: ctx.op.into(),
-            name: name.into(),
-            msg: format!("is {a:?}, not an int"),
-        }),
-    }
-}
-
-fn axis_of(ctx: &InferCtx, axis: i64, rank: usize) -> Result<usize, OpError> {
-    let a = if axis < 0 { axis + rank as i64 } else { axis };
-    if a < 0 || a >= rank as i64 {
-        return Err(OpError::Attribute {
-            op: ctx.op.into(),
-            name: "axis".into(),
-            msg: format!("{axis} is out of range for rank {rank}"),
-        });
-    }
-    Ok(a as usize)
-}
-
 fn unknown_like(x: &TensorMeta) -> Option<Vec<i64>> {
     x.shape.as_ref().map(|s| vec![UNKNOWN; s.len()])
 }
@@ -80,12 +47,12 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .map(<[i64]>::to_vec)
     };
     let starts = if ctx.inputs.len() > 1 {
-        value(ctx, 1)?
+        ctx.value_ints(1)?
     } else {
         from_attr("starts")
     };
     let ends = if ctx.inputs.len() > 2 {
-        value(ctx, 2)?
+        ctx.value_ints(2)?
     } else {
         from_attr("ends")
     };
@@ -96,13 +63,13 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }]);
     };
     let axes = if ctx.inputs.len() > 3 {
-        value(ctx, 3)?
+        ctx.value_ints(3)?
     } else {
         from_attr("axes")
     }
     .unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = if ctx.inputs.len() > 4 {
-        value(ctx, 4)?
+        ctx.value_ints(4)?
     } else {
         None
     }
@@ -112,7 +79,7 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }
     let mut out = s.clone();
     for k in 0..starts.len() {
-        let a = axis_of(ctx, axes[k], s.len())?;
+        let a = ctx.axis(axes[k], s.len(), "axis")?;
         let dim = s[a];
         let step = steps[k];
         if step == 0 {
@@ -157,10 +124,10 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let Some(s) = &x.shape else {
         return Ok(vec![x.clone(); n]);
     };
-    let axis = axis_of(ctx, attr_int(ctx, "axis", 0)?, s.len())?;
+    let axis = ctx.axis(ctx.attr_int("axis", 0)?, s.len(), "axis")?;
     let split = match ctx.attrs.get("split").and_then(Attr::as_ints) {
         Some(v) => Some(v.to_vec()),
-        None if ctx.inputs.len() > 1 => value(ctx, 1)?,
+        None if ctx.inputs.len() > 1 => ctx.value_ints(1)?,
         None => None,
     };
     let parts: Vec<i64> = match split {
@@ -201,7 +168,7 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     let x = &ctx.inputs[0];
-    let (Some(s), Some(r)) = (&x.shape, value(ctx, 1)?) else {
+    let (Some(s), Some(r)) = (&x.shape, ctx.value_ints(1)?) else {
         return Ok(vec![TensorMeta {
             dtype: x.dtype,
             shape: unknown_like(x),
@@ -229,7 +196,7 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     };
     let pads = match ctx.attrs.get("pads").and_then(Attr::as_ints) {
         Some(p) => Some(p.to_vec()),
-        None => value(ctx, 1)?,
+        None => ctx.value_ints(1)?,
     };
     let Some(pads) = pads else {
         return Ok(vec![TensorMeta {
@@ -238,13 +205,13 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }]);
     };
     let axes: Vec<usize> = match if ctx.inputs.len() > 3 {
-        value(ctx, 3)?
+        ctx.value_ints(3)?
     } else {
         None
     } {
         Some(a) => a
             .iter()
-            .map(|&v| axis_of(ctx, v, s.len()))
+            .map(|&v| ctx.axis(v, s.len(), "axis"))
             .collect::<Result<_, _>>()?,
         None => (0..s.len()).collect(),
     };
@@ -316,10 +283,10 @@ fn infer_topk(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let Some(s) = &x.shape else {
         return Ok(vec![x.clone(), TensorMeta::unknown_rank(DType::I64)]);
     };
-    let axis = axis_of(ctx, attr_int(ctx, "axis", -1)?, s.len())?;
+    let axis = ctx.axis(ctx.attr_int("axis", -1)?, s.len(), "axis")?;
     let k = match ctx.attrs.get("k").and_then(Attr::as_int) {
         Some(k) => Some(k),
-        None => value(ctx, 1)?.and_then(|v| v.first().copied()),
+        None => ctx.value_ints(1)?.and_then(|v| v.first().copied()),
     };
     let mut out = s.clone();
     out[axis] = match k {
@@ -346,7 +313,7 @@ fn infer_topk(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 fn blocks(ctx: &InferCtx, to_space: bool) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let x = &ctx.inputs[0];
-    let b = attr_int(ctx, "blocksize", 0)?;
+    let b = ctx.attr_int("blocksize", 0)?;
     if b < 1 {
         return Err(OpError::Attribute {
             op: ctx.op.into(),
@@ -399,7 +366,6 @@ fn infer_trilu(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::Attrs;
 
     fn i64s(v: &[i64]) -> HostTensor {
         HostTensor {
@@ -416,21 +382,7 @@ mod tests {
         attrs: &[(&str, Attr)],
         outputs: usize,
     ) -> Result<Vec<TensorMeta>, OpError> {
-        let reg = OpRegistry::new();
-        let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let mut vals = values.to_vec();
-        vals.resize(inputs.len(), None);
-        (spec.infer)(&InferCtx {
-            op,
-            inputs,
-            values: &vals,
-            attrs: &attrs,
-            outputs,
-        })
+        crate::npu::ops::infer_for_test(op, inputs, values, attrs, outputs)
     }
 
     fn f32(shape: &[i64]) -> TensorMeta {
