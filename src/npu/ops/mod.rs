@@ -179,6 +179,16 @@ impl InferCtx<'_> {
     }
 }
 
+/// A 1-D int64 host tensor, for tests.
+#[cfg(test)]
+pub(crate) fn i64s(v: &[i64]) -> HostTensor {
+    HostTensor {
+        dtype: DType::I64,
+        shape: vec![v.len() as i64],
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
 /// Runs `op`'s inference on `inputs` with the given known values and attributes: the one
 /// driver of the families' unit tests.
 #[cfg(test)]

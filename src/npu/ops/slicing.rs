@@ -367,13 +367,7 @@ fn infer_trilu(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 mod tests {
     use super::*;
 
-    fn i64s(v: &[i64]) -> HostTensor {
-        HostTensor {
-            dtype: DType::I64,
-            shape: vec![v.len() as i64],
-            data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        }
-    }
+    use crate::npu::ops::i64s;
 
     fn run(
         op: &str,
