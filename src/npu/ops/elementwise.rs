@@ -89,37 +89,31 @@ const LOGIC: &[&str] = &["And", "Or", "Xor", "LogicalAnd", "LogicalOr"];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    let spec = |name: &'static str, infer| OpSpec {
-        name,
-        infer,
-        value_inputs: &[],
-        data_dependent: false,
-    };
     for &name in SAME_AS_INPUT {
-        reg.add(spec(name, infer_unary));
+        reg.add(OpSpec::new(name, infer_unary));
     }
     for &(name, _, _) in ARITHMETIC {
-        reg.add(spec(name, infer_arithmetic));
+        reg.add(OpSpec::new(name, infer_arithmetic));
     }
     for &name in COMPARISON {
-        reg.add(spec(name, infer_comparison));
+        reg.add(OpSpec::new(name, infer_comparison));
     }
     for &name in LOGIC {
-        reg.add(spec(name, infer_logic));
+        reg.add(OpSpec::new(name, infer_logic));
     }
-    reg.add(spec("Not", infer_not));
-    reg.add(spec("LogicalNot", infer_not));
-    reg.add(spec("IsNaN", infer_is_class));
-    reg.add(spec("IsNan", infer_is_class));
-    reg.add(spec("IsInf", infer_is_class));
-    reg.add(spec("Pow", infer_pow));
-    reg.add(spec("Clip", infer_clip));
-    reg.add(spec("Where", infer_where));
-    reg.add(spec("SelectV2", infer_where));
-    reg.add(spec("Cast", infer_cast));
-    reg.add(spec("CastLike", infer_cast_like));
-    reg.add(spec("DequantizeLinear", infer_dequantize));
-    reg.add(spec("QuantizeLinear", infer_quantize));
+    reg.add(OpSpec::new("Not", infer_not));
+    reg.add(OpSpec::new("LogicalNot", infer_not));
+    reg.add(OpSpec::new("IsNaN", infer_is_class));
+    reg.add(OpSpec::new("IsNan", infer_is_class));
+    reg.add(OpSpec::new("IsInf", infer_is_class));
+    reg.add(OpSpec::new("Pow", infer_pow));
+    reg.add(OpSpec::new("Clip", infer_clip));
+    reg.add(OpSpec::new("Where", infer_where));
+    reg.add(OpSpec::new("SelectV2", infer_where));
+    reg.add(OpSpec::new("Cast", infer_cast));
+    reg.add(OpSpec::new("CastLike", infer_cast_like));
+    reg.add(OpSpec::new("DequantizeLinear", infer_dequantize));
+    reg.add(OpSpec::new("QuantizeLinear", infer_quantize));
 }
 
 /// The broadcast shape of `shapes`, or the pair that does not broadcast.

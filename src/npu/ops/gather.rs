@@ -7,25 +7,19 @@ use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    let spec = |name: &'static str, infer, value_inputs: &'static [usize], data_dependent| OpSpec {
-        name,
-        infer,
-        value_inputs,
-        data_dependent,
-    };
-    reg.add(spec("GatherElements", infer_gather_elements, &[], false));
-    reg.add(spec("GatherND", infer_gather_nd, &[], false));
+    reg.add(OpSpec::new("GatherElements", infer_gather_elements));
+    reg.add(OpSpec::new("GatherND", infer_gather_nd));
     for name in [
         "ScatterElements",
         "ScatterND",
         "TensorScatterUpdate",
         "Scatter",
     ] {
-        reg.add(spec(name, infer_scatter, &[], false));
+        reg.add(OpSpec::new(name, infer_scatter));
     }
-    reg.add(spec("OneHot", infer_one_hot, &[1], false));
-    reg.add(spec("Compress", infer_compress, &[], true));
-    reg.add(spec("Unique", infer_unique, &[], true));
+    reg.add(OpSpec::new("OneHot", infer_one_hot).reading(&[1]));
+    reg.add(OpSpec::new("Compress", infer_compress).data_dependent());
+    reg.add(OpSpec::new("Unique", infer_unique).data_dependent());
 }
 
 fn require_indices(ctx: &InferCtx, i: usize) -> Result<(), OpError> {

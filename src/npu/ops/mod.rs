@@ -232,6 +232,29 @@ pub struct OpSpec {
     pub data_dependent: bool,
 }
 
+impl OpSpec {
+    /// An op whose inference needs shapes only and whose output shape does not depend on
+    /// the data.
+    pub const fn new(name: &'static str, infer: InferFn) -> Self {
+        OpSpec {
+            name,
+            infer,
+            value_inputs: &[],
+            data_dependent: false,
+        }
+    }
+    /// Inference also reads the values of these inputs.
+    pub const fn reading(mut self, value_inputs: &'static [usize]) -> Self {
+        self.value_inputs = value_inputs;
+        self
+    }
+    /// The output shape depends on the data.
+    pub const fn data_dependent(mut self) -> Self {
+        self.data_dependent = true;
+        self
+    }
+}
+
 impl fmt::Debug for OpSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpSpec")

@@ -6,39 +6,23 @@ use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    let spec = |name: &'static str, infer| OpSpec {
-        name,
-        infer,
-        value_inputs: &[],
-        data_dependent: false,
-    };
-    reg.add(spec("MatMul", infer_matmul));
-    reg.add(spec("Gemm", infer_gemm));
-    reg.add(spec("Conv", infer_conv));
-    reg.add(spec("ConvTranspose", infer_conv_transpose));
-    reg.add(OpSpec {
-        name: "Resize",
-        infer: infer_resize,
-        value_inputs: &[1, 2, 3],
-        data_dependent: false,
-    });
-    reg.add(OpSpec {
-        name: "Upsample",
-        infer: infer_resize,
-        value_inputs: &[1],
-        data_dependent: false,
-    });
-    reg.add(spec("MaxPool", infer_pool));
-    reg.add(spec("AveragePool", infer_pool));
-    reg.add(spec("LpPool", infer_pool));
-    reg.add(spec("GlobalAveragePool", infer_global_pool));
-    reg.add(spec("GlobalMaxPool", infer_global_pool));
+    reg.add(OpSpec::new("MatMul", infer_matmul));
+    reg.add(OpSpec::new("Gemm", infer_gemm));
+    reg.add(OpSpec::new("Conv", infer_conv));
+    reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose));
+    reg.add(OpSpec::new("Resize", infer_resize).reading(&[1, 2, 3]));
+    reg.add(OpSpec::new("Upsample", infer_resize).reading(&[1]));
+    reg.add(OpSpec::new("MaxPool", infer_pool));
+    reg.add(OpSpec::new("AveragePool", infer_pool));
+    reg.add(OpSpec::new("LpPool", infer_pool));
+    reg.add(OpSpec::new("GlobalAveragePool", infer_global_pool));
+    reg.add(OpSpec::new("GlobalMaxPool", infer_global_pool));
     for name in ["Softmax", "LogSoftmax", "LRN", "InstanceNormalization"] {
-        reg.add(spec(name, infer_first_input));
+        reg.add(OpSpec::new(name, infer_first_input));
     }
-    reg.add(spec("Dropout", infer_dropout));
-    reg.add(spec("BatchNormalization", infer_batch_norm));
-    reg.add(spec("LayerNormalization", infer_layer_norm));
+    reg.add(OpSpec::new("Dropout", infer_dropout));
+    reg.add(OpSpec::new("BatchNormalization", infer_batch_norm));
+    reg.add(OpSpec::new("LayerNormalization", infer_layer_norm));
 }
 
 /// Outputs that have input 0's shape and dtype (Dropout's optional mask aside).

@@ -25,27 +25,12 @@ const REDUCTIONS: &[&str] = &[
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for &name in REDUCTIONS {
-        reg.add(OpSpec {
-            name,
-            infer: infer_reduce,
-            value_inputs: &[1],
-            data_dependent: false,
-        });
+        reg.add(OpSpec::new(name, infer_reduce).reading(&[1]));
     }
     for name in ["ArgMax", "ArgMin"] {
-        reg.add(OpSpec {
-            name,
-            infer: infer_arg,
-            value_inputs: &[],
-            data_dependent: false,
-        });
+        reg.add(OpSpec::new(name, infer_arg));
     }
-    reg.add(OpSpec {
-        name: "CumSum",
-        infer: infer_cumsum,
-        value_inputs: &[],
-        data_dependent: false,
-    });
+    reg.add(OpSpec::new("CumSum", infer_cumsum));
 }
 
 /// Normalized, checked axes for `rank`.

@@ -10,12 +10,7 @@ use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for name in ["LSTM", "GRU", "RNN"] {
-        reg.add(OpSpec {
-            name,
-            infer: infer_rnn,
-            value_inputs: &[],
-            data_dependent: false,
-        });
+        reg.add(OpSpec::new(name, infer_rnn));
     }
 }
 

@@ -12,23 +12,17 @@ use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    let spec = |name: &'static str, infer, value_inputs: &'static [usize]| OpSpec {
-        name,
-        infer,
-        value_inputs,
-        data_dependent: false,
-    };
-    reg.add(spec("Reshape", infer_reshape, &[1]));
-    reg.add(spec("Flatten", infer_flatten, &[]));
-    reg.add(spec("Squeeze", infer_squeeze, &[1]));
-    reg.add(spec("Unsqueeze", infer_unsqueeze, &[1]));
-    reg.add(spec("Transpose", infer_transpose, &[]));
-    reg.add(spec("Concat", infer_concat, &[]));
-    reg.add(spec("Shape", infer_shape_op, &[]));
-    reg.add(spec("Size", infer_size, &[]));
-    reg.add(spec("Expand", infer_expand, &[1]));
-    reg.add(spec("Gather", infer_gather, &[]));
-    reg.add(spec("ConstantOfShape", infer_constant_of_shape, &[0]));
+    reg.add(OpSpec::new("Reshape", infer_reshape).reading(&[1]));
+    reg.add(OpSpec::new("Flatten", infer_flatten));
+    reg.add(OpSpec::new("Squeeze", infer_squeeze).reading(&[1]));
+    reg.add(OpSpec::new("Unsqueeze", infer_unsqueeze).reading(&[1]));
+    reg.add(OpSpec::new("Transpose", infer_transpose));
+    reg.add(OpSpec::new("Concat", infer_concat));
+    reg.add(OpSpec::new("Shape", infer_shape_op));
+    reg.add(OpSpec::new("Size", infer_size));
+    reg.add(OpSpec::new("Expand", infer_expand).reading(&[1]));
+    reg.add(OpSpec::new("Gather", infer_gather));
+    reg.add(OpSpec::new("ConstantOfShape", infer_constant_of_shape).reading(&[0]));
 }
 
 /// The integer values of a host tensor (int64 or int32).

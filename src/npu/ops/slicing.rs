@@ -10,23 +10,16 @@ use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    let spec =
-        |name: &'static str, infer, value_inputs: &'static [usize], data_dependent: bool| OpSpec {
-            name,
-            infer,
-            value_inputs,
-            data_dependent,
-        };
-    reg.add(spec("Slice", infer_slice, &[1, 2, 3, 4], false));
-    reg.add(spec("Split", infer_split, &[1], false));
-    reg.add(spec("Tile", infer_tile, &[1], false));
-    reg.add(spec("Pad", infer_pad, &[1, 3], false));
-    reg.add(spec("Range", infer_range, &[0, 1, 2], false));
-    reg.add(spec("NonZero", infer_nonzero, &[], true));
-    reg.add(spec("TopK", infer_topk, &[1], false));
-    reg.add(spec("DepthToSpace", infer_depth_to_space, &[], false));
-    reg.add(spec("SpaceToDepth", infer_space_to_depth, &[], false));
-    reg.add(spec("Trilu", infer_trilu, &[], false));
+    reg.add(OpSpec::new("Slice", infer_slice).reading(&[1, 2, 3, 4]));
+    reg.add(OpSpec::new("Split", infer_split).reading(&[1]));
+    reg.add(OpSpec::new("Tile", infer_tile).reading(&[1]));
+    reg.add(OpSpec::new("Pad", infer_pad).reading(&[1, 3]));
+    reg.add(OpSpec::new("Range", infer_range).reading(&[0, 1, 2]));
+    reg.add(OpSpec::new("NonZero", infer_nonzero).data_dependent());
+    reg.add(OpSpec::new("TopK", infer_topk).reading(&[1]));
+    reg.add(OpSpec::new("DepthToSpace", infer_depth_to_space));
+    reg.add(OpSpec::new("SpaceToDepth", infer_space_to_depth));
+    reg.add(OpSpec::new("Trilu", infer_trilu));
 }
 
 fn unknown_like(x: &TensorMeta) -> Option<Vec<i64>> {
