@@ -11,13 +11,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
 
 #[path = "support/ge_graph.rs"]
 mod ge_graph;
+#[path = "support/peer.rs"]
+mod peer;
 use ge_graph::ge_graph;
 use rt2::om::file::{self, ReadOptions};
 use rt2::om::om_writer::{OmBuildOptions, build_om};
@@ -60,38 +61,6 @@ fn bench_compile(c: &mut Criterion, onnx: &[u8]) {
     g.finish();
 }
 
-/// ONNX Runtime's session creation for the same model, through tools/ort_session.py in
-/// the pinned environment. `None` (with the reason printed) when Python cannot be had.
-fn ort_session_ms(model: &PathBuf) -> Option<serde_json::Value> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let py = Command::new("bash")
-        .arg(root.join("tools/pyenv.sh"))
-        .output()
-        .ok()?;
-    if !py.status.success() {
-        eprintln!(
-            "peer: tools/pyenv.sh failed: {}",
-            String::from_utf8_lossy(&py.stderr)
-        );
-        return None;
-    }
-    let python = String::from_utf8_lossy(&py.stdout).trim().to_string();
-    let out = Command::new(python)
-        .arg(root.join("tools/ort_session.py"))
-        .arg(model)
-        .arg("10")
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "peer: ort_session.py failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
-}
-
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench_read(&mut c);
@@ -104,27 +73,6 @@ fn main() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join("chain_10k.onnx");
     std::fs::write(&path, &onnx).expect("writing the benchmark model");
-    compile(&onnx);
-    let mut times: Vec<f64> = (0..10)
-        .map(|_| {
-            let t = Instant::now();
-            black_box(compile(&onnx));
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    let rt2_ms = times[times.len() / 2];
-    match ort_session_ms(&path) {
-        Some(ort) => {
-            let ort_ms = ort["session_ms"]["median"].as_f64().unwrap_or(f64::NAN);
-            println!(
-                "peer: 10k-node ONNX model: rt2 compile {rt2_ms:.1} ms, ONNX Runtime {} session creation {ort_ms:.1} ms (ratio {:.2})",
-                ort["ort_version"].as_str().unwrap_or("?"),
-                rt2_ms / ort_ms
-            );
-        }
-        None => println!(
-            "peer: 10k-node ONNX model: rt2 compile {rt2_ms:.1} ms; ONNX Runtime not measured"
-        ),
-    }
+    let rt2_ms = peer::median_ms(10, || compile(&onnx));
+    peer::report("10k-node ONNX model, compile", rt2_ms, &path);
 }

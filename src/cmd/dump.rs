@@ -8,6 +8,7 @@ use anyhow::bail;
 use crate::cmd::input::{self, Input};
 use crate::cmd::progress::Progress;
 use crate::cmd::{Status, output};
+use crate::exec::ExecuteGraph;
 use crate::exec::view::{self, GraphSelect};
 use crate::om::file::ReadOptions;
 use crate::om::{dot, ir, json, text};
@@ -17,7 +18,7 @@ pub struct Args {
     /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX) or `.exeg`.
     pub file: PathBuf,
     /// Which graph to show: the ComputeGraph (default for model files) or the
-    /// ExecuteGraph (default, and the only view, for `.exeg` files).
+    /// ExecuteGraph (lowering a model file first; the only view of `.exeg` files).
     #[arg(long, value_enum)]
     pub view: Option<View>,
     /// With `--view exe`: which of the three graphs.
@@ -82,36 +83,41 @@ fn json_bytes(value: &serde_json::Value) -> anyhow::Result<Vec<u8>> {
     Ok(s.into_bytes())
 }
 
+fn write_exe(args: &Args, eg: &ExecuteGraph, progress: Progress) -> anyhow::Result<Status> {
+    let which = GraphSelect::from(args.graph);
+    let bytes = match args.format {
+        DumpFormat::Dot => view::to_dot(eg, which).into_bytes(),
+        DumpFormat::Json => json_bytes(&view::to_json(eg, which))?,
+        DumpFormat::Pbtxt => view::to_text(eg).into_bytes(),
+    };
+    drop(progress);
+    output::write_or_print(args.output.as_deref(), &bytes)?;
+    Ok(Status::Success)
+}
+
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let progress = Progress::start(args.output.is_some());
     progress.step(format!("reading {}", args.file.display()));
-    let file = match input::read_input(&args.file, &ReadOptions::default())? {
-        Input::Exeg(eg) => {
-            if args.view == Some(View::Compute) {
-                bail!(
-                    "{}: an .exeg holds an ExecuteGraph; it has no ComputeGraph view",
-                    args.file.display()
-                );
-            }
-            let which = GraphSelect::from(args.graph);
-            let bytes = match args.format {
-                DumpFormat::Dot => view::to_dot(&eg, which).into_bytes(),
-                DumpFormat::Json => json_bytes(&view::to_json(&eg, which))?,
-                DumpFormat::Pbtxt => view::to_text(&eg).into_bytes(),
-            };
-            drop(progress);
-            output::write_or_print(args.output.as_deref(), &bytes)?;
-            return Ok(Status::Success);
+    let input = input::read_input(&args.file, &ReadOptions::default())?;
+    let file = match input {
+        Input::Exeg(_) if args.view == Some(View::Compute) => bail!(
+            "{}: an .exeg holds an ExecuteGraph; it has no ComputeGraph view",
+            args.file.display()
+        ),
+        Input::Model(file) if args.view == Some(View::Exe) => {
+            progress.step("lowering");
+            let eg = input::lower_model(
+                &args.file,
+                &file,
+                args.model,
+                &crate::lower::LowerOptions::default(),
+            )?;
+            input::release(file);
+            return write_exe(&args, &eg, progress);
         }
+        Input::Exeg(eg) => return write_exe(&args, &eg, progress),
         Input::Model(file) => file,
     };
-    if args.view == Some(View::Exe) {
-        bail!(
-            "{}: --view exe of a model file needs lowering, which this rt2 does not have yet; \
-             it works on .exeg files",
-            args.file.display()
-        );
-    }
     let Some(m) = file.models.iter().find(|m| m.index == args.model) else {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
         bail!(

@@ -241,7 +241,7 @@ fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
     Ok(())
 }
 
-fn table() -> Table {
+pub fn table() -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t

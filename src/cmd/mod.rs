@@ -13,6 +13,7 @@ pub mod compile;
 pub mod dump;
 pub mod input;
 pub mod inspect;
+pub mod lower;
 pub mod output;
 pub mod progress;
 
@@ -30,7 +31,9 @@ pub enum Command {
     Compile(compile::Args),
     /// Tell what a file is: OM header and partitions, graphs, inputs and outputs.
     Inspect(inspect::Args),
-    /// Write a view of a model's ComputeGraph as Graphviz DOT, JSON or GE text dump.
+    /// Lower a model into an ExecuteGraph (Init, Main, DeInit) and write it as `.exeg`.
+    Lower(lower::Args),
+    /// Write a view of a model's ComputeGraph or ExecuteGraph as Graphviz DOT, JSON or text.
     Dump(dump::Args),
 }
 
@@ -72,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
         Command::Compile(args) => compile::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Lower(args) => lower::run(args),
         Command::Dump(args) => dump::run(args),
     }
 }

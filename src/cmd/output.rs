@@ -34,9 +34,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         })?;
     tmp.write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))?;
-    tmp.as_file()
-        .sync_all()
-        .with_context(|| format!("writing {}", path.display()))?;
+    // A temporary file is private (0600); the result gets an ordinary file's mode. No
+    // fsync: the promise is "whole or not at all" against a failing rt2, and flushing a
+    // 100 MB model to disk costs more than the lowering that made it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("writing {}", path.display()))?;

@@ -13,17 +13,20 @@
 //! - boundaries (see [`crate::exec::graph`]): `Data` only in Main, with `index` attributes
 //!   exactly `0..inputs.len()`; `InnerData` with an `index` below Init's export count (Main,
 //!   DeInit) or the owner's input count (subgraphs), and none in Init itself; at most one
-//!   `NetOutput`, only in Main, with one input per model output; at most one
-//!   `InnerNetOutput` per graph; a subgraph's `InnerNetOutput` has one input per owner
-//!   output (except a While's cond, which yields the condition);
-//! - `If` owns 2 subgraphs, `Case` at least 1, `While` 2, every other node none;
+//!   `NetOutput`, only in Main, with two inputs (shape, memory) per model output; at most
+//!   one `InnerNetOutput` per graph; a subgraph's `InnerNetOutput` has one input per owner
+//!   output, except a While's cond, which yields the condition, and a Loop's body, which
+//!   yields the condition first;
+//! - `If` owns 2 subgraphs, `Case` at least 1, `While` 2, `Loop` 1, every other node none;
 //! - a tensor attribute's dims are non-negative and its bytes match shape and dtype.
 //!
 //! The checks only read: they never panic and never allocate by a number taken from the
 //! graph without it being bounded by the graph's own size.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
+
+use foldhash::fast::FixedState;
 
 use crate::exec::graph::{ExecAttr, ExecGraph, ExecNode, ExecuteGraph, GraphKind, KernelClass};
 use crate::exec::kernels::kernel_type;
@@ -97,7 +100,10 @@ impl<'a> Checker<'a> {
 
     fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
         let len = g.nodes.len();
-        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        // A hash map, not a tree: comparing long names with shared prefixes
+        // (`conv12/AllocMemHbm_0`) dominated the loader's time on large graphs.
+        let mut names: HashMap<&str, usize, FixedState> =
+            HashMap::with_capacity_and_hasher(g.nodes.len(), FixedState::default());
         for (i, n) in g.nodes.iter().enumerate() {
             let at = Some((i, n));
             if let Some(&first) = names.get(n.name.as_str()) {
@@ -204,15 +210,17 @@ impl<'a> Checker<'a> {
 
     fn subgraph_count(&mut self, path: &str, i: usize, n: &ExecNode) {
         let have = n.subgraphs.len();
-        let ok = match n.kernel.as_str() {
+        let ok = match n.kernel.as_ref() {
             "If" | "While" => have == 2,
             "Case" => have >= 1,
+            "Loop" => have == 1,
             _ => have == 0,
         };
         if !ok {
-            let need = match n.kernel.as_str() {
+            let need = match n.kernel.as_ref() {
                 "If" | "While" => "2",
                 "Case" => "at least 1",
+                "Loop" => "1",
                 _ => "none",
             };
             self.push(
@@ -230,6 +238,11 @@ impl<'a> Checker<'a> {
     /// through left-over predecessors finds one cycle to name.
     fn cycles(&mut self, g: &ExecGraph, path: &str) {
         let len = g.nodes.len();
+        // A graph whose every edge points backwards in the array has no cycle; lowering
+        // writes graphs sorted, so loading one costs a scan, not a sort.
+        if (0..len).all(|i| g.predecessors(i).all(|p| p < i)) {
+            return;
+        }
         let Err(stuck) = g.topological_order() else {
             return;
         };
@@ -328,7 +341,7 @@ impl<'a> Checker<'a> {
         let mut net_outputs = Vec::new();
         let mut inner_net_outputs = Vec::new();
         for (i, n) in g.nodes.iter().enumerate() {
-            match n.kernel.as_str() {
+            match n.kernel.as_ref() {
                 "Data" => {
                     data_nodes += 1;
                     if !is_main {
@@ -392,20 +405,24 @@ impl<'a> Checker<'a> {
             );
         }
         if is_main {
-            let want = self.eg.outputs.len();
+            let want = 2 * self.eg.outputs.len();
             match net_outputs.first() {
                 Some(&i) if g.nodes[i].inputs.len() != want => self.push(
                     path,
                     Some((i, &g.nodes[i])),
                     format!(
-                        "NetOutput has {} inputs, the model has {want} outputs",
-                        g.nodes[i].inputs.len()
+                        "NetOutput has {} inputs, the model's {} outputs need {want}",
+                        g.nodes[i].inputs.len(),
+                        self.eg.outputs.len()
                     ),
                 ),
                 None if want > 0 => self.push(
                     path,
                     None,
-                    format!("no NetOutput, the model has {want} outputs"),
+                    format!(
+                        "no NetOutput, the model has {} outputs",
+                        self.eg.outputs.len()
+                    ),
                 ),
                 _ => {}
             }
@@ -437,17 +454,25 @@ impl<'a> Checker<'a> {
         if let Place::Sub { owner, index } = place {
             let is_while_cond = owner.kernel == "While" && index == 0;
             let have = inner_net_outputs.first().map(|&i| g.nodes[i].inputs.len());
-            let want = owner.outputs as usize;
+            let want = owner.outputs as usize + usize::from(owner.kernel == "Loop");
             if !is_while_cond && have.unwrap_or(0) != want {
                 let at = inner_net_outputs.first().map(|&i| (i, &g.nodes[i]));
                 let have = match have {
                     Some(h) => format!("InnerNetOutput has {h} inputs"),
                     None => "no InnerNetOutput".to_string(),
                 };
+                let plus = if owner.kernel == "Loop" {
+                    " plus the condition"
+                } else {
+                    ""
+                };
                 self.push(
                     path,
                     at,
-                    format!("{have}, owner {:?} has {want} outputs", owner.name),
+                    format!(
+                        "{have}, owner {:?} has {} outputs{plus}",
+                        owner.name, owner.outputs
+                    ),
                 );
             }
         }
@@ -672,7 +697,7 @@ mod tests {
     fn net_output_inputs_match_model_outputs() {
         one(
             |eg| eg.outputs.push(ModelIo::default()),
-            "Main: node 7 \"out\": NetOutput has 1 inputs, the model has 2 outputs",
+            "Main: node 7 \"out\": NetOutput has 2 inputs, the model's 2 outputs need 4",
         );
         one(
             |eg| {
@@ -698,12 +723,12 @@ mod tests {
     fn subgraph_outputs_match_owner_outputs() {
         assert_eq!(
             problems(|eg| {
-                eg.main.nodes[6].outputs = 2;
+                eg.main.nodes[6].outputs = 3;
                 eg.main.nodes[6].subgraphs[1].nodes.pop();
             }),
             [
-                "Main/if.then: node 1 \"out\": InnerNetOutput has 1 inputs, owner \"if\" has 2 outputs",
-                "Main/if.else: no InnerNetOutput, owner \"if\" has 2 outputs",
+                "Main/if.then: node 1 \"out\": InnerNetOutput has 2 inputs, owner \"if\" has 3 outputs",
+                "Main/if.else: no InnerNetOutput, owner \"if\" has 3 outputs",
             ]
         );
     }
@@ -712,8 +737,23 @@ mod tests {
     fn while_cond_yields_the_condition_not_the_outputs() {
         let mut eg = sample();
         eg.main.nodes[6].kernel = "While".into();
-        eg.main.nodes[6].outputs = 1;
-        eg.main.nodes[6].subgraphs[0].nodes[1].inputs.clear();
+        eg.main.nodes[6].subgraphs[0].nodes[1].inputs.truncate(1);
+        assert_eq!(check(&eg), []);
+        // A Loop's body yields the condition before the owner's outputs.
+        eg.main.nodes[6].kernel = "Loop".into();
+        let body = eg.main.nodes[6].subgraphs.pop().unwrap();
+        eg.main.nodes[6].subgraphs = vec![body];
+        assert_eq!(
+            check(&eg)
+                .iter()
+                .map(Problem::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "Main/if.else: node 1 \"out\": InnerNetOutput has 2 inputs, owner \"if\" has 2 outputs plus the condition"
+            ]
+        );
+        let out = &mut eg.main.nodes[6].subgraphs[0].nodes[1];
+        out.inputs.insert(0, out.inputs[0]);
         assert_eq!(check(&eg), []);
     }
 
@@ -729,6 +769,7 @@ mod tests {
                 "Main: node 6 \"if\": owns 1 subgraphs, kernel type If needs 2",
                 // A stray subgraph is still checked, against its (wrong) owner.
                 "Main/ws.else: node 0 \"in\": InnerData index 0 is out of range 0..0 of owner inputs",
+                "Main/ws.else: node 1 \"out\": InnerNetOutput has 2 inputs, owner \"ws\" has 1 outputs",
             ]
         );
         one(
@@ -778,7 +819,7 @@ mod tests {
             [
                 "Init: node 2 \"w_dev\": unknown kernel type \"Nope\"",
                 "Main: node 3 \"conv1_launch\": control input refers to node 100, out of range 0..8",
-                "Main: node 7 \"out\": NetOutput has 1 inputs, the model has 0 outputs",
+                "Main: node 7 \"out\": NetOutput has 2 inputs, the model's 0 outputs need 0",
                 "Main/if.else: node 1 \"out\": duplicate node name, also node 0",
                 "DeInit: node 0 \"streams\": InnerData has no int attribute \"index\"",
             ]

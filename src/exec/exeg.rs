@@ -10,17 +10,19 @@
 //! This module converts between the file's messages and the graph model; it does not run,
 //! lower or print graphs.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use prost::Message;
+use rayon::prelude::*;
 
 use crate::exec::check::{Problem, check};
 use crate::exec::graph::{
     ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind, KernelClass,
     ModelIo, Origin, Resources, ValueRef,
 };
+use crate::exec::kernels;
 use crate::npu::DType;
 use crate::proto::exeg as pb;
 
@@ -33,11 +35,13 @@ pub const MAGIC_PREFIX: &[u8] = b"\x0a\x08rt2.exeg";
 /// The value of `ExecuteGraphFile.end_marker`: "exeg" as a little-endian u32.
 pub const END_MARKER: u32 = u32::from_le_bytes(*b"exeg");
 
-/// The format version [`encode`] writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version [`encode`] writes. Version 2 (rt2 0.x, the first with `rt2 lower`)
+/// gave `NetOutput` a (shape, memory) pair per output and added the file-level tables; a
+/// version-1 file would be misread, so it is refused.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The format versions [`decode`] reads.
-pub const SUPPORTED_VERSIONS: &[u32] = &[1];
+pub const SUPPORTED_VERSIONS: &[u32] = &[2];
 
 /// Why an `.exeg` file (or its text form) could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +116,7 @@ pub fn is_exeg(bytes: &[u8]) -> bool {
 /// Serializes `eg`; the same graph always gives the same bytes, starting with
 /// [`MAGIC_PREFIX`].
 pub fn encode(eg: &ExecuteGraph) -> Vec<u8> {
-    to_file(eg).encode_to_vec()
+    to_file_as(eg, Form::Tables).encode_to_vec()
 }
 
 /// Reads an `.exeg` file and checks the graph ([`check`]); every problem is listed in
@@ -125,8 +129,24 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
             found: String::from_utf8_lossy(head).into_owned(),
         });
     }
-    let file =
-        pb::ExecuteGraphFile::decode(bytes).map_err(|source| ExegError::Malformed { source })?;
+    // The three graphs are decoded node by node, straight into the graph model; the rest
+    // of the file (names, tables, counts) by prost as a whole. A file whose wire layout the
+    // fast path does not take (a graph field given twice, which protobuf merges; anything
+    // malformed) goes through prost whole, which merges or names the error.
+    let (file, graphs) = match split_graphs(bytes) {
+        Some((rest, graphs)) => (
+            pb::ExecuteGraphFile::decode(&rest[..])
+                .map_err(|source| ExegError::Malformed { source })?,
+            graphs,
+        ),
+        None => {
+            let mut file = pb::ExecuteGraphFile::decode(bytes)
+                .map_err(|source| ExegError::Malformed { source })?;
+            let graphs = [file.init.take(), file.main.take(), file.deinit.take()]
+                .map(|g| Source::Message(g.unwrap_or_default()));
+            (file, graphs)
+        }
+    };
     // The version decides the layout, so it is judged before the end marker.
     if file.magic == MAGIC
         && SUPPORTED_VERSIONS.contains(&file.format_version)
@@ -137,7 +157,60 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
             found: file.end_marker,
         });
     }
-    from_file(file)
+    from_parts(file, graphs)
+}
+
+/// A graph to convert: a decoded message, or its wire bytes.
+enum Source<'a> {
+    Message(pb::Graph),
+    Wire(&'a [u8]),
+}
+
+/// One field of a message on the wire: its number, its whole encoding (key included) and,
+/// for a length-delimited field, its payload. `None` on anything malformed.
+fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, &'a [u8], &'a [u8])> {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    let start = *buf;
+    let (tag, wire) = decode_key(buf).ok()?;
+    let take = |buf: &mut &'a [u8], n: usize| -> Option<&'a [u8]> {
+        let (head, tail) = buf.split_at_checked(n)?;
+        *buf = tail;
+        Some(head)
+    };
+    let payload: &[u8] = match wire {
+        WireType::Varint => {
+            decode_varint(buf).ok()?;
+            &[]
+        }
+        WireType::SixtyFourBit => take(buf, 8)?,
+        WireType::ThirtyTwoBit => take(buf, 4)?,
+        WireType::LengthDelimited => {
+            let len = usize::try_from(decode_varint(buf).ok()?).ok()?;
+            take(buf, len)?
+        }
+        WireType::StartGroup | WireType::EndGroup => return None,
+    };
+    Some((tag, &start[..start.len() - buf.len()], payload))
+}
+
+/// The file without its three graph fields, and the graphs' wire bytes.
+fn split_graphs(mut buf: &[u8]) -> Option<(Vec<u8>, [Source<'_>; 3])> {
+    let mut rest = Vec::new();
+    let mut graphs: [Option<&[u8]>; 3] = [None; 3];
+    while !buf.is_empty() {
+        let (tag, raw, payload) = next_field(&mut buf)?;
+        match tag {
+            4..=6 => {
+                let slot = &mut graphs[tag as usize - 4];
+                if slot.is_some() {
+                    return None;
+                }
+                *slot = Some(payload);
+            }
+            _ => rest.extend_from_slice(raw),
+        }
+    }
+    Some((rest, graphs.map(|g| Source::Wire(g.unwrap_or_default()))))
 }
 
 /// `Ok` when [`check`] finds nothing, else every problem.
@@ -150,15 +223,42 @@ pub fn check_or_err(eg: &ExecuteGraph) -> Result<(), ExegError> {
     }
 }
 
-/// The file message of `eg` (the text form prints it).
+/// How a node's kernel type, attributes and origin are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Form {
+    /// In the node: the text form, for people.
+    #[default]
+    Inline,
+    /// As an index into a file-level table, one entry per distinct value: the binary form.
+    /// A model's launches share a handful of kernel types and attribute sets, and the
+    /// kernel calls of one compute node share its origin, so the tables make a large file
+    /// a fraction of the size and a loaded graph keeps one copy of each.
+    Tables,
+}
+
+/// The file message of `eg` in the inline form (the text form prints it).
 pub(crate) fn to_file(eg: &ExecuteGraph) -> pb::ExecuteGraphFile {
+    to_file_as(eg, Form::Inline)
+}
+
+fn to_file_as(eg: &ExecuteGraph, form: Form) -> pb::ExecuteGraphFile {
+    let mut t = Tables {
+        form,
+        ..Default::default()
+    };
+    let init = Some(t.graph_to(&eg.init));
+    let main = Some(t.graph_to(&eg.main));
+    let deinit = Some(t.graph_to(&eg.deinit));
     pb::ExecuteGraphFile {
+        origins: t.origins,
+        kernels: t.kernels,
+        attr_sets: t.attr_sets,
         magic: MAGIC.to_string(),
         format_version: FORMAT_VERSION,
         name: eg.name.clone(),
-        init: Some(graph_to(&eg.init)),
-        main: Some(graph_to(&eg.main)),
-        deinit: Some(graph_to(&eg.deinit)),
+        init,
+        main,
+        deinit,
         resources: Some(pb::Resources {
             streams: eg.resources.streams,
             events: eg.resources.events,
@@ -179,18 +279,127 @@ fn io_to(io: &ModelIo) -> pb::ModelIo {
     }
 }
 
-fn graph_to(g: &ExecGraph) -> pb::Graph {
-    pb::Graph {
-        name: g.name.clone(),
-        nodes: g.nodes.iter().map(node_to).collect(),
-        free_launch: g
-            .free_launch
-            .iter()
-            .map(|(f, l)| pb::FreeLaunch {
-                free: f.0,
-                launch: l.0,
-            })
-            .collect(),
+/// The file-level tables as they are filled (binary form): each entry once, in first-use
+/// order, so encoding stays deterministic.
+#[derive(Default)]
+struct Tables {
+    form: Form,
+    origins: Vec<pb::Origin>,
+    origin_at: HashMap<*const Origin, u32>,
+    kernels: Vec<String>,
+    kernel_at: HashMap<String, u32>,
+    attr_sets: Vec<pb::AttrSet>,
+    /// By shared set, then by encoded value: sets lowering made separately but equal
+    /// become one entry too.
+    attrs_at: HashMap<usize, u32>,
+    attrs_by_value: HashMap<Vec<u8>, u32>,
+}
+
+fn attrs_to(a: &crate::npu::AttrMap) -> Vec<pb::Attr> {
+    // Sorted by name, which keeps encoding deterministic.
+    a.iter()
+        .map(|(k, a)| pb::Attr {
+            name: k.clone(),
+            value: Some(attr_to(a)),
+        })
+        .collect()
+}
+
+impl Tables {
+    /// 1 + the table index of `o`, 0 for none.
+    fn origin_index(&mut self, o: &Arc<Origin>) -> u32 {
+        let table = &mut self.origins;
+        *self.origin_at.entry(Arc::as_ptr(o)).or_insert_with(|| {
+            table.push(origin_to(o));
+            table.len() as u32
+        })
+    }
+
+    fn kernel_index(&mut self, k: &str) -> u32 {
+        if let Some(&i) = self.kernel_at.get(k) {
+            return i;
+        }
+        self.kernels.push(k.to_string());
+        let i = self.kernels.len() as u32;
+        self.kernel_at.insert(k.to_string(), i);
+        i
+    }
+
+    fn attrs_index(&mut self, a: &crate::npu::AttrMap) -> u32 {
+        let Some(id) = a.identity() else { return 0 };
+        if let Some(&i) = self.attrs_at.get(&id) {
+            return i;
+        }
+        let set = pb::AttrSet { attrs: attrs_to(a) };
+        let bytes = set.encode_to_vec();
+        let i = match self.attrs_by_value.get(&bytes) {
+            Some(&i) => i,
+            None => {
+                self.attr_sets.push(set);
+                let i = self.attr_sets.len() as u32;
+                self.attrs_by_value.insert(bytes, i);
+                i
+            }
+        };
+        self.attrs_at.insert(id, i);
+        i
+    }
+
+    fn graph_to(&mut self, g: &ExecGraph) -> pb::Graph {
+        pb::Graph {
+            name: g.name.clone(),
+            nodes: g.nodes.iter().map(|n| self.node_to(n)).collect(),
+            free_launch: g
+                .free_launch
+                .iter()
+                .map(|(f, l)| pb::FreeLaunch {
+                    free: f.0,
+                    launch: l.0,
+                })
+                .collect(),
+        }
+    }
+
+    fn node_to(&mut self, n: &ExecNode) -> pb::Node {
+        let mut node = pb::Node {
+            name: n.name.clone(),
+            class: class_to(n.class) as i32,
+            inputs: n
+                .inputs
+                .iter()
+                .map(|v| pb::ValueRef {
+                    node: v.node.0,
+                    output: v.output,
+                })
+                .collect(),
+            outputs: n.outputs,
+            control_inputs: n.control_inputs.iter().map(|c| c.0).collect(),
+            priority: n.priority,
+            subgraphs: n.subgraphs.iter().map(|g| self.graph_to(g)).collect(),
+            ..Default::default()
+        };
+        match self.form {
+            Form::Inline => {
+                node.kernel = n.kernel.to_string();
+                node.attrs = attrs_to(&n.attrs);
+                node.origin = n.origin.as_deref().map(origin_to);
+            }
+            Form::Tables => {
+                node.kernel_index = self.kernel_index(&n.kernel);
+                node.attrs_index = self.attrs_index(&n.attrs);
+                node.origin_index = n.origin.as_ref().map_or(0, |o| self.origin_index(o));
+            }
+        }
+        node
+    }
+}
+
+fn origin_to(o: &Origin) -> pb::Origin {
+    pb::Origin {
+        graph: o.graph.clone(),
+        node: o.node.clone(),
+        op_type: o.op_type.clone(),
+        index: o.index,
     }
 }
 
@@ -199,41 +408,6 @@ fn class_to(c: KernelClass) -> pb::KernelClass {
         KernelClass::Memory => pb::KernelClass::Memory,
         KernelClass::Launch => pb::KernelClass::Launch,
         KernelClass::Normal => pb::KernelClass::Normal,
-    }
-}
-
-fn node_to(n: &ExecNode) -> pb::Node {
-    pb::Node {
-        name: n.name.clone(),
-        kernel: n.kernel.clone(),
-        class: class_to(n.class) as i32,
-        inputs: n
-            .inputs
-            .iter()
-            .map(|v| pb::ValueRef {
-                node: v.node.0,
-                output: v.output,
-            })
-            .collect(),
-        outputs: n.outputs,
-        control_inputs: n.control_inputs.iter().map(|c| c.0).collect(),
-        // BTreeMap iteration: sorted by name, which keeps encoding deterministic.
-        attrs: n
-            .attrs
-            .iter()
-            .map(|(k, a)| pb::Attr {
-                name: k.clone(),
-                value: Some(attr_to(a)),
-            })
-            .collect(),
-        origin: n.origin.as_ref().map(|o| pb::Origin {
-            graph: o.graph.clone(),
-            node: o.node.clone(),
-            op_type: o.op_type.clone(),
-            index: o.index,
-        }),
-        priority: n.priority,
-        subgraphs: n.subgraphs.iter().map(graph_to).collect(),
     }
 }
 
@@ -259,7 +433,13 @@ fn attr_to(a: &ExecAttr) -> pb::attr::Value {
 
 /// Converts a file message to the graph model, then runs [`check`]: problems of both
 /// steps are reported together.
-pub(crate) fn from_file(file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, ExegError> {
+pub(crate) fn from_file(mut file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, ExegError> {
+    let graphs = [file.init.take(), file.main.take(), file.deinit.take()]
+        .map(|g| Source::Message(g.unwrap_or_default()));
+    from_parts(file, graphs)
+}
+
+fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<ExecuteGraph, ExegError> {
     if file.magic != MAGIC {
         return Err(ExegError::BadMagic {
             expected: MAGIC.to_string(),
@@ -271,13 +451,45 @@ pub(crate) fn from_file(file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, Exeg
             found: file.format_version,
         });
     }
-    let mut cv = Converter::default();
+    let mut tables = FileTables {
+        origins: file
+            .origins
+            .into_iter()
+            .map(|o| {
+                Arc::new(Origin {
+                    graph: o.graph,
+                    node: o.node,
+                    op_type: o.op_type,
+                    index: o.index,
+                })
+            })
+            .collect(),
+        kernels: file.kernels.into_iter().map(kernels::intern).collect(),
+        attr_sets: Vec::new(),
+    };
+    let empty = FileTables::default();
+    let mut cv = Converter {
+        t: &empty,
+        problems: Vec::new(),
+    };
+    for (k, set) in file.attr_sets.into_iter().enumerate() {
+        let a = cv.attr_set(set.attrs, &format!("attr_sets[{k}]"), None);
+        tables.attr_sets.push(a);
+    }
+    let mut cv = Converter {
+        t: &tables,
+        problems: cv.problems,
+    };
     let resources = file.resources.unwrap_or_default();
+    let [init, main, deinit] = graphs;
+    let init = cv.source(init, GraphKind::Init.name())?;
+    let main = cv.source(main, GraphKind::Main.name())?;
+    let deinit = cv.source(deinit, GraphKind::DeInit.name())?;
     let eg = ExecuteGraph {
         name: file.name,
-        init: cv.graph(file.init.unwrap_or_default(), GraphKind::Init.name()),
-        main: cv.graph(file.main.unwrap_or_default(), GraphKind::Main.name()),
-        deinit: cv.graph(file.deinit.unwrap_or_default(), GraphKind::DeInit.name()),
+        init,
+        main,
+        deinit,
         resources: Resources {
             streams: resources.streams,
             events: resources.events,
@@ -296,13 +508,24 @@ pub(crate) fn from_file(file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, Exeg
     }
 }
 
-/// File messages to model values, noting what does not convert instead of stopping.
+/// The file's tables, converted once and shared by the nodes that refer to them.
 #[derive(Default)]
-struct Converter {
+struct FileTables {
+    origins: Vec<Arc<Origin>>,
+    kernels: Vec<std::borrow::Cow<'static, str>>,
+    attr_sets: Vec<crate::npu::AttrMap>,
+}
+
+/// File messages to model values, noting what does not convert instead of stopping.
+struct Converter<'t> {
+    t: &'t FileTables,
     problems: Vec<Problem>,
 }
 
-impl Converter {
+/// Nodes per task when a large graph's nodes are converted in parallel.
+const PARALLEL_CHUNK: usize = 4096;
+
+impl Converter<'_> {
     fn problem(&mut self, graph: &str, node: Option<(u32, &str)>, message: String) {
         self.problems.push(Problem {
             graph: graph.to_string(),
@@ -339,6 +562,80 @@ impl Converter {
         out
     }
 
+    fn source(&mut self, g: Source, path: &str) -> Result<ExecGraph, ExegError> {
+        match g {
+            Source::Message(g) => Ok(self.graph(g, path)),
+            Source::Wire(bytes) => self.graph_wire(bytes, path),
+        }
+    }
+
+    /// A graph from its wire bytes, one node message at a time: no vector of decoded node
+    /// messages is built and then moved, which was most of loading a large file's time.
+    fn graph_wire(&mut self, mut buf: &[u8], path: &str) -> Result<ExecGraph, ExegError> {
+        let whole = buf;
+        let mut name = String::new();
+        let mut nodes_wire = Vec::new();
+        let mut free_launch = Vec::new();
+        while !buf.is_empty() {
+            let Some((tag, raw, payload)) = next_field(&mut buf) else {
+                // prost names what is wrong (or takes what the fast path does not).
+                return pb::Graph::decode(whole)
+                    .map(|g| self.graph(g, path))
+                    .map_err(|source| ExegError::Malformed { source });
+            };
+            match tag {
+                2 => nodes_wire.push(payload),
+                // Name and relations are small: prost decodes (and merges) them.
+                _ => {
+                    let part =
+                        pb::Graph::decode(raw).map_err(|source| ExegError::Malformed { source })?;
+                    if !part.name.is_empty() {
+                        name = part.name;
+                    }
+                    free_launch.extend(
+                        part.free_launch
+                            .iter()
+                            .map(|r| (ExecNodeId(r.free), ExecNodeId(r.launch))),
+                    );
+                }
+            }
+        }
+        // Nodes convert independently, so a large graph is spread over the cores in chunks,
+        // each with its own problem list, joined in node order afterwards.
+        let t = self.t;
+        let chunks: Vec<(Vec<ExecNode>, Vec<Problem>, Option<prost::DecodeError>)> = nodes_wire
+            .par_chunks(PARALLEL_CHUNK)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let mut cv = Converter {
+                    t,
+                    problems: Vec::new(),
+                };
+                let mut nodes = Vec::with_capacity(chunk.len());
+                for (j, w) in chunk.iter().enumerate() {
+                    match pb::Node::decode(*w) {
+                        Ok(n) => nodes.push(cv.node(n, path, (c * PARALLEL_CHUNK + j) as u32)),
+                        Err(e) => return (nodes, cv.problems, Some(e)),
+                    }
+                }
+                (nodes, cv.problems, None)
+            })
+            .collect();
+        let mut nodes = Vec::with_capacity(nodes_wire.len());
+        for (part, problems, err) in chunks {
+            if let Some(source) = err {
+                return Err(ExegError::Malformed { source });
+            }
+            nodes.extend(part);
+            self.problems.extend(problems);
+        }
+        Ok(ExecGraph {
+            name,
+            nodes,
+            free_launch,
+        })
+    }
+
     fn graph(&mut self, g: pb::Graph, path: &str) -> ExecGraph {
         let mut nodes = Vec::with_capacity(g.nodes.len());
         for (i, n) in g.nodes.into_iter().enumerate() {
@@ -369,32 +666,25 @@ impl Converter {
                 KernelClass::Normal
             }
         };
-        let mut attrs = BTreeMap::new();
-        for a in n.attrs {
-            let value = match a.value {
-                Some(v) => self.attr(v, path, (i, &n.name), &a.name),
-                None => {
-                    self.problem(
-                        path,
-                        Some((i, &n.name)),
-                        format!("attribute {:?} has no value", a.name),
-                    );
-                    None
-                }
-            };
-            match attrs.entry(a.name) {
-                Entry::Occupied(e) => self.problem(
-                    path,
-                    Some((i, &n.name)),
-                    format!("attribute {:?} appears twice", e.key()),
-                ),
-                Entry::Vacant(e) => {
-                    if let Some(v) = value {
-                        e.insert(v);
-                    }
-                }
-            }
-        }
+        let at = Some((i, n.name.as_str()));
+        let attrs = match n.attrs_index {
+            0 => self.attr_set(n.attrs, path, at),
+            k => self.entry(|c| &c.attr_sets, k, "attr_sets", path, at),
+        };
+        let kernel = match n.kernel_index {
+            0 => kernels::intern(n.kernel),
+            k => self.entry(|c| &c.kernels, k, "kernels", path, at),
+        };
+        let origin = match (n.origin_index, n.origin) {
+            (0, None) => None,
+            (0, Some(o)) => Some(Arc::new(Origin {
+                graph: o.graph,
+                node: o.node,
+                op_type: o.op_type,
+                index: o.index,
+            })),
+            (k, _) => Some(self.entry(|c| &c.origins, k, "origins", path, at)),
+        };
         let sub_prefix = format!("{path}/{}", n.name);
         let mut subgraphs = Vec::with_capacity(n.subgraphs.len());
         for (s, g) in n.subgraphs.into_iter().enumerate() {
@@ -407,7 +697,7 @@ impl Converter {
         }
         ExecNode {
             name: n.name,
-            kernel: n.kernel,
+            kernel,
             class,
             inputs: n
                 .inputs
@@ -420,22 +710,69 @@ impl Converter {
             outputs: n.outputs,
             control_inputs: n.control_inputs.iter().map(|&c| ExecNodeId(c)).collect(),
             attrs,
-            origin: n.origin.map(|o| Origin {
-                graph: o.graph,
-                node: o.node,
-                op_type: o.op_type,
-                index: o.index,
-            }),
+            origin,
             priority: n.priority,
             subgraphs,
         }
+    }
+
+    /// Entry `k - 1` of a file table (`k`: a node's 1-based index), or a problem and a
+    /// default value.
+    fn entry<T: Clone + Default>(
+        &mut self,
+        table: fn(&FileTables) -> &[T],
+        k: u32,
+        name: &str,
+        path: &str,
+        node: Option<(u32, &str)>,
+    ) -> T {
+        let t = table(self.t);
+        if let Some(v) = t.get(k as usize - 1) {
+            return v.clone();
+        }
+        let len = t.len();
+        self.problem(
+            path,
+            node,
+            format!("{name} index {k} is out of range 1..={len} of the file's {name}"),
+        );
+        T::default()
+    }
+
+    /// An attribute set from its messages: names sorted, a repeated name and a missing
+    /// value reported.
+    fn attr_set(
+        &mut self,
+        attrs: Vec<pb::Attr>,
+        path: &str,
+        node: Option<(u32, &str)>,
+    ) -> crate::npu::AttrMap {
+        let mut v = Vec::with_capacity(attrs.len());
+        for a in attrs {
+            match a.value {
+                Some(value) => {
+                    if let Some(value) = self.attr(value, path, node, &a.name) {
+                        v.push((a.name, value));
+                    }
+                }
+                None => self.problem(path, node, format!("attribute {:?} has no value", a.name)),
+            }
+        }
+        v.sort_by(|a: &(String, ExecAttr), b| a.0.cmp(&b.0));
+        for w in v.windows(2) {
+            if w[0].0 == w[1].0 {
+                self.problem(path, node, format!("attribute {:?} appears twice", w[0].0));
+            }
+        }
+        v.dedup_by(|a, b| a.0 == b.0);
+        crate::npu::AttrMap::from_sorted(v)
     }
 
     fn attr(
         &mut self,
         v: pb::attr::Value,
         path: &str,
-        node: (u32, &str),
+        node: Option<(u32, &str)>,
         key: &str,
     ) -> Option<ExecAttr> {
         use pb::attr::Value as V;
@@ -444,7 +781,7 @@ impl Converter {
             if d.is_none() {
                 self.problem(
                     path,
-                    Some(node),
+                    node,
                     format!("attribute {key:?} has unknown dtype {name:?}"),
                 );
             }
@@ -523,15 +860,47 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn binary_form_shares_table_entries_and_checks_their_indices() {
+        let eg = sample();
+        let bytes = encode(&eg);
+        let mut file = pb::ExecuteGraphFile::decode(&bytes[..]).unwrap();
+        // Each kernel type and origin once; nodes refer to them.
+        let mut kernels = file.kernels.clone();
+        kernels.sort();
+        kernels.dedup();
+        assert_eq!(kernels.len(), file.kernels.len());
+        let main = file.main.as_ref().unwrap();
+        assert!(
+            main.nodes
+                .iter()
+                .all(|n| n.kernel.is_empty() && n.kernel_index > 0)
+        );
+        assert_eq!(decode(&bytes).unwrap(), eg);
+        // Out-of-range indices are problems, named by node.
+        let main = file.main.as_mut().unwrap();
+        main.nodes[0].kernel_index = 99;
+        main.nodes[1].attrs_index = 77;
+        let err = decode(&file.encode_to_vec()).unwrap_err().to_string();
+        assert!(
+            err.contains("Main: node 0 \"x\": kernels index 99 is out of range"),
+            "{err}"
+        );
+        assert!(err.contains("attr_sets index 77 is out of range"), "{err}");
+    }
+
+    #[test]
     fn newer_format_version_is_refused_naming_supported_ones() {
         let mut file = to_file(&sample());
-        file.format_version = 2;
+        file.format_version = 3;
         let err = decode(&file.encode_to_vec()).unwrap_err();
-        assert!(matches!(err, ExegError::UnsupportedVersion { found: 2 }));
+        assert!(matches!(err, ExegError::UnsupportedVersion { found: 3 }));
         assert_eq!(
             err.to_string(),
-            "field format_version: version 2 is not supported, this reader supports 1"
+            "field format_version: version 3 is not supported, this reader supports 2"
         );
+        file.format_version = 1;
+        let err = decode(&file.encode_to_vec()).unwrap_err();
+        assert!(matches!(err, ExegError::UnsupportedVersion { found: 1 }));
     }
 
     #[test]

@@ -19,8 +19,10 @@
 //! This file holds data only: the `.exeg` codec, the loader's checks and the views live
 //! beside it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::npu::DType;
 
@@ -119,7 +121,9 @@ pub struct ExecNode {
     /// Unique within its graph.
     pub name: String,
     /// A kernel type the kernel registry knows (`AllocMemHbm`, `LaunchKernelWithHandle`, ...).
-    pub kernel: String,
+    /// Borrowed from the kernel table for every kernel type rt2 knows (no copy per node);
+    /// an unknown name read from a file is owned, for the checks to report.
+    pub kernel: Cow<'static, str>,
     pub class: KernelClass,
     /// Input value slots, in order.
     pub inputs: Vec<ValueRef>,
@@ -127,8 +131,9 @@ pub struct ExecNode {
     pub outputs: u32,
     /// Nodes that must run first although no value flows from them.
     pub control_inputs: Vec<ExecNodeId>,
-    pub attrs: BTreeMap<String, ExecAttr>,
-    pub origin: Option<Origin>,
+    pub attrs: crate::npu::AttrMap,
+    /// Shared by the nodes of one compute node: lowering makes one per compute node.
+    pub origin: Option<Arc<Origin>>,
     /// Lower runs first among ready nodes (`kTopologicalPriority`).
     pub priority: i64,
     /// Subgraphs this node owns (If: then, else; Case: branches; While: cond, body).
@@ -136,7 +141,11 @@ pub struct ExecNode {
 }
 
 impl ExecNode {
-    pub fn new(name: impl Into<String>, kernel: impl Into<String>, class: KernelClass) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        kernel: impl Into<Cow<'static, str>>,
+        class: KernelClass,
+    ) -> Self {
         ExecNode {
             name: name.into(),
             kernel: kernel.into(),
@@ -207,53 +216,9 @@ impl ExecGraph {
     /// deterministic and keeps the array order where edges allow. `Err` holds the nodes
     /// left over: each lies on a cycle or behind one.
     pub fn topological_order(&self) -> Result<Vec<ExecNodeId>, Vec<ExecNodeId>> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        let len = self.nodes.len();
-        // Successors in one flat array (CSR): a large graph has millions of edges, and one
-        // allocation for all of them beats one per node.
-        let mut indegree = vec![0u32; len];
-        let mut start = vec![0u32; len + 1];
-        for (i, deg) in indegree.iter_mut().enumerate() {
-            for p in self.predecessors(i) {
-                start[p + 1] += 1;
-                *deg += 1;
-            }
-        }
-        for i in 0..len {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut succ = vec![0u32; start[len] as usize];
-        for i in 0..len {
-            for p in self.predecessors(i) {
-                succ[fill[p] as usize] = i as u32;
-                fill[p] += 1;
-            }
-        }
-        let mut ready: BinaryHeap<Reverse<u32>> = (0..len as u32)
-            .filter(|&i| indegree[i as usize] == 0)
-            .map(Reverse)
-            .collect();
-        let mut order = Vec::with_capacity(len);
-        while let Some(Reverse(i)) = ready.pop() {
-            order.push(ExecNodeId(i));
-            let i = i as usize;
-            for &s in &succ[start[i] as usize..start[i + 1] as usize] {
-                indegree[s as usize] -= 1;
-                if indegree[s as usize] == 0 {
-                    ready.push(Reverse(s));
-                }
-            }
-        }
-        if order.len() == len {
-            Ok(order)
-        } else {
-            Err((0..len as u32)
-                .filter(|&i| indegree[i as usize] > 0)
-                .map(ExecNodeId)
-                .collect())
-        }
+        kahn_order(self.nodes.len(), |i| self.predecessors(i))
+            .map(|o| o.into_iter().map(ExecNodeId).collect())
+            .map_err(|left| left.into_iter().map(ExecNodeId).collect())
     }
 
     /// Kernel type -> node count over this graph and its subgraphs.
@@ -261,7 +226,7 @@ impl ExecGraph {
         let mut h = BTreeMap::new();
         self.walk(&mut |g| {
             for n in &g.nodes {
-                *h.entry(n.kernel.clone()).or_insert(0) += 1;
+                *h.entry(n.kernel.to_string()).or_insert(0) += 1;
             }
         });
         h
@@ -307,5 +272,61 @@ impl ExecuteGraph {
             GraphKind::Main => &self.main,
             GraphKind::DeInit => &self.deinit,
         }
+    }
+}
+
+/// A topological order of `len` nodes whose predecessors (all `< len`) `preds` gives,
+/// lowest index first among nodes ready together, so the order is deterministic and keeps
+/// the array order where edges allow. `Err` holds the nodes left over: each lies on a
+/// cycle or behind one. Shared by the ExecGraph sort and lowering's walk of a
+/// ComputeGraph.
+pub fn kahn_order<I: Iterator<Item = usize>>(
+    len: usize,
+    preds: impl Fn(usize) -> I,
+) -> Result<Vec<u32>, Vec<u32>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    // Successors in one flat array (CSR): a large graph has millions of edges, and one
+    // allocation for all of them beats one per node.
+    let mut indegree = vec![0u32; len];
+    let mut start = vec![0u32; len + 1];
+    for (i, deg) in indegree.iter_mut().enumerate() {
+        for p in preds(i) {
+            start[p + 1] += 1;
+            *deg += 1;
+        }
+    }
+    for i in 0..len {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut succ = vec![0u32; start[len] as usize];
+    for i in 0..len {
+        for p in preds(i) {
+            succ[fill[p] as usize] = i as u32;
+            fill[p] += 1;
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<u32>> = (0..len as u32)
+        .filter(|&i| indegree[i as usize] == 0)
+        .map(Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(len);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        let i = i as usize;
+        for &s in &succ[start[i] as usize..start[i + 1] as usize] {
+            indegree[s as usize] -= 1;
+            if indegree[s as usize] == 0 {
+                ready.push(Reverse(s));
+            }
+        }
+    }
+    if order.len() == len {
+        Ok(order)
+    } else {
+        Err((0..len as u32)
+            .filter(|&i| indegree[i as usize] > 0)
+            .collect())
     }
 }

@@ -5,6 +5,11 @@
 //! (`REGISTER_KERNEL` names in runtime/v2). Kernels rt2 adds are marked so in their
 //! description. The run functions join these entries in the kernel registry.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use foldhash::fast::FixedState;
+
 use crate::exec::graph::KernelClass;
 
 /// One kernel type.
@@ -119,6 +124,11 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         "submits the op's device task",
     ),
     k(
+        "LaunchKernelAllocOutputs",
+        Memory,
+        "rt2: runs a data-dependent op and allocates each output once its shape is known",
+    ),
+    k(
         "FreeMemory",
         Memory,
         "frees a value's memory after its last consumer",
@@ -178,13 +188,43 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         Normal,
         "runs cond (subgraph 0) and body (subgraph 1) while the condition holds",
     ),
+    k(
+        "Loop",
+        Normal,
+        "rt2: ONNX Loop: runs the body (subgraph 0) while under the trip count and the condition holds",
+    ),
     k("BranchPivot", Normal, "entry of a branch"),
     k("BranchDone", Normal, "exit of a branch"),
 ];
 
-/// The kernel type named `name`.
+/// A node calling `kernel`, with the class the table gives it (Normal for a kernel type
+/// rt2 does not know, which the checks then report).
+pub fn exec_node(name: impl Into<String>, kernel: &str) -> crate::exec::ExecNode {
+    match kernel_type(kernel) {
+        Some(k) => crate::exec::ExecNode::new(name, k.name, k.class),
+        None => crate::exec::ExecNode::new(name, kernel.to_string(), KernelClass::Normal),
+    }
+}
+
+/// `name` as the kernel table's own string when rt2 knows the kernel type, so a loaded
+/// graph holds no copy of it per node; an unknown name stays as it is, for the checks to
+/// report.
+pub fn intern(name: String) -> std::borrow::Cow<'static, str> {
+    match kernel_type(&name) {
+        Some(k) => std::borrow::Cow::Borrowed(k.name),
+        None => std::borrow::Cow::Owned(name),
+    }
+}
+
+/// The kernel type named `name`. A hash lookup, not a scan of the table: the loader asks
+/// once per node, and a large model has hundreds of thousands.
 pub fn kernel_type(name: &str) -> Option<&'static KernelType> {
-    KERNEL_TYPES.iter().find(|k| k.name == name)
+    static BY_NAME: OnceLock<HashMap<&'static str, &'static KernelType, FixedState>> =
+        OnceLock::new();
+    BY_NAME
+        .get_or_init(|| KERNEL_TYPES.iter().map(|k| (k.name, k)).collect())
+        .get(name)
+        .copied()
 }
 
 #[cfg(test)]

@@ -7,9 +7,12 @@ use crate::exec::{
     Origin, Resources, ValueRef,
 };
 use crate::npu::DType;
+use std::sync::Arc;
 
 fn node(name: &str, kernel: &str, class: KernelClass) -> ExecNode {
-    ExecNode::new(name, kernel, class)
+    let mut n = crate::exec::kernels::exec_node(name, kernel);
+    n.class = class;
+    n
 }
 
 fn vr(node: u32, output: u32) -> ValueRef {
@@ -64,17 +67,17 @@ pub fn sample() -> ExecuteGraph {
     let mut alloc = node("conv1_out", "AllocMemHbm", Memory);
     alloc.outputs = 1;
     alloc.priority = -3;
-    alloc.origin = Some(Origin {
+    alloc.origin = Some(Arc::new(Origin {
         graph: "g".into(),
         node: "conv1".into(),
         op_type: "Conv".into(),
         index: 4,
-    });
+    }));
     main.add(alloc);
     let mut launch = node("conv1_launch", "LaunchKernelWithHandle", Launch);
     launch.inputs = vec![vr(0, 0), vr(1, 0), vr(2, 0), vr(4, 0)];
     launch.priority = 7;
-    launch.origin = Some(Origin::default());
+    launch.origin = Some(Arc::new(Origin::default()));
     let attrs = [
         ("a_int", ExecAttr::Int(-5)),
         ("b_ints", ExecAttr::Ints(vec![1, -2, i64::MAX])),
@@ -108,7 +111,7 @@ pub fn sample() -> ExecuteGraph {
     main.add(free);
     let mut iff = node("if", "If", Normal);
     iff.inputs = vec![vr(0, 0), vr(2, 0)];
-    iff.outputs = 1;
+    iff.outputs = 2;
     iff.control_inputs = vec![ExecNodeId(3)];
     for (name, index) in [("then", 1), ("else", 0)] {
         let mut g = ExecGraph::new(name);
@@ -116,13 +119,13 @@ pub fn sample() -> ExecuteGraph {
         d.outputs = 1;
         g.add(d);
         let mut o = node("out", "InnerNetOutput", Normal);
-        o.inputs = vec![vr(0, 0)];
+        o.inputs = vec![vr(0, 0), vr(0, 0)];
         g.add(o);
         iff.subgraphs.push(g);
     }
     main.add(iff);
     let mut net = node("out", "NetOutput", Normal);
-    net.inputs = vec![vr(6, 0)];
+    net.inputs = vec![vr(6, 0), vr(6, 1)];
     main.add(net);
     main.free_launch = vec![(ExecNodeId(5), ExecNodeId(3))];
 

@@ -1,8 +1,220 @@
 //! Lowering: ComputeGraph -> ExecuteGraph, and the passes over ExecuteGraphs.
 //!
+//! [`lower`] runs GE's `ConvertComputeGraphToExecuteGraph` steps:
+//! 1. the root graph is converted node by node ([`convert`]) into Main, with subgraphs for
+//!    control flow; whatever Main needs once per model (streams, the allocator, uploaded
+//!    constants, infer functions) is created in Init and exported ([`builder`]); DeInit
+//!    releases it;
+//! 2. every unsupported op is collected and reported at once;
+//! 3. passes, each followed by the verifier in tests and debug builds: constant folding,
+//!    dead-node elimination, topological sort, priorities; with `multi_thread`, then
+//!    SplitMixedLaunchMemory and RemoveLaunchFreeEdge on Main, and the sort and
+//!    priorities again.
+//!
 //! Architecture invariants: `lower` is pure and deterministic (same input, byte-identical
-//! output); it uses `om`'s ComputeGraph, `exec`'s graph types and `npu`'s op registry, and
-//! never `capture` or `cmd`.
+//! output: no hash-map iteration reaches the output); it uses `om`'s ComputeGraph,
+//! `exec`'s graph types and `npu`'s op registry, and never `capture` or `cmd`.
+
+use std::fmt;
+
+use crate::exec::{ExecGraph, ExecuteGraph, ModelIo, Resources, check::check};
+use crate::npu::ops::OpRegistry;
+use crate::om::ComputeModel;
+use crate::om::summary::graph_outputs;
 
 pub mod attrs;
+pub mod builder;
+pub mod convert;
+pub mod fold;
 pub mod passes;
+
+use convert::{Bind, Lowering};
+
+/// What `lower` is asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LowerOptions {
+    /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge).
+    pub multi_thread: bool,
+}
+
+/// An op rt2 cannot lower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// Path of the compute graph: the root's name, then `/<node>.<subgraph>` per level.
+    pub graph: String,
+    pub node: String,
+    pub op_type: String,
+    pub reason: String,
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{} ({})", self.graph, self.node, self.op_type)?;
+        if self.reason != convert::NO_CONVERTER {
+            write!(f, ": {}", self.reason)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a model does not lower.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    /// Ops rt2 has no converter for: every one of them, in graph order.
+    #[error("{} unsupported op(s): {}", .0.len(), list(.0))]
+    Unsupported(Vec<Unsupported>),
+    /// A node the converters cannot make sense of (bad shapes, bad attributes).
+    #[error("{graph}: node {node:?} ({op_type}): {message}")]
+    Node {
+        graph: String,
+        node: String,
+        op_type: String,
+        message: String,
+    },
+    /// A graph-level problem (a cycle, a dangling edge).
+    #[error("{graph}: {message}")]
+    Graph { graph: String, message: String },
+    /// The verifier rejected what a pass produced: a bug in rt2, not in the model.
+    #[error("internal error after {pass}: {}", .problems.join("; "))]
+    Internal {
+        pass: &'static str,
+        problems: Vec<String>,
+    },
+}
+
+fn list(u: &[Unsupported]) -> String {
+    u.iter()
+        .map(|u| u.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Lowers `model` with the full op library.
+pub fn lower(model: &ComputeModel, opts: &LowerOptions) -> Result<ExecuteGraph, LowerError> {
+    lower_with(&OpRegistry::new(), model, opts)
+}
+
+/// Lowers `model` with the ops of `reg`.
+pub fn lower_with(
+    reg: &OpRegistry,
+    model: &ComputeModel,
+    opts: &LowerOptions,
+) -> Result<ExecuteGraph, LowerError> {
+    let root = &model.root;
+    let mut lw = Lowering::new(reg);
+    // A static node lowers to about three kernel calls (allocation, launch, free).
+    lw.b.reserve(3 * root.nodes.len() + 16);
+    let outs = lw.graph(root, &root.name, &mut Bind::Root)?;
+    if !lw.unsupported.is_empty() {
+        return Err(LowerError::Unsupported(lw.unsupported));
+    }
+    let mut outs: Vec<_> = outs.into_iter().flatten().collect();
+    let out_metas: Vec<_> = outs.iter().map(|t| t.meta.clone()).collect();
+    let pairs = lw.hand_out("NetOutput", &mut outs);
+    lw.output_node("NetOutput", pairs, &outs);
+    let main = lw.b.finish_main();
+    let (init, deinit) = lw.b.finish_init();
+
+    let names = graph_outputs(root);
+    let io = |name: String, m: &crate::npu::ops::TensorMeta| ModelIo {
+        name,
+        dtype: Some(m.dtype),
+        shape: m.shape.clone().unwrap_or_else(|| vec![-2]),
+    };
+    let mut eg = ExecuteGraph {
+        name: if model.name.is_empty() {
+            root.name.clone()
+        } else {
+            model.name.clone()
+        },
+        init,
+        main,
+        deinit,
+        resources: Resources {
+            streams: 1,
+            events: 0,
+            notifies: 0,
+        },
+        inputs: lw
+            .root_inputs
+            .iter()
+            .map(|(n, m)| io(n.clone(), m))
+            .collect(),
+        outputs: out_metas
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let name = names
+                    .get(i)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_else(|| format!("output{i}"));
+                io(name, m)
+            })
+            .collect(),
+        multi_thread: opts.multi_thread,
+    };
+    verify(&eg, "conversion")?;
+    run_passes(&mut eg, opts)?;
+    Ok(eg)
+}
+
+/// The verifier after a pass, in tests and debug builds.
+fn verify(eg: &ExecuteGraph, pass: &'static str) -> Result<(), LowerError> {
+    if cfg!(debug_assertions) {
+        let problems = check(eg);
+        if !problems.is_empty() {
+            return Err(LowerError::Internal {
+                pass,
+                problems: problems.iter().map(|p| p.to_string()).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn each_graph(
+    eg: &mut ExecuteGraph,
+    f: &mut impl FnMut(&mut ExecGraph) -> Result<(), LowerError>,
+) -> Result<(), LowerError> {
+    f(&mut eg.init)?;
+    f(&mut eg.main)?;
+    f(&mut eg.deinit)
+}
+
+fn sort(g: &mut ExecGraph) -> Result<(), LowerError> {
+    passes::topo::sort(g).map_err(|e| LowerError::Graph {
+        graph: e.graph.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// The offline passes in GE's order.
+fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerError> {
+    each_graph(eg, &mut |g| {
+        passes::fold::fold_constants(g);
+        Ok(())
+    })?;
+    verify(eg, "constant folding")?;
+    each_graph(eg, &mut |g| {
+        passes::dce::eliminate(g);
+        Ok(())
+    })?;
+    verify(eg, "dead-node elimination")?;
+    each_graph(eg, &mut |g| sort(g))?;
+    verify(eg, "topological sort")?;
+    each_graph(eg, &mut |g| {
+        passes::priority::assign(g);
+        Ok(())
+    })?;
+    verify(eg, "priority")?;
+    if opts.multi_thread {
+        passes::multi_thread::split_mixed_launch_memory(&mut eg.main);
+        sort(&mut eg.main)?;
+        verify(eg, "SplitMixedLaunchMemory")?;
+        passes::multi_thread::remove_launch_free_edge(&mut eg.main);
+        sort(&mut eg.main)?;
+        passes::priority::assign(&mut eg.main);
+        verify(eg, "RemoveLaunchFreeEdge")?;
+    }
+    Ok(())
+}

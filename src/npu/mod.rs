@@ -7,5 +7,5 @@ pub mod attr;
 pub mod dtype;
 pub mod ops;
 
-pub use attr::{Attr, HostTensor};
+pub use attr::{Attr, AttrMap, HostTensor};
 pub use dtype::DType;

@@ -99,9 +99,34 @@ fn bad_exeg_files_are_errors_naming_the_file() {
 }
 
 #[test]
-fn exe_view_of_a_model_file_says_lowering_is_missing() {
+fn exe_view_of_a_model_file_lowers_it_first() {
     let s = Scratch::new();
     let model = fixture("models/cnn_bn.onnx");
-    s.rt2(&["dump", model.to_str().unwrap(), "--view", "exe"])
-        .fails(2, &["needs lowering"]);
+    let m = model.to_str().unwrap();
+    let j = s
+        .rt2(&[
+            "dump", m, "--view", "exe", "--format", "json", "--graph", "main",
+        ])
+        .ok()
+        .json();
+    let kernels: Vec<&str> = j["graphs"]["Main"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["kernel"].as_str().unwrap())
+        .collect();
+    assert!(kernels.contains(&"LaunchKernelWithHandle"), "{kernels:?}");
+    assert!(kernels.contains(&"NetOutput"), "{kernels:?}");
+    // The same graph as lowering to a file and dumping that.
+    s.rt2(&["lower", m, "-o", "m.exeg"]).ok();
+    let from_file = s
+        .rt2(&["dump", "m.exeg", "--format", "json", "--graph", "main"])
+        .ok()
+        .json();
+    assert_eq!(j, from_file);
+    let dot = s.rt2(&["dump", m, "--view", "exe"]).ok().stdout();
+    assert!(
+        dot.contains("cluster_Init") || dot.contains("cluster"),
+        "{dot}"
+    );
 }

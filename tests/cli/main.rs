@@ -9,4 +9,5 @@ mod dump;
 mod errors;
 mod exeg;
 mod inspect;
+mod lower;
 mod util;

@@ -1,8 +1,9 @@
 //! Passes over ExecGraphs, each followed by the verifier in tests and debug builds:
-//! dead-node elimination, topological sort, priority calculation, and the two multi-thread
+//! constant folding, dead-node elimination, topological sort, priority calculation, and the two multi-thread
 //! passes.
 
 pub mod dce;
+pub mod fold;
 pub mod multi_thread;
 pub mod priority;
 pub mod topo;
@@ -16,9 +17,8 @@ pub(crate) fn test_node(
     inputs: &[u32],
     control: &[u32],
 ) -> crate::exec::ExecNode {
-    use crate::exec::{ExecNode, ExecNodeId, ValueRef, kernels::kernel_type};
-    let class = kernel_type(kernel).map(|k| k.class).unwrap_or_default();
-    let mut n = ExecNode::new(name, kernel, class);
+    use crate::exec::{ExecNodeId, ValueRef, kernels::exec_node};
+    let mut n = exec_node(name, kernel);
     n.inputs = inputs
         .iter()
         .map(|&i| ValueRef {

@@ -9,8 +9,10 @@
 //! that wait becomes an exact relation the allocator honours instead of an edge.
 //!
 //! Rules (GE's RT2 design, as rt2 implements them):
-//! - **Split.** A `CopyH2D` (allocate device memory, copy a host tensor into it) becomes
-//!   `CalcDeviceCopySizes -> AllocMemHbm -> ShareH2DCopyResult -> LaunchH2DCopy`. The
+//! - **Split.** A `CopyH2D(host, stream, allocator)` (allocate device memory, copy a host
+//!   tensor into it) becomes `CalcDeviceCopySizes(host) -> AllocMemHbm(allocator, size)
+//!   -> ShareH2DCopyResult(memory, copy size) -> LaunchH2DCopy(host, result, copy size,
+//!   stream)`. The
 //!   Calc node keeps the tensor's size for the allocation and computes the real copy size;
 //!   the Share node (memory worker) produces the device tensor that every former reader of
 //!   the copy now reads; the Launch node has no output and only submits the copy. A reader
@@ -58,7 +60,10 @@ fn class_of(kernel: &str) -> KernelClass {
 
 fn split_one(g: &mut ExecGraph, i: usize) {
     let copy = g.nodes[i].clone();
+    // CopyH2D reads (host tensor, stream, allocator).
     let host = copy.inputs.first().copied();
+    let stream = copy.inputs.get(1).copied();
+    let allocator = copy.inputs.get(2).copied();
     let base = copy.name.clone();
     // The Calc node takes the CopyH2D's place (same id), so nothing that ordered itself
     // after the copy through a control edge loses that order; it is re-targeted below.
@@ -67,7 +72,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
         "CalcDeviceCopySizes",
         class_of("CalcDeviceCopySizes"),
     );
-    calc.inputs = copy.inputs.clone();
+    calc.inputs = host.into_iter().collect();
     calc.outputs = 2; // allocation size, copy size
     calc.control_inputs = copy.control_inputs.clone();
     calc.attrs = copy.attrs.clone();
@@ -80,10 +85,13 @@ fn split_one(g: &mut ExecGraph, i: usize) {
         "AllocMemHbm",
         class_of("AllocMemHbm"),
     );
-    alloc.inputs = vec![ValueRef {
-        node: calc_id,
-        output: 0,
-    }];
+    alloc.inputs = allocator
+        .into_iter()
+        .chain([ValueRef {
+            node: calc_id,
+            output: 0,
+        }])
+        .collect();
     alloc.outputs = 1;
     alloc.origin = copy.origin.clone();
     let alloc_id = g.add(alloc);
@@ -124,6 +132,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
                 output: 1,
             },
         ])
+        .chain(stream)
         .collect();
     launch.outputs = 0;
     launch
@@ -174,7 +183,7 @@ pub fn free_qualifies(g: &ExecGraph, f: ExecNodeId) -> bool {
     };
     producer.class == KernelClass::Memory
         && matches!(
-            producer.kernel.as_str(),
+            producer.kernel.as_ref(),
             "AllocMemHbm" | "ShareH2DCopyResult"
         )
 }
@@ -348,7 +357,7 @@ mod tests {
         g.add(launch); // 2
         g.add(node("later", "InferShape", &[], &[1])); // 3: ordered after the copy
         assert_eq!(split_mixed_launch_memory(&mut g), 1);
-        let kernels: Vec<&str> = g.nodes.iter().map(|n| n.kernel.as_str()).collect();
+        let kernels: Vec<&str> = g.nodes.iter().map(|n| n.kernel.as_ref()).collect();
         assert_eq!(
             kernels,
             [

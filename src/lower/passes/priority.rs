@@ -39,7 +39,7 @@ pub fn assign(g: &mut ExecGraph) {
         }
     }
     for (n, d) in g.nodes.iter_mut().zip(depth) {
-        n.priority = if matches!(n.kernel.as_str(), "FreeMemory" | "FreeMemoryHoldAddr") {
+        n.priority = if matches!(n.kernel.as_ref(), "FreeMemory" | "FreeMemoryHoldAddr") {
             RELEASE_PRIORITY
         } else {
             -d

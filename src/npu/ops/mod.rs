@@ -8,7 +8,7 @@
 //! learn what is static, and the runtime runs it on concrete shapes. Inference never
 //! panics on any input; a bad combination is an [`OpError`] naming the input or attribute.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::npu::{Attr, DType, HostTensor};
@@ -91,7 +91,7 @@ pub enum OpError {
 }
 
 /// Attributes by name.
-pub type Attrs = BTreeMap<String, Attr>;
+pub type Attrs = crate::npu::AttrMap;
 
 /// What an op's inference is given.
 pub struct InferCtx<'a> {

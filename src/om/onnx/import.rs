@@ -28,6 +28,11 @@ use crate::proto::onnx::{AttributeProto, GraphProto, ModelProto, NodeProto, Tens
 /// `NetOutput` input descs) index, GE's `ATTR_NAME_PARENT_NODE_INDEX`.
 pub const PARENT_NODE_INDEX: &str = "_parent_node_index";
 
+/// The attr rt2 writes on a `Loop` op: how many of its inputs after the trip count and
+/// condition are loop-carried. The inputs after those are captured outer values, which
+/// nothing else tells apart.
+pub const LOOP_CARRIED: &str = "_loop_carried_count";
+
 /// The format of root-graph `Data` ops: ATC's `--input_format` default for ONNX.
 pub const ROOT_DATA_LAYOUT: &str = "NCHW";
 
@@ -536,6 +541,10 @@ impl Importer {
             if domain == "ai.onnx" {
                 apply_defaults(onnx_type, opset, &facts, &mut attrs);
             }
+        }
+        if domain == "ai.onnx" && onnx_type == "Loop" {
+            let declared = node.input.len().saturating_sub(2);
+            attrs.insert(LOOP_CARRIED.to_string(), attr_i(declared as i64));
         }
         attrs.insert(
             "original_type".to_string(),

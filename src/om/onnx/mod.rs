@@ -26,7 +26,7 @@ pub mod builder;
 #[cfg(test)]
 mod tests;
 
-pub use import::{PARENT_NODE_INDEX, import};
+pub use import::{LOOP_CARRIED, PARENT_NODE_INDEX, import};
 pub use ops::{NCHW_OPS, OP_TYPES};
 pub use tensor::SYMBOLIC_DIMS_ATTR;
 

@@ -1,0 +1,69 @@
+//! ONNX Runtime as the peer of rt2's benchmarks: session creation for a model, measured
+//! by tools/ort_session.py in the pinned Python environment (tools/pyenv.sh), in the same
+//! run as rt2's own numbers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// ORT's session-creation report for `model` (`{"ort_version", "session_ms": {"min",
+/// "median", "max"}, ...}`), or `None` with the reason printed when Python cannot be had.
+pub fn ort_session(model: &Path) -> Option<serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let py = Command::new("bash")
+        .arg(root.join("tools/pyenv.sh"))
+        .output()
+        .ok()?;
+    if !py.status.success() {
+        eprintln!(
+            "peer: tools/pyenv.sh failed: {}",
+            String::from_utf8_lossy(&py.stderr)
+        );
+        return None;
+    }
+    let python = String::from_utf8_lossy(&py.stdout).trim().to_string();
+    let out = Command::new(python)
+        .arg(root.join("tools/ort_session.py"))
+        .arg(model)
+        .arg("10")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "peer: ort_session.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Median wall time of `runs` calls of `f` after one warm-up call, in milliseconds: the
+/// way tools/ort_session.py measures the peer.
+pub fn median_ms<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
+    std::hint::black_box(f());
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Prints the side-by-side line for `what`: rt2's median next to ORT's session creation.
+pub fn report(what: &str, rt2_ms: f64, model: &Path) {
+    match ort_session(model) {
+        Some(ort) => {
+            let ort_ms = ort["session_ms"]["median"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "peer: {what}: rt2 {rt2_ms:.1} ms, ONNX Runtime {} session creation {ort_ms:.1} ms (ratio {:.3})",
+                ort["ort_version"].as_str().unwrap_or("?"),
+                rt2_ms / ort_ms
+            );
+        }
+        None => println!("peer: {what}: rt2 {rt2_ms:.1} ms; ONNX Runtime not measured"),
+    }
+}

@@ -1,0 +1,123 @@
+//! `rt2 lower`: ComputeGraph -> ExecuteGraph, written as an `.exeg`, with a summary of
+//! the three graphs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::bail;
+use serde_json::json;
+
+use crate::cmd::input::{self, Input};
+use crate::cmd::progress::Progress;
+use crate::cmd::{ReportFormat, Status, output};
+use crate::exec::{ExecuteGraph, GraphKind, exeg};
+use crate::lower::LowerOptions;
+use crate::om::file::ReadOptions;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX).
+    pub file: PathBuf,
+    /// Where to write the ExecuteGraph (`.exeg`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge) for
+    /// `rt2 run --executor topo-mt`.
+    #[arg(long)]
+    pub multi_thread: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Which model of a multi-model OM (0 is the root model).
+    #[arg(long, default_value_t = 0)]
+    pub model: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let progress = Progress::start(args.format == ReportFormat::Table);
+    progress.step(format!("reading {}", args.file.display()));
+    let file = match input::read_input(&args.file, &ReadOptions::default())? {
+        Input::Exeg(_) => bail!(
+            "{}: is already an ExecuteGraph; lower takes a model file",
+            args.file.display()
+        ),
+        Input::Model(file) => file,
+    };
+    progress.step("lowering");
+    let opts = LowerOptions {
+        multi_thread: args.multi_thread,
+    };
+    let eg = input::lower_model(&args.file, &file, args.model, &opts)?;
+    progress.step(format!("writing {}", args.output.display()));
+    output::write_atomic(&args.output, &exeg::encode(&eg))?;
+    drop(progress);
+    let out = args.output.display().to_string();
+    match args.format {
+        ReportFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary_json(&eg, &out))?
+        ),
+        ReportFormat::Table => print!("{}", summary_table(&eg, &out)),
+    }
+    input::release(file);
+    Ok(Status::Success)
+}
+
+fn graph_key(k: GraphKind) -> &'static str {
+    match k {
+        GraphKind::Init => "init",
+        GraphKind::Main => "main",
+        GraphKind::DeInit => "deinit",
+    }
+}
+
+/// `{"graphs": {"init": {"nodes": N, "kernels": {TYPE: COUNT}}, ...}, "output": PATH}`;
+/// node counts include subgraphs.
+pub fn summary_json(eg: &ExecuteGraph, output: &str) -> serde_json::Value {
+    let mut graphs = serde_json::Map::new();
+    for k in GraphKind::ALL {
+        let g = eg.graph(k);
+        graphs.insert(
+            graph_key(k).into(),
+            json!({"nodes": g.total_nodes(), "kernels": g.kernel_histogram()}),
+        );
+    }
+    json!({"graphs": graphs, "output": output})
+}
+
+/// One row per kernel type, one count column per graph.
+pub fn summary_table(eg: &ExecuteGraph, output: &str) -> String {
+    let hist: Vec<BTreeMap<String, usize>> = GraphKind::ALL
+        .iter()
+        .map(|&k| eg.graph(k).kernel_histogram())
+        .collect();
+    let mut kernels: Vec<&String> = hist.iter().flat_map(|h| h.keys()).collect();
+    kernels.sort_unstable();
+    kernels.dedup();
+    let mut t = crate::cmd::inspect::table();
+    t.set_header(["kernel", "Init", "Main", "DeInit"]);
+    for k in kernels {
+        let mut row = vec![k.clone()];
+        row.extend(
+            hist.iter()
+                .map(|h| h.get(k).map(|c| c.to_string()).unwrap_or_default()),
+        );
+        t.add_row(row);
+    }
+    let mut total = vec!["nodes".to_string()];
+    total.extend(
+        GraphKind::ALL
+            .iter()
+            .map(|&k| eg.graph(k).total_nodes().to_string()),
+    );
+    t.add_row(total);
+    format!(
+        "{}: Init, Main and DeInit{}\n{t}\n",
+        output,
+        if eg.multi_thread {
+            " (multi-thread)"
+        } else {
+            ""
+        }
+    )
+}

@@ -1,0 +1,1378 @@
+//! The node converters: each compute node becomes its RT2 kernel sequence in the level
+//! being built (see [`super::builder`] for levels, globals and tensor forms).
+//!
+//! Converters are chosen by op type ([`converter_for`]): graph boundaries (`Data`,
+//! `Const`, `NetOutput`), control flow (`If`, `Case`, `While`, ONNX `Loop`,
+//! `PartitionedCall`), and every op the op library has, which takes one of two shapes:
+//!
+//! - **Shape known before the launch** (almost every op):
+//!   `InferShape` (left out when lowering proved every output shape static; its inputs are
+//!   the input shapes, or host values for the inputs whose values inference reads) ->
+//!   `CalcTensorSizeFromShape` -> `AllocMemHbm` per output -> `LaunchKernelWithHandle`
+//!   (the op's device task; no outputs) -> later a `FreeMemory` per output after its last
+//!   reader.
+//! - **Data-dependent** (NonZero, Unique, ...): `LaunchKernelAllocOutputs` runs the op and
+//!   allocates each output once its shape is known.
+//!
+//! Before any of that, a node whose inputs are all known is folded ([`super::fold`]) and
+//! emits nothing. Launches are ordered after the launches that write their inputs by
+//! control edges, since the device runs one stream's tasks in submission order.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::attrs::{self, dtype};
+use super::builder::{Builder, Global, TVal, dtype_names, node};
+use super::fold;
+use super::{LowerError, Unsupported};
+use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Origin, ValueRef};
+use crate::npu::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
+use crate::npu::{DType, HostTensor};
+use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
+use crate::om::onnx::{LOOP_CARRIED, PARENT_NODE_INDEX};
+use crate::om::{Shape, TensorDesc};
+
+/// What a converter does with a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converter {
+    Data,
+    Const,
+    NetOutput,
+    If,
+    Case,
+    While,
+    Loop,
+    Call,
+    /// An op of the op library.
+    Op,
+}
+
+/// The converter for `op_type`, `None` when rt2 cannot lower it.
+pub fn converter_for(reg: &OpRegistry, op_type: &str) -> Option<Converter> {
+    Some(match op_type {
+        t if is_data_type(t) => Converter::Data,
+        t if is_const_type(t) => Converter::Const,
+        "NetOutput" => Converter::NetOutput,
+        "If" | "_If" | "StatelessIf" => Converter::If,
+        "Case" | "StatelessCase" => Converter::Case,
+        "While" | "_While" | "StatelessWhile" => Converter::While,
+        "Loop" => Converter::Loop,
+        "PartitionedCall" | "StatefulPartitionedCall" => Converter::Call,
+        t if reg.get(t).is_some() => Converter::Op,
+        _ => return None,
+    })
+}
+
+/// Why an op is unsupported when rt2 simply does not have it.
+pub const NO_CONVERTER: &str = "no converter or op library entry";
+
+/// How a graph's `Data` nodes get their values.
+pub enum Bind<'a> {
+    /// The root graph: model inputs, with `Data` index = position among the model inputs.
+    Root,
+    /// A subgraph: by the Data node's parent index (or its `index` when it has none). The
+    /// forms the subgraph makes of a value are written back when the graph is done, so an
+    /// inlined subgraph's uploads serve the caller too.
+    Parent(&'a mut [Option<TVal>]),
+}
+
+/// One lowering run over a model.
+pub struct Lowering<'r> {
+    pub b: Builder,
+    pub reg: &'r OpRegistry,
+    pub unsupported: Vec<Unsupported>,
+    /// Model inputs as the root graph's Data nodes declare them, in index order.
+    pub root_inputs: Vec<(String, TensorMeta)>,
+}
+
+type Result<T> = std::result::Result<T, LowerError>;
+
+fn node_error(path: &str, n: &ComputeNode, msg: impl Into<String>) -> LowerError {
+    LowerError::Node {
+        graph: path.to_string(),
+        node: n.name.clone(),
+        op_type: n.op_type.clone(),
+        message: msg.into(),
+    }
+}
+
+/// The compute graph's nodes in an order where every producer (data or control) comes
+/// first; file order among independent nodes.
+pub fn compute_order(g: &ComputeGraph) -> std::result::Result<Vec<NodeId>, String> {
+    let len = g.nodes.len();
+    let preds = |i: usize| {
+        let n = &g.nodes[i];
+        n.inputs
+            .iter()
+            .flatten()
+            .map(|p| p.node.index())
+            .chain(n.control_inputs.iter().map(|c| c.index()))
+    };
+    for (i, n) in g.nodes.iter().enumerate() {
+        if let Some(p) = preds(i).find(|&p| p >= len) {
+            return Err(format!(
+                "node {:?} reads node {}, which does not exist",
+                n.name,
+                NodeId(p as u32)
+            ));
+        }
+    }
+    crate::exec::graph::kahn_order(len, preds)
+        .map(|o| o.into_iter().map(NodeId).collect())
+        .map_err(|left| {
+            let on = left.first().map_or(0, |&i| i as usize);
+            format!("edges form a cycle through node {:?}", g.nodes[on].name)
+        })
+}
+
+/// The device meta of a descriptor, `None` for a type the device does not compute on.
+pub fn desc_meta(d: &TensorDesc) -> Option<TensorMeta> {
+    Some(TensorMeta {
+        dtype: dtype(d.dtype)?,
+        shape: match &d.shape {
+            Shape::Dims(dims) => Some(dims.iter().map(|&x| if x < 0 { -1 } else { x }).collect()),
+            Shape::UnknownRank => None,
+        },
+    })
+}
+
+/// The least general meta covering both: differing dims become unknown, differing ranks an
+/// unknown rank. `None` when the dtypes differ.
+fn merge_meta(a: &TensorMeta, b: &TensorMeta) -> Option<TensorMeta> {
+    if a.dtype != b.dtype {
+        return None;
+    }
+    let shape = match (&a.shape, &b.shape) {
+        (Some(x), Some(y)) if x.len() == y.len() => Some(
+            x.iter()
+                .zip(y)
+                .map(|(&p, &q)| if p == q { p } else { -1 })
+                .collect(),
+        ),
+        _ => None,
+    };
+    Some(TensorMeta {
+        dtype: a.dtype,
+        shape,
+    })
+}
+
+/// Calls `f` on each present input in order, once per value: an input that is a clone of
+/// an earlier one (a node reading one tensor twice) gets the earlier one's forms instead, so
+/// nothing is uploaded or downloaded twice.
+fn for_each_value(ins: &mut [Option<TVal>], mut f: impl FnMut(&mut TVal)) {
+    let before: Vec<Option<TVal>> = ins.to_vec();
+    for i in 0..ins.len() {
+        let Some(b) = &before[i] else { continue };
+        let dup = (0..i).find(|&j| before[j].as_ref().is_some_and(|a| a.same_value(b)));
+        match dup {
+            Some(j) => ins[i] = ins[j].clone(),
+            None => {
+                if let Some(t) = ins[i].as_mut() {
+                    f(t);
+                }
+            }
+        }
+    }
+}
+
+/// A tensor of a trial lowering (see [`Builder::dry`]): every form present, pointing
+/// nowhere, since the trial's graph is thrown away.
+fn stub(m: &TensorMeta) -> Option<TVal> {
+    let nowhere = ValueRef {
+        node: ExecNodeId(0),
+        output: 0,
+    };
+    let mut t = TVal::new(m.clone());
+    t.shape = Some(nowhere);
+    t.mem = Some(nowhere);
+    t.host = Some(nowhere);
+    Some(t)
+}
+
+/// Copies a known value's form over to a bound subgraph input.
+fn bound(meta: &TensorMeta, konst: Option<u32>) -> TVal {
+    let mut t = TVal::new(meta.clone());
+    t.konst = konst;
+    t
+}
+
+impl<'r> Lowering<'r> {
+    pub fn new(reg: &'r OpRegistry) -> Self {
+        Lowering {
+            b: Builder::new(),
+            reg,
+            unsupported: Vec::new(),
+            root_inputs: Vec::new(),
+        }
+    }
+
+    fn unsupported(&mut self, path: &str, n: &ComputeNode, why: &str) {
+        if self.b.dry {
+            return;
+        }
+        self.unsupported.push(Unsupported {
+            graph: path.to_string(),
+            node: n.name.clone(),
+            op_type: n.op_type.clone(),
+            reason: why.to_string(),
+        });
+    }
+
+    /// Lowers `g` into the current level; returns its outputs (the NetOutput's inputs, or
+    /// `GraphDef.output` when it has no NetOutput).
+    pub fn graph(
+        &mut self,
+        g: &ComputeGraph,
+        path: &str,
+        bind: &mut Bind,
+    ) -> Result<Vec<Option<TVal>>> {
+        let order = compute_order(g).map_err(|m| LowerError::Graph {
+            graph: path.to_string(),
+            message: m,
+        })?;
+        let mut vals: Vec<Vec<Option<TVal>>> = g
+            .nodes
+            .iter()
+            .map(|n| vec![None; n.output_descs.len().max(1)])
+            .collect();
+        // Root Data nodes get consecutive model input indices in `index` order.
+        let mut root_index = std::collections::HashMap::new();
+        if matches!(bind, Bind::Root) {
+            let mut data: Vec<(i64, NodeId)> = g
+                .data_nodes()
+                .map(|(id, n)| (n.attr_int("index").unwrap_or(i64::MAX), id))
+                .collect();
+            data.sort();
+            for (k, (_, id)) in data.into_iter().enumerate() {
+                root_index.insert(id, k);
+            }
+        }
+        let mut outputs: Option<Vec<Option<TVal>>> = None;
+        for id in order {
+            let n = g.node(id);
+            let mut ins: Vec<Option<TVal>> = n
+                .inputs
+                .iter()
+                .map(|p| {
+                    p.and_then(|p| {
+                        vals.get(p.node.index())
+                            .and_then(|v| v.get(p.index as usize))
+                            .cloned()
+                            .flatten()
+                    })
+                })
+                .collect();
+            let origin = Arc::new(Origin {
+                graph: g.name.clone(),
+                node: n.name.clone(),
+                op_type: n.op_type.clone(),
+                index: id.0,
+            });
+            let Some(conv) = converter_for(self.reg, &n.op_type) else {
+                self.unsupported(path, n, NO_CONVERTER);
+                continue;
+            };
+            let outs: Vec<Option<TVal>> = match conv {
+                Converter::Data => {
+                    vec![self.data(path, n, bind, root_index.get(&id).copied())?]
+                }
+                Converter::Const => vec![self.konst(path, n)?],
+                Converter::NetOutput => {
+                    outputs = Some(ins);
+                    continue;
+                }
+                Converter::If | Converter::Case => self.branch(path, n, &mut ins, &origin, conv)?,
+                Converter::While => self.while_loop(path, n, &mut ins, &origin)?,
+                Converter::Loop => self.onnx_loop(path, n, &mut ins, &origin)?,
+                Converter::Call => {
+                    let sub = n
+                        .subgraphs
+                        .first()
+                        .ok_or_else(|| node_error(path, n, "calls no subgraph"))?;
+                    let sub_path = format!("{path}/{}", n.name);
+                    self.graph(sub, &sub_path, &mut Bind::Parent(&mut ins))?
+                }
+                Converter::Op => self.op(path, n, &mut ins, origin)?,
+            };
+            // The forms the converter made of its inputs serve later readers too.
+            for (p, t) in n.inputs.iter().zip(ins) {
+                if let (Some(p), Some(t)) = (p, t)
+                    && let Some(slot) = vals
+                        .get_mut(p.node.index())
+                        .and_then(|v| v.get_mut(p.index as usize))
+                {
+                    *slot = Some(t);
+                }
+            }
+            // Control edges between compute nodes order their launches.
+            if !n.control_inputs.is_empty() {
+                self.order_after(n, g, &vals, &outs);
+            }
+            let slot = &mut vals[id.index()];
+            for (k, o) in outs.into_iter().enumerate() {
+                if k < slot.len() {
+                    slot[k] = o;
+                } else {
+                    slot.push(o);
+                }
+            }
+        }
+        if let Bind::Parent(values) = bind {
+            for (id, n) in g.data_nodes() {
+                let p = n
+                    .attr_int(PARENT_NODE_INDEX)
+                    .or_else(|| n.attr_int("index"));
+                if let Some(slot) = p
+                    .and_then(|p| usize::try_from(p).ok())
+                    .and_then(|p| values.get_mut(p))
+                    && let Some(Some(t)) = vals[id.index()].first()
+                {
+                    *slot = Some(t.clone());
+                }
+            }
+        }
+        Ok(match outputs {
+            Some(o) => o,
+            None => g
+                .outputs
+                .iter()
+                .map(|p| {
+                    vals.get(p.node.index())
+                        .and_then(|v| v.get(p.index as usize))
+                        .cloned()
+                        .flatten()
+                })
+                .collect(),
+        })
+    }
+
+    /// Adds control edges from the launches of `n`'s control predecessors to the nodes
+    /// writing `n`'s outputs.
+    fn order_after(
+        &mut self,
+        n: &ComputeNode,
+        g: &ComputeGraph,
+        vals: &[Vec<Option<TVal>>],
+        outs: &[Option<TVal>],
+    ) {
+        let before: BTreeSet<ExecNodeId> = n
+            .control_inputs
+            .iter()
+            .filter(|c| c.index() < g.nodes.len())
+            .flat_map(|c| vals[c.index()].iter().flatten().filter_map(|t| t.order))
+            .collect();
+        let after: BTreeSet<ExecNodeId> = outs.iter().flatten().filter_map(|t| t.order).collect();
+        for a in after {
+            self.b.add_control(a, &before);
+        }
+    }
+
+    fn data(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        bind: &Bind,
+        root_index: Option<usize>,
+    ) -> Result<Option<TVal>> {
+        match bind {
+            Bind::Root => {
+                let desc = n.output_descs.first().or(n.input_descs.first());
+                let Some(meta) = desc.and_then(desc_meta) else {
+                    self.unsupported(path, n, "its type is not one the device computes on");
+                    return Ok(None);
+                };
+                let index = root_index.unwrap_or(0);
+                self.root_inputs.push((n.name.clone(), meta.clone()));
+                let mut d = node(n.name.clone(), "Data");
+                d.outputs = 2;
+                d.attrs.insert("index".into(), ExecAttr::Int(index as i64));
+                let id = self.b.add(d);
+                let mut t = TVal::new(meta);
+                t.shape = Some(ValueRef {
+                    node: id,
+                    output: 0,
+                });
+                t.host = Some(ValueRef {
+                    node: id,
+                    output: 1,
+                });
+                Ok(Some(t))
+            }
+            Bind::Parent(values) => {
+                let p = n
+                    .attr_int(PARENT_NODE_INDEX)
+                    .or_else(|| n.attr_int("index"))
+                    .ok_or_else(|| node_error(path, n, "subgraph Data has no parent index"))?;
+                let v = usize::try_from(p).ok().and_then(|p| values.get(p));
+                match v {
+                    Some(v) => Ok(v.clone()),
+                    None => Err(node_error(
+                        path,
+                        n,
+                        format!("parent index {p} is out of range 0..{}", values.len()),
+                    )),
+                }
+            }
+        }
+    }
+
+    fn konst(&mut self, path: &str, n: &ComputeNode) -> Result<Option<TVal>> {
+        let Some(t) = n.attr("value").and_then(|v| v.as_tensor()) else {
+            return Err(node_error(path, n, "has no tensor attribute \"value\""));
+        };
+        let Some(ht) = attrs::tensor(t) else {
+            if dtype(t.desc.dtype).is_none() {
+                self.unsupported(path, n, "its type is not one the device computes on");
+                return Ok(None);
+            }
+            return Err(node_error(
+                path,
+                n,
+                format!(
+                    "value has {} bytes, which does not match {} {}",
+                    t.data.len(),
+                    t.desc.dtype.name(),
+                    t.desc.shape
+                ),
+            ));
+        };
+        let meta = TensorMeta::new(ht.dtype, &ht.shape);
+        let id = self.b.add_const(ht);
+        let mut v = TVal::new(meta);
+        v.konst = Some(id);
+        Ok(Some(v))
+    }
+
+    /// A node of the op library.
+    fn op(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        ins: &mut [Option<TVal>],
+        origin: Arc<Origin>,
+    ) -> Result<Vec<Option<TVal>>> {
+        let spec = *self.reg.get(&n.op_type).expect("converter_for checked");
+        // A node reading a value lowering could not produce is reported through its
+        // producer; emitting anything for it would only add noise.
+        let missing = n
+            .inputs
+            .iter()
+            .zip(ins.iter())
+            .any(|(p, t)| p.is_some() && t.is_none());
+        if missing {
+            return Ok(vec![None; n.output_descs.len()]);
+        }
+        let attrs = attrs::attrs(&n.attrs);
+        let outs = self.infer(path, n, &spec, ins, &attrs)?;
+        if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
+            return Ok(folded);
+        }
+        let name = n.name.clone();
+        Ok(self
+            .emit(&name, &spec, attrs, ins, &outs, Some(origin))
+            .into_iter()
+            .map(Some)
+            .collect())
+    }
+
+    /// The node's output metas from the op library, on the metas and known values of its
+    /// inputs. An omitted optional input reaches inference as an empty 1-D tensor of input
+    /// 0's type whose (empty) value is known: ONNX's own spelling of "no value".
+    fn infer(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+    ) -> Result<Vec<TensorMeta>> {
+        let fill = ins
+            .iter()
+            .flatten()
+            .next()
+            .map(|t| t.meta.dtype)
+            .unwrap_or(DType::F32);
+        let empty = HostTensor {
+            dtype: fill,
+            shape: vec![0],
+            data: Vec::new(),
+        };
+        let metas: Vec<TensorMeta> = ins
+            .iter()
+            .map(|t| match t {
+                Some(t) => t.meta.clone(),
+                None => TensorMeta::new(fill, &[0]),
+            })
+            .collect();
+        let values: Vec<Option<&HostTensor>> = ins
+            .iter()
+            .map(|t| match t {
+                Some(t) => t.konst.map(|id| self.b.consts[id as usize].as_ref()),
+                None => Some(&empty),
+            })
+            .collect();
+        let outputs = n.output_descs.len().max(1);
+        let outs = (spec.infer)(&InferCtx {
+            op: &n.op_type,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs,
+        })
+        .map_err(|e| node_error(path, n, e.to_string()))?;
+        Ok(outs)
+    }
+
+    /// The node's outputs as constants, when folding applies.
+    fn try_fold(
+        &mut self,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+        outs: &[TensorMeta],
+    ) -> Option<Vec<Option<TVal>>> {
+        if !outs.iter().all(TensorMeta::is_static) {
+            return None;
+        }
+        let shapes_only = fold::needs_only_shapes(spec.name);
+        if !shapes_only && !ins.iter().flatten().all(|t| t.konst.is_some()) {
+            return None;
+        }
+        if shapes_only && !ins.first()?.as_ref()?.meta.is_static() {
+            return None;
+        }
+        let metas: Vec<TensorMeta> = ins
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .map(|t| t.meta.clone())
+                    .unwrap_or(TensorMeta::unknown_rank(DType::F32))
+            })
+            .collect();
+        let values: Vec<Option<&HostTensor>> = ins
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .and_then(|t| t.konst)
+                    .map(|id| self.b.consts[id as usize].as_ref())
+            })
+            .collect();
+        let folded = fold::fold(spec.name, attrs, &values, &metas, outs)?;
+        Some(
+            folded
+                .into_iter()
+                .map(|t| {
+                    let meta = TensorMeta::new(t.dtype, &t.shape);
+                    let mut v = TVal::new(meta);
+                    v.konst = Some(self.b.add_const(t));
+                    Some(v)
+                })
+                .collect(),
+        )
+    }
+
+    /// Emits the kernel sequence of op `spec` on `ins` with outputs `outs`.
+    pub fn emit(
+        &mut self,
+        name: &str,
+        spec: &OpSpec,
+        attrs: Attrs,
+        ins: &mut [Option<TVal>],
+        outs: &[TensorMeta],
+        origin: Option<Arc<Origin>>,
+    ) -> Vec<TVal> {
+        let stream = self.b.global(Global::Stream);
+        let alloc = self.b.global(Global::Allocator);
+        // Owned, so the edits below change this set in place: the launch (and InferShape)
+        // share it, and nothing else holds it.
+        let mut kernel_attrs = attrs;
+        kernel_attrs.retain(|k, _| !k.starts_with('_'));
+        kernel_attrs.insert("_op_type".into(), ExecAttr::Str(spec.name.into()));
+        kernel_attrs.insert(
+            "_in_dtypes".into(),
+            dtype_names(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
+        );
+        kernel_attrs.insert(
+            "_out_dtypes".into(),
+            dtype_names(outs.iter().map(|m| Some(m.dtype))),
+        );
+        let kernel_attrs = self.b.share(kernel_attrs);
+        let order: BTreeSet<ExecNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
+        let with_origin = |mut e: crate::exec::ExecNode| {
+            e.origin = origin.clone();
+            e
+        };
+
+        // Input forms first: shapes and memory of every present input.
+        for_each_value(ins, |t| {
+            self.b.shape_of(t);
+            self.b.mem_of(t, name);
+        });
+        let in_vals: Vec<ValueRef> = ins
+            .iter()
+            .flatten()
+            .flat_map(|t| [t.shape, t.mem])
+            .flatten()
+            .collect();
+
+        if spec.data_dependent {
+            let mut l = with_origin(node(
+                format!("{name}/LaunchKernelAllocOutputs"),
+                "LaunchKernelAllocOutputs",
+            ));
+            l.inputs = [stream, alloc].into_iter().chain(in_vals).collect();
+            l.outputs = 2 * outs.len() as u32;
+            l.attrs = kernel_attrs;
+            l.control_inputs = order.into_iter().collect();
+            let id = self.b.add(l);
+            return outs
+                .iter()
+                .enumerate()
+                .map(|(o, m)| {
+                    let mem = ValueRef {
+                        node: id,
+                        output: 2 * o as u32 + 1,
+                    };
+                    self.b.own(mem, Some(id));
+                    let mut t = TVal::new(m.clone());
+                    t.shape = Some(ValueRef {
+                        node: id,
+                        output: 2 * o as u32,
+                    });
+                    t.mem = Some(mem);
+                    t.order = Some(id);
+                    t
+                })
+                .collect();
+        }
+
+        // Output shapes: constants when static, else InferShape.
+        let out_shapes: Vec<ValueRef> = if outs.iter().all(TensorMeta::is_static) {
+            outs.iter()
+                .map(|m| self.b.const_shape(m.shape.as_deref().unwrap_or(&[])))
+                .collect()
+        } else {
+            let func = self.b.global(Global::InferFunc(spec.name.into()));
+            let mut inputs = vec![func];
+            for (i, t) in ins.iter_mut().enumerate() {
+                let Some(t) = t else { continue };
+                let v = if spec.value_inputs.contains(&i) {
+                    self.b.host_of(t, name)
+                } else {
+                    self.b.shape_of(t)
+                };
+                inputs.extend(v);
+            }
+            let mut inf = with_origin(node(format!("{name}/InferShape"), "InferShape"));
+            inf.inputs = inputs;
+            inf.outputs = outs.len() as u32;
+            inf.attrs = kernel_attrs.clone();
+            let id = self.b.add(inf);
+            (0..outs.len() as u32)
+                .map(|o| ValueRef {
+                    node: id,
+                    output: o,
+                })
+                .collect()
+        };
+
+        let mut results = Vec::with_capacity(outs.len());
+        let mut out_vals = Vec::new();
+        for (o, m) in outs.iter().enumerate() {
+            let mut calc = with_origin(node(
+                format!("{name}/CalcTensorSizeFromShape_{o}"),
+                "CalcTensorSizeFromShape",
+            ));
+            calc.inputs = vec![out_shapes[o]];
+            calc.outputs = 1;
+            calc.attrs
+                .insert("dtype".into(), ExecAttr::Str(m.dtype.name().into()));
+            calc.attrs = self.b.share(std::mem::take(&mut calc.attrs));
+            let size = self.b.add(calc);
+            let mut a = with_origin(node(format!("{name}/AllocMemHbm_{o}"), "AllocMemHbm"));
+            a.inputs = vec![
+                alloc,
+                ValueRef {
+                    node: size,
+                    output: 0,
+                },
+            ];
+            a.outputs = 1;
+            let mem = ValueRef {
+                node: self.b.add(a),
+                output: 0,
+            };
+            self.b.own(mem, None);
+            out_vals.push(out_shapes[o]);
+            out_vals.push(mem);
+            let mut t = TVal::new(m.clone());
+            t.shape = Some(out_shapes[o]);
+            t.mem = Some(mem);
+            results.push(t);
+        }
+        let mut l = with_origin(node(
+            format!("{name}/LaunchKernelWithHandle"),
+            "LaunchKernelWithHandle",
+        ));
+        l.inputs = [stream]
+            .into_iter()
+            .chain(in_vals)
+            .chain(out_vals)
+            .collect();
+        l.attrs = kernel_attrs;
+        l.control_inputs = order.into_iter().collect();
+        let launch = self.b.add(l);
+        for t in &mut results {
+            t.order = Some(launch);
+            if let Some(m) = t.mem {
+                self.b.set_writer(m, launch);
+            }
+        }
+        results
+    }
+
+    /// A copy of `t` into memory the current level owns.
+    /// The forms the copy makes of `t` (an upload, say) are kept in `t`.
+    fn copy(&mut self, name: &str, t: &mut TVal) -> Option<TVal> {
+        let spec = *self.reg.get("Identity")?;
+        let meta = t.meta.clone();
+        let mut ins = [Some(t.clone())];
+        let out = self
+            .emit(name, &spec, Attrs::new(), &mut ins, &[meta], None)
+            .pop();
+        if let [Some(done)] = ins {
+            *t = done;
+        }
+        out
+    }
+
+    /// The (shape, memory) pairs a graph hands out, each in memory the current level owns
+    /// and hands out once (copies where it does not).
+    pub fn hand_out(&mut self, name: &str, outs: &mut [TVal]) -> Vec<ValueRef> {
+        let mut given = Vec::new();
+        let mut pairs = Vec::with_capacity(2 * outs.len());
+        for (i, t) in outs.iter_mut().enumerate() {
+            let mem = self.b.mem_of(t, name);
+            let mine = mem.is_some_and(|m| self.b.holds(m) && !given.contains(&m));
+            if !mine && let Some(c) = self.copy(&format!("{name}/copy_{i}"), t) {
+                *t = c;
+            }
+            let (Some(s), Some(m)) = (self.b.shape_of(t), t.mem) else {
+                continue;
+            };
+            self.b.keep(m);
+            given.push(m);
+            pairs.push(s);
+            pairs.push(m);
+        }
+        pairs
+    }
+
+    /// Closes the current level with an `InnerNetOutput` of `inputs`.
+    fn inner_output(&mut self, inputs: Vec<ValueRef>, outs: &[TVal]) -> ExecGraph {
+        self.output_node("InnerNetOutput", inputs, outs);
+        self.b.pop_level()
+    }
+
+    /// A `NetOutput` or `InnerNetOutput` of `inputs`, ordered after the launches that
+    /// write the tensors `outs` it hands out.
+    pub fn output_node(&mut self, kernel: &str, inputs: Vec<ValueRef>, outs: &[TVal]) {
+        let mut o = node(kernel.into(), kernel);
+        o.inputs = inputs;
+        let after: BTreeSet<ExecNodeId> = outs.iter().filter_map(|t| t.order).collect();
+        o.control_inputs = after.into_iter().collect();
+        self.b.add(o);
+    }
+
+    /// Binds `ins` as owner inputs of a subgraph: for each present input, its (shape,
+    /// memory) pair is appended to `owner_inputs` and read in the subgraph by `InnerData`.
+    fn pass_in(
+        &mut self,
+        name: &str,
+        ins: &mut [Option<TVal>],
+        owner_inputs: &mut Vec<ValueRef>,
+    ) -> Vec<Option<usize>> {
+        for_each_value(ins, |t| {
+            self.b.shape_of(t);
+            self.b.mem_of(t, name);
+        });
+        ins.iter()
+            .map(|t| {
+                let t = t.as_ref()?;
+                let (s, m) = (t.shape?, t.mem?);
+                owner_inputs.push(s);
+                owner_inputs.push(m);
+                Some(owner_inputs.len() - 2)
+            })
+            .collect()
+    }
+
+    /// In the current (sub)graph level: the tensors read through owner inputs at `at`.
+    fn read_in(
+        &mut self,
+        ins: &[Option<TVal>],
+        at: &[Option<usize>],
+        owned: bool,
+    ) -> Vec<Option<TVal>> {
+        ins.iter()
+            .zip(at)
+            .map(|(t, &pos)| {
+                let (t, pos) = (t.as_ref()?, pos?);
+                let mut v = bound(&t.meta, t.konst);
+                let s = self.inner_data(&format!("in{pos}/shape"), pos);
+                let m = self.inner_data(&format!("in{pos}/mem"), pos + 1);
+                v.shape = Some(s);
+                v.mem = Some(m);
+                if owned {
+                    v.konst = None;
+                    self.b.own(m, None);
+                }
+                Some(v)
+            })
+            .collect()
+    }
+
+    fn inner_data(&mut self, name: &str, index: usize) -> ValueRef {
+        let mut d = node(name.into(), "InnerData");
+        d.outputs = 1;
+        d.attrs.insert("index".into(), ExecAttr::Int(index as i64));
+        ValueRef {
+            node: self.b.add(d),
+            output: 0,
+        }
+    }
+
+    /// The node that owns subgraphs, with the captures appended and every input's writer
+    /// ordered before it.
+    #[allow(clippy::too_many_arguments)]
+    fn owner_node(
+        &mut self,
+        name: &str,
+        kernel: &str,
+        mut inputs: Vec<ValueRef>,
+        captures: Vec<Global>,
+        outputs: u32,
+        subgraphs: Vec<ExecGraph>,
+        ins: &[Option<TVal>],
+        origin: &Arc<Origin>,
+    ) -> ExecNodeId {
+        inputs.extend(self.b.capture_inputs(&captures));
+        let mut o = node(name.to_string(), kernel);
+        o.inputs = inputs;
+        o.outputs = outputs;
+        o.subgraphs = subgraphs;
+        o.origin = Some(origin.clone());
+        let order: BTreeSet<ExecNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
+        o.control_inputs = order.into_iter().collect();
+        self.b.add(o)
+    }
+
+    /// The owner's outputs as tensors of the current level, which owns their memory.
+    fn owner_outputs(
+        &mut self,
+        id: ExecNodeId,
+        metas: &[TensorMeta],
+        first: u32,
+    ) -> Vec<Option<TVal>> {
+        metas
+            .iter()
+            .enumerate()
+            .map(|(k, m)| {
+                let k = first + 2 * k as u32;
+                let mem = ValueRef {
+                    node: id,
+                    output: k + 1,
+                };
+                self.b.own(mem, Some(id));
+                let mut t = TVal::new(m.clone());
+                t.shape = Some(ValueRef {
+                    node: id,
+                    output: k,
+                });
+                t.mem = Some(mem);
+                t.order = Some(id);
+                Some(t)
+            })
+            .collect()
+    }
+
+    /// `If` and `Case`: a constant selector inlines its branch; otherwise the branch index
+    /// is computed on the host and the owner node runs one of its subgraphs.
+    fn branch(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        ins: &mut [Option<TVal>],
+        origin: &Arc<Origin>,
+        conv: Converter,
+    ) -> Result<Vec<Option<TVal>>> {
+        let count = n.subgraphs.len();
+        let want = if conv == Converter::If {
+            count == 2
+        } else {
+            count >= 1
+        };
+        if !want {
+            return Err(node_error(path, n, format!("has {count} subgraphs")));
+        }
+        let Some(Some(mut sel)) = ins.first().cloned() else {
+            return Ok(vec![None; n.output_descs.len()]);
+        };
+        if ins
+            .iter()
+            .skip(1)
+            .zip(n.inputs.iter().skip(1))
+            .any(|(t, p)| p.is_some() && t.is_none())
+        {
+            return Ok(vec![None; n.output_descs.len()]);
+        }
+        let sub_path = |k: usize| format!("{path}/{}.{}", n.name, n.subgraphs[k].name);
+        // Constant selector: the branch is known now.
+        if let Some(id) = sel.konst {
+            let v = fold_index(&self.b.consts[id as usize], conv, count).ok_or_else(|| {
+                node_error(
+                    path,
+                    n,
+                    "the branch selector is not an integer or bool scalar",
+                )
+            })?;
+            return self.graph(&n.subgraphs[v], &sub_path(v), &mut Bind::Parent(ins));
+        }
+        let name = n.name.clone();
+        let host = self
+            .b
+            .host_of(&mut sel, &name)
+            .ok_or_else(|| node_error(path, n, "branch selector has no value"))?;
+        let (gen_kernel, owner_kernel) = if conv == Converter::If {
+            ("GenIndexForIf", "If")
+        } else {
+            ("GenIndexForCase", "Case")
+        };
+        let mut gi = node(format!("{name}/{gen_kernel}"), gen_kernel);
+        gi.inputs = vec![host];
+        gi.outputs = 1;
+        gi.origin = Some(origin.clone());
+        if conv == Converter::Case {
+            gi.attrs
+                .insert("branches".into(), ExecAttr::Int(count as i64));
+        }
+        let gi = self.b.add(gi);
+        let mut owner_inputs = vec![ValueRef {
+            node: gi,
+            output: 0,
+        }];
+        // Input 0 is the selector; the rest go in as (shape, memory) pairs.
+        // The selector's host form serves later readers; it is not passed in.
+        ins[0] = None;
+        let at = self.pass_in(&name, ins, &mut owner_inputs);
+        ins[0] = Some(sel);
+        self.b.push_owner(&n.subgraphs[0].name, owner_inputs.len());
+        let mut graphs = Vec::with_capacity(count);
+        let mut metas: Option<Vec<TensorMeta>> = None;
+        for (k, sub) in n.subgraphs.iter().enumerate() {
+            if k > 0 {
+                self.b.push_sibling(&sub.name);
+            }
+            let mut bound = self.read_in(ins, &at, false);
+            let outs = self.graph(sub, &sub_path(k), &mut Bind::Parent(&mut bound))?;
+            let Some(mut outs) = outs.into_iter().collect::<Option<Vec<TVal>>>() else {
+                self.b.pop_level();
+                continue;
+            };
+            metas = Some(match metas {
+                None => outs.iter().map(|t| t.meta.clone()).collect(),
+                Some(m) if m.len() == outs.len() => m
+                    .iter()
+                    .zip(&outs)
+                    .map(|(a, t)| merge_meta(a, &t.meta))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        node_error(path, n, "branches give outputs of different types")
+                    })?,
+                Some(m) => {
+                    return Err(node_error(
+                        path,
+                        n,
+                        format!("branches give {} and {} outputs", m.len(), outs.len()),
+                    ));
+                }
+            });
+            let pairs = self.hand_out(&format!("{name}/out"), &mut outs);
+            graphs.push(self.inner_output(pairs, &outs));
+        }
+        let captures = self.b.pop_owner();
+        let Some(metas) = metas.filter(|_| graphs.len() == count) else {
+            return Ok(vec![None; n.output_descs.len()]);
+        };
+        let id = self.owner_node(
+            &name,
+            owner_kernel,
+            owner_inputs,
+            captures,
+            2 * metas.len() as u32,
+            graphs,
+            ins,
+            origin,
+        );
+        Ok(self.owner_outputs(id, &metas, 0))
+    }
+
+    /// Loop-carried metas: starting from the inputs', generalized until the body gives
+    /// back what it was given (three rounds, then unknown rank).
+    fn carried_metas(
+        &mut self,
+        body: &ComputeGraph,
+        path: &str,
+        mut metas: Vec<TensorMeta>,
+        bind: &dyn Fn(&[TensorMeta]) -> Vec<Option<TVal>>,
+        carried_out: &dyn Fn(usize) -> usize,
+    ) -> Result<Vec<TensorMeta>> {
+        let was_dry = self.b.dry;
+        self.b.dry = true;
+        let mut result = None;
+        for _ in 0..3 {
+            self.b.push_owner("trial", 0);
+            let mut bound = bind(&metas);
+            let outs = self.graph(body, path, &mut Bind::Parent(&mut bound));
+            self.b.pop_level();
+            self.b.pop_owner();
+            let outs = outs?;
+            let mut next = metas.clone();
+            for (k, m) in next.iter_mut().enumerate() {
+                if let Some(Some(t)) = outs.get(carried_out(k)) {
+                    *m = merge_meta(m, &t.meta).unwrap_or(TensorMeta::unknown_rank(m.dtype));
+                }
+            }
+            if next == metas {
+                result = Some(metas.clone());
+                break;
+            }
+            metas = next;
+        }
+        self.b.dry = was_dry;
+        Ok(result.unwrap_or_else(|| {
+            metas
+                .iter()
+                .map(|m| TensorMeta::unknown_rank(m.dtype))
+                .collect()
+        }))
+    }
+
+    /// A copy of loop input `t` that the loop takes over (the current level does not free
+    /// it), with the loop-carried meta.
+    fn take_over(&mut self, name: &str, t: &mut TVal, meta: &TensorMeta) -> Option<TVal> {
+        let mut c = self.copy(name, t)?;
+        if let Some(m) = c.mem {
+            self.b.keep(m);
+        }
+        c.meta = meta.clone();
+        Some(c)
+    }
+
+    /// Closes a subgraph level and its owner's captures after a part of the subgraph
+    /// could not be lowered (the unsupported op is reported already): `outputs` unknowns.
+    fn abandon_owner(&mut self, outputs: usize) -> Vec<Option<TVal>> {
+        self.b.pop_level();
+        self.b.pop_owner();
+        vec![None; outputs]
+    }
+
+    /// GE's `While`: inputs are the loop variables; subgraph 0 (cond) gives the condition,
+    /// subgraph 1 (body) the next values. The owner takes over copies of the inputs; the
+    /// body owns (and frees) the values it is given, so a value it passes through unchanged
+    /// costs nothing.
+    fn while_loop(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        ins: &mut [Option<TVal>],
+        origin: &Arc<Origin>,
+    ) -> Result<Vec<Option<TVal>>> {
+        if n.subgraphs.len() != 2 {
+            return Err(node_error(
+                path,
+                n,
+                format!("has {} subgraphs, While needs 2", n.subgraphs.len()),
+            ));
+        }
+        if ins.iter().any(Option::is_none) {
+            return Ok(vec![None; n.output_descs.len()]);
+        }
+        let vars = ins;
+        let name = n.name.clone();
+        let nv = vars.len();
+        let metas: Vec<TensorMeta> = vars.iter().flatten().map(|t| t.meta.clone()).collect();
+        let body_path = format!("{path}/{}.{}", n.name, n.subgraphs[1].name);
+        let metas = self.carried_metas(
+            &n.subgraphs[1],
+            &body_path,
+            metas,
+            &|m| m.iter().map(stub).collect(),
+            &|k| k,
+        )?;
+        // Copies the owner takes over.
+        let mut owner_inputs = Vec::new();
+        let mut carried: Vec<Option<TVal>> = Vec::with_capacity(nv);
+        for (k, v) in vars.iter_mut().flatten().enumerate() {
+            carried.push(self.take_over(&format!("{name}/in_{k}"), v, &metas[k]));
+        }
+        let at = self.pass_in(&name, &mut carried, &mut owner_inputs);
+        let cond_path = format!("{path}/{}.{}", n.name, n.subgraphs[0].name);
+        self.b.push_owner(&n.subgraphs[0].name, owner_inputs.len());
+        let mut bound_in = self.read_in(&carried, &at, false);
+        let outs = self.graph(
+            &n.subgraphs[0],
+            &cond_path,
+            &mut Bind::Parent(&mut bound_in),
+        )?;
+        let Some(Some(mut c)) = outs.into_iter().next() else {
+            return Ok(self.abandon_owner(n.output_descs.len()));
+        };
+        let host = self.b.host_of(&mut c, &format!("{name}/cond"));
+        let mut gc = node(format!("{name}/GenCondForWhile"), "GenCondForWhile");
+        gc.inputs = host.into_iter().collect();
+        gc.outputs = 1;
+        let gc = self.b.add(gc);
+        let cond = self.inner_output(
+            vec![ValueRef {
+                node: gc,
+                output: 0,
+            }],
+            &[],
+        );
+
+        self.b.push_sibling(&n.subgraphs[1].name);
+        let bound_in = self.read_in(&carried, &at, true);
+        let mut bound_in = bound_in;
+        let outs = self.graph(
+            &n.subgraphs[1],
+            &body_path,
+            &mut Bind::Parent(&mut bound_in),
+        )?;
+        let mut outs: Vec<TVal> = outs.into_iter().take(nv).flatten().collect();
+        if outs.len() != nv {
+            return Ok(self.abandon_owner(n.output_descs.len()));
+        }
+        let pairs = self.hand_out(&format!("{name}/next"), &mut outs);
+        let body = self.inner_output(pairs, &outs);
+        let captures = self.b.pop_owner();
+        let id = self.owner_node(
+            &name,
+            "While",
+            owner_inputs,
+            captures,
+            2 * nv as u32,
+            vec![cond, body],
+            &carried,
+            origin,
+        );
+        Ok(self.owner_outputs(id, &metas, 0))
+    }
+
+    /// ONNX `Loop` (rt2's `Loop` kernel): inputs trip count M and condition (either may be
+    /// omitted), then the loop-carried values, then captured outer values; the body gives
+    /// the next condition, the next loop-carried values and per-iteration scan outputs,
+    /// which the kernel stacks.
+    fn onnx_loop(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        ins: &mut [Option<TVal>],
+        origin: &Arc<Origin>,
+    ) -> Result<Vec<Option<TVal>>> {
+        let Some(body) = n.subgraphs.first().filter(|_| n.subgraphs.len() == 1) else {
+            return Err(node_error(
+                path,
+                n,
+                format!("has {} subgraphs, Loop needs 1", n.subgraphs.len()),
+            ));
+        };
+        if ins.len() < 2 {
+            return Err(node_error(
+                path,
+                n,
+                "needs the trip count and condition inputs (either may be empty)",
+            ));
+        }
+        let nv = match n.attr_int(LOOP_CARRIED) {
+            Some(c) if c >= 0 && (c as usize) + 2 <= ins.len() => c as usize,
+            Some(c) => {
+                return Err(node_error(
+                    path,
+                    n,
+                    format!("{LOOP_CARRIED} {c} does not fit {} inputs", ins.len()),
+                ));
+            }
+            None => ins.len() - 2,
+        };
+        let outputs = n.output_descs.len();
+        if outputs < nv {
+            return Err(node_error(
+                path,
+                n,
+                format!("{nv} loop-carried values but {outputs} outputs"),
+            ));
+        }
+        if ins.iter().skip(2).any(Option::is_none) {
+            return Ok(vec![None; outputs]);
+        }
+        let name = n.name.clone();
+        let body_path = format!("{path}/{}.{}", n.name, body.name);
+        let scalar = |d: DType| TensorMeta::new(d, &[]);
+        let captured: Vec<TensorMeta> = ins[2 + nv..]
+            .iter()
+            .flatten()
+            .map(|t| t.meta.clone())
+            .collect();
+        let metas: Vec<TensorMeta> = ins[2..2 + nv]
+            .iter()
+            .flatten()
+            .map(|t| t.meta.clone())
+            .collect();
+        let metas = self.carried_metas(
+            body,
+            &body_path,
+            metas,
+            &|m| {
+                [stub(&scalar(DType::I64)), stub(&scalar(DType::Bool))]
+                    .into_iter()
+                    .chain(m.iter().map(stub))
+                    .chain(captured.iter().map(stub))
+                    .collect()
+            },
+            &|k| k + 1,
+        )?;
+
+        let stream = self.b.global(Global::Stream);
+        let alloc = self.b.global(Global::Allocator);
+        let limit = |b: &mut Builder, t: Option<&mut TVal>, default: HostTensor| match t {
+            Some(t) => b.host_of(t, &name),
+            None => {
+                let id = b.add_const(default);
+                let mut t = TVal::new(scalar(DType::I64));
+                t.konst = Some(id);
+                b.host_of(&mut t, &name)
+            }
+        };
+        let m = limit(
+            &mut self.b,
+            ins[0].as_mut(),
+            HostTensor {
+                dtype: DType::I64,
+                shape: vec![],
+                data: i64::MAX.to_le_bytes().to_vec(),
+            },
+        );
+        let c = limit(
+            &mut self.b,
+            ins[1].as_mut(),
+            HostTensor {
+                dtype: DType::Bool,
+                shape: vec![],
+                data: vec![1],
+            },
+        );
+        let (Some(m), Some(c)) = (m, c) else {
+            return Ok(vec![None; outputs]);
+        };
+        let mut owner_inputs = vec![stream, alloc, m, c];
+        // Loop-carried values: copies the owner takes over; captures: borrowed.
+        let mut data: Vec<Option<TVal>> = vec![None, None];
+        for (k, t) in ins.iter_mut().enumerate().skip(2) {
+            let Some(t) = t.as_mut() else { continue };
+            if k < 2 + nv {
+                data.push(self.take_over(&format!("{name}/in_{k}"), t, &metas[k - 2]));
+            } else {
+                data.push(Some(t.clone()));
+            }
+        }
+        let at = self.pass_in(&name, &mut data, &mut owner_inputs);
+        // The captures' forms (an upload, say) serve later readers.
+        for k in 2 + nv..ins.len() {
+            ins[k].clone_from(&data[k]);
+        }
+        self.b.push_owner(&body.name, owner_inputs.len());
+        let mut bound_in = Vec::with_capacity(data.len());
+        let iter = self.inner_data("iteration", 0);
+        let cond_in = self.inner_data("cond", 1);
+        for (v, d) in [(iter, DType::I64), (cond_in, DType::Bool)] {
+            let mut t = TVal::new(scalar(d));
+            t.host = Some(v);
+            t.shape = Some(self.b.const_shape(&[]));
+            bound_in.push(Some(t));
+        }
+        let carried_in = self.read_in(&data[2..2 + nv], &at[2..2 + nv], true);
+        let captured_in = self.read_in(&data[2 + nv..], &at[2 + nv..], false);
+        bound_in.extend(carried_in);
+        bound_in.extend(captured_in);
+        let outs = self.graph(body, &body_path, &mut Bind::Parent(&mut bound_in))?;
+        let Some(mut outs) = outs.into_iter().collect::<Option<Vec<TVal>>>() else {
+            return Ok(self.abandon_owner(outputs));
+        };
+        if outs.len() != 1 + outputs {
+            self.b.pop_level();
+            self.b.pop_owner();
+            return Err(node_error(
+                path,
+                n,
+                format!(
+                    "body gives {} outputs, the Loop has {outputs} (plus the condition)",
+                    outs.len()
+                ),
+            ));
+        }
+        let mut c = outs.remove(0);
+        let cond_out = self.b.host_of(&mut c, &format!("{name}/cond"));
+        let scans: Vec<TensorMeta> = outs[nv..]
+            .iter()
+            .map(|t| TensorMeta {
+                dtype: t.meta.dtype,
+                shape: t
+                    .meta
+                    .shape
+                    .as_ref()
+                    .map(|s| [-1].into_iter().chain(s.iter().copied()).collect()),
+            })
+            .collect();
+        let pairs = self.hand_out(&format!("{name}/next"), &mut outs);
+        let g = self.inner_output(cond_out.into_iter().chain(pairs).collect(), &outs);
+        let captures = self.b.pop_owner();
+        let all: Vec<TensorMeta> = metas.into_iter().chain(scans).collect();
+        let id = self.owner_node(
+            &name,
+            "Loop",
+            owner_inputs,
+            captures,
+            2 * all.len() as u32,
+            vec![g],
+            &data,
+            origin,
+        );
+        self.b
+            .node_mut(id)
+            .attrs
+            .insert("carried".into(), ExecAttr::Int(nv as i64));
+        Ok(self.owner_outputs(id, &all, 0))
+    }
+}
+
+/// The branch an `If` or `Case` with a constant selector takes: If's true is 0 (then),
+/// Case clamps an out-of-range index to the last branch as GE does.
+fn fold_index(t: &HostTensor, conv: Converter, count: usize) -> Option<usize> {
+    if t.element_count()? != 1 {
+        return None;
+    }
+    let v: i64 = match t.dtype {
+        DType::Bool | DType::U8 | DType::I8 => t.data[0] as i8 as i64,
+        DType::I32 => i32::from_le_bytes(t.data.get(..4)?.try_into().ok()?) as i64,
+        DType::I64 => i64::from_le_bytes(t.data.get(..8)?.try_into().ok()?),
+        DType::F32 => (f32::from_le_bytes(t.data.get(..4)?.try_into().ok()?) != 0.0) as i64,
+        _ => return None,
+    };
+    Some(match conv {
+        Converter::If => usize::from(v == 0),
+        _ if v < 0 || v as usize >= count => count - 1,
+        _ => v as usize,
+    })
+}

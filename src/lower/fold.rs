@@ -1,0 +1,466 @@
+//! Constant folding at the ComputeGraph level: ops whose inputs are all known at lowering
+//! time are evaluated on the host and become constants, so neither their kernels nor the
+//! shape inference that depends on their values reach the ExecuteGraph.
+//!
+//! This is shape arithmetic above all: `Shape` of a tensor whose shape is static, and the
+//! `Gather`, `Concat`, `Unsqueeze`, `Cast`, `Mul`, ... chains exporters build on top of it
+//! to compute the target of a `Reshape` or `Expand`. The evaluators here are exact on the
+//! types such chains use (every integer type and bool; the float types for Cast and
+//! data movement) and say `None` for anything else, which leaves the node to run on the
+//! device. The output shape always comes from the op's shape inference, so an evaluator
+//! only produces bytes.
+//!
+//! A folded constant is stored in the `.exeg` and uploaded once by Init instead of being
+//! computed on every execution, so weights that a model builds from constants (the ONNX
+//! "light" models make every weight with `ConstantOfShape`) are folded however large, up
+//! to [`MAX_FOLD_BYTES`] per node, a bound against a pathological file.
+
+use half::{bf16, f16};
+
+use crate::npu::ops::{Attrs, TensorMeta};
+use crate::npu::{Attr, DType, HostTensor};
+
+/// The largest output, in bytes, that folding produces.
+pub const MAX_FOLD_BYTES: usize = 256 << 20;
+
+/// Whether `op` can be folded knowing only its inputs' static shapes (not their values).
+pub fn needs_only_shapes(op: &str) -> bool {
+    matches!(op, "Shape" | "Size")
+}
+
+/// Evaluates `op` on host values. `inputs[i]` is `None` for an omitted optional input;
+/// `shapes` are the input metas (static for a foldable node) and `outs` the inferred
+/// output metas. Returns `None` when the op, its types or its size are not foldable.
+pub fn fold(
+    op: &str,
+    attrs: &Attrs,
+    inputs: &[Option<&HostTensor>],
+    shapes: &[TensorMeta],
+    outs: &[TensorMeta],
+) -> Option<Vec<HostTensor>> {
+    let out_shape = |i: usize| -> Option<Vec<i64>> {
+        let m = outs.get(i)?;
+        m.is_static().then(|| m.shape.clone()).flatten()
+    };
+    let bytes = outs.iter().try_fold(0usize, |acc, m| {
+        let n = m
+            .shape
+            .as_ref()?
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
+        acc.checked_add(n.checked_mul(m.dtype.size())?)
+    })?;
+    if bytes > MAX_FOLD_BYTES {
+        return None;
+    }
+    let input = |i: usize| inputs.get(i).copied().flatten();
+    let one = |data: Vec<u8>| -> Option<Vec<HostTensor>> {
+        let t = HostTensor {
+            dtype: outs.first()?.dtype,
+            shape: out_shape(0)?,
+            data,
+        };
+        t.is_consistent().then(|| vec![t])
+    };
+    match op {
+        "Shape" => {
+            let dims = shapes.first()?.shape.as_ref()?;
+            let r = dims.len() as i64;
+            let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+            let start = clamp(attr_int(attrs, "start").unwrap_or(0));
+            let end = clamp(attr_int(attrs, "end").unwrap_or(r));
+            let dims = dims.get(start..end.max(start))?;
+            one(dims.iter().flat_map(|d| d.to_le_bytes()).collect())
+        }
+        "Size" => {
+            let dims = shapes.first()?.shape.as_ref()?;
+            let n: i64 = dims.iter().product();
+            one(n.to_le_bytes().to_vec())
+        }
+        // The bytes stay; only the shape changes, and inference gave it.
+        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => one(input(0)?.data.clone()),
+        "Concat" => {
+            let axis = attr_int(attrs, "axis")?;
+            let parts: Vec<&HostTensor> = (0..inputs.len()).map(input).collect::<Option<_>>()?;
+            one(concat(&parts, axis)?)
+        }
+        "Gather" => one(gather(
+            input(0)?,
+            input(1)?,
+            attr_int(attrs, "axis").unwrap_or(0),
+        )?),
+        "Cast" => {
+            let to = outs.first()?.dtype;
+            one(cast(input(0)?, to)?)
+        }
+        "ConstantOfShape" => {
+            let n: usize = out_shape(0)?.iter().map(|&d| d as usize).product();
+            let value = match attrs.get("value") {
+                Some(Attr::Tensor(t)) if t.data.len() == t.dtype.size() => t.data.clone(),
+                Some(_) => return None,
+                None => vec![0u8; 4],
+            };
+            one(value.repeat(n))
+        }
+        "Range" => {
+            let (s, l, d) = (input(0)?, input(1)?, input(2)?);
+            let dt = s.dtype;
+            if !is_int(dt) {
+                return None;
+            }
+            let (s, d) = (int_at(s, 0)?, int_at(d, 0)?);
+            let _ = int_at(l, 0)?;
+            let n: usize = out_shape(0)?.iter().map(|&d| d as usize).product();
+            let mut out = Vec::with_capacity(n * dt.size());
+            for k in 0..n as i64 {
+                put_int(&mut out, dt, s.checked_add(k.checked_mul(d)?)?);
+            }
+            one(out)
+        }
+        "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Mod" => {
+            let (a, b) = (input(0)?, input(1)?);
+            let shape = out_shape(0)?;
+            let f = |x: i64, y: i64| -> Option<i64> {
+                match op {
+                    "Add" => x.checked_add(y),
+                    "Sub" => x.checked_sub(y),
+                    "Mul" => x.checked_mul(y),
+                    // ONNX integer Div truncates, as C does.
+                    "Div" => x.checked_div(y),
+                    "Max" => Some(x.max(y)),
+                    "Min" => Some(x.min(y)),
+                    // fmod = 0: the result takes the divisor's sign (Python's %).
+                    _ if attr_int(attrs, "fmod").unwrap_or(0) == 0 => x
+                        .checked_rem_euclid(y)
+                        .map(|r| if r != 0 && y < 0 { r + y } else { r }),
+                    _ => x.checked_rem(y),
+                }
+            };
+            one(binary_int(a, b, &shape, a.dtype, f)?)
+        }
+        "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "LessEqual"
+        | "GreaterEqual" => {
+            let (a, b) = (input(0)?, input(1)?);
+            let shape = out_shape(0)?;
+            let f = |x: i64, y: i64| -> Option<i64> {
+                Some(match op {
+                    "Equal" => x == y,
+                    "Less" => x < y,
+                    "Greater" => x > y,
+                    "LessOrEqual" | "LessEqual" => x <= y,
+                    _ => x >= y,
+                } as i64)
+            };
+            one(binary_int(a, b, &shape, DType::Bool, f)?)
+        }
+        "Neg" | "Abs" => {
+            let a = input(0)?;
+            let mut out = Vec::with_capacity(a.data.len());
+            for k in 0..a.element_count()? {
+                let x = int_at(a, k)?;
+                put_int(
+                    &mut out,
+                    a.dtype,
+                    if op == "Neg" {
+                        x.checked_neg()?
+                    } else {
+                        x.checked_abs()?
+                    },
+                );
+            }
+            one(out)
+        }
+        _ => None,
+    }
+}
+
+fn attr_int(attrs: &Attrs, name: &str) -> Option<i64> {
+    attrs.get(name).and_then(Attr::as_int)
+}
+
+fn is_int(d: DType) -> bool {
+    matches!(
+        d,
+        DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::I64
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::U64
+            | DType::Bool
+    )
+}
+
+/// Element `k` of an integer or bool tensor, as i64 (`None` past the end, for a float
+/// type, or for a u64 above i64's range).
+fn int_at(t: &HostTensor, k: usize) -> Option<i64> {
+    let s = t.dtype.size();
+    let b = t.data.get(k * s..(k + 1) * s)?;
+    Some(match t.dtype {
+        DType::I8 => b[0] as i8 as i64,
+        DType::U8 | DType::Bool => b[0] as i64,
+        DType::I16 => i16::from_le_bytes(b.try_into().ok()?) as i64,
+        DType::U16 => u16::from_le_bytes(b.try_into().ok()?) as i64,
+        DType::I32 => i32::from_le_bytes(b.try_into().ok()?) as i64,
+        DType::U32 => u32::from_le_bytes(b.try_into().ok()?) as i64,
+        DType::I64 => i64::from_le_bytes(b.try_into().ok()?),
+        DType::U64 => i64::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()?,
+        _ => return None,
+    })
+}
+
+/// Appends `v` as one element of integer type `d`, wrapping as a C cast does.
+fn put_int(out: &mut Vec<u8>, d: DType, v: i64) {
+    match d {
+        DType::I8 | DType::U8 => out.push(v as u8),
+        DType::Bool => out.push((v != 0) as u8),
+        DType::I16 | DType::U16 => out.extend((v as u16).to_le_bytes()),
+        DType::I32 | DType::U32 => out.extend((v as u32).to_le_bytes()),
+        _ => out.extend(v.to_le_bytes()),
+    }
+}
+
+fn float_at(t: &HostTensor, k: usize) -> Option<f64> {
+    let s = t.dtype.size();
+    let b = t.data.get(k * s..(k + 1) * s)?;
+    Some(match t.dtype {
+        DType::F32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
+        DType::F64 => f64::from_le_bytes(b.try_into().ok()?),
+        DType::F16 => f16::from_le_bytes(b.try_into().ok()?).to_f64(),
+        DType::Bf16 => bf16::from_le_bytes(b.try_into().ok()?).to_f64(),
+        _ => int_at(t, k)? as f64,
+    })
+}
+
+fn put_float(out: &mut Vec<u8>, d: DType, v: f64) {
+    match d {
+        DType::F32 => out.extend((v as f32).to_le_bytes()),
+        DType::F64 => out.extend(v.to_le_bytes()),
+        DType::F16 => out.extend(f16::from_f64(v).to_le_bytes()),
+        DType::Bf16 => out.extend(bf16::from_f64(v).to_le_bytes()),
+        DType::Bool => out.push((v != 0.0) as u8),
+        // Float to integer truncates toward zero (C's conversion); NaN and out-of-range
+        // saturate, as Rust's `as` does, where C leaves them undefined.
+        _ => put_int(out, d, v as i64),
+    }
+}
+
+fn cast(t: &HostTensor, to: DType) -> Option<Vec<u8>> {
+    let n = t.element_count()?;
+    let mut out = Vec::with_capacity(n * to.size());
+    for k in 0..n {
+        if is_int(t.dtype) && is_int(to) {
+            put_int(&mut out, to, int_at(t, k)?);
+        } else {
+            put_float(&mut out, to, float_at(t, k)?);
+        }
+    }
+    Some(out)
+}
+
+/// Concatenation along `axis` of tensors of one dtype.
+fn concat(parts: &[&HostTensor], axis: i64) -> Option<Vec<u8>> {
+    let first = parts.first()?;
+    let rank = first.shape.len() as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&axis) {
+        return None;
+    }
+    let axis = axis as usize;
+    let outer: usize = first.shape[..axis].iter().map(|&d| d as usize).product();
+    let es = first.dtype.size();
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for p in parts {
+            if p.dtype != first.dtype || p.shape.len() != first.shape.len() {
+                return None;
+            }
+            let block: usize = p.shape[axis..]
+                .iter()
+                .map(|&d| d as usize)
+                .product::<usize>()
+                * es;
+            out.extend_from_slice(p.data.get(o * block..(o + 1) * block)?);
+        }
+    }
+    Some(out)
+}
+
+/// Gather along `axis` with integer indices; negative indices count from the end.
+fn gather(data: &HostTensor, idx: &HostTensor, axis: i64) -> Option<Vec<u8>> {
+    let rank = data.shape.len() as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&axis) || !is_int(idx.dtype) {
+        return None;
+    }
+    let axis = axis as usize;
+    let dim = data.shape[axis];
+    let outer: usize = data.shape[..axis].iter().map(|&d| d as usize).product();
+    let inner: usize = data.shape[axis + 1..]
+        .iter()
+        .map(|&d| d as usize)
+        .product::<usize>()
+        * data.dtype.size();
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for k in 0..idx.element_count()? {
+            let mut i = int_at(idx, k)?;
+            if i < 0 {
+                i += dim;
+            }
+            if !(0..dim).contains(&i) {
+                return None;
+            }
+            let at = (o * dim as usize + i as usize) * inner;
+            out.extend_from_slice(data.data.get(at..at + inner)?);
+        }
+    }
+    Some(out)
+}
+
+/// A broadcasting binary op over integer values; `shape` is the broadcast output shape.
+fn binary_int(
+    a: &HostTensor,
+    b: &HostTensor,
+    shape: &[i64],
+    out_dtype: DType,
+    f: impl Fn(i64, i64) -> Option<i64>,
+) -> Option<Vec<u8>> {
+    if !is_int(a.dtype) || a.dtype != b.dtype {
+        return None;
+    }
+    let n: usize = shape.iter().map(|&d| d as usize).product();
+    let mut out = Vec::with_capacity(n * out_dtype.size());
+    let mut pos = vec![0usize; shape.len()];
+    for _ in 0..n {
+        let x = int_at(a, broadcast_offset(&a.shape, shape, &pos))?;
+        let y = int_at(b, broadcast_offset(&b.shape, shape, &pos))?;
+        put_int(&mut out, out_dtype, f(x, y)?);
+        // Odometer step over the output position.
+        for d in (0..shape.len()).rev() {
+            pos[d] += 1;
+            if (pos[d] as i64) < shape[d] {
+                break;
+            }
+            pos[d] = 0;
+        }
+    }
+    Some(out)
+}
+
+/// The element offset in a tensor of shape `s` (right-aligned against `out`, dims of 1
+/// broadcast) of output position `pos`.
+fn broadcast_offset(s: &[i64], out: &[i64], pos: &[usize]) -> usize {
+    let skip = out.len() - s.len().min(out.len());
+    let mut off = 0usize;
+    for (k, &d) in s.iter().enumerate() {
+        let p = if d == 1 { 0 } else { pos[skip + k] };
+        off = off * d.max(0) as usize + p;
+    }
+    off
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npu::ops::i64s;
+
+    fn meta(d: DType, s: &[i64]) -> TensorMeta {
+        TensorMeta::new(d, s)
+    }
+
+    fn ints(t: &HostTensor) -> Vec<i64> {
+        (0..t.element_count().unwrap())
+            .map(|k| int_at(t, k).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn shape_gather_concat_chain() {
+        let attrs = Attrs::new();
+        let x = meta(DType::F32, &[2, 3, 4]);
+        let s = fold("Shape", &attrs, &[None], &[x], &[meta(DType::I64, &[3])]).unwrap();
+        assert_eq!(ints(&s[0]), [2, 3, 4]);
+        let idx = i64s(&[-1, 0]);
+        let mut ga = Attrs::new();
+        ga.insert("axis".into(), Attr::Int(0));
+        let g = fold(
+            "Gather",
+            &ga,
+            &[Some(&s[0]), Some(&idx)],
+            &[],
+            &[meta(DType::I64, &[2])],
+        )
+        .unwrap();
+        assert_eq!(ints(&g[0]), [4, 2]);
+        let c = fold(
+            "Concat",
+            &ga,
+            &[Some(&g[0]), Some(&i64s(&[7]))],
+            &[],
+            &[meta(DType::I64, &[3])],
+        )
+        .unwrap();
+        assert_eq!(ints(&c[0]), [4, 2, 7]);
+    }
+
+    #[test]
+    fn integer_arithmetic_broadcasts_and_checks() {
+        let a = HostTensor {
+            dtype: DType::I64,
+            shape: vec![2, 1],
+            data: [3i64, -7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let b = i64s(&[2, -2]);
+        let out = [meta(DType::I64, &[2, 2])];
+        let run =
+            |op: &str| ints(&fold(op, &Attrs::new(), &[Some(&a), Some(&b)], &[], &out).unwrap()[0]);
+        assert_eq!(run("Mul"), [6, -6, -14, 14]);
+        assert_eq!(run("Div"), [1, -1, -3, 3], "truncates toward zero");
+        assert_eq!(run("Mod"), [1, -1, 1, -1], "takes the divisor's sign");
+        let zero = i64s(&[0, 1]);
+        assert!(fold("Div", &Attrs::new(), &[Some(&a), Some(&zero)], &[], &out).is_none());
+    }
+
+    #[test]
+    fn cast_and_shape_start_end() {
+        let t = HostTensor {
+            dtype: DType::F32,
+            shape: vec![3],
+            data: [1.9f32, -1.9, 300.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        };
+        let c = fold(
+            "Cast",
+            &Attrs::new(),
+            &[Some(&t)],
+            &[],
+            &[meta(DType::I32, &[3])],
+        )
+        .unwrap();
+        assert_eq!(ints(&c[0]), [1, -1, 300]);
+        let mut a = Attrs::new();
+        a.insert("start".into(), Attr::Int(-2));
+        let s = fold(
+            "Shape",
+            &a,
+            &[None],
+            &[meta(DType::F32, &[5, 6, 7])],
+            &[meta(DType::I64, &[2])],
+        )
+        .unwrap();
+        assert_eq!(ints(&s[0]), [6, 7]);
+    }
+
+    #[test]
+    fn large_outputs_and_unknown_ops_are_left_alone() {
+        let big = [meta(DType::F32, &[1 << 16, 1 << 16])];
+        let shape = i64s(&[1 << 16, 1 << 16]);
+        assert!(fold("ConstantOfShape", &Attrs::new(), &[Some(&shape)], &[], &big).is_none());
+        assert!(fold("Conv", &Attrs::new(), &[], &[], &[meta(DType::F32, &[1])]).is_none());
+    }
+}

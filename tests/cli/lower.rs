@@ -1,0 +1,130 @@
+//! CLI tests: `rt2 lower`: the summary in both formats, the `.exeg` it writes, the
+//! multi-thread passes, and unsupported ops (exit 1, every one listed).
+
+use rt2::exec::exeg;
+
+use crate::util::{Scratch, fixture};
+
+fn case(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/lower")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn writes_the_exeg_and_a_json_summary_of_what_it_holds() {
+    let s = Scratch::new();
+    let model = fixture("models/light_squeezenet.onnx");
+    let j = s
+        .rt2(&[
+            "lower",
+            model.to_str().unwrap(),
+            "-o",
+            "sq.exeg",
+            "--format",
+            "json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(j["output"], "sq.exeg");
+    let eg = exeg::decode(&s.read("sq.exeg")).expect("a valid .exeg");
+    for (key, g) in [
+        ("init", &eg.init),
+        ("main", &eg.main),
+        ("deinit", &eg.deinit),
+    ] {
+        assert_eq!(j["graphs"][key]["nodes"], g.total_nodes(), "{key}");
+        let kernels = j["graphs"][key]["kernels"].as_object().unwrap();
+        let sum: u64 = kernels.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(sum as usize, g.total_nodes(), "{key}: histogram adds up");
+    }
+    // Every compute node but the graph boundaries is one launch, except that the light
+    // models build their weights with ConstantOfShape, which lowering folds.
+    let inspect = s
+        .rt2(&["inspect", model.to_str().unwrap(), "--format", "json"])
+        .ok()
+        .json();
+    let ops: u64 = inspect["graphs"][0]["op_types"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !["Data", "Const", "NetOutput", "ConstantOfShape"].contains(&k.as_str()))
+        .map(|(_, v)| v.as_u64().unwrap())
+        .sum();
+    let launches = j["graphs"]["main"]["kernels"]["LaunchKernelWithHandle"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(launches, ops);
+    assert_eq!(j["graphs"]["init"]["kernels"]["SplitRtStreams"], 1);
+    assert_eq!(j["graphs"]["deinit"]["kernels"]["DestroyStreams"], 1);
+    assert!(!eg.multi_thread);
+}
+
+#[test]
+fn table_summary_and_multi_thread() {
+    let s = Scratch::new();
+    let src = case("dynamic_batch.ge.txt");
+    s.rt2(&["lower", &src, "-o", "d.exeg", "--multi-thread"])
+        .ok()
+        .stdout_has(&[
+            "d.exeg",
+            "(multi-thread)",
+            "LaunchKernelWithHandle",
+            "InferShape",
+            "FreeMemoryHoldAddr",
+        ]);
+    let eg = exeg::decode(&s.read("d.exeg")).unwrap();
+    assert!(eg.multi_thread);
+    assert!(!eg.main.free_launch.is_empty());
+}
+
+#[test]
+fn unsupported_ops_exit_1_and_are_all_listed() {
+    let s = Scratch::new();
+    let src = case("unsupported.ge.txt");
+    s.rt2(&["lower", &src, "-o", "u.exeg"]).fails(
+        1,
+        &[
+            "unsupported.ge.txt",
+            "2 unsupported op(s)",
+            "frob (Frobnicate)",
+            "wib (Wibble)",
+        ],
+    );
+    assert!(!s.exists("u.exeg"), "no output file on failure");
+    assert_eq!(s.files(), Vec::<String>::new(), "nothing left behind");
+}
+
+#[test]
+fn bad_inputs_exit_2() {
+    let s = Scratch::new();
+    s.write("bad.onnx", b"\x08\x07garbage that is not protobuf\xff\xff");
+    s.rt2(&["lower", "bad.onnx", "-o", "x.exeg"])
+        .fails(2, &["bad.onnx"]);
+    assert!(!s.exists("x.exeg"));
+    // An .exeg is already lowered.
+    s.rt2(&["lower", &case("add_one.ge.txt"), "-o", "a.exeg"])
+        .ok();
+    s.rt2(&["lower", "a.exeg", "-o", "b.exeg"])
+        .fails(2, &["a.exeg", "already an ExecuteGraph"]);
+    // A node whose shapes do not fit the op.
+    s.write(
+        "badshape.ge.txt",
+        br#"graph {
+  name: "g"
+  op { name: "x" type: "Data" attr { key: "index" value { i: 0 } }
+       output_desc { dtype: DT_FLOAT shape { dim: 2 dim: 3 } } }
+  op { name: "y" type: "Data" attr { key: "index" value { i: 1 } }
+       output_desc { dtype: DT_FLOAT shape { dim: 4 } } }
+  op { name: "add" type: "Add" input: "x:0" input: "y:0"
+       output_desc { dtype: DT_FLOAT shape { dim: 2 dim: 3 } } }
+  op { name: "out" type: "NetOutput" input: "add:0" }
+}
+"#,
+    );
+    s.rt2(&["lower", "badshape.ge.txt", "-o", "c.exeg"])
+        .fails(2, &["badshape.ge.txt", "\"add\"", "broadcast"]);
+    assert!(!s.exists("c.exeg"));
+}
