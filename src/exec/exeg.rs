@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use prost::Message;
 use rayon::prelude::*;
@@ -20,9 +20,10 @@ use rayon::prelude::*;
 use crate::exec::check::{Problem, check};
 use crate::exec::graph::{
     ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind, KernelClass,
-    ModelIo, Origin, Resources, ValueRef,
+    ModelIo, Origin, Resources,
 };
 use crate::exec::kernels;
+use crate::exec::wire::{self, NodeParts, Source, next_field, read_node};
 use crate::npu::DType;
 use crate::proto::exeg as pb;
 
@@ -116,7 +117,62 @@ pub fn is_exeg(bytes: &[u8]) -> bool {
 /// Serializes `eg`; the same graph always gives the same bytes, starting with
 /// [`MAGIC_PREFIX`].
 pub fn encode(eg: &ExecuteGraph) -> Vec<u8> {
-    to_file_as(eg, Form::Tables).encode_to_vec()
+    // The graphs by hand (`wire`), the rest by prost, in field-number order: exactly the
+    // bytes prost writes for `to_file_as(eg, Form::Tables)` (a test checks), without a
+    // protobuf struct per node.
+    let mut t = Tables {
+        form: Form::Tables,
+        ..Default::default()
+    };
+    let mut graphs = Vec::with_capacity(3);
+    for g in [&eg.init, &eg.main, &eg.deinit] {
+        let mut body = Vec::with_capacity(64 * g.nodes.len());
+        wire::put_graph(&mut body, g, &mut |n: &ExecNode| {
+            (
+                t.kernel_index(&n.kernel),
+                t.attrs_index(&n.attrs),
+                n.origin.as_ref().map_or(0, |o| t.origin_index(o)),
+            )
+        });
+        graphs.push(body);
+    }
+    let head = pb::ExecuteGraphFile {
+        magic: MAGIC.to_string(),
+        format_version: FORMAT_VERSION,
+        name: eg.name.clone(),
+        ..Default::default()
+    };
+    let tail = pb::ExecuteGraphFile {
+        origins: t.origins,
+        kernels: t.kernels,
+        attr_sets: t.attr_sets,
+        ..file_fields(eg)
+    };
+    let mut out = head.encode_to_vec();
+    out.reserve(graphs.iter().map(|g| g.len() + 10).sum::<usize>() + tail.encoded_len());
+    for (tag, g) in (4u32..).zip(&graphs) {
+        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(g.len() as u64, &mut out);
+        out.extend_from_slice(g);
+    }
+    tail.encode(&mut out).expect("a Vec grows as needed");
+    out
+}
+
+/// The file fields after the graphs (7 to 10 and the end marker), tables left empty.
+fn file_fields(eg: &ExecuteGraph) -> pb::ExecuteGraphFile {
+    pb::ExecuteGraphFile {
+        resources: Some(pb::Resources {
+            streams: eg.resources.streams,
+            events: eg.resources.events,
+            notifies: eg.resources.notifies,
+        }),
+        inputs: eg.inputs.iter().map(io_to).collect(),
+        outputs: eg.outputs.iter().map(io_to).collect(),
+        multi_thread: eg.multi_thread,
+        end_marker: END_MARKER,
+        ..Default::default()
+    }
 }
 
 /// Reads an `.exeg` file and checks the graph ([`check`]); every problem is listed in
@@ -134,11 +190,16 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
     // fast path does not take (a graph field given twice, which protobuf merges; anything
     // malformed) goes through prost whole, which merges or names the error.
     let (file, graphs) = match split_graphs(bytes) {
-        Some((rest, graphs)) => (
-            pb::ExecuteGraphFile::decode(&rest[..])
-                .map_err(|source| ExegError::Malformed { source })?,
-            graphs,
-        ),
+        Some((rest, graphs, origins)) => {
+            let mut file = pb::ExecuteGraphFile::decode(&rest[..])
+                .map_err(|source| ExegError::Malformed { source })?;
+            file.origins = origins
+                .par_iter()
+                .map(|o| pb::Origin::decode(*o))
+                .collect::<Result<_, _>>()
+                .map_err(|source| ExegError::Malformed { source })?;
+            (file, graphs)
+        }
         None => {
             let mut file = pb::ExecuteGraphFile::decode(bytes)
                 .map_err(|source| ExegError::Malformed { source })?;
@@ -160,57 +221,33 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
     from_parts(file, graphs)
 }
 
-/// A graph to convert: a decoded message, or its wire bytes.
-enum Source<'a> {
-    Message(pb::Graph),
-    Wire(&'a [u8]),
-}
+/// The file without its three graph fields and its origin table, the graphs' wire bytes,
+/// and the origins' (one entry per compute node: decoded in parallel too).
+type Split<'a> = (Vec<u8>, [Source<'a>; 3], Vec<&'a [u8]>);
 
-/// One field of a message on the wire: its number, its whole encoding (key included) and,
-/// for a length-delimited field, its payload. `None` on anything malformed.
-fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, &'a [u8], &'a [u8])> {
-    use prost::encoding::{WireType, decode_key, decode_varint};
-    let start = *buf;
-    let (tag, wire) = decode_key(buf).ok()?;
-    let take = |buf: &mut &'a [u8], n: usize| -> Option<&'a [u8]> {
-        let (head, tail) = buf.split_at_checked(n)?;
-        *buf = tail;
-        Some(head)
-    };
-    let payload: &[u8] = match wire {
-        WireType::Varint => {
-            decode_varint(buf).ok()?;
-            &[]
-        }
-        WireType::SixtyFourBit => take(buf, 8)?,
-        WireType::ThirtyTwoBit => take(buf, 4)?,
-        WireType::LengthDelimited => {
-            let len = usize::try_from(decode_varint(buf).ok()?).ok()?;
-            take(buf, len)?
-        }
-        WireType::StartGroup | WireType::EndGroup => return None,
-    };
-    Some((tag, &start[..start.len() - buf.len()], payload))
-}
-
-/// The file without its three graph fields, and the graphs' wire bytes.
-fn split_graphs(mut buf: &[u8]) -> Option<(Vec<u8>, [Source<'_>; 3])> {
+fn split_graphs(mut buf: &[u8]) -> Option<Split<'_>> {
     let mut rest = Vec::new();
     let mut graphs: [Option<&[u8]>; 3] = [None; 3];
+    let mut origins = Vec::new();
     while !buf.is_empty() {
-        let (tag, raw, payload) = next_field(&mut buf)?;
-        match tag {
-            4..=6 => {
-                let slot = &mut graphs[tag as usize - 4];
+        let f = next_field(&mut buf)?;
+        match f.tag {
+            11 if f.wire == prost::encoding::WireType::LengthDelimited => origins.push(f.payload),
+            4..=6 if f.wire == prost::encoding::WireType::LengthDelimited => {
+                let slot = &mut graphs[f.tag as usize - 4];
                 if slot.is_some() {
                     return None;
                 }
-                *slot = Some(payload);
+                *slot = Some(f.payload);
             }
-            _ => rest.extend_from_slice(raw),
+            _ => rest.extend_from_slice(f.raw),
         }
     }
-    Some((rest, graphs.map(|g| Source::Wire(g.unwrap_or_default()))))
+    Some((
+        rest,
+        graphs.map(|g| Source::Wire(g.unwrap_or_default())),
+        origins,
+    ))
 }
 
 /// `Ok` when [`check`] finds nothing, else every problem.
@@ -259,15 +296,7 @@ fn to_file_as(eg: &ExecuteGraph, form: Form) -> pb::ExecuteGraphFile {
         init,
         main,
         deinit,
-        resources: Some(pb::Resources {
-            streams: eg.resources.streams,
-            events: eg.resources.events,
-            notifies: eg.resources.notifies,
-        }),
-        inputs: eg.inputs.iter().map(io_to).collect(),
-        outputs: eg.outputs.iter().map(io_to).collect(),
-        multi_thread: eg.multi_thread,
-        end_marker: END_MARKER,
+        ..file_fields(eg)
     }
 }
 
@@ -403,6 +432,11 @@ fn origin_to(o: &Origin) -> pb::Origin {
     }
 }
 
+/// The `KernelClass` enum number of `c` in the file.
+pub(crate) fn class_number(c: KernelClass) -> i32 {
+    class_to(c) as i32
+}
+
 fn class_to(c: KernelClass) -> pb::KernelClass {
     match c {
         KernelClass::Memory => pb::KernelClass::Memory,
@@ -454,7 +488,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
     let mut tables = FileTables {
         origins: file
             .origins
-            .into_iter()
+            .into_par_iter()
             .map(|o| {
                 Arc::new(Origin {
                     graph: o.graph,
@@ -577,18 +611,20 @@ impl Converter<'_> {
         let mut nodes_wire = Vec::new();
         let mut free_launch = Vec::new();
         while !buf.is_empty() {
-            let Some((tag, raw, payload)) = next_field(&mut buf) else {
+            let Some(f) = next_field(&mut buf) else {
                 // prost names what is wrong (or takes what the fast path does not).
                 return pb::Graph::decode(whole)
                     .map(|g| self.graph(g, path))
                     .map_err(|source| ExegError::Malformed { source });
             };
-            match tag {
-                2 => nodes_wire.push(payload),
+            match f.tag {
+                2 if f.wire == prost::encoding::WireType::LengthDelimited => {
+                    nodes_wire.push(f.payload)
+                }
                 // Name and relations are small: prost decodes (and merges) them.
                 _ => {
-                    let part =
-                        pb::Graph::decode(raw).map_err(|source| ExegError::Malformed { source })?;
+                    let part = pb::Graph::decode(f.raw)
+                        .map_err(|source| ExegError::Malformed { source })?;
                     if !part.name.is_empty() {
                         name = part.name;
                     }
@@ -600,35 +636,57 @@ impl Converter<'_> {
                 }
             }
         }
-        // Nodes convert independently, so a large graph is spread over the cores in chunks,
-        // each with its own problem list, joined in node order afterwards.
+        // Nodes convert independently, so a large graph is spread over the cores, each
+        // node written straight into its place in the graph's array (no per-chunk arrays
+        // copied together afterwards: at this size, fresh pages cost as much as the work).
+        // Problems and decode errors are rare; they go through a lock, tagged with the
+        // node, and are put back in node order.
         let t = self.t;
-        let chunks: Vec<(Vec<ExecNode>, Vec<Problem>, Option<prost::DecodeError>)> = nodes_wire
-            .par_chunks(PARALLEL_CHUNK)
+        let problems: Mutex<Vec<(u32, Vec<Problem>)>> = Mutex::new(Vec::new());
+        let failed: Mutex<Option<(u32, prost::DecodeError)>> = Mutex::new(None);
+        let mut nodes = Vec::with_capacity(nodes_wire.len());
+        nodes_wire
+            .par_iter()
+            .with_min_len(PARALLEL_CHUNK)
             .enumerate()
-            .map(|(c, chunk)| {
+            .map(|(i, w)| {
+                let i = i as u32;
                 let mut cv = Converter {
                     t,
                     problems: Vec::new(),
                 };
-                let mut nodes = Vec::with_capacity(chunk.len());
-                for (j, w) in chunk.iter().enumerate() {
-                    match pb::Node::decode(*w) {
-                        Ok(n) => nodes.push(cv.node(n, path, (c * PARALLEL_CHUNK + j) as u32)),
-                        Err(e) => return (nodes, cv.problems, Some(e)),
+                let parts = match read_node(w) {
+                    Some(p) => Ok(p),
+                    // prost names what is wrong (or takes what this reader does not).
+                    None => pb::Node::decode(*w).map(NodeParts::from_message),
+                };
+                let node = match parts.map(|p| cv.node(p, path, i)) {
+                    Ok(Ok(n)) => n,
+                    Ok(Err(ExegError::Malformed { source })) | Err(source) => {
+                        let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
+                        if f.as_ref().is_none_or(|(at, _)| i < *at) {
+                            *f = Some((i, source));
+                        }
+                        ExecNode::default()
                     }
+                    Ok(Err(_)) => unreachable!("node conversion fails only on malformed bytes"),
+                };
+                if !cv.problems.is_empty() {
+                    problems
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, cv.problems));
                 }
-                (nodes, cv.problems, None)
+                node
             })
-            .collect();
-        let mut nodes = Vec::with_capacity(nodes_wire.len());
-        for (part, problems, err) in chunks {
-            if let Some(source) = err {
-                return Err(ExegError::Malformed { source });
-            }
-            nodes.extend(part);
-            self.problems.extend(problems);
+            .collect_into_vec(&mut nodes);
+        if let Some((_, source)) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(ExegError::Malformed { source });
         }
+        let mut problems = problems.into_inner().unwrap_or_else(|e| e.into_inner());
+        problems.sort_by_key(|(i, _)| *i);
+        self.problems
+            .extend(problems.into_iter().flat_map(|(_, p)| p));
         Ok(ExecGraph {
             name,
             nodes,
@@ -639,7 +697,10 @@ impl Converter<'_> {
     fn graph(&mut self, g: pb::Graph, path: &str) -> ExecGraph {
         let mut nodes = Vec::with_capacity(g.nodes.len());
         for (i, n) in g.nodes.into_iter().enumerate() {
-            nodes.push(self.node(n, path, i as u32));
+            // A message node has no wire bytes left to be malformed.
+            if let Ok(n) = self.node(NodeParts::from_message(n), path, i as u32) {
+                nodes.push(n);
+            }
         }
         ExecGraph {
             name: g.name,
@@ -652,7 +713,7 @@ impl Converter<'_> {
         }
     }
 
-    fn node(&mut self, n: pb::Node, path: &str, i: u32) -> ExecNode {
+    fn node(&mut self, n: NodeParts, path: &str, i: u32) -> Result<ExecNode, ExegError> {
         let class = match pb::KernelClass::try_from(n.class) {
             Ok(pb::KernelClass::Memory) => KernelClass::Memory,
             Ok(pb::KernelClass::Launch) => KernelClass::Launch,
@@ -685,35 +746,33 @@ impl Converter<'_> {
             })),
             (k, _) => Some(self.entry(|c| &c.origins, k, "origins", path, at)),
         };
-        let sub_prefix = format!("{path}/{}", n.name);
         let mut subgraphs = Vec::with_capacity(n.subgraphs.len());
         for (s, g) in n.subgraphs.into_iter().enumerate() {
+            let g = match g {
+                Source::Message(g) => g,
+                Source::Wire(bytes) => {
+                    pb::Graph::decode(bytes).map_err(|source| ExegError::Malformed { source })?
+                }
+            };
             let sub_path = if g.name.is_empty() {
-                format!("{sub_prefix}.#{s}")
+                format!("{path}/{}.#{s}", n.name)
             } else {
-                format!("{sub_prefix}.{}", g.name)
+                format!("{path}/{}.{}", n.name, g.name)
             };
             subgraphs.push(self.graph(g, &sub_path));
         }
-        ExecNode {
+        Ok(ExecNode {
             name: n.name,
             kernel,
             class,
-            inputs: n
-                .inputs
-                .iter()
-                .map(|v| ValueRef {
-                    node: ExecNodeId(v.node),
-                    output: v.output,
-                })
-                .collect(),
+            inputs: n.inputs,
             outputs: n.outputs,
-            control_inputs: n.control_inputs.iter().map(|&c| ExecNodeId(c)).collect(),
+            control_inputs: n.control_inputs,
             attrs,
             origin,
             priority: n.priority,
             subgraphs,
-        }
+        })
     }
 
     /// Entry `k - 1` of a file table (`k`: a node's 1-based index), or a problem and a
@@ -811,6 +870,7 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    use crate::exec::ValueRef;
     use crate::exec::testdata::sample;
 
     #[test]
@@ -856,6 +916,68 @@ pub(crate) mod tests {
                 assert_eq!((found.as_str(), expected.as_str()), ("abc", "rt2.exeg"))
             }
             other => panic!("expected BadMagic, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hand_written_encoder_writes_exactly_what_prost_writes() {
+        let mut eg = sample();
+        // A second graph's worth of edge cases: index and output 0 (default, left out),
+        // large ids, negative priorities, control lists, a node with no name.
+        let mut n = ExecNode::new("", "Const", KernelClass::Normal);
+        n.priority = i64::MIN / 2;
+        n.control_inputs = vec![ExecNodeId(0), ExecNodeId(300), ExecNodeId(u32::MAX)];
+        n.inputs = vec![
+            ValueRef {
+                node: ExecNodeId(0),
+                output: 0,
+            },
+            ValueRef {
+                node: ExecNodeId(70_000),
+                output: 3,
+            },
+        ];
+        eg.deinit.nodes.push(n);
+        let want = to_file_as(&eg, Form::Tables).encode_to_vec();
+        assert_eq!(encode(&eg), want);
+        // And the reader takes back what either wrote (the checks aside).
+        let file = pb::ExecuteGraphFile::decode(&want[..]).unwrap();
+        let (rest, graphs, origins) = split_graphs(&want).unwrap();
+        assert_eq!(origins.len(), 2, "the sample's two origins");
+        assert!(
+            pb::ExecuteGraphFile::decode(&rest[..])
+                .unwrap()
+                .init
+                .is_none()
+        );
+        assert!(matches!(graphs[2], Source::Wire(_)));
+        for (w, m) in [(&graphs[0], &file.init), (&graphs[1], &file.main)] {
+            let (Source::Wire(bytes), Some(m)) = (w, m) else {
+                panic!("wire bytes and a message")
+            };
+            let mut buf = *bytes;
+            let mut k = 0;
+            while !buf.is_empty() {
+                let f = next_field(&mut buf).unwrap();
+                if f.tag == 2 {
+                    let parts = read_node(f.payload).unwrap();
+                    let msg = NodeParts::from_message(m.nodes[k].clone());
+                    assert_eq!(parts.name, msg.name);
+                    assert_eq!(parts.inputs, msg.inputs);
+                    assert_eq!(parts.control_inputs, msg.control_inputs);
+                    assert_eq!(
+                        (parts.priority, parts.class, parts.outputs),
+                        (msg.priority, msg.class, msg.outputs)
+                    );
+                    assert_eq!(
+                        (parts.kernel_index, parts.attrs_index, parts.origin_index),
+                        (msg.kernel_index, msg.attrs_index, msg.origin_index)
+                    );
+                    assert_eq!(parts.subgraphs.len(), msg.subgraphs.len());
+                    k += 1;
+                }
+            }
+            assert_eq!(k, m.nodes.len());
         }
     }
 

@@ -9,6 +9,7 @@ pub mod graph;
 pub mod kernels;
 pub mod testdata;
 pub mod view;
+pub(crate) mod wire;
 
 pub use check::{Problem, check};
 pub use exeg::{ExegError, check_or_err, decode, encode, is_exeg};

@@ -48,8 +48,20 @@ pub fn tensor(t: &Tensor) -> Option<HostTensor> {
 /// The device's view of a node's attributes. Values the device has no form for (graphs,
 /// named attributes, tensor descriptors) are left out: no kernel reads them.
 pub fn attrs(map: &AttrMap) -> Attrs {
-    let mut out = Attrs::new();
-    for (k, v) in map {
+    convert(map, |_| true)
+}
+
+/// The attributes an op's kernels read: [`attrs`] without the bookkeeping GE and rt2 keep
+/// on a node (names starting with `_`, and `original_type`).
+pub fn op_attrs(map: &AttrMap) -> Attrs {
+    convert(map, |k| !k.starts_with('_') && k != "original_type")
+}
+
+fn convert(map: &AttrMap, keep: impl Fn(&str) -> bool) -> Attrs {
+    // The source map iterates in name order with unique names: the result is built
+    // sorted, in one allocation.
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map.iter().filter(|(k, _)| keep(k)) {
         let converted = match v {
             AttrValue::Int(i) if ONNX_TYPE_ATTRS.contains(&k.as_str()) => i32::try_from(*i)
                 .ok()
@@ -80,10 +92,10 @@ pub fn attrs(map: &AttrMap) -> Attrs {
             _ => None,
         };
         if let Some(a) = converted {
-            out.insert(k.clone(), a);
+            out.push((k.clone(), a));
         }
     }
-    out
+    Attrs::from_sorted(out)
 }
 
 #[cfg(test)]

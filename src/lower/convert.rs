@@ -8,7 +8,8 @@
 //! - **Shape known before the launch** (almost every op):
 //!   `InferShape` (left out when lowering proved every output shape static; its inputs are
 //!   the input shapes, or host values for the inputs whose values inference reads) ->
-//!   `CalcTensorSizeFromShape` -> `AllocMemHbm` per output -> `LaunchKernelWithHandle`
+//!   `CalcTensorSizeFromShape` (left out for a static shape: the allocation carries the
+//!   size) -> `AllocMemHbm` per output -> `LaunchKernelWithHandle`
 //!   (the op's device task; no outputs) -> later a `FreeMemory` per output after its last
 //!   reader.
 //! - **Data-dependent** (NonZero, Unique, ...): `LaunchKernelAllocOutputs` runs the op and
@@ -22,7 +23,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::attrs::{self, dtype};
-use super::builder::{Builder, Global, TVal, dtype_names, node};
+use super::builder::{self, Builder, Global, TVal, dtype_names, node};
 use super::fold;
 use super::{LowerError, Unsupported};
 use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Origin, ValueRef};
@@ -463,7 +464,7 @@ impl<'r> Lowering<'r> {
         if missing {
             return Ok(vec![None; n.output_descs.len()]);
         }
-        let attrs = attrs::attrs(&n.attrs);
+        let attrs = attrs::op_attrs(&n.attrs);
         let outs = self.infer(path, n, &spec, ins, &attrs)?;
         if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
             return Ok(folded);
@@ -584,10 +585,9 @@ impl<'r> Lowering<'r> {
     ) -> Vec<TVal> {
         let stream = self.b.global(Global::Stream);
         let alloc = self.b.global(Global::Allocator);
-        // Owned, so the edits below change this set in place: the launch (and InferShape)
-        // share it, and nothing else holds it.
+        // The op's own attributes (`attrs::op_attrs`), owned, so the kernel's are added in
+        // place; then shared with every node configured alike.
         let mut kernel_attrs = attrs;
-        kernel_attrs.retain(|k, _| !k.starts_with('_'));
         kernel_attrs.insert("_op_type".into(), ExecAttr::Str(spec.name.into()));
         kernel_attrs.insert(
             "_in_dtypes".into(),
@@ -680,24 +680,34 @@ impl<'r> Lowering<'r> {
         let mut results = Vec::with_capacity(outs.len());
         let mut out_vals = Vec::new();
         for (o, m) in outs.iter().enumerate() {
-            let mut calc = with_origin(node(
-                format!("{name}/CalcTensorSizeFromShape_{o}"),
-                "CalcTensorSizeFromShape",
-            ));
-            calc.inputs = vec![out_shapes[o]];
-            calc.outputs = 1;
-            calc.attrs
-                .insert("dtype".into(), ExecAttr::Str(m.dtype.name().into()));
-            calc.attrs = self.b.share(std::mem::take(&mut calc.attrs));
-            let size = self.b.add(calc);
             let mut a = with_origin(node(format!("{name}/AllocMemHbm_{o}"), "AllocMemHbm"));
-            a.inputs = vec![
-                alloc,
-                ValueRef {
-                    node: size,
-                    output: 0,
-                },
-            ];
+            a.inputs = vec![alloc];
+            match builder::static_bytes(m) {
+                // A static size is known now: the allocation carries it, as the constant
+                // folding pass would leave it (see `passes::fold`), without making a
+                // CalcTensorSizeFromShape only to fold it away.
+                Some(bytes) if m.is_static() => {
+                    let mut size = crate::npu::AttrMap::new();
+                    size.insert("size".into(), ExecAttr::Int(bytes as i64));
+                    a.attrs = self.b.share(size);
+                }
+                _ => {
+                    let mut calc = with_origin(node(
+                        format!("{name}/CalcTensorSizeFromShape_{o}"),
+                        "CalcTensorSizeFromShape",
+                    ));
+                    calc.inputs = vec![out_shapes[o]];
+                    calc.outputs = 1;
+                    calc.attrs
+                        .insert("dtype".into(), ExecAttr::Str(m.dtype.name().into()));
+                    calc.attrs = self.b.share(std::mem::take(&mut calc.attrs));
+                    let size = self.b.add(calc);
+                    a.inputs.push(ValueRef {
+                        node: size,
+                        output: 0,
+                    });
+                }
+            }
             a.outputs = 1;
             let mem = ValueRef {
                 node: self.b.add(a),

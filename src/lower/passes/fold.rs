@@ -1,14 +1,13 @@
 //! Constant folding on ExecGraphs: a pure kernel whose inputs are all `Const` nodes is
 //! evaluated at lowering time and replaced by a `Const` of its result.
 //!
-//! The converters emit each compute node's kernel sequence the same way whether its shapes
-//! are static or not; for a static node the output shape is a `Const`, and this pass turns
-//! its `CalcTensorSizeFromShape` into a `Const` byte size and then moves that size into the
-//! `AllocMemHbm` as its `size` attribute, so Main keeps only the allocation, the launch and
-//! the free. (Static-shape nodes never get an `InferShape`: the
-//! converters already ran the op's inference.) A folded node keeps its id, so nothing that
-//! reads it changes; its former producers may become dead and go with dead-node
-//! elimination.
+//! The converters already give a static tensor's `AllocMemHbm` its byte size as an
+//! attribute (they know it), so this pass is the general rule behind that shortcut: a
+//! `CalcTensorSizeFromShape` of a `Const` shape becomes a `Const` byte size, and an
+//! `AllocMemHbm` reading a `Const` size takes it as its `size` attribute. (Static-shape
+//! nodes never get an `InferShape`: the converters already ran the op's inference.) A
+//! folded node keeps its id, so nothing that reads it changes; its former producers may
+//! become dead and go with dead-node elimination.
 
 use crate::exec::{ExecAttr, ExecGraph};
 use crate::npu::DType;

@@ -93,7 +93,9 @@ pub enum OpError {
 /// Attributes by name.
 pub type Attrs = crate::npu::AttrMap;
 
-/// What an op's inference is given.
+/// What an op's inference is given. An optional input left out in the middle (Resize's
+/// roi, Clip's min) is given as an empty 1-D tensor of input 0's type whose (empty) value
+/// is known, ONNX's own spelling of "no value": inference treats an empty value as absent.
 pub struct InferCtx<'a> {
     pub op: &'a str,
     pub inputs: &'a [TensorMeta],
