@@ -9,7 +9,7 @@ use crate::om::graph::{AttrMap, AttrValue, ListAttr, Tensor};
 use crate::om::{DataType, Shape};
 
 /// Attributes that name an element type by ONNX number.
-const ONNX_TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];
+pub const ONNX_TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];
 
 /// The device type of a model type, where the device computes on it.
 pub fn dtype(d: DataType) -> Option<DType> {

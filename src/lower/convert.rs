@@ -177,6 +177,34 @@ fn for_each_value(ins: &mut [Option<TVal>], mut f: impl FnMut(&mut TVal)) {
     }
 }
 
+/// Why a node of a supported op type is still unsupported: an element type the device
+/// does not compute on (float8, int4, ...), on an output or named by a type attribute.
+/// Such a model is valid; rt2 lacks the type, so it is reported with the unsupported ops
+/// (exit 1), not refused as bad input.
+fn unsupported_type(n: &ComputeNode, attrs: &Attrs) -> Option<String> {
+    for (k, d) in n.output_descs.iter().enumerate() {
+        if d.dtype != crate::om::DataType::Undefined && dtype(d.dtype).is_none() {
+            return Some(format!(
+                "output {k} is {}, an element type the device does not compute on",
+                d.dtype.name()
+            ));
+        }
+    }
+    for key in attrs::ONNX_TYPE_ATTRS {
+        // Converted to an element type when the device has it; left a number otherwise.
+        if let Some(crate::npu::Attr::Int(v)) = attrs.get(key) {
+            let name = i32::try_from(*v)
+                .ok()
+                .and_then(crate::om::DataType::from_onnx)
+                .map_or_else(|| format!("ONNX type {v}"), |d| d.name().to_string());
+            return Some(format!(
+                "attribute {key:?} names {name}, an element type the device does not compute on"
+            ));
+        }
+    }
+    None
+}
+
 /// A tensor of a trial lowering (see [`Builder::dry`]): every form present, pointing
 /// nowhere, since the trial's graph is thrown away.
 fn stub(m: &TensorMeta) -> Option<TVal> {
@@ -465,6 +493,10 @@ impl<'r> Lowering<'r> {
             return Ok(vec![None; n.output_descs.len()]);
         }
         let attrs = attrs::op_attrs(&n.attrs);
+        if let Some(why) = unsupported_type(n, &attrs) {
+            self.unsupported(path, n, &why);
+            return Ok(vec![None; n.output_descs.len()]);
+        }
         let outs = self.infer(path, n, &spec, ins, &attrs)?;
         if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
             return Ok(folded);

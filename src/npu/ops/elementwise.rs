@@ -62,7 +62,6 @@ const ARITHMETIC: &[(&str, usize, usize)] = &[
     ("Div", 2, 2),
     ("RealDiv", 2, 2),
     ("Mod", 2, 2),
-    ("PRelu", 2, 2),
     ("Max", 1, usize::MAX),
     ("Min", 1, usize::MAX),
     ("Sum", 1, usize::MAX),
@@ -106,6 +105,7 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("IsNaN", infer_is_class));
     reg.add(OpSpec::new("IsNan", infer_is_class));
     reg.add(OpSpec::new("IsInf", infer_is_class));
+    reg.add(OpSpec::new("PRelu", infer_prelu));
     reg.add(OpSpec::new("Pow", infer_pow));
     reg.add(OpSpec::new("Clip", infer_clip));
     reg.add(OpSpec::new("Where", infer_where));
@@ -254,6 +254,23 @@ fn infer_clip(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }
     }
     Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// PRelu(x, slope): the output has x's shape. Before opset 7 a 1-D slope with one value
+/// per channel applies along axis 1 (PyTorch's per-channel PReLU as exported then); from
+/// opset 7 the slope broadcasts to x as in the other arithmetic ops.
+fn infer_prelu(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    if ctx.attr_int("onnx_opset", 7)? < 7
+        && let (Some(x), Some(s)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape)
+        && s.len() == 1
+        && x.len() >= 2
+        && (s[0] == x[1] || s[0] == 1 || s[0] < 0 || x[1] < 0)
+    {
+        same_dtype(ctx)?;
+        return Ok(vec![ctx.inputs[0].clone()]);
+    }
+    infer_arithmetic(ctx)
 }
 
 /// Where(condition, x, y): condition is bool; x and y share a dtype; all broadcast.
@@ -422,6 +439,18 @@ mod tests {
             vec![f32(&[2])]
         );
         assert!(infer("Clip", &[f32(&[5]), f32(&[]), f32(&[2])], &none).is_err());
+        // PRelu: per-channel slope before opset 7, broadcasting from opset 7.
+        let mut old = Attrs::new();
+        old.insert("onnx_opset".into(), Attr::Int(6));
+        assert_eq!(
+            infer("PRelu", &[f32(&[2, 3, 4, 5]), f32(&[3])], &old).unwrap(),
+            [f32(&[2, 3, 4, 5])]
+        );
+        assert!(infer("PRelu", &[f32(&[2, 3, 4, 5]), f32(&[3])], &none).is_err());
+        assert_eq!(
+            infer("PRelu", &[f32(&[2, 3, 4, 5]), f32(&[5])], &none).unwrap(),
+            [f32(&[2, 3, 4, 5])]
+        );
         let mut to = Attrs::new();
         to.insert("to".into(), Attr::DType(DType::I64));
         assert_eq!(
