@@ -11,12 +11,13 @@ use crate::cmd::input::{self, Input};
 use crate::cmd::progress::Progress;
 use crate::cmd::{ReportFormat, Status, output};
 use crate::exec::{ExecuteGraph, GraphKind, exeg};
-use crate::lower::LowerOptions;
+use crate::lower::{self, LowerOptions};
 use crate::om::file::ReadOptions;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX).
+    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX), or an
+    /// `.exeg` (binary or text form), which gets the passes it lacks and is written binary.
     pub file: PathBuf,
     /// Where to write the ExecuteGraph (`.exeg`).
     #[arg(short, long)]
@@ -36,18 +37,33 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let progress = Progress::start(args.format == ReportFormat::Table);
     progress.step(format!("reading {}", args.file.display()));
-    let file = match input::read_input(&args.file, &ReadOptions::default())? {
-        Input::Exeg(_) => bail!(
-            "{}: is already an ExecuteGraph; lower takes a model file",
-            args.file.display()
-        ),
-        Input::Model(file) => file,
-    };
-    progress.step("lowering");
     let opts = LowerOptions {
         multi_thread: args.multi_thread,
     };
-    let eg = input::lower_model(&args.file, &file, args.model, &opts)?;
+    let (eg, file) = match input::read_input(&args.file, &ReadOptions::default())? {
+        // Already lowered: the passes not yet applied are, and the result is written in the
+        // binary form (a text-form `.exeg` becomes a binary one).
+        Input::Exeg(mut eg) => {
+            if args.model != 0 {
+                bail!(
+                    "{}: --model {}: an .exeg holds one model",
+                    args.file.display(),
+                    args.model
+                );
+            }
+            if args.multi_thread {
+                progress.step("multi-thread passes");
+                lower::multi_thread_passes(&mut eg)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+            }
+            (eg, None)
+        }
+        Input::Model(file) => {
+            progress.step("lowering");
+            let eg = input::lower_model(&args.file, &file, args.model, &opts)?;
+            (eg, Some(file))
+        }
+    };
     progress.step(format!("writing {}", args.output.display()));
     output::write_atomic(&args.output, &exeg::encode(&eg))?;
     drop(progress);
@@ -59,7 +75,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         ),
         ReportFormat::Table => print!("{}", summary_table(&eg, &out)),
     }
-    input::release(file);
+    if let Some(file) = file {
+        input::release(file);
+    }
     Ok(Status::Success)
 }
 

@@ -116,7 +116,7 @@ pub fn is_exeg(bytes: &[u8]) -> bool {
 
 /// Serializes `eg`; the same graph always gives the same bytes, starting with
 /// [`MAGIC_PREFIX`].
-pub fn encode(eg: &ExecuteGraph) -> Vec<u8> {
+pub fn encode<'a>(eg: &'a ExecuteGraph) -> Vec<u8> {
     // The graphs by hand (`wire`), the rest by prost, in field-number order: exactly the
     // bytes prost writes for `to_file_as(eg, Form::Tables)` (a test checks), without a
     // protobuf struct per node.
@@ -127,7 +127,7 @@ pub fn encode(eg: &ExecuteGraph) -> Vec<u8> {
     let mut graphs = Vec::with_capacity(3);
     for g in [&eg.init, &eg.main, &eg.deinit] {
         let mut body = Vec::with_capacity(64 * g.nodes.len());
-        wire::put_graph(&mut body, g, &mut |n: &ExecNode| {
+        wire::put_graph(&mut body, g, &mut |n: &'a ExecNode| {
             (
                 t.kernel_index(&n.kernel),
                 t.attrs_index(&n.attrs),
@@ -311,10 +311,13 @@ fn io_to(io: &ModelIo) -> pb::ModelIo {
 /// The file-level tables as they are filled (binary form): each entry once, in first-use
 /// order, so encoding stays deterministic.
 #[derive(Default)]
-struct Tables {
+struct Tables<'a> {
     form: Form,
     origins: Vec<pb::Origin>,
+    /// By shared origin, then by value: origins read from a text form (one per node) are
+    /// shared in the binary form all the same.
     origin_at: HashMap<*const Origin, u32>,
+    origin_by_value: HashMap<&'a Origin, u32>,
     kernels: Vec<String>,
     kernel_at: HashMap<String, u32>,
     attr_sets: Vec<pb::AttrSet>,
@@ -334,14 +337,19 @@ fn attrs_to(a: &crate::npu::AttrMap) -> Vec<pb::Attr> {
         .collect()
 }
 
-impl Tables {
+impl<'a> Tables<'a> {
     /// 1 + the table index of `o`, 0 for none.
-    fn origin_index(&mut self, o: &Arc<Origin>) -> u32 {
+    fn origin_index(&mut self, o: &'a Arc<Origin>) -> u32 {
+        if let Some(&i) = self.origin_at.get(&Arc::as_ptr(o)) {
+            return i;
+        }
         let table = &mut self.origins;
-        *self.origin_at.entry(Arc::as_ptr(o)).or_insert_with(|| {
+        let i = *self.origin_by_value.entry(o.as_ref()).or_insert_with(|| {
             table.push(origin_to(o));
             table.len() as u32
-        })
+        });
+        self.origin_at.insert(Arc::as_ptr(o), i);
+        i
     }
 
     fn kernel_index(&mut self, k: &str) -> u32 {
@@ -374,7 +382,7 @@ impl Tables {
         i
     }
 
-    fn graph_to(&mut self, g: &ExecGraph) -> pb::Graph {
+    fn graph_to(&mut self, g: &'a ExecGraph) -> pb::Graph {
         pb::Graph {
             name: g.name.clone(),
             nodes: g.nodes.iter().map(|n| self.node_to(n)).collect(),
@@ -389,7 +397,7 @@ impl Tables {
         }
     }
 
-    fn node_to(&mut self, n: &ExecNode) -> pb::Node {
+    fn node_to(&mut self, n: &'a ExecNode) -> pb::Node {
         let mut node = pb::Node {
             name: n.name.clone(),
             class: class_to(n.class) as i32,

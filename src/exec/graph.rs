@@ -105,7 +105,7 @@ impl GraphKind {
 pub use crate::npu::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
 
 /// The compute node an exec node was lowered from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Origin {
     /// Name of the ComputeGraph (root or subgraph) the node is in.
     pub graph: String,

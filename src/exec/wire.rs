@@ -183,7 +183,7 @@ fn read_value_ref(mut buf: &[u8]) -> Option<ValueRef> {
 
 /// The table indices a node is written with: kernel, attribute set, origin (1-based, 0
 /// for none).
-pub(crate) type Indices<'a> = dyn FnMut(&ExecNode) -> (u32, u32, u32) + 'a;
+pub(crate) type Indices<'a, 'g> = dyn FnMut(&'g ExecNode) -> (u32, u32, u32) + 'a;
 
 fn put_len_delimited(out: &mut Vec<u8>, tag: u32, body: &[u8]) {
     encode_key(tag, WireType::LengthDelimited, out);
@@ -199,7 +199,7 @@ fn put_varint(out: &mut Vec<u8>, tag: u32, v: u64) {
 }
 
 /// Appends the body of a `Graph` message for `g`, nodes by table index.
-pub(crate) fn put_graph(out: &mut Vec<u8>, g: &ExecGraph, indices: &mut Indices) {
+pub(crate) fn put_graph<'g>(out: &mut Vec<u8>, g: &'g ExecGraph, indices: &mut Indices<'_, 'g>) {
     if !g.name.is_empty() {
         put_len_delimited(out, 1, g.name.as_bytes());
     }
@@ -218,7 +218,7 @@ pub(crate) fn put_graph(out: &mut Vec<u8>, g: &ExecGraph, indices: &mut Indices)
     }
 }
 
-fn put_node(out: &mut Vec<u8>, n: &ExecNode, indices: &mut Indices) {
+fn put_node<'g>(out: &mut Vec<u8>, n: &'g ExecNode, indices: &mut Indices<'_, 'g>) {
     let (kernel, attrs, origin) = indices(n);
     if !n.name.is_empty() {
         put_len_delimited(out, 1, n.name.as_bytes());

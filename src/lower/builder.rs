@@ -38,6 +38,9 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>
 pub enum Global {
     Stream,
     Allocator,
+    /// The model's events and notifies (`Resources`), for cross-stream ordering.
+    Events,
+    Notifies,
     /// `FindInferShapeFunc` of an op type.
     InferFunc(String),
     /// Device copy of constant `id` (an index into [`Builder::consts`]).
@@ -147,6 +150,8 @@ pub struct Builder {
     export_of: BTreeMap<Global, u32>,
     init_stream: ValueRef,
     init_allocator: ValueRef,
+    init_events: ValueRef,
+    init_notifies: ValueRef,
     /// Every constant value lowering knows, by id.
     pub consts: Vec<Arc<HostTensor>>,
     levels: Vec<Level>,
@@ -191,12 +196,25 @@ impl Builder {
             .attrs
             .insert("placement".into(), ExecAttr::Str("hbm".into()));
         let a = init.add(alloc);
+        // The lowering is single-stream, so it needs no events or notifies; Init still
+        // creates the (empty) sets, so every model has the same lifecycle and an engine
+        // never special-cases their absence.
+        let mut events = node("CreateEvents".into(), "CreateEvents");
+        events.outputs = 1;
+        events.attrs.insert("count".into(), ExecAttr::Int(0));
+        let e = init.add(events);
+        let mut notifies = node("CreateNotifies".into(), "CreateNotifies");
+        notifies.outputs = 1;
+        notifies.attrs.insert("count".into(), ExecAttr::Int(0));
+        let nt = init.add(notifies);
         Builder {
             init,
             exports: Vec::new(),
             export_of: BTreeMap::new(),
             init_stream: vr(s, 0),
             init_allocator: vr(a, 0),
+            init_events: vr(e, 0),
+            init_notifies: vr(nt, 0),
             consts: Vec::new(),
             levels: vec![Level::new("Main")],
             captures: Vec::new(),
@@ -349,6 +367,8 @@ impl Builder {
         let name = match &g {
             Global::Stream => "stream".to_string(),
             Global::Allocator => "allocator".to_string(),
+            Global::Events => "events".to_string(),
+            Global::Notifies => "notifies".to_string(),
             Global::InferFunc(op) => format!("infer_func/{op}"),
             Global::ConstMem(id) => format!("const/{id}"),
         };
@@ -377,6 +397,8 @@ impl Builder {
         let v = match g {
             Global::Stream => self.init_stream,
             Global::Allocator => self.init_allocator,
+            Global::Events => self.init_events,
+            Global::Notifies => self.init_notifies,
             Global::InferFunc(op) => {
                 let mut n = node(format!("FindInferShapeFunc/{op}"), "FindInferShapeFunc");
                 n.outputs = 1;
@@ -562,11 +584,18 @@ impl Builder {
     }
 
     /// Closes Init (one `InnerNetOutput` of the exports) and builds DeInit, which frees
-    /// the uploaded constants, then destroys the allocator, then the streams.
+    /// the uploaded constants, destroys the events, notifies and allocator, then the
+    /// streams.
     pub fn finish_init(&mut self) -> (ExecGraph, ExecGraph) {
-        // Stream and allocator are always exported: DeInit releases them.
-        self.export(&Global::Stream);
-        self.export(&Global::Allocator);
+        // The resources are always exported: DeInit releases them.
+        for g in [
+            Global::Stream,
+            Global::Allocator,
+            Global::Events,
+            Global::Notifies,
+        ] {
+            self.export(&g);
+        }
         let mut init = std::mem::take(&mut self.init);
         let mut out = node("exports".into(), "InnerNetOutput");
         out.inputs = self.exports.clone();
@@ -588,6 +617,16 @@ impl Builder {
                 frees.push(de.add(f));
             }
         }
+        let mut before_streams = Vec::new();
+        for (g, name, kernel) in [
+            (Global::Events, "events", "DestroyEvents"),
+            (Global::Notifies, "notifies", "DestroyNotifies"),
+        ] {
+            let v = read(&mut de, name.into(), self.export_of[&g]);
+            let mut d = node(kernel.into(), kernel);
+            d.inputs = vec![v];
+            before_streams.push(de.add(d));
+        }
         let a = read(
             &mut de,
             "allocator".into(),
@@ -596,11 +635,11 @@ impl Builder {
         let mut da = node("DestroyAllocator".into(), "DestroyAllocator");
         da.inputs = vec![a];
         da.control_inputs = frees;
-        let da = de.add(da);
+        before_streams.push(de.add(da));
         let s = read(&mut de, "stream".into(), self.export_of[&Global::Stream]);
         let mut ds = node("DestroyStreams".into(), "DestroyStreams");
         ds.inputs = vec![s];
-        ds.control_inputs = vec![da];
+        ds.control_inputs = before_streams;
         de.add(ds);
         (init, de)
     }

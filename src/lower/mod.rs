@@ -151,7 +151,7 @@ pub fn lower_with(
                 io(name, m)
             })
             .collect(),
-        multi_thread: opts.multi_thread,
+        multi_thread: false,
     };
     verify(&eg, "conversion")?;
     run_passes(&mut eg, opts)?;
@@ -208,13 +208,25 @@ fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerErr
     })?;
     verify(eg, "priority")?;
     if opts.multi_thread {
-        passes::multi_thread::split_mixed_launch_memory(&mut eg.main);
-        sort(&mut eg.main)?;
-        verify(eg, "SplitMixedLaunchMemory")?;
-        passes::multi_thread::remove_launch_free_edge(&mut eg.main);
-        sort(&mut eg.main)?;
-        passes::priority::assign(&mut eg.main);
-        verify(eg, "RemoveLaunchFreeEdge")?;
+        multi_thread_passes(eg)?;
     }
     Ok(())
+}
+
+/// The two multi-thread passes on Main, once: SplitMixedLaunchMemory, then
+/// RemoveLaunchFreeEdge, each followed by the sort, the priorities and the verifier. A
+/// graph that had them already is left as it is. Public so an `.exeg` lowered without
+/// them can get them later (`rt2 lower x.exeg --multi-thread`).
+pub fn multi_thread_passes(eg: &mut ExecuteGraph) -> Result<(), LowerError> {
+    if eg.multi_thread {
+        return Ok(());
+    }
+    passes::multi_thread::split_mixed_launch_memory(&mut eg.main);
+    sort(&mut eg.main)?;
+    verify(eg, "SplitMixedLaunchMemory")?;
+    passes::multi_thread::remove_launch_free_edge(&mut eg.main);
+    sort(&mut eg.main)?;
+    passes::priority::assign(&mut eg.main);
+    eg.multi_thread = true;
+    verify(eg, "RemoveLaunchFreeEdge")
 }

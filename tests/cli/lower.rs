@@ -104,11 +104,11 @@ fn bad_inputs_exit_2() {
     s.rt2(&["lower", "bad.onnx", "-o", "x.exeg"])
         .fails(2, &["bad.onnx"]);
     assert!(!s.exists("x.exeg"));
-    // An .exeg is already lowered.
+    // An .exeg holds one model.
     s.rt2(&["lower", &case("add_one.ge.txt"), "-o", "a.exeg"])
         .ok();
-    s.rt2(&["lower", "a.exeg", "-o", "b.exeg"])
-        .fails(2, &["a.exeg", "already an ExecuteGraph"]);
+    s.rt2(&["lower", "a.exeg", "-o", "b.exeg", "--model", "1"])
+        .fails(2, &["a.exeg", "one model"]);
     // A node whose shapes do not fit the op.
     s.write(
         "badshape.ge.txt",
@@ -127,4 +127,37 @@ fn bad_inputs_exit_2() {
     s.rt2(&["lower", "badshape.ge.txt", "-o", "c.exeg"])
         .fails(2, &["badshape.ge.txt", "\"add\"", "broadcast"]);
     assert!(!s.exists("c.exeg"));
+}
+
+#[test]
+fn an_exeg_gets_the_passes_it_lacks_and_is_written_binary() {
+    let s = Scratch::new();
+    s.rt2(&["lower", &case("dynamic_batch.ge.txt"), "-o", "d.exeg"])
+        .ok();
+    s.rt2(&["dump", "d.exeg", "--format", "pbtxt", "-o", "d.exeg.txt"])
+        .ok();
+    // The text form in, the binary form out, with the multi-thread passes added: the same
+    // graph as lowering the model with them in the first place.
+    s.rt2(&["lower", "d.exeg.txt", "-o", "mt.exeg", "--multi-thread"])
+        .ok()
+        .stdout_has(&["(multi-thread)"]);
+    s.rt2(&[
+        "lower",
+        &case("dynamic_batch.ge.txt"),
+        "-o",
+        "direct.exeg",
+        "--multi-thread",
+    ])
+    .ok();
+    assert!(
+        s.read("mt.exeg") == s.read("direct.exeg"),
+        "the text form, lowered again with the passes, differs from lowering with them"
+    );
+    // Applying them twice changes nothing.
+    s.rt2(&["lower", "mt.exeg", "-o", "again.exeg", "--multi-thread"])
+        .ok();
+    assert!(
+        s.read("again.exeg") == s.read("direct.exeg"),
+        "the passes applied twice changed the file"
+    );
 }
