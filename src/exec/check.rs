@@ -27,6 +27,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use foldhash::fast::FixedState;
+use rayon::prelude::*;
+use std::hash::BuildHasher;
 
 use crate::exec::graph::{ExecAttr, ExecGraph, ExecNode, ExecuteGraph, GraphKind, KernelClass};
 use crate::exec::kernels::kernel_type;
@@ -61,6 +63,10 @@ enum Place<'a> {
         index: usize,
     },
 }
+
+/// Nodes per task when a large graph's nodes are checked on all cores (smaller graphs
+/// stay on one).
+const CHECK_CHUNK: usize = 8192;
 
 struct Checker<'a> {
     eg: &'a ExecuteGraph,
@@ -99,68 +105,29 @@ impl<'a> Checker<'a> {
     }
 
     fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
-        let len = g.nodes.len();
-        // A hash map, not a tree: comparing long names with shared prefixes
-        // (`conv12/AllocMemHbm_0`) dominated the loader's time on large graphs.
-        let mut names: HashMap<&str, usize, FixedState> =
-            HashMap::with_capacity_and_hasher(g.nodes.len(), FixedState::default());
-        for (i, n) in g.nodes.iter().enumerate() {
-            let at = Some((i, n));
-            if let Some(&first) = names.get(n.name.as_str()) {
-                self.push(path, at, format!("duplicate node name, also node {first}"));
-            } else {
-                names.insert(&n.name, i);
-            }
-            match kernel_type(&n.kernel) {
-                None => self.push(path, at, format!("unknown kernel type {:?}", n.kernel)),
-                Some(k) if k.class != n.class => self.push(
-                    path,
-                    at,
-                    format!(
-                        "class {} differs from kernel type {}'s class {}",
-                        n.class.name(),
-                        k.name,
-                        k.class.name()
-                    ),
-                ),
-                Some(_) => {}
-            }
-            for (slot, v) in n.inputs.iter().enumerate() {
-                let src = v.node.index();
-                if src >= len {
-                    self.push(
-                        path,
-                        at,
-                        format!("input {slot} refers to node {src}, out of range 0..{len}"),
-                    );
-                } else if src == i {
-                    self.push(path, at, format!("input {slot} is a self-loop"));
-                } else if v.output >= g.nodes[src].outputs {
-                    self.push(
-                        path,
-                        at,
-                        format!(
-                            "input {slot} refers to output {} of node {src} {:?}, which has {} outputs",
-                            v.output, g.nodes[src].name, g.nodes[src].outputs
-                        ),
-                    );
+        // Names, then each node on its own: on a large graph the per-node checks run on
+        // all cores in chunks. Problems are put back in node order (a node's name first),
+        // so the report is the same however the work was split.
+        let mut found = self.names(g, path);
+        let node_problems: Vec<Vec<Problem>> = g
+            .nodes
+            .par_chunks(CHECK_CHUNK)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let mut local = Checker {
+                    eg: self.eg,
+                    init_exports: self.init_exports,
+                    problems: Vec::new(),
+                };
+                for (j, n) in chunk.iter().enumerate() {
+                    local.node(g, path, c * CHECK_CHUNK + j, n);
                 }
-            }
-            for c in &n.control_inputs {
-                let src = c.index();
-                if src >= len {
-                    self.push(
-                        path,
-                        at,
-                        format!("control input refers to node {src}, out of range 0..{len}"),
-                    );
-                } else if src == i {
-                    self.push(path, at, "control input is a self-loop".to_string());
-                }
-            }
-            self.attrs(path, i, n);
-            self.subgraph_count(path, i, n);
-        }
+                local.problems
+            })
+            .collect();
+        found.extend(node_problems.into_iter().flatten());
+        found.sort_by_key(|p| p.node.as_ref().map_or(0, |(i, _)| *i));
+        self.problems.extend(found);
         self.cycles(g, path);
         self.free_launch(g, path);
         self.boundaries(g, path, place);
@@ -175,6 +142,101 @@ impl<'a> Checker<'a> {
                 self.graph(sub, &sub_path, Place::Sub { owner: n, index: s });
             }
         }
+    }
+
+    /// Duplicate node names of `g`. Names are hashed on all cores; a hash map of hashes
+    /// finds repeats, and a name that only shares another's hash is checked by string.
+    fn names(&self, g: &ExecGraph, path: &str) -> Vec<Problem> {
+        let hasher = FixedState::default();
+        let hashes: Vec<u64> = g
+            .nodes
+            .par_iter()
+            .with_min_len(CHECK_CHUNK)
+            .map(|n| hasher.hash_one(n.name.as_str()))
+            .collect();
+        let mut first: HashMap<u64, usize, FixedState> =
+            HashMap::with_capacity_and_hasher(hashes.len(), FixedState::default());
+        let mut collided: HashMap<&str, usize, FixedState> = HashMap::default();
+        let mut problems = Vec::new();
+        for (i, (&h, n)) in hashes.iter().zip(&g.nodes).enumerate() {
+            let earlier = match first.get(&h) {
+                None => {
+                    first.insert(h, i);
+                    continue;
+                }
+                Some(&f) if g.nodes[f].name == n.name => Some(f),
+                Some(_) => match collided.get(n.name.as_str()) {
+                    Some(&f) => Some(f),
+                    None => {
+                        collided.insert(&n.name, i);
+                        None
+                    }
+                },
+            };
+            if let Some(f) = earlier {
+                problems.push(Problem {
+                    graph: path.to_string(),
+                    node: Some((i as u32, n.name.clone())),
+                    message: format!("duplicate node name, also node {f}"),
+                });
+            }
+        }
+        problems
+    }
+
+    /// The checks of one node that need nothing but the node and its graph.
+    fn node(&mut self, g: &ExecGraph, path: &str, i: usize, n: &ExecNode) {
+        let len = g.nodes.len();
+        let at = Some((i, n));
+        match kernel_type(&n.kernel) {
+            None => self.push(path, at, format!("unknown kernel type {:?}", n.kernel)),
+            Some(k) if k.class != n.class => self.push(
+                path,
+                at,
+                format!(
+                    "class {} differs from kernel type {}'s class {}",
+                    n.class.name(),
+                    k.name,
+                    k.class.name()
+                ),
+            ),
+            Some(_) => {}
+        }
+        for (slot, v) in n.inputs.iter().enumerate() {
+            let src = v.node.index();
+            if src >= len {
+                self.push(
+                    path,
+                    at,
+                    format!("input {slot} refers to node {src}, out of range 0..{len}"),
+                );
+            } else if src == i {
+                self.push(path, at, format!("input {slot} is a self-loop"));
+            } else if v.output >= g.nodes[src].outputs {
+                self.push(
+                    path,
+                    at,
+                    format!(
+                        "input {slot} refers to output {} of node {src} {:?}, which has {} outputs",
+                        v.output, g.nodes[src].name, g.nodes[src].outputs
+                    ),
+                );
+            }
+        }
+        for c in &n.control_inputs {
+            let src = c.index();
+            if src >= len {
+                self.push(
+                    path,
+                    at,
+                    format!("control input refers to node {src}, out of range 0..{len}"),
+                );
+            } else if src == i {
+                self.push(path, at, "control input is a self-loop".to_string());
+            }
+        }
+        self.attrs(path, i, n);
+        self.subgraph_count(path, i, n);
     }
 
     fn attrs(&mut self, path: &str, i: usize, n: &ExecNode) {
