@@ -314,10 +314,10 @@ fn io_to(io: &ModelIo) -> pb::ModelIo {
 struct Tables<'a> {
     form: Form,
     origins: Vec<pb::Origin>,
-    /// By shared origin, then by value: origins read from a text form (one per node) are
-    /// shared in the binary form all the same.
+    /// By shared origin: lowering makes one per compute node, and a text form read back
+    /// shares equal ones again (see `Converter::inline_origins`).
     origin_at: HashMap<*const Origin, u32>,
-    origin_by_value: HashMap<&'a Origin, u32>,
+    _graph: std::marker::PhantomData<&'a ExecGraph>,
     kernels: Vec<String>,
     kernel_at: HashMap<String, u32>,
     attr_sets: Vec<pb::AttrSet>,
@@ -340,16 +340,11 @@ fn attrs_to(a: &crate::npu::AttrMap) -> Vec<pb::Attr> {
 impl<'a> Tables<'a> {
     /// 1 + the table index of `o`, 0 for none.
     fn origin_index(&mut self, o: &'a Arc<Origin>) -> u32 {
-        if let Some(&i) = self.origin_at.get(&Arc::as_ptr(o)) {
-            return i;
-        }
         let table = &mut self.origins;
-        let i = *self.origin_by_value.entry(o.as_ref()).or_insert_with(|| {
+        *self.origin_at.entry(Arc::as_ptr(o)).or_insert_with(|| {
             table.push(origin_to(o));
             table.len() as u32
-        });
-        self.origin_at.insert(Arc::as_ptr(o), i);
-        i
+        })
     }
 
     fn kernel_index(&mut self, k: &str) -> u32 {
@@ -513,6 +508,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
     let mut cv = Converter {
         t: &empty,
         problems: Vec::new(),
+        inline_origins: HashMap::new(),
     };
     for (k, set) in file.attr_sets.into_iter().enumerate() {
         let a = cv.attr_set(set.attrs, &format!("attr_sets[{k}]"), None);
@@ -521,6 +517,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
     let mut cv = Converter {
         t: &tables,
         problems: cv.problems,
+        inline_origins: HashMap::new(),
     };
     let resources = file.resources.unwrap_or_default();
     let [init, main, deinit] = graphs;
@@ -562,6 +559,9 @@ struct FileTables {
 struct Converter<'t> {
     t: &'t FileTables,
     problems: Vec<Problem>,
+    /// Origins written inline (the text form), shared again by value: the kernel calls
+    /// of one compute node share one, as lowering made them.
+    inline_origins: HashMap<Origin, Arc<Origin>>,
 }
 
 /// Nodes per task when a large graph's nodes are converted in parallel.
@@ -662,6 +662,7 @@ impl Converter<'_> {
                 let mut cv = Converter {
                     t,
                     problems: Vec::new(),
+                    inline_origins: HashMap::new(),
                 };
                 let parts = match read_node(w) {
                     Some(p) => Ok(p),
@@ -746,12 +747,22 @@ impl Converter<'_> {
         };
         let origin = match (n.origin_index, n.origin) {
             (0, None) => None,
-            (0, Some(o)) => Some(Arc::new(Origin {
-                graph: o.graph,
-                node: o.node,
-                op_type: o.op_type,
-                index: o.index,
-            })),
+            (0, Some(o)) => {
+                let o = Origin {
+                    graph: o.graph,
+                    node: o.node,
+                    op_type: o.op_type,
+                    index: o.index,
+                };
+                Some(match self.inline_origins.get(&o) {
+                    Some(shared) => shared.clone(),
+                    None => {
+                        let shared = Arc::new(o.clone());
+                        self.inline_origins.insert(o, shared.clone());
+                        shared
+                    }
+                })
+            }
             (k, _) => Some(self.entry(|c| &c.origins, k, "origins", path, at)),
         };
         let mut subgraphs = Vec::with_capacity(n.subgraphs.len());
