@@ -509,6 +509,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
         t: &empty,
         problems: Vec::new(),
         inline_origins: HashMap::new(),
+        local_attrs: HashMap::new(),
     };
     for (k, set) in file.attr_sets.into_iter().enumerate() {
         let a = cv.attr_set(set.attrs, &format!("attr_sets[{k}]"), None);
@@ -518,6 +519,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
         t: &tables,
         problems: cv.problems,
         inline_origins: HashMap::new(),
+        local_attrs: HashMap::new(),
     };
     let resources = file.resources.unwrap_or_default();
     let [init, main, deinit] = graphs;
@@ -562,6 +564,8 @@ struct Converter<'t> {
     /// Origins written inline (the text form), shared again by value: the kernel calls
     /// of one compute node share one, as lowering made them.
     inline_origins: HashMap<Origin, Arc<Origin>>,
+    /// This converter's copies of the attribute sets its nodes use, by table index.
+    local_attrs: HashMap<u32, crate::npu::AttrMap>,
 }
 
 /// Nodes per task when a large graph's nodes are converted in parallel.
@@ -657,37 +661,40 @@ impl Converter<'_> {
             .par_iter()
             .with_min_len(PARALLEL_CHUNK)
             .enumerate()
-            .map(|(i, w)| {
-                let i = i as u32;
-                let mut cv = Converter {
+            .map_init(
+                || Converter {
                     t,
                     problems: Vec::new(),
                     inline_origins: HashMap::new(),
-                };
-                let parts = match read_node(w) {
-                    Some(p) => Ok(p),
-                    // prost names what is wrong (or takes what this reader does not).
-                    None => pb::Node::decode(*w).map(NodeParts::from_message),
-                };
-                let node = match parts.map(|p| cv.node(p, path, i)) {
-                    Ok(Ok(n)) => n,
-                    Ok(Err(ExegError::Malformed { source })) | Err(source) => {
-                        let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
-                        if f.as_ref().is_none_or(|(at, _)| i < *at) {
-                            *f = Some((i, source));
+                    local_attrs: HashMap::new(),
+                },
+                |cv, (i, w)| {
+                    let i = i as u32;
+                    let parts = match read_node(w) {
+                        Some(p) => Ok(p),
+                        // prost names what is wrong (or takes what this reader does not).
+                        None => pb::Node::decode(*w).map(NodeParts::from_message),
+                    };
+                    let node = match parts.map(|p| cv.node(p, path, i)) {
+                        Ok(Ok(n)) => n,
+                        Ok(Err(ExegError::Malformed { source })) | Err(source) => {
+                            let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
+                            if f.as_ref().is_none_or(|(at, _)| i < *at) {
+                                *f = Some((i, source));
+                            }
+                            ExecNode::default()
                         }
-                        ExecNode::default()
+                        Ok(Err(_)) => unreachable!("node conversion fails only on malformed bytes"),
+                    };
+                    if !cv.problems.is_empty() {
+                        problems
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((i, std::mem::take(&mut cv.problems)));
                     }
-                    Ok(Err(_)) => unreachable!("node conversion fails only on malformed bytes"),
-                };
-                if !cv.problems.is_empty() {
-                    problems
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((i, cv.problems));
-                }
-                node
-            })
+                    node
+                },
+            )
             .collect_into_vec(&mut nodes);
         if let Some((_, source)) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(ExegError::Malformed { source });
@@ -739,7 +746,19 @@ impl Converter<'_> {
         let at = Some((i, n.name.as_str()));
         let attrs = match n.attrs_index {
             0 => self.attr_set(n.attrs, path, at),
-            k => self.entry(|c| &c.attr_sets, k, "attr_sets", path, at),
+            // Each converter (one per task when loading in parallel) shares its own copy
+            // of a set among its nodes: a set shared by every task would have its
+            // reference count bounced between cores on each node.
+            k => match self.local_attrs.get(&k) {
+                Some(a) => a.clone(),
+                None => {
+                    let a = self
+                        .entry(|c| &c.attr_sets, k, "attr_sets", path, at)
+                        .unshared();
+                    self.local_attrs.insert(k, a.clone());
+                    a
+                }
+            },
         };
         let kernel = match n.kernel_index {
             0 => kernels::intern(n.kernel),

@@ -118,6 +118,10 @@ impl AttrMap {
         self.entries()
             .binary_search_by(|(k, _)| k.as_str().cmp(key))
     }
+    /// An equal set that shares nothing with this one (a fresh reference count).
+    pub fn unshared(&self) -> Self {
+        AttrMap(self.0.as_ref().map(|v| Arc::new(v.as_ref().clone())))
+    }
     /// Whether both are the same shared set (not merely equal).
     pub fn shares(&self, other: &AttrMap) -> bool {
         match (&self.0, &other.0) {
@@ -303,6 +307,8 @@ mod tests {
         );
         let shared = m.clone();
         assert!(shared.shares(&m));
+        let copy = m.unshared();
+        assert!(!copy.shares(&m) && copy == m, "an equal set with its own count");
         m.retain(|k, _| k == "a");
         assert!(!shared.shares(&m), "copy on write");
         assert_eq!(shared.len(), 2);
