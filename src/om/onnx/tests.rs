@@ -539,6 +539,11 @@ fn loop_and_scan_keep_onnx_types_with_explicit_captures() {
     assert_eq!(lp.r#type, "Loop");
     assert_eq!(lp.subgraph_name, ["loop_0_body"]);
     assert_eq!(lp.input, ["M:0", "cond0:0", "v0:0", "s:0"]);
+    assert_eq!(
+        ai(lp, crate::om::onnx::LOOP_CARRIED),
+        1,
+        "one loop-carried value (v0); s is captured"
+    );
     let body = graph(&m, "loop_0_body");
     let parents: Vec<(String, i64)> = body
         .op
