@@ -308,7 +308,10 @@ mod tests {
         let shared = m.clone();
         assert!(shared.shares(&m));
         let copy = m.unshared();
-        assert!(!copy.shares(&m) && copy == m, "an equal set with its own count");
+        assert!(
+            !copy.shares(&m) && copy == m,
+            "an equal set with its own count"
+        );
         m.retain(|k, _| k == "a");
         assert!(!shared.shares(&m), "copy on write");
         assert_eq!(shared.len(), 2);
