@@ -22,8 +22,9 @@ pub struct Args {
     /// Where to write the ExecuteGraph (`.exeg`).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge) for
-    /// `rt2 run --executor topo-mt`.
+    /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge), for
+    /// the multi-thread executor: memory and launch kernels on their own workers, with
+    /// exact (Free, Launch) relations instead of Launch-to-Free edges.
     #[arg(long)]
     pub multi_thread: bool,
     /// Summary format.
