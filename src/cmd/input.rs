@@ -79,24 +79,6 @@ pub fn parse_named_shape(s: &str, sep: char) -> Result<(String, Vec<i64>), Strin
     Ok((name.to_string(), dims))
 }
 
-/// The ExecuteGraph of any input: an `.exeg` as it is, a model file's model `model`
-/// lowered. Unsupported ops are a failed check (exit 1) listing every one of them; any
-/// other lowering error is an input that cannot be used (exit 2).
-pub fn execute_graph(
-    path: &Path,
-    model: usize,
-    opts: &crate::lower::LowerOptions,
-) -> anyhow::Result<(ExecuteGraph, bool)> {
-    match read_input(path, &ReadOptions::default())? {
-        Input::Exeg(eg) => Ok((eg, false)),
-        Input::Model(file) => {
-            let eg = lower_model(path, &file, model, opts)?;
-            release(file);
-            Ok((eg, true))
-        }
-    }
-}
-
 /// Lowers model `model` of `file` (read from `path`).
 pub fn lower_model(
     path: &Path,

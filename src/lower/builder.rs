@@ -170,9 +170,7 @@ fn vr(node: ExecNodeId, output: u32) -> ValueRef {
 }
 
 /// An exec node of `kernel`, with the class the kernel table gives it.
-pub fn node(name: String, kernel: &str) -> ExecNode {
-    crate::exec::kernels::exec_node(name, kernel)
-}
+pub use crate::exec::kernels::exec_node as node;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -185,11 +183,11 @@ impl Builder {
     /// level is open.
     pub fn new() -> Self {
         let mut init = ExecGraph::new("Init");
-        let mut streams = node("SplitRtStreams".into(), "SplitRtStreams");
+        let mut streams = node("SplitRtStreams", "SplitRtStreams");
         streams.outputs = 1;
         streams.attrs.insert("count".into(), ExecAttr::Int(1));
         let s = init.add(streams);
-        let mut alloc = node("CreateAllocator".into(), "CreateAllocator");
+        let mut alloc = node("CreateAllocator", "CreateAllocator");
         alloc.inputs = vec![vr(s, 0)];
         alloc.outputs = 1;
         alloc
@@ -199,11 +197,11 @@ impl Builder {
         // The lowering is single-stream, so it needs no events or notifies; Init still
         // creates the (empty) sets, so every model has the same lifecycle and an engine
         // never special-cases their absence.
-        let mut events = node("CreateEvents".into(), "CreateEvents");
+        let mut events = node("CreateEvents", "CreateEvents");
         events.outputs = 1;
         events.attrs.insert("count".into(), ExecAttr::Int(0));
         let e = init.add(events);
-        let mut notifies = node("CreateNotifies".into(), "CreateNotifies");
+        let mut notifies = node("CreateNotifies", "CreateNotifies");
         notifies.outputs = 1;
         notifies.attrs.insert("count".into(), ExecAttr::Int(0));
         let nt = init.add(notifies);
@@ -597,7 +595,7 @@ impl Builder {
             self.export(&g);
         }
         let mut init = std::mem::take(&mut self.init);
-        let mut out = node("exports".into(), "InnerNetOutput");
+        let mut out = node("exports", "InnerNetOutput");
         out.inputs = self.exports.clone();
         init.add(out);
 
@@ -623,7 +621,7 @@ impl Builder {
             (Global::Notifies, "notifies", "DestroyNotifies"),
         ] {
             let v = read(&mut de, name.into(), self.export_of[&g]);
-            let mut d = node(kernel.into(), kernel);
+            let mut d = node(kernel, kernel);
             d.inputs = vec![v];
             before_streams.push(de.add(d));
         }
@@ -632,12 +630,12 @@ impl Builder {
             "allocator".into(),
             self.export_of[&Global::Allocator],
         );
-        let mut da = node("DestroyAllocator".into(), "DestroyAllocator");
+        let mut da = node("DestroyAllocator", "DestroyAllocator");
         da.inputs = vec![a];
         da.control_inputs = frees;
         before_streams.push(de.add(da));
         let s = read(&mut de, "stream".into(), self.export_of[&Global::Stream]);
-        let mut ds = node("DestroyStreams".into(), "DestroyStreams");
+        let mut ds = node("DestroyStreams", "DestroyStreams");
         ds.inputs = vec![s];
         ds.control_inputs = before_streams;
         de.add(ds);

@@ -820,7 +820,7 @@ impl<'r> Lowering<'r> {
     /// A `NetOutput` or `InnerNetOutput` of `inputs`, ordered after the launches that
     /// write the tensors `outs` it hands out.
     pub fn output_node(&mut self, kernel: &str, inputs: Vec<ValueRef>, outs: &[TVal]) {
-        let mut o = node(kernel.into(), kernel);
+        let mut o = node(kernel, kernel);
         o.inputs = inputs;
         let after: BTreeSet<ExecNodeId> = outs.iter().filter_map(|t| t.order).collect();
         o.control_inputs = after.into_iter().collect();
@@ -876,7 +876,7 @@ impl<'r> Lowering<'r> {
     }
 
     fn inner_data(&mut self, name: &str, index: usize) -> ValueRef {
-        let mut d = node(name.into(), "InnerData");
+        let mut d = node(name, "InnerData");
         d.outputs = 1;
         d.attrs.insert("index".into(), ExecAttr::Int(index as i64));
         ValueRef {
