@@ -250,10 +250,7 @@ impl<'a> Checker<'a> {
                 );
                 continue;
             }
-            let want = t
-                .shape
-                .iter()
-                .try_fold(t.dtype.size() as u64, |acc, d| acc.checked_mul(*d as u64));
+            let want = t.dtype.tensor_bytes(&t.shape);
             if want != Some(t.data.len() as u64) {
                 let want = want.map_or("more than 2^64".to_string(), |w| w.to_string());
                 self.push(

@@ -643,16 +643,6 @@ impl Builder {
     }
 }
 
-/// Element bytes of `meta` when static.
-pub fn static_bytes(meta: &TensorMeta) -> Option<u64> {
-    let n = meta
-        .shape
-        .as_ref()?
-        .iter()
-        .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
-    n.checked_mul(meta.dtype.size() as u64)
-}
-
 /// A dtype list attribute value: NumPy names joined by commas, an empty name for an omitted
 /// input (`"float32,,int64"`). One string, not a list of them: a launch carries two such
 /// lists, and a 100,000-node model loads faster with one allocation each than with one per

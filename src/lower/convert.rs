@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::attrs::{self, dtype};
-use super::builder::{self, Builder, Global, TVal, dtype_names, node};
+use super::builder::{Builder, Global, TVal, dtype_names, node};
 use super::fold;
 use super::{LowerError, Unsupported};
 use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Origin, ValueRef};
@@ -714,7 +714,7 @@ impl<'r> Lowering<'r> {
         for (o, m) in outs.iter().enumerate() {
             let mut a = with_origin(node(format!("{name}/AllocMemHbm_{o}"), "AllocMemHbm"));
             a.inputs = vec![alloc];
-            match builder::static_bytes(m) {
+            match m.shape.as_deref().and_then(|s| m.dtype.tensor_bytes(s)) {
                 // A static size is known now: the allocation carries it, as the constant
                 // folding pass would leave it (see `passes::fold`), without making a
                 // CalcTensorSizeFromShape only to fold it away.

@@ -42,15 +42,10 @@ pub fn fold(
         let m = outs.get(i)?;
         m.is_static().then(|| m.shape.clone()).flatten()
     };
-    let bytes = outs.iter().try_fold(0usize, |acc, m| {
-        let n = m
-            .shape
-            .as_ref()?
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
-        acc.checked_add(n.checked_mul(m.dtype.size())?)
+    let bytes = outs.iter().try_fold(0u64, |acc, m| {
+        acc.checked_add(m.dtype.tensor_bytes(m.shape.as_ref()?)?)
     })?;
-    if bytes > MAX_FOLD_BYTES {
+    if bytes > MAX_FOLD_BYTES as u64 {
         return None;
     }
     let input = |i: usize| inputs.get(i).copied().flatten();

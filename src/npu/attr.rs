@@ -27,9 +27,7 @@ impl HostTensor {
     }
     /// Whether the byte count is the one dtype and shape call for.
     pub fn is_consistent(&self) -> bool {
-        self.element_count()
-            .and_then(|n| n.checked_mul(self.dtype.size()))
-            == Some(self.data.len())
+        self.dtype.tensor_bytes(&self.shape) == Some(self.data.len() as u64)
     }
 }
 

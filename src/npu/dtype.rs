@@ -49,6 +49,16 @@ dtypes! {
     Bool = "bool", 1;
 }
 
+impl DType {
+    /// Bytes of a tensor of this type with `dims`: the element count first, then the
+    /// element size. `None` for a negative dim or past `u64`.
+    pub fn tensor_bytes(self, dims: &[i64]) -> Option<u64> {
+        dims.iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?
+            .checked_mul(self.size() as u64)
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -57,6 +67,19 @@ impl fmt::Display for DType {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tensor_bytes_counts_elements_then_size() {
+        assert_eq!(DType::F32.tensor_bytes(&[2, 3]), Some(24));
+        assert_eq!(DType::Bool.tensor_bytes(&[]), Some(1), "a scalar");
+        assert_eq!(DType::I64.tensor_bytes(&[-1, 3]), None);
+        assert_eq!(DType::F64.tensor_bytes(&[i64::MAX, 4]), None);
+        assert_eq!(
+            DType::F32.tensor_bytes(&[1 << 62, 0]),
+            Some(0),
+            "empty, however wide"
+        );
+    }
+
     use super::*;
 
     #[test]

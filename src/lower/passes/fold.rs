@@ -40,13 +40,7 @@ pub fn fold_constants(g: &mut ExecGraph) -> usize {
         ) else {
             continue;
         };
-        let Some(size) = dims
-            .iter()
-            .try_fold(dtype.size() as u64, |acc, &d| {
-                acc.checked_mul(u64::try_from(d).ok()?)
-            })
-            .and_then(|s| i64::try_from(s).ok())
-        else {
+        let Some(size) = dtype.tensor_bytes(dims).and_then(|s| i64::try_from(s).ok()) else {
             continue;
         };
         let n = &mut g.nodes[i];
