@@ -7,7 +7,7 @@
 //! An unknown rank anywhere makes the result's rank unknown.
 
 use crate::npu::DType;
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Unary ops whose output has the input's shape and dtype.
 const SAME_AS_INPUT: &[&str] = &[
@@ -186,19 +186,13 @@ fn infer_arithmetic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(min, max)?;
     let dtype = same_dtype(ctx)?;
     let all: Vec<usize> = (0..ctx.inputs.len()).collect();
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: broadcast_all(ctx, &all)?,
-    }])
+    Ok(meta(dtype, broadcast_all(ctx, &all)?))
 }
 
 fn infer_comparison(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     same_dtype(ctx)?;
-    Ok(vec![TensorMeta {
-        dtype: DType::Bool,
-        shape: broadcast_all(ctx, &[0, 1])?,
-    }])
+    Ok(meta(DType::Bool, broadcast_all(ctx, &[0, 1])?))
 }
 
 fn require_bool(ctx: &InferCtx) -> Result<(), OpError> {
@@ -213,10 +207,7 @@ fn require_bool(ctx: &InferCtx) -> Result<(), OpError> {
 fn infer_logic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     require_bool(ctx)?;
-    Ok(vec![TensorMeta {
-        dtype: DType::Bool,
-        shape: broadcast_all(ctx, &[0, 1])?,
-    }])
+    Ok(meta(DType::Bool, broadcast_all(ctx, &[0, 1])?))
 }
 
 fn infer_not(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -227,19 +218,13 @@ fn infer_not(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 
 fn infer_is_class(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    Ok(vec![TensorMeta {
-        dtype: DType::Bool,
-        shape: ctx.inputs[0].shape.clone(),
-    }])
+    Ok(meta(DType::Bool, ctx.inputs[0].shape.clone()))
 }
 
 /// Pow's exponent may have its own dtype (ONNX T1); the output has the base's.
 fn infer_pow(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
-    Ok(vec![TensorMeta {
-        dtype: ctx.inputs[0].dtype,
-        shape: broadcast_all(ctx, &[0, 1])?,
-    }])
+    Ok(meta(ctx.inputs[0].dtype, broadcast_all(ctx, &[0, 1])?))
 }
 
 /// Clip: the optional min and max inputs are scalars of the input's dtype.
@@ -291,10 +276,7 @@ fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             ),
         ));
     }
-    Ok(vec![TensorMeta {
-        dtype: ctx.inputs[1].dtype,
-        shape: broadcast_all(ctx, &[0, 1, 2])?,
-    }])
+    Ok(meta(ctx.inputs[1].dtype, broadcast_all(ctx, &[0, 1, 2])?))
 }
 
 /// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering).
@@ -317,28 +299,19 @@ fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             });
         }
     };
-    Ok(vec![TensorMeta {
-        dtype: to,
-        shape: ctx.inputs[0].shape.clone(),
-    }])
+    Ok(meta(to, ctx.inputs[0].shape.clone()))
 }
 
 /// CastLike: input 0 converted to input 1's element type.
 fn infer_cast_like(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
-    Ok(vec![TensorMeta {
-        dtype: ctx.inputs[1].dtype,
-        shape: ctx.inputs[0].shape.clone(),
-    }])
+    Ok(meta(ctx.inputs[1].dtype, ctx.inputs[0].shape.clone()))
 }
 
 /// DequantizeLinear: x's shape, in the scale's floating-point type.
 fn infer_dequantize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
-    Ok(vec![TensorMeta {
-        dtype: ctx.inputs[1].dtype,
-        shape: ctx.inputs[0].shape.clone(),
-    }])
+    Ok(meta(ctx.inputs[1].dtype, ctx.inputs[0].shape.clone()))
 }
 
 /// QuantizeLinear: x's shape, in the zero point's integer type (uint8 without one, or the
@@ -350,10 +323,7 @@ fn infer_quantize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         (None, Some(crate::npu::Attr::DType(d))) => *d,
         (None, _) => DType::U8,
     };
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: ctx.inputs[0].shape.clone(),
-    }])
+    Ok(meta(dtype, ctx.inputs[0].shape.clone()))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use crate::npu::DType;
 use crate::npu::ops::shape::int_values;
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
@@ -33,10 +33,7 @@ fn require_indices(ctx: &InferCtx, i: usize) -> Result<(), OpError> {
 fn infer_gather_elements(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     require_indices(ctx, 1)?;
-    Ok(vec![TensorMeta {
-        dtype: ctx.inputs[0].dtype,
-        shape: ctx.inputs[1].shape.clone(),
-    }])
+    Ok(meta(ctx.inputs[0].dtype, ctx.inputs[1].shape.clone()))
 }
 
 /// GatherND: indices [..., k] pick k-deep slices of data after `batch_dims` batch dims.
@@ -71,10 +68,7 @@ fn infer_gather_nd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .chain(&d[b + k..])
         .copied()
         .collect();
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(dtype, Some(out)))
 }
 
 /// Scatters write into a copy of the data: the output is the data.
@@ -113,10 +107,7 @@ fn infer_one_hot(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let a = ctx.axis(ctx.attr_int("axis", -1)?, rank, "axis")?;
     let mut out = s.clone();
     out.insert(a, depth);
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(dtype, Some(out)))
 }
 
 /// Compress keeps the slices its condition selects: the count is known only after it ran.
@@ -133,10 +124,7 @@ fn infer_compress(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }
         (Some(_), None) => None,
     };
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape,
-    }])
+    Ok(meta(x.dtype, shape))
 }
 
 /// Unique: values, first indices, inverse indices, counts; sizes known only after it ran.

@@ -59,6 +59,11 @@ impl fmt::Display for TensorMeta {
     }
 }
 
+/// The one output of an op, as inference returns it.
+pub fn meta(dtype: DType, shape: Option<Vec<i64>>) -> Vec<TensorMeta> {
+    vec![TensorMeta { dtype, shape }]
+}
+
 /// Why an op cannot be inferred or run on what it was given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {

@@ -2,7 +2,7 @@
 //! and dtype inference, with ONNX's attribute names and defaults (the importer applies
 //! the opset's defaults; missing attributes here take ONNX's current ones).
 
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
@@ -56,7 +56,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         return Err(ctx.input_error(1, format!("is {}, input 0 is {dtype}", ctx.inputs[1].dtype)));
     }
     let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
-        return Ok(vec![TensorMeta { dtype, shape: None }]);
+        return Ok(meta(dtype, None));
     };
     if a.is_empty() || b.is_empty() {
         return Err(ctx.input_error(
@@ -92,10 +92,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if b.len() > 1 {
         out.push(n);
     }
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(dtype, Some(out)))
 }
 
 /// Gemm: A [M,K] (or transposed), B [K,N] (or transposed), optional C broadcast to [M,N].
@@ -103,7 +100,7 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     let dtype = ctx.inputs[0].dtype;
     let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
-        return Ok(vec![TensorMeta { dtype, shape: None }]);
+        return Ok(meta(dtype, None));
     };
     for (i, s) in [(0, a), (1, b)] {
         if s.len() != 2 {
@@ -137,10 +134,7 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             return Err(ctx.input_error(2, format!("{c:?} does not broadcast to [{m}, {n}]")));
         }
     }
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(vec![m, n]),
-    }])
+    Ok(meta(dtype, Some(vec![m, n])))
 }
 
 /// Output size of one spatial dim of a convolution or pool; `pad_begin` and `pad_end` are
@@ -234,7 +228,7 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     let dtype = ctx.inputs[0].dtype;
     let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
-        return Ok(vec![TensorMeta { dtype, shape: None }]);
+        return Ok(meta(dtype, None));
     };
     if x.len() < 3 || w.len() != x.len() {
         return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
@@ -258,10 +252,7 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .unwrap_or_else(|| w[2..].to_vec());
     let mut out = vec![x[0], w[0]];
     out.extend(spatial_dims(ctx, x, &kernel, false)?);
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(dtype, Some(out)))
 }
 
 /// ConvTranspose: X [N, C, D...], W [C, M/group, K...] -> [N, M, D'...], where
@@ -271,7 +262,7 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     let dtype = ctx.inputs[0].dtype;
     let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
-        return Ok(vec![TensorMeta { dtype, shape: None }]);
+        return Ok(meta(dtype, None));
     };
     if x.len() < 3 || w.len() != x.len() {
         return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
@@ -331,10 +322,7 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             });
         }
     }
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(dtype, Some(out)))
 }
 
 /// Resize (X, roi, scales, sizes; opset 10 and Upsample: X, scales): `sizes` when given,
@@ -428,10 +416,7 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             out[a] = UNKNOWN;
         }
     }
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 /// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is
@@ -440,7 +425,7 @@ fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let dtype = ctx.inputs[0].dtype;
     let Some(x) = &ctx.inputs[0].shape else {
-        return Ok(vec![TensorMeta { dtype, shape: None }]);
+        return Ok(meta(dtype, None));
     };
     let kernel = ctx
         .attr_ints("kernel_shape")?
@@ -482,10 +467,7 @@ fn infer_global_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .map(|(i, &d)| if i < 2 { d } else { 1 })
             .collect()
     });
-    Ok(vec![TensorMeta {
-        dtype: t.dtype,
-        shape,
-    }])
+    Ok(meta(t.dtype, shape))
 }
 
 /// BatchNormalization in inference form: Y has X's shape; scale, bias, mean and var are

@@ -7,7 +7,7 @@
 
 use crate::npu::DType;
 use crate::npu::ops::shape::int_values;
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 const REDUCTIONS: &[&str] = &[
     "ReduceSum",
@@ -47,10 +47,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let x = &ctx.inputs[0];
     let keep = ctx.attr_int("keepdims", 1)? != 0;
     let Some(s) = &x.shape else {
-        return Ok(vec![TensorMeta {
-            dtype: x.dtype,
-            shape: None,
-        }]);
+        return Ok(meta(x.dtype, None));
     };
     let axes: Option<Vec<i64>> = match ctx.attrs.get("axes") {
         Some(a) => Some(
@@ -70,10 +67,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             // Axes known only at run time: with keepdims the rank is known.
             None => {
                 let shape = keep.then(|| vec![UNKNOWN; s.len()]);
-                return Ok(vec![TensorMeta {
-                    dtype: x.dtype,
-                    shape,
-                }]);
+                return Ok(meta(x.dtype, shape));
             }
         },
         None => None,
@@ -92,19 +86,13 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             (true, false) => None,
         })
         .collect();
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let Some(s) = &ctx.inputs[0].shape else {
-        return Ok(vec![TensorMeta {
-            dtype: DType::I64,
-            shape: None,
-        }]);
+        return Ok(meta(DType::I64, None));
     };
     let mark = normalize(ctx, &[ctx.attr_int("axis", 0)?], s.len())?;
     let keep = ctx.attr_int("keepdims", 1)? != 0;
@@ -113,10 +101,7 @@ fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .zip(&mark)
         .filter_map(|(&d, &m)| if m { keep.then_some(1) } else { Some(d) })
         .collect();
-    Ok(vec![TensorMeta {
-        dtype: DType::I64,
-        shape: Some(out),
-    }])
+    Ok(meta(DType::I64, Some(out)))
 }
 
 fn infer_cumsum(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {

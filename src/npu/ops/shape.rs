@@ -7,7 +7,7 @@
 //! tell (often the rank) and the rest is found at run time.
 
 use crate::npu::ops::elementwise::broadcast;
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
@@ -42,10 +42,6 @@ pub fn int_values(t: &HostTensor) -> Option<Vec<i64>> {
         ),
         _ => None,
     }
-}
-
-fn meta(dtype: DType, shape: Option<Vec<i64>>) -> Vec<TensorMeta> {
-    vec![TensorMeta { dtype, shape }]
 }
 
 /// Reshape: 0 copies the input dim (unless `allowzero`), one -1 is inferred.

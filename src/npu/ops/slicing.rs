@@ -5,7 +5,7 @@
 //! k, Range's bounds); without it the output's rank is still known. NonZero's output shape
 //! depends on the data itself and is only known after it has run.
 
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
+use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
@@ -50,10 +50,7 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         from_attr("ends")
     };
     let (Some(starts), Some(ends)) = (starts, ends) else {
-        return Ok(vec![TensorMeta {
-            dtype: x.dtype,
-            shape: unknown_like(x),
-        }]);
+        return Ok(meta(x.dtype, unknown_like(x)));
     };
     let axes = if ctx.inputs.len() > 3 {
         ctx.value_ints(3)?
@@ -100,10 +97,7 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         };
         out[a] = len.max(0);
     }
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -162,10 +156,7 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     let x = &ctx.inputs[0];
     let (Some(s), Some(r)) = (&x.shape, ctx.value_ints(1)?) else {
-        return Ok(vec![TensorMeta {
-            dtype: x.dtype,
-            shape: unknown_like(x),
-        }]);
+        return Ok(meta(x.dtype, unknown_like(x)));
     };
     if r.len() != s.len() || r.iter().any(|&v| v < 0) {
         return Err(ctx.input_error(1, format!("repeats {r:?} do not fit rank {}", s.len())));
@@ -175,10 +166,7 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .zip(&r)
         .map(|(&d, &k)| if d < 0 { UNKNOWN } else { d * k })
         .collect();
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -192,10 +180,7 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         None => ctx.value_ints(1)?,
     };
     let Some(pads) = pads else {
-        return Ok(vec![TensorMeta {
-            dtype: x.dtype,
-            shape: unknown_like(x),
-        }]);
+        return Ok(meta(x.dtype, unknown_like(x)));
     };
     let axes: Vec<usize> = match if ctx.inputs.len() > 3 {
         ctx.value_ints(3)?
@@ -217,10 +202,7 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             out[a] += pads[k] + pads[k + axes.len()];
         }
     }
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 /// The first element of a numeric host tensor, as f64.
@@ -251,10 +233,7 @@ fn infer_range(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         Some(_) => return Err(ctx.input_error(2, "delta is 0")),
         None => UNKNOWN,
     };
-    Ok(vec![TensorMeta {
-        dtype,
-        shape: Some(vec![len]),
-    }])
+    Ok(meta(dtype, Some(vec![len])))
 }
 
 fn infer_nonzero(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -264,10 +243,7 @@ fn infer_nonzero(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .as_ref()
         .map(|s| s.len() as i64)
         .unwrap_or(UNKNOWN);
-    Ok(vec![TensorMeta {
-        dtype: DType::I64,
-        shape: Some(vec![rank, UNKNOWN]),
-    }])
+    Ok(meta(DType::I64, Some(vec![rank, UNKNOWN])))
 }
 
 fn infer_topk(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -337,10 +313,7 @@ fn blocks(ctx: &InferCtx, to_space: bool) -> Result<Vec<TensorMeta>, OpError> {
     } else {
         vec![n, k(c, &|c| c * b * b), k(h, &|h| h / b), k(w, &|w| w / b)]
     };
-    Ok(vec![TensorMeta {
-        dtype: x.dtype,
-        shape: Some(out),
-    }])
+    Ok(meta(x.dtype, Some(out)))
 }
 
 fn infer_depth_to_space(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
