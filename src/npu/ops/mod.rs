@@ -163,6 +163,14 @@ impl InferCtx<'_> {
         }
     }
 
+    /// A list-of-ints attribute, or `len` copies of `fill` when absent (ONNX's defaults
+    /// for strides, dilations, pads and output padding).
+    pub fn attr_ints_or(&self, name: &str, fill: i64, len: usize) -> Result<Vec<i64>, OpError> {
+        Ok(self
+            .attr_ints(name)?
+            .map_or_else(|| vec![fill; len], <[i64]>::to_vec))
+    }
+
     /// A possibly negative axis, normalized for `rank`; `name` is the attribute it came from.
     pub fn axis(&self, axis: i64, rank: usize, name: &str) -> Result<usize, OpError> {
         let r = rank as i64;

@@ -176,18 +176,9 @@ fn spatial_dims(
     ceil: bool,
 ) -> Result<Vec<i64>, OpError> {
     let n = kernel.len();
-    let strides = ctx
-        .attr_ints("strides")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![1; n]);
-    let dilations = ctx
-        .attr_ints("dilations")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![1; n]);
-    let pads = ctx
-        .attr_ints("pads")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![0; 2 * n]);
+    let strides = ctx.attr_ints_or("strides", 1, n)?;
+    let dilations = ctx.attr_ints_or("dilations", 1, n)?;
+    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
     if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
         return Err(ctx.attr_error(
             "strides/dilations/pads",
@@ -273,22 +264,10 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .attr_ints("kernel_shape")?
         .map(<[i64]>::to_vec)
         .unwrap_or_else(|| w[2..].to_vec());
-    let strides = ctx
-        .attr_ints("strides")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![1; n]);
-    let dilations = ctx
-        .attr_ints("dilations")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![1; n]);
-    let out_pad = ctx
-        .attr_ints("output_padding")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![0; n]);
-    let pads = ctx
-        .attr_ints("pads")?
-        .map(<[i64]>::to_vec)
-        .unwrap_or_else(|| vec![0; 2 * n]);
+    let strides = ctx.attr_ints_or("strides", 1, n)?;
+    let dilations = ctx.attr_ints_or("dilations", 1, n)?;
+    let out_pad = ctx.attr_ints_or("output_padding", 0, n)?;
+    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
     if [kernel.len(), strides.len(), dilations.len(), out_pad.len()]
         .iter()
         .any(|&l| l != n)
