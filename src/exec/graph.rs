@@ -211,6 +211,13 @@ impl ExecGraph {
             .filter(move |&p| p < len && p != i)
     }
 
+    /// Whether every edge (over [`ExecGraph::predecessors`]) points from a lower to a
+    /// higher id: then the array order is a topological order, and the lowest-id-first
+    /// order [`ExecGraph::topological_order`] would compute is the identity.
+    pub fn is_sorted(&self) -> bool {
+        (0..self.nodes.len()).all(|i| self.predecessors(i).all(|p| p < i))
+    }
+
     /// A topological order of this graph's nodes (not its subgraphs') over data and control
     /// edges; among nodes ready together the lowest id goes first, so the order is
     /// deterministic and keeps the array order where edges allow. `Err` holds the nodes

@@ -28,21 +28,12 @@ pub fn sort(g: &mut ExecGraph) -> Result<(), CycleError> {
     // Lowering emits every node after what it depends on, so the array is usually sorted
     // already; then the sort (lowest id first among ready nodes) is the identity, and a
     // scan of the edges proves it without building an order or moving a node.
-    if is_sorted(g) {
+    if g.is_sorted() {
         return Ok(());
     }
     let order = order(g)?;
     apply(g, &order);
     Ok(())
-}
-
-/// Whether every edge of `g` (not its subgraphs) points from a lower to a higher id.
-pub fn is_sorted(g: &ExecGraph) -> bool {
-    (0..g.nodes.len()).all(|i| {
-        let n = &g.nodes[i];
-        n.inputs.iter().all(|v| v.node.index() < i)
-            && n.control_inputs.iter().all(|c| c.index() < i)
-    })
 }
 
 /// The topological order of `g`'s nodes (old ids), ties broken by old id.
