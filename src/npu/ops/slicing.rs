@@ -333,17 +333,7 @@ fn infer_trilu(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 mod tests {
     use super::*;
 
-    use crate::npu::ops::i64s;
-
-    fn run(
-        op: &str,
-        inputs: &[TensorMeta],
-        values: &[Option<&HostTensor>],
-        attrs: &[(&str, Attr)],
-        outputs: usize,
-    ) -> Result<Vec<TensorMeta>, OpError> {
-        crate::npu::ops::infer_for_test(op, inputs, values, attrs, outputs)
-    }
+    use crate::npu::ops::{i64s, infer_for_test as run};
 
     fn f32(shape: &[i64]) -> TensorMeta {
         TensorMeta::new(DType::F32, shape)
