@@ -1405,16 +1405,56 @@ fn fold_index(t: &HostTensor, conv: Converter, count: usize) -> Option<usize> {
     if t.element_count()? != 1 {
         return None;
     }
-    let v: i64 = match t.dtype {
-        DType::Bool | DType::U8 | DType::I8 => t.data[0] as i8 as i64,
-        DType::I32 => i32::from_le_bytes(t.data.get(..4)?.try_into().ok()?) as i64,
-        DType::I64 => i64::from_le_bytes(t.data.get(..8)?.try_into().ok()?),
-        DType::F32 => (f32::from_le_bytes(t.data.get(..4)?.try_into().ok()?) != 0.0) as i64,
-        _ => return None,
+    // Folding's element readers: any integer or bool type as itself, a float as truthy.
+    let v = if fold::is_int(t.dtype) {
+        fold::int_at(t, 0)?
+    } else {
+        (fold::float_at(t, 0)? != 0.0) as i64
     };
     Some(match conv {
         Converter::If => usize::from(v == 0),
         _ if v < 0 || v as usize >= count => count - 1,
         _ => v as usize,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scalar(dtype: DType, data: &[u8]) -> HostTensor {
+        HostTensor {
+            dtype,
+            shape: vec![],
+            data: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn constant_selectors_pick_their_branch() {
+        let t = scalar(DType::Bool, &[1]);
+        assert_eq!(fold_index(&t, Converter::If, 2), Some(0), "true is then");
+        let f = scalar(DType::F32, &0.0f32.to_le_bytes());
+        assert_eq!(fold_index(&f, Converter::If, 2), Some(1), "0.0 is else");
+        let i = scalar(DType::I32, &1i32.to_le_bytes());
+        assert_eq!(fold_index(&i, Converter::Case, 3), Some(1));
+        let neg = scalar(DType::I16, &(-1i16).to_le_bytes());
+        assert_eq!(
+            fold_index(&neg, Converter::Case, 3),
+            Some(2),
+            "out of range: last"
+        );
+        let big = scalar(DType::U8, &[200]);
+        assert_eq!(
+            fold_index(&big, Converter::Case, 256),
+            Some(200),
+            "u8 is unsigned"
+        );
+        let broken = scalar(DType::I64, &[]);
+        assert_eq!(
+            fold_index(&broken, Converter::Case, 3),
+            None,
+            "short data, no panic"
+        );
+    }
 }

@@ -173,7 +173,7 @@ fn attr_int(attrs: &Attrs, name: &str) -> Option<i64> {
     attrs.get(name).and_then(Attr::as_int)
 }
 
-fn is_int(d: DType) -> bool {
+pub(super) fn is_int(d: DType) -> bool {
     matches!(
         d,
         DType::I8
@@ -190,7 +190,7 @@ fn is_int(d: DType) -> bool {
 
 /// Element `k` of an integer or bool tensor, as i64 (`None` past the end, for a float
 /// type, or for a u64 above i64's range).
-fn int_at(t: &HostTensor, k: usize) -> Option<i64> {
+pub(super) fn int_at(t: &HostTensor, k: usize) -> Option<i64> {
     let s = t.dtype.size();
     let b = t.data.get(k * s..(k + 1) * s)?;
     Some(match t.dtype {
@@ -217,7 +217,7 @@ fn put_int(out: &mut Vec<u8>, d: DType, v: i64) {
     }
 }
 
-fn float_at(t: &HostTensor, k: usize) -> Option<f64> {
+pub(super) fn float_at(t: &HostTensor, k: usize) -> Option<f64> {
     let s = t.dtype.size();
     let b = t.data.get(k * s..(k + 1) * s)?;
     Some(match t.dtype {
