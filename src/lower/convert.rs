@@ -1405,11 +1405,11 @@ fn fold_index(t: &HostTensor, conv: Converter, count: usize) -> Option<usize> {
     if t.element_count()? != 1 {
         return None;
     }
-    // Folding's element readers: any integer or bool type as itself, a float as truthy.
-    let v = if fold::is_int(t.dtype) {
-        fold::int_at(t, 0)?
+    // Any integer or bool type as itself, a float as truthy.
+    let v = if t.dtype.is_int() {
+        t.int_at(0)?
     } else {
-        (fold::float_at(t, 0)? != 0.0) as i64
+        (t.float_at(0)? != 0.0) as i64
     };
     Some(match conv {
         Converter::If => usize::from(v == 0),

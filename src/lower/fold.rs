@@ -100,11 +100,11 @@ pub fn fold(
         "Range" => {
             let (s, l, d) = (input(0)?, input(1)?, input(2)?);
             let dt = s.dtype;
-            if !is_int(dt) {
+            if !DType::is_int(dt) {
                 return None;
             }
-            let (s, d) = (int_at(s, 0)?, int_at(d, 0)?);
-            let _ = int_at(l, 0)?;
+            let (s, d) = (s.int_at(0)?, d.int_at(0)?);
+            let _ = l.int_at(0)?;
             let n: usize = out_shape(0)?.iter().map(|&d| d as usize).product();
             let mut out = Vec::with_capacity(n * dt.size());
             for k in 0..n as i64 {
@@ -152,7 +152,7 @@ pub fn fold(
             let a = input(0)?;
             let mut out = Vec::with_capacity(a.data.len());
             for k in 0..a.element_count()? {
-                let x = int_at(a, k)?;
+                let x = a.int_at(k)?;
                 put_int(
                     &mut out,
                     a.dtype,
@@ -173,39 +173,6 @@ fn attr_int(attrs: &Attrs, name: &str) -> Option<i64> {
     attrs.get(name).and_then(Attr::as_int)
 }
 
-pub(super) fn is_int(d: DType) -> bool {
-    matches!(
-        d,
-        DType::I8
-            | DType::I16
-            | DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::U16
-            | DType::U32
-            | DType::U64
-            | DType::Bool
-    )
-}
-
-/// Element `k` of an integer or bool tensor, as i64 (`None` past the end, for a float
-/// type, or for a u64 above i64's range).
-pub(super) fn int_at(t: &HostTensor, k: usize) -> Option<i64> {
-    let s = t.dtype.size();
-    let b = t.data.get(k * s..(k + 1) * s)?;
-    Some(match t.dtype {
-        DType::I8 => b[0] as i8 as i64,
-        DType::U8 | DType::Bool => b[0] as i64,
-        DType::I16 => i16::from_le_bytes(b.try_into().ok()?) as i64,
-        DType::U16 => u16::from_le_bytes(b.try_into().ok()?) as i64,
-        DType::I32 => i32::from_le_bytes(b.try_into().ok()?) as i64,
-        DType::U32 => u32::from_le_bytes(b.try_into().ok()?) as i64,
-        DType::I64 => i64::from_le_bytes(b.try_into().ok()?),
-        DType::U64 => i64::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()?,
-        _ => return None,
-    })
-}
-
 /// Appends `v` as one element of integer type `d`, wrapping as a C cast does.
 fn put_int(out: &mut Vec<u8>, d: DType, v: i64) {
     match d {
@@ -215,18 +182,6 @@ fn put_int(out: &mut Vec<u8>, d: DType, v: i64) {
         DType::I32 | DType::U32 => out.extend((v as u32).to_le_bytes()),
         _ => out.extend(v.to_le_bytes()),
     }
-}
-
-pub(super) fn float_at(t: &HostTensor, k: usize) -> Option<f64> {
-    let s = t.dtype.size();
-    let b = t.data.get(k * s..(k + 1) * s)?;
-    Some(match t.dtype {
-        DType::F32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
-        DType::F64 => f64::from_le_bytes(b.try_into().ok()?),
-        DType::F16 => f16::from_le_bytes(b.try_into().ok()?).to_f64(),
-        DType::Bf16 => bf16::from_le_bytes(b.try_into().ok()?).to_f64(),
-        _ => int_at(t, k)? as f64,
-    })
 }
 
 fn put_float(out: &mut Vec<u8>, d: DType, v: f64) {
@@ -246,10 +201,10 @@ fn cast(t: &HostTensor, to: DType) -> Option<Vec<u8>> {
     let n = t.element_count()?;
     let mut out = Vec::with_capacity(n * to.size());
     for k in 0..n {
-        if is_int(t.dtype) && is_int(to) {
-            put_int(&mut out, to, int_at(t, k)?);
+        if DType::is_int(t.dtype) && DType::is_int(to) {
+            put_int(&mut out, to, t.int_at(k)?);
         } else {
-            put_float(&mut out, to, float_at(t, k)?);
+            put_float(&mut out, to, t.float_at(k)?);
         }
     }
     Some(out)
@@ -287,7 +242,7 @@ fn concat(parts: &[&HostTensor], axis: i64) -> Option<Vec<u8>> {
 fn gather(data: &HostTensor, idx: &HostTensor, axis: i64) -> Option<Vec<u8>> {
     let rank = data.shape.len() as i64;
     let axis = if axis < 0 { axis + rank } else { axis };
-    if !(0..rank).contains(&axis) || !is_int(idx.dtype) {
+    if !(0..rank).contains(&axis) || !DType::is_int(idx.dtype) {
         return None;
     }
     let axis = axis as usize;
@@ -301,7 +256,7 @@ fn gather(data: &HostTensor, idx: &HostTensor, axis: i64) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     for o in 0..outer {
         for k in 0..idx.element_count()? {
-            let mut i = int_at(idx, k)?;
+            let mut i = idx.int_at(k)?;
             if i < 0 {
                 i += dim;
             }
@@ -323,15 +278,15 @@ fn binary_int(
     out_dtype: DType,
     f: impl Fn(i64, i64) -> Option<i64>,
 ) -> Option<Vec<u8>> {
-    if !is_int(a.dtype) || a.dtype != b.dtype {
+    if !DType::is_int(a.dtype) || a.dtype != b.dtype {
         return None;
     }
     let n: usize = shape.iter().map(|&d| d as usize).product();
     let mut out = Vec::with_capacity(n * out_dtype.size());
     let mut pos = vec![0usize; shape.len()];
     for _ in 0..n {
-        let x = int_at(a, broadcast_offset(&a.shape, shape, &pos))?;
-        let y = int_at(b, broadcast_offset(&b.shape, shape, &pos))?;
+        let x = a.int_at(broadcast_offset(&a.shape, shape, &pos))?;
+        let y = b.int_at(broadcast_offset(&b.shape, shape, &pos))?;
         put_int(&mut out, out_dtype, f(x, y)?);
         // Odometer step over the output position.
         for d in (0..shape.len()).rev() {
@@ -368,7 +323,7 @@ mod tests {
 
     fn ints(t: &HostTensor) -> Vec<i64> {
         (0..t.element_count().unwrap())
-            .map(|k| int_at(t, k).unwrap())
+            .map(|k| t.int_at(k).unwrap())
             .collect()
     }
 

@@ -25,6 +25,38 @@ impl HostTensor {
             usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
         })
     }
+    /// Element `k` of an integer or bool tensor, as i64: `None` past the end, for a float
+    /// type, or for a u64 above i64's range.
+    pub fn int_at(&self, k: usize) -> Option<i64> {
+        let s = self.dtype.size();
+        let b = self.data.get(k * s..(k + 1) * s)?;
+        Some(match self.dtype {
+            DType::I8 => b[0] as i8 as i64,
+            DType::U8 | DType::Bool => b[0] as i64,
+            DType::I16 => i16::from_le_bytes(b.try_into().ok()?) as i64,
+            DType::U16 => u16::from_le_bytes(b.try_into().ok()?) as i64,
+            DType::I32 => i32::from_le_bytes(b.try_into().ok()?) as i64,
+            DType::U32 => u32::from_le_bytes(b.try_into().ok()?) as i64,
+            DType::I64 => i64::from_le_bytes(b.try_into().ok()?),
+            DType::U64 => i64::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()?,
+            _ => return None,
+        })
+    }
+
+    /// Element `k` as f64, whatever the type: `None` past the end (or for a u64 above
+    /// i64's range).
+    pub fn float_at(&self, k: usize) -> Option<f64> {
+        let s = self.dtype.size();
+        let b = self.data.get(k * s..(k + 1) * s)?;
+        Some(match self.dtype {
+            DType::F32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
+            DType::F64 => f64::from_le_bytes(b.try_into().ok()?),
+            DType::F16 => half::f16::from_le_bytes(b.try_into().ok()?).to_f64(),
+            DType::Bf16 => half::bf16::from_le_bytes(b.try_into().ok()?).to_f64(),
+            _ => self.int_at(k)? as f64,
+        })
+    }
+
     /// Whether the byte count is the one dtype and shape call for.
     pub fn is_consistent(&self) -> bool {
         self.dtype.tensor_bytes(&self.shape) == Some(self.data.len() as u64)

@@ -50,6 +50,22 @@ dtypes! {
 }
 
 impl DType {
+    /// An integer type, or bool (stored as one byte, 0 or 1).
+    pub fn is_int(self) -> bool {
+        matches!(
+            self,
+            DType::I8
+                | DType::I16
+                | DType::I32
+                | DType::I64
+                | DType::U8
+                | DType::U16
+                | DType::U32
+                | DType::U64
+                | DType::Bool
+        )
+    }
+
     /// Bytes of a tensor of this type with `dims`: the element count first, then the
     /// element size. `None` for a negative dim or past `u64`.
     pub fn tensor_bytes(self, dims: &[i64]) -> Option<u64> {

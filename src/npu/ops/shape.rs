@@ -27,21 +27,12 @@ pub fn register(reg: &mut OpRegistry) {
 
 /// The integer values of a host tensor (int64 or int32).
 pub fn int_values(t: &HostTensor) -> Option<Vec<i64>> {
-    match t.dtype {
-        DType::I64 => Some(
-            t.data
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                .collect(),
-        ),
-        DType::I32 => Some(
-            t.data
-                .chunks_exact(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as i64)
-                .collect(),
-        ),
-        _ => None,
+    if !matches!(t.dtype, DType::I64 | DType::I32) {
+        return None;
     }
+    (0..t.data.len() / t.dtype.size())
+        .map(|k| t.int_at(k))
+        .collect()
 }
 
 /// Reshape: 0 copies the input dim (unless `allowzero`), one -1 is inferred.

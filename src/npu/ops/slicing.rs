@@ -207,17 +207,11 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 
 /// The first element of a numeric host tensor, as f64.
 pub fn scalar_value(t: &HostTensor) -> Option<f64> {
-    let b = &t.data;
-    Some(match t.dtype {
-        DType::F32 => f32::from_le_bytes(b.get(..4)?.try_into().ok()?) as f64,
-        DType::F64 => f64::from_le_bytes(b.get(..8)?.try_into().ok()?),
-        DType::I64 => i64::from_le_bytes(b.get(..8)?.try_into().ok()?) as f64,
-        DType::I32 => i32::from_le_bytes(b.get(..4)?.try_into().ok()?) as f64,
-        DType::I16 => i16::from_le_bytes(b.get(..2)?.try_into().ok()?) as f64,
-        DType::F16 => half::f16::from_le_bytes(b.get(..2)?.try_into().ok()?).to_f64(),
-        DType::Bf16 => half::bf16::from_le_bytes(b.get(..2)?.try_into().ok()?).to_f64(),
-        _ => return None,
-    })
+    let numeric = matches!(
+        t.dtype,
+        DType::F32 | DType::F64 | DType::I64 | DType::I32 | DType::I16 | DType::F16 | DType::Bf16
+    );
+    numeric.then(|| t.float_at(0)).flatten()
 }
 
 fn infer_range(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
