@@ -4,6 +4,7 @@
 //! -> [`npu`]. [`cmd`] is the only module that touches files and the terminal.
 
 pub mod cmd;
+pub mod conform;
 pub mod exec;
 pub mod lower;
 pub mod npu;

@@ -384,7 +384,7 @@ pub fn desc_to_proto(d: TensorDesc) -> ge_ir::TensorDescriptor {
     out
 }
 
-fn convert_tensor(t: ge_ir::TensorDef) -> Tensor {
+pub(crate) fn convert_tensor(t: ge_ir::TensorDef) -> Tensor {
     Tensor {
         desc: t.desc.map(convert_desc).unwrap_or_default(),
         data: t.data,

@@ -20,6 +20,9 @@ pub mod reduce;
 pub mod rnn;
 pub mod shape;
 pub mod slicing;
+pub mod tensor;
+
+pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 
 /// Dimension value for an unknown dim.
 pub const UNKNOWN: i64 = -1;
@@ -85,6 +88,16 @@ pub enum OpError {
         name: String,
         msg: String,
     },
+    #[error("{op}: the device has shape inference for this op but no compute")]
+    NoCompute { op: String },
+    #[error("{op}: output {index}: inferred as {meta}, which is not a concrete shape")]
+    NotConcrete {
+        op: String,
+        index: usize,
+        meta: String,
+    },
+    #[error("{op}: {msg}")]
+    Compute { op: String, msg: String },
     #[error("{op}: inputs {a} and {b} do not broadcast: {a_shape:?} and {b_shape:?}")]
     Broadcast {
         op: String,
@@ -183,6 +196,33 @@ impl InferCtx<'_> {
         Ok(a as usize)
     }
 
+    /// A failure while computing, naming the op.
+    pub fn compute_error(&self, msg: impl Into<String>) -> OpError {
+        OpError::Compute {
+            op: self.op.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// A float attribute, `default` when absent (an int is taken as its value).
+    pub fn attr_float(&self, name: &str, default: f32) -> Result<f32, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Float(v)) => Ok(*v as f32),
+            Some(Attr::Int(v)) => Ok(*v as f32),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a float"))),
+        }
+    }
+
+    /// A string attribute, `default` when absent.
+    pub fn attr_str<'s>(&'s self, name: &str, default: &'s str) -> Result<&'s str, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Str(v)) => Ok(v),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a string"))),
+        }
+    }
+
     /// The integer value of input `i`, when known ahead of time.
     pub fn value_ints(&self, i: usize) -> Result<Option<Vec<i64>>, OpError> {
         match self.values.get(i).copied().flatten() {
@@ -234,11 +274,30 @@ pub(crate) fn infer_for_test(
 /// An op's shape and dtype inference.
 pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorMeta>, OpError>;
 
+/// An op's CPU compute into outputs the runtime allocated from inference: the context
+/// (attributes, and the inputs' metas with any values inference read), the inputs, and
+/// the outputs, shaped as inference said.
+pub type ComputeFn = fn(&InferCtx, &[TensorRef], &mut [TensorMut]) -> Result<(), OpError>;
+
+/// The compute of an op whose output shapes depend on the data (NonZero, Unique): it
+/// allocates its outputs itself, and the runtime copies them to device memory.
+pub type ComputeAllocFn = fn(&InferCtx, &[TensorRef]) -> Result<Vec<Tensor>, OpError>;
+
+/// How an op computes.
+#[derive(Clone, Copy)]
+pub enum Compute {
+    Into(ComputeFn),
+    Alloc(ComputeAllocFn),
+}
+
 /// One op type of the library.
 #[derive(Clone, Copy)]
 pub struct OpSpec {
     pub name: &'static str,
     pub infer: InferFn,
+    /// `None` while the op has shape inference only (lowering takes it; running it is an
+    /// error naming the op).
+    pub compute: Option<Compute>,
     /// Inputs whose *values* inference needs (Reshape's shape, Expand's shape): when they
     /// are not constants, the output shape is only known at run time.
     pub value_inputs: &'static [usize],
@@ -254,9 +313,20 @@ impl OpSpec {
         OpSpec {
             name,
             infer,
+            compute: None,
             value_inputs: &[],
             data_dependent: false,
         }
+    }
+    /// The op computes into outputs shaped by inference.
+    pub const fn computes(mut self, f: ComputeFn) -> Self {
+        self.compute = Some(Compute::Into(f));
+        self
+    }
+    /// The op computes outputs it allocates (data-dependent shapes).
+    pub const fn computes_alloc(mut self, f: ComputeAllocFn) -> Self {
+        self.compute = Some(Compute::Alloc(f));
+        self
     }
     /// Inference also reads the values of these inputs.
     pub const fn reading(mut self, value_inputs: &'static [usize]) -> Self {
@@ -276,6 +346,7 @@ impl fmt::Debug for OpSpec {
             .field("name", &self.name)
             .field("value_inputs", &self.value_inputs)
             .field("data_dependent", &self.data_dependent)
+            .field("computes", &self.compute.is_some())
             .finish()
     }
 }
@@ -305,6 +376,64 @@ impl OpRegistry {
     }
     pub fn get(&self, name: &str) -> Option<&OpSpec> {
         self.ops.get(name)
+    }
+    /// Runs `op` on host tensors, the way a launch runs it on device memory: infers the
+    /// outputs from the inputs' concrete shapes (and the values of the inputs inference
+    /// reads), allocates them, and computes. An optional input left out is an empty 1-D
+    /// tensor, as [`InferCtx`] says. The reference driver for tests and the conformance
+    /// harness.
+    pub fn run_on_host(
+        &self,
+        op: &str,
+        attrs: &Attrs,
+        inputs: &[Tensor],
+        outputs: usize,
+    ) -> Result<Vec<Tensor>, OpError> {
+        let spec = self
+            .get(op)
+            .ok_or_else(|| OpError::NoCompute { op: op.to_string() })?;
+        let metas: Vec<TensorMeta> = inputs
+            .iter()
+            .map(|t| {
+                let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+                TensorMeta::new(t.dtype, &dims)
+            })
+            .collect();
+        let hosts: Vec<Option<HostTensor>> = (0..inputs.len())
+            .map(|i| spec.value_inputs.contains(&i).then(|| inputs[i].to_host()))
+            .collect();
+        let values: Vec<Option<&HostTensor>> = hosts.iter().map(Option::as_ref).collect();
+        let ctx = InferCtx {
+            op,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs,
+        };
+        let refs: Vec<TensorRef> = inputs.iter().map(Tensor::as_ref).collect();
+        match spec.compute {
+            None => Err(OpError::NoCompute { op: op.to_string() }),
+            Some(Compute::Alloc(f)) => f(&ctx, &refs),
+            Some(Compute::Into(f)) => {
+                let out_metas = (spec.infer)(&ctx)?;
+                let mut outs = Vec::with_capacity(out_metas.len());
+                for (index, m) in out_metas.iter().enumerate() {
+                    let shape: Option<Vec<usize>> = m
+                        .shape
+                        .as_ref()
+                        .and_then(|s| s.iter().map(|&d| usize::try_from(d).ok()).collect());
+                    let shape = shape.ok_or_else(|| OpError::NotConcrete {
+                        op: op.to_string(),
+                        index,
+                        meta: m.to_string(),
+                    })?;
+                    outs.push(Tensor::zeroed(m.dtype, &shape));
+                }
+                let mut muts: Vec<TensorMut> = outs.iter_mut().map(Tensor::as_mut).collect();
+                f(&ctx, &refs, &mut muts)?;
+                Ok(outs)
+            }
+        }
     }
     /// Op type names, sorted.
     pub fn names(&self) -> Vec<&'static str> {

@@ -40,3 +40,18 @@ pub struct ImportOptions {
     /// the graph does not have is an error.
     pub input_shapes: Vec<(String, Vec<i64>)>,
 }
+
+/// An ONNX `TensorProto` from its bytes (a backend test's `input_0.pb`), as a model tensor
+/// with raw little-endian data, whatever field ONNX held it in. `place` names the file in
+/// errors.
+pub fn read_tensor(
+    bytes: &[u8],
+    place: &str,
+) -> crate::om::error::Result<crate::om::graph::Tensor> {
+    use prost::Message;
+    let place = crate::om::error::Place::new(place);
+    let t = crate::proto::onnx::TensorProto::decode(bytes).map_err(|e| {
+        crate::om::error::OmError::graph(place.clone(), format!("not an ONNX tensor: {e}"))
+    })?;
+    tensor::tensor_def(&t, &place).map(crate::om::ir::convert_tensor)
+}
