@@ -1,6 +1,6 @@
-//! ONNX Runtime as the peer of rt2's benchmarks: session creation for a model, measured
-//! by tools/ort_session.py in the pinned Python environment (tools/pyenv.sh), in the same
-//! run as rt2's own numbers.
+//! ONNX Runtime as the peer of rt2's benchmarks: session creation for a model
+//! (tools/ort_session.py) or one-thread runs of it (tools/ort_run.py), measured in the
+//! pinned Python environment (tools/pyenv.sh), in the same run as rt2's own numbers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,7 +8,18 @@ use std::time::Instant;
 
 /// ORT's session-creation report for `model` (`{"ort_version", "session_ms": {"min",
 /// "median", "max"}, ...}`), or `None` with the reason printed when Python cannot be had.
+#[allow(dead_code)]
 pub fn ort_session(model: &Path) -> Option<serde_json::Value> {
+    ort_script("ort_session.py", model, 10)
+}
+
+/// ORT's one-thread run report for `model` (`{"ort_version", "run_ms": {...}}`).
+#[allow(dead_code)] // each bench binary includes this file and uses part of it
+pub fn ort_run(model: &Path, runs: usize) -> Option<serde_json::Value> {
+    ort_script("ort_run.py", model, runs)
+}
+
+fn ort_script(script: &str, model: &Path, runs: usize) -> Option<serde_json::Value> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let py = Command::new("bash")
         .arg(root.join("tools/pyenv.sh"))
@@ -23,14 +34,14 @@ pub fn ort_session(model: &Path) -> Option<serde_json::Value> {
     }
     let python = String::from_utf8_lossy(&py.stdout).trim().to_string();
     let out = Command::new(python)
-        .arg(root.join("tools/ort_session.py"))
+        .arg(root.join("tools").join(script))
         .arg(model)
-        .arg("10")
+        .arg(runs.to_string())
         .output()
         .ok()?;
     if !out.status.success() {
         eprintln!(
-            "peer: ort_session.py failed: {}",
+            "peer: {script} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         return None;
@@ -53,7 +64,24 @@ pub fn median_ms<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
     times[times.len() / 2]
 }
 
+/// Prints the side-by-side line for `what`: rt2's median run next to ORT's on one thread.
+#[allow(dead_code)]
+pub fn report_run(what: &str, rt2_ms: f64, model: &Path) {
+    match ort_run(model, 50) {
+        Some(ort) => {
+            let ort_ms = ort["run_ms"]["median"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "peer: {what}: rt2 {rt2_ms:.4} ms, ONNX Runtime {} {ort_ms:.4} ms on one thread (ratio {:.3})",
+                ort["ort_version"].as_str().unwrap_or("?"),
+                rt2_ms / ort_ms
+            );
+        }
+        None => println!("peer: {what}: rt2 {rt2_ms:.4} ms; ONNX Runtime not measured"),
+    }
+}
+
 /// Prints the side-by-side line for `what`: rt2's median next to ORT's session creation.
+#[allow(dead_code)]
 pub fn report(what: &str, rt2_ms: f64, model: &Path) {
     match ort_session(model) {
         Some(ort) => {

@@ -1,0 +1,157 @@
+//! Op-library benchmarks: the three kernels the device is judged on, each on one thread,
+//! side by side with ONNX Runtime running the same one-op model on one thread in the same
+//! run. Targets (docs/PERFORMANCE.md): each within 1.2 times ONNX Runtime.
+//!
+//! - Add of two [1024, 1024] float32 tensors (memory bound),
+//! - MatMul 512x512x512 float32 (the GEMM),
+//! - a 3x3 Conv, pad 1, on [1, 64, 56, 56] with 64 output channels (im2col + GEMM).
+//!
+//! rt2 is measured through `OpRegistry::run_on_host`: shape inference, output
+//! allocation and the compute, the work ORT's `run` does for a one-op model.
+//!
+//! `cargo bench --bench ops`; the peer needs the pinned Python environment
+//! (`tools/pyenv.sh`) and is skipped with a note when it cannot be had.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::Criterion;
+
+#[path = "support/peer.rs"]
+mod peer;
+use rt2::npu::ops::{Attrs, OpRegistry, Tensor};
+use rt2::npu::{Attr, DType};
+use rt2::om::onnx::builder::{Dim, F32, OnnxBuilder, attr_ints, tensor_f32};
+
+/// Seeded values in [-1, 1): the same inputs every run, no allocation in the loop.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn tensor(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::from_vec(shape, &values(shape.iter().product(), seed))
+}
+
+fn dims(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Value(d as i64)).collect()
+}
+
+/// One benchmarked op: its rt2 inputs and attributes, and the same op as an ONNX model
+/// (weights as initializers, as an exported model has them).
+struct Case {
+    name: &'static str,
+    op: &'static str,
+    attrs: Attrs,
+    inputs: Vec<Tensor>,
+    onnx: Vec<u8>,
+}
+
+fn cases() -> Vec<Case> {
+    let add = {
+        let s = [1024, 1024];
+        Case {
+            name: "add_1024x1024",
+            op: "Add",
+            attrs: Attrs::default(),
+            inputs: vec![tensor(&s, 1), tensor(&s, 2)],
+            onnx: OnnxBuilder::new("add")
+                .input("a", F32, &dims(&s))
+                .input("b", F32, &dims(&s))
+                .node("Add", &["a", "b"], &["y"], vec![])
+                .output("y", F32, &dims(&s))
+                .build(),
+        }
+    };
+    let matmul = {
+        let s = [512, 512];
+        let b = tensor(&s, 4);
+        Case {
+            name: "matmul_512",
+            op: "MatMul",
+            attrs: Attrs::default(),
+            inputs: vec![tensor(&s, 3), b.clone()],
+            onnx: OnnxBuilder::new("matmul")
+                .input("a", F32, &dims(&s))
+                .initializer(tensor_f32("b", &[512, 512], b.slice::<f32>().unwrap()))
+                .node("MatMul", &["a", "b"], &["y"], vec![])
+                .output("y", F32, &dims(&s))
+                .build(),
+        }
+    };
+    let conv = {
+        let x = [1, 64, 56, 56];
+        let w = tensor(&[64, 64, 3, 3], 6);
+        let attrs: Attrs = [
+            ("kernel_shape".to_string(), Attr::Ints(vec![3, 3])),
+            ("pads".to_string(), Attr::Ints(vec![1, 1, 1, 1])),
+        ]
+        .into_iter()
+        .collect();
+        Case {
+            name: "conv3x3_64x56x56",
+            op: "Conv",
+            attrs,
+            inputs: vec![tensor(&x, 5), w.clone()],
+            onnx: OnnxBuilder::new("conv")
+                .input("x", F32, &dims(&x))
+                .initializer(tensor_f32("w", &[64, 64, 3, 3], w.slice::<f32>().unwrap()))
+                .node(
+                    "Conv",
+                    &["x", "w"],
+                    &["y"],
+                    vec![
+                        attr_ints("kernel_shape", &[3, 3]),
+                        attr_ints("pads", &[1, 1, 1, 1]),
+                    ],
+                )
+                .output("y", F32, &dims(&x))
+                .build(),
+        }
+    };
+    vec![add, matmul, conv]
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let reg = OpRegistry::new();
+    // One thread, as the peer runs.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a one-thread pool");
+    let cases = cases();
+    let run = |k: &Case| {
+        reg.run_on_host(k.op, &k.attrs, &k.inputs, 1)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.name))
+    };
+    let mut g = c.benchmark_group("ops");
+    g.sample_size(20).measurement_time(Duration::from_secs(5));
+    for k in &cases {
+        assert_eq!(run(k)[0].dtype, DType::F32);
+        g.bench_function(k.name, |b| b.iter(|| pool.install(|| run(black_box(k)))));
+    }
+    g.finish();
+    c.final_summary();
+
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for k in &cases {
+        let path = dir.join(format!("{}.onnx", k.name));
+        std::fs::write(&path, &k.onnx).expect("writing the peer model");
+        let rt2_ms = peer::median_ms(50, || pool.install(|| run(k)));
+        peer::report_run(k.name, rt2_ms, &path);
+    }
+}
