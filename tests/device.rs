@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use rt2::npu::device::{EventStatus, HostBuf, code};
-use rt2::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef};
+use rt2::npu::ops::{
+    InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
+};
 use rt2::npu::{
     AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, Model, NpuError, StreamId, Task,
     TensorArg,
@@ -110,7 +112,8 @@ fn put(dev: &Device, v: &[f32]) -> DevicePtr {
 
 fn get(dev: &Device, p: DevicePtr, n: usize) -> Vec<f32> {
     let mut out = vec![0f32; n];
-    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut out), p).unwrap();
+    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut out), p)
+        .unwrap();
     out
 }
 
@@ -170,9 +173,17 @@ fn tasks_on_a_stream_run_in_submission_order() {
         dev.submit(s, note(&log, i)).unwrap();
     }
     // memset, add into q, then overwrite p: q must see the first value of p
-    dev.memcpy_h2d_async(s, p, &HostBuf::from_bytes(bytemuck::cast_slice(&[1.5f32; 4])))
-        .unwrap();
-    let sum = launch("TestAdd", vec![f32s(p, &[4]), f32s(p, &[4])], vec![f32s(q, &[4])]);
+    dev.memcpy_h2d_async(
+        s,
+        p,
+        &HostBuf::from_bytes(bytemuck::cast_slice(&[1.5f32; 4])),
+    )
+    .unwrap();
+    let sum = launch(
+        "TestAdd",
+        vec![f32s(p, &[4]), f32s(p, &[4])],
+        vec![f32s(q, &[4])],
+    );
     dev.launch(s, sum).unwrap();
     dev.memset_async(s, p, 0, 16).unwrap();
     dev.synchronize(s).unwrap();
@@ -196,7 +207,11 @@ fn an_event_orders_work_across_streams() {
     dev.stream_wait_event(b, e).unwrap();
     dev.memcpy_d2d_async(b, q, p, 32).unwrap();
     gate.wait_started();
-    assert_eq!(dev.query_event(e), Ok(EventStatus::Pending), "a is held at the gate");
+    assert_eq!(
+        dev.query_event(e),
+        Ok(EventStatus::Pending),
+        "a is held at the gate"
+    );
     gate.open();
     dev.synchronize(b).unwrap();
     let mut bytes = [0u8; 32];
@@ -235,7 +250,13 @@ fn a_full_queue_blocks_the_submitter() {
         dev.try_submit(s, note(&log, i)).unwrap();
     }
     let full = dev.try_submit(s, note(&log, 99)).unwrap_err();
-    assert_eq!(full, NpuError::QueueFull { stream: s, depth: 4 });
+    assert_eq!(
+        full,
+        NpuError::QueueFull {
+            stream: s,
+            depth: 4
+        }
+    );
     assert_eq!(full.code(), code::STREAM_TASK_FULL);
     let submitter = {
         let (dev, log) = (dev.clone(), log.clone());
@@ -254,8 +275,11 @@ fn a_fault_surfaces_at_synchronize_and_the_stream_then_works_again() {
     let dev = device();
     let s = dev.create_stream();
     let p = put(&dev, &[1.0; 4]);
-    dev.launch(s, launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]))
-        .unwrap();
+    dev.launch(
+        s,
+        launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
     dev.memset_async(s, p, 0, 16).unwrap(); // skipped: the stream has faulted
     let err = dev.synchronize(s).unwrap_err();
     assert!(
@@ -263,7 +287,11 @@ fn a_fault_surfaces_at_synchronize_and_the_stream_then_works_again() {
         "{err}"
     );
     assert_eq!(err.code(), code::AICORE_EXCEPTION);
-    assert_eq!(get(&dev, p, 4), vec![1.0; 4], "the memset after the fault was skipped");
+    assert_eq!(
+        get(&dev, p, 4),
+        vec![1.0; 4],
+        "the memset after the fault was skipped"
+    );
     dev.synchronize(s).unwrap();
     dev.memset_async(s, p, 0, 16).unwrap();
     dev.synchronize(s).unwrap();
@@ -275,10 +303,16 @@ fn a_kernel_panic_and_an_unknown_op_are_faults() {
     let dev = device();
     let s = dev.default_stream();
     let p = put(&dev, &[1.0; 4]);
-    dev.launch(s, launch("TestPanic", vec![f32s(p, &[4])], vec![f32s(p, &[4])]))
-        .unwrap();
+    dev.launch(
+        s,
+        launch("TestPanic", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
     let err = dev.synchronize(s).unwrap_err();
-    assert!(matches!(&err, NpuError::KernelPanic { msg, .. } if msg == "a kernel bug"), "{err}");
+    assert!(
+        matches!(&err, NpuError::KernelPanic { msg, .. } if msg == "a kernel bug"),
+        "{err}"
+    );
     dev.launch(s, launch("Nope", vec![], vec![])).unwrap();
     let err = dev.synchronize(s).unwrap_err();
     assert_eq!(err, NpuError::UnknownOp { op: "Nope".into() });
@@ -291,8 +325,11 @@ fn a_fault_reaches_the_stream_waiting_on_its_event() {
     let (a, b) = (dev.create_stream(), dev.create_stream());
     let p = put(&dev, &[1.0; 4]);
     let e = dev.create_event();
-    dev.launch(a, launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]))
-        .unwrap();
+    dev.launch(
+        a,
+        launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
     dev.record_event(e, a).unwrap();
     dev.stream_wait_event(b, e).unwrap();
     let err = dev.synchronize(b).unwrap_err();
@@ -309,9 +346,19 @@ fn a_launch_checks_output_shapes_against_inference() {
     let dev = device();
     let s = dev.default_stream();
     let p = put(&dev, &[1.0; 4]);
-    dev.launch(s, launch("TestAdd", vec![f32s(p, &[4]), f32s(p, &[4])], vec![f32s(p, &[2, 2])]))
-        .unwrap();
-    assert!(matches!(dev.synchronize(s), Err(NpuError::BadLaunch { .. })));
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(p, &[4]), f32s(p, &[4])],
+            vec![f32s(p, &[2, 2])],
+        ),
+    )
+    .unwrap();
+    assert!(matches!(
+        dev.synchronize(s),
+        Err(NpuError::BadLaunch { .. })
+    ));
 }
 
 // ---- misuse
@@ -322,21 +369,28 @@ fn misuse_of_memory_is_an_error_value() {
     let s = dev.default_stream();
     let p = dev.malloc(100, s).unwrap();
     // pointer arithmetic inside the allocation is fine
-    dev.memset(p.add(50), 1, 50).unwrap();
-    dev.memset_async(s, p.add(96), 1, 4).unwrap();
-    let oob = dev.memset_async(s, p.add(96), 1, 5).unwrap_err();
+    dev.memset(p.offset(50), 1, 50).unwrap();
+    dev.memset_async(s, p.offset(96), 1, 4).unwrap();
+    let oob = dev.memset_async(s, p.offset(96), 1, 5).unwrap_err();
     assert_eq!(
         oob,
         NpuError::OutOfBounds {
-            ptr: p.add(96),
+            ptr: p.offset(96),
             len: 5,
             base: p,
             size: 100
         }
     );
     assert_eq!(oob.code(), code::PARAM_INVALID);
-    let launch_oob = launch("TestAdd", vec![f32s(p, &[30]), f32s(p, &[30])], vec![f32s(p, &[30])]);
-    assert!(matches!(dev.launch(s, launch_oob), Err(NpuError::OutOfBounds { .. })));
+    let launch_oob = launch(
+        "TestAdd",
+        vec![f32s(p, &[30]), f32s(p, &[30])],
+        vec![f32s(p, &[30])],
+    );
+    assert!(matches!(
+        dev.launch(s, launch_oob),
+        Err(NpuError::OutOfBounds { .. })
+    ));
     assert_eq!(
         dev.memset(DevicePtr(0), 0, 1),
         Err(NpuError::InvalidAddress { ptr: DevicePtr(0) })
@@ -348,7 +402,10 @@ fn misuse_of_memory_is_an_error_value() {
         Err(NpuError::UseAfterFree { ptr: p, base: p })
     );
     let mut byte = [0u8];
-    assert!(matches!(dev.memcpy_d2h(&mut byte, p.add(10)), Err(NpuError::UseAfterFree { .. })));
+    assert!(matches!(
+        dev.memcpy_d2h(&mut byte, p.offset(10)),
+        Err(NpuError::UseAfterFree { .. })
+    ));
     let double = dev.free(p, s).unwrap_err();
     assert_eq!(double, NpuError::InvalidFree { ptr: p });
     assert_eq!(double.code(), code::MEMORY_FREE);
@@ -363,7 +420,10 @@ fn misuse_of_ids_and_events_is_an_error_value() {
     let err = dev.stream_wait_event(s, e).unwrap_err();
     assert_eq!(err, NpuError::EventNotRecorded { event: e });
     assert_eq!(err.code(), code::PARAM_INVALID);
-    assert_eq!(dev.synchronize_event(e), Err(NpuError::EventNotRecorded { event: e }));
+    assert_eq!(
+        dev.synchronize_event(e),
+        Err(NpuError::EventNotRecorded { event: e })
+    );
     let ghost = StreamId(77);
     let err = dev.synchronize(ghost).unwrap_err();
     assert_eq!(err, NpuError::InvalidStream(ghost));
@@ -385,7 +445,10 @@ fn misuse_of_ids_and_events_is_an_error_value() {
         offset: 4,
         len: 8,
     };
-    assert!(matches!(dev.submit(s, bad), Err(NpuError::HostRange { .. })));
+    assert!(matches!(
+        dev.submit(s, bad),
+        Err(NpuError::HostRange { .. })
+    ));
 }
 
 // ---- memory
@@ -396,7 +459,9 @@ fn out_of_memory_is_an_error_and_the_cache_is_recycled_to_recover() {
     let s = dev.default_stream();
     let p = dev.malloc(4 << 20, s).unwrap();
     let err = dev.malloc(1, s).unwrap_err();
-    assert!(matches!(err, NpuError::OutOfMemory { requested: 1, capacity, .. } if capacity == 4 << 20));
+    assert!(
+        matches!(err, NpuError::OutOfMemory { requested: 1, capacity, .. } if capacity == 4 << 20)
+    );
     assert_eq!(err.code(), code::MEMORY_ALLOCATION);
     assert_eq!(dev.memory_stats().ooms, 1);
     dev.free(p, s).unwrap();
@@ -409,7 +474,10 @@ fn out_of_memory_is_an_error_and_the_cache_is_recycled_to_recover() {
     let before = dev.memory_stats();
     let big = dev.malloc(3 << 20, s).unwrap();
     let after = dev.memory_stats();
-    assert_eq!(big, p, "the merged free block is reused, no unmapping needed");
+    assert_eq!(
+        big, p,
+        "the merged free block is reused, no unmapping needed"
+    );
     assert_eq!(after.segment_maps, before.segment_maps);
     dev.free(big, s).unwrap();
     dev.synchronize(s).unwrap();
@@ -481,8 +549,15 @@ fn steady_state_allocation_maps_nothing() {
     for _ in 0..100 {
         let t = dev.malloc(1024, s).unwrap();
         let u = dev.malloc(4096, s).unwrap();
-        dev.launch(s, launch("TestAdd", vec![f32s(x, &[256]), f32s(x, &[256])], vec![f32s(t, &[256])]))
-            .unwrap();
+        dev.launch(
+            s,
+            launch(
+                "TestAdd",
+                vec![f32s(x, &[256]), f32s(x, &[256])],
+                vec![f32s(t, &[256])],
+            ),
+        )
+        .unwrap();
         dev.memcpy_d2d_async(s, u, t, 1024).unwrap();
         dev.free(t, s).unwrap();
         dev.free(u, s).unwrap();
@@ -504,7 +579,11 @@ fn an_async_copy_keeps_the_host_memory_it_reads() {
     src.write(&[9; 64]);
     dev.memcpy_h2d_async(s, p, &src).unwrap();
     drop(src); // released by the host before the copy ran
-    assert_eq!(dev.memory_stats().host_in_use, 64, "the task still holds it");
+    assert_eq!(
+        dev.memory_stats().host_in_use,
+        64,
+        "the task still holds it"
+    );
     let dst = dev.malloc_host(64);
     dev.memcpy_d2h_async(s, &dst, p).unwrap();
     gate.open();
@@ -532,15 +611,33 @@ fn launches_compute_on_device_memory() {
     let a = put(&dev, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let b = put(&dev, &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
     let c = put(&dev, &[0.0; 4]);
-    let mm = launch("TestMatMul", vec![f32s(a, &[2, 3]), f32s(b, &[3, 2])], vec![f32s(c, &[2, 2])]);
+    let mm = launch(
+        "TestMatMul",
+        vec![f32s(a, &[2, 3]), f32s(b, &[3, 2])],
+        vec![f32s(c, &[2, 2])],
+    );
     dev.launch(s, mm).unwrap();
     // in place: c = c + c, the output is one of the inputs
-    dev.launch(s, launch("TestAdd", vec![f32s(c, &[4]), f32s(c, &[4])], vec![f32s(c, &[4])]))
-        .unwrap();
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(c, &[4]), f32s(c, &[4])],
+            vec![f32s(c, &[4])],
+        ),
+    )
+    .unwrap();
     // sub-ranges: the second half of a plus the first half
-    let half = a.add(12);
-    dev.launch(s, launch("TestAdd", vec![f32s(a, &[3]), f32s(half, &[3])], vec![f32s(half, &[3])]))
-        .unwrap();
+    let half = a.offset(12);
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(a, &[3]), f32s(half, &[3])],
+            vec![f32s(half, &[3])],
+        ),
+    )
+    .unwrap();
     dev.synchronize(s).unwrap();
     assert_eq!(get(&dev, c, 4), vec![8.0, 10.0, 20.0, 22.0]);
     assert_eq!(get(&dev, a, 6), vec![1.0, 2.0, 3.0, 5.0, 7.0, 9.0]);
@@ -552,20 +649,33 @@ fn a_data_dependent_launch_allocates_its_outputs() {
     let s = dev.default_stream();
     let x = put(&dev, &[0.0, 3.0, 0.0, 1.0, 2.0]);
     let outs = dev
-        .launch_alloc_outputs(s, Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1))
+        .launch_alloc_outputs(
+            s,
+            Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1),
+        )
         .unwrap()
         .wait()
         .unwrap();
     assert_eq!(outs.len(), 1);
-    assert_eq!((outs[0].dtype, outs[0].shape.clone()), (DType::I64, vec![3]));
+    assert_eq!(
+        (outs[0].dtype, outs[0].shape.clone()),
+        (DType::I64, vec![3])
+    );
     let mut idx = [0i64; 3];
-    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut idx), outs[0].ptr).unwrap();
+    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut idx), outs[0].ptr)
+        .unwrap();
     assert_eq!(idx, [1, 3, 4]);
     dev.free(outs[0].ptr, s).unwrap();
     // launched plainly, a data-dependent op is a fault
-    dev.launch(s, Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1))
-        .unwrap();
-    assert!(matches!(dev.synchronize(s), Err(NpuError::TaskNotSupported { .. })));
+    dev.launch(
+        s,
+        Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1),
+    )
+    .unwrap();
+    assert!(matches!(
+        dev.synchronize(s),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
 }
 
 // ---- models
@@ -644,7 +754,11 @@ fn a_model_runs_twice_to_the_same_result() {
     let v: &[f32] = bytemuck::cast_slice(&first);
     // x + x = [2, 4, 6, 8]; [[2, 4], [6, 8]] @ [[1, 2], [3, 4]]
     assert_eq!(v, &[14.0, 20.0, 30.0, 44.0]);
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "the activated stream ran once a run");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the activated stream ran once a run"
+    );
     dev.unload_model(m).unwrap();
     assert_eq!(dev.execute_model(m, s), Err(NpuError::InvalidModel(m)));
 }
@@ -665,13 +779,19 @@ fn a_model_fault_is_the_executing_streams_fault() {
     let m = dev.load_model(&model).unwrap();
     dev.execute_model(m, s).unwrap();
     let err = dev.synchronize(s).unwrap_err();
-    assert!(matches!(&err, NpuError::ModelRun { model, .. } if *model == m), "{err}");
+    assert!(
+        matches!(&err, NpuError::ModelRun { model, .. } if *model == m),
+        "{err}"
+    );
     assert_eq!(err.code(), code::MODEL_EXECUTE);
     dev.memset_async(s, p, 0, 16).unwrap();
     dev.synchronize(s).unwrap();
     // a model whose memory was freed is refused when executed
     dev.free(p, s).unwrap();
-    assert!(matches!(dev.execute_model(m, s), Err(NpuError::UseAfterFree { .. })));
+    assert!(matches!(
+        dev.execute_model(m, s),
+        Err(NpuError::UseAfterFree { .. })
+    ));
 }
 
 #[test]
@@ -682,7 +802,9 @@ fn models_are_checked_when_built_and_loaded() {
         .stream(vec![Task::EventRecord(e), Task::EventRecord(e)])
         .build();
     assert!(matches!(twice, Err(NpuError::ModelBuild { .. })));
-    let nowhere = Model::builder().stream(vec![Task::StreamActivate(3)]).build();
+    let nowhere = Model::builder()
+        .stream(vec![Task::StreamActivate(3)])
+        .build();
     assert!(matches!(nowhere, Err(NpuError::ModelBuild { .. })));
     let idle = Model::builder().inactive_stream(vec![]).build();
     assert!(matches!(idle, Err(NpuError::ModelBuild { .. })));
@@ -696,12 +818,21 @@ fn models_are_checked_when_built_and_loaded() {
         )))])
         .build()
         .unwrap();
-    assert!(matches!(dev.load_model(&alloc), Err(NpuError::TaskNotSupported { .. })));
+    assert!(matches!(
+        dev.load_model(&alloc),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
     // waiting on an event the model does not record, never recorded outside either
-    let waits = Model::builder().stream(vec![Task::EventWait(e)]).build().unwrap();
+    let waits = Model::builder()
+        .stream(vec![Task::EventWait(e)])
+        .build()
+        .unwrap();
     let m = dev.load_model(&waits).unwrap();
     let s = dev.default_stream();
-    assert_eq!(dev.execute_model(m, s), Err(NpuError::EventNotRecorded { event: e }));
+    assert_eq!(
+        dev.execute_model(m, s),
+        Err(NpuError::EventNotRecorded { event: e })
+    );
     dev.record_event(e, s).unwrap();
     dev.execute_model(m, s).unwrap();
     dev.synchronize(s).unwrap();

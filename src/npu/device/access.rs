@@ -161,7 +161,9 @@ pub(crate) fn with_spans<R>(
             // resolution). No `&mut` slice overlaps this range: the input overlaps no
             // output (it would have been copied), and only outputs are made `&mut`. The
             // slice is dropped below, before the guards.
-            (Some(s), None) => unsafe { std::slice::from_raw_parts(base_of(s).add(s.offset), s.len) },
+            (Some(s), None) => unsafe {
+                std::slice::from_raw_parts(base_of(s).add(s.offset), s.len)
+            },
         });
     }
     let mut outputs: Vec<&mut [u8]> = reuse(std::mem::take(&mut scratch.outputs));
@@ -212,9 +214,12 @@ mod tests {
         let s = segment(0, &[1, 2, 3, 4, 5, 6, 7, 8]);
         let mut scratch = Scratch::default();
         // a memmove of 6 bytes one to the right, within one segment
-        with_spans(&[span(&s, 0, 6)], &[span(&s, 1, 6)], &mut scratch, |i, o| {
-            o[0].copy_from_slice(i[0])
-        })
+        with_spans(
+            &[span(&s, 0, 6)],
+            &[span(&s, 1, 6)],
+            &mut scratch,
+            |i, o| o[0].copy_from_slice(i[0]),
+        )
         .unwrap();
         assert_eq!(s.data.read().unwrap().as_bytes(), &[1, 1, 2, 3, 4, 5, 6, 8]);
     }
@@ -240,7 +245,12 @@ mod tests {
     fn overlapping_outputs_are_refused() {
         let s = segment(0, &[0; 8]);
         let mut scratch = Scratch::default();
-        let r = with_spans(&[], &[span(&s, 0, 4), span(&s, 3, 4)], &mut scratch, |_, _| ());
+        let r = with_spans(
+            &[],
+            &[span(&s, 0, 4), span(&s, 3, 4)],
+            &mut scratch,
+            |_, _| (),
+        );
         assert_eq!(r, Err(NpuError::OverlappingOutputs { a: 0, b: 1 }));
     }
 }

@@ -64,12 +64,20 @@ impl HostBuf {
     }
     /// Calls `f` with the bytes.
     pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let g = self.inner.data.read().unwrap_or_else(PoisonError::into_inner);
+        let g = self
+            .inner
+            .data
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         f(&g.as_bytes()[..self.inner.len])
     }
     /// Calls `f` with the bytes, writable.
     pub fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let mut g = self.inner.data.write().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self
+            .inner
+            .data
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         f(&mut g.as_bytes_mut()[..self.inner.len])
     }
     /// A copy of the bytes.

@@ -475,7 +475,10 @@ impl Memory {
     /// Removes unmapped segments from the resolver (their bytes live on while a running task
     /// still holds them).
     pub fn unpublish(&self, segments: &[Arc<Segment>]) {
-        let mut map = self.segments.write().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .segments
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         for s in segments {
             map.remove(&s.base);
         }
@@ -613,6 +616,9 @@ mod tests {
         assert_eq!(h.stats().reserved, 2048);
         assert!(alloc(&mut h, 1000, S0, 0).is_none());
         h.free(a, S0, 0).unwrap();
-        assert!(alloc(&mut h, 1000, S0, 0).is_some(), "split of the cached block");
+        assert!(
+            alloc(&mut h, 1000, S0, 0).is_some(),
+            "split of the cached block"
+        );
     }
 }

@@ -110,13 +110,13 @@ id!(
 );
 
 /// A device memory address. Never 0; addresses inside an allocation are valid arguments
-/// too, so `ptr.add(offset)` names a sub-range.
+/// too, so `ptr.offset(bytes)` names a sub-range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DevicePtr(pub u64);
 
 impl DevicePtr {
     /// The address `bytes` further on.
-    pub fn add(self, bytes: u64) -> DevicePtr {
+    pub fn offset(self, bytes: u64) -> DevicePtr {
         DevicePtr(self.0.wrapping_add(bytes))
     }
 }
@@ -354,13 +354,23 @@ impl Drop for DeviceInner {
         for m in &models {
             m.stop();
         }
-        core.streams.write().unwrap_or_else(PoisonError::into_inner).clear();
-        core.models.write().unwrap_or_else(PoisonError::into_inner).clear();
+        core.streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        core.models
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 }
 
 fn join(s: &StreamState) {
-    let handle = s.handle.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let handle = s
+        .handle
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
     if let Some(h) = handle
         && h.thread().id() != std::thread::current().id()
     {
@@ -556,7 +566,12 @@ impl Device {
     }
 
     /// Runs a memory task on the calling thread.
-    fn now(&self, ins: &[(DevicePtr, usize)], outs: &[(DevicePtr, usize)], f: impl FnOnce(&[&[u8]], &mut [&mut [u8]])) -> Result<(), NpuError> {
+    fn now(
+        &self,
+        ins: &[(DevicePtr, usize)],
+        outs: &[(DevicePtr, usize)],
+        f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]),
+    ) -> Result<(), NpuError> {
         let memory = &self.core().memory;
         {
             let heap = memory.heap();
@@ -590,7 +605,9 @@ impl Device {
     }
 
     pub fn memcpy_d2d(&self, dst: DevicePtr, src: DevicePtr, len: usize) -> Result<(), NpuError> {
-        self.now(&[(src, len)], &[(dst, len)], |i, o| o[0].copy_from_slice(i[0]))
+        self.now(&[(src, len)], &[(dst, len)], |i, o| {
+            o[0].copy_from_slice(i[0])
+        })
     }
 
     pub fn memset(&self, dst: DevicePtr, value: u8, len: usize) -> Result<(), NpuError> {

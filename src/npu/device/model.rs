@@ -154,17 +154,18 @@ impl ModelInner {
                             None => events.push((*e, core.event(*e)?, records)),
                         }
                     }
-                    Task::NotifyRecord(n) | Task::NotifyWait(n) => {
-                        if !notifies.iter().any(|(id, _)| id == n) {
-                            notifies.push((*n, core.notify(*n)?));
-                        }
+                    Task::NotifyRecord(n) | Task::NotifyWait(n)
+                        if !notifies.iter().any(|(id, _)| id == n) =>
+                    {
+                        notifies.push((*n, core.notify(*n)?));
                     }
                     Task::Launch(l) => {
-                        let spec = core.registry.get(l.op()).ok_or_else(|| {
-                            NpuError::UnknownOp {
-                                op: l.op().to_string(),
-                            }
-                        })?;
+                        let spec =
+                            core.registry
+                                .get(l.op())
+                                .ok_or_else(|| NpuError::UnknownOp {
+                                    op: l.op().to_string(),
+                                })?;
                         if matches!(spec.compute, Some(Compute::Alloc(_))) {
                             return Err(NpuError::TaskNotSupported {
                                 task: "data-dependent kernel launch",
@@ -235,7 +236,11 @@ impl ModelInner {
             }
         }
         run.wait(&core.shutdown)?;
-        let fault = run.fault.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let fault = run
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         match fault {
             Some(e) => Err(NpuError::ModelRun {
                 model: self.id,
@@ -250,7 +255,11 @@ impl ModelInner {
         let _idle = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for w in &self.workers {
             let _ = w.send(Job::Shutdown, true);
-            let handle = w.handle.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let handle = w
+                .handle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
             if let Some(h) = handle
                 && h.thread().id() != std::thread::current().id()
             {

@@ -99,7 +99,10 @@ impl StreamState {
     /// Queues a job; `block`: wait while the queue is full, else fail with `QueueFull`.
     /// An event record gets its generation here, once the job is sure to be queued.
     pub fn send(&self, mut job: Job, block: bool) -> Result<(), NpuError> {
-        let mut n = self.submitted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut n = self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // Only this lock's holder adds to the queue, so room seen here stays.
         if !block && self.depth > 0 && self.tx.len() >= self.depth {
             return Err(NpuError::QueueFull {
@@ -124,7 +127,10 @@ impl StreamState {
     }
 
     pub fn submitted(&self) -> u64 {
-        *self.submitted.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn completed(&self) -> u64 {
@@ -348,13 +354,13 @@ impl Worker {
                 let input = [memory.resolve(*src, *len)?];
                 dst.with_mut(|host| {
                     let buffer = host.len();
-                    let bytes =
-                        host.get_mut(*offset..offset + len)
-                            .ok_or(NpuError::HostRange {
-                                buffer,
-                                offset: *offset,
-                                len: *len,
-                            })?;
+                    let bytes = host
+                        .get_mut(*offset..offset + len)
+                        .ok_or(NpuError::HostRange {
+                            buffer,
+                            offset: *offset,
+                            len: *len,
+                        })?;
                     with_spans(&input, &[], scratch, |i, _| {
                         if *len > 0 {
                             bytes.copy_from_slice(i[0])
@@ -393,18 +399,17 @@ impl Worker {
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
         let core = &*self.core;
         let op = l.op();
-        let spec = *core.registry.get(op).ok_or_else(|| NpuError::UnknownOp {
-            op: op.to_string(),
-        })?;
+        let spec = *core
+            .registry
+            .get(op)
+            .ok_or_else(|| NpuError::UnknownOp { op: op.to_string() })?;
         let kernel_error = |source: OpError| NpuError::Kernel {
             op: op.to_string(),
             source,
         };
-        let compute = spec.compute.ok_or_else(|| {
-            kernel_error(OpError::NoCompute {
-                op: op.to_string(),
-            })
-        })?;
+        let compute = spec
+            .compute
+            .ok_or_else(|| kernel_error(OpError::NoCompute { op: op.to_string() }))?;
         match (compute, allocating) {
             (Compute::Alloc(_), false) => {
                 return Err(NpuError::TaskNotSupported {
@@ -424,11 +429,15 @@ impl Worker {
         self.spans_in.clear();
         self.spans_out.clear();
         core.memory.resolve_all(
-            l.inputs().iter().map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+            l.inputs()
+                .iter()
+                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
             &mut self.spans_in,
         )?;
         core.memory.resolve_all(
-            l.outputs().iter().map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+            l.outputs()
+                .iter()
+                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
             &mut self.spans_out,
         )?;
 
@@ -448,25 +457,24 @@ impl Worker {
                 );
                 let hosts: Vec<Option<HostTensor>>;
                 let owned: Vec<Option<&HostTensor>>;
-                let values: &[Option<&HostTensor>] = if spec.value_inputs.is_empty()
-                    && refs.len() <= NO_VALUES.len()
-                {
-                    &NO_VALUES[..refs.len()]
-                } else {
-                    hosts = refs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            spec.value_inputs.contains(&i).then(|| HostTensor {
-                                dtype: r.dtype,
-                                shape: r.shape.iter().map(|&d| d as i64).collect(),
-                                data: r.data.to_vec(),
+                let values: &[Option<&HostTensor>] =
+                    if spec.value_inputs.is_empty() && refs.len() <= NO_VALUES.len() {
+                        &NO_VALUES[..refs.len()]
+                    } else {
+                        hosts = refs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, r)| {
+                                spec.value_inputs.contains(&i).then(|| HostTensor {
+                                    dtype: r.dtype,
+                                    shape: r.shape.iter().map(|&d| d as i64).collect(),
+                                    data: r.data.to_vec(),
+                                })
                             })
-                        })
-                        .collect();
-                    owned = hosts.iter().map(Option::as_ref).collect();
-                    &owned
-                };
+                            .collect();
+                        owned = hosts.iter().map(Option::as_ref).collect();
+                        &owned
+                    };
                 let ctx = InferCtx {
                     op,
                     inputs: l.metas(),
@@ -569,4 +577,3 @@ fn check_output_shapes(
     }
     Ok(())
 }
-

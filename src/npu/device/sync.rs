@@ -77,7 +77,12 @@ impl EventState {
     }
 
     /// Waits for `generation` to complete.
-    pub fn wait(&self, id: EventId, generation: u64, shutdown: &AtomicBool) -> Result<(), NpuError> {
+    pub fn wait(
+        &self,
+        id: EventId,
+        generation: u64,
+        shutdown: &AtomicBool,
+    ) -> Result<(), NpuError> {
         let mut g = lock(&self.inner);
         while g.done < generation {
             if shutdown.load(Ordering::Acquire) {

@@ -304,7 +304,10 @@ pub(crate) enum Job {
     /// Runs a model and waits for it, on the stream that executes it.
     Execute(Arc<ModelInner>),
     /// Runs one stream's preloaded tasks of a model run, on that model stream.
-    RunList { run: Arc<ModelRun>, index: usize },
+    RunList {
+        run: Arc<ModelRun>,
+        index: usize,
+    },
     /// Wakes the worker to see the device shut down.
     Shutdown,
 }
