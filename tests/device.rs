@@ -567,6 +567,12 @@ fn steady_state_allocation_maps_nothing() {
     assert_eq!(stats.segment_maps, warm);
     assert_eq!(stats.allocated, 1024, "only x");
     assert!(stats.peak_allocated <= 1024 * 6);
+    assert!(
+        stats
+            .to_string()
+            .starts_with("device memory: 0.0 MiB allocated"),
+        "{stats}"
+    );
 }
 
 #[test]

@@ -96,6 +96,32 @@ pub struct MemoryStats {
     pub host_cached: u64,
 }
 
+impl std::fmt::Display for MemoryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MIB: f64 = (1 << 20) as f64;
+        let mib = |b: u64| b as f64 / MIB;
+        write!(
+            f,
+            "device memory: {:.1} MiB allocated (peak {:.1}), {:.1} MiB cached, {:.1} of {:.1} MiB \
+             reserved in {} segments ({} mapped, {} unmapped); {} allocations, {} out-of-memory \
+             recoveries, {} failures; host staging {:.1} MiB in use, {:.1} MiB cached",
+            mib(self.allocated),
+            mib(self.peak_allocated),
+            mib(self.cached),
+            mib(self.reserved),
+            mib(self.capacity),
+            self.segments,
+            self.segment_maps,
+            self.segment_unmaps,
+            self.allocs,
+            self.oom_recoveries,
+            self.ooms,
+            mib(self.host_in_use),
+            mib(self.host_cached),
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Allocated,
@@ -414,7 +440,8 @@ impl Heap {
         self.stats.oom_recoveries += 1;
     }
 
-    /// Whether `len` bytes at `ptr` lie in the requested bytes of a block allocated now.
+    /// Whether `len` bytes at `ptr` lie in the requested bytes of a block allocated now. An
+    /// empty range is valid at any address (an empty tensor's address is never read).
     pub fn check(&self, ptr: DevicePtr, len: usize) -> Result<(), NpuError> {
         if len == 0 {
             return Ok(());

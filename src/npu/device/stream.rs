@@ -35,6 +35,8 @@ use super::task::{Job, Launch, Task};
 use super::{Core, NpuError, StreamId, TensorArg};
 
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
+/// Scheduler turns a waiter yields before it sleeps.
+const SPIN_YIELDS: usize = 32;
 
 /// A stream's queue and counters, shared by the submitters and its worker.
 pub(crate) struct StreamState {
@@ -139,8 +141,14 @@ impl StreamState {
 
     /// Waits until `target` jobs have completed.
     pub fn wait_for(&self, target: u64, shutdown: &AtomicBool) -> Result<(), NpuError> {
-        if self.completed() >= target {
-            return Ok(());
+        // A short task is done within a few scheduler turns: yielding that long first
+        // spares the worker a wake-up call and the waiter a sleep (about half the latency
+        // of a synchronize on a short task), and costs little when the wait is long.
+        for _ in 0..SPIN_YIELDS {
+            if self.completed() >= target {
+                return Ok(());
+            }
+            std::thread::yield_now();
         }
         let mut g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         // Registered before the check: the worker's add is either seen by the check or
