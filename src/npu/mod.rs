@@ -4,8 +4,13 @@
 //! memory, streams and kernels; it knows nothing of graphs.
 
 pub mod attr;
+pub mod device;
 pub mod dtype;
 pub mod ops;
 
 pub use attr::{Attr, AttrMap, HostTensor};
+pub use device::{
+    Device, DeviceConfig, DevicePtr, EventId, HostBuf, Launch, MemoryStats, Model, ModelId,
+    NotifyId, NpuError, StreamId, Task, TensorArg,
+};
 pub use dtype::DType;

@@ -1,0 +1,738 @@
+//! The emulated Ascend device: memory with real addresses, asynchronous streams, events,
+//! notifies, tasks and models, computing real results on the CPU with the op library.
+//!
+//! # Bird's-eye view
+//! A [`Device`] is a value (a cheap-to-clone handle); nothing is global, so any number of
+//! devices live side by side and tests run in parallel. It owns:
+//! - device memory ([`memory`]): segments of 64-byte-aligned host memory mapped at device
+//!   addresses ([`DevicePtr`]), up to a configured capacity, with a caching allocator on top
+//!   (best fit, split and merge, stream-ordered reuse, an out-of-memory recovery path);
+//! - host staging memory ([`HostBuf`]) from a pool, for asynchronous copies;
+//! - streams ([`stream`]): each a bounded queue and a worker thread that runs its tasks in
+//!   order; a full queue blocks the submitter ([`Device::submit`]) or refuses the task
+//!   ([`Device::try_submit`]);
+//! - events and notifies ([`sync`]) ordering work across streams;
+//! - models ([`model`]): streams with preloaded task lists started by one call;
+//! - the op library ([`OpRegistry`]), built once per device, which kernel launches run.
+//!
+//! # Entry points
+//! [`Device::new`] with a [`DeviceConfig`]; [`Device::malloc`]/[`Device::free`];
+//! [`Device::submit`] with a [`Task`] (and one convenience method per task kind);
+//! [`Device::synchronize`]; [`Device::load_model`]/[`Device::execute_model`].
+//!
+//! # Architecture invariants
+//! - Misuse is an error value ([`NpuError`]), never undefined behaviour or a panic: every
+//!   device range of a task is checked against the allocator when the task is issued (so a
+//!   use after free, or an access past an allocation, is refused at the call), and every
+//!   access at run time is resolved and bounds-checked against its mapped segment. Kernel
+//!   panics are caught and become faults.
+//! - A task that fails faults its stream; the fault surfaces at the stream's next
+//!   `synchronize`, which clears it. Until then the stream skips tasks that touch memory but
+//!   keeps running event and notify tasks (records it runs poison their events, so a
+//!   waiting stream faults too).
+//! - Reads and writes of device memory are never a data race: a task locks the segments of
+//!   its arguments (see [`access`]).
+//! - Submission and the worker loop allocate nothing per task beyond the task itself.
+//! - Synchronous copies and memsets (`memcpy_h2d`, `memset`, ...) run on the calling thread
+//!   and do not wait for streams: like `aclrtMemcpy` after the caller synchronized.
+//! - Deliberately absent: graphs, shapes of whole models, anything of rt2 outside `npu`.
+//!
+//! # Allocation and streams
+//! [`Device::malloc`] takes the stream the memory will be used on first; [`Device::free`]
+//! takes the stream whose work last uses it: the block is reused at once by that stream,
+//! and by others only once that stream has passed the free. When nothing cached fits and
+//! the capacity is reached, the allocation waits for the streams whose pending frees it
+//! could use, synchronizes its own stream, retries, then unmaps every wholly free segment
+//! and retries once more before failing with [`NpuError::OutOfMemory`]. (A worker that
+//! allocates, for a data-dependent launch, skips the waits: it must not wait on streams that
+//! may be waiting on it.)
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::npu::ops::OpRegistry;
+
+pub mod access;
+pub mod error;
+pub mod host;
+pub mod memory;
+pub mod model;
+pub mod stream;
+pub mod sync;
+pub mod task;
+
+pub use error::{NpuError, code};
+pub use host::HostBuf;
+pub use memory::MemoryStats;
+pub use model::{Model, ModelBuilder, ModelStream};
+pub use sync::EventStatus;
+pub use task::{AllocOutputs, Callback, Launch, LaunchOutputs, Task, TensorArg};
+
+use host::HostPool;
+use memory::{Memory, NoRoom};
+use model::ModelInner;
+use stream::StreamState;
+use sync::{EventState, NotifyState};
+use task::Job;
+
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+id!(
+    /// A stream of a device.
+    StreamId,
+    "s"
+);
+id!(
+    /// An event of a device.
+    EventId,
+    "e"
+);
+id!(
+    /// A notify of a device.
+    NotifyId,
+    "n"
+);
+id!(
+    /// A loaded model of a device.
+    ModelId,
+    "m"
+);
+
+/// A device memory address. Never 0; addresses inside an allocation are valid arguments
+/// too, so `ptr.offset(bytes)` names a sub-range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The address `bytes` further on.
+    pub fn offset(self, bytes: u64) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes))
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// How a device is set up.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// Device memory capacity in bytes (mapped lazily, segment by segment).
+    pub memory_bytes: u64,
+    /// Tasks a stream's queue holds before a submitter blocks.
+    pub queue_depth: usize,
+    /// The op library launches run; `None`: the full library ([`OpRegistry::new`]).
+    pub ops: Option<Arc<OpRegistry>>,
+    /// Before each launch, run the op's inference and check the launch's output types and
+    /// shapes against it (a fault when they differ). On in debug builds.
+    pub check_launch_shapes: bool,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            memory_bytes: 16 << 30,
+            queue_depth: 1024,
+            ops: None,
+            check_launch_shapes: cfg!(debug_assertions),
+        }
+    }
+}
+
+type Table<T> = RwLock<Vec<Option<Arc<T>>>>;
+
+fn get<T>(table: &Table<T>, i: u32) -> Option<Arc<T>> {
+    table
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(i as usize)
+        .and_then(Clone::clone)
+}
+
+fn insert<T>(table: &Table<T>, v: Arc<T>) -> u32 {
+    let mut t = table.write().unwrap_or_else(PoisonError::into_inner);
+    t.push(Some(v));
+    (t.len() - 1) as u32
+}
+
+fn remove<T>(table: &Table<T>, i: u32) -> Option<Arc<T>> {
+    table
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(i as usize)
+        .and_then(Option::take)
+}
+
+fn all<T>(table: &Table<T>) -> Vec<Arc<T>> {
+    table
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// What the device's workers share with the handle.
+pub(crate) struct Core {
+    pub registry: Arc<OpRegistry>,
+    pub check_launch_shapes: bool,
+    queue_depth: usize,
+    pub memory: Memory,
+    host: Arc<HostPool>,
+    streams: Table<StreamState>,
+    events: Table<EventState>,
+    notifies: Table<NotifyState>,
+    models: Table<ModelInner>,
+    pub shutdown: AtomicBool,
+    next_model_stream: AtomicU32,
+}
+
+impl Core {
+    pub fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    fn stream(&self, id: StreamId) -> Result<Arc<StreamState>, NpuError> {
+        get(&self.streams, id.0).ok_or(NpuError::InvalidStream(id))
+    }
+
+    pub fn event(&self, id: EventId) -> Result<Arc<EventState>, NpuError> {
+        get(&self.events, id.0).ok_or(NpuError::InvalidEvent(id))
+    }
+
+    pub fn notify(&self, id: NotifyId) -> Result<Arc<NotifyState>, NpuError> {
+        get(&self.notifies, id.0).ok_or(NpuError::InvalidNotify(id))
+    }
+
+    fn model(&self, id: ModelId) -> Result<Arc<ModelInner>, NpuError> {
+        get(&self.models, id.0).ok_or(NpuError::InvalidModel(id))
+    }
+
+    /// Ids for model streams, apart from the table's (they are not submitted to).
+    pub fn model_stream_id(&self) -> StreamId {
+        StreamId(self.next_model_stream.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Tasks `stream` has completed; a stream that is gone has passed everything.
+    fn completed(&self, stream: StreamId) -> u64 {
+        get(&self.streams, stream.0).map_or(u64::MAX, |s| s.completed())
+    }
+
+    fn try_alloc(&self, size: usize, stream: StreamId) -> Option<DevicePtr> {
+        let mut heap = self.memory.heap();
+        match heap.alloc(size, stream, &|s| self.completed(s)) {
+            Ok((ptr, segment)) => {
+                if let Some(s) = segment {
+                    self.memory.publish(s);
+                }
+                Some(ptr)
+            }
+            Err(NoRoom) => None,
+        }
+    }
+
+    /// The caching allocator with its recovery path (see the module doc); `wait`: whether
+    /// the caller may wait for streams.
+    pub fn alloc(&self, size: usize, stream: StreamId, wait: bool) -> Result<DevicePtr, NpuError> {
+        if let Some(p) = self.try_alloc(size, stream) {
+            return Ok(p);
+        }
+        self.memory.heap().note_recovery();
+        if wait {
+            let targets = self.memory.heap().pending_targets();
+            for (s, seq) in targets {
+                if let Some(s) = get(&self.streams, s.0) {
+                    s.wait_for(seq, &self.shutdown)?;
+                }
+            }
+            self.stream(stream)?.drain(&self.shutdown)?;
+            if let Some(p) = self.try_alloc(size, stream) {
+                return Ok(p);
+            }
+        }
+        {
+            let mut heap = self.memory.heap();
+            heap.settle(&|s| self.completed(s));
+            let unmapped = heap.recycle();
+            self.memory.unpublish(&unmapped);
+        }
+        if let Some(p) = self.try_alloc(size, stream) {
+            return Ok(p);
+        }
+        Err(self.memory.heap().out_of_memory(size))
+    }
+
+    pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
+        let seq = self.stream(stream)?.submitted();
+        self.memory.heap().free(ptr, stream, seq)
+    }
+
+    /// Checks a task as it is issued and turns it into the job a worker runs.
+    fn job(&self, task: Task) -> Result<Job, NpuError> {
+        task.check_host_range()?;
+        {
+            let heap = self.memory.heap();
+            task.each_range(|ptr, len| heap.check(ptr, len))?;
+        }
+        Ok(match task {
+            Task::EventRecord(id) => Job::EventRecord {
+                event: self.event(id)?,
+                generation: 0,
+            },
+            Task::EventWait(id) => {
+                let event = self.event(id)?;
+                let generation = event.latest();
+                if generation == 0 {
+                    return Err(NpuError::EventNotRecorded { event: id });
+                }
+                Job::EventWait {
+                    id,
+                    event,
+                    generation,
+                }
+            }
+            Task::NotifyRecord(id) => Job::NotifyRecord(self.notify(id)?),
+            Task::NotifyWait(id) => Job::NotifyWait(self.notify(id)?),
+            Task::StreamActivate(_) => {
+                return Err(NpuError::TaskNotSupported {
+                    task: task.kind(),
+                    context: "outside a model",
+                });
+            }
+            t => Job::Task(t),
+        })
+    }
+}
+
+/// An emulated NPU. Clones are handles to the same device; the device shuts down (its
+/// workers stop and are joined) when the last handle is dropped.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+struct DeviceInner {
+    core: Arc<Core>,
+}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        let core = &self.core;
+        core.shutdown.store(true, Ordering::Release);
+        let streams = all(&core.streams);
+        let models = all(&core.models);
+        for s in &streams {
+            s.nudge();
+            s.wake();
+        }
+        for m in &models {
+            m.wake();
+        }
+        for e in all(&core.events) {
+            e.wake();
+        }
+        for n in all(&core.notifies) {
+            n.wake();
+        }
+        for s in &streams {
+            join(s);
+        }
+        for m in &models {
+            m.stop();
+        }
+        core.streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        core.models
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+fn join(s: &StreamState) {
+    let handle = s
+        .handle
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(h) = handle
+        && h.thread().id() != std::thread::current().id()
+    {
+        let _ = h.join();
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("memory", &self.memory_stats())
+            .finish()
+    }
+}
+
+impl Device {
+    /// A device with its default stream.
+    pub fn new(config: DeviceConfig) -> Device {
+        let core = Arc::new(Core {
+            registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
+            check_launch_shapes: config.check_launch_shapes,
+            queue_depth: config.queue_depth.max(1),
+            memory: Memory::new(config.memory_bytes),
+            host: Arc::new(HostPool::default()),
+            streams: RwLock::new(Vec::new()),
+            events: RwLock::new(Vec::new()),
+            notifies: RwLock::new(Vec::new()),
+            models: RwLock::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            next_model_stream: AtomicU32::new(1 << 31),
+        });
+        let device = Device {
+            inner: Arc::new(DeviceInner { core }),
+        };
+        device.create_stream();
+        device
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
+    /// The op library launches run.
+    pub fn ops(&self) -> &OpRegistry {
+        &self.core().registry
+    }
+
+    // ---- streams
+
+    /// The stream every device starts with (ACL's default stream).
+    pub fn default_stream(&self) -> StreamId {
+        StreamId(0)
+    }
+
+    pub fn create_stream(&self) -> StreamId {
+        let core = self.core();
+        let mut table = core.streams.write().unwrap_or_else(PoisonError::into_inner);
+        let id = StreamId(table.len() as u32);
+        table.push(Some(StreamState::spawn(core, id, core.queue_depth)));
+        id
+    }
+
+    /// Waits for the stream's work, stops its worker and forgets it; returns its pending
+    /// fault, if any. The default stream stays.
+    pub fn destroy_stream(&self, stream: StreamId) -> Result<(), NpuError> {
+        let core = self.core();
+        if stream == self.default_stream() {
+            return Err(NpuError::InvalidStream(stream));
+        }
+        let s = core.stream(stream)?;
+        s.drain(&core.shutdown)?;
+        let fault = s.take_fault();
+        remove(&core.streams, stream.0);
+        let _ = s.send(Job::Shutdown, true);
+        join(&s);
+        fault.map_or(Ok(()), Err)
+    }
+
+    /// Queues `task` on `stream`, waiting while the queue is full. Errors: the task's
+    /// misuse as seen when it is issued (an address, range or id), or a device shut down.
+    pub fn submit(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
+        let s = self.core().stream(stream)?;
+        s.send(self.core().job(task)?, true)
+    }
+
+    /// [`Device::submit`] that fails with [`NpuError::QueueFull`] instead of waiting.
+    pub fn try_submit(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
+        let s = self.core().stream(stream)?;
+        s.send(self.core().job(task)?, false)
+    }
+
+    /// Waits for everything submitted to `stream` so far; returns the first fault since the
+    /// last synchronize, and clears it.
+    pub fn synchronize(&self, stream: StreamId) -> Result<(), NpuError> {
+        let s = self.core().stream(stream)?;
+        s.drain(&self.core().shutdown)?;
+        s.take_fault().map_or(Ok(()), Err)
+    }
+
+    /// Synchronizes every stream; returns the first fault found (all are cleared).
+    pub fn synchronize_device(&self) -> Result<(), NpuError> {
+        let mut first = Ok(());
+        for s in all(&self.core().streams) {
+            let r = self.synchronize(s.id);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Whether everything submitted to `stream` has run.
+    pub fn stream_done(&self, stream: StreamId) -> Result<bool, NpuError> {
+        let s = self.core().stream(stream)?;
+        Ok(s.completed() >= s.submitted())
+    }
+
+    // ---- tasks
+
+    pub fn launch(&self, stream: StreamId, launch: Launch) -> Result<(), NpuError> {
+        self.submit(stream, Task::Launch(Box::new(launch)))
+    }
+
+    /// Launches a data-dependent op ([`Launch::allocating`]): the device allocates its
+    /// outputs on `stream` and reports them through the returned handle.
+    pub fn launch_alloc_outputs(
+        &self,
+        stream: StreamId,
+        launch: Launch,
+    ) -> Result<LaunchOutputs, NpuError> {
+        let core = self.core();
+        let s = core.stream(stream)?;
+        let task = Task::Launch(Box::new(launch));
+        core.job(task.clone())?;
+        let Task::Launch(launch) = task else {
+            unreachable!()
+        };
+        let (done, rx) = crossbeam_channel::bounded(1);
+        s.send(Job::LaunchAlloc { launch, done }, true)?;
+        Ok(LaunchOutputs { rx })
+    }
+
+    /// Copies all of `src` to `dst` when the stream gets there; the task keeps `src`.
+    pub fn memcpy_h2d_async(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: &HostBuf,
+    ) -> Result<(), NpuError> {
+        let task = Task::MemcpyH2D {
+            dst,
+            src: src.clone(),
+            offset: 0,
+            len: src.len(),
+        };
+        self.submit(stream, task)
+    }
+
+    /// Fills all of `dst` from `src` when the stream gets there.
+    pub fn memcpy_d2h_async(
+        &self,
+        stream: StreamId,
+        dst: &HostBuf,
+        src: DevicePtr,
+    ) -> Result<(), NpuError> {
+        let task = Task::MemcpyD2H {
+            dst: dst.clone(),
+            offset: 0,
+            src,
+            len: dst.len(),
+        };
+        self.submit(stream, task)
+    }
+
+    pub fn memcpy_d2d_async(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), NpuError> {
+        self.submit(stream, Task::MemcpyD2D { dst, src, len })
+    }
+
+    pub fn memset_async(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        value: u8,
+        len: usize,
+    ) -> Result<(), NpuError> {
+        self.submit(stream, Task::Memset { dst, value, len })
+    }
+
+    /// Runs a memory task on the calling thread.
+    fn now(
+        &self,
+        ins: &[(DevicePtr, usize)],
+        outs: &[(DevicePtr, usize)],
+        f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]),
+    ) -> Result<(), NpuError> {
+        let memory = &self.core().memory;
+        {
+            let heap = memory.heap();
+            for &(p, n) in ins.iter().chain(outs) {
+                heap.check(p, n)?;
+            }
+        }
+        let mut si = Vec::with_capacity(ins.len());
+        let mut so = Vec::with_capacity(outs.len());
+        memory.resolve_all(ins.iter().copied(), &mut si)?;
+        memory.resolve_all(outs.iter().copied(), &mut so)?;
+        access::with_spans(&si, &so, &mut access::Scratch::default(), f)
+    }
+
+    /// Copies `src` to device memory at `dst`, now.
+    pub fn memcpy_h2d(&self, dst: DevicePtr, src: &[u8]) -> Result<(), NpuError> {
+        self.now(&[], &[(dst, src.len())], |_, o| {
+            if let Some(o) = o.first_mut() {
+                o.copy_from_slice(src)
+            }
+        })
+    }
+
+    /// Copies device memory at `src` to `dst`, now.
+    pub fn memcpy_d2h(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), NpuError> {
+        self.now(&[(src, dst.len())], &[], |i, _| {
+            if let Some(i) = i.first() {
+                dst.copy_from_slice(i)
+            }
+        })
+    }
+
+    pub fn memcpy_d2d(&self, dst: DevicePtr, src: DevicePtr, len: usize) -> Result<(), NpuError> {
+        self.now(&[(src, len)], &[(dst, len)], |i, o| {
+            o[0].copy_from_slice(i[0])
+        })
+    }
+
+    pub fn memset(&self, dst: DevicePtr, value: u8, len: usize) -> Result<(), NpuError> {
+        self.now(&[], &[(dst, len)], |_, o| o[0].fill(value))
+    }
+
+    // ---- memory
+
+    /// Allocates `size` bytes of device memory for use on `stream` (see the module doc).
+    pub fn malloc(&self, size: usize, stream: StreamId) -> Result<DevicePtr, NpuError> {
+        self.core().stream(stream)?;
+        self.core().alloc(size, stream, true)
+    }
+
+    /// Frees an allocation, ordered on `stream`: reusable at once by `stream`, by other
+    /// streams once `stream` has run what was submitted to it before this call.
+    pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
+        self.core().free(ptr, stream)
+    }
+
+    /// Unmaps every cached segment no block of which is in use or pending, and drops the
+    /// cached host staging buffers.
+    pub fn empty_cache(&self) {
+        let core = self.core();
+        let mut heap = core.memory.heap();
+        heap.settle(&|s| core.completed(s));
+        let unmapped = heap.recycle();
+        core.memory.unpublish(&unmapped);
+        core.host.trim();
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        let mut s = self.core().memory.heap().stats();
+        (s.host_in_use, s.host_cached) = self.core().host.usage();
+        s
+    }
+
+    /// Host staging memory of `len` zero bytes, from the pool.
+    pub fn malloc_host(&self, len: usize) -> HostBuf {
+        self.core().host.alloc(len)
+    }
+
+    // ---- events and notifies
+
+    pub fn create_event(&self) -> EventId {
+        EventId(insert(&self.core().events, Arc::default()))
+    }
+
+    /// Forgets the event; tasks already issued on it still run.
+    pub fn destroy_event(&self, event: EventId) -> Result<(), NpuError> {
+        remove(&self.core().events, event.0)
+            .map(drop)
+            .ok_or(NpuError::InvalidEvent(event))
+    }
+
+    pub fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), NpuError> {
+        self.submit(stream, Task::EventRecord(event))
+    }
+
+    /// Makes `stream` wait for the event's latest record issued so far; an error when none
+    /// was.
+    pub fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), NpuError> {
+        self.submit(stream, Task::EventWait(event))
+    }
+
+    pub fn query_event(&self, event: EventId) -> Result<EventStatus, NpuError> {
+        Ok(self.core().event(event)?.status())
+    }
+
+    /// Waits on the host for the event's latest record issued so far; an error when none
+    /// was, or when the stream that ran it had faulted.
+    pub fn synchronize_event(&self, event: EventId) -> Result<(), NpuError> {
+        let e = self.core().event(event)?;
+        let generation = e.latest();
+        if generation == 0 {
+            return Err(NpuError::EventNotRecorded { event });
+        }
+        e.wait(event, generation, &self.core().shutdown)
+    }
+
+    pub fn create_notify(&self) -> NotifyId {
+        NotifyId(insert(&self.core().notifies, Arc::default()))
+    }
+
+    pub fn destroy_notify(&self, notify: NotifyId) -> Result<(), NpuError> {
+        remove(&self.core().notifies, notify.0)
+            .map(drop)
+            .ok_or(NpuError::InvalidNotify(notify))
+    }
+
+    pub fn record_notify(&self, notify: NotifyId, stream: StreamId) -> Result<(), NpuError> {
+        self.submit(stream, Task::NotifyRecord(notify))
+    }
+
+    pub fn wait_notify(&self, stream: StreamId, notify: NotifyId) -> Result<(), NpuError> {
+        self.submit(stream, Task::NotifyWait(notify))
+    }
+
+    // ---- models
+
+    /// Loads a model: checks its ids and ops against the device and starts its streams.
+    pub fn load_model(&self, model: &Model) -> Result<ModelId, NpuError> {
+        let core = self.core();
+        let mut table = core.models.write().unwrap_or_else(PoisonError::into_inner);
+        let id = ModelId(table.len() as u32);
+        let inner = ModelInner::load(core, id, model)?;
+        table.push(Some(Arc::new(inner)));
+        Ok(id)
+    }
+
+    /// Queues a run of the model on `stream`: work queued after it on `stream` sees its
+    /// results; its fault is the stream's. Errors: the model's memory is not allocated, or
+    /// it waits on an event that was never recorded.
+    pub fn execute_model(&self, model: ModelId, stream: StreamId) -> Result<(), NpuError> {
+        let core = self.core();
+        let s = core.stream(stream)?;
+        let m = core.model(model)?;
+        m.check(core)?;
+        s.send(Job::Execute(m), true)
+    }
+
+    /// Unloads a model after any run of it finished, stopping its streams.
+    pub fn unload_model(&self, model: ModelId) -> Result<(), NpuError> {
+        let m = remove(&self.core().models, model.0).ok_or(NpuError::InvalidModel(model))?;
+        m.stop();
+        Ok(())
+    }
+}

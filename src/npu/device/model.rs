@@ -1,0 +1,357 @@
+//! Models: a set of streams with preloaded task lists, started by one call, the way a
+//! sunk static model runs on Ascend (and what a captured ACL graph becomes).
+//!
+//! A [`Model`] is plain data built with [`Model::builder`]: stream `i` is the `i`-th
+//! `stream`/`inactive_stream` call. Loading it ([`super::Device::load_model`]) checks its
+//! ids against the device, gives each model stream its own worker, and keeps the task lists
+//! for every run. Executing it on a stream ([`super::Device::execute_model`]) queues one job
+//! there; when the stream reaches it, the job starts the model's active streams, waits until
+//! every started stream has run its list (a [`Task::StreamActivate`] starts another one and
+//! counts it in), and reports the run's first fault as the executing stream's fault. So work
+//! queued behind the execution on that stream sees the model's results, and a model runs
+//! as often as it is executed, one run at a time.
+//!
+//! Events inside a model: an event the model records is recorded at most once in it (the
+//! builder refuses more), and a wait on it inside the model waits for this run's record,
+//! wherever the two tasks sit (the capture feature's fork/join edges). A wait on an event
+//! the model does not record waits for the latest record issued before the run started.
+//! Notifies are counting semaphores as everywhere.
+//!
+//! Kernel launches in a model must compute into given outputs: a data-dependent op has
+//! nowhere to report its outputs to on a second run. Nested model execution is not a task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::npu::ops::Compute;
+
+use super::stream::StreamState;
+use super::sync::{EventState, NotifyState};
+use super::task::{Job, Task};
+use super::{Core, DevicePtr, EventId, ModelId, NotifyId, NpuError};
+
+/// One stream of a model.
+#[derive(Debug, Clone)]
+pub struct ModelStream {
+    pub tasks: Vec<Task>,
+    /// Started when the model is executed; otherwise only by a [`Task::StreamActivate`].
+    pub active_at_start: bool,
+}
+
+/// Streams with preloaded tasks.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    name: String,
+    streams: Vec<ModelStream>,
+}
+
+impl Model {
+    pub fn builder() -> ModelBuilder {
+        ModelBuilder::default()
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn streams(&self) -> &[ModelStream] {
+        &self.streams
+    }
+}
+
+/// Builds a [`Model`]; stream indices are in call order.
+#[derive(Debug, Clone, Default)]
+pub struct ModelBuilder {
+    model: Model,
+}
+
+impl ModelBuilder {
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.model.name = name.into();
+        self
+    }
+    /// A stream started when the model is executed.
+    pub fn stream(mut self, tasks: Vec<Task>) -> Self {
+        self.model.streams.push(ModelStream {
+            tasks,
+            active_at_start: true,
+        });
+        self
+    }
+    /// A stream started only by a [`Task::StreamActivate`] of another.
+    pub fn inactive_stream(mut self, tasks: Vec<Task>) -> Self {
+        self.model.streams.push(ModelStream {
+            tasks,
+            active_at_start: false,
+        });
+        self
+    }
+    /// Checks the model's own consistency: some stream starts, activations name streams
+    /// of the model, each event is recorded at most once.
+    pub fn build(self) -> Result<Model, NpuError> {
+        let m = self.model;
+        let bad = |msg: String| NpuError::ModelBuild {
+            model: format!("{:?}", m.name),
+            msg,
+        };
+        if !m.streams.iter().any(|s| s.active_at_start) {
+            return Err(bad("no stream is active at start".into()));
+        }
+        let mut recorded = Vec::new();
+        for (i, s) in m.streams.iter().enumerate() {
+            for t in &s.tasks {
+                match t {
+                    Task::StreamActivate(k) if *k as usize >= m.streams.len() => {
+                        return Err(bad(format!(
+                            "stream {i} activates stream {k}, the model has {}",
+                            m.streams.len()
+                        )));
+                    }
+                    Task::EventRecord(e) if recorded.contains(e) => {
+                        return Err(bad(format!(
+                            "event {e} is recorded twice; use one event per record"
+                        )));
+                    }
+                    Task::EventRecord(e) => recorded.push(*e),
+                    _ => {}
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// A loaded model.
+pub(crate) struct ModelInner {
+    pub id: ModelId,
+    streams: Vec<ModelStream>,
+    workers: Vec<Arc<StreamState>>,
+    /// Every event the model uses, and whether the model records it.
+    events: Vec<(EventId, Arc<EventState>, bool)>,
+    notifies: Vec<(NotifyId, Arc<NotifyState>)>,
+    /// Every device range the tasks touch, checked at each execution.
+    ranges: Vec<(DevicePtr, usize)>,
+    running: Mutex<()>,
+}
+
+impl ModelInner {
+    /// Resolves a model's ids against the device and starts its stream workers.
+    pub fn load(core: &Arc<Core>, id: ModelId, model: &Model) -> Result<Self, NpuError> {
+        let mut events: Vec<(EventId, Arc<EventState>, bool)> = Vec::new();
+        let mut notifies: Vec<(NotifyId, Arc<NotifyState>)> = Vec::new();
+        let mut ranges = Vec::new();
+        for s in &model.streams {
+            for t in &s.tasks {
+                t.each_range(|p, n| {
+                    ranges.push((p, n));
+                    Ok(())
+                })?;
+                t.check_host_range()?;
+                match t {
+                    Task::EventRecord(e) | Task::EventWait(e) => {
+                        let records = matches!(t, Task::EventRecord(_));
+                        match events.iter_mut().find(|(id, _, _)| id == e) {
+                            Some(entry) => entry.2 |= records,
+                            None => events.push((*e, core.event(*e)?, records)),
+                        }
+                    }
+                    Task::NotifyRecord(n) | Task::NotifyWait(n)
+                        if !notifies.iter().any(|(id, _)| id == n) =>
+                    {
+                        notifies.push((*n, core.notify(*n)?));
+                    }
+                    Task::Launch(l) => {
+                        let spec =
+                            core.registry
+                                .get(l.op())
+                                .ok_or_else(|| NpuError::UnknownOp {
+                                    op: l.op().to_string(),
+                                })?;
+                        if matches!(spec.compute, Some(Compute::Alloc(_))) {
+                            return Err(NpuError::TaskNotSupported {
+                                task: "data-dependent kernel launch",
+                                context: "in a model",
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let workers = (0..model.streams.len())
+            .map(|_| StreamState::spawn(core, core.model_stream_id(), 0))
+            .collect();
+        Ok(ModelInner {
+            id,
+            streams: model.streams.clone(),
+            workers,
+            events,
+            notifies,
+            ranges,
+            running: Mutex::new(()),
+        })
+    }
+
+    /// What an execution checks when it is issued: the memory is allocated and every
+    /// event waited on from outside the model has a record.
+    pub fn check(&self, core: &Core) -> Result<(), NpuError> {
+        {
+            let heap = core.memory.heap();
+            for &(ptr, len) in &self.ranges {
+                heap.check(ptr, len)?;
+            }
+        }
+        for (id, e, recorded_here) in &self.events {
+            if !recorded_here && e.latest() == 0 {
+                return Err(NpuError::EventNotRecorded { event: *id });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the model to completion on the calling worker (the executing stream's).
+    pub fn execute(self: &Arc<Self>, core: &Core) -> Result<(), NpuError> {
+        let _one_run = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let events = self
+            .events
+            .iter()
+            .map(|(id, e, recorded_here)| {
+                let generation = if *recorded_here {
+                    e.issue_record()
+                } else {
+                    e.latest()
+                };
+                (*id, e.clone(), generation)
+            })
+            .collect();
+        let run = Arc::new(ModelRun {
+            model: self.clone(),
+            events,
+            active: Mutex::new(0),
+            cv: Condvar::new(),
+            fault: Mutex::new(None),
+        });
+        for (i, s) in self.streams.iter().enumerate() {
+            if s.active_at_start {
+                run.activate(i)?;
+            }
+        }
+        run.wait(&core.shutdown)?;
+        let fault = run
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match fault {
+            Some(e) => Err(NpuError::ModelRun {
+                model: self.id,
+                source: Box::new(e),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the model's stream workers (no run is going: the caller holds `running`).
+    pub fn stop(&self) {
+        let _idle = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in &self.workers {
+            let _ = w.send(Job::Shutdown, true);
+            let handle = w
+                .handle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(h) = handle
+                && h.thread().id() != std::thread::current().id()
+            {
+                let _ = h.join();
+            }
+        }
+    }
+
+    pub fn wake(&self) {
+        for w in &self.workers {
+            w.nudge();
+            w.wake();
+        }
+    }
+}
+
+/// One execution of a model.
+pub(crate) struct ModelRun {
+    model: Arc<ModelInner>,
+    /// Each event's generation for this run.
+    events: Vec<(EventId, Arc<EventState>, u64)>,
+    /// Started lists not finished yet.
+    active: Mutex<usize>,
+    cv: Condvar,
+    fault: Mutex<Option<NpuError>>,
+}
+
+impl ModelRun {
+    pub fn tasks(&self, index: usize) -> &[Task] {
+        &self.model.streams[index].tasks
+    }
+
+    pub fn event(&self, id: EventId) -> (&Arc<EventState>, u64) {
+        let (_, e, g) = self
+            .events
+            .iter()
+            .find(|(e, _, _)| *e == id)
+            .expect("loading listed every event of the model");
+        (e, *g)
+    }
+
+    pub fn notify(&self, id: NotifyId) -> &Arc<NotifyState> {
+        &self
+            .model
+            .notifies
+            .iter()
+            .find(|(n, _)| *n == id)
+            .expect("loading listed every notify of the model")
+            .1
+    }
+
+    /// Starts model stream `index` for this run.
+    pub fn activate(self: &Arc<Self>, index: usize) -> Result<(), NpuError> {
+        *self.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        let job = Job::RunList {
+            run: self.clone(),
+            index,
+        };
+        if let Err(e) = self.model.workers[index].send(job, true) {
+            self.finish(None);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A started list finished, with its first fault.
+    pub fn finish(&self, fault: Option<NpuError>) {
+        if let Some(e) = fault {
+            self.fault
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(e);
+        }
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        *active -= 1;
+        if *active == 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    fn wait(&self, shutdown: &AtomicBool) -> Result<(), NpuError> {
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        while *active > 0 {
+            if shutdown.load(Ordering::Acquire) {
+                return Err(NpuError::DeviceLost);
+            }
+            active = self
+                .cv
+                .wait_timeout(active, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        Ok(())
+    }
+}

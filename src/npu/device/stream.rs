@@ -1,0 +1,587 @@
+//! Streams: a bounded queue of jobs and the worker thread that runs them in order.
+//!
+//! The host submits; the worker runs each job, then counts it completed. The counters are
+//! what everything else orders by: `synchronize` waits until the completed count reaches
+//! the submitted count it read, the allocator settles a block freed on a stream once the
+//! stream's completed count passes the free, and the out-of-memory path waits for them.
+//!
+//! A job that fails puts its error in the stream's fault slot (the first one only) and
+//! faults the stream: until `synchronize` takes the fault, the worker skips the tasks that
+//! touch memory (their inputs may be what the failed task did not write) but still runs
+//! event and notify records and waits, so other streams are neither starved nor deadlocked
+//! (a record on a faulted stream poisons its event). After the fault is taken the stream
+//! works again.
+//!
+//! Hot path: a job moves through a preallocated bounded channel; the worker keeps its
+//! scratch vectors across jobs (see [`super::access`]); completing a job is one atomic add,
+//! and the condition variable is touched only when someone waits. So a task allocates
+//! nothing beyond itself on its way through.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::npu::HostTensor;
+use crate::npu::ops::{Compute, InferCtx, OpError, Tensor, TensorMut, TensorRef};
+
+use super::access::{Scratch, reuse, with_spans};
+use super::memory::Span;
+use super::model::ModelRun;
+use super::task::{Job, Launch, Task};
+use super::{Core, NpuError, StreamId, TensorArg};
+
+const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
+/// Scheduler turns a waiter yields before it sleeps.
+const SPIN_YIELDS: usize = 32;
+
+/// A stream's queue and counters, shared by the submitters and its worker.
+pub(crate) struct StreamState {
+    pub id: StreamId,
+    tx: Sender<Job>,
+    /// 0: unbounded (a model's streams, fed by the device itself).
+    depth: usize,
+    /// Jobs sent. Locked across the send so the count is the job's place in the queue.
+    submitted: Mutex<u64>,
+    completed: AtomicU64,
+    waiters: AtomicUsize,
+    idle: Mutex<()>,
+    cv: Condvar,
+    faulted: AtomicBool,
+    fault: Mutex<Option<NpuError>>,
+    pub handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl StreamState {
+    /// A stream and its worker.
+    pub fn spawn(core: &Arc<Core>, id: StreamId, depth: usize) -> Arc<StreamState> {
+        let (tx, rx) = if depth == 0 {
+            crossbeam_channel::unbounded()
+        } else {
+            crossbeam_channel::bounded(depth)
+        };
+        let stream = Arc::new(StreamState {
+            id,
+            tx,
+            depth,
+            submitted: Mutex::new(0),
+            completed: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            idle: Mutex::new(()),
+            cv: Condvar::new(),
+            faulted: AtomicBool::new(false),
+            fault: Mutex::new(None),
+            handle: Mutex::new(None),
+        });
+        let (core, mine) = (core.clone(), stream.clone());
+        // The worker is built on its thread: its scratch holds lock guards' vectors, which
+        // must not cross threads.
+        let handle = std::thread::Builder::new()
+            .name(format!("npu-{id}"))
+            .spawn(move || {
+                let worker = Worker {
+                    core,
+                    stream: mine,
+                    scratch: Scratch::default(),
+                    spans_in: Vec::new(),
+                    spans_out: Vec::new(),
+                    refs: Vec::new(),
+                    muts: Vec::new(),
+                };
+                worker.run(rx)
+            })
+            .expect("spawning a stream worker");
+        *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+        stream
+    }
+
+    /// Queues a job; `block`: wait while the queue is full, else fail with `QueueFull`.
+    /// An event record gets its generation here, once the job is sure to be queued.
+    pub fn send(&self, mut job: Job, block: bool) -> Result<(), NpuError> {
+        let mut n = self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Only this lock's holder adds to the queue, so room seen here stays.
+        if !block && self.depth > 0 && self.tx.len() >= self.depth {
+            return Err(NpuError::QueueFull {
+                stream: self.id,
+                depth: self.depth,
+            });
+        }
+        if let Job::EventRecord {
+            event, generation, ..
+        } = &mut job
+        {
+            *generation = event.issue_record();
+        }
+        self.tx.send(job).map_err(|_| NpuError::DeviceLost)?;
+        *n += 1;
+        Ok(())
+    }
+
+    /// Queues a job when there is room, without counting it (the shutdown wake-up).
+    pub fn nudge(&self) {
+        let _ = self.tx.try_send(Job::Shutdown);
+    }
+
+    pub fn submitted(&self) -> u64 {
+        *self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `target` jobs have completed.
+    pub fn wait_for(&self, target: u64, shutdown: &AtomicBool) -> Result<(), NpuError> {
+        // A short task is done within a few scheduler turns: yielding that long first
+        // spares the worker a wake-up call and the waiter a sleep (about half the latency
+        // of a synchronize on a short task), and costs little when the wait is long.
+        for _ in 0..SPIN_YIELDS {
+            if self.completed() >= target {
+                return Ok(());
+            }
+            std::thread::yield_now();
+        }
+        let mut g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        // Registered before the check: the worker's add is either seen by the check or
+        // followed by its look at `waiters`, which then wakes us (both are SeqCst).
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut result = Ok(());
+        while self.completed() < target {
+            if shutdown.load(Ordering::Acquire) {
+                result = Err(NpuError::DeviceLost);
+                break;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, SHUTDOWN_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    /// Waits for everything submitted so far; does not touch the fault.
+    pub fn drain(&self, shutdown: &AtomicBool) -> Result<(), NpuError> {
+        self.wait_for(self.submitted(), shutdown)
+    }
+
+    fn complete_one(&self) {
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            self.cv.notify_all();
+        }
+    }
+
+    pub fn wake(&self) {
+        let _g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        self.cv.notify_all();
+    }
+
+    fn set_fault(&self, e: NpuError) {
+        let mut f = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
+        if f.is_none() {
+            *f = Some(e);
+        }
+        self.faulted.store(true, Ordering::Release);
+    }
+
+    fn current_fault(&self) -> Option<NpuError> {
+        if !self.faulted.load(Ordering::Acquire) {
+            return None;
+        }
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes the first fault since the last take; the stream works normally again.
+    pub fn take_fault(&self) -> Option<NpuError> {
+        let mut f = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
+        self.faulted.store(false, Ordering::Release);
+        f.take()
+    }
+}
+
+/// Inputs' values inference reads, when an op reads none: all absent.
+static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
+
+/// The thread that runs one stream's jobs.
+pub(crate) struct Worker {
+    core: Arc<Core>,
+    stream: Arc<StreamState>,
+    scratch: Scratch,
+    spans_in: Vec<Option<Span>>,
+    spans_out: Vec<Option<Span>>,
+    /// Kernel views of the arguments, kept for their allocation only (empty between tasks).
+    refs: Vec<TensorRef<'static>>,
+    muts: Vec<TensorMut<'static>>,
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Job>) {
+        for job in rx.iter() {
+            if self.core.is_shut_down() || matches!(job, Job::Shutdown) {
+                break;
+            }
+            if let Err(e) = self.job(job) {
+                self.stream.set_fault(e);
+            }
+            self.stream.complete_one();
+        }
+        // Queued jobs may hold a model run, which holds senders to model streams: drop them
+        // here so nothing keeps a channel alive after its worker is gone.
+        while rx.try_recv().is_ok() {}
+    }
+
+    fn job(&mut self, job: Job) -> Result<(), NpuError> {
+        let faulted = self.stream.faulted.load(Ordering::Acquire);
+        let shutdown = &self.core.shutdown;
+        match job {
+            Job::Task(t) if faulted && t.is_data() => Ok(()),
+            Job::Task(t) => self.task(&t),
+            Job::EventRecord { event, generation } => {
+                event.complete(generation, self.stream.current_fault());
+                Ok(())
+            }
+            Job::EventWait {
+                id,
+                event,
+                generation,
+            } => event.wait(id, generation, shutdown),
+            Job::NotifyRecord(n) => {
+                n.record();
+                Ok(())
+            }
+            Job::NotifyWait(n) => n.wait(shutdown),
+            Job::LaunchAlloc { launch, done } => {
+                let r = match self.stream.current_fault() {
+                    Some(e) => Err(e),
+                    None => self.launch(&launch, true),
+                };
+                let _ = done.send(r.clone());
+                // A skipped launch reports the earlier fault to its waiter only.
+                if faulted { Ok(()) } else { r.map(drop) }
+            }
+            Job::Execute(_) if faulted => Ok(()),
+            Job::Execute(model) => model.execute(&self.core),
+            Job::RunList { run, index } => {
+                self.run_list(&run, index);
+                Ok(())
+            }
+            Job::Shutdown => Ok(()),
+        }
+    }
+
+    /// Runs one model stream's preloaded tasks for `run`.
+    fn run_list(&mut self, run: &Arc<ModelRun>, index: usize) {
+        let core = self.core.clone();
+        let shutdown = &core.shutdown;
+        let mut fault: Option<NpuError> = None;
+        for task in run.tasks(index) {
+            if self.core.is_shut_down() {
+                fault.get_or_insert(NpuError::DeviceLost);
+                break;
+            }
+            let r = match task {
+                Task::EventRecord(id) => {
+                    let (event, generation) = run.event(*id);
+                    event.complete(generation, fault.clone());
+                    Ok(())
+                }
+                Task::EventWait(id) => {
+                    let (event, generation) = run.event(*id);
+                    event.wait(*id, generation, shutdown)
+                }
+                Task::NotifyRecord(id) => {
+                    run.notify(*id).record();
+                    Ok(())
+                }
+                Task::NotifyWait(id) => run.notify(*id).wait(shutdown),
+                Task::StreamActivate(i) => run.activate(*i as usize),
+                _ if fault.is_some() => Ok(()),
+                t => self.task(t),
+            };
+            if let Err(e) = r {
+                fault.get_or_insert(e);
+            }
+        }
+        run.finish(fault);
+    }
+
+    /// Runs a task that touches memory (or a callback).
+    fn task(&mut self, task: &Task) -> Result<(), NpuError> {
+        let memory = &self.core.memory;
+        let scratch = &mut self.scratch;
+        match task {
+            Task::Launch(l) => self.launch(l, false).map(drop),
+            Task::MemcpyH2D {
+                dst,
+                src,
+                offset,
+                len,
+            } => {
+                let out = [memory.resolve(*dst, *len)?];
+                src.with(|host| {
+                    let bytes = host.get(*offset..offset + len).ok_or(NpuError::HostRange {
+                        buffer: host.len(),
+                        offset: *offset,
+                        len: *len,
+                    })?;
+                    with_spans(&[], &out, scratch, |_, o| {
+                        if let Some(o) = o.first_mut() {
+                            o.copy_from_slice(bytes)
+                        }
+                    })
+                })
+            }
+            Task::MemcpyD2H {
+                dst,
+                offset,
+                src,
+                len,
+            } => {
+                let input = [memory.resolve(*src, *len)?];
+                dst.with_mut(|host| {
+                    let buffer = host.len();
+                    let bytes = host
+                        .get_mut(*offset..offset + len)
+                        .ok_or(NpuError::HostRange {
+                            buffer,
+                            offset: *offset,
+                            len: *len,
+                        })?;
+                    with_spans(&input, &[], scratch, |i, _| {
+                        if *len > 0 {
+                            bytes.copy_from_slice(i[0])
+                        }
+                    })
+                })
+            }
+            Task::MemcpyD2D { dst, src, len } => {
+                let input = [memory.resolve(*src, *len)?];
+                let out = [memory.resolve(*dst, *len)?];
+                with_spans(&input, &out, scratch, |i, o| o[0].copy_from_slice(i[0]))
+            }
+            Task::Memset { dst, value, len } => {
+                let out = [memory.resolve(*dst, *len)?];
+                with_spans(&[], &out, scratch, |_, o| o[0].fill(*value))
+            }
+            Task::Callback(f) => match std::panic::catch_unwind(AssertUnwindSafe(|| f())) {
+                Ok(r) => r.map_err(|msg| NpuError::Callback { msg }),
+                Err(p) => Err(NpuError::Callback {
+                    msg: panic_message(p),
+                }),
+            },
+            Task::EventRecord(_)
+            | Task::EventWait(_)
+            | Task::NotifyRecord(_)
+            | Task::NotifyWait(_)
+            | Task::StreamActivate(_) => Err(NpuError::TaskNotSupported {
+                task: task.kind(),
+                context: "outside the stream protocol",
+            }),
+        }
+    }
+
+    /// Runs a kernel launch on device memory. `allocating`: a data-dependent op whose
+    /// outputs the launch allocates and returns.
+    fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
+        let core = &*self.core;
+        let op = l.op();
+        let spec = *core
+            .registry
+            .get(op)
+            .ok_or_else(|| NpuError::UnknownOp { op: op.to_string() })?;
+        let kernel_error = |source: OpError| NpuError::Kernel {
+            op: op.to_string(),
+            source,
+        };
+        let compute = spec
+            .compute
+            .ok_or_else(|| kernel_error(OpError::NoCompute { op: op.to_string() }))?;
+        match (compute, allocating) {
+            (Compute::Alloc(_), false) => {
+                return Err(NpuError::TaskNotSupported {
+                    task: "data-dependent kernel launch",
+                    context: "without allocating its outputs (launch_alloc_outputs)",
+                });
+            }
+            (Compute::Into(_), true) => {
+                return Err(NpuError::BadLaunch {
+                    op: op.to_string(),
+                    msg: "the op computes into given outputs; launch it with them".into(),
+                });
+            }
+            _ => {}
+        }
+
+        self.spans_in.clear();
+        self.spans_out.clear();
+        core.memory.resolve_all(
+            l.inputs()
+                .iter()
+                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+            &mut self.spans_in,
+        )?;
+        core.memory.resolve_all(
+            l.outputs()
+                .iter()
+                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+            &mut self.spans_out,
+        )?;
+
+        let check_shapes = core.check_launch_shapes;
+        let (refs_kept, muts_kept) = (&mut self.refs, &mut self.muts);
+        let computed = with_spans(
+            &self.spans_in,
+            &self.spans_out,
+            &mut self.scratch,
+            |ins, outs| -> Result<Option<Vec<Tensor>>, NpuError> {
+                let mut refs: Vec<TensorRef> = reuse(std::mem::take(refs_kept));
+                refs.extend(
+                    l.inputs()
+                        .iter()
+                        .zip(ins)
+                        .map(|(a, b)| TensorRef::new(a.dtype, &a.shape, b)),
+                );
+                let hosts: Vec<Option<HostTensor>>;
+                let owned: Vec<Option<&HostTensor>>;
+                let values: &[Option<&HostTensor>] =
+                    if spec.value_inputs.is_empty() && refs.len() <= NO_VALUES.len() {
+                        &NO_VALUES[..refs.len()]
+                    } else {
+                        hosts = refs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, r)| {
+                                spec.value_inputs.contains(&i).then(|| HostTensor {
+                                    dtype: r.dtype,
+                                    shape: r.shape.iter().map(|&d| d as i64).collect(),
+                                    data: r.data.to_vec(),
+                                })
+                            })
+                            .collect();
+                        owned = hosts.iter().map(Option::as_ref).collect();
+                        &owned
+                    };
+                let ctx = InferCtx {
+                    op,
+                    inputs: l.metas(),
+                    values,
+                    attrs: l.attrs(),
+                    outputs: l.output_count(),
+                };
+                if check_shapes && let Compute::Into(_) = compute {
+                    check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
+                }
+                let mut muts: Vec<TensorMut> = reuse(std::mem::take(muts_kept));
+                muts.extend(
+                    l.outputs()
+                        .iter()
+                        .zip(outs.iter_mut())
+                        .map(|(a, b)| TensorMut::new(a.dtype, &a.shape, std::mem::take(b))),
+                );
+                let run = std::panic::catch_unwind(AssertUnwindSafe(|| match compute {
+                    Compute::Into(f) => f(&ctx, &refs, &mut muts).map(|()| None),
+                    Compute::Alloc(f) => f(&ctx, &refs).map(Some),
+                }));
+                *refs_kept = reuse(refs);
+                *muts_kept = reuse(muts);
+                match run {
+                    Ok(r) => r.map_err(kernel_error),
+                    Err(p) => Err(NpuError::KernelPanic {
+                        op: op.to_string(),
+                        msg: panic_message(p),
+                    }),
+                }
+            },
+        )??;
+        let Some(tensors) = computed else {
+            return Ok(Vec::new());
+        };
+        self.place_outputs(tensors)
+    }
+
+    /// Allocates device memory for a data-dependent launch's outputs and copies them in.
+    fn place_outputs(&mut self, tensors: Vec<Tensor>) -> Result<Vec<TensorArg>, NpuError> {
+        let mut args = Vec::with_capacity(tensors.len());
+        for t in &tensors {
+            let placed = self
+                .core
+                .alloc(t.data.len(), self.stream.id, false)
+                .and_then(|ptr| {
+                    let out = [self.core.memory.resolve(ptr, t.data.len())?];
+                    with_spans(&[], &out, &mut self.scratch, |_, o| {
+                        if let Some(o) = o.first_mut() {
+                            o.copy_from_slice(t.data.as_bytes())
+                        }
+                    })?;
+                    Ok(ptr)
+                });
+            match placed {
+                Ok(ptr) => args.push(TensorArg::new(ptr, t.dtype, &t.shape)),
+                Err(e) => {
+                    for a in &args {
+                        let _ = self.core.free(a.ptr, self.stream.id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(args)
+    }
+}
+
+fn check_output_shapes(
+    ctx: &InferCtx,
+    inferred: Result<Vec<crate::npu::ops::TensorMeta>, OpError>,
+    l: &Launch,
+) -> Result<(), NpuError> {
+    let bad = |msg: String| NpuError::BadLaunch {
+        op: ctx.op.to_string(),
+        msg,
+    };
+    let inferred = inferred.map_err(|e| NpuError::Kernel {
+        op: ctx.op.to_string(),
+        source: e,
+    })?;
+    if inferred.len() != l.outputs().len() {
+        return Err(bad(format!(
+            "inference gives {} outputs, the launch has {}",
+            inferred.len(),
+            l.outputs().len()
+        )));
+    }
+    for (i, (m, a)) in inferred.iter().zip(l.outputs()).enumerate() {
+        let same = m.dtype == a.dtype
+            && m.shape.as_ref().is_some_and(|s| {
+                s.len() == a.shape.len() && s.iter().zip(&a.shape).all(|(&d, &e)| d == e as i64)
+            });
+        if !same {
+            return Err(bad(format!(
+                "output {i} is {} {:?}, inference says {m}",
+                a.dtype, a.shape
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! What a stream runs: [`Task`]s as the host describes them, and the jobs the stream
+//! workers receive.
+//!
+//! A [`Task`] is plain data (cloneable, no resolved state), so the same value can be
+//! submitted to a stream, recorded by the capture feature, or preloaded into a model and
+//! run many times. Submission turns it into a job: it checks the task's device ranges
+//! against the allocator and resolves event waits to the record they wait for, which is
+//! what a task must know at the moment the host issued it.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::npu::ops::TensorMeta;
+use crate::npu::{AttrMap, DType};
+
+use super::host::HostBuf;
+use super::model::{ModelInner, ModelRun};
+use super::sync::{EventState, NotifyState};
+use super::{DevicePtr, EventId, NotifyId, NpuError};
+
+/// A tensor argument of a launch: where it is in device memory, its element type and dims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorArg {
+    pub ptr: DevicePtr,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl TensorArg {
+    pub fn new(ptr: DevicePtr, dtype: DType, shape: &[usize]) -> Self {
+        TensorArg {
+            ptr,
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+    /// Bytes the tensor occupies; `None` past `usize`.
+    pub fn bytes(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(self.dtype.size(), |n, &d| n.checked_mul(d))
+    }
+    fn meta(&self) -> TensorMeta {
+        let dims: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
+        TensorMeta::new(self.dtype, &dims)
+    }
+}
+
+/// A kernel launch: an op of the device's library on tensors in device memory.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    op: Cow<'static, str>,
+    attrs: AttrMap,
+    inputs: Vec<TensorArg>,
+    outputs: Vec<TensorArg>,
+    output_count: usize,
+    /// The inputs' metas, built once here rather than per run: what the op's context needs.
+    metas: Vec<TensorMeta>,
+}
+
+impl Launch {
+    /// `op` on `inputs`, writing `outputs` (already allocated, shaped as inference says).
+    pub fn new(
+        op: impl Into<Cow<'static, str>>,
+        attrs: AttrMap,
+        inputs: Vec<TensorArg>,
+        outputs: Vec<TensorArg>,
+    ) -> Self {
+        let metas = inputs.iter().map(TensorArg::meta).collect();
+        Launch {
+            op: op.into(),
+            attrs,
+            output_count: outputs.len(),
+            inputs,
+            outputs,
+            metas,
+        }
+    }
+    /// A data-dependent op (NonZero, Unique) with `count` outputs the launch allocates:
+    /// submit it with [`super::Device::launch_alloc_outputs`].
+    pub fn allocating(
+        op: impl Into<Cow<'static, str>>,
+        attrs: AttrMap,
+        inputs: Vec<TensorArg>,
+        count: usize,
+    ) -> Self {
+        let mut l = Launch::new(op, attrs, inputs, Vec::new());
+        l.output_count = count;
+        l
+    }
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+    pub fn attrs(&self) -> &AttrMap {
+        &self.attrs
+    }
+    pub fn inputs(&self) -> &[TensorArg] {
+        &self.inputs
+    }
+    pub fn outputs(&self) -> &[TensorArg] {
+        &self.outputs
+    }
+    /// How many outputs the op produces.
+    pub fn output_count(&self) -> usize {
+        self.output_count
+    }
+    pub(crate) fn metas(&self) -> &[TensorMeta] {
+        &self.metas
+    }
+}
+
+/// A host function run in stream order (`aclrtLaunchCallback`); an `Err` faults the stream.
+pub type Callback = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// One unit of work on a stream.
+#[derive(Clone)]
+pub enum Task {
+    Launch(Box<Launch>),
+    /// Copies `len` bytes at `offset` of `src` to `dst`. The task holds `src`: the host may
+    /// drop its handle right after submitting.
+    MemcpyH2D {
+        dst: DevicePtr,
+        src: HostBuf,
+        offset: usize,
+        len: usize,
+    },
+    /// Copies `len` bytes at `src` into `dst` at `offset`.
+    MemcpyD2H {
+        dst: HostBuf,
+        offset: usize,
+        src: DevicePtr,
+        len: usize,
+    },
+    /// Copies `len` bytes; the ranges may overlap (it moves, as `memmove` does).
+    MemcpyD2D {
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: usize,
+    },
+    Memset {
+        dst: DevicePtr,
+        value: u8,
+        len: usize,
+    },
+    EventRecord(EventId),
+    /// Waits for the event's latest record issued before this task (inside a model: this
+    /// run's record of it, or the latest one issued before the run when the model does not
+    /// record it).
+    EventWait(EventId),
+    /// Releases one wait on the notify.
+    NotifyRecord(NotifyId),
+    /// Waits for a record of the notify and consumes it.
+    NotifyWait(NotifyId),
+    /// Starts stream `index` of the model this task is part of (models only).
+    StreamActivate(u32),
+    Callback(Callback),
+}
+
+impl Task {
+    /// The kind of task, for messages and reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Task::Launch(_) => "kernel launch",
+            Task::MemcpyH2D { .. } => "host-to-device copy",
+            Task::MemcpyD2H { .. } => "device-to-host copy",
+            Task::MemcpyD2D { .. } => "device-to-device copy",
+            Task::Memset { .. } => "memset",
+            Task::EventRecord(_) => "event record",
+            Task::EventWait(_) => "event wait",
+            Task::NotifyRecord(_) => "notify record",
+            Task::NotifyWait(_) => "notify wait",
+            Task::StreamActivate(_) => "stream activation",
+            Task::Callback(_) => "host callback",
+        }
+    }
+
+    /// Whether the task touches memory (the kind a faulted stream skips).
+    pub(crate) fn is_data(&self) -> bool {
+        matches!(
+            self,
+            Task::Launch(_)
+                | Task::MemcpyH2D { .. }
+                | Task::MemcpyD2H { .. }
+                | Task::MemcpyD2D { .. }
+                | Task::Memset { .. }
+                | Task::Callback(_)
+        )
+    }
+
+    /// Calls `f` with each device range the task touches (to check it when the task is
+    /// issued); stops at the first error.
+    pub(crate) fn each_range(
+        &self,
+        mut f: impl FnMut(DevicePtr, usize) -> Result<(), NpuError>,
+    ) -> Result<(), NpuError> {
+        match self {
+            Task::Launch(l) => {
+                for a in l.inputs.iter().chain(&l.outputs) {
+                    let len = a.bytes().ok_or_else(|| NpuError::BadLaunch {
+                        op: l.op.to_string(),
+                        msg: format!("a tensor of {:?} {} overflows", a.shape, a.dtype),
+                    })?;
+                    f(a.ptr, len)?;
+                }
+                Ok(())
+            }
+            Task::MemcpyH2D { dst, len, .. } => f(*dst, *len),
+            Task::MemcpyD2H { src, len, .. } => f(*src, *len),
+            Task::MemcpyD2D { dst, src, len } => f(*src, *len).and_then(|()| f(*dst, *len)),
+            Task::Memset { dst, len, .. } => f(*dst, *len),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks a host buffer range of a copy.
+    pub(crate) fn check_host_range(&self) -> Result<(), NpuError> {
+        let (buf, offset, len) = match self {
+            Task::MemcpyH2D {
+                src, offset, len, ..
+            } => (src, *offset, *len),
+            Task::MemcpyD2H {
+                dst, offset, len, ..
+            } => (dst, *offset, *len),
+            _ => return Ok(()),
+        };
+        if offset.checked_add(len).is_none_or(|e| e > buf.len()) {
+            return Err(NpuError::HostRange {
+                buffer: buf.len(),
+                offset,
+                len,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Task::Launch(l) => f.debug_tuple("Launch").field(l).finish(),
+            Task::MemcpyH2D {
+                dst,
+                src,
+                offset,
+                len,
+            } => write!(f, "MemcpyH2D({dst} <- {src:?}[{offset}..+{len}])"),
+            Task::MemcpyD2H {
+                dst,
+                offset,
+                src,
+                len,
+            } => write!(f, "MemcpyD2H({dst:?}[{offset}..] <- {src}, {len})"),
+            Task::MemcpyD2D { dst, src, len } => write!(f, "MemcpyD2D({dst} <- {src}, {len})"),
+            Task::Memset { dst, value, len } => write!(f, "Memset({dst}, {value}, {len})"),
+            Task::EventRecord(e) => write!(f, "EventRecord({e})"),
+            Task::EventWait(e) => write!(f, "EventWait({e})"),
+            Task::NotifyRecord(n) => write!(f, "NotifyRecord({n})"),
+            Task::NotifyWait(n) => write!(f, "NotifyWait({n})"),
+            Task::StreamActivate(i) => write!(f, "StreamActivate({i})"),
+            Task::Callback(_) => f.write_str("Callback"),
+        }
+    }
+}
+
+/// The outputs of a data-dependent launch: their addresses, types and dims.
+pub type AllocOutputs = Result<Vec<TensorArg>, NpuError>;
+
+/// The host's end of a data-dependent launch: wait for the outputs the device allocated.
+/// The caller owns them and frees them like any allocation (on the launch's stream).
+pub struct LaunchOutputs {
+    pub(crate) rx: Receiver<AllocOutputs>,
+}
+
+impl LaunchOutputs {
+    /// Blocks until the launch ran. Its fault, if it had one (or the stream's earlier
+    /// fault, which made it skip), is the error; the stream's synchronize reports it too.
+    pub fn wait(self) -> AllocOutputs {
+        self.rx.recv().unwrap_or(Err(NpuError::DeviceLost))
+    }
+}
+
+/// What a stream worker receives.
+pub(crate) enum Job {
+    /// A checked task.
+    Task(Task),
+    EventRecord {
+        event: Arc<EventState>,
+        generation: u64,
+    },
+    EventWait {
+        id: EventId,
+        event: Arc<EventState>,
+        generation: u64,
+    },
+    NotifyRecord(Arc<NotifyState>),
+    NotifyWait(Arc<NotifyState>),
+    LaunchAlloc {
+        launch: Box<Launch>,
+        done: Sender<AllocOutputs>,
+    },
+    /// Runs a model and waits for it, on the stream that executes it.
+    Execute(Arc<ModelInner>),
+    /// Runs one stream's preloaded tasks of a model run, on that model stream.
+    RunList {
+        run: Arc<ModelRun>,
+        index: usize,
+    },
+    /// Wakes the worker to see the device shut down.
+    Shutdown,
+}

@@ -1,0 +1,845 @@
+//! The emulated device through its public API: stream order, events and notifies across
+//! streams, full queues, faults and recovery, out of memory and its recovery path,
+//! stream-ordered reuse, misuse as error values, asynchronous copies, launches on device
+//! memory and models run more than once.
+//!
+//! No test asserts on timing. Where a test needs a stream to be busy, it submits a gate: a
+//! host callback that signals it started and then blocks until the test opens it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use rt2::npu::device::{EventStatus, HostBuf, code};
+use rt2::npu::ops::{
+    InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
+};
+use rt2::npu::{
+    AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, Model, NpuError, StreamId, Task,
+    TensorArg,
+};
+
+// ---- a small op library of the test's own
+
+fn like_input0(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 2)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+fn add(_: &InferCtx, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), OpError> {
+    let (a, b) = (ins[0].slice::<f32>()?, ins[1].slice::<f32>()?);
+    for (o, (x, y)) in outs[0].slice_mut::<f32>()?.iter_mut().zip(a.iter().zip(b)) {
+        *o = x + y;
+    }
+    Ok(())
+}
+
+fn matmul_infer(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let (a, b) = (ctx.inputs[0].shape.clone(), ctx.inputs[1].shape.clone());
+    match (a.as_deref(), b.as_deref()) {
+        (Some(&[m, k]), Some(&[k2, n])) if k == k2 => {
+            Ok(vec![TensorMeta::new(DType::F32, &[m, n])])
+        }
+        _ => Err(ctx.input_error(1, "does not multiply")),
+    }
+}
+
+fn matmul(_: &InferCtx, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), OpError> {
+    let (a, b) = (ins[0].view::<f32>()?, ins[1].view::<f32>()?);
+    let (m, k, n) = (ins[0].shape[0], ins[0].shape[1], ins[1].shape[1]);
+    let mut o = outs[0].view_mut::<f32>()?;
+    for i in 0..m {
+        for j in 0..n {
+            o[[i, j]] = (0..k).map(|p| a[[i, p]] * b[[p, j]]).sum();
+        }
+    }
+    Ok(())
+}
+
+fn fail(ctx: &InferCtx, _: &[TensorRef], _: &mut [TensorMut]) -> Result<(), OpError> {
+    Err(ctx.compute_error("asked to fail"))
+}
+
+fn panics(_: &InferCtx, _: &[TensorRef], _: &mut [TensorMut]) -> Result<(), OpError> {
+    panic!("a kernel bug")
+}
+
+fn nonzero(_: &InferCtx, ins: &[TensorRef]) -> Result<Vec<Tensor>, OpError> {
+    let idx: Vec<i64> = (ins[0].slice::<f32>()?.iter().enumerate())
+        .filter(|(_, v)| **v != 0.0)
+        .map(|(i, _)| i as i64)
+        .collect();
+    Ok(vec![Tensor::from_vec(&[idx.len()], &idx)])
+}
+
+fn ops() -> Arc<OpRegistry> {
+    let mut reg = OpRegistry::default();
+    reg.add(OpSpec::new("TestAdd", like_input0).computes(add));
+    reg.add(OpSpec::new("TestMatMul", matmul_infer).computes(matmul));
+    reg.add(OpSpec::new("TestFail", like_input0).computes(fail));
+    reg.add(OpSpec::new("TestPanic", like_input0).computes(panics));
+    reg.add(
+        OpSpec::new("TestNonZero", like_input0)
+            .computes_alloc(nonzero)
+            .data_dependent(),
+    );
+    Arc::new(reg)
+}
+
+fn device_with(memory_bytes: u64, queue_depth: usize) -> Device {
+    Device::new(DeviceConfig {
+        memory_bytes,
+        queue_depth,
+        ops: Some(ops()),
+        check_launch_shapes: true,
+    })
+}
+
+fn device() -> Device {
+    device_with(1 << 30, 64)
+}
+
+// ---- helpers
+
+fn put(dev: &Device, v: &[f32]) -> DevicePtr {
+    let s = dev.default_stream();
+    let p = dev.malloc(v.len() * 4, s).unwrap();
+    dev.memcpy_h2d(p, bytemuck::cast_slice(v)).unwrap();
+    p
+}
+
+fn get(dev: &Device, p: DevicePtr, n: usize) -> Vec<f32> {
+    let mut out = vec![0f32; n];
+    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut out), p)
+        .unwrap();
+    out
+}
+
+fn f32s(p: DevicePtr, shape: &[usize]) -> TensorArg {
+    TensorArg::new(p, DType::F32, shape)
+}
+
+fn launch(op: &'static str, ins: Vec<TensorArg>, outs: Vec<TensorArg>) -> Launch {
+    Launch::new(op, AttrMap::new(), ins, outs)
+}
+
+/// A host callback holding its stream until opened (or dropped).
+struct Gate {
+    started: Receiver<()>,
+    open: Sender<()>,
+}
+
+impl Gate {
+    fn on(dev: &Device, stream: StreamId) -> Gate {
+        let (started_tx, started) = bounded(1);
+        let (open, open_rx) = bounded::<()>(1);
+        let task = Task::Callback(Arc::new(move || {
+            let _ = started_tx.try_send(());
+            open_rx.recv().map_err(|e| e.to_string())
+        }));
+        dev.submit(stream, task).unwrap();
+        Gate { started, open }
+    }
+    /// Returns once the stream is inside the gate.
+    fn wait_started(&self) {
+        self.started.recv().unwrap();
+    }
+    fn open(self) {
+        self.open.send(()).unwrap();
+    }
+}
+
+/// A callback appending `i` to `log`.
+fn note(log: &Arc<Mutex<Vec<usize>>>, i: usize) -> Task {
+    let log = log.clone();
+    Task::Callback(Arc::new(move || {
+        log.lock().unwrap().push(i);
+        Ok(())
+    }))
+}
+
+// ---- streams
+
+#[test]
+fn tasks_on_a_stream_run_in_submission_order() {
+    let dev = device();
+    let s = dev.create_stream();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let p = put(&dev, &[0.0; 4]);
+    let q = put(&dev, &[0.0; 4]);
+    for i in 0..200 {
+        dev.submit(s, note(&log, i)).unwrap();
+    }
+    // memset, add into q, then overwrite p: q must see the first value of p
+    dev.memcpy_h2d_async(
+        s,
+        p,
+        &HostBuf::from_bytes(bytemuck::cast_slice(&[1.5f32; 4])),
+    )
+    .unwrap();
+    let sum = launch(
+        "TestAdd",
+        vec![f32s(p, &[4]), f32s(p, &[4])],
+        vec![f32s(q, &[4])],
+    );
+    dev.launch(s, sum).unwrap();
+    dev.memset_async(s, p, 0, 16).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>());
+    assert_eq!(get(&dev, q, 4), vec![3.0; 4]);
+    assert_eq!(get(&dev, p, 4), vec![0.0; 4]);
+    assert!(dev.stream_done(s).unwrap());
+}
+
+#[test]
+fn an_event_orders_work_across_streams() {
+    let dev = device();
+    let (a, b) = (dev.create_stream(), dev.create_stream());
+    let p = put(&dev, &[0.0; 8]);
+    let q = put(&dev, &[0.0; 8]);
+    let e = dev.create_event();
+    assert_eq!(dev.query_event(e), Ok(EventStatus::NotRecorded));
+    let gate = Gate::on(&dev, a);
+    dev.memset_async(a, p, 7, 32).unwrap();
+    dev.record_event(e, a).unwrap();
+    dev.stream_wait_event(b, e).unwrap();
+    dev.memcpy_d2d_async(b, q, p, 32).unwrap();
+    gate.wait_started();
+    assert_eq!(
+        dev.query_event(e),
+        Ok(EventStatus::Pending),
+        "a is held at the gate"
+    );
+    gate.open();
+    dev.synchronize(b).unwrap();
+    let mut bytes = [0u8; 32];
+    dev.memcpy_d2h(&mut bytes, q).unwrap();
+    assert_eq!(bytes, [7; 32], "b copied after a wrote");
+    dev.synchronize_event(e).unwrap();
+    assert_eq!(dev.query_event(e), Ok(EventStatus::Complete));
+}
+
+#[test]
+fn a_notify_orders_work_across_streams() {
+    let dev = device();
+    let (a, b) = (dev.create_stream(), dev.create_stream());
+    let p = put(&dev, &[0.0; 2]);
+    let q = put(&dev, &[0.0; 2]);
+    let n = dev.create_notify();
+    // the wait is issued before the record: a notify waits for whatever record comes
+    dev.wait_notify(b, n).unwrap();
+    dev.memcpy_d2d_async(b, q, p, 8).unwrap();
+    dev.memset_async(a, p, 1, 8).unwrap();
+    dev.record_notify(n, a).unwrap();
+    dev.synchronize(b).unwrap();
+    let mut bytes = [0u8; 8];
+    dev.memcpy_d2h(&mut bytes, q).unwrap();
+    assert_eq!(bytes, [1; 8]);
+}
+
+#[test]
+fn a_full_queue_blocks_the_submitter() {
+    let dev = device_with(1 << 20, 4);
+    let s = dev.create_stream();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let gate = Gate::on(&dev, s);
+    gate.wait_started(); // the gate left the queue: four places are free
+    for i in 0..4 {
+        dev.try_submit(s, note(&log, i)).unwrap();
+    }
+    let full = dev.try_submit(s, note(&log, 99)).unwrap_err();
+    assert_eq!(
+        full,
+        NpuError::QueueFull {
+            stream: s,
+            depth: 4
+        }
+    );
+    assert_eq!(full.code(), code::STREAM_TASK_FULL);
+    let submitter = {
+        let (dev, log) = (dev.clone(), log.clone());
+        std::thread::spawn(move || dev.submit(s, note(&log, 4)))
+    };
+    gate.open();
+    submitter.join().unwrap().unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
+
+// ---- faults
+
+#[test]
+fn a_fault_surfaces_at_synchronize_and_the_stream_then_works_again() {
+    let dev = device();
+    let s = dev.create_stream();
+    let p = put(&dev, &[1.0; 4]);
+    dev.launch(
+        s,
+        launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
+    dev.memset_async(s, p, 0, 16).unwrap(); // skipped: the stream has faulted
+    let err = dev.synchronize(s).unwrap_err();
+    assert!(
+        matches!(&err, NpuError::Kernel { op, .. } if op == "TestFail"),
+        "{err}"
+    );
+    assert_eq!(err.code(), code::AICORE_EXCEPTION);
+    assert_eq!(
+        get(&dev, p, 4),
+        vec![1.0; 4],
+        "the memset after the fault was skipped"
+    );
+    dev.synchronize(s).unwrap();
+    dev.memset_async(s, p, 0, 16).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, p, 4), vec![0.0; 4], "the stream works again");
+}
+
+#[test]
+fn a_kernel_panic_and_an_unknown_op_are_faults() {
+    let dev = device();
+    let s = dev.default_stream();
+    let p = put(&dev, &[1.0; 4]);
+    dev.launch(
+        s,
+        launch("TestPanic", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
+    let err = dev.synchronize(s).unwrap_err();
+    assert!(
+        matches!(&err, NpuError::KernelPanic { msg, .. } if msg == "a kernel bug"),
+        "{err}"
+    );
+    dev.launch(s, launch("Nope", vec![], vec![])).unwrap();
+    let err = dev.synchronize(s).unwrap_err();
+    assert_eq!(err, NpuError::UnknownOp { op: "Nope".into() });
+    assert_eq!(err.code(), code::KERNEL_LOOKUP);
+}
+
+#[test]
+fn a_fault_reaches_the_stream_waiting_on_its_event() {
+    let dev = device();
+    let (a, b) = (dev.create_stream(), dev.create_stream());
+    let p = put(&dev, &[1.0; 4]);
+    let e = dev.create_event();
+    dev.launch(
+        a,
+        launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]),
+    )
+    .unwrap();
+    dev.record_event(e, a).unwrap();
+    dev.stream_wait_event(b, e).unwrap();
+    let err = dev.synchronize(b).unwrap_err();
+    assert!(
+        matches!(&err, NpuError::Upstream { event, source } if *event == e && matches!(**source, NpuError::Kernel { .. })),
+        "{err}"
+    );
+    assert!(matches!(dev.synchronize(a), Err(NpuError::Kernel { .. })));
+    dev.synchronize_device().unwrap();
+}
+
+#[test]
+fn a_launch_checks_output_shapes_against_inference() {
+    let dev = device();
+    let s = dev.default_stream();
+    let p = put(&dev, &[1.0; 4]);
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(p, &[4]), f32s(p, &[4])],
+            vec![f32s(p, &[2, 2])],
+        ),
+    )
+    .unwrap();
+    assert!(matches!(
+        dev.synchronize(s),
+        Err(NpuError::BadLaunch { .. })
+    ));
+}
+
+// ---- misuse
+
+#[test]
+fn misuse_of_memory_is_an_error_value() {
+    let dev = device();
+    let s = dev.default_stream();
+    let p = dev.malloc(100, s).unwrap();
+    // pointer arithmetic inside the allocation is fine
+    dev.memset(p.offset(50), 1, 50).unwrap();
+    dev.memset_async(s, p.offset(96), 1, 4).unwrap();
+    let oob = dev.memset_async(s, p.offset(96), 1, 5).unwrap_err();
+    assert_eq!(
+        oob,
+        NpuError::OutOfBounds {
+            ptr: p.offset(96),
+            len: 5,
+            base: p,
+            size: 100
+        }
+    );
+    assert_eq!(oob.code(), code::PARAM_INVALID);
+    let launch_oob = launch(
+        "TestAdd",
+        vec![f32s(p, &[30]), f32s(p, &[30])],
+        vec![f32s(p, &[30])],
+    );
+    assert!(matches!(
+        dev.launch(s, launch_oob),
+        Err(NpuError::OutOfBounds { .. })
+    ));
+    assert_eq!(
+        dev.memset(DevicePtr(0), 0, 1),
+        Err(NpuError::InvalidAddress { ptr: DevicePtr(0) })
+    );
+    dev.synchronize(s).unwrap();
+    dev.free(p, s).unwrap();
+    assert_eq!(
+        dev.memset_async(s, p, 0, 1),
+        Err(NpuError::UseAfterFree { ptr: p, base: p })
+    );
+    let mut byte = [0u8];
+    assert!(matches!(
+        dev.memcpy_d2h(&mut byte, p.offset(10)),
+        Err(NpuError::UseAfterFree { .. })
+    ));
+    let double = dev.free(p, s).unwrap_err();
+    assert_eq!(double, NpuError::InvalidFree { ptr: p });
+    assert_eq!(double.code(), code::MEMORY_FREE);
+    dev.synchronize(s).unwrap();
+}
+
+#[test]
+fn misuse_of_ids_and_events_is_an_error_value() {
+    let dev = device();
+    let s = dev.default_stream();
+    let e = dev.create_event();
+    let err = dev.stream_wait_event(s, e).unwrap_err();
+    assert_eq!(err, NpuError::EventNotRecorded { event: e });
+    assert_eq!(err.code(), code::PARAM_INVALID);
+    assert_eq!(
+        dev.synchronize_event(e),
+        Err(NpuError::EventNotRecorded { event: e })
+    );
+    let ghost = StreamId(77);
+    let err = dev.synchronize(ghost).unwrap_err();
+    assert_eq!(err, NpuError::InvalidStream(ghost));
+    assert_eq!(err.code(), code::INVALID_HANDLE);
+    dev.destroy_event(e).unwrap();
+    assert_eq!(dev.record_event(e, s), Err(NpuError::InvalidEvent(e)));
+    assert!(matches!(
+        dev.submit(s, Task::StreamActivate(0)),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
+    let t = dev.create_stream();
+    dev.memset_async(t, put(&dev, &[0.0]), 0, 4).unwrap();
+    dev.destroy_stream(t).unwrap();
+    assert_eq!(dev.synchronize(t), Err(NpuError::InvalidStream(t)));
+    let host = dev.malloc_host(8);
+    let bad = Task::MemcpyH2D {
+        dst: put(&dev, &[0.0; 4]),
+        src: host,
+        offset: 4,
+        len: 8,
+    };
+    assert!(matches!(
+        dev.submit(s, bad),
+        Err(NpuError::HostRange { .. })
+    ));
+}
+
+// ---- memory
+
+#[test]
+fn out_of_memory_is_an_error_and_the_cache_is_recycled_to_recover() {
+    let dev = device_with(4 << 20, 16);
+    let s = dev.default_stream();
+    let p = dev.malloc(4 << 20, s).unwrap();
+    let err = dev.malloc(1, s).unwrap_err();
+    assert!(
+        matches!(err, NpuError::OutOfMemory { requested: 1, capacity, .. } if capacity == 4 << 20)
+    );
+    assert_eq!(err.code(), code::MEMORY_ALLOCATION);
+    assert_eq!(dev.memory_stats().ooms, 1);
+    dev.free(p, s).unwrap();
+
+    // a small block leaves a cached 4 MiB segment split; a 3 MiB request cannot use it
+    // until the allocator unmaps the segment and maps a new one
+    let small = dev.malloc(1000, s).unwrap();
+    dev.free(small, s).unwrap();
+    dev.synchronize(s).unwrap();
+    let before = dev.memory_stats();
+    let big = dev.malloc(3 << 20, s).unwrap();
+    let after = dev.memory_stats();
+    assert_eq!(
+        big, p,
+        "the merged free block is reused, no unmapping needed"
+    );
+    assert_eq!(after.segment_maps, before.segment_maps);
+    dev.free(big, s).unwrap();
+    dev.synchronize(s).unwrap();
+    dev.empty_cache();
+    assert_eq!(dev.memory_stats().reserved, 0);
+
+    let a = dev.malloc(1000, s).unwrap(); // maps a 2 MiB segment
+    dev.free(a, s).unwrap();
+    let b = dev.malloc(3 << 20, s).unwrap(); // 2 MiB left: recycle, then map 4 MiB
+    let stats = dev.memory_stats();
+    assert_eq!(stats.segment_unmaps, 2, "the empty_cache and the recovery");
+    assert_eq!(stats.reserved, 4 << 20);
+    assert!(stats.oom_recoveries >= 2);
+    dev.free(b, s).unwrap();
+}
+
+#[test]
+fn out_of_memory_waits_for_the_stream_that_freed_the_memory() {
+    let dev = device_with(1 << 20, 16);
+    let (a, b) = (dev.create_stream(), dev.create_stream());
+    let p = dev.malloc(1 << 20, a).unwrap();
+    let gate = Gate::on(&dev, a);
+    dev.memset_async(a, p, 1, 1 << 20).unwrap();
+    dev.free(p, a).unwrap(); // pending on a, which is held at the gate
+    let opener = {
+        let dev = dev.clone();
+        std::thread::spawn(move || {
+            // opens the gate once the allocation below is in its recovery path
+            while dev.memory_stats().oom_recoveries == 0 {
+                std::thread::yield_now();
+            }
+            gate.open();
+        })
+    };
+    let q = dev.malloc(1 << 20, b).unwrap();
+    assert_eq!(q, p, "reused once a passed the free");
+    opener.join().unwrap();
+    assert_eq!(dev.memory_stats().oom_recoveries, 1);
+    assert_eq!(dev.memory_stats().segment_maps, 1);
+    dev.synchronize_device().unwrap();
+}
+
+#[test]
+fn a_block_freed_on_a_stream_goes_to_another_only_after_that_stream_passed_the_free() {
+    let dev = device();
+    let (a, b) = (dev.create_stream(), dev.create_stream());
+    let gate = Gate::on(&dev, a);
+    let p = dev.malloc(512, a).unwrap();
+    dev.memset_async(a, p, 1, 512).unwrap();
+    dev.free(p, a).unwrap();
+    let q = dev.malloc(512, b).unwrap();
+    assert_ne!(q, p, "a has not passed the free");
+    let r = dev.malloc(512, a).unwrap();
+    assert_eq!(r, p, "a's own later work is ordered after its earlier work");
+    dev.free(r, a).unwrap();
+    gate.open();
+    dev.synchronize(a).unwrap();
+    let s = dev.malloc(512, b).unwrap();
+    assert_eq!(s, p, "a passed the free");
+    assert_eq!(dev.memory_stats().segment_maps, 1);
+}
+
+#[test]
+fn steady_state_allocation_maps_nothing() {
+    let dev = device();
+    let s = dev.default_stream();
+    let x = put(&dev, &[1.0; 256]);
+    let warm = dev.memory_stats().segment_maps;
+    for _ in 0..100 {
+        let t = dev.malloc(1024, s).unwrap();
+        let u = dev.malloc(4096, s).unwrap();
+        dev.launch(
+            s,
+            launch(
+                "TestAdd",
+                vec![f32s(x, &[256]), f32s(x, &[256])],
+                vec![f32s(t, &[256])],
+            ),
+        )
+        .unwrap();
+        dev.memcpy_d2d_async(s, u, t, 1024).unwrap();
+        dev.free(t, s).unwrap();
+        dev.free(u, s).unwrap();
+    }
+    dev.synchronize(s).unwrap();
+    let stats = dev.memory_stats();
+    assert_eq!(stats.segment_maps, warm);
+    assert_eq!(stats.allocated, 1024, "only x");
+    assert!(stats.peak_allocated <= 1024 * 6);
+    assert!(
+        stats
+            .to_string()
+            .starts_with("device memory: 0.0 MiB allocated"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn an_async_copy_keeps_the_host_memory_it_reads() {
+    let dev = device();
+    let s = dev.create_stream();
+    let p = dev.malloc(64, s).unwrap();
+    let gate = Gate::on(&dev, s);
+    let src = dev.malloc_host(64);
+    src.write(&[9; 64]);
+    dev.memcpy_h2d_async(s, p, &src).unwrap();
+    drop(src); // released by the host before the copy ran
+    assert_eq!(
+        dev.memory_stats().host_in_use,
+        64,
+        "the task still holds it"
+    );
+    let dst = dev.malloc_host(64);
+    dev.memcpy_d2h_async(s, &dst, p).unwrap();
+    gate.open();
+    dev.synchronize(s).unwrap();
+    assert_eq!(dst.to_vec(), vec![9; 64]);
+    assert_eq!(dev.memory_stats().host_in_use, 64, "only dst now");
+}
+
+#[test]
+fn devices_are_independent_values() {
+    let (d1, d2) = (device(), device());
+    let p1 = put(&d1, &[1.0]);
+    let p2 = put(&d2, &[2.0]);
+    assert_eq!(p1, p2, "the same address space layout");
+    assert_eq!(get(&d1, p1, 1), vec![1.0]);
+    assert_eq!(get(&d2, p2, 1), vec![2.0]);
+}
+
+// ---- launches
+
+#[test]
+fn launches_compute_on_device_memory() {
+    let dev = device();
+    let s = dev.default_stream();
+    let a = put(&dev, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = put(&dev, &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    let c = put(&dev, &[0.0; 4]);
+    let mm = launch(
+        "TestMatMul",
+        vec![f32s(a, &[2, 3]), f32s(b, &[3, 2])],
+        vec![f32s(c, &[2, 2])],
+    );
+    dev.launch(s, mm).unwrap();
+    // in place: c = c + c, the output is one of the inputs
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(c, &[4]), f32s(c, &[4])],
+            vec![f32s(c, &[4])],
+        ),
+    )
+    .unwrap();
+    // sub-ranges: the second half of a plus the first half
+    let half = a.offset(12);
+    dev.launch(
+        s,
+        launch(
+            "TestAdd",
+            vec![f32s(a, &[3]), f32s(half, &[3])],
+            vec![f32s(half, &[3])],
+        ),
+    )
+    .unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, c, 4), vec![8.0, 10.0, 20.0, 22.0]);
+    assert_eq!(get(&dev, a, 6), vec![1.0, 2.0, 3.0, 5.0, 7.0, 9.0]);
+}
+
+#[test]
+fn a_data_dependent_launch_allocates_its_outputs() {
+    let dev = device();
+    let s = dev.default_stream();
+    let x = put(&dev, &[0.0, 3.0, 0.0, 1.0, 2.0]);
+    let outs = dev
+        .launch_alloc_outputs(
+            s,
+            Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1),
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(outs.len(), 1);
+    assert_eq!(
+        (outs[0].dtype, outs[0].shape.clone()),
+        (DType::I64, vec![3])
+    );
+    let mut idx = [0i64; 3];
+    dev.memcpy_d2h(bytemuck::cast_slice_mut(&mut idx), outs[0].ptr)
+        .unwrap();
+    assert_eq!(idx, [1, 3, 4]);
+    dev.free(outs[0].ptr, s).unwrap();
+    // launched plainly, a data-dependent op is a fault
+    dev.launch(
+        s,
+        Launch::allocating("TestNonZero", AttrMap::new(), vec![f32s(x, &[5])], 1),
+    )
+    .unwrap();
+    assert!(matches!(
+        dev.synchronize(s),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
+}
+
+// ---- models
+
+/// y = (x + x) @ w on two model streams joined by an event, the second activating a third
+/// that counts runs; x comes from a host buffer and y goes to one.
+fn two_stream_model(dev: &Device, x: &HostBuf, y: &HostBuf, runs: &Arc<AtomicUsize>) -> Model {
+    let s = dev.default_stream();
+    let xd = dev.malloc(16, s).unwrap();
+    let x2 = dev.malloc(16, s).unwrap();
+    let w = put(dev, &[1.0, 2.0, 3.0, 4.0]);
+    let yd = dev.malloc(16, s).unwrap();
+    let e = dev.create_event();
+    let count = runs.clone();
+    Model::builder()
+        .name("two streams")
+        .stream(vec![
+            Task::MemcpyH2D {
+                dst: xd,
+                src: x.clone(),
+                offset: 0,
+                len: 16,
+            },
+            Task::Launch(Box::new(launch(
+                "TestAdd",
+                vec![f32s(xd, &[4]), f32s(xd, &[4])],
+                vec![f32s(x2, &[4])],
+            ))),
+            Task::EventRecord(e),
+        ])
+        .stream(vec![
+            Task::Memset {
+                dst: yd,
+                value: 0xff,
+                len: 16,
+            },
+            Task::EventWait(e),
+            Task::Launch(Box::new(launch(
+                "TestMatMul",
+                vec![f32s(x2, &[2, 2]), f32s(w, &[2, 2])],
+                vec![f32s(yd, &[2, 2])],
+            ))),
+            Task::MemcpyD2H {
+                dst: y.clone(),
+                offset: 0,
+                src: yd,
+                len: 16,
+            },
+            Task::StreamActivate(2),
+        ])
+        .inactive_stream(vec![Task::Callback(Arc::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }))])
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_model_runs_twice_to_the_same_result() {
+    let dev = device();
+    let s = dev.create_stream();
+    let x = HostBuf::from_bytes(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
+    let y = dev.malloc_host(16);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = two_stream_model(&dev, &x, &y, &runs);
+    let m = dev.load_model(&model).unwrap();
+    dev.execute_model(m, s).unwrap();
+    dev.synchronize(s).unwrap();
+    let first = y.to_vec();
+    y.write(&[0; 16]);
+    dev.execute_model(m, s).unwrap();
+    dev.synchronize(s).unwrap();
+    let second = y.to_vec();
+    assert_eq!(first, second);
+    let v: &[f32] = bytemuck::cast_slice(&first);
+    // x + x = [2, 4, 6, 8]; [[2, 4], [6, 8]] @ [[1, 2], [3, 4]]
+    assert_eq!(v, &[14.0, 20.0, 30.0, 44.0]);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the activated stream ran once a run"
+    );
+    dev.unload_model(m).unwrap();
+    assert_eq!(dev.execute_model(m, s), Err(NpuError::InvalidModel(m)));
+}
+
+#[test]
+fn a_model_fault_is_the_executing_streams_fault() {
+    let dev = device();
+    let s = dev.default_stream();
+    let p = put(&dev, &[1.0; 4]);
+    let model = Model::builder()
+        .stream(vec![Task::Launch(Box::new(launch(
+            "TestFail",
+            vec![f32s(p, &[4])],
+            vec![f32s(p, &[4])],
+        )))])
+        .build()
+        .unwrap();
+    let m = dev.load_model(&model).unwrap();
+    dev.execute_model(m, s).unwrap();
+    let err = dev.synchronize(s).unwrap_err();
+    assert!(
+        matches!(&err, NpuError::ModelRun { model, .. } if *model == m),
+        "{err}"
+    );
+    assert_eq!(err.code(), code::MODEL_EXECUTE);
+    dev.memset_async(s, p, 0, 16).unwrap();
+    dev.synchronize(s).unwrap();
+    // a model whose memory was freed is refused when executed
+    dev.free(p, s).unwrap();
+    assert!(matches!(
+        dev.execute_model(m, s),
+        Err(NpuError::UseAfterFree { .. })
+    ));
+}
+
+#[test]
+fn models_are_checked_when_built_and_loaded() {
+    let dev = device();
+    let e = dev.create_event();
+    let twice = Model::builder()
+        .stream(vec![Task::EventRecord(e), Task::EventRecord(e)])
+        .build();
+    assert!(matches!(twice, Err(NpuError::ModelBuild { .. })));
+    let nowhere = Model::builder()
+        .stream(vec![Task::StreamActivate(3)])
+        .build();
+    assert!(matches!(nowhere, Err(NpuError::ModelBuild { .. })));
+    let idle = Model::builder().inactive_stream(vec![]).build();
+    assert!(matches!(idle, Err(NpuError::ModelBuild { .. })));
+    let p = put(&dev, &[0.0; 4]);
+    let alloc = Model::builder()
+        .stream(vec![Task::Launch(Box::new(Launch::allocating(
+            "TestNonZero",
+            AttrMap::new(),
+            vec![f32s(p, &[4])],
+            1,
+        )))])
+        .build()
+        .unwrap();
+    assert!(matches!(
+        dev.load_model(&alloc),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
+    // waiting on an event the model does not record, never recorded outside either
+    let waits = Model::builder()
+        .stream(vec![Task::EventWait(e)])
+        .build()
+        .unwrap();
+    let m = dev.load_model(&waits).unwrap();
+    let s = dev.default_stream();
+    assert_eq!(
+        dev.execute_model(m, s),
+        Err(NpuError::EventNotRecorded { event: e })
+    );
+    dev.record_event(e, s).unwrap();
+    dev.execute_model(m, s).unwrap();
+    dev.synchronize(s).unwrap();
+}
