@@ -441,3 +441,31 @@ mod tests {
         }
     }
 }
+#[cfg(test)]
+mod tmp_bench {
+    use crate::npu::Attr;
+    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    #[test]
+    #[ignore]
+    fn tmp_bench() {
+        let reg = OpRegistry::new();
+        let time = |name: &str, op: &str, attrs: &Attrs, ins: &[Tensor]| {
+            for _ in 0..3 { reg.run_on_host(op, attrs, ins, 1).unwrap(); }
+            let mut ts = vec![];
+            for _ in 0..30 {
+                let t = std::time::Instant::now();
+                reg.run_on_host(op, attrs, ins, 1).unwrap();
+                ts.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            eprintln!("{name} median {:.3} ms min {:.3}", ts[15], ts[0]);
+        };
+        let r = |n: usize| (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect::<Vec<_>>();
+        let a = Tensor::from_vec(&[512, 512], &r(512 * 512));
+        time("matmul", "MatMul", &Attrs::default(), &[a.clone(), a]);
+        let x = Tensor::from_vec(&[1, 64, 56, 56], &r(64 * 56 * 56));
+        let w = Tensor::from_vec(&[64, 64, 3, 3], &r(64 * 64 * 9));
+        let attrs: Attrs = [("pads".to_string(), Attr::Ints(vec![1, 1, 1, 1]))].into_iter().collect();
+        time("conv", "Conv", &attrs, &[x, w]);
+    }
+}

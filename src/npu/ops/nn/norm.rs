@@ -327,12 +327,14 @@ mod tests {
 
     #[test]
     fn layer_and_instance_norm() {
-        let x = v(&[2, 2], &[1.0, 3.0, 2.0, 2.0]);
+        // Rows [1, 3] (mean 2, std 1) and [0, 4] (mean 2, std 2) both normalize to
+        // [-1, 1]; scale [2, 1], bias [0, 1].
+        let x = v(&[2, 2], &[1.0, 3.0, 0.0, 4.0]);
         let attrs = [("epsilon", Attr::Float(0.0))];
-        let y = run("LayerNormalization", &attrs, &[x.clone(), v(&[2], &[2.0, 1.0]), v(&[2], &[0.0, 1.0])], 3);
-        assert_eq!(y[0], [-2.0, 2.0, 0.0, 1.0]);
+        let y = run("LayerNormalization", &attrs, &[x, v(&[2], &[2.0, 1.0]), v(&[2], &[0.0, 1.0])], 3);
+        assert_eq!(y[0], [-2.0, 2.0, -2.0, 2.0]);
         assert_eq!(y[1], [2.0, 2.0]);
-        assert!(y[2][0] == 1.0 && y[2][1].is_infinite());
+        assert_eq!(y[2], [1.0, 0.5]);
         let x = v(&[1, 1, 2], &[1.0, 3.0]);
         let y = run("InstanceNormalization", &attrs, &[x, v(&[1], &[3.0]), v(&[1], &[1.0])], 1);
         assert_eq!(y[0], [-2.0, 4.0]);

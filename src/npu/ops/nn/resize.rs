@@ -60,7 +60,9 @@ fn cubic(x: f64, a: f64) -> f64 {
 
 /// The input coordinate of output position `j` (ONNX's coordinate transformations).
 fn source_coord(p: &Params, j: usize, scale: f64, out_len: usize, in_len: usize, roi: (f64, f64)) -> f64 {
-    let (x, lo, li) = (j as f64, out_len as f64, in_len as f64);
+    // The ONNX reference divides by the resized length as a real number, scale * input
+    // length, not the rounded output size; the two differ when downsampling.
+    let (x, lo, li) = (j as f64, scale * in_len as f64, in_len as f64);
     match p.coord {
         "asymmetric" => x / scale,
         "align_corners" if out_len == 1 => 0.0,
@@ -68,7 +70,7 @@ fn source_coord(p: &Params, j: usize, scale: f64, out_len: usize, in_len: usize,
         "pytorch_half_pixel" if out_len == 1 => 0.0,
         "tf_half_pixel_for_nn" => (x + 0.5) / scale,
         "half_pixel_symmetric" => {
-            let adjustment = lo / (scale * li);
+            let adjustment = out_len as f64 / lo;
             let offset = li / 2.0 * (1.0 - adjustment);
             offset + (x + 0.5) / scale - 0.5
         }
@@ -323,7 +325,8 @@ mod tests {
             ("mode", Attr::Str("linear".into())),
             ("coordinate_transformation_mode", Attr::Str("align_corners".into())),
         ];
-        assert_eq!(run(&corners, x, &[1.0, 1.5]), [1.0, 3.0]);
+        // Scale 1.5 gives 3 outputs; align_corners maps the ends onto the ends.
+        assert_eq!(run(&corners, x, &[1.0, 1.5]), [1.0, 2.0, 3.0]);
     }
 
     #[test]

@@ -356,3 +356,64 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::npu::Attr;
+    use crate::npu::DType;
+    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
+        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let out = OpRegistry::new().run_on_host(op, &attrs, inputs, outs).unwrap();
+        out.iter().map(|t| t.slice::<f32>().unwrap().to_vec()).collect()
+    }
+
+    fn t(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_vec(shape, v)
+    }
+
+    fn none() -> Tensor {
+        Tensor::zeroed(DType::F32, &[0])
+    }
+
+    #[test]
+    fn rnn_directions_and_sequence_lengths() {
+        // h_t = relu(x_t + 0.5 h_{t-1}); batch 0 has x = [1, 2], batch 1 only its first step.
+        let x = t(&[2, 2, 1], &[1.0, 4.0, 2.0, 8.0]);
+        let (w, r) = (t(&[1, 1, 1], &[1.0]), t(&[1, 1, 1], &[0.5]));
+        let lens = Tensor::from_vec(&[2], &[2i32, 1]);
+        let mut attrs = vec![
+            ("hidden_size", Attr::Int(1)),
+            ("activations", Attr::Strs(vec!["Relu".into()])),
+        ];
+        let y = run("RNN", &attrs, &[x.clone(), w.clone(), r.clone(), none(), lens.clone()], 2);
+        // Y [seq, dirs, batch, hidden]: step 0 (1, 4), step 1 (2.5, 0 past the length).
+        assert_eq!(y[0], [1.0, 4.0, 2.5, 0.0]);
+        assert_eq!(y[1], [2.5, 4.0]);
+        attrs.push(("direction", Attr::Str("reverse".into())));
+        let y = run("RNN", &attrs, &[x, w, r, none(), lens], 2);
+        // Reverse: batch 0 sees 2 then 1 + 0.5 * 2; batch 1 only its step 0.
+        assert_eq!(y[0], [2.0, 4.0, 2.0, 0.0]);
+        assert_eq!(y[1], [2.0, 4.0]);
+    }
+
+    #[test]
+    fn gru_and_lstm_with_zero_weights_decay_their_state() {
+        let x = t(&[2, 1, 1], &[3.0, -3.0]);
+        let zeros = |n: usize| t(&[1, n, 1], &vec![0.0; n]);
+        let h0 = t(&[1, 1, 1], &[4.0]);
+        // GRU: z = 0.5 and the candidate is tanh(0) = 0, so H halves each step.
+        let attrs = [("hidden_size", Attr::Int(1))];
+        let gru_in = [x.clone(), zeros(3), zeros(3), none(), none(), h0.clone()];
+        let y = run("GRU", &attrs, &gru_in, 2);
+        assert_eq!((y[0].clone(), y[1].clone()), (vec![2.0, 1.0], vec![1.0]));
+        // LSTM: every gate is 0.5 and the cell input tanh(0) = 0: C halves, H = 0.5 tanh(C).
+        let c0 = t(&[1, 1, 1], &[2.0]);
+        let lstm_in = [x, zeros(4), zeros(4), none(), none(), h0, c0];
+        let y = run("LSTM", &attrs, &lstm_in, 3);
+        let h = |c: f32| 0.5 * c.tanh();
+        assert!((y[0][0] - h(1.0)).abs() < 1e-6 && (y[0][1] - h(0.5)).abs() < 1e-6);
+        assert_eq!(y[2], [0.5]);
+    }
+}
