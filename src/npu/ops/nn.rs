@@ -39,9 +39,7 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("Softmax", infer_first_input).computes(softmax::softmax));
     reg.add(OpSpec::new("LogSoftmax", infer_first_input).computes(softmax::softmax));
     reg.add(OpSpec::new("LRN", infer_first_input).computes(norm::lrn));
-    reg.add(
-        OpSpec::new("InstanceNormalization", infer_first_input).computes(norm::instance_norm),
-    );
+    reg.add(OpSpec::new("InstanceNormalization", infer_first_input).computes(norm::instance_norm));
     reg.add(OpSpec::new("Dropout", infer_dropout).computes(dropout::dropout));
     reg.add(OpSpec::new("BatchNormalization", infer_batch_norm).computes(norm::batch_norm));
     reg.add(OpSpec::new("LayerNormalization", infer_layer_norm).computes(norm::layer_norm));

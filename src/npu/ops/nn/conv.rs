@@ -19,7 +19,11 @@ use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
 const PARALLEL_ELEMS: usize = 1 << 14;
 
 /// Conv: X [N, C, D...], W [M, C/group, K...], optional B [M] -> Y [N, M, D'...].
-pub fn conv(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn conv(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => conv_typed::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
@@ -38,11 +42,17 @@ fn channels(
     }
     let group = group as usize;
     if x.rank() < 3 || w.rank() != x.rank() || y.len() != x.rank() {
-        return Err(ctx.input_error(1, format!("weights {:?} do not fit input {:?}", w.shape, x.shape)));
+        return Err(ctx.input_error(
+            1,
+            format!("weights {:?} do not fit input {:?}", w.shape, x.shape),
+        ));
     }
     let (c, m) = (x.shape[1], y[1]);
     if c % group != 0 || m % group != 0 {
-        return Err(ctx.attr_error("group", format!("{group} does not divide {c} and {m} channels")));
+        return Err(ctx.attr_error(
+            "group",
+            format!("{group} does not divide {c} and {m} channels"),
+        ));
     }
     Ok((x.shape[0], c, m, group))
 }
@@ -80,7 +90,13 @@ fn conv_typed<T: Scalar>(
     let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
     let (cg, mg) = (c / group, m / group);
     if w.shape[0] != m || w.shape[1] != cg {
-        return Err(ctx.input_error(1, format!("weights {:?} for {c} input and {m} output channels in {group} groups", w.shape)));
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "weights {:?} for {c} input and {m} output channels in {group} groups",
+                w.shape
+            ),
+        ));
     }
     let win = Window::new(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
@@ -92,10 +108,8 @@ fn conv_typed<T: Scalar>(
     }
     let beta = if has_bias { 1.0 } else { 0.0 };
     let rows = cg * klen;
-    let direct = klen == 1
-        && win.stride == [1; 3]
-        && win.pad_begin == [0; 3]
-        && win.output == win.input;
+    let direct =
+        klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
     // One (image, group) block: its weights, its input channels, its output planes.
     let block = |i: usize, out: &mut [T], col: &mut Vec<T>| {
         let (n, g) = (i / group, i % group);
@@ -202,7 +216,12 @@ pub fn conv_transpose(
 /// `output_shape` or SAME auto-padding, from the total padding that yields the output
 /// size (split as ONNX says: SAME_UPPER puts the odd unit at the end, otherwise at the
 /// beginning).
-fn transpose_window(ctx: &InferCtx, x: &[usize], k: &[usize], y: &[usize]) -> Result<Window, OpError> {
+fn transpose_window(
+    ctx: &InferCtx,
+    x: &[usize],
+    k: &[usize],
+    y: &[usize],
+) -> Result<Window, OpError> {
     let n = x.len();
     let positive = |name: &str| -> Result<Vec<usize>, OpError> {
         let v = ctx.attr_ints_or(name, 1, n)?;
@@ -216,7 +235,10 @@ fn transpose_window(ctx: &InferCtx, x: &[usize], k: &[usize], y: &[usize]) -> Re
     let out_pad = ctx.attr_ints_or("output_padding", 0, n)?;
     let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
     if out_pad.len() != n || pads.len() != 2 * n || n > super::window::MAX_SPATIAL {
-        return Err(ctx.attr_error("pads/output_padding", format!("do not fit {n} spatial dims")));
+        return Err(ctx.attr_error(
+            "pads/output_padding",
+            format!("do not fit {n} spatial dims"),
+        ));
     }
     let auto_pad = ctx.attr_str("auto_pad", "NOTSET")?;
     let derived = ctx.attr_ints("output_shape")?.is_some() || auto_pad.starts_with("SAME");
@@ -258,7 +280,13 @@ fn conv_transpose_typed<T: Scalar>(
     let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
     let (cg, mg) = (c / group, m / group);
     if w.shape[0] != c || w.shape[1] != mg {
-        return Err(ctx.input_error(1, format!("weights {:?} for {c} input and {m} output channels in {group} groups", w.shape)));
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "weights {:?} for {c} input and {m} output channels in {group} groups",
+                w.shape
+            ),
+        ));
     }
     let win = transpose_window(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
@@ -287,9 +315,9 @@ fn conv_transpose_typed<T: Scalar>(
 /// are independent, so they run in parallel; within one, the taps run in order so each
 /// output element's sum is formed in the same order on every run.
 fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
-    let [id, ih, iw] = win.input;
-    let [od, oh, ow] = win.output;
-    let [kd, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.input;
+    let [_, oh, ow] = win.output;
+    let [_, kh, kw] = win.kernel;
     let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
     // The transpose maps input to output: the "window" seen from the output side.
     let reach = |d: usize, k: usize| -> (usize, usize, isize) {
@@ -298,7 +326,11 @@ fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
         let (inp, outp) = (win.input[d] as isize, win.output[d] as isize);
         // Inputs i with 0 <= i * s + off < out.
         let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
-        let hi = if outp - off <= 0 { 0 } else { (outp - off - 1) / s + 1 };
+        let hi = if outp - off <= 0 {
+            0
+        } else {
+            (outp - off - 1) / s + 1
+        };
         let (lo, hi) = (lo.min(inp), hi.clamp(0, inp));
         (lo as usize, hi.max(lo) as usize, off)
     };
@@ -315,15 +347,14 @@ fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
                     let yo = ((yy * win.stride[1]) as isize + h_off) as usize;
                     let s = &src[(z * ih + yy) * iw..][..iw];
                     let dst = &mut plane[(zo * oh + yo) * ow..][..ow];
-                    for xx in w_lo..w_hi {
+                    for (xx, v) in s.iter().enumerate().take(w_hi).skip(w_lo) {
                         let xo = ((xx * win.stride[2]) as isize + w_off) as usize;
-                        dst[xo] = T::from_f64(dst[xo].to_f64() + s[xx].to_f64());
+                        dst[xo] = T::from_f64(dst[xo].to_f64() + v.to_f64());
                     }
                 }
             }
         }
     };
-    let _ = (id, od, kd);
     if out.len() * klen >= PARALLEL_ELEMS {
         out.par_chunks_mut(olen)
             .enumerate()
@@ -341,15 +372,26 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> (Vec<usize>, Vec<f32>) {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        let out = OpRegistry::new().run_on_host(op, &attrs, inputs, 1).unwrap();
-        (out[0].shape.clone(), out[0].slice::<f32>().unwrap().to_vec())
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, 1)
+            .unwrap();
+        (
+            out[0].shape.clone(),
+            out[0].slice::<f32>().unwrap().to_vec(),
+        )
     }
 
     #[test]
     fn conv_pads_strides_and_bias() {
         // 1x1x3x3 input 1..9, 2x2 kernel of ones, pad 1, stride 2: corner sums.
-        let x = Tensor::from_vec(&[1, 1, 3, 3], &(1..=9).map(|v| v as f32).collect::<Vec<_>>());
+        let x = Tensor::from_vec(
+            &[1, 1, 3, 3],
+            &(1..=9).map(|v| v as f32).collect::<Vec<_>>(),
+        );
         let w = Tensor::from_vec(&[1, 1, 2, 2], &[1.0f32; 4]);
         let b = Tensor::from_vec(&[1], &[0.5f32]);
         let attrs = [
@@ -378,11 +420,18 @@ mod tests {
         // 1-D: x = [1, 2], kernel [1, 1, 1], stride 2 -> [1, 1, 3, 2, 2].
         let x = Tensor::from_vec(&[1, 1, 2], &[1.0f32, 2.0]);
         let w = Tensor::from_vec(&[1, 1, 3], &[1.0f32; 3]);
-        let (shape, y) = run("ConvTranspose", &[("strides", Attr::Ints(vec![2]))], &[x.clone(), w.clone()]);
+        let (shape, y) = run(
+            "ConvTranspose",
+            &[("strides", Attr::Ints(vec![2]))],
+            &[x.clone(), w.clone()],
+        );
         assert_eq!(shape, [1, 1, 5]);
         assert_eq!(y, [1.0, 1.0, 3.0, 2.0, 2.0]);
         // pads [1, 1] crop one element each side.
-        let attrs = [("strides", Attr::Ints(vec![2])), ("pads", Attr::Ints(vec![1, 1]))];
+        let attrs = [
+            ("strides", Attr::Ints(vec![2])),
+            ("pads", Attr::Ints(vec![1, 1])),
+        ];
         assert_eq!(run("ConvTranspose", &attrs, &[x, w]).1, [1.0, 3.0, 2.0]);
     }
 }

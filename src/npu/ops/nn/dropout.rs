@@ -8,7 +8,11 @@ use super::scalar::read_f64s;
 use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
 
 /// Dropout: Y = X; the optional mask (output 1) is all true.
-pub fn dropout(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn dropout(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     let training = match inputs.get(2).filter(|t| !t.is_empty()) {
         Some(t) => t.data.first().is_some_and(|&b| b != 0),
         None => false,
@@ -41,7 +45,9 @@ mod tests {
     #[test]
     fn dropout_is_the_identity_with_a_full_mask() {
         let x = Tensor::from_vec(&[3], &[1.0f32, -2.0, 3.0]);
-        let out = OpRegistry::new().run_on_host("Dropout", &Attrs::default(), &[x], 2).unwrap();
+        let out = OpRegistry::new()
+            .run_on_host("Dropout", &Attrs::default(), &[x], 2)
+            .unwrap();
         assert_eq!(out[0].slice::<f32>().unwrap(), [1.0, -2.0, 3.0]);
         assert_eq!(out[1].slice::<u8>().unwrap(), [1, 1, 1]);
         let x = Tensor::from_vec(&[1], &[1.0f32]);
@@ -49,6 +55,10 @@ mod tests {
         let train = Tensor::from_vec(&[], &[1u8]);
         let mut train = train;
         train.dtype = crate::npu::DType::Bool;
-        assert!(OpRegistry::new().run_on_host("Dropout", &Attrs::default(), &[x, ratio, train], 2).is_err());
+        assert!(
+            OpRegistry::new()
+                .run_on_host("Dropout", &Attrs::default(), &[x, ratio, train], 2)
+                .is_err()
+        );
     }
 }

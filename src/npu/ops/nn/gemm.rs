@@ -93,8 +93,14 @@ impl<'a, T> Mat<'a, T> {
 pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T], ldc: usize) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(a.cols == b.rows, "gemm: inner dims {k} and {}", b.rows);
-    assert!(a.in_bounds() && b.in_bounds(), "gemm: operand out of bounds");
-    assert!(m == 0 || n == 0 || (m - 1) * ldc + n <= c.len(), "gemm: C too small");
+    assert!(
+        a.in_bounds() && b.in_bounds(),
+        "gemm: operand out of bounds"
+    );
+    assert!(
+        m == 0 || n == 0 || (m - 1) * ldc + n <= c.len(),
+        "gemm: C too small"
+    );
     if m == 0 || n == 0 {
         return;
     }
@@ -226,12 +232,18 @@ fn sgemm(alpha: f32, a: Mat<f32>, b: Mat<f32>, beta: f32, c: &mut [f32], ldc: us
 }
 
 fn unsupported(ctx: &InferCtx, d: DType) -> OpError {
-    ctx.compute_error(format!("computes float16, bfloat16, float32 and float64, not {d}"))
+    ctx.compute_error(format!(
+        "computes float16, bfloat16, float32 and float64, not {d}"
+    ))
 }
 
 /// MatMul: NumPy semantics. A 1-D A is a row vector and a 1-D B a column vector (the
 /// added dim is not in the output); batch dims broadcast.
-pub fn matmul(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn matmul(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => matmul_typed::<T>(ctx, inputs, outputs),
         other => Err(unsupported(ctx, other)))
@@ -319,7 +331,11 @@ fn matmul_typed<T: Scalar>(
 
 /// Gemm: `alpha * A' . B' + beta * C`, where A' and B' are A and B transposed when
 /// `transA`/`transB` say so and C broadcasts to [M, N].
-pub fn gemm_op(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn gemm_op(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => gemm_typed::<T>(ctx, inputs, outputs),
         other => Err(unsupported(ctx, other)))
@@ -361,7 +377,9 @@ fn gemm_typed<T: Scalar>(
                 _ => return Err(ctx.input_error(2, "C has rank at most 2")),
             };
             if !(cr == 1 || cr == m) || !(cc == 1 || cc == n) {
-                return Err(ctx.input_error(2, format!("{:?} does not broadcast to [{m}, {n}]", c.shape)));
+                return Err(
+                    ctx.input_error(2, format!("{:?} does not broadcast to [{m}, {n}]", c.shape))
+                );
             }
             for (i, row) in out.chunks_mut(n.max(1)).enumerate().take(m) {
                 let src = &cv[(if cr == 1 { 0 } else { i }) * cc..][..cc];
@@ -386,8 +404,13 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        let out = OpRegistry::new().run_on_host(op, &attrs, inputs, 1).unwrap();
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, 1)
+            .unwrap();
         out[0].slice::<f32>().unwrap().to_vec()
     }
 
@@ -434,38 +457,17 @@ mod tests {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
         let mut c = vec![0.0f32; m * n];
-        gemm(1.0, Mat::row_major(&a, m, k), Mat::row_major(&b, k, n), 0.0, &mut c, n);
+        gemm(
+            1.0,
+            Mat::row_major(&a, m, k),
+            Mat::row_major(&b, k, n),
+            0.0,
+            &mut c,
+            n,
+        );
         for (i, j) in [(0, 0), (37, 11), (69, 89)] {
             let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
             assert_eq!(c[i * n + j], want);
         }
-    }
-}
-#[cfg(test)]
-mod tmp_bench {
-    use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
-    #[test]
-    #[ignore]
-    fn tmp_bench() {
-        let reg = OpRegistry::new();
-        let time = |name: &str, op: &str, attrs: &Attrs, ins: &[Tensor]| {
-            for _ in 0..3 { reg.run_on_host(op, attrs, ins, 1).unwrap(); }
-            let mut ts = vec![];
-            for _ in 0..30 {
-                let t = std::time::Instant::now();
-                reg.run_on_host(op, attrs, ins, 1).unwrap();
-                ts.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            eprintln!("{name} median {:.3} ms min {:.3}", ts[15], ts[0]);
-        };
-        let r = |n: usize| (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect::<Vec<_>>();
-        let a = Tensor::from_vec(&[512, 512], &r(512 * 512));
-        time("matmul", "MatMul", &Attrs::default(), &[a.clone(), a]);
-        let x = Tensor::from_vec(&[1, 64, 56, 56], &r(64 * 56 * 56));
-        let w = Tensor::from_vec(&[64, 64, 3, 3], &r(64 * 64 * 9));
-        let attrs: Attrs = [("pads".to_string(), Attr::Ints(vec![1, 1, 1, 1]))].into_iter().collect();
-        time("conv", "Conv", &attrs, &[x, w]);
     }
 }

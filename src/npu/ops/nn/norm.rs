@@ -62,7 +62,12 @@ where
 }
 
 /// The [C] parameter at input `i`, checked.
-fn per_channel(ctx: &InferCtx, inputs: &[TensorRef], i: usize, c: usize) -> Result<Vec<f64>, OpError> {
+fn per_channel(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    i: usize,
+    c: usize,
+) -> Result<Vec<f64>, OpError> {
     let v = read_f64s(&inputs[i]).map_err(|_| ctx.input_error(i, "expected a float type"))?;
     if v.len() != c {
         return Err(ctx.input_error(i, format!("has {} values for {c} channels", v.len())));
@@ -73,7 +78,11 @@ fn per_channel(ctx: &InferCtx, inputs: &[TensorRef], i: usize, c: usize) -> Resu
 /// BatchNormalization. Inference: `(x - mean) / sqrt(var + eps) * scale + bias` with the
 /// given statistics. `training_mode`: the batch's own mean and (population) variance
 /// normalize, and outputs 1 and 2 are the running statistics updated with `momentum`.
-pub fn batch_norm(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn batch_norm(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => batch_norm_typed::<T>(ctx, inputs, outputs),
         other => Err(unsupported(ctx, other)))
@@ -91,8 +100,7 @@ fn batch_norm_typed<T: Scalar>(
     let (n, c) = (x.shape[0], x.shape[1]);
     let plane: usize = x.shape[2..].iter().product();
     let eps = ctx.attr_float("epsilon", 1e-5)? as f64;
-    let [scale, bias, mut mean, mut var] =
-        [1, 2, 3, 4].map(|i| per_channel(ctx, inputs, i, c));
+    let [scale, bias, mut mean, mut var] = [1, 2, 3, 4].map(|i| per_channel(ctx, inputs, i, c));
     let (scale, bias) = (scale?, bias?);
     let xv = x.slice::<T>()?;
     let training = ctx.attr_int("training_mode", 0)? != 0 && outputs.len() >= 3;
@@ -109,7 +117,10 @@ fn batch_norm_typed<T: Scalar>(
             (bm[ch], bv[ch]) = (m, v);
         }
         let upd = |run: &[f64], batch: &[f64]| -> Vec<f64> {
-            run.iter().zip(batch).map(|(r, b)| r * momentum + b * (1.0 - momentum)).collect()
+            run.iter()
+                .zip(batch)
+                .map(|(r, b)| r * momentum + b * (1.0 - momentum))
+                .collect()
         };
         write_f64s(&mut outputs[1], &upd(&run_mean, &bm))?;
         write_f64s(&mut outputs[2], &upd(&run_var, &bv))?;
@@ -127,7 +138,11 @@ fn batch_norm_typed<T: Scalar>(
 
 /// InstanceNormalization: each (image, channel) plane normalized by its own statistics,
 /// then `scale[c]` and `B[c]`.
-pub fn instance_norm(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn instance_norm(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => instance_norm_typed::<T>(ctx, inputs, outputs),
         other => Err(unsupported(ctx, other)))
@@ -145,7 +160,10 @@ fn instance_norm_typed<T: Scalar>(
     let c = x.shape[1];
     let plane: usize = x.shape[2..].iter().product();
     let eps = ctx.attr_float("epsilon", 1e-5)? as f64;
-    let (scale, bias) = (per_channel(ctx, inputs, 1, c)?, per_channel(ctx, inputs, 2, c)?);
+    let (scale, bias) = (
+        per_channel(ctx, inputs, 1, c)?,
+        per_channel(ctx, inputs, 2, c)?,
+    );
     let xv = x.slice::<T>()?;
     let y = outputs[0].slice_mut::<T>()?;
     groups(xv, y, plane, |i, xs, out| {
@@ -192,7 +210,11 @@ fn broadcast_to(values: &[f64], from: &[usize], to: &[usize]) -> Option<Vec<f64>
 /// LayerNormalization: each row of the dims from `axis` on is normalized, then scaled
 /// and shifted by Scale and B (broadcast to those dims). Outputs 1 and 2, Mean and
 /// InvStdDev, are the per-row statistics.
-pub fn layer_norm(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn layer_norm(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => layer_norm_typed::<T>(ctx, inputs, outputs),
         other => Err(unsupported(ctx, other)))
@@ -215,12 +237,17 @@ fn layer_norm_typed<T: Scalar>(
         let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
         broadcast_to(&v, t.shape, norm_dims)
             .map(Some)
-            .ok_or_else(|| ctx.input_error(i, format!("{:?} does not broadcast to {norm_dims:?}", t.shape)))
+            .ok_or_else(|| {
+                ctx.input_error(
+                    i,
+                    format!("{:?} does not broadcast to {norm_dims:?}", t.shape),
+                )
+            })
     };
     let scale = param(1)?.unwrap_or_else(|| vec![1.0; row]);
     let bias = param(2)?.unwrap_or_else(|| vec![0.0; row]);
     let xv = x.slice::<T>()?;
-    let rows = if row == 0 { 0 } else { xv.len() / row };
+    let rows = xv.len().checked_div(row).unwrap_or(0);
     let mut stats = vec![(0.0f64, 0.0f64); rows];
     for (s, xs) in stats.iter_mut().zip(xv.chunks(row.max(1))) {
         let (m, v) = moments(xs);
@@ -275,7 +302,11 @@ fn lrn_typed<T: Scalar>(
     let xv = x.slice::<T>()?;
     let y = outputs[0].slice_mut::<T>()?;
     let mut sum = vec![0.0f64; plane];
-    for (i, (out, xs)) in y.chunks_mut(plane.max(1)).zip(xv.chunks(plane.max(1))).enumerate() {
+    for (i, (out, xs)) in y
+        .chunks_mut(plane.max(1))
+        .zip(xv.chunks(plane.max(1)))
+        .enumerate()
+    {
         let (n, ch) = (i / c, i % c);
         sum.fill(0.0);
         let lo = ch.saturating_sub(before);
@@ -300,9 +331,16 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        let out = OpRegistry::new().run_on_host(op, &attrs, inputs, outs).unwrap();
-        out.iter().map(|t| t.slice::<f32>().unwrap().to_vec()).collect()
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, outs)
+            .unwrap();
+        out.iter()
+            .map(|t| t.slice::<f32>().unwrap().to_vec())
+            .collect()
     }
 
     fn v(shape: &[usize], x: &[f32]) -> Tensor {
@@ -315,13 +353,31 @@ mod tests {
         let c = |x: f32| v(&[1], &[x]);
         let eps = ("epsilon", Attr::Float(0.0));
         // mean 2, var 4, scale 2, bias 1: (x - 2) / 2 * 2 + 1 = x - 1.
-        let y = run("BatchNormalization", &[eps.clone()], &[x.clone(), c(2.0), c(1.0), c(2.0), c(4.0)], 1);
+        let y = run(
+            "BatchNormalization",
+            std::slice::from_ref(&eps),
+            &[x.clone(), c(2.0), c(1.0), c(2.0), c(4.0)],
+            1,
+        );
         assert_eq!(y[0], [0.0, 2.0, 4.0, 6.0]);
         // Training: batch mean 4, variance 5; running stats with momentum 0.5.
-        let attrs = [eps, ("training_mode", Attr::Int(1)), ("momentum", Attr::Float(0.5))];
-        let y = run("BatchNormalization", &attrs, &[x, c(1.0), c(0.0), c(0.0), c(1.0)], 3);
+        let attrs = [
+            eps,
+            ("training_mode", Attr::Int(1)),
+            ("momentum", Attr::Float(0.5)),
+        ];
+        let y = run(
+            "BatchNormalization",
+            &attrs,
+            &[x, c(1.0), c(0.0), c(0.0), c(1.0)],
+            3,
+        );
         let s = 5f32.sqrt();
-        assert!(y[0].iter().zip([-3.0 / s, -1.0 / s, 1.0 / s, 3.0 / s]).all(|(a, b)| (a - b).abs() < 1e-6));
+        assert!(
+            y[0].iter()
+                .zip([-3.0 / s, -1.0 / s, 1.0 / s, 3.0 / s])
+                .all(|(a, b)| (a - b).abs() < 1e-6)
+        );
         assert_eq!((y[1].clone(), y[2].clone()), (vec![2.0], vec![3.0]));
     }
 
@@ -331,12 +387,22 @@ mod tests {
         // [-1, 1]; scale [2, 1], bias [0, 1].
         let x = v(&[2, 2], &[1.0, 3.0, 0.0, 4.0]);
         let attrs = [("epsilon", Attr::Float(0.0))];
-        let y = run("LayerNormalization", &attrs, &[x, v(&[2], &[2.0, 1.0]), v(&[2], &[0.0, 1.0])], 3);
+        let y = run(
+            "LayerNormalization",
+            &attrs,
+            &[x, v(&[2], &[2.0, 1.0]), v(&[2], &[0.0, 1.0])],
+            3,
+        );
         assert_eq!(y[0], [-2.0, 2.0, -2.0, 2.0]);
         assert_eq!(y[1], [2.0, 2.0]);
         assert_eq!(y[2], [1.0, 0.5]);
         let x = v(&[1, 1, 2], &[1.0, 3.0]);
-        let y = run("InstanceNormalization", &attrs, &[x, v(&[1], &[3.0]), v(&[1], &[1.0])], 1);
+        let y = run(
+            "InstanceNormalization",
+            &attrs,
+            &[x, v(&[1], &[3.0]), v(&[1], &[1.0])],
+            1,
+        );
         assert_eq!(y[0], [-2.0, 4.0]);
     }
 

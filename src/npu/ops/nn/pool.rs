@@ -109,7 +109,11 @@ fn each_output(win: &Window, mut f: impl FnMut(usize, [usize; 3])) {
 
 /// MaxPool; Indices (output 1) are flat positions in X, row-major, or with
 /// `storage_order` 1 column-major within each plane.
-pub fn max_pool(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn max_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16, i8, u8]
         => max_pool_typed::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float, int8 and uint8 types, not {other}"))))
@@ -177,7 +181,11 @@ fn max_pool_typed<T: Scalar>(
 
 /// AveragePool (`count_include_pad` divides by the taps inside the explicit padding
 /// too) and LpPool (`p`-norm of the taps inside the input).
-pub fn average_pool(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn average_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => sum_pool::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
@@ -222,7 +230,11 @@ fn sum_pool<T: Scalar>(
 }
 
 /// GlobalAveragePool and GlobalMaxPool: each plane folds to one value.
-pub fn global_pool(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn global_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => global_pool_typed::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
@@ -243,7 +255,9 @@ fn global_pool_typed<T: Scalar>(
     let y = outputs[0].slice_mut::<T>()?;
     planes(xv, ilen, y, 1, |_, xs, out| {
         out[0] = T::from_f64(if max {
-            xs.iter().map(|v| v.to_f64()).fold(f64::NEG_INFINITY, f64::max)
+            xs.iter()
+                .map(|v| v.to_f64())
+                .fold(f64::NEG_INFINITY, f64::max)
         } else {
             xs.iter().map(|v| v.to_f64()).sum::<f64>() / ilen as f64
         });
@@ -257,7 +271,10 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<Tensor> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap()
     }
 
@@ -265,13 +282,16 @@ mod tests {
         // 1 2 3
         // 4 5 6
         // 7 8 9
-        Tensor::from_vec(&[1, 1, 3, 3], &(1..=9).map(|v| v as f32).collect::<Vec<_>>())
+        Tensor::from_vec(
+            &[1, 1, 3, 3],
+            &(1..=9).map(|v| v as f32).collect::<Vec<_>>(),
+        )
     }
 
     #[test]
     fn max_pool_values_and_indices() {
         let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
-        let out = run("MaxPool", &[k.clone()], grid());
+        let out = run("MaxPool", std::slice::from_ref(&k), grid());
         assert_eq!(out[0].slice::<f32>().unwrap(), [5.0, 6.0, 8.0, 9.0]);
         assert_eq!(out[1].slice::<i64>().unwrap(), [4, 5, 7, 8]);
         let out = run("MaxPool", &[k, ("storage_order", Attr::Int(1))], grid());
@@ -300,7 +320,15 @@ mod tests {
         let x = Tensor::from_vec(&[1, 1, 2], &[3.0f32, -4.0]);
         let out = run("LpPool", &[("kernel_shape", Attr::Ints(vec![2]))], x);
         assert_eq!(out[0].slice::<f32>().unwrap(), [5.0]);
-        assert_eq!(run("GlobalAveragePool", &[], grid())[0].slice::<f32>().unwrap(), [5.0]);
-        assert_eq!(run("GlobalMaxPool", &[], grid())[0].slice::<f32>().unwrap(), [9.0]);
+        assert_eq!(
+            run("GlobalAveragePool", &[], grid())[0]
+                .slice::<f32>()
+                .unwrap(),
+            [5.0]
+        );
+        assert_eq!(
+            run("GlobalMaxPool", &[], grid())[0].slice::<f32>().unwrap(),
+            [9.0]
+        );
     }
 }

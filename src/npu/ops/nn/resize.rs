@@ -59,7 +59,14 @@ fn cubic(x: f64, a: f64) -> f64 {
 }
 
 /// The input coordinate of output position `j` (ONNX's coordinate transformations).
-fn source_coord(p: &Params, j: usize, scale: f64, out_len: usize, in_len: usize, roi: (f64, f64)) -> f64 {
+fn source_coord(
+    p: &Params,
+    j: usize,
+    scale: f64,
+    out_len: usize,
+    in_len: usize,
+    roi: (f64, f64),
+) -> f64 {
     // The ONNX reference divides by the resized length as a real number, scale * input
     // length, not the rounded output size; the two differ when downsampling.
     let (x, lo, li) = (j as f64, scale * in_len as f64, in_len as f64);
@@ -134,7 +141,11 @@ fn axis_taps(p: &Params, scale: f64, out_len: usize, in_len: usize, roi: (f64, f
             }
         }
         let sum: f64 = coeffs.iter().map(|c| c.1).sum();
-        let norm = if p.mode != Mode::Nearest && sum != 0.0 { sum } else { 1.0 };
+        let norm = if p.mode != Mode::Nearest && sum != 0.0 {
+            sum
+        } else {
+            1.0
+        };
         let begin = t.idx.len();
         for &(i, w) in &coeffs {
             if w != 0.0 {
@@ -148,7 +159,14 @@ fn axis_taps(p: &Params, scale: f64, out_len: usize, in_len: usize, roi: (f64, f
 }
 
 /// Resamples axis `d` of `src` (dims `shape`) to `out_len` positions.
-fn resample_axis(src: &[f64], shape: &[usize], d: usize, out_len: usize, taps: &AxisTaps, fill: f64) -> Vec<f64> {
+fn resample_axis(
+    src: &[f64],
+    shape: &[usize],
+    d: usize,
+    out_len: usize,
+    taps: &AxisTaps,
+    fill: f64,
+) -> Vec<f64> {
     let inner: usize = shape[d + 1..].iter().product();
     let in_len = shape[d];
     let outer: usize = shape[..d].iter().product();
@@ -176,7 +194,9 @@ fn resample_axis(src: &[f64], shape: &[usize], d: usize, out_len: usize, taps: &
         return out;
     }
     if out.len() >= PARALLEL_ELEMS {
-        out.par_chunks_mut(stride).enumerate().for_each(|(o, b)| block(o, b));
+        out.par_chunks_mut(stride)
+            .enumerate()
+            .for_each(|(o, b)| block(o, b));
     } else {
         for (o, b) in out.chunks_mut(stride).enumerate() {
             block(o, b);
@@ -186,7 +206,11 @@ fn resample_axis(src: &[f64], shape: &[usize], d: usize, out_len: usize, taps: &
 }
 
 /// Resize (opset 10: X, scales; 11 on: X, roi, scales, sizes) and Upsample (X, scales).
-pub fn resize(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn resize(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16, i8, u8, i32, i64]
         => resize_typed::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("does not compute {other}"))))
@@ -213,8 +237,16 @@ fn resize_typed<T: Scalar>(
     };
     let p = Params {
         mode,
-        coord: if legacy { "asymmetric" } else { ctx.attr_str("coordinate_transformation_mode", "half_pixel")? },
-        nearest: if legacy { "floor" } else { ctx.attr_str("nearest_mode", "round_prefer_floor")? },
+        coord: if legacy {
+            "asymmetric"
+        } else {
+            ctx.attr_str("coordinate_transformation_mode", "half_pixel")?
+        },
+        nearest: if legacy {
+            "floor"
+        } else {
+            ctx.attr_str("nearest_mode", "round_prefer_floor")?
+        },
         cubic_a: ctx.attr_float("cubic_coeff_a", -0.75)? as f64,
         exclude_outside: ctx.attr_int("exclude_outside", 0)? != 0,
         extrapolation: ctx.attr_float("extrapolation_value", 0.0)? as f64,
@@ -228,7 +260,11 @@ fn resize_typed<T: Scalar>(
         None => (0..rank).collect(),
     };
     let present = |i: usize| inputs.get(i).filter(|t| !t.is_empty());
-    let (roi_at, scales_at, sizes_at) = if inputs.len() <= 2 { (None, 1, None) } else { (Some(1), 2, Some(3)) };
+    let (roi_at, scales_at, sizes_at) = if inputs.len() <= 2 {
+        (None, 1, None)
+    } else {
+        (Some(1), 2, Some(3))
+    };
     let mut scale = vec![1.0f64; rank];
     let mut roi = vec![(0.0f64, 1.0f64); rank];
     if let Some(t) = roi_at.and_then(present) {
@@ -243,7 +279,9 @@ fn resize_typed<T: Scalar>(
     }
     if sizes_at.and_then(present).is_some() {
         let policy = ctx.attr_str("keep_aspect_ratio_policy", "stretch")?;
-        let ratios = axes.iter().map(|&a| out_shape[a] as f64 / x.shape[a] as f64);
+        let ratios = axes
+            .iter()
+            .map(|&a| out_shape[a] as f64 / x.shape[a] as f64);
         if policy == "stretch" {
             for (&a, r) in axes.iter().zip(ratios) {
                 scale[a] = r;
@@ -253,15 +291,26 @@ fn resize_typed<T: Scalar>(
             let sizes = inputs[3]
                 .slice::<i64>()
                 .map_err(|_| ctx.input_error(3, "sizes are int64"))?;
-            let r = axes.iter().zip(sizes.iter()).map(|(&a, &s)| s as f64 / x.shape[a] as f64);
-            let s = if policy == "not_larger" { r.fold(f64::INFINITY, f64::min) } else { r.fold(0.0, f64::max) };
+            let r = axes
+                .iter()
+                .zip(sizes.iter())
+                .map(|(&a, &s)| s as f64 / x.shape[a] as f64);
+            let s = if policy == "not_larger" {
+                r.fold(f64::INFINITY, f64::min)
+            } else {
+                r.fold(0.0, f64::max)
+            };
             for &a in &axes {
                 scale[a] = s;
             }
         }
     } else if let Some(t) = present(scales_at) {
         let v = read_f64s(t).map_err(|_| ctx.input_error(scales_at, "scales are float"))?;
-        let k = if ctx.op == "Upsample" { rank } else { axes.len() };
+        let k = if ctx.op == "Upsample" {
+            rank
+        } else {
+            axes.len()
+        };
         if v.len() != k {
             return Err(ctx.input_error(scales_at, format!("{} scales for {k} axes", v.len())));
         }
@@ -288,7 +337,10 @@ fn resize_typed<T: Scalar>(
             continue;
         }
         if scale[d] <= 0.0 || !scale[d].is_finite() {
-            return Err(ctx.input_error(scales_at, format!("scale {} for axis {d} is not positive", scale[d])));
+            return Err(ctx.input_error(
+                scales_at,
+                format!("scale {} for axis {d} is not positive", scale[d]),
+            ));
         }
         let taps = axis_taps(&p, scale[d], out_shape[d], shape[d], roi[d]);
         cur = resample_axis(&cur, &shape, d, out_shape[d], &taps, p.extrapolation);
@@ -306,10 +358,15 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(attrs: &[(&str, Attr)], x: Tensor, scales: &[f32]) -> Vec<f32> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         let roi = Tensor::zeroed(crate::npu::DType::F32, &[0]);
         let s = Tensor::from_vec(&[scales.len()], scales);
-        let out = OpRegistry::new().run_on_host("Resize", &attrs, &[x, roi, s], 1).unwrap();
+        let out = OpRegistry::new()
+            .run_on_host("Resize", &attrs, &[x, roi, s], 1)
+            .unwrap();
         out[0].slice::<f32>().unwrap().to_vec()
     }
 
@@ -323,7 +380,10 @@ mod tests {
         assert_eq!(run(&linear, x.clone(), &[1.0, 2.0]), [1.0, 1.5, 2.5, 3.0]);
         let corners = [
             ("mode", Attr::Str("linear".into())),
-            ("coordinate_transformation_mode", Attr::Str("align_corners".into())),
+            (
+                "coordinate_transformation_mode",
+                Attr::Str("align_corners".into()),
+            ),
         ];
         // Scale 1.5 gives 3 outputs; align_corners maps the ends onto the ends.
         assert_eq!(run(&corners, x, &[1.0, 1.5]), [1.0, 2.0, 3.0]);
@@ -334,10 +394,16 @@ mod tests {
         let x = Tensor::from_vec(&[1, 4], &[0.0f32, 1.0, 2.0, 3.0]);
         let cubic = [
             ("mode", Attr::Str("cubic".into())),
-            ("coordinate_transformation_mode", Attr::Str("asymmetric".into())),
+            (
+                "coordinate_transformation_mode",
+                Attr::Str("asymmetric".into()),
+            ),
         ];
         // Keys' kernel reproduces a linear ramp away from the edges.
         let y = run(&cubic, x, &[1.0, 2.0]);
-        assert!((y[3] - 1.5).abs() < 1e-6 && (y[2] - 1.0).abs() < 1e-6, "{y:?}");
+        assert!(
+            (y[3] - 1.5).abs() < 1e-6 && (y[2] - 1.0).abs() < 1e-6,
+            "{y:?}"
+        );
     }
 }

@@ -16,7 +16,11 @@ use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
 const PARALLEL_ELEMS: usize = 1 << 14;
 
 /// Softmax and LogSoftmax (the op name picks which).
-pub fn softmax(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn softmax(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => softmax_typed::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
@@ -40,7 +44,11 @@ fn softmax_typed<T: Scalar>(
         }
         return Ok(());
     }
-    let axis = ctx.axis(ctx.attr_int("axis", if opset >= 13 { -1 } else { 1 })?, shape.len(), "axis")?;
+    let axis = ctx.axis(
+        ctx.attr_int("axis", if opset >= 13 { -1 } else { 1 })?,
+        shape.len(),
+        "axis",
+    )?;
     let outer: usize = shape[..axis].iter().product();
     let (len, inner) = if opset >= 13 {
         (shape[axis], shape[axis + 1..].iter().product())
@@ -96,7 +104,10 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<f32> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         let out = OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap();
         out[0].slice::<f32>().unwrap().to_vec()
     }
@@ -111,12 +122,21 @@ mod tests {
         // [1, 2, 2]: axis 1 pairs (0, ln2) and (0, 0) column-wise.
         let x = Tensor::from_vec(&[1, 2, 2], &[0.0f32, 0.0, ln2, 0.0]);
         let a = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(13))];
-        assert!(close(&run("Softmax", &a, x.clone()), &[1.0 / 3.0, 0.5, 2.0 / 3.0, 0.5]));
+        assert!(close(
+            &run("Softmax", &a, x.clone()),
+            &[1.0 / 3.0, 0.5, 2.0 / 3.0, 0.5]
+        ));
         // Opset 11, axis 1: the 4 trailing values form one row.
         let old = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(11))];
-        assert!(close(&run("Softmax", &old, x.clone()), &[0.2, 0.2, 0.4, 0.2]));
+        assert!(close(
+            &run("Softmax", &old, x.clone()),
+            &[0.2, 0.2, 0.4, 0.2]
+        ));
         let l = run("LogSoftmax", &old, x);
-        assert!(close(&l, &[0.2f32.ln(), 0.2f32.ln(), 0.4f32.ln(), 0.2f32.ln()]));
+        assert!(close(
+            &l,
+            &[0.2f32.ln(), 0.2f32.ln(), 0.4f32.ln(), 0.2f32.ln()]
+        ));
     }
 
     #[test]

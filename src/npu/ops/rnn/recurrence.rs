@@ -71,7 +71,9 @@ fn activations(ctx: &InferCtx, dirs: usize, defaults: &[&str]) -> Result<Vec<Act
     let per_dir = defaults.len();
     let names: Vec<String> = match ctx.attrs.get("activations") {
         Some(crate::npu::Attr::Strs(v)) => v.clone(),
-        _ => (0..dirs).flat_map(|_| defaults.iter().map(|s| s.to_string())).collect(),
+        _ => (0..dirs)
+            .flat_map(|_| defaults.iter().map(|s| s.to_string()))
+            .collect(),
     };
     if names.len() != per_dir * dirs {
         return Err(ctx.attr_error(
@@ -161,7 +163,11 @@ impl Dims {
 }
 
 /// LSTM, GRU and RNN (the op name picks which).
-pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+pub fn recurrence(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
     let kind = match ctx.op {
         "LSTM" => Kind::Lstm,
         "GRU" => Kind::Gru,
@@ -192,7 +198,8 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
         seq,
         batch,
         input: x.shape[2],
-        hidden: usize::try_from(hidden).map_err(|_| ctx.attr_error("hidden_size", "must be >= 0"))?,
+        hidden: usize::try_from(hidden)
+            .map_err(|_| ctx.attr_error("hidden_size", "must be >= 0"))?,
         dirs,
         batch_first,
     };
@@ -203,12 +210,15 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
         let Some(t) = present(i) else { return Ok(None) };
         let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
         if v.len() != len {
-            return Err(ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len())));
+            return Err(
+                ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len()))
+            );
         }
         Ok(Some(v))
     };
     let xv = floats(0, seq * batch * dm.input, "X")?.unwrap_or_default();
-    let w = floats(1, dirs * gh * dm.input, "W")?.ok_or_else(|| ctx.input_error(1, "W is required"))?;
+    let w =
+        floats(1, dirs * gh * dm.input, "W")?.ok_or_else(|| ctx.input_error(1, "W is required"))?;
     let r = floats(2, dirs * gh * h, "R")?.ok_or_else(|| ctx.input_error(2, "R is required"))?;
     let bias = floats(3, dirs * 2 * gh, "B")?.unwrap_or_else(|| vec![0.0; dirs * 2 * gh]);
     let lens: Vec<usize> = match present(4) {
@@ -225,8 +235,16 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
         }
     };
     let init_h = floats(5, dirs * batch * h, "initial_h")?;
-    let init_c = if kind == Kind::Lstm { floats(6, dirs * batch * h, "initial_c")? } else { None };
-    let peep = if kind == Kind::Lstm { floats(7, dirs * 3 * h, "P")? } else { None };
+    let init_c = if kind == Kind::Lstm {
+        floats(6, dirs * batch * h, "initial_c")?
+    } else {
+        None
+    };
+    let peep = if kind == Kind::Lstm {
+        floats(7, dirs * 3 * h, "P")?
+    } else {
+        None
+    };
     let acts = activations(
         ctx,
         dirs,
@@ -257,12 +275,23 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
         let mut xw = vec![0.0f64; rows * gh];
         for row in xw.chunks_mut(gh) {
             for (g, v) in row.iter_mut().enumerate() {
-                let rec = if kind == Kind::Gru && g >= 2 * h { 0.0 } else { rb[g] };
+                let rec = if kind == Kind::Gru && g >= 2 * h {
+                    0.0
+                } else {
+                    rb[g]
+                };
                 *v = wb[g] + rec;
             }
         }
         if rows > 0 && dm.input > 0 {
-            gemm(1.0, Mat::row_major(&xv, rows, dm.input), wd.t(), 1.0, &mut xw, gh);
+            gemm(
+                1.0,
+                Mat::row_major(&xv, rows, dm.input),
+                wd.t(),
+                1.0,
+                &mut xw,
+                gh,
+            );
         }
         let mut hs = vec![0.0f64; batch * h];
         let mut cs = vec![0.0f64; batch * h];
@@ -293,7 +322,14 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
                 }
                 let rh_mat = Mat::row_major(&rd[2 * h * h..], h, h).t();
                 let mut cand = vec![0.0f64; batch * h];
-                gemm(1.0, Mat::row_major(&rh, batch, h), rh_mat, 0.0, &mut cand, h);
+                gemm(
+                    1.0,
+                    Mat::row_major(&rh, batch, h),
+                    rh_mat,
+                    0.0,
+                    &mut cand,
+                    h,
+                );
                 for b in 0..batch {
                     hr[b * gh + 2 * h..][..h].copy_from_slice(&cand[b * h..][..h]);
                 }
@@ -322,7 +358,8 @@ pub fn recurrence(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut
                             hb[j] = (1.0 - z) * n + z * hb[j];
                         }
                         Kind::Lstm => {
-                            let p = |k: usize| peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
+                            let p =
+                                |k: usize| peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
                             let c_prev = cb[j];
                             let i = act[0].apply(clamp(g(0) + p(0) * c_prev));
                             let f = if input_forget {
@@ -364,9 +401,16 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
-        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        let out = OpRegistry::new().run_on_host(op, &attrs, inputs, outs).unwrap();
-        out.iter().map(|t| t.slice::<f32>().unwrap().to_vec()).collect()
+        let attrs: Attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, outs)
+            .unwrap();
+        out.iter()
+            .map(|t| t.slice::<f32>().unwrap().to_vec())
+            .collect()
     }
 
     fn t(shape: &[usize], v: &[f32]) -> Tensor {
@@ -387,7 +431,12 @@ mod tests {
             ("hidden_size", Attr::Int(1)),
             ("activations", Attr::Strs(vec!["Relu".into()])),
         ];
-        let y = run("RNN", &attrs, &[x.clone(), w.clone(), r.clone(), none(), lens.clone()], 2);
+        let y = run(
+            "RNN",
+            &attrs,
+            &[x.clone(), w.clone(), r.clone(), none(), lens.clone()],
+            2,
+        );
         // Y [seq, dirs, batch, hidden]: step 0 (1, 4), step 1 (2.5, 0 past the length).
         assert_eq!(y[0], [1.0, 4.0, 2.5, 0.0]);
         assert_eq!(y[1], [2.5, 4.0]);
