@@ -1,28 +1,48 @@
-//! Neural-network ops: MatMul, Gemm, Conv, the pools, Softmax, the normalizations. Shape
-//! and dtype inference, with ONNX's attribute names and defaults (the importer applies
-//! the opset's defaults; missing attributes here take ONNX's current ones).
+//! Neural-network ops: MatMul, Gemm, Conv, the pools, Softmax, the normalizations,
+//! Resize. Shape and dtype inference lives here, with ONNX's attribute names and
+//! defaults (the importer applies the opset's defaults; missing attributes here take
+//! ONNX's current ones); the CPU compute lives in the submodules, one per kind of kernel.
 
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
+mod conv;
+mod dropout;
+pub(crate) mod gemm;
+mod norm;
+mod pool;
+mod resize;
+pub(crate) mod scalar;
+mod softmax;
+mod window;
+
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    reg.add(OpSpec::new("MatMul", infer_matmul));
-    reg.add(OpSpec::new("Gemm", infer_gemm));
-    reg.add(OpSpec::new("Conv", infer_conv));
-    reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose));
-    reg.add(OpSpec::new("Resize", infer_resize).reading(&[1, 2, 3]));
-    reg.add(OpSpec::new("Upsample", infer_resize).reading(&[1]));
-    reg.add(OpSpec::new("MaxPool", infer_pool));
-    reg.add(OpSpec::new("AveragePool", infer_pool));
-    reg.add(OpSpec::new("LpPool", infer_pool));
-    reg.add(OpSpec::new("GlobalAveragePool", infer_global_pool));
-    reg.add(OpSpec::new("GlobalMaxPool", infer_global_pool));
-    for name in ["Softmax", "LogSoftmax", "LRN", "InstanceNormalization"] {
-        reg.add(OpSpec::new(name, infer_first_input));
-    }
-    reg.add(OpSpec::new("Dropout", infer_dropout));
-    reg.add(OpSpec::new("BatchNormalization", infer_batch_norm));
-    reg.add(OpSpec::new("LayerNormalization", infer_layer_norm));
+    reg.add(OpSpec::new("MatMul", infer_matmul).computes(gemm::matmul));
+    reg.add(OpSpec::new("Gemm", infer_gemm).computes(gemm::gemm_op));
+    reg.add(OpSpec::new("Conv", infer_conv).computes(conv::conv));
+    reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose).computes(conv::conv_transpose));
+    reg.add(
+        OpSpec::new("Resize", infer_resize)
+            .reading(&[1, 2, 3])
+            .computes(resize::resize),
+    );
+    reg.add(
+        OpSpec::new("Upsample", infer_resize)
+            .reading(&[1])
+            .computes(resize::resize),
+    );
+    reg.add(OpSpec::new("MaxPool", infer_pool).computes(pool::max_pool));
+    reg.add(OpSpec::new("AveragePool", infer_pool).computes(pool::average_pool));
+    reg.add(OpSpec::new("LpPool", infer_pool).computes(pool::average_pool));
+    reg.add(OpSpec::new("GlobalAveragePool", infer_global_pool).computes(pool::global_pool));
+    reg.add(OpSpec::new("GlobalMaxPool", infer_global_pool).computes(pool::global_pool));
+    reg.add(OpSpec::new("Softmax", infer_first_input).computes(softmax::softmax));
+    reg.add(OpSpec::new("LogSoftmax", infer_first_input).computes(softmax::softmax));
+    reg.add(OpSpec::new("LRN", infer_first_input).computes(norm::lrn));
+    reg.add(OpSpec::new("InstanceNormalization", infer_first_input).computes(norm::instance_norm));
+    reg.add(OpSpec::new("Dropout", infer_dropout).computes(dropout::dropout));
+    reg.add(OpSpec::new("BatchNormalization", infer_batch_norm).computes(norm::batch_norm));
+    reg.add(OpSpec::new("LayerNormalization", infer_layer_norm).computes(norm::layer_norm));
 }
 
 /// Outputs that have input 0's shape and dtype (Dropout's optional mask aside).

@@ -1,4 +1,5 @@
-//! Recurrent ops: LSTM, GRU, RNN. Shape and dtype inference.
+//! Recurrent ops: LSTM, GRU, RNN. Shape and dtype inference here; the compute in
+//! `recurrence.rs`.
 //!
 //! X is [seq, batch, input] (or [batch, seq, input] with `layout` 1); W's first dim is
 //! `num_directions * gates * hidden`. Outputs: Y [seq, dirs, batch, hidden] (layout 1:
@@ -7,10 +8,12 @@
 
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
 
+mod recurrence;
+
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for name in ["LSTM", "GRU", "RNN"] {
-        reg.add(OpSpec::new(name, infer_rnn));
+        reg.add(OpSpec::new(name, infer_rnn).computes(recurrence::recurrence));
     }
 }
 
