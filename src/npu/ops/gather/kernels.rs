@@ -217,18 +217,14 @@ fn slice_offsets(
     let block: usize = dshape[batch + k..].iter().product();
     let per_batch: usize = ishape[batch..ishape.len() - 1].iter().product();
     let batch_stride: usize = dshape[batch..].iter().product();
-    let tuples = if k == 0 {
-        idx.len().max(ishape[..ishape.len() - 1].iter().product())
-    } else {
-        idx.len() / k
-    };
+    // With k = 0 every tuple is empty and picks its whole batch slice.
+    let tuples = idx
+        .len()
+        .checked_div(k)
+        .unwrap_or_else(|| ishape[..ishape.len() - 1].iter().product());
     let mut out = Vec::with_capacity(tuples);
     for t in 0..tuples {
-        let mut at = if per_batch == 0 {
-            0
-        } else {
-            (t / per_batch) * batch_stride
-        };
+        let mut at = t.checked_div(per_batch).unwrap_or(0) * batch_stride;
         for (j, &i) in idx[t * k..(t + 1) * k].iter().enumerate() {
             let dim = dshape[batch + j];
             let r = resolve(i, dim).ok_or_else(|| {
@@ -551,7 +547,7 @@ mod tests {
         let y = run(
             "ScatterElements",
             &[data.clone(), idx.clone(), upd.clone()],
-            &[axis.clone()],
+            std::slice::from_ref(&axis),
         );
         assert_eq!(y.slice::<f32>().unwrap(), [1.0, 4.0, 1.0, 3.0]);
         let add = ("reduction", Attr::Str("add".into()));
@@ -591,7 +587,13 @@ mod tests {
         let y = run("Compress", &[iota(&[2, 2]), cond], &[]);
         assert_eq!(y.slice::<i32>().unwrap(), [1]);
         let x = Tensor::from_vec(&[5], &[2.0f32, 1.0, 2.0, 3.0, 1.0]);
-        let ys = run_n("Unique", &[x.clone()], &[("sorted", Attr::Int(0))], 4).unwrap();
+        let ys = run_n(
+            "Unique",
+            std::slice::from_ref(&x),
+            &[("sorted", Attr::Int(0))],
+            4,
+        )
+        .unwrap();
         assert_eq!(ys[0].slice::<f32>().unwrap(), [2.0, 1.0, 3.0]);
         assert_eq!(ys[1].slice::<i64>().unwrap(), [0, 1, 3]);
         assert_eq!(ys[2].slice::<i64>().unwrap(), [0, 1, 0, 2, 1]);

@@ -11,6 +11,7 @@
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+use crate::npu::DType;
 use crate::npu::ops::reduce::accumulate::{Acc, Num};
 use crate::npu::ops::shape::args::{input, output};
 use crate::npu::ops::shape::indices::{ints, optional_ints};
@@ -144,6 +145,17 @@ pub fn reduce(
     let x = input(ctx, inputs, 0)?;
     let mark = reduced_axes(ctx, inputs, x.rank())?;
     let y = output(ctx, outputs, 0)?;
+    if x.dtype == DType::Bool {
+        // Max is any and Min is all; as bytes, an empty Min gives 255, which is true.
+        if !matches!(kind, Kind::Max | Kind::Min) {
+            return Err(ctx.input_error(0, format!("bool has no {}", ctx.op)));
+        }
+        reduce_typed::<u8>(ctx, kind, x, &mark, y)?;
+        for v in y.slice_mut::<u8>()? {
+            *v = (*v != 0) as u8;
+        }
+        return Ok(());
+    }
     crate::dispatch!(x.dtype, T in [f32, f64, f16, bf16, i32, i64, u32, u64, i8, u8, i16, u16] =>
         reduce_typed::<T>(ctx, kind, x, &mark, y),
         other => Err(ctx.input_error(0, format!("{other} cannot be reduced"))))
@@ -173,7 +185,7 @@ fn reduce_typed<T: Num>(
         fold(&data, l, &mut m, &[], |a, v, _| a.maximum(v));
         for s in &mut m {
             // An all -inf (or empty) row has nothing to shift by.
-            if !(*s > T::lowest().to_acc()) || s.is_nan() {
+            if (*s).partial_cmp(&T::lowest().to_acc()) != Some(std::cmp::Ordering::Greater) {
                 *s = <T::Acc as Acc>::ZERO;
             }
         }
@@ -229,6 +241,13 @@ fn fold<T: Num>(
             let o = first + k;
             let block = &x[o * l.reduced * l.inner..(o + 1) * l.reduced * l.inner];
             let s = shift.get(o * l.inner..(o + 1) * l.inner);
+            // Reducing the last axis (the common case: LayerNorm's mean, a softmax's
+            // max) folds one contiguous block into one accumulator.
+            if let [a] = a {
+                let s = s.map_or(zero, |s| s[0]);
+                *a = block.iter().fold(*a, |a, &v| f(a, v.to_acc(), s));
+                continue;
+            }
             for row in block.chunks_exact(l.inner) {
                 for (i, (a, &v)) in a.iter_mut().zip(row).enumerate() {
                     *a = f(*a, v.to_acc(), s.map_or(zero, |s| s[i]));
@@ -457,11 +476,13 @@ mod tests {
         assert_eq!(&y.slice::<f32>().unwrap()[..2], [1.5, 5.5]);
         let x = Tensor::from_vec(&[2], &[3.0f32, 4.0]);
         assert_eq!(
-            run("ReduceL2", &[x.clone()], &[]).slice::<f32>().unwrap(),
+            run("ReduceL2", std::slice::from_ref(&x), &[])
+                .slice::<f32>()
+                .unwrap(),
             [5.0]
         );
         assert_eq!(
-            run("ReduceSumSquare", &[x.clone()], &[])
+            run("ReduceSumSquare", std::slice::from_ref(&x), &[])
                 .slice::<f32>()
                 .unwrap(),
             [25.0]
@@ -479,15 +500,21 @@ mod tests {
         let x = Tensor::zeroed(crate::npu::DType::F32, &[2, 0]);
         let ax = [("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))];
         assert_eq!(
-            run("ReduceSum", &[x.clone()], &ax).slice::<f32>().unwrap(),
+            run("ReduceSum", std::slice::from_ref(&x), &ax)
+                .slice::<f32>()
+                .unwrap(),
             [0.0, 0.0]
         );
         assert_eq!(
-            run("ReduceProd", &[x.clone()], &ax).slice::<f32>().unwrap(),
+            run("ReduceProd", std::slice::from_ref(&x), &ax)
+                .slice::<f32>()
+                .unwrap(),
             [1.0, 1.0]
         );
         assert_eq!(
-            run("ReduceMax", &[x.clone()], &ax).slice::<f32>().unwrap(),
+            run("ReduceMax", std::slice::from_ref(&x), &ax)
+                .slice::<f32>()
+                .unwrap(),
             [f32::NEG_INFINITY; 2]
         );
         let i = Tensor::zeroed(crate::npu::DType::I32, &[1, 0]);
@@ -510,14 +537,35 @@ mod tests {
     }
 
     #[test]
+    fn bools_reduce_as_any_and_all() {
+        let b = Tensor::from_vec(&[2, 2], &[1u8, 0, 1, 1]);
+        let b = Tensor {
+            dtype: DType::Bool,
+            ..b
+        };
+        let ax = [("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))];
+        assert_eq!(
+            run("ReduceMin", std::slice::from_ref(&b), &ax)
+                .slice::<u8>()
+                .unwrap(),
+            [0, 1]
+        );
+        assert_eq!(run("ReduceMax", &[b], &ax).slice::<u8>().unwrap(), [1, 1]);
+    }
+
+    #[test]
     fn arg_extremes_break_ties_by_index() {
         let x = Tensor::from_vec(&[2, 3], &[1.0f32, 5.0, 5.0, 7.0, 2.0, 7.0]);
-        let y = run("ArgMax", &[x.clone()], &[("axis", Attr::Int(1))]);
+        let y = run(
+            "ArgMax",
+            std::slice::from_ref(&x),
+            &[("axis", Attr::Int(1))],
+        );
         assert_eq!(y.shape, [2, 1]);
         assert_eq!(y.slice::<i64>().unwrap(), [1, 0]);
         let y = run(
             "ArgMax",
-            &[x.clone()],
+            std::slice::from_ref(&x),
             &[("axis", Attr::Int(1)), ("select_last_index", Attr::Int(1))],
         );
         assert_eq!(y.slice::<i64>().unwrap(), [2, 2]);

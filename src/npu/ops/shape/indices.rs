@@ -12,6 +12,7 @@ use crate::npu::ops::TensorRef;
 
 /// The elements of an integer (or bool) tensor as i64; `None` for a float type. A u64
 /// above i64's range wraps, as numpy's cast does.
+#[allow(clippy::unnecessary_cast)] // one body for every type, i64 included
 pub fn ints(t: &TensorRef) -> Option<Vec<i64>> {
     if t.dtype == DType::Bool {
         return Some(t.slice::<u8>().ok()?.iter().map(|&v| v as i64).collect());

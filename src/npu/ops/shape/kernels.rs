@@ -321,7 +321,12 @@ mod tests {
     #[test]
     fn shape_size_expand() {
         let x = iota(&[2, 3, 4]);
-        let y = run("Shape", &[x.clone()], &[("start", Attr::Int(-2))]).unwrap();
+        let y = run(
+            "Shape",
+            std::slice::from_ref(&x),
+            &[("start", Attr::Int(-2))],
+        )
+        .unwrap();
         assert_eq!(y.slice::<i64>().unwrap(), [3, 4]);
         let y = run("Size", &[x], &[]).unwrap();
         assert_eq!(y.slice::<i64>().unwrap(), [24]);

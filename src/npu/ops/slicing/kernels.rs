@@ -213,14 +213,14 @@ pub fn pad(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> R
         begin[a] = pads[k];
     }
     let mut maps: Vec<Vec<Option<usize>>> = Vec::with_capacity(rank);
-    for a in 0..rank {
+    for (a, &begin) in begin.iter().enumerate() {
         let (dim, out) = (x.shape[a] as i64, y.shape.get(a).copied().unwrap_or(0));
         if dim == 0 && out > 0 && mode != "constant" {
             return Err(ctx.input_error(0, format!("{mode} cannot pad the empty axis {a}")));
         }
         maps.push(
             (0..out as i64)
-                .map(|o| pad_source(mode, o, begin[a], dim))
+                .map(|o| pad_source(mode, o, begin, dim))
                 .collect(),
         );
     }
@@ -604,7 +604,7 @@ mod tests {
     fn depth_and_space_round_trip() {
         let x = iota(&[1, 8, 1, 1]);
         let bs = [("blocksize", Attr::Int(2))];
-        let y = run("DepthToSpace", &[x.clone()], &bs);
+        let y = run("DepthToSpace", std::slice::from_ref(&x), &bs);
         assert_eq!(y.shape, [1, 2, 2, 2]);
         // DCR: channel (b1 * 2 + b2) * 2 + c lands at pixel (b1, b2) of channel c.
         assert_eq!(y.slice::<i32>().unwrap(), [0, 2, 4, 6, 1, 3, 5, 7]);
@@ -613,7 +613,7 @@ mod tests {
             ("mode", Attr::Str("CRD".into())),
         ];
         assert_eq!(
-            run("DepthToSpace", &[x.clone()], &crd)
+            run("DepthToSpace", std::slice::from_ref(&x), &crd)
                 .slice::<i32>()
                 .unwrap(),
             [0, 1, 2, 3, 4, 5, 6, 7]
