@@ -356,6 +356,21 @@ mod tests {
     }
 
     #[test]
+    fn large_gathers_and_concats_match_the_definition() {
+        // Big enough for the parallel block chunks.
+        let x = iota(&[400, 100]);
+        let idx: Vec<i64> = (0..400).rev().collect();
+        let y = run("Gather", &[x.clone(), Tensor::from_vec(&[400], &idx)], &[]).unwrap();
+        let got = y.slice::<i32>().unwrap();
+        assert_eq!(&got[..2], [39900, 39901]);
+        assert_eq!(got[39999], 99);
+        let y = run("Concat", &[x.clone(), x], &[("axis", Attr::Int(1))]).unwrap();
+        let got = y.slice::<i32>().unwrap();
+        assert_eq!(y.shape, [400, 200]);
+        assert_eq!((got[100], got[200], got[79999]), (0, 100, 39999));
+    }
+
+    #[test]
     fn constant_of_shape_fills_the_value() {
         let value = crate::npu::HostTensor {
             dtype: DType::I32,

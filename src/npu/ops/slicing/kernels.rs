@@ -572,6 +572,38 @@ mod tests {
     }
 
     #[test]
+    fn large_pads_and_slices_match_the_definition() {
+        // Big enough for the parallel row chunks.
+        let (h, w) = (300usize, 200usize);
+        let x = iota(&[h, w]);
+        let pads = i64s(&[3, -2, 4, 5]);
+        let y = run(
+            "Pad",
+            &[x.clone(), pads],
+            &[("mode", Attr::Str("reflect".into()))],
+        );
+        assert_eq!(y.shape, [h + 7, w + 3]);
+        let reflect = |i: i64, n: i64| {
+            let m = i.rem_euclid(2 * (n - 1));
+            if m < n { m } else { 2 * (n - 1) - m }
+        };
+        let got = y.slice::<i32>().unwrap();
+        for (k, &v) in got.iter().enumerate() {
+            let (r, c) = ((k / (w + 3)) as i64, (k % (w + 3)) as i64);
+            let (sr, sc) = (reflect(r - 3, h as i64), reflect(c + 2, w as i64));
+            assert_eq!(v as i64, sr * w as i64 + sc, "at {r},{c}");
+        }
+        let y = run(
+            "Slice",
+            &[x, i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[1]), i64s(&[-1])],
+            &[],
+        );
+        let got = y.slice::<i32>().unwrap();
+        assert_eq!(&got[..3], [199, 198, 197]);
+        assert_eq!(got[w], 399);
+    }
+
+    #[test]
     fn range_nonzero_trilu() {
         let s = |v: i32| Tensor::from_vec(&[], &[v]);
         let y = run("Range", &[s(10), s(4), s(-3)], &[]);
