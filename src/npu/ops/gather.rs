@@ -1,5 +1,8 @@
 //! Indexing ops: GatherElements, GatherND, ScatterElements, ScatterND (and GE's
-//! TensorScatterUpdate), OneHot, Compress and Unique. Shape and dtype inference.
+//! TensorScatterUpdate), OneHot, Compress and Unique. Shape and dtype inference here,
+//! compute in [`kernels`].
+
+mod kernels;
 
 use crate::npu::DType;
 use crate::npu::ops::shape::int_values;
@@ -7,19 +10,31 @@ use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    reg.add(OpSpec::new("GatherElements", infer_gather_elements));
-    reg.add(OpSpec::new("GatherND", infer_gather_nd));
-    for name in [
-        "ScatterElements",
-        "ScatterND",
-        "TensorScatterUpdate",
-        "Scatter",
-    ] {
-        reg.add(OpSpec::new(name, infer_scatter));
+    use kernels as k;
+    reg.add(OpSpec::new("GatherElements", infer_gather_elements).computes(k::gather_elements));
+    reg.add(OpSpec::new("GatherND", infer_gather_nd).computes(k::gather_nd));
+    for name in ["ScatterElements", "Scatter"] {
+        reg.add(OpSpec::new(name, infer_scatter).computes(k::scatter_elements));
     }
-    reg.add(OpSpec::new("OneHot", infer_one_hot).reading(&[1]));
-    reg.add(OpSpec::new("Compress", infer_compress).data_dependent());
-    reg.add(OpSpec::new("Unique", infer_unique).data_dependent());
+    // GE's TensorScatterUpdate is TensorFlow's: ScatterND without a reduction.
+    for name in ["ScatterND", "TensorScatterUpdate"] {
+        reg.add(OpSpec::new(name, infer_scatter).computes(k::scatter_nd));
+    }
+    reg.add(
+        OpSpec::new("OneHot", infer_one_hot)
+            .reading(&[1])
+            .computes(k::one_hot),
+    );
+    reg.add(
+        OpSpec::new("Compress", infer_compress)
+            .data_dependent()
+            .computes_alloc(k::compress),
+    );
+    reg.add(
+        OpSpec::new("Unique", infer_unique)
+            .data_dependent()
+            .computes_alloc(k::unique),
+    );
 }
 
 fn require_indices(ctx: &InferCtx, i: usize) -> Result<(), OpError> {

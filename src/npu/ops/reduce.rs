@@ -1,9 +1,13 @@
-//! Reductions (ReduceSum, ReduceMean, ... ), ArgMax/ArgMin, CumSum. Shape and dtype
-//! inference.
+//! Reductions (ReduceSum, ReduceMean, ... ), ArgMax/ArgMin, CumSum and CumProd. Shape
+//! and dtype inference here, compute in [`kernels`], the element arithmetic they share
+//! (also with the scatter reductions) in [`accumulate`].
 //!
 //! Reduction axes come from the `axes` attribute, or from input 1 in later opsets
 //! (ReduceSum from 13, the others from 18). No axes reduce every axis, unless
 //! `noop_with_empty_axes` is set. `keepdims` (default 1) keeps reduced axes as 1.
+
+pub(crate) mod accumulate;
+mod kernels;
 
 use crate::npu::DType;
 use crate::npu::ops::shape::int_values;
@@ -25,12 +29,18 @@ const REDUCTIONS: &[&str] = &[
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for &name in REDUCTIONS {
-        reg.add(OpSpec::new(name, infer_reduce).reading(&[1]));
+        reg.add(
+            OpSpec::new(name, infer_reduce)
+                .reading(&[1])
+                .computes(kernels::reduce),
+        );
     }
     for name in ["ArgMax", "ArgMin"] {
-        reg.add(OpSpec::new(name, infer_arg));
+        reg.add(OpSpec::new(name, infer_arg).computes(kernels::arg_extreme));
     }
-    reg.add(OpSpec::new("CumSum", infer_cumsum));
+    for name in ["CumSum", "CumProd"] {
+        reg.add(OpSpec::new(name, infer_cumsum).computes(kernels::cumulative));
+    }
 }
 
 /// Normalized, checked axes for `rank`.

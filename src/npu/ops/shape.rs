@@ -1,10 +1,17 @@
 //! Shape-manipulation ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-//! Shape, Size, Expand, Gather, ConstantOfShape. Shape and dtype inference.
+//! Shape, Size, Expand, Gather, ConstantOfShape. Shape and dtype inference here, compute
+//! in [`kernels`]; [`movement`], [`indices`] and [`args`] are what every data-movement
+//! kernel of the library shares (strided copies, index reading, checked argument access).
 //!
 //! Several of these read an input's *value* (Reshape's target shape, Expand's shape,
 //! Squeeze's and Unsqueeze's axes from opset 13). When lowering knows that value (a
 //! constant) the output shape is known; otherwise inference gives what the shapes alone
 //! tell (often the rank) and the rest is found at run time.
+
+pub(crate) mod args;
+pub(crate) mod indices;
+mod kernels;
+pub(crate) mod movement;
 
 use crate::npu::ops::elementwise::broadcast;
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
@@ -12,17 +19,38 @@ use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    reg.add(OpSpec::new("Reshape", infer_reshape).reading(&[1]));
-    reg.add(OpSpec::new("Flatten", infer_flatten));
-    reg.add(OpSpec::new("Squeeze", infer_squeeze).reading(&[1]));
-    reg.add(OpSpec::new("Unsqueeze", infer_unsqueeze).reading(&[1]));
-    reg.add(OpSpec::new("Transpose", infer_transpose));
-    reg.add(OpSpec::new("Concat", infer_concat));
-    reg.add(OpSpec::new("Shape", infer_shape_op));
-    reg.add(OpSpec::new("Size", infer_size));
-    reg.add(OpSpec::new("Expand", infer_expand).reading(&[1]));
-    reg.add(OpSpec::new("Gather", infer_gather));
-    reg.add(OpSpec::new("ConstantOfShape", infer_constant_of_shape).reading(&[0]));
+    use kernels as k;
+    reg.add(
+        OpSpec::new("Reshape", infer_reshape)
+            .reading(&[1])
+            .computes(k::copy_through),
+    );
+    reg.add(OpSpec::new("Flatten", infer_flatten).computes(k::copy_through));
+    reg.add(
+        OpSpec::new("Squeeze", infer_squeeze)
+            .reading(&[1])
+            .computes(k::copy_through),
+    );
+    reg.add(
+        OpSpec::new("Unsqueeze", infer_unsqueeze)
+            .reading(&[1])
+            .computes(k::copy_through),
+    );
+    reg.add(OpSpec::new("Transpose", infer_transpose).computes(k::transpose));
+    reg.add(OpSpec::new("Concat", infer_concat).computes(k::concat));
+    reg.add(OpSpec::new("Shape", infer_shape_op).computes(k::shape));
+    reg.add(OpSpec::new("Size", infer_size).computes(k::size));
+    reg.add(
+        OpSpec::new("Expand", infer_expand)
+            .reading(&[1])
+            .computes(k::expand),
+    );
+    reg.add(OpSpec::new("Gather", infer_gather).computes(k::gather));
+    reg.add(
+        OpSpec::new("ConstantOfShape", infer_constant_of_shape)
+            .reading(&[0])
+            .computes(k::constant_of_shape),
+    );
 }
 
 /// The integer values of a host tensor (int64 or int32).

@@ -1,25 +1,57 @@
 //! Ops that cut, repeat, pad or generate: Slice, Split, Tile, Pad, Range, NonZero, TopK,
-//! DepthToSpace, SpaceToDepth, Trilu. Shape and dtype inference.
+//! DepthToSpace, SpaceToDepth, Trilu. Shape and dtype inference here, compute in
+//! [`kernels`].
 //!
 //! Most read an input's value (Slice's starts and ends, Tile's repeats, Pad's pads, TopK's
 //! k, Range's bounds); without it the output's rank is still known. NonZero's output shape
 //! depends on the data itself and is only known after it has run.
+
+mod kernels;
 
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 use crate::npu::{Attr, DType, HostTensor};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    reg.add(OpSpec::new("Slice", infer_slice).reading(&[1, 2, 3, 4]));
-    reg.add(OpSpec::new("Split", infer_split).reading(&[1]));
-    reg.add(OpSpec::new("Tile", infer_tile).reading(&[1]));
-    reg.add(OpSpec::new("Pad", infer_pad).reading(&[1, 3]));
-    reg.add(OpSpec::new("Range", infer_range).reading(&[0, 1, 2]));
-    reg.add(OpSpec::new("NonZero", infer_nonzero).data_dependent());
-    reg.add(OpSpec::new("TopK", infer_topk).reading(&[1]));
-    reg.add(OpSpec::new("DepthToSpace", infer_depth_to_space));
-    reg.add(OpSpec::new("SpaceToDepth", infer_space_to_depth));
-    reg.add(OpSpec::new("Trilu", infer_trilu));
+    use kernels as k;
+    reg.add(
+        OpSpec::new("Slice", infer_slice)
+            .reading(&[1, 2, 3, 4])
+            .computes(k::slice),
+    );
+    reg.add(
+        OpSpec::new("Split", infer_split)
+            .reading(&[1])
+            .computes(k::split),
+    );
+    reg.add(
+        OpSpec::new("Tile", infer_tile)
+            .reading(&[1])
+            .computes(k::tile),
+    );
+    reg.add(
+        OpSpec::new("Pad", infer_pad)
+            .reading(&[1, 3])
+            .computes(k::pad),
+    );
+    reg.add(
+        OpSpec::new("Range", infer_range)
+            .reading(&[0, 1, 2])
+            .computes(k::range),
+    );
+    reg.add(
+        OpSpec::new("NonZero", infer_nonzero)
+            .data_dependent()
+            .computes_alloc(k::nonzero),
+    );
+    reg.add(
+        OpSpec::new("TopK", infer_topk)
+            .reading(&[1])
+            .computes(k::top_k),
+    );
+    reg.add(OpSpec::new("DepthToSpace", infer_depth_to_space).computes(k::depth_to_space));
+    reg.add(OpSpec::new("SpaceToDepth", infer_space_to_depth).computes(k::space_to_depth));
+    reg.add(OpSpec::new("Trilu", infer_trilu).computes(k::trilu));
 }
 
 fn unknown_like(x: &TensorMeta) -> Option<Vec<i64>> {
@@ -75,8 +107,8 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         if step == 0 {
             return Err(ctx.input_error(4, "a step is 0"));
         }
-        if dim < 0 {
-            out[a] = UNKNOWN;
+        if dim <= 0 {
+            out[a] = dim;
             continue;
         }
         // ONNX's clamping: negative indices count from the end; then clamp to the range
