@@ -9,6 +9,7 @@
 //! parallel when there is enough work. Float types compute in f32 (f64 for float64) and
 //! round once per output element.
 
+use half::{bf16, f16};
 use rayon::prelude::*;
 
 use crate::dispatch;
@@ -121,6 +122,17 @@ fn geometry(ctx: &InferCtx) -> Result<Option<Geometry>, OpError> {
             three_d: false,
         }
     };
+    // V must have K's batch, heads (4-D) and sequence; Q must have their batch.
+    let (kv_seq_at, heads_at) = if g.three_d { (1, None) } else { (2, Some(1)) };
+    let clash = |a: i64, b: i64| a >= 0 && b >= 0 && a != b;
+    if clash(v[kv_seq_at], k[kv_seq_at])
+        || heads_at.is_some_and(|h| clash(v[h], k[h]))
+        || clash(v[0], k[0])
+        || clash(q[0], k[0])
+        || (!g.three_d && clash(q[3], k[3]))
+    {
+        return Err(ctx.input_error(2, format!("Q {q:?}, K {k:?} and V {v:?} do not agree")));
+    }
     if g.q_heads > 0 && g.kv_heads > 0 && g.q_heads % g.kv_heads != 0 {
         return Err(ctx.input_error(
             1,
@@ -292,8 +304,6 @@ fn compute_attention(
     dispatch!(inputs[0].dtype, T in [f32, f16, bf16, f64] => attention::<T>(ctx, inputs, outputs),
         other => Err(not_float(ctx, 0, other)))
 }
-
-use half::{bf16, f16};
 
 fn attention<T: Real>(
     ctx: &InferCtx,
@@ -563,7 +573,7 @@ fn rotary<T: Real>(
         [b, h, s, d] => (b, h, s, d, false),
         [b, s, hidden] => {
             let h = usize::try_from(ctx.attr_int("num_heads", 0)?).unwrap_or(0);
-            if h == 0 || hidden % h != 0 {
+            if h == 0 || !hidden.is_multiple_of(h) {
                 return Err(
                     ctx.attr_error("num_heads", format!("does not divide hidden size {hidden}"))
                 );
@@ -591,11 +601,22 @@ fn rotary<T: Real>(
         inputs[i].slice::<T>()
     };
     let (cos, sin) = (read(1)?, read(2)?);
-    if inputs[1].shape != inputs[2].shape || inputs[1].shape.last() != Some(&half) {
+    let rank = if inputs
+        .get(3)
+        .is_some_and(|t| !(t.rank() == 1 && t.is_empty()))
+    {
+        2
+    } else {
+        3
+    };
+    if inputs[1].shape != inputs[2].shape
+        || inputs[1].rank() != rank
+        || inputs[1].shape.last() != Some(&half)
+    {
         return Err(ctx.input_error(
             1,
             format!(
-                "cos {:?} and sin {:?} caches must end in rotary_embedding_dim / 2 = {half}",
+                "cos {:?} and sin {:?} caches must be {rank}-D and end in rotary_embedding_dim / 2 = {half}",
                 inputs[1].shape, inputs[2].shape
             ),
         ));

@@ -128,7 +128,9 @@ fn loss<T: Real>(
     }
     // Each element's weighted loss, and the weight that applied to it (for `mean`).
     let mut losses = vec![T::Acc::ZERO; n * inner];
-    let mut weight_sum = T::Acc::ZERO;
+    // The reductions add up to N * d1 * ... terms: they accumulate in f64, so a long
+    // sum in f32 does not drift from the reference's pairwise one.
+    let mut weight_sum = 0.0f64;
     for b in 0..n {
         for d in 0..inner {
             let at = b * inner + d;
@@ -142,14 +144,14 @@ fn loss<T: Real>(
                 .ok_or_else(|| ctx.input_error(1, format!("label {label} is outside 0..{c}")))?;
             let w = weights.as_ref().map_or(T::Acc::ONE, |w| w[class]);
             losses[at] = -(x[(b * c + class) * inner + d]) * w;
-            weight_sum += w;
+            weight_sum += w.to_f64();
         }
     }
     let out = outputs[0].slice_mut::<T>()?;
     match reduction(ctx)? {
         Reduction::None => crate::npu::ops::linalg::narrow_into::<T>(&losses, out),
         r => {
-            let sum = losses.iter().fold(T::Acc::ZERO, |s, &l| s + l);
+            let sum: f64 = losses.iter().map(|l| l.to_f64()).sum();
             // All ignored: 0/0, NaN, as the reference gives.
             let v = if r == Reduction::Mean {
                 sum / weight_sum
@@ -157,7 +159,7 @@ fn loss<T: Real>(
                 sum
             };
             if let Some(o) = out.first_mut() {
-                *o = T::narrow(v);
+                *o = T::narrow(T::Acc::from_f64(v));
             }
         }
     }

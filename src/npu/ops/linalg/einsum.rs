@@ -152,8 +152,8 @@ fn display(l: usize) -> String {
 /// elsewhere.
 fn label_sizes(eq: &Equation, shapes: &[&[i64]]) -> Result<Vec<i64>, String> {
     let mut size = vec![1i64; ELLIPSIS_BASE * 2];
-    let mut seen = vec![false; ELLIPSIS_BASE * 2];
-    let mut unknown = vec![false; ELLIPSIS_BASE * 2];
+    let mut seen = [false; ELLIPSIS_BASE * 2];
+    let mut unknown = [false; ELLIPSIS_BASE * 2];
     for (labels, shape) in eq.inputs.iter().zip(shapes) {
         for (&l, &d) in labels.iter().zip(shape.iter()) {
             if d < 0 {
@@ -531,13 +531,20 @@ mod tests {
         // Transposed result: (AB)^T.
         let t = run("ij,jk->ki", &[a.clone(), b]);
         assert_eq!(t.slice::<f64>().unwrap(), &[19.0, 43.0, 22.0, 50.0]);
-        assert_eq!(run("ii", &[a.clone()]).slice::<f64>().unwrap(), &[5.0]);
         assert_eq!(
-            run("ii->i", &[a.clone()]).slice::<f64>().unwrap(),
+            run("ii", std::slice::from_ref(&a)).slice::<f64>().unwrap(),
+            &[5.0]
+        );
+        assert_eq!(
+            run("ii->i", std::slice::from_ref(&a))
+                .slice::<f64>()
+                .unwrap(),
             &[1.0, 4.0]
         );
         assert_eq!(
-            run("ij->j", &[a.clone()]).slice::<f64>().unwrap(),
+            run("ij->j", std::slice::from_ref(&a))
+                .slice::<f64>()
+                .unwrap(),
             &[4.0, 6.0]
         );
         // Outer product, then a three-operand chain sum: sum_ijk a_ij b_j c_k.

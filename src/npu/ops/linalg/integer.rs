@@ -101,6 +101,9 @@ fn compute_matmul_integer(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let (at, bt) = (&inputs[0], &inputs[1]);
+    if at.rank() == 0 || bt.rank() == 0 {
+        return Err(ctx.input_error(0, "operands must be at least 1-D"));
+    }
     let a_dims: Vec<usize> = if at.rank() == 1 {
         vec![1, at.shape[0]]
     } else {
@@ -113,6 +116,12 @@ fn compute_matmul_integer(
     };
     let (m, k) = (a_dims[a_dims.len() - 2], a_dims[a_dims.len() - 1]);
     let n = b_dims[b_dims.len() - 1];
+    if b_dims[b_dims.len() - 2] != k {
+        return Err(ctx.input_error(
+            1,
+            format!("inner dims differ: {:?} x {:?}", at.shape, bt.shape),
+        ));
+    }
     let (za, zb) = (zero_point(ctx, inputs, 2)?, zero_point(ctx, inputs, 3)?);
     if za.len() != 1 && za.len() != m {
         return Err(ctx.input_error(2, format!("{} zero points for {m} rows", za.len())));
@@ -191,8 +200,11 @@ fn conv_geometry(ctx: &InferCtx, input: &[i64], kernel: &[i64]) -> Result<Conv, 
             format!("do not fit {n} spatial dims"),
         ));
     }
-    if strides.iter().chain(&dilations).any(|&v| v < 1) {
-        return Err(ctx.attr_error("strides/dilations", "must be positive"));
+    if strides.iter().chain(&dilations).any(|&v| v < 1) || pads.iter().any(|&p| p < 0) {
+        return Err(ctx.attr_error(
+            "strides/dilations/pads",
+            "strides and dilations are positive, pads not negative",
+        ));
     }
     let auto_pad = ctx.attr_str("auto_pad", "NOTSET")?;
     let mut out = Vec::with_capacity(n);
@@ -281,7 +293,7 @@ fn compute_conv_integer(
     let per_group = wt.shape[1];
     if group == 0
         || channels != per_group * group
-        || m % group != 0
+        || !m.is_multiple_of(group)
         || kernel != i64s(&wt.shape[2..])
     {
         return Err(ctx.input_error(

@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use crate::dispatch;
 use crate::npu::Attr;
 use crate::npu::DType;
-use crate::npu::ops::linalg::{Acc, Real, absent, index_values, not_float};
+use crate::npu::ops::linalg::{Acc, Real, index_values, not_float};
 use crate::npu::ops::tensor::{TensorMut, TensorRef};
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
@@ -361,7 +361,7 @@ fn col2im<T: Real>(
     let image: Vec<usize> = outputs[0].shape[2..].to_vec();
     let block = index_values(ctx, &inputs[2], 2)?;
     let n = image.len();
-    if x.rank() != 3 || block.len() != n || absent(ctx.inputs.get(2)) {
+    if x.rank() != 3 || block.len() != n {
         return Err(ctx.input_error(2, "block shape does not fit the image"));
     }
     let block: Vec<usize> = block.iter().map(|&b| b.max(1) as usize).collect();
@@ -382,7 +382,7 @@ fn col2im<T: Real>(
     let (batch, cols, l) = (x.shape[0], x.shape[1], x.shape[2]);
     let k: usize = block.iter().product();
     let positions: usize = grid.iter().product();
-    if l != positions || cols % k != 0 {
+    if l != positions || !cols.is_multiple_of(k) {
         return Err(ctx.input_error(
             0,
             format!(
@@ -457,7 +457,7 @@ mod tests {
         let y = run(
             "EyeLike",
             &[("k", Attr::Int(1)), ("dtype", Attr::DType(DType::F32))],
-            &[x.clone()],
+            std::slice::from_ref(&x),
         );
         assert_eq!(y.slice::<f32>().unwrap(), &[0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
         let y = run("EyeLike", &[("k", Attr::Int(-1))], &[x]);

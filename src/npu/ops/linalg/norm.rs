@@ -214,7 +214,7 @@ fn group<T: Real>(
     }
     let groups = usize::try_from(ctx.attr_int("num_groups", 0)?).unwrap_or(0);
     let c = xt.shape[1];
-    if groups == 0 || c % groups != 0 {
+    if groups == 0 || !c.is_multiple_of(groups) {
         return Err(ctx.attr_error(
             "num_groups",
             format!("{groups} does not divide {c} channels"),
@@ -329,7 +329,11 @@ mod tests {
         let r = 12.5f32.sqrt();
         let eps0 = ("epsilon", Attr::Float(0.0));
         close(
-            &run("RMSNormalization", &[eps0.clone()], &[x.clone(), s]),
+            &run(
+                "RMSNormalization",
+                std::slice::from_ref(&eps0),
+                &[x.clone(), s],
+            ),
             &[3.0 / r, 8.0 / r, 1.0, 2.0],
         );
         // axis 0 normalizes over everything: mean square 27 / 4; a [2, 1] scale
@@ -346,7 +350,11 @@ mod tests {
     fn lp_norms_along_an_axis() {
         let x = Tensor::from_vec(&[2, 2], &[3.0f32, 1.0, 4.0, -1.0]);
         close(
-            &run("LpNormalization", &[("axis", Attr::Int(0))], &[x.clone()]),
+            &run(
+                "LpNormalization",
+                &[("axis", Attr::Int(0))],
+                std::slice::from_ref(&x),
+            ),
             &[0.6, 0.5f32.sqrt(), 0.8, -(0.5f32.sqrt())],
         );
         close(
