@@ -133,6 +133,9 @@ fn geometry(ctx: &InferCtx) -> Result<Option<Geometry>, OpError> {
     {
         return Err(ctx.input_error(2, format!("Q {q:?}, K {k:?} and V {v:?} do not agree")));
     }
+    if g.kv_heads == 0 && g.q_heads != 0 {
+        return Err(ctx.input_error(1, "K and V have no heads"));
+    }
     if g.q_heads > 0 && g.kv_heads > 0 && g.q_heads % g.kv_heads != 0 {
         return Err(ctx.input_error(
             1,
@@ -147,6 +150,11 @@ fn geometry(ctx: &InferCtx) -> Result<Option<Geometry>, OpError> {
 
 /// Y, then the optional present key and value (the cache with the new tokens appended,
 /// always 4-D) and the attention scores [batch, q_heads, q_seq, past + kv_seq].
+///
+/// The scores are taken where `qk_matmul_output_mode` says: 0 the scaled product, 1
+/// after softcap, 2 after the mask, 3 the probabilities. Mode 0 follows the spec's
+/// words, not ONNX's reference implementation, which softcaps in place and so gives
+/// mode 1's values for mode 0 when a softcap is set (no backend test has that case).
 fn infer_attention(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(3, 7)?;
     let (qt, kt, vt) = (
@@ -206,7 +214,7 @@ impl Sizes {
         Ok(Sizes {
             batch: u(g.batch)?,
             q_heads: u(g.q_heads)?,
-            kv_heads: u(g.kv_heads)?.max(1),
+            kv_heads: u(g.kv_heads)?,
             q_seq: u(g.q_seq)?,
             kv_seq,
             past,
@@ -413,6 +421,8 @@ fn attention<T: Real>(
         let (qo, qrs) = s.head_rows(b, h, s.q_heads, s.q_seq, s.head);
         let lq = MatLayout::rows(s.q_seq, s.head, qo, qrs);
         let lk = MatLayout::dense(t, s.head, (b * s.kv_heads + kv) * t * s.head).t();
+        // The spec scales Q and K by sqrt(scale) each (against overflow in half
+        // precision); computing in f32 or wider, one scale as gemm's alpha is the same.
         gemm(
             scale,
             &q,
@@ -479,6 +489,7 @@ fn attention<T: Real>(
             MatLayout::rows(s.q_seq, s.v_head, 0, vp),
         );
     };
+    // Heads are independent: each job takes enough heads to be worth a thread.
     let per_head = s.q_seq * t * (s.head + s.v_head);
     let jobs = min_chunks(per_head);
     let mut scores = vec![T::Acc::ZERO; heads * s.q_seq * t];
