@@ -13,8 +13,11 @@ use std::fmt;
 
 use crate::npu::{Attr, DType, HostTensor};
 
+pub mod attention;
 pub mod elementwise;
 pub mod gather;
+pub mod linalg;
+pub mod loss;
 pub mod nn;
 pub mod reduce;
 pub mod rnn;
@@ -368,6 +371,9 @@ impl OpRegistry {
         slicing::register(&mut reg);
         gather::register(&mut reg);
         rnn::register(&mut reg);
+        attention::register(&mut reg);
+        loss::register(&mut reg);
+        linalg::register(&mut reg);
         reg
     }
     /// Adds an op; a later registration of the same name replaces the earlier.
