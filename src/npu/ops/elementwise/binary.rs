@@ -73,28 +73,42 @@ fn arithmetic<T: Num>(
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
-    let f: fn(T, T) -> T = match ctx.op {
-        "Add" | "Sum" => T::add,
-        "Sub" => T::sub,
-        "Mul" => T::mul,
-        "Div" | "RealDiv" => T::div,
-        "Mod" if ctx.attr_int("fmod", 0)? != 0 => T::fmod,
+    // Each arm hands `fold` its own function item (not a shared `fn` pointer), so every op
+    // gets a loop with the operation inlined: Add of two f32 tensors is a vectorized zip.
+    match ctx.op {
+        "Add" | "Sum" => fold(ctx, inputs, out, T::add),
+        "Sub" => fold(ctx, inputs, out, T::sub),
+        "Mul" => fold(ctx, inputs, out, T::mul),
+        "Div" | "RealDiv" => fold(ctx, inputs, out, T::div),
+        "Mod" if ctx.attr_int("fmod", 0)? != 0 => fold(ctx, inputs, out, T::fmod),
         "Mod" if T::KIND == Kind::Float => {
-            return Err(ctx.attr_error("fmod", "must be 1 for floating-point inputs"));
+            Err(ctx.attr_error("fmod", "must be 1 for floating-point inputs"))
         }
-        "Mod" => T::modulo,
-        "Max" => T::max_nan,
-        "Min" => T::min_nan,
+        "Mod" => fold(ctx, inputs, out, T::modulo),
+        "Max" => fold(ctx, inputs, out, T::max_nan),
+        "Min" => fold(ctx, inputs, out, T::min_nan),
         // Mean of one or two inputs here; more go through `float_sum`.
-        "Mean" if T::KIND != Kind::Float => return Err(unsupported(ctx, T::DTYPE)),
-        "Mean" if inputs.len() == 2 => |a: T, b: T| T::from_f64((a.to_f64() + b.to_f64()) / 2.0),
-        "Mean" => |a: T, _| a,
-        _ => return Err(unsupported(ctx, T::DTYPE)),
-    };
+        "Mean" if T::KIND != Kind::Float => Err(unsupported(ctx, T::DTYPE)),
+        "Mean" if inputs.len() == 2 => fold(ctx, inputs, out, |a: T, b: T| {
+            T::from_f64((a.to_f64() + b.to_f64()) / 2.0)
+        }),
+        "Mean" => fold(ctx, inputs, out, |a: T, _| a),
+        _ => Err(unsupported(ctx, T::DTYPE)),
+    }
+}
+
+/// `out = f(...f(f(x0, x1), x2)..., xn)`, all broadcast: the binary ops (two inputs) and
+/// the variadic ones.
+fn fold<T: Num>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    f: impl Fn(T, T) -> T + Sync + Copy,
+) -> Result<(), OpError> {
     if inputs.len() == 2 {
         return binary(ctx, &inputs[0], &inputs[1], out, f);
     }
-    // Variadic: broadcast the first input into the output, then fold the rest in.
+    // Broadcast the first input into the output, then fold the rest in.
     let shape = out.shape;
     let acc = out.slice_mut::<T>()?;
     expand(
@@ -136,19 +150,17 @@ fn bitwise<T: Int>(
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
-    let f: fn(T, T) -> T = match ctx.op {
-        "BitwiseAnd" => T::and,
-        "BitwiseOr" => T::or,
-        "BitwiseXor" => T::xor,
+    let (a, b) = (&inputs[0], &inputs[1]);
+    match ctx.op {
+        "BitwiseAnd" => binary(ctx, a, b, out, T::and),
+        "BitwiseOr" => binary(ctx, a, b, out, T::or),
+        "BitwiseXor" => binary(ctx, a, b, out, T::xor),
         _ => match ctx.attr_str("direction", "")? {
-            "LEFT" => T::shl,
-            "RIGHT" => T::shr,
-            other => {
-                return Err(ctx.attr_error("direction", format!("{other:?} is not LEFT or RIGHT")));
-            }
+            "LEFT" => binary(ctx, a, b, out, T::shl),
+            "RIGHT" => binary(ctx, a, b, out, T::shr),
+            other => Err(ctx.attr_error("direction", format!("{other:?} is not LEFT or RIGHT"))),
         },
-    };
-    binary(ctx, &inputs[0], &inputs[1], out, f)
+    }
 }
 
 /// Equal, Less, Greater, LessOrEqual/LessEqual, GreaterOrEqual/GreaterEqual: bool out.
@@ -162,14 +174,14 @@ pub fn compute_comparison(
         inputs: &[TensorRef],
         out: &mut TensorMut,
     ) -> Result<(), OpError> {
-        let f: fn(T, T) -> u8 = match ctx.op {
-            "Equal" => |a, b| (a == b) as u8,
-            "Less" => |a, b| (a < b) as u8,
-            "Greater" => |a, b| (a > b) as u8,
-            "LessOrEqual" | "LessEqual" => |a, b| (a <= b) as u8,
-            _ => |a, b| (a >= b) as u8,
-        };
-        binary(ctx, &inputs[0], &inputs[1], out, f)
+        let (a, b) = (&inputs[0], &inputs[1]);
+        match ctx.op {
+            "Equal" => binary(ctx, a, b, out, |a: T, b: T| (a == b) as u8),
+            "Less" => binary(ctx, a, b, out, |a: T, b: T| (a < b) as u8),
+            "Greater" => binary(ctx, a, b, out, |a: T, b: T| (a > b) as u8),
+            "LessOrEqual" | "LessEqual" => binary(ctx, a, b, out, |a: T, b: T| (a <= b) as u8),
+            _ => binary(ctx, a, b, out, |a: T, b: T| (a >= b) as u8),
+        }
     }
     // A bool compares as its byte.
     let dtype = match inputs[0].dtype {
@@ -187,12 +199,12 @@ pub fn compute_logic(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    let f: fn(u8, u8) -> u8 = match ctx.op {
-        "And" | "LogicalAnd" => |a, b| ((a != 0) & (b != 0)) as u8,
-        "Or" | "LogicalOr" => |a, b| ((a != 0) | (b != 0)) as u8,
-        _ => |a, b| ((a != 0) ^ (b != 0)) as u8,
-    };
-    binary(ctx, &inputs[0], &inputs[1], &mut outputs[0], f)
+    let (a, b, out) = (&inputs[0], &inputs[1], &mut outputs[0]);
+    match ctx.op {
+        "And" | "LogicalAnd" => binary(ctx, a, b, out, |a: u8, b: u8| ((a != 0) & (b != 0)) as u8),
+        "Or" | "LogicalOr" => binary(ctx, a, b, out, |a: u8, b: u8| ((a != 0) | (b != 0)) as u8),
+        _ => binary(ctx, a, b, out, |a: u8, b: u8| ((a != 0) ^ (b != 0)) as u8),
+    }
 }
 
 /// PRelu(x, slope): x where x >= 0, x * slope elsewhere. Before opset 7 a 1-D slope holds
@@ -336,7 +348,11 @@ pub fn compute_where(
         let shape = out.shape;
         let (cond, xs, ys) = (c.slice::<u8>()?, bits::<U>(x)?, bits::<U>(y)?);
         let n = shape.iter().product::<usize>() * size_of::<U>();
-        let dst: &mut [U] = bytemuck::try_cast_slice_mut(&mut out.data[..n])
+        let bytes = out
+            .data
+            .get_mut(..n)
+            .ok_or_else(|| ctx.compute_error("the output holds fewer bytes than its shape"))?;
+        let dst: &mut [U] = bytemuck::try_cast_slice_mut(bytes)
             .map_err(|e| ctx.compute_error(format!("output bytes: {e}")))?;
         zip3(
             (cond, c.shape),

@@ -127,9 +127,9 @@ impl<const N: usize> Layout<N> {
             rem /= self.dims[i];
         }
         let mut at = [0usize; N];
-        for (i, &x) in idx.iter().enumerate() {
-            for k in 0..N {
-                at[k] += x * self.strides[i][k];
+        for (&x, s) in idx.iter().zip(&self.strides) {
+            for (a, &s) in at.iter_mut().zip(s) {
+                *a += x * s;
             }
         }
         let mut out = start;
@@ -142,20 +142,20 @@ impl<const N: usize> Layout<N> {
             }
             // Move to the start of the next run: back to the start of this inner row,
             // then carry through the outer dims.
-            for k in 0..N {
-                at[k] -= idx[r - 1] * step[k];
+            for (a, &s) in at.iter_mut().zip(&step) {
+                *a -= idx[r - 1] * s;
             }
             idx[r - 1] = 0;
             for i in (0..r - 1).rev() {
                 idx[i] += 1;
-                for k in 0..N {
-                    at[k] += self.strides[i][k];
+                for (a, &s) in at.iter_mut().zip(&self.strides[i]) {
+                    *a += s;
                 }
                 if idx[i] < self.dims[i] {
                     break;
                 }
-                for k in 0..N {
-                    at[k] -= self.dims[i] * self.strides[i][k];
+                for (a, &s) in at.iter_mut().zip(&self.strides[i]) {
+                    *a -= self.dims[i] * s;
                 }
                 idx[i] = 0;
             }

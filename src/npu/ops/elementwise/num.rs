@@ -73,6 +73,9 @@ pub fn convert<S: Num, D: Num>(v: S) -> D {
     }
 }
 
+/// 2^63, where int64's range ends and only uint64 goes on.
+const TWO_POW_63: f64 = (1u64 << 63) as f64;
+
 macro_rules! int_num {
     ($kind:ident: $($t:ty),*) => {$(
         impl Num for $t {
@@ -104,7 +107,7 @@ macro_rules! int_num {
             #[inline] fn from_f64(v: f64) -> Self {
                 // NumPy casts a float to a narrower integer through int64 and wraps;
                 // uint64 above int64's range converts directly.
-                if v >= 9.223_372_036_854_775_808e18 { v as u64 as $t } else { v as i64 as $t }
+                if v >= TWO_POW_63 { v as u64 as $t } else { v as i64 as $t }
             }
             #[inline] fn from_i128(v: i128) -> Self { v as $t }
         }

@@ -106,6 +106,17 @@ macro_rules! quantized {
 }
 quantized!(i8, u8, i16, u16, i32);
 
+/// The zero point, when given, has the scale's shape.
+fn check_zero_point(ctx: &InferCtx, inputs: &[TensorRef]) -> Result<(), OpError> {
+    match inputs.get(2).filter(|t| !t.is_empty()) {
+        Some(zp) if zp.shape != inputs[1].shape => Err(ctx.input_error(
+            2,
+            format!("has shape {:?}, the scale {:?}", zp.shape, inputs[1].shape),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The zero point's values (input 2), or none when it is absent or empty.
 fn zero_point<'a, Q: Num>(inputs: &[TensorRef<'a>]) -> Result<Option<&'a [Q]>, OpError> {
     match inputs.get(2).filter(|t| !t.is_empty()) {
@@ -126,6 +137,7 @@ pub fn compute_quantize(
         return Err(ctx.input_error(1, format!("is {}, x is {}", scale.dtype, x.dtype)));
     }
     let map = ScaleMap::new(ctx, x.shape, scale.shape)?;
+    check_zero_point(ctx, inputs)?;
     fn quantize<T: Float, Q: Quantized>(
         map: &ScaleMap,
         inputs: &[TensorRef],
@@ -156,6 +168,7 @@ pub fn compute_dequantize(
 ) -> Result<(), OpError> {
     let (x, scale, out) = (&inputs[0], &inputs[1], &mut outputs[0]);
     let map = ScaleMap::new(ctx, x.shape, scale.shape)?;
+    check_zero_point(ctx, inputs)?;
     fn dequantize<Q: Num, T: Float>(
         map: &ScaleMap,
         inputs: &[TensorRef],
