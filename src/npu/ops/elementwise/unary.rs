@@ -63,7 +63,9 @@ fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), O
         Ok(c(ctx.attr_float(name, default)? as f64))
     };
     let (zero, one) = (c(0.0), c(1.0));
-    let max0 = move |v: R<T>| if v > zero { v } else { zero };
+    // `v < 0` rather than `v > 0` picks the branch so NaN passes through, as NumPy's
+    // maximum(x, 0) does.
+    let max0 = move |v: R<T>| if v < zero { zero } else { v };
     match ctx.op {
         "Abs" => map!(|v| v.abs()),
         "Neg" => map!(|v| -v),
