@@ -5,9 +5,24 @@
 //! is 1. With unknown dims (-1), a known dim greater than 1 decides the result (the
 //! unknown one must be it or 1); against a 1 or another unknown the result stays unknown.
 //! An unknown rank anywhere makes the result's rank unknown.
+//!
+//! Compute lives in the submodules: [`broadcast`] is the one broadcasting engine every
+//! multi-input kernel runs on, [`num`] says what the arithmetic means per element type,
+//! and the kernels are grouped by shape of work (unary maps, broadcasting ops, casts,
+//! quantization, the axis-wise Hardmax and MeanVarianceNormalization).
+
+mod binary;
+pub mod broadcast;
+mod cast;
+mod normalize;
+pub mod num;
+mod quant;
+mod unary;
 
 use crate::npu::DType;
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
+use crate::npu::ops::{
+    ComputeFn, InferCtx, InferFn, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta,
+};
 
 /// Unary ops whose output has the input's shape and dtype.
 const SAME_AS_INPUT: &[&str] = &[
@@ -89,31 +104,47 @@ const LOGIC: &[&str] = &["And", "Or", "Xor", "LogicalAnd", "LogicalOr"];
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for &name in SAME_AS_INPUT {
-        reg.add(OpSpec::new(name, infer_unary));
+        let compute: ComputeFn = match name {
+            "Identity" => unary::compute_identity,
+            "BitwiseNot" => unary::compute_bitwise_not,
+            "Hardmax" => normalize::compute_hardmax,
+            "MeanVarianceNormalization" => normalize::compute_mvn,
+            _ => unary::compute,
+        };
+        reg.add(OpSpec::new(name, infer_unary).computes(compute));
     }
     for &(name, _, _) in ARITHMETIC {
-        reg.add(OpSpec::new(name, infer_arithmetic));
+        reg.add(OpSpec::new(name, infer_arithmetic).computes(binary::compute_arithmetic));
     }
     for &name in COMPARISON {
-        reg.add(OpSpec::new(name, infer_comparison));
+        reg.add(OpSpec::new(name, infer_comparison).computes(binary::compute_comparison));
     }
     for &name in LOGIC {
-        reg.add(OpSpec::new(name, infer_logic));
+        reg.add(OpSpec::new(name, infer_logic).computes(binary::compute_logic));
     }
-    reg.add(OpSpec::new("Not", infer_not));
-    reg.add(OpSpec::new("LogicalNot", infer_not));
-    reg.add(OpSpec::new("IsNaN", infer_is_class));
-    reg.add(OpSpec::new("IsNan", infer_is_class));
-    reg.add(OpSpec::new("IsInf", infer_is_class));
-    reg.add(OpSpec::new("PRelu", infer_prelu));
-    reg.add(OpSpec::new("Pow", infer_pow));
-    reg.add(OpSpec::new("Clip", infer_clip));
-    reg.add(OpSpec::new("Where", infer_where));
-    reg.add(OpSpec::new("SelectV2", infer_where));
-    reg.add(OpSpec::new("Cast", infer_cast));
-    reg.add(OpSpec::new("CastLike", infer_cast_like));
-    reg.add(OpSpec::new("DequantizeLinear", infer_dequantize));
-    reg.add(OpSpec::new("QuantizeLinear", infer_quantize));
+    let ops: [(&'static str, InferFn, ComputeFn); 14] = [
+        ("Not", infer_not, unary::compute_not),
+        ("LogicalNot", infer_not, unary::compute_not),
+        ("IsNaN", infer_is_class, unary::compute_is_class),
+        ("IsNan", infer_is_class, unary::compute_is_class),
+        ("IsInf", infer_is_class, unary::compute_is_class),
+        ("PRelu", infer_prelu, binary::compute_prelu),
+        ("Pow", infer_pow, binary::compute_pow),
+        ("Clip", infer_clip, binary::compute_clip),
+        ("Where", infer_where, binary::compute_where),
+        ("SelectV2", infer_where, binary::compute_where),
+        ("Cast", infer_cast, cast::compute),
+        ("CastLike", infer_cast_like, cast::compute),
+        (
+            "DequantizeLinear",
+            infer_dequantize,
+            quant::compute_dequantize,
+        ),
+        ("QuantizeLinear", infer_quantize, quant::compute_quantize),
+    ];
+    for (name, infer, compute) in ops {
+        reg.add(OpSpec::new(name, infer).computes(compute));
+    }
 }
 
 /// The broadcast shape of `shapes`, or the pair that does not broadcast.

@@ -1,0 +1,453 @@
+//! The broadcasting engine every binary, ternary and variadic elementwise kernel runs on:
+//! NumPy broadcasting of up to a few inputs into one output, as a walk over runs of
+//! output elements.
+//!
+//! A [`Layout`] maps the output's flat index space to each input's. Building it drops the
+//! output's size-1 dims and merges neighbouring dims that every input steps through
+//! contiguously (or not at all), so equal shapes collapse to one dim, `[n, c] + [c]` to
+//! two, and the innermost dim left is a *run*: along it each input either advances by one
+//! element or stands still (stride 1 or 0). Kernels get runs, never single elements, so
+//! their inner loops are plain slice loops the compiler vectorizes; the multi-index walk
+//! only happens once per run. [`par_runs`] splits the output into chunks for rayon above
+//! [`PAR_MIN`] elements; a chunk may begin and end mid-run, so the equal-shape case (one
+//! run) still spreads over every thread.
+//!
+//! [`zip`], [`zip3`], [`expand`] and [`accumulate`] are the drivers kernels call: each
+//! builds the layout, checks every input holds the elements its shape says, and runs a
+//! per-element function over the runs. [`par_map`] is the unary map without broadcasting.
+
+use rayon::prelude::*;
+
+/// Output elements below which a kernel stays on the calling thread: smaller work does
+/// not repay rayon's hand-off. Also the smallest chunk a parallel run gets.
+pub const PAR_MIN: usize = 1 << 14;
+
+/// Where input `k`'s shape does not broadcast into the output's (or its data is shorter
+/// than its shape).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub input: usize,
+}
+
+/// How `N` inputs map into one output shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout<const N: usize> {
+    /// The output's dims after dropping 1s and merging; never empty (a scalar is `[1]`).
+    dims: Vec<usize>,
+    /// Per dim, each input's element stride along it (0 where it broadcasts).
+    strides: Vec<[usize; N]>,
+    /// Elements in the output.
+    len: usize,
+}
+
+/// One run of output elements: `len` elements from flat output index `out`, where input
+/// `k` reads from element `at[k]` stepping by `step[k]` (0 or 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run<const N: usize> {
+    pub out: usize,
+    pub len: usize,
+    pub at: [usize; N],
+    pub step: [usize; N],
+}
+
+impl<const N: usize> Layout<N> {
+    /// The layout of `inputs` broadcast into `out`. Each input must broadcast to `out`
+    /// exactly (rank at most `out`'s, each dim equal to the output's or 1).
+    pub fn new(out: &[usize], inputs: [&[usize]; N]) -> Result<Self, Mismatch> {
+        let rank = out.len();
+        // Contiguous strides of every input in the output's coordinates, 0 where the
+        // input has a 1 (or no dim at all) against a longer output dim.
+        let mut full: Vec<[usize; N]> = vec![[0; N]; rank];
+        for (k, shape) in inputs.iter().enumerate() {
+            if shape.len() > rank {
+                return Err(Mismatch { input: k });
+            }
+            let off = rank - shape.len();
+            let mut stride = 1usize;
+            for i in (0..shape.len()).rev() {
+                let (d, o) = (shape[i], out[off + i]);
+                if d == o {
+                    full[off + i][k] = if d == 1 { 0 } else { stride };
+                } else if d != 1 {
+                    return Err(Mismatch { input: k });
+                }
+                stride *= d;
+            }
+        }
+        let len = out.iter().product();
+        // Merge from the innermost dim outwards: dim i folds into the run below it when
+        // every input's stride along i is the stride below times the dims merged there.
+        let mut dims: Vec<usize> = Vec::with_capacity(rank);
+        let mut strides: Vec<[usize; N]> = Vec::with_capacity(rank);
+        for i in (0..rank).rev() {
+            let (d, s) = (out[i], full[i]);
+            if d == 1 {
+                continue;
+            }
+            if let (Some(last_d), Some(last_s)) = (dims.last_mut(), strides.last())
+                && (0..N).all(|k| s[k] == last_s[k] * *last_d)
+            {
+                *last_d *= d;
+                continue;
+            }
+            dims.push(d);
+            strides.push(s);
+        }
+        if dims.is_empty() {
+            dims.push(1);
+            strides.push([0; N]);
+        }
+        dims.reverse();
+        strides.reverse();
+        Ok(Layout { dims, strides, len })
+    }
+
+    /// Elements in the output.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Calls `f` for every run covering output elements `start..end`, in order.
+    pub fn for_each_run(&self, start: usize, end: usize, mut f: impl FnMut(Run<N>)) {
+        if start >= end {
+            return;
+        }
+        let r = self.dims.len();
+        let inner = self.dims[r - 1];
+        let step = self.strides[r - 1];
+        // Unravel `start` once; afterwards the multi-index advances as an odometer.
+        let mut idx = vec![0usize; r];
+        let mut rem = start;
+        for i in (0..r).rev() {
+            idx[i] = rem % self.dims[i];
+            rem /= self.dims[i];
+        }
+        let mut at = [0usize; N];
+        for (&x, s) in idx.iter().zip(&self.strides) {
+            for (a, &s) in at.iter_mut().zip(s) {
+                *a += x * s;
+            }
+        }
+        let mut out = start;
+        while out < end {
+            let len = (inner - idx[r - 1]).min(end - out);
+            f(Run { out, len, at, step });
+            out += len;
+            if out >= end {
+                break;
+            }
+            // Move to the start of the next run: back to the start of this inner row,
+            // then carry through the outer dims.
+            for (a, &s) in at.iter_mut().zip(&step) {
+                *a -= idx[r - 1] * s;
+            }
+            idx[r - 1] = 0;
+            for i in (0..r - 1).rev() {
+                idx[i] += 1;
+                for (a, &s) in at.iter_mut().zip(&self.strides[i]) {
+                    *a += s;
+                }
+                if idx[i] < self.dims[i] {
+                    break;
+                }
+                for (a, &s) in at.iter_mut().zip(&self.strides[i]) {
+                    *a -= self.dims[i] * s;
+                }
+                idx[i] = 0;
+            }
+        }
+    }
+}
+
+/// Runs `f` over every run of `out`, in parallel chunks when the output is large. `f`
+/// gets the run and the part of `out` it covers.
+pub fn par_runs<O: Send, const N: usize>(
+    layout: &Layout<N>,
+    out: &mut [O],
+    f: impl Fn(&Run<N>, &mut [O]) + Sync,
+) {
+    let len = out.len().min(layout.len());
+    let out = &mut out[..len];
+    if len < 2 * PAR_MIN {
+        layout.for_each_run(0, len, |run| f(&run, &mut out[run.out..run.out + run.len]));
+        return;
+    }
+    // A few chunks per thread so an uneven thread finishes with the others.
+    let chunk = len.div_ceil(4 * rayon::current_num_threads()).max(PAR_MIN);
+    out.par_chunks_mut(chunk).enumerate().for_each(|(c, part)| {
+        let start = c * chunk;
+        layout.for_each_run(start, start + part.len(), |run| {
+            let from = run.out - start;
+            f(&run, &mut part[from..from + run.len]);
+        });
+    });
+}
+
+/// `out[i] = f(x[i])`: the unary map every elementwise op without broadcasting runs on,
+/// in parallel chunks when large. Both are plain slices zipped, so the loop vectorizes
+/// where `f` allows.
+pub fn par_map<A: Copy + Sync, O: Send>(x: &[A], out: &mut [O], f: impl Fn(A) -> O + Sync) {
+    let map = |x: &[A], out: &mut [O]| {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = f(v);
+        }
+    };
+    if out.len() < 2 * PAR_MIN {
+        map(x, out);
+    } else {
+        let chunk = out
+            .len()
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(PAR_MIN);
+        out.par_chunks_mut(chunk)
+            .zip(x.par_chunks(chunk))
+            .for_each(|(o, x)| map(x, o));
+    }
+}
+
+fn check_len<T>(input: usize, data: &[T], shape: &[usize]) -> Result<(), Mismatch> {
+    if data.len() < shape.iter().product() {
+        return Err(Mismatch { input });
+    }
+    Ok(())
+}
+
+/// `out = f(a, b)` with `a` and `b` broadcast into `out_shape`.
+pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
+    (a, a_shape): (&[A], &[usize]),
+    (b, b_shape): (&[B], &[usize]),
+    (out, out_shape): (&mut [O], &[usize]),
+    f: impl Fn(A, B) -> O + Sync,
+) -> Result<(), Mismatch> {
+    check_len(0, a, a_shape)?;
+    check_len(1, b, b_shape)?;
+    let layout = Layout::new(out_shape, [a_shape, b_shape])?;
+    par_runs(&layout, out, |r, o| {
+        let (i, j, n) = (r.at[0], r.at[1], r.len);
+        // One loop per stride pair, each a plain zip over slices with any broadcast
+        // operand hoisted, so the compiler vectorizes all four.
+        match r.step {
+            [1, 1] => {
+                for ((o, &x), &y) in o.iter_mut().zip(&a[i..i + n]).zip(&b[j..j + n]) {
+                    *o = f(x, y);
+                }
+            }
+            [0, 1] => {
+                let x = a[i];
+                for (o, &y) in o.iter_mut().zip(&b[j..j + n]) {
+                    *o = f(x, y);
+                }
+            }
+            [1, 0] => {
+                let y = b[j];
+                for (o, &x) in o.iter_mut().zip(&a[i..i + n]) {
+                    *o = f(x, y);
+                }
+            }
+            _ => {
+                let (x, y) = (a[i], b[j]);
+                for o in o.iter_mut() {
+                    *o = f(x, y);
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `out = f(a, b, c)` with all three broadcast into `out_shape` (Where).
+pub fn zip3<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Send>(
+    (a, a_shape): (&[A], &[usize]),
+    (b, b_shape): (&[B], &[usize]),
+    (c, c_shape): (&[C], &[usize]),
+    (out, out_shape): (&mut [O], &[usize]),
+    f: impl Fn(A, B, C) -> O + Sync,
+) -> Result<(), Mismatch> {
+    check_len(0, a, a_shape)?;
+    check_len(1, b, b_shape)?;
+    check_len(2, c, c_shape)?;
+    let layout = Layout::new(out_shape, [a_shape, b_shape, c_shape])?;
+    par_runs(&layout, out, |r, o| {
+        let ([i, j, k], [si, sj, sk]) = (r.at, r.step);
+        for (t, o) in o.iter_mut().enumerate() {
+            *o = f(a[i + t * si], b[j + t * sj], c[k + t * sk]);
+        }
+    });
+    Ok(())
+}
+
+/// `out = f(x)` with `x` broadcast into `out_shape`.
+pub fn expand<A: Copy + Sync, O: Send>(
+    (x, x_shape): (&[A], &[usize]),
+    (out, out_shape): (&mut [O], &[usize]),
+    f: impl Fn(A) -> O + Sync,
+) -> Result<(), Mismatch> {
+    check_len(0, x, x_shape)?;
+    let layout = Layout::new(out_shape, [x_shape])?;
+    par_runs(&layout, out, |r, o| {
+        let (i, n) = (r.at[0], r.len);
+        if r.step[0] == 1 {
+            for (o, &v) in o.iter_mut().zip(&x[i..i + n]) {
+                *o = f(v);
+            }
+        } else {
+            let v = x[i];
+            for o in o.iter_mut() {
+                *o = f(v);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `acc = f(acc, x)` with `x` broadcast into `acc`'s shape: one step of a variadic fold.
+pub fn accumulate<A: Copy + Sync, O: Copy + Send>(
+    (acc, acc_shape): (&mut [O], &[usize]),
+    (x, x_shape): (&[A], &[usize]),
+    f: impl Fn(O, A) -> O + Sync,
+) -> Result<(), Mismatch> {
+    check_len(1, x, x_shape)?;
+    let layout = Layout::new(acc_shape, [x_shape])?;
+    par_runs(&layout, acc, |r, o| {
+        let (i, n) = (r.at[0], r.len);
+        if r.step[0] == 1 {
+            for (o, &v) in o.iter_mut().zip(&x[i..i + n]) {
+                *o = f(*o, v);
+            }
+        } else {
+            let v = x[i];
+            for o in o.iter_mut() {
+                *o = f(*o, v);
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs<const N: usize>(l: &Layout<N>, start: usize, end: usize) -> Vec<Run<N>> {
+        let mut v = Vec::new();
+        l.for_each_run(start, end, |r| v.push(r));
+        v
+    }
+
+    /// Every output element's input offsets, the slow way, for comparison.
+    fn naive(out: &[usize], input: &[usize]) -> Vec<usize> {
+        let n: usize = out.iter().product();
+        let off = out.len() - input.len();
+        (0..n)
+            .map(|mut flat| {
+                let mut idx = vec![0; out.len()];
+                for i in (0..out.len()).rev() {
+                    idx[i] = flat % out[i];
+                    flat /= out[i];
+                }
+                let mut at = 0;
+                for (i, &d) in input.iter().enumerate() {
+                    at = at * d + if d == 1 { 0 } else { idx[off + i] };
+                }
+                at
+            })
+            .collect()
+    }
+
+    fn expand<const N: usize>(l: &Layout<N>, k: usize) -> Vec<usize> {
+        let mut v = Vec::new();
+        l.for_each_run(0, l.len(), |r| {
+            v.extend((0..r.len).map(|j| r.at[k] + j * r.step[k]));
+        });
+        v
+    }
+
+    #[test]
+    fn equal_shapes_are_one_run() {
+        let l = Layout::new(&[2, 3, 4], [&[2, 3, 4], &[2, 3, 4]]).unwrap();
+        assert_eq!(
+            runs(&l, 0, 24),
+            [Run {
+                out: 0,
+                len: 24,
+                at: [0, 0],
+                step: [1, 1]
+            }]
+        );
+        // A chunk starting mid-way starts mid-run.
+        assert_eq!(runs(&l, 10, 13)[0].at, [10, 10]);
+    }
+
+    #[test]
+    fn scalars_and_rank_differences() {
+        let l = Layout::new(&[2, 3], [&[2, 3], &[]]).unwrap();
+        assert_eq!(runs(&l, 0, 6).len(), 1);
+        assert_eq!(runs(&l, 0, 6)[0].step, [1, 0]);
+        let l = Layout::new(&[], [&[], &[1]]);
+        assert!(l.is_err(), "an input of higher rank than the output");
+        let l = Layout::new(&[], [&[], &[]]).unwrap();
+        assert_eq!(runs(&l, 0, 1)[0].len, 1);
+    }
+
+    #[test]
+    fn size_one_dims_broadcast_and_merge() {
+        for (out, a, b) in [
+            (&[2, 3, 4][..], &[3, 1][..], &[2, 1, 4][..]),
+            (&[4, 5], &[4, 1], &[1, 5]),
+            (&[2, 1, 3], &[1, 1, 3], &[2, 1, 1]),
+            (&[3, 2, 2], &[3, 2, 2], &[2]),
+            (&[1, 1], &[1], &[1, 1]),
+        ] {
+            let l = Layout::new(out, [a, b]).unwrap();
+            assert_eq!(expand(&l, 0), naive(out, a), "{out:?} {a:?}");
+            assert_eq!(expand(&l, 1), naive(out, b), "{out:?} {b:?}");
+            // Any split into chunks gives the same walk.
+            let n = l.len();
+            let mut pieces = Vec::new();
+            for (s, e) in [(0, 5), (5, 7), (7, n)] {
+                l.for_each_run(s.min(n), e.min(n), |r| {
+                    pieces.extend((0..r.len).map(|j| r.at[1] + j * r.step[1]))
+                });
+            }
+            assert_eq!(pieces, naive(out, b));
+        }
+        // [3, 2, 2] against [2]: the trailing dims stay separate (b repeats every 2).
+        let l = Layout::new(&[3, 2, 2], [&[3, 2, 2], &[2]]).unwrap();
+        assert_eq!(l.dims, [6, 2]);
+    }
+
+    #[test]
+    fn mismatches_name_the_input() {
+        assert_eq!(
+            Layout::new(&[2, 3], [&[2, 3], &[2]]),
+            Err(Mismatch { input: 1 })
+        );
+        assert_eq!(Layout::new(&[2, 3], [&[4, 3]]), Err(Mismatch { input: 0 }));
+    }
+
+    #[test]
+    fn empty_outputs_have_no_runs() {
+        let l = Layout::new(&[0, 3], [&[0, 3], &[1, 3]]).unwrap();
+        assert!(l.is_empty());
+        assert!(runs(&l, 0, 0).is_empty());
+        let mut out: Vec<u8> = Vec::new();
+        par_runs(&l, &mut out, |_, _| panic!("no runs"));
+    }
+
+    #[test]
+    fn parallel_chunks_cover_the_output_once() {
+        let n = 5 * PAR_MIN + 3;
+        let l = Layout::new(&[n], [&[n]]).unwrap();
+        let mut out = vec![0usize; n];
+        par_runs(&l, &mut out, |r, o| {
+            for (j, x) in o.iter_mut().enumerate() {
+                *x += r.at[0] + j + 1;
+            }
+        });
+        assert!(out.iter().enumerate().all(|(i, &x)| x == i + 1));
+    }
+}
