@@ -49,6 +49,7 @@ fn device() -> Device {
         queue_depth: 1024,
         ops: Some(Arc::new(ops)),
         check_launch_shapes: false,
+        compute_threads: 1,
     })
 }
 

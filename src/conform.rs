@@ -2,9 +2,11 @@
 //! the expected outputs they ship.
 //!
 //! A case is a folder with `model.onnx` and `test_data_set_*/{input,output}_K.pb`. The
-//! model is imported as rt2 imports any model, then each op runs through the op library's
-//! [`OpRegistry::run_on_host`], in graph order, with the data set's inputs. Each output
-//! is checked for element type and shape, then for values within a [`Tolerance`].
+//! model is imported as rt2 imports any model, then runs op by op on an emulated device,
+//! in graph order: the data set's inputs are uploaded, each op's outputs are inferred
+//! from the concrete shapes and allocated in device memory, the op is launched on a
+//! stream, and the graph outputs are downloaded. Each output is checked for element type
+//! and shape, then for values within a [`Tolerance`].
 //!
 //! The passing cases are kept in a manifest (one `name tolerance` line each, sorted):
 //! `tests/conformance.rs` runs it, and regenerates it from what passes with
@@ -15,11 +17,14 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::lower::attrs;
-use crate::npu::ops::{OpRegistry, Tensor};
+use crate::npu::device::{Device, DeviceConfig, DevicePtr, Launch, NpuError, StreamId, TensorArg};
+use crate::npu::ops::{Compute, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
 use crate::npu::{DType, HostTensor};
 use crate::om::file::{self, ReadOptions};
-use crate::om::graph::{ComputeGraph, is_const_type, is_data_type};
+use crate::om::graph::{ComputeGraph, ComputeNode, is_const_type, is_data_type};
 
 /// How close an output must be to the expected one. Floats compare as
 /// `|got - want| <= atol + rtol * |want|`, NaN equal to NaN; integers and bools exactly.
@@ -160,23 +165,27 @@ fn data_sets(case: &Case) -> Result<Vec<DataSet>, Outcome> {
     Ok(sets)
 }
 
-/// Runs one case through the op library.
-pub fn run_case(case: &Case, reg: &OpRegistry) -> Outcome {
-    match try_run(case, reg) {
+/// Runs one case on a fresh emulated device running `ops`.
+pub fn run_case(case: &Case, ops: &Arc<OpRegistry>) -> Outcome {
+    match try_run(case, ops) {
         Ok(t) => Outcome::Pass(t),
         Err(o) => o,
     }
 }
 
-fn try_run(case: &Case, reg: &OpRegistry) -> Result<Tolerance, Outcome> {
+fn try_run(case: &Case, ops: &Arc<OpRegistry>) -> Result<Tolerance, Outcome> {
     let bytes = std::fs::read(case.dir.join("model.onnx"))
         .map_err(|e| Outcome::Error(format!("model.onnx: {e}")))?;
     let f = file::read(&bytes, &ReadOptions::default())
         .map_err(|e| Outcome::Unsupported(format!("import: {e}")))?;
     let g = &f.root().model.root;
+    let device = Device::new(DeviceConfig {
+        ops: Some(ops.clone()),
+        ..DeviceConfig::default()
+    });
     let mut worst = Tolerance::Exact;
     for (inputs, expected) in data_sets(case)? {
-        let got = evaluate(g, reg, inputs)?;
+        let got = OnDevice::new(&device).evaluate(g, inputs)?;
         if got.len() != expected.len() {
             return Err(Outcome::Error(format!(
                 "{} outputs computed, {} expected",
@@ -192,25 +201,67 @@ fn try_run(case: &Case, reg: &OpRegistry) -> Result<Tolerance, Outcome> {
     Ok(worst)
 }
 
-/// Runs the graph's ops in order on `inputs`; the graph outputs.
-fn evaluate(
-    g: &ComputeGraph,
-    reg: &OpRegistry,
-    inputs: Vec<Tensor>,
-) -> Result<Vec<Tensor>, Outcome> {
-    let order = crate::lower::convert::compute_order(g).map_err(Outcome::Error)?;
-    let mut values: Vec<Vec<Option<Tensor>>> = vec![Vec::new(); g.nodes.len()];
-    let mut inputs: Vec<Option<Tensor>> = inputs.into_iter().map(Some).collect();
-    for id in order {
-        let i = id.index();
-        let n = g.node(id);
-        let at = |msg: String| format!("node {:?} ({}): {msg}", n.name, n.op_type);
-        if !n.subgraphs.is_empty() {
-            return Err(Outcome::Unsupported(at(
-                "control flow runs in an executor".into()
-            )));
+/// A graph run op by op on a device, the way the runtime's kernels drive it: values live
+/// in device memory; before each op, the values its inference reads are downloaded, the
+/// outputs are inferred and allocated, and the op is launched on the stream.
+struct OnDevice<'d> {
+    device: &'d Device,
+    stream: StreamId,
+    /// Everything allocated, freed when the run ends.
+    allocated: Vec<DevicePtr>,
+}
+
+impl Drop for OnDevice<'_> {
+    fn drop(&mut self) {
+        for p in self.allocated.drain(..) {
+            // The device is dropped with the case; a failed free changes no result.
+            let _ = self.device.free(p, self.stream);
         }
-        let args = |values: &[Vec<Option<Tensor>>]| -> Result<Vec<Tensor>, Outcome> {
+    }
+}
+
+impl<'d> OnDevice<'d> {
+    fn new(device: &'d Device) -> Self {
+        OnDevice {
+            device,
+            stream: device.default_stream(),
+            allocated: Vec::new(),
+        }
+    }
+
+    fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<TensorArg, NpuError> {
+        let bytes = shape.iter().product::<usize>() * dtype.size();
+        // A zero-byte tensor still gets an address of its own.
+        let ptr = self.device.malloc(bytes.max(1), self.stream)?;
+        self.allocated.push(ptr);
+        Ok(TensorArg::new(ptr, dtype, shape))
+    }
+
+    fn upload(&mut self, t: &Tensor) -> Result<TensorArg, NpuError> {
+        let arg = self.alloc(t.dtype, &t.shape)?;
+        self.device.memcpy_h2d(arg.ptr, t.data.as_bytes())?;
+        Ok(arg)
+    }
+
+    fn download(&self, arg: &TensorArg) -> Result<Tensor, NpuError> {
+        let mut t = Tensor::zeroed(arg.dtype, &arg.shape);
+        self.device.memcpy_d2h(t.data.as_bytes_mut(), arg.ptr)?;
+        Ok(t)
+    }
+
+    /// Runs the graph's ops in order on `inputs`; the graph outputs.
+    fn evaluate(&mut self, g: &ComputeGraph, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, Outcome> {
+        let order = crate::lower::convert::compute_order(g).map_err(Outcome::Error)?;
+        let mut values: Vec<Vec<Option<TensorArg>>> = vec![Vec::new(); g.nodes.len()];
+        for id in order {
+            let n = g.node(id);
+            let at = |msg: String| format!("node {:?} ({}): {msg}", n.name, n.op_type);
+            let fault = |e: NpuError| Outcome::Error(at(e.to_string()));
+            if !n.subgraphs.is_empty() {
+                return Err(Outcome::Unsupported(at(
+                    "control flow runs in an executor".into()
+                )));
+            }
             let mut args = Vec::with_capacity(n.inputs.len());
             for p in &n.inputs {
                 match p {
@@ -225,51 +276,127 @@ fn evaluate(
                     // An optional input left out: an empty 1-D tensor, as the op library
                     // takes it.
                     None => {
-                        let dtype = args.first().map_or(DType::F32, |t: &Tensor| t.dtype);
-                        args.push(Tensor::zeroed(dtype, &[0]));
+                        let dtype = args.first().map_or(DType::F32, |t: &TensorArg| t.dtype);
+                        args.push(self.alloc(dtype, &[0]).map_err(fault)?);
                     }
                 }
             }
-            Ok(args)
-        };
-        let out: Vec<Option<Tensor>> = if is_data_type(&n.op_type) {
-            let k = n.attr_int("index").unwrap_or(0) as usize;
-            let t = inputs
-                .get_mut(k)
-                .and_then(Option::take)
-                .ok_or_else(|| Outcome::Error(at(format!("no input_{k}.pb"))))?;
-            vec![Some(t)]
-        } else if is_const_type(&n.op_type) {
-            let t = n
-                .attr("value")
-                .and_then(|v| v.as_tensor())
-                .and_then(attrs::tensor)
-                .and_then(|h: HostTensor| Tensor::from_host(&h))
-                .ok_or_else(|| {
-                    Outcome::Unsupported(at("a constant of a non-device type".into()))
-                })?;
-            vec![Some(t)]
-        } else if n.op_type == "NetOutput" {
-            return args(&values);
-        } else {
-            if reg.get(&n.op_type).is_none() {
-                return Err(Outcome::Unsupported(at("no such op in the library".into())));
-            }
-            let a = args(&values)?;
-            let op_attrs = attrs::op_attrs(&n.attrs);
-            let outs = reg
-                .run_on_host(&n.op_type, &op_attrs, &a, n.output_descs.len())
-                .map_err(|e| match e {
-                    crate::npu::ops::OpError::NoCompute { .. } => {
-                        Outcome::Unsupported(at(e.to_string()))
-                    }
-                    e => Outcome::Error(at(e.to_string())),
-                })?;
-            outs.into_iter().map(Some).collect()
-        };
-        values[i] = out;
+            let out: Vec<Option<TensorArg>> = if is_data_type(&n.op_type) {
+                let k = n.attr_int("index").unwrap_or(0) as usize;
+                let t = inputs
+                    .get(k)
+                    .ok_or_else(|| Outcome::Error(at(format!("no input_{k}.pb"))))?;
+                vec![Some(self.upload(t).map_err(fault)?)]
+            } else if is_const_type(&n.op_type) {
+                let t = n
+                    .attr("value")
+                    .and_then(|v| v.as_tensor())
+                    .and_then(attrs::tensor)
+                    .and_then(|h: HostTensor| Tensor::from_host(&h))
+                    .ok_or_else(|| {
+                        Outcome::Unsupported(at("a constant of a non-device type".into()))
+                    })?;
+                vec![Some(self.upload(&t).map_err(fault)?)]
+            } else if n.op_type == "NetOutput" {
+                self.device.synchronize(self.stream).map_err(fault)?;
+                return args
+                    .iter()
+                    .map(|a| self.download(a).map_err(fault))
+                    .collect();
+            } else {
+                self.launch(n, args).map_err(|e| match e {
+                    Launched::Unsupported(m) => Outcome::Unsupported(at(m)),
+                    Launched::Failed(m) => Outcome::Error(at(m)),
+                })?
+            };
+            values[id.index()] = out;
+        }
+        Err(Outcome::Error("the graph has no NetOutput".into()))
     }
-    Err(Outcome::Error("the graph has no NetOutput".into()))
+
+    /// One op: inference on the concrete shapes (with the values it reads downloaded),
+    /// outputs allocated, the launch, and a synchronize so a fault names this node.
+    fn launch(
+        &mut self,
+        n: &ComputeNode,
+        args: Vec<TensorArg>,
+    ) -> Result<Vec<Option<TensorArg>>, Launched> {
+        let failed = |e: NpuError| Launched::Failed(e.to_string());
+        let spec = *self
+            .device
+            .ops()
+            .get(&n.op_type)
+            .ok_or_else(|| Launched::Unsupported("no such op in the library".into()))?;
+        let compute = spec.compute.ok_or_else(|| {
+            Launched::Unsupported(
+                OpError::NoCompute {
+                    op: n.op_type.clone(),
+                }
+                .to_string(),
+            )
+        })?;
+        let op_attrs = attrs::op_attrs(&n.attrs);
+        let outputs = n.output_descs.len();
+        let allocating = matches!(compute, Compute::Alloc(_));
+        let launch = if allocating {
+            Launch::allocating(n.op_type.clone(), op_attrs, args, outputs)
+        } else {
+            self.device.synchronize(self.stream).map_err(failed)?;
+            let metas: Vec<TensorMeta> = args.iter().map(TensorArg::meta).collect();
+            let hosts: Vec<Option<HostTensor>> = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match spec.value_inputs.contains(&i) {
+                    true => self.download(a).map(|t| Some(t.to_host())),
+                    false => Ok(None),
+                })
+                .collect::<Result<_, _>>()
+                .map_err(failed)?;
+            let values: Vec<Option<&HostTensor>> = hosts.iter().map(Option::as_ref).collect();
+            let ctx = InferCtx {
+                op: &n.op_type,
+                inputs: &metas,
+                values: &values,
+                attrs: &op_attrs,
+                outputs,
+            };
+            let metas = (spec.infer)(&ctx).map_err(|e| Launched::Failed(e.to_string()))?;
+            let mut outs = Vec::with_capacity(metas.len());
+            for m in &metas {
+                let shape: Option<Vec<usize>> = m
+                    .shape
+                    .as_ref()
+                    .and_then(|s| s.iter().map(|&d| usize::try_from(d).ok()).collect());
+                let shape = shape.ok_or_else(|| {
+                    Launched::Failed(format!("output inferred as {m}, not a concrete shape"))
+                })?;
+                outs.push(self.alloc(m.dtype, &shape).map_err(failed)?);
+            }
+            Launch::new(n.op_type.clone(), op_attrs, args, outs)
+        };
+        let outs = if allocating {
+            let outs = self
+                .device
+                .launch_alloc_outputs(self.stream, launch)
+                .map_err(failed)?
+                .wait()
+                .map_err(failed)?;
+            self.allocated.extend(outs.iter().map(|a| a.ptr));
+            outs
+        } else {
+            let outs = launch.outputs().to_vec();
+            self.device.launch(self.stream, launch).map_err(failed)?;
+            outs
+        };
+        self.device.synchronize(self.stream).map_err(failed)?;
+        Ok(outs.into_iter().map(Some).collect())
+    }
+}
+
+/// Why an op could not run.
+enum Launched {
+    Unsupported(String),
+    Failed(String),
 }
 
 /// The tightest tolerance `got` meets against `want`, or what differs.

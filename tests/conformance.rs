@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use rt2::conform::{self, Outcome, Tolerance};
@@ -42,10 +43,10 @@ fn onnx_node_cases_in_the_manifest_pass() {
         .filter(|c| c.name.contains(&filter))
         .filter(|c| run_all || manifest.contains_key(&c.name))
         .collect();
-    let reg = OpRegistry::new();
+    let ops = Arc::new(OpRegistry::new());
     let outcomes: Vec<(String, Outcome)> = cases
         .par_iter()
-        .map(|c| (c.name.clone(), conform::run_case(c, &reg)))
+        .map(|c| (c.name.clone(), conform::run_case(c, &ops)))
         .collect();
     let passed: BTreeMap<&str, Tolerance> = outcomes
         .iter()

@@ -94,6 +94,7 @@ fn device_with(memory_bytes: u64, queue_depth: usize) -> Device {
         queue_depth,
         ops: Some(ops()),
         check_launch_shapes: true,
+        ..DeviceConfig::default()
     })
 }
 

@@ -139,6 +139,9 @@ pub struct DeviceConfig {
     /// Before each launch, run the op's inference and check the launch's output types and
     /// shapes against it (a fault when they differ). On in debug builds.
     pub check_launch_shapes: bool,
+    /// Threads of the device's compute cores, which kernels split large work over; 0: one
+    /// per available CPU.
+    pub compute_threads: usize,
 }
 
 impl Default for DeviceConfig {
@@ -148,6 +151,7 @@ impl Default for DeviceConfig {
             queue_depth: 1024,
             ops: None,
             check_launch_shapes: cfg!(debug_assertions),
+            compute_threads: 0,
         }
     }
 }
@@ -189,6 +193,11 @@ fn all<T>(table: &Table<T>) -> Vec<Arc<T>> {
 /// What the device's workers share with the handle.
 pub(crate) struct Core {
     pub registry: Arc<OpRegistry>,
+    /// The compute cores: every kernel runs in this pool, so the parallel work a kernel
+    /// splits off never lands on the host's threads. Those may be blocked waiting for this
+    /// device (a host thread of rayon's global pool in `synchronize`, say), and a kernel
+    /// waiting on them would deadlock the device.
+    pub cores: rayon::ThreadPool,
     pub check_launch_shapes: bool,
     queue_depth: usize,
     pub memory: Memory,
@@ -389,7 +398,13 @@ impl fmt::Debug for Device {
 impl Device {
     /// A device with its default stream.
     pub fn new(config: DeviceConfig) -> Device {
+        let cores = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.compute_threads)
+            .thread_name(|i| format!("npu-core{i}"))
+            .build()
+            .unwrap_or_else(|e| panic!("the device's compute threads cannot be started: {e}"));
         let core = Arc::new(Core {
+            cores,
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
             check_launch_shapes: config.check_launch_shapes,
             queue_depth: config.queue_depth.max(1),

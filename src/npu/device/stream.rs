@@ -500,10 +500,14 @@ impl Worker {
                         .zip(outs.iter_mut())
                         .map(|(a, b)| TensorMut::new(a.dtype, &a.shape, std::mem::take(b))),
                 );
-                let run = std::panic::catch_unwind(AssertUnwindSafe(|| match compute {
-                    Compute::Into(f) => f(&ctx, &refs, &mut muts).map(|()| None),
-                    Compute::Alloc(f) => f(&ctx, &refs).map(Some),
-                }));
+                // On the device's compute cores (see `Core::cores`): the kernel's own
+                // parallel work then stays on them.
+                let run = core.cores.install(|| {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| match compute {
+                        Compute::Into(f) => f(&ctx, &refs, &mut muts).map(|()| None),
+                        Compute::Alloc(f) => f(&ctx, &refs).map(Some),
+                    }))
+                });
                 *refs_kept = reuse(refs);
                 *muts_kept = reuse(muts);
                 match run {

@@ -43,7 +43,8 @@ impl TensorArg {
             .iter()
             .try_fold(self.dtype.size(), |n, &d| n.checked_mul(d))
     }
-    fn meta(&self) -> TensorMeta {
+    /// The type and concrete dims, as inference takes them.
+    pub fn meta(&self) -> TensorMeta {
         let dims: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
         TensorMeta::new(self.dtype, &dims)
     }

@@ -70,6 +70,10 @@ impl<'a> TensorRef<'a> {
             return Err(type_error("an input", self.dtype, T::DTYPE));
         }
         let n = self.len() * std::mem::size_of::<T>();
+        if n == 0 {
+            // An empty tensor's bytes may sit anywhere, aligned or not: no element is read.
+            return Ok(&[]);
+        }
         let bytes = self.data.get(..n).ok_or_else(|| OpError::Input {
             op: String::new(),
             index: 0,
@@ -119,6 +123,9 @@ impl<'a> TensorMut<'a> {
             return Err(type_error("an output", self.dtype, T::DTYPE));
         }
         let n = self.len() * std::mem::size_of::<T>();
+        if n == 0 {
+            return Ok(&mut []);
+        }
         let have = self.data.len();
         let bytes = self.data.get_mut(..n).ok_or_else(|| OpError::Input {
             op: String::new(),
