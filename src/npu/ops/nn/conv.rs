@@ -7,13 +7,15 @@
 //! itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
 //! column into the output positions its taps reach.
 
+use std::cell::RefCell;
+
 use rayon::prelude::*;
 
 use super::gemm::{Mat, gemm};
 use super::scalar::Scalar;
 use super::window::Window;
 use crate::dispatch;
-use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::npu::ops::{Buffer, InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
@@ -111,31 +113,56 @@ fn conv_typed<T: Scalar>(
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
     // One (image, group) block: its weights, its input channels, its output planes.
-    let block = |i: usize, out: &mut [T], col: &mut Vec<T>| {
+    let block = |i: usize, out: &mut [T]| {
         let (n, g) = (i / group, i % group);
         let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
         let wg = Mat::row_major(&wv[g * mg * rows..][..mg * rows], mg, rows);
-        let b = if direct {
-            Mat::row_major(xg, cg, ilen)
+        if direct {
+            gemm(1.0, wg, Mat::row_major(xg, cg, ilen), beta, out, olen);
         } else {
-            col.resize(rows * olen, T::from_f64(0.0));
-            im2col(xg, cg, &win, col);
-            Mat::row_major(&col[..], rows, olen)
-        };
-        gemm(1.0, wg, b, beta, out, olen);
+            with_scratch(rows * olen, |col: &mut [T]| {
+                im2col(xg, cg, &win, col);
+                gemm(1.0, wg, Mat::row_major(col, rows, olen), beta, out, olen);
+            });
+        }
     };
     let blocks = batch * group;
     if blocks > 1 && y.len() * rows >= PARALLEL_ELEMS {
         y.par_chunks_mut(mg * olen)
             .enumerate()
-            .for_each_init(Vec::new, |col, (i, out)| block(i, out, col));
+            .for_each(|(i, out)| block(i, out));
     } else {
-        let mut col = Vec::new();
         for (i, out) in y.chunks_mut(mg * olen).enumerate() {
-            block(i, out, &mut col);
+            block(i, out);
         }
     }
     Ok(())
+}
+
+thread_local! {
+    /// Each thread's im2col matrix, kept between calls: the matrix of a 3x3 convolution
+    /// over a 56x56 image with 64 channels is 7 MB, and allocating and zero-filling that
+    /// much per call is avoidable work. It only grows.
+    static SCRATCH: RefCell<Buffer> = RefCell::new(Buffer::default());
+}
+
+/// Runs `f` on `len` elements of this thread's scratch memory (contents unspecified:
+/// `f` writes before it reads).
+fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let bytes = len * std::mem::size_of::<T>();
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < bytes {
+                *buf = Buffer::zeroed(bytes);
+            }
+            f(bytemuck::cast_slice_mut(&mut buf.as_bytes_mut()[..bytes]))
+        }
+        // Re-entered on this thread (a nested parallel call ran another convolution
+        // here): that one gets its own memory.
+        Err(_) => f(bytemuck::cast_slice_mut(
+            Buffer::zeroed(bytes).as_bytes_mut(),
+        )),
+    })
 }
 
 /// Fills `col` ([channels * taps, output positions]) with the input value each tap of
