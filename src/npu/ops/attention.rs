@@ -732,24 +732,13 @@ mod tests {
     use crate::npu::ops::{Attrs, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outputs: usize) -> Vec<Tensor> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, outputs)
             .unwrap()
     }
 
-    fn close(got: &[f32], want: &[f32]) {
-        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{got:?} vs {want:?}"
-            );
-        }
-    }
+    use crate::npu::ops::assert_close as close;
 
     #[test]
     fn attention_one_head_by_hand() {
@@ -812,10 +801,7 @@ mod tests {
             ("q_num_heads", Attr::Int(9)),
             ("kv_num_heads", Attr::Int(3)),
         ];
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(&attrs);
         let inputs = [t(&[2, 4, 72]), t(&[2, 6, 24]), t(&[2, 6, 30])];
         let ctx = InferCtx {
             op: "Attention",

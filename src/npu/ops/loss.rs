@@ -188,24 +188,13 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outputs: usize) -> Vec<Tensor> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, outputs)
             .unwrap()
     }
 
-    fn close(got: &[f32], want: &[f32]) {
-        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{got:?} vs {want:?}"
-            );
-        }
-    }
+    use crate::npu::ops::assert_close as close;
 
     fn red(r: &str) -> (&'static str, Attr) {
         ("reduction", Attr::Str(r.into()))

@@ -247,6 +247,28 @@ pub(crate) fn i64s(v: &[i64]) -> HostTensor {
     }
 }
 
+/// Attributes from `(name, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn test_attrs(attrs: &[(&str, Attr)]) -> Attrs {
+    attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// Asserts `got` is elementwise within 1e-5 of `want`, relative to `|want|` or absolute
+/// below 1, for kernel tests.
+#[cfg(test)]
+pub(crate) fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
+
 /// Runs `op`'s inference on `inputs` with the given known values and attributes: the one
 /// driver of the families' unit tests.
 #[cfg(test)]
@@ -259,10 +281,7 @@ pub(crate) fn infer_for_test(
 ) -> Result<Vec<TensorMeta>, OpError> {
     let reg = OpRegistry::new();
     let spec = reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
-    let attrs: Attrs = attrs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
+    let attrs = test_attrs(attrs);
     let mut values = values.to_vec();
     values.resize(inputs.len(), None);
     (spec.infer)(&InferCtx {

@@ -272,10 +272,7 @@ mod tests {
     use crate::npu::ops::{Attrs, OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Tensor {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, &[x], 1)
             .unwrap()

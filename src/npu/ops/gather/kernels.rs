@@ -482,7 +482,7 @@ fn unique_typed<T: crate::npu::ops::Elem + PartialOrd>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run_n(
         op: &str,
@@ -490,10 +490,7 @@ mod tests {
         attrs: &[(&str, Attr)],
         n: usize,
     ) -> Result<Vec<Tensor>, String> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, n)
             .map_err(|e| e.to_string())

@@ -385,13 +385,10 @@ fn unravel(mut flat: usize, dims: &[usize], out: &mut [usize]) {
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, 1)
             .unwrap()

@@ -441,10 +441,7 @@ mod tests {
     use crate::npu::ops::{Attrs, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, 1)
             .unwrap()

@@ -282,28 +282,17 @@ fn group<T: Real>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         let out = OpRegistry::new()
             .run_on_host(op, &attrs, inputs, 1)
             .unwrap();
         out[0].slice::<f32>().unwrap().to_vec()
     }
 
-    fn close(got: &[f32], want: &[f32]) {
-        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{got:?} vs {want:?}"
-            );
-        }
-    }
+    use crate::npu::ops::assert_close as close;
 
     #[test]
     fn broadcast_offsets_repeat_along_dims_of_one() {

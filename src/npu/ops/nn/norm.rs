@@ -328,13 +328,10 @@ fn lrn_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         let out = OpRegistry::new()
             .run_on_host(op, &attrs, inputs, outs)
             .unwrap();

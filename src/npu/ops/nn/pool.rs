@@ -268,13 +268,10 @@ fn global_pool_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<Tensor> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap()
     }
 

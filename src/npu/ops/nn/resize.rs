@@ -355,13 +355,10 @@ fn resize_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(attrs: &[(&str, Attr)], x: Tensor, scales: &[f32]) -> Vec<f32> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         let roi = Tensor::zeroed(crate::npu::DType::F32, &[0]);
         let s = Tensor::from_vec(&[scales.len()], scales);
         let out = OpRegistry::new()

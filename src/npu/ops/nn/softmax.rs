@@ -101,13 +101,10 @@ fn softmax_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<f32> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         let out = OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap();
         out[0].slice::<f32>().unwrap().to_vec()
     }

@@ -401,13 +401,10 @@ fn cumulate<T: Num>(
 mod tests {
     use super::*;
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)]) -> Tensor {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, 1)
             .unwrap_or_else(|e| panic!("{op}: {e}"))

@@ -267,14 +267,11 @@ pub fn constant_of_shape(
 
 #[cfg(test)]
 mod tests {
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
     use crate::npu::{Attr, DType};
 
     fn run(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)]) -> Result<Tensor, String> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, 1)
             .map(|mut v| v.remove(0))

@@ -497,13 +497,10 @@ pub fn trilu(
 #[cfg(test)]
 mod tests {
     use crate::npu::Attr;
-    use crate::npu::ops::{Attrs, OpRegistry, Tensor};
+    use crate::npu::ops::{OpRegistry, Tensor};
 
     fn run_n(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)], n: usize) -> Vec<Tensor> {
-        let attrs: Attrs = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let attrs = crate::npu::ops::test_attrs(attrs);
         OpRegistry::new()
             .run_on_host(op, &attrs, inputs, n)
             .unwrap_or_else(|e| panic!("{op}: {e}"))
