@@ -82,6 +82,28 @@ fn init_bias<T: Scalar>(
     Ok(true)
 }
 
+/// Checks the weights' two leading dims against `want` (Conv: [M, C/group];
+/// ConvTranspose: [C, M/group]).
+fn check_weights(
+    ctx: &InferCtx,
+    w: &TensorRef,
+    want: [usize; 2],
+    c: usize,
+    m: usize,
+    group: usize,
+) -> Result<(), OpError> {
+    if w.shape[..2] != want {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "weights {:?} for {c} input and {m} output channels in {group} groups",
+                w.shape
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn conv_typed<T: Scalar>(
     ctx: &InferCtx,
     inputs: &[TensorRef],
@@ -91,15 +113,7 @@ fn conv_typed<T: Scalar>(
     let y_shape = outputs[0].shape.to_vec();
     let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
     let (cg, mg) = (c / group, m / group);
-    if w.shape[0] != m || w.shape[1] != cg {
-        return Err(ctx.input_error(
-            1,
-            format!(
-                "weights {:?} for {c} input and {m} output channels in {group} groups",
-                w.shape
-            ),
-        ));
-    }
+    check_weights(ctx, w, [m, cg], c, m, group)?;
     let win = Window::new(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
     let y = outputs[0].slice_mut::<T>()?;
@@ -306,15 +320,7 @@ fn conv_transpose_typed<T: Scalar>(
     let y_shape = outputs[0].shape.to_vec();
     let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
     let (cg, mg) = (c / group, m / group);
-    if w.shape[0] != c || w.shape[1] != mg {
-        return Err(ctx.input_error(
-            1,
-            format!(
-                "weights {:?} for {c} input and {m} output channels in {group} groups",
-                w.shape
-            ),
-        ));
-    }
+    check_weights(ctx, w, [c, mg], c, m, group)?;
     let win = transpose_window(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
     let y = outputs[0].slice_mut::<T>()?;
