@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use crate::exec::runtime::executor::ExecutorOptions;
+use crate::exec::runtime::{ExecutorType, ModelV2Executor};
 use crate::lower::attrs;
 use crate::npu::device::{Device, DeviceConfig, DevicePtr, Launch, NpuError, StreamId, TensorArg};
 use crate::npu::ops::{Compute, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
@@ -165,12 +167,98 @@ fn data_sets(case: &Case) -> Result<Vec<DataSet>, Outcome> {
     Ok(sets)
 }
 
-/// Runs one case on a fresh emulated device running `ops`.
+/// How a case runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    /// Op by op on the device, straight from the ComputeGraph: the op library alone.
+    OpByOp,
+    /// The whole pipeline: lower (with the multi-thread passes for `topo-mt`), load, and
+    /// execute with the executor type.
+    Engine(ExecutorType),
+}
+
+/// Runs one case op by op on a fresh emulated device running `ops`.
 pub fn run_case(case: &Case, ops: &Arc<OpRegistry>) -> Outcome {
-    match try_run(case, ops) {
+    run_case_with(case, ops, Runner::OpByOp)
+}
+
+/// Runs one case with `runner` on a fresh emulated device running `ops`.
+pub fn run_case_with(case: &Case, ops: &Arc<OpRegistry>, runner: Runner) -> Outcome {
+    let r = match runner {
+        Runner::OpByOp => try_run(case, ops),
+        Runner::Engine(e) => try_run_engine(case, ops, e),
+    };
+    match r {
         Ok(t) => Outcome::Pass(t),
         Err(o) => o,
     }
+}
+
+fn check_outputs(
+    got: &[Tensor],
+    expected: &[Tensor],
+    worst: &mut Tolerance,
+) -> Result<(), Outcome> {
+    if got.len() != expected.len() {
+        return Err(Outcome::Error(format!(
+            "{} outputs computed, {} expected",
+            got.len(),
+            expected.len()
+        )));
+    }
+    for (i, (g, w)) in got.iter().zip(expected).enumerate() {
+        let t = compare(g, w).map_err(|m| Outcome::Mismatch(format!("output {i}: {m}")))?;
+        *worst = (*worst).max(t);
+    }
+    Ok(())
+}
+
+fn try_run_engine(
+    case: &Case,
+    ops: &Arc<OpRegistry>,
+    executor: ExecutorType,
+) -> Result<Tolerance, Outcome> {
+    let bytes = std::fs::read(case.dir.join("model.onnx"))
+        .map_err(|e| Outcome::Error(format!("model.onnx: {e}")))?;
+    let f = file::read(&bytes, &ReadOptions::default())
+        .map_err(|e| Outcome::Unsupported(format!("import: {e}")))?;
+    let opts = crate::lower::LowerOptions {
+        multi_thread: executor == ExecutorType::TopologicalMultiThread,
+    };
+    let eg = crate::lower::lower(&f.root().model, &opts).map_err(|e| match e {
+        crate::lower::LowerError::Unsupported(_) => Outcome::Unsupported(format!("lower: {e}")),
+        e => Outcome::Error(format!("lower: {e}")),
+    })?;
+    let device = Device::new(DeviceConfig {
+        ops: Some(ops.clone()),
+        ..DeviceConfig::default()
+    });
+    let options = ExecutorOptions {
+        executor,
+        ..ExecutorOptions::default()
+    };
+    let mut ex = ModelV2Executor::create(&eg, &device, options)
+        .map_err(|e| Outcome::Error(format!("create: {e}")))?;
+    ex.load()
+        .map_err(|e| Outcome::Error(format!("load: {e}")))?;
+    let mut worst = Tolerance::Exact;
+    let mut outs = Vec::new();
+    for (inputs, expected) in data_sets(case)? {
+        let hosts: Vec<HostTensor> = inputs.iter().map(Tensor::to_host).collect();
+        let refs: Vec<&HostTensor> = hosts.iter().collect();
+        ex.execute_sync(&refs, &mut outs)
+            .map_err(|e| Outcome::Error(format!("execute: {e}")))?;
+        let got: Vec<Tensor> = outs
+            .iter()
+            .map(|h| {
+                Tensor::from_host(h).ok_or_else(|| Outcome::Error("inconsistent output".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        check_outputs(&got, &expected, &mut worst)?;
+    }
+    ex.unload()
+        .map_err(|e| Outcome::Error(format!("unload: {e}")))?;
+    Ok(worst)
 }
 
 fn try_run(case: &Case, ops: &Arc<OpRegistry>) -> Result<Tolerance, Outcome> {
@@ -186,17 +274,7 @@ fn try_run(case: &Case, ops: &Arc<OpRegistry>) -> Result<Tolerance, Outcome> {
     let mut worst = Tolerance::Exact;
     for (inputs, expected) in data_sets(case)? {
         let got = OnDevice::new(&device).evaluate(g, inputs)?;
-        if got.len() != expected.len() {
-            return Err(Outcome::Error(format!(
-                "{} outputs computed, {} expected",
-                got.len(),
-                expected.len()
-            )));
-        }
-        for (i, (g, w)) in got.iter().zip(&expected).enumerate() {
-            let t = compare(g, w).map_err(|m| Outcome::Mismatch(format!("output {i}: {m}")))?;
-            worst = worst.max(t);
-        }
+        check_outputs(&got, &expected, &mut worst)?;
     }
     Ok(worst)
 }

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use rt2::conform::{self, Outcome, Tolerance};
+use rt2::conform::{self, Outcome, Runner, Tolerance};
+use rt2::exec::runtime::ExecutorType;
 use rt2::npu::ops::OpRegistry;
 
 fn manifest_path() -> PathBuf {
@@ -44,9 +45,16 @@ fn onnx_node_cases_in_the_manifest_pass() {
         .filter(|c| run_all || manifest.contains_key(&c.name))
         .collect();
     let ops = Arc::new(OpRegistry::new());
+    let runner = match std::env::var("RT2_CONFORMANCE_RUNNER").as_deref() {
+        Ok("ops") | Err(_) => Runner::OpByOp,
+        Ok(name) => Runner::Engine(
+            ExecutorType::from_name(name)
+                .expect("RT2_CONFORMANCE_RUNNER: ops, seq, topo, topo-prio or topo-mt"),
+        ),
+    };
     let outcomes: Vec<(String, Outcome)> = cases
         .par_iter()
-        .map(|c| (c.name.clone(), conform::run_case(c, &ops)))
+        .map(|c| (c.name.clone(), conform::run_case_with(c, &ops, runner)))
         .collect();
     let passed: BTreeMap<&str, Tolerance> = outcomes
         .iter()

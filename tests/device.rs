@@ -706,7 +706,7 @@ fn two_stream_model(dev: &Device, x: &HostBuf, y: &HostBuf, runs: &Arc<AtomicUsi
                 offset: 0,
                 len: 16,
             },
-            Task::Launch(Box::new(launch(
+            Task::Launch(Arc::new(launch(
                 "TestAdd",
                 vec![f32s(xd, &[4]), f32s(xd, &[4])],
                 vec![f32s(x2, &[4])],
@@ -720,7 +720,7 @@ fn two_stream_model(dev: &Device, x: &HostBuf, y: &HostBuf, runs: &Arc<AtomicUsi
                 len: 16,
             },
             Task::EventWait(e),
-            Task::Launch(Box::new(launch(
+            Task::Launch(Arc::new(launch(
                 "TestMatMul",
                 vec![f32s(x2, &[2, 2]), f32s(w, &[2, 2])],
                 vec![f32s(yd, &[2, 2])],
@@ -776,7 +776,7 @@ fn a_model_fault_is_the_executing_streams_fault() {
     let s = dev.default_stream();
     let p = put(&dev, &[1.0; 4]);
     let model = Model::builder()
-        .stream(vec![Task::Launch(Box::new(launch(
+        .stream(vec![Task::Launch(Arc::new(launch(
             "TestFail",
             vec![f32s(p, &[4])],
             vec![f32s(p, &[4])],
@@ -817,7 +817,7 @@ fn models_are_checked_when_built_and_loaded() {
     assert!(matches!(idle, Err(NpuError::ModelBuild { .. })));
     let p = put(&dev, &[0.0; 4]);
     let alloc = Model::builder()
-        .stream(vec![Task::Launch(Box::new(Launch::allocating(
+        .stream(vec![Task::Launch(Arc::new(Launch::allocating(
             "TestNonZero",
             AttrMap::new(),
             vec![f32s(p, &[4])],

@@ -7,6 +7,7 @@ pub mod check;
 pub mod exeg;
 pub mod graph;
 pub mod kernels;
+pub mod runtime;
 pub mod testdata;
 pub mod view;
 pub(crate) mod wire;

@@ -91,6 +91,11 @@ impl HostBuf {
             b[..n].copy_from_slice(&bytes[..n]);
         })
     }
+    /// Whether this is the only handle: no task holds the buffer any more, so the host may
+    /// rewrite it for the next copy.
+    pub fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+    }
     /// Whether two handles are the same buffer.
     pub fn same(&self, other: &HostBuf) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -506,7 +506,14 @@ impl Device {
     // ---- tasks
 
     pub fn launch(&self, stream: StreamId, launch: Launch) -> Result<(), NpuError> {
-        self.submit(stream, Task::Launch(Box::new(launch)))
+        self.submit(stream, Task::Launch(Arc::new(launch)))
+    }
+
+    /// Launches a shared launch record; the stream drops its reference once the kernel has
+    /// run (before the stream counts the task complete), so after a synchronize the
+    /// caller's `Arc` is unique again and can be rebound with [`Launch::rebind`].
+    pub fn launch_shared(&self, stream: StreamId, launch: &Arc<Launch>) -> Result<(), NpuError> {
+        self.submit(stream, Task::Launch(launch.clone()))
     }
 
     /// Launches a data-dependent op ([`Launch::allocating`]): the device allocates its
@@ -518,7 +525,7 @@ impl Device {
     ) -> Result<LaunchOutputs, NpuError> {
         let core = self.core();
         let s = core.stream(stream)?;
-        let task = Task::Launch(Box::new(launch));
+        let task = Task::Launch(Arc::new(launch));
         core.job(task.clone())?;
         let Task::Launch(launch) = task else {
             unreachable!()

@@ -111,6 +111,25 @@ impl Launch {
     pub(crate) fn metas(&self) -> &[TensorMeta] {
         &self.metas
     }
+    /// Rebinds the launch's tensors in place: `f` edits the input and output arguments
+    /// (their number, pointers, types and dims), then the inputs' metas are rebuilt
+    /// reusing their storage. An engine keeps one launch per node and rebinds it each
+    /// execution, so a steady-state launch allocates nothing.
+    pub fn rebind(&mut self, f: impl FnOnce(&mut Vec<TensorArg>, &mut Vec<TensorArg>)) {
+        f(&mut self.inputs, &mut self.outputs);
+        self.output_count = self.outputs.len();
+        self.metas.truncate(self.inputs.len());
+        for (i, a) in self.inputs.iter().enumerate() {
+            if i == self.metas.len() {
+                self.metas.push(TensorMeta::new(a.dtype, &[]));
+            }
+            let m = &mut self.metas[i];
+            m.dtype = a.dtype;
+            let dims = m.shape.get_or_insert_with(Vec::new);
+            dims.clear();
+            dims.extend(a.shape.iter().map(|&d| d as i64));
+        }
+    }
 }
 
 /// A host function run in stream order (`aclrtLaunchCallback`); an `Err` faults the stream.
@@ -119,7 +138,9 @@ pub type Callback = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 /// One unit of work on a stream.
 #[derive(Clone)]
 pub enum Task {
-    Launch(Box<Launch>),
+    /// Shared, so an engine can keep its launch record and rebind it in place between
+    /// executions once the device has dropped its reference (no allocation per launch).
+    Launch(Arc<Launch>),
     /// Copies `len` bytes at `offset` of `src` to `dst`. The task holds `src`: the host may
     /// drop its handle right after submitting.
     MemcpyH2D {
@@ -299,7 +320,7 @@ pub(crate) enum Job {
     NotifyRecord(Arc<NotifyState>),
     NotifyWait(Arc<NotifyState>),
     LaunchAlloc {
-        launch: Box<Launch>,
+        launch: Arc<Launch>,
         done: Sender<AllocOutputs>,
     },
     /// Runs a model and waits for it, on the stream that executes it.

@@ -1,0 +1,159 @@
+//! What a kernel sees when it runs: GE's `KernelContext`.
+//!
+//! A [`KernelContext`] is built on the engine's stack for each node call from the node's
+//! record (its input slot ids and first output slot) and handed to the kernel's run
+//! function. Inputs are shared views of their slots, outputs mutable views of this node's
+//! own slots; the accessors check kinds and name what was wrong, so a kernel can use `?`
+//! throughout and the engine adds the node's name.
+
+use std::sync::Arc;
+
+use crate::npu::device::{Device, StreamId};
+use crate::npu::{DType, HostTensor};
+
+use super::Env;
+use super::plan::{NodeInfo, NodeState};
+use super::value::{Arena, DeviceAllocator, Mem, Value};
+
+/// A kernel's failure; the engine wraps it with the graph and the node.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct KernelError(pub String);
+
+impl KernelError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        KernelError(msg.into())
+    }
+}
+
+impl From<crate::npu::device::NpuError> for KernelError {
+    fn from(e: crate::npu::device::NpuError) -> Self {
+        KernelError(e.to_string())
+    }
+}
+
+impl From<crate::npu::ops::OpError> for KernelError {
+    fn from(e: crate::npu::ops::OpError) -> Self {
+        KernelError(e.to_string())
+    }
+}
+
+pub type KernelResult = Result<(), KernelError>;
+
+/// One kernel call's view of the execution.
+pub struct KernelContext<'a> {
+    pub(crate) env: &'a Env,
+    pub(crate) info: &'a NodeInfo,
+    pub(crate) state: &'a mut NodeState,
+    pub(crate) values: &'a Arena,
+    pub(crate) inputs: &'a [u32],
+    pub(crate) out_start: u32,
+    pub(crate) out_len: u32,
+}
+
+impl<'a> KernelContext<'a> {
+    pub fn device(&self) -> &'a Device {
+        &self.env.device
+    }
+    pub fn info(&self) -> &'a NodeInfo {
+        self.info
+    }
+    pub fn input_count(&self) -> usize {
+        self.inputs.len()
+    }
+    pub fn output_count(&self) -> usize {
+        self.out_len as usize
+    }
+
+    /// Input `i`.
+    pub fn input(&self, i: usize) -> Result<&'a Value, KernelError> {
+        let slot = *self.inputs.get(i).ok_or_else(|| {
+            KernelError(format!(
+                "input {i} is missing: the node has {}",
+                self.inputs.len()
+            ))
+        })?;
+        // SAFETY: the slot is an input of the running node: its producer completed before
+        // this node was scheduled and nothing writes it until the next execution.
+        Ok(unsafe { self.values.get(slot) })
+    }
+
+    /// Output `i`, to write.
+    pub fn output(&mut self, i: usize) -> Result<&mut Value, KernelError> {
+        if i >= self.out_len as usize {
+            return Err(KernelError(format!(
+                "output {i} is missing: the node has {}",
+                self.out_len
+            )));
+        }
+        // SAFETY: the slot is this node's own output and the node is running; input and
+        // output slots never coincide (a node cannot read itself: the loader refuses it),
+        // and `&mut self` keeps this the only mutable view handed out.
+        Ok(unsafe { self.values.get_mut(self.out_start + i as u32) })
+    }
+
+    /// The kernel's per-execution state.
+    pub fn state(&mut self) -> &mut NodeState {
+        self.state
+    }
+
+    fn wrong(&self, i: usize, want: &str, got: &Value) -> KernelError {
+        KernelError(format!("input {i} is {}, expected {want}", got.kind()))
+    }
+
+    pub fn input_int(&self, i: usize) -> Result<i64, KernelError> {
+        match self.input(i)? {
+            Value::Int(v) => Ok(*v),
+            v => Err(self.wrong(i, "an integer", v)),
+        }
+    }
+    pub fn input_shape(&self, i: usize) -> Result<&'a [i64], KernelError> {
+        match self.input(i)? {
+            Value::Shape(s) => Ok(s),
+            v => Err(self.wrong(i, "a shape", v)),
+        }
+    }
+    pub fn input_mem(&self, i: usize) -> Result<&'a Mem, KernelError> {
+        match self.input(i)? {
+            Value::Mem(m) => Ok(m),
+            v => Err(self.wrong(i, "device memory", v)),
+        }
+    }
+    pub fn input_host(&self, i: usize) -> Result<&'a Arc<HostTensor>, KernelError> {
+        match self.input(i)? {
+            Value::Host(h) => Ok(h),
+            v => Err(self.wrong(i, "a host tensor", v)),
+        }
+    }
+    /// The model's first stream (the one an execution is bound to).
+    pub fn input_stream(&self, i: usize) -> Result<StreamId, KernelError> {
+        match self.input(i)? {
+            Value::Streams(s) if !s.is_empty() => Ok(s[0]),
+            v => Err(self.wrong(i, "streams", v)),
+        }
+    }
+    pub fn input_allocator(&self, i: usize) -> Result<&'a Arc<dyn DeviceAllocator>, KernelError> {
+        match self.input(i)? {
+            Value::Allocator(a) => Ok(a),
+            v => Err(self.wrong(i, "an allocator", v)),
+        }
+    }
+
+    pub fn attr_int(&self, key: &str) -> Result<i64, KernelError> {
+        self.info
+            .attrs
+            .get(key)
+            .and_then(|a| a.as_int())
+            .ok_or_else(|| KernelError(format!("attribute {key:?} (an integer) is missing")))
+    }
+    pub fn attr_dtype(&self, key: &str) -> Result<DType, KernelError> {
+        match self.info.attrs.get(key) {
+            Some(crate::npu::Attr::DType(d)) => Ok(*d),
+            Some(crate::npu::Attr::Str(s)) => DType::from_name(s)
+                .ok_or_else(|| KernelError(format!("attribute {key:?}: unknown dtype {s:?}"))),
+            _ => Err(KernelError(format!(
+                "attribute {key:?} (a dtype) is missing"
+            ))),
+        }
+    }
+}

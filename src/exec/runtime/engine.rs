@@ -1,0 +1,209 @@
+//! The four engines (GE's executor types) over a prepared [`Plan`].
+//!
+//! Each is a loop over node records; what differs is how the next node is found:
+//! - `seq` (`kSequentialPriority`): the plan's run order, nothing else in the loop.
+//! - `topo` (`kTopological`): in-degree counters and a FIFO ready queue, both reset in
+//!   place per execution.
+//! - `topo-prio` (`kTopologicalPriority`): the ready nodes in a heap by (priority, id).
+//! - `topo-mt` (`kTopologicalMultiThread`): workers per kernel class ([`super::engine_mt`]).
+//!
+//! Control flow (If, Case, While, Loop) is run by the owner node's kernel, which executes
+//! its subgraph's plan with the same engine type; the engines themselves need no branch
+//! logic, so all four take every model.
+//!
+//! The loops allocate nothing: the queue and heap are sized at prepare and kept in the
+//! state; a step is a bounds-checked index, one indirect call and a few counter updates.
+//! Subscribers get their own loop so the plain one carries no per-node test for them.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::context::{KernelContext, KernelResult};
+use super::plan::Plan;
+use super::{Env, ExecError, ExecState};
+
+/// GE's `ExecutorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExecutorType {
+    Sequential,
+    #[default]
+    Topological,
+    TopologicalPriority,
+    TopologicalMultiThread,
+}
+
+impl ExecutorType {
+    pub const ALL: [ExecutorType; 4] = [
+        ExecutorType::Sequential,
+        ExecutorType::Topological,
+        ExecutorType::TopologicalPriority,
+        ExecutorType::TopologicalMultiThread,
+    ];
+    /// The command line's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutorType::Sequential => "seq",
+            ExecutorType::Topological => "topo",
+            ExecutorType::TopologicalPriority => "topo-prio",
+            ExecutorType::TopologicalMultiThread => "topo-mt",
+        }
+    }
+    /// GE's name.
+    pub fn ge_name(self) -> &'static str {
+        match self {
+            ExecutorType::Sequential => "kSequentialPriority",
+            ExecutorType::Topological => "kTopological",
+            ExecutorType::TopologicalPriority => "kTopologicalPriority",
+            ExecutorType::TopologicalMultiThread => "kTopologicalMultiThread",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.name() == s)
+    }
+}
+
+/// Calls node `id`'s kernel.
+///
+/// # Safety
+/// The schedule's rule (see `value::Arena`): every producer of `id`'s inputs has
+/// completed, and no other thread runs `id` now.
+#[inline(always)]
+pub(crate) unsafe fn call(env: &Env, plan: &Plan, st: &ExecState, id: u32) -> KernelResult {
+    let r = &plan.recs[id as usize];
+    let mut cx = KernelContext {
+        env,
+        info: &plan.infos[id as usize],
+        // SAFETY: only node `id`'s kernel touches its state, and it runs once at a time.
+        state: unsafe { &mut *st.states[id as usize].get() },
+        values: &st.arena,
+        inputs: &plan.slots_in[r.in_start as usize..(r.in_start + r.in_len) as usize],
+        out_start: r.out_start,
+        out_len: r.out_len,
+    };
+    match &env.subscriber {
+        None => (r.run)(&mut cx),
+        Some(s) => {
+            s.node_start(plan, &cx);
+            let result = (r.run)(&mut cx);
+            s.node_end(plan, &cx, &result);
+            result
+        }
+    }
+}
+
+pub(crate) fn node_error(plan: &Plan, id: u32, e: super::KernelError) -> ExecError {
+    let info = &plan.infos[id as usize];
+    ExecError::Kernel {
+        graph: plan.path.clone(),
+        node: info.name.clone(),
+        kernel: info.kernel,
+        source: e,
+    }
+}
+
+/// Runs `plan` once with `env`'s engine; the first failing node ends the run.
+pub fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    if let Some(s) = &env.subscriber {
+        s.model_start(plan);
+    }
+    let r = match env.executor {
+        ExecutorType::Sequential => sequential(env, plan, st),
+        ExecutorType::Topological => topological(env, plan, st),
+        ExecutorType::TopologicalPriority => priority(env, plan, st),
+        ExecutorType::TopologicalMultiThread => super::engine_mt::run(env, plan, st),
+    };
+    if let Some(s) = &env.subscriber {
+        s.model_end(plan, r.is_ok());
+    }
+    r
+}
+
+fn sequential(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    for &id in &plan.order {
+        // SAFETY: the run order is topological and this thread runs every node.
+        unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
+    }
+    Ok(())
+}
+
+/// The ready nodes of a topological engine.
+trait Ready {
+    fn reset(&mut self);
+    fn push(&mut self, plan: &Plan, id: u32);
+    fn pop(&mut self) -> Option<u32>;
+}
+
+/// FIFO (`kTopological`).
+impl Ready for VecDeque<u32> {
+    fn reset(&mut self) {
+        self.clear();
+    }
+    #[inline(always)]
+    fn push(&mut self, _: &Plan, id: u32) {
+        self.push_back(id);
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<u32> {
+        self.pop_front()
+    }
+}
+
+/// Lowest (priority, id) first (`kTopologicalPriority`).
+impl Ready for BinaryHeap<(Reverse<i64>, Reverse<u32>)> {
+    fn reset(&mut self) {
+        self.clear();
+    }
+    #[inline(always)]
+    fn push(&mut self, plan: &Plan, id: u32) {
+        BinaryHeap::push(
+            self,
+            (Reverse(plan.infos[id as usize].priority), Reverse(id)),
+        );
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<u32> {
+        BinaryHeap::pop(self).map(|(_, Reverse(id))| id)
+    }
+}
+
+fn topological(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    let mut queue = std::mem::take(&mut st.queue);
+    let r = with_ready(env, plan, st, &mut queue);
+    st.queue = queue;
+    r
+}
+
+fn priority(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    let mut heap = std::mem::take(&mut st.heap);
+    let r = with_ready(env, plan, st, &mut heap);
+    st.heap = heap;
+    r
+}
+
+/// Kahn's algorithm over the plan's successor lists: a node is ready once its in-degree
+/// counter reaches zero. The counters are reset from the plan's copy in place.
+fn with_ready<R: Ready>(
+    env: &Env,
+    plan: &Plan,
+    st: &mut ExecState,
+    ready: &mut R,
+) -> Result<(), ExecError> {
+    st.indegree.copy_from_slice(&plan.indegree);
+    ready.reset();
+    for &s in &plan.starts {
+        ready.push(plan, s);
+    }
+    while let Some(id) = ready.pop() {
+        // SAFETY: a node is ready once its last predecessor completed, on this thread.
+        unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
+        let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
+        for &s in &plan.succ[a as usize..b as usize] {
+            let d = &mut st.indegree[s as usize];
+            *d -= 1;
+            if *d == 0 {
+                ready.push(plan, s);
+            }
+        }
+    }
+    Ok(())
+}

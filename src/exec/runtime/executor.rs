@@ -1,0 +1,559 @@
+//! The model executor: GE's `ModelV2Executor` and `StreamExecutor`.
+//!
+//! Lifecycle: [`ModelV2Executor::create`] prepares the three graphs (every kernel
+//! resolved; a missing one is an error naming the node); [`ModelV2Executor::load`] runs
+//! Init and binds its exports into Main and DeInit; [`ModelV2Executor::execute`] binds the
+//! inputs, runs Main on the argument's stream and hands out the outputs in device memory;
+//! [`ModelV2Executor::execute_sync`] does that on the model's stream, waits, downloads and
+//! frees; [`ModelV2Executor::unload`] runs DeInit. Using it out of order is an error
+//! naming the state, never a panic.
+//!
+//! Steady state: input slots, shapes, host tensors and launch records are rewritten in
+//! place, so executing a static model again allocates nothing on the host (a test counts).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
+use crate::npu::device::{Device, StreamId};
+use crate::npu::ops::OpRegistry;
+use crate::npu::{DType, HostTensor};
+
+use super::engine::{self, ExecutorType};
+use super::plan::{Plan, prepare};
+use super::registry::KernelRegistry;
+use super::subscriber::Subscriber;
+use super::value::{CachingAllocator, DeviceAllocator, Mem, Value};
+use super::{Env, ExecError, ExecState};
+
+/// Where and with what an execution runs (GE's `ModelExecuteArg`).
+#[derive(Debug, Clone, Default)]
+pub struct ModelExecuteArg {
+    /// The stream Main's work goes to; `None`: the model's own stream.
+    pub stream: Option<StreamId>,
+    /// An external allocator for that stream; `None`: the device's caching allocator.
+    /// External allocators come all or none; the emulated device has only device memory,
+    /// so this is the one there is.
+    pub allocator: Option<Arc<dyn DeviceAllocator>>,
+}
+
+/// A model output in device memory; the caller owns the memory and frees it through
+/// `mem.allocator` once done (after synchronizing the stream it was computed on).
+#[derive(Debug, Clone)]
+pub struct OutputTensor {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub mem: Mem,
+}
+
+/// How an executor is built.
+#[derive(Clone, Default)]
+pub struct ExecutorOptions {
+    pub executor: ExecutorType,
+    pub subscriber: Option<Arc<dyn Subscriber>>,
+    /// The kernels; `None`: [`KernelRegistry::builtin`].
+    pub kernels: Option<Arc<KernelRegistry>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Created,
+    Loaded,
+    Unloaded,
+}
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Created => "created (not loaded)",
+            Status::Loaded => "loaded",
+            Status::Unloaded => "unloaded",
+        }
+    }
+}
+
+pub struct ModelV2Executor {
+    env: Env,
+    name: String,
+    inputs: Vec<ModelIo>,
+    outputs: Vec<ModelIo>,
+    init: Plan,
+    main: Plan,
+    deinit: Plan,
+    main_state: Option<ExecState>,
+    exports: Vec<Value>,
+    status: Status,
+    /// Main's slots holding the streams and the allocator, as Init made them.
+    stream_slots: Vec<(u32, Arc<[StreamId]>)>,
+    allocator_slots: Vec<(u32, Arc<dyn DeviceAllocator>)>,
+    /// The stream Main is bound to now.
+    bound_stream: Option<StreamId>,
+    /// Caching allocators made for other streams, reused when a stream comes back.
+    stream_allocators: Vec<(StreamId, Arc<dyn DeviceAllocator>)>,
+    iterations: u64,
+}
+
+impl std::fmt::Debug for ModelV2Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelV2Executor")
+            .field("name", &self.name)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+fn state_error(what: &str, status: Status) -> ExecError {
+    ExecError::State(format!("cannot {what}: the executor is {}", status.name()))
+}
+
+impl ModelV2Executor {
+    /// Prepares `eg` to run on `device`.
+    pub fn create(
+        eg: &ExecuteGraph,
+        device: &Device,
+        options: ExecutorOptions,
+    ) -> Result<Self, ExecError> {
+        let builtin;
+        let kernels: &KernelRegistry = match &options.kernels {
+            Some(k) => k,
+            None => {
+                builtin = KernelRegistry::builtin();
+                builtin
+            }
+        };
+        let ops: Arc<OpRegistry> = Arc::new(OpRegistry::new());
+        let plan = |k: GraphKind| prepare(eg.graph(k), k.name(), kernels, &ops);
+        for (i, io) in eg.inputs.iter().enumerate() {
+            if io.dtype.is_none() {
+                return Err(ExecError::Load {
+                    graph: "model".into(),
+                    node: io.name.clone(),
+                    msg: format!("input {i} has a type the emulated device does not compute on"),
+                });
+            }
+        }
+        Ok(ModelV2Executor {
+            init: plan(GraphKind::Init)?,
+            main: plan(GraphKind::Main)?,
+            deinit: plan(GraphKind::DeInit)?,
+            env: Env {
+                device: device.clone(),
+                ops,
+                executor: options.executor,
+                subscriber: options.subscriber,
+            },
+            name: eg.name.clone(),
+            inputs: eg.inputs.clone(),
+            outputs: eg.outputs.clone(),
+            main_state: None,
+            exports: Vec::new(),
+            status: Status::Created,
+            stream_slots: Vec::new(),
+            allocator_slots: Vec::new(),
+            bound_stream: None,
+            stream_allocators: Vec::new(),
+            iterations: 0,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn executor_type(&self) -> ExecutorType {
+        self.env.executor
+    }
+    pub fn inputs(&self) -> &[ModelIo] {
+        &self.inputs
+    }
+    pub fn outputs(&self) -> &[ModelIo] {
+        &self.outputs
+    }
+    /// Completed executions since load (GE's `GetIterationNum`).
+    pub fn iteration_num(&self) -> u64 {
+        self.iterations
+    }
+    /// The prepared graph of `kind`.
+    pub fn plan(&self, kind: GraphKind) -> &Plan {
+        match kind {
+            GraphKind::Init => &self.init,
+            GraphKind::Main => &self.main,
+            GraphKind::DeInit => &self.deinit,
+        }
+    }
+    pub fn device(&self) -> &Device {
+        &self.env.device
+    }
+
+    /// Runs Init, then binds its exports into Main and DeInit.
+    pub fn load(&mut self) -> Result<(), ExecError> {
+        if self.status != Status::Created {
+            return Err(state_error("load", self.status));
+        }
+        let mut st = self.init.new_state();
+        engine::run(&self.env, &self.init, &mut st)?;
+        self.exports = self
+            .init
+            .output_slots()
+            .iter()
+            .map(|&s| st.arena.slot(s).clone())
+            .collect();
+        // Init's uploads complete before Main reads them from any stream.
+        for v in &self.exports {
+            if let Value::Streams(s) = v {
+                for &id in s.iter() {
+                    self.env.device.synchronize(id)?;
+                }
+            }
+        }
+        let mut main = self.main.new_state();
+        bind_exports(&self.main, &mut main, &self.exports)?;
+        for &(index, slot) in &self.main.inner_data {
+            match &self.exports[index] {
+                Value::Streams(s) => self.stream_slots.push((slot, s.clone())),
+                Value::Allocator(a) => self.allocator_slots.push((slot, a.clone())),
+                _ => {}
+            }
+        }
+        self.bound_stream = self.stream_slots.first().map(|(_, s)| s[0]);
+        self.main_state = Some(main);
+        self.status = Status::Loaded;
+        Ok(())
+    }
+
+    /// The model's own stream (Init's first), once loaded.
+    pub fn model_stream(&self) -> Option<StreamId> {
+        self.stream_slots.first().map(|(_, s)| s[0])
+    }
+
+    /// Points Main's stream and allocator values at `arg`'s.
+    fn bind_stream(&mut self, arg: &ModelExecuteArg) -> Result<StreamId, ExecError> {
+        let own = self
+            .model_stream()
+            .ok_or_else(|| ExecError::State("the model has no stream".into()))?;
+        let stream = arg.stream.unwrap_or(own);
+        if let Some(a) = &arg.allocator
+            && a.stream() != stream
+        {
+            return Err(ExecError::State(format!(
+                "the allocator serves stream {}, the execution runs on stream {}",
+                a.stream().0,
+                stream.0
+            )));
+        }
+        if self.bound_stream == Some(stream) && arg.allocator.is_none() {
+            return Ok(stream);
+        }
+        let st = self.main_state.as_mut().expect("loaded");
+        for (slot, streams) in &self.stream_slots {
+            let mut s: Vec<StreamId> = streams.to_vec();
+            s[0] = stream;
+            *st.arena.slot_mut(*slot) = Value::Streams(s.into());
+        }
+        let allocator: Arc<dyn DeviceAllocator> = match &arg.allocator {
+            Some(a) => a.clone(),
+            None if stream == own => match self.allocator_slots.first() {
+                Some((_, a)) => a.clone(),
+                None => Arc::new(CachingAllocator::new(self.env.device.clone(), stream)),
+            },
+            None => match self.stream_allocators.iter().find(|(s, _)| *s == stream) {
+                Some((_, a)) => a.clone(),
+                None => {
+                    let a: Arc<dyn DeviceAllocator> =
+                        Arc::new(CachingAllocator::new(self.env.device.clone(), stream));
+                    self.stream_allocators.push((stream, a.clone()));
+                    a
+                }
+            },
+        };
+        for (slot, _) in &self.allocator_slots {
+            *st.arena.slot_mut(*slot) = Value::Allocator(allocator.clone());
+        }
+        // An external allocator is bound for this execution only.
+        self.bound_stream = if arg.allocator.is_some() {
+            None
+        } else {
+            Some(stream)
+        };
+        Ok(stream)
+    }
+
+    /// Checks the inputs against the model's and writes them into Main's `Data` slots.
+    fn bind_inputs(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+        if inputs.len() != self.inputs.len() {
+            return Err(ExecError::Io(format!(
+                "the model has {} inputs, {} were given",
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (i, (t, io)) in inputs.iter().zip(&self.inputs).enumerate() {
+            check_input(i, t, io)?;
+        }
+        let st = self.main_state.as_mut().expect("loaded");
+        for &(index, node) in &self.main.data {
+            let t = inputs.get(index).ok_or_else(|| {
+                ExecError::Io(format!(
+                    "Data index {index} is beyond the {} inputs",
+                    inputs.len()
+                ))
+            })?;
+            let first = self.main.recs[node as usize].out_start;
+            st.arena.slot_mut(first).set_shape(t.shape.iter().copied());
+            if self.main.recs[node as usize].out_len > 1 {
+                let h = st.arena.slot_mut(first + 1).host_mut(t.dtype);
+                h.shape.clear();
+                h.shape.extend_from_slice(&t.shape);
+                h.data.clear();
+                h.data.extend_from_slice(&t.data);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs Main on `arg`'s stream with `inputs`; `outputs` receives the model outputs in
+    /// device memory (the caller's to free). Returns once the work is submitted.
+    pub fn execute(
+        &mut self,
+        arg: &ModelExecuteArg,
+        inputs: &[&HostTensor],
+        outputs: &mut Vec<OutputTensor>,
+    ) -> Result<StreamId, ExecError> {
+        if self.status != Status::Loaded {
+            return Err(state_error("execute", self.status));
+        }
+        let stream = self.bind_stream(arg)?;
+        self.bind_inputs(inputs)?;
+        let st = self.main_state.as_mut().expect("loaded");
+        engine::run(&self.env, &self.main, st)?;
+        let slots = self.main.output_slots();
+        if slots.len() != 2 * self.outputs.len() {
+            return Err(ExecError::Io(format!(
+                "NetOutput has {} values, the model's {} outputs need {}",
+                slots.len(),
+                self.outputs.len(),
+                2 * self.outputs.len()
+            )));
+        }
+        outputs.clear();
+        for (k, io) in self.outputs.iter().enumerate() {
+            let (shape, mem) = output_pair(st, slots, k, io)?;
+            outputs.push(OutputTensor {
+                dtype: io.dtype.expect("checked by output_pair"),
+                shape: shape.to_vec(),
+                mem: mem.clone(),
+            });
+        }
+        self.iterations += 1;
+        Ok(stream)
+    }
+
+    /// Runs Main on the model's stream, waits, and downloads the outputs into `outputs`
+    /// (resized to the model's output count; each tensor's storage is reused), freeing
+    /// their device memory.
+    pub fn execute_sync(
+        &mut self,
+        inputs: &[&HostTensor],
+        outputs: &mut Vec<HostTensor>,
+    ) -> Result<(), ExecError> {
+        if self.status != Status::Loaded {
+            return Err(state_error("execute", self.status));
+        }
+        let stream = self.bind_stream(&ModelExecuteArg::default())?;
+        self.bind_inputs(inputs)?;
+        let st = self.main_state.as_mut().expect("loaded");
+        let run = engine::run(&self.env, &self.main, st);
+        let synced = self.env.device.synchronize(stream);
+        run?;
+        synced?;
+        let slots = self.main.output_slots();
+        outputs.truncate(self.outputs.len());
+        while outputs.len() < self.outputs.len() {
+            outputs.push(HostTensor {
+                dtype: DType::F32,
+                shape: Vec::new(),
+                data: Vec::new(),
+            });
+        }
+        let mut first_error = None;
+        for (k, io) in self.outputs.iter().enumerate() {
+            let (shape, mem) = output_pair(st, slots, k, io)?;
+            let dtype = io.dtype.expect("checked by output_pair");
+            let out = &mut outputs[k];
+            out.dtype = dtype;
+            out.shape.clear();
+            out.shape.extend_from_slice(shape);
+            let bytes = super::kernels::tensor_bytes(dtype, shape)
+                .map_err(|e| ExecError::Io(format!("output {k}: {e}")))?;
+            out.data.resize(bytes, 0);
+            let r = self
+                .env
+                .device
+                .memcpy_d2h(&mut out.data, mem.ptr)
+                .and_then(|()| mem.allocator.free(mem.ptr));
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
+        self.iterations += 1;
+        Ok(())
+    }
+
+    /// Runs DeInit: everything Init made is released.
+    pub fn unload(&mut self) -> Result<(), ExecError> {
+        if self.status != Status::Loaded {
+            return Err(state_error("unload", self.status));
+        }
+        self.status = Status::Unloaded;
+        if let Some(s) = self.model_stream() {
+            self.env.device.synchronize(s)?;
+        }
+        self.main_state = None;
+        let mut st = self.deinit.new_state();
+        bind_exports(&self.deinit, &mut st, &self.exports)?;
+        engine::run(&self.env, &self.deinit, &mut st)?;
+        self.exports.clear();
+        self.stream_slots.clear();
+        self.allocator_slots.clear();
+        self.stream_allocators.clear();
+        Ok(())
+    }
+}
+
+impl Drop for ModelV2Executor {
+    fn drop(&mut self) {
+        if self.status == Status::Loaded {
+            // Nothing to report to: the resources go back as far as they can.
+            let _ = self.unload();
+        }
+    }
+}
+
+fn bind_exports(plan: &Plan, st: &mut ExecState, exports: &[Value]) -> Result<(), ExecError> {
+    for &(index, slot) in &plan.inner_data {
+        let v = exports.get(index).ok_or_else(|| ExecError::Load {
+            graph: plan.path.clone(),
+            node: String::new(),
+            msg: format!(
+                "InnerData index {index} is beyond Init's {} exports",
+                exports.len()
+            ),
+        })?;
+        *st.arena.slot_mut(slot) = v.clone();
+    }
+    Ok(())
+}
+
+fn check_input(i: usize, t: &HostTensor, io: &ModelIo) -> Result<(), ExecError> {
+    let bad = |msg: String| ExecError::Io(format!("input {i} {:?}: {msg}", io.name));
+    if Some(t.dtype) != io.dtype {
+        return Err(bad(format!(
+            "dtype {} differs from the model's {}",
+            t.dtype,
+            io.dtype.map_or("(none)", |d| d.name())
+        )));
+    }
+    let rank_known = io.shape.as_slice() != [-2];
+    if rank_known
+        && (io.shape.len() != t.shape.len()
+            || io
+                .shape
+                .iter()
+                .zip(&t.shape)
+                .any(|(&m, &d)| m >= 0 && m != d))
+    {
+        return Err(bad(format!(
+            "shape {:?} does not fit the model's {:?}",
+            t.shape, io.shape
+        )));
+    }
+    if t.shape.iter().any(|&d| d < 0) {
+        return Err(bad(format!("shape {:?} has a negative dim", t.shape)));
+    }
+    let bytes = super::kernels::tensor_bytes(t.dtype, &t.shape).map_err(|e| bad(e.to_string()))?;
+    if t.data.len() != bytes {
+        return Err(bad(format!(
+            "{} bytes of data, its shape needs {bytes}",
+            t.data.len()
+        )));
+    }
+    Ok(())
+}
+
+fn output_pair<'s>(
+    st: &'s mut ExecState,
+    slots: &[u32],
+    k: usize,
+    io: &ModelIo,
+) -> Result<(&'s [i64], &'s Mem), ExecError> {
+    let bad = |msg: String| ExecError::Io(format!("output {k} {:?}: {msg}", io.name));
+    if io.dtype.is_none() {
+        return Err(bad("a type the emulated device does not compute on".into()));
+    }
+    // SAFETY: the run is over; nothing writes the arena now.
+    let (shape, mem) = unsafe { (st.arena.get(slots[2 * k]), st.arena.get(slots[2 * k + 1])) };
+    match (shape, mem) {
+        (Value::Shape(s), Value::Mem(m)) => Ok((s, m)),
+        (s, m) => Err(bad(format!(
+            "got {} and {}, not a shape and memory",
+            s.kind(),
+            m.kind()
+        ))),
+    }
+}
+
+/// One executor per stream (GE's `StreamExecutor`): concurrent requests on different
+/// streams never share execution state. Thread-safe; an executor is created and loaded on
+/// its stream's first use.
+pub struct StreamExecutor {
+    graph: Arc<ExecuteGraph>,
+    device: Device,
+    options: ExecutorOptions,
+    executors: Mutex<HashMap<StreamId, Arc<Mutex<ModelV2Executor>>>>,
+}
+
+impl StreamExecutor {
+    pub fn new(graph: Arc<ExecuteGraph>, device: &Device, options: ExecutorOptions) -> Self {
+        StreamExecutor {
+            graph,
+            device: device.clone(),
+            options,
+            executors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The loaded executor for `stream`, created on first use.
+    pub fn get_or_create_loaded(
+        &self,
+        stream: StreamId,
+    ) -> Result<Arc<Mutex<ModelV2Executor>>, ExecError> {
+        if let Some(e) = self
+            .executors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&stream)
+        {
+            return Ok(e.clone());
+        }
+        // Built outside the map's lock: loading runs Init, which can take a while.
+        let mut e = ModelV2Executor::create(&self.graph, &self.device, self.options.clone())?;
+        e.load()?;
+        let e = Arc::new(Mutex::new(e));
+        let mut map = self
+            .executors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(map.entry(stream).or_insert(e).clone())
+    }
+
+    /// Drops `stream`'s executor (its DeInit runs when the last handle goes).
+    pub fn erase(&self, stream: StreamId) -> bool {
+        self.executors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&stream)
+            .is_some()
+    }
+}

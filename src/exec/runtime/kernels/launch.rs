@@ -1,0 +1,337 @@
+//! Op kernels: `InferShape`, `LaunchKernelWithHandle`, `LaunchKernelAllocOutputs`.
+//!
+//! Each resolves its op at load (`_op_type`, and the element types `_in_dtypes` and
+//! `_out_dtypes`, where an empty name is an omitted optional input with no slots). A launch
+//! keeps its launch record across executions and rebinds it in place once the device has
+//! dropped it (`Launch::rebind`), so a steady-state launch allocates nothing; an omitted
+//! input is passed as an empty 1-D tensor of the first input's type, as the op library
+//! takes it.
+
+use std::sync::Arc;
+
+use crate::exec::{ExecNode, KernelClass};
+use crate::npu::DType;
+use crate::npu::device::{DevicePtr, Launch, TensorArg};
+use crate::npu::ops::{InferCtx, OpRegistry, TensorMeta};
+
+use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::plan::{NodeData, NodeState, OpData};
+use super::super::registry::{KernelInfo, KernelRegistry};
+use super::super::value::{Mem, Value};
+use super::{dims_of, tensor_bytes};
+
+fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, String> {
+    let s = node
+        .attrs
+        .get(key)
+        .and_then(|a| a.as_str())
+        .ok_or_else(|| format!("attribute {key:?} is missing"))?;
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|n| match n {
+            "" => Ok(None),
+            n => DType::from_name(n)
+                .map(Some)
+                .ok_or_else(|| format!("attribute {key:?}: unknown dtype {n:?}")),
+        })
+        .collect()
+}
+
+fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, String> {
+    let spec = super::op_spec(node, ops, "_op_type")?;
+    let inputs = dtypes(node, "_in_dtypes")?;
+    let outputs = dtypes(node, "_out_dtypes")?
+        .into_iter()
+        .map(|d| d.ok_or("an output has no dtype"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(NodeData::Op(Box::new(OpData {
+        spec,
+        inputs,
+        outputs,
+    })))
+}
+
+fn op_of<'a>(cx: &KernelContext<'a>) -> Result<&'a OpData, KernelError> {
+    cx.info()
+        .data
+        .op()
+        .ok_or_else(|| KernelError::new("the node's op was not prepared"))
+}
+
+fn fill_dtype(op: &OpData) -> DType {
+    op.inputs
+        .iter()
+        .flatten()
+        .next()
+        .copied()
+        .unwrap_or(DType::F32)
+}
+
+/// Sets `arg` to a tensor at `ptr`, reusing its dims' storage.
+fn set_arg(arg: &mut TensorArg, ptr: DevicePtr, dtype: DType, dims: impl Iterator<Item = usize>) {
+    arg.ptr = ptr;
+    arg.dtype = dtype;
+    arg.shape.clear();
+    arg.shape.extend(dims);
+}
+
+/// The `k`th (shape, memory) pair starting at input slot `base`, as a launch argument,
+/// checked against the memory's size.
+fn pair<'a>(
+    cx: &KernelContext<'a>,
+    base: usize,
+    k: usize,
+    dtype: DType,
+) -> Result<(&'a [i64], &'a Mem), KernelError> {
+    let shape = cx.input_shape(base + 2 * k)?;
+    let mem = cx.input_mem(base + 2 * k + 1)?;
+    let bytes = tensor_bytes(dtype, shape)?;
+    if bytes > mem.bytes {
+        return Err(KernelError::new(format!(
+            "a {dtype} tensor of {shape:?} ({bytes} bytes) does not fit its {} bytes of memory",
+            mem.bytes
+        )));
+    }
+    Ok((shape, mem))
+}
+
+fn fill_args(
+    cx: &KernelContext<'_>,
+    op: &OpData,
+    base: usize,
+    args: &mut Vec<TensorArg>,
+) -> Result<(), KernelError> {
+    let fill = fill_dtype(op);
+    args.truncate(op.inputs.len());
+    let mut k = 0;
+    for (i, d) in op.inputs.iter().enumerate() {
+        if i == args.len() {
+            args.push(TensorArg::new(DevicePtr(0), fill, &[]));
+        }
+        match d {
+            Some(d) => {
+                let (shape, mem) = pair(cx, base, k, *d)?;
+                set_arg(&mut args[i], mem.ptr, *d, dims_of(shape)?);
+                k += 1;
+            }
+            None => set_arg(&mut args[i], DevicePtr(0), fill, std::iter::once(0)),
+        }
+    }
+    Ok(())
+}
+
+/// `LaunchKernelWithHandle(stream, [shape, memory]* inputs, [shape, memory]* outputs)`.
+fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
+    let op = op_of(cx)?;
+    let present = op.inputs.iter().flatten().count();
+    let expected = 1 + 2 * (present + op.outputs.len());
+    if cx.input_count() != expected {
+        return Err(KernelError::new(format!(
+            "{} inputs, the op's {present} inputs and {} outputs need {expected}",
+            cx.input_count(),
+            op.outputs.len()
+        )));
+    }
+    let stream = cx.input_stream(0)?;
+    let slot = match std::mem::take(cx.state()) {
+        NodeState::Launch(slot) => slot,
+        _ => None,
+    };
+    let mut l = match slot {
+        // The device has dropped its reference: rebind in place.
+        Some(l) if Arc::strong_count(&l) == 1 && Arc::weak_count(&l) == 0 => l,
+        // Still queued from an earlier execution: a new record for this one.
+        Some(l) => Arc::new((*l).clone()),
+        None => Arc::new(Launch::new(
+            op.spec.name,
+            cx.info().attrs.clone(),
+            Vec::new(),
+            Vec::new(),
+        )),
+    };
+    let r = bind_launch(cx, op, present, Arc::get_mut(&mut l).expect("unique")).and_then(|()| {
+        cx.device()
+            .launch_shared(stream, &l)
+            .map_err(KernelError::from)
+    });
+    *cx.state() = NodeState::Launch(Some(l));
+    r
+}
+
+/// Rebinds `l` to the node's current input and output tensors.
+fn bind_launch(
+    cx: &KernelContext<'_>,
+    op: &OpData,
+    present: usize,
+    l: &mut Launch,
+) -> KernelResult {
+    let out_base = 1 + 2 * present;
+    let mut result = Ok(());
+    l.rebind(|ins, outs| {
+        result = fill_args(cx, op, 1, ins).and_then(|()| {
+            outs.truncate(op.outputs.len());
+            for (o, &d) in op.outputs.iter().enumerate() {
+                if o == outs.len() {
+                    outs.push(TensorArg::new(DevicePtr(0), d, &[]));
+                }
+                let (shape, mem) = pair(cx, out_base, o, d)?;
+                set_arg(&mut outs[o], mem.ptr, d, dims_of(shape)?);
+            }
+            Ok(())
+        });
+    });
+    result
+}
+
+/// `LaunchKernelAllocOutputs(stream, allocator, [shape, memory]* inputs)`: a data-dependent
+/// op; its outputs are allocated once their shapes are known and handed out as
+/// [shape, memory]* pairs. Waits for the launch (its output shapes are what follows).
+fn launch_kernel_alloc_outputs(cx: &mut KernelContext<'_>) -> KernelResult {
+    let op = op_of(cx)?;
+    let stream = cx.input_stream(0)?;
+    let allocator = cx.input_allocator(1)?.clone();
+    let mut ins = Vec::with_capacity(op.inputs.len());
+    fill_args(cx, op, 2, &mut ins)?;
+    let launch = Launch::allocating(op.spec.name, cx.info().attrs.clone(), ins, op.outputs.len());
+    let outs = cx.device().launch_alloc_outputs(stream, launch)?.wait()?;
+    if outs.len() != op.outputs.len() {
+        return Err(KernelError::new(format!(
+            "the op gave {} outputs, the node has {}",
+            outs.len(),
+            op.outputs.len()
+        )));
+    }
+    for (k, a) in outs.into_iter().enumerate() {
+        let bytes = a.bytes().unwrap_or(usize::MAX);
+        cx.output(2 * k)?
+            .set_shape(a.shape.iter().map(|&d| d as i64));
+        *cx.output(2 * k + 1)? = Value::Mem(Mem {
+            ptr: a.ptr,
+            bytes,
+            allocator: allocator.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// `InferShape(infer function, per present input its shape or its host tensor)`.
+fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
+    let op = op_of(cx)?;
+    let Value::Infer(spec) = cx.input(0)? else {
+        return Err(KernelError::new("input 0 is not an infer function"));
+    };
+    let fill = fill_dtype(op);
+    let present = op.inputs.iter().flatten().count();
+    if cx.input_count() != 1 + present {
+        return Err(KernelError::new(format!(
+            "{} inputs, the op's {present} inputs need {}",
+            cx.input_count(),
+            1 + present
+        )));
+    }
+    let empty = crate::npu::HostTensor {
+        dtype: fill,
+        shape: vec![0],
+        data: Vec::new(),
+    };
+    let mut metas = match std::mem::take(cx.state()) {
+        NodeState::Infer(m) => m,
+        _ => Vec::new(),
+    };
+    metas.clear();
+    let mut values = Vec::with_capacity(op.inputs.len());
+    let mut k = 1;
+    for (i, d) in op.inputs.iter().enumerate() {
+        match d {
+            None => {
+                metas.push(TensorMeta::new(fill, &[0]));
+                values.push(Some(&empty));
+            }
+            Some(d) => {
+                match cx.input(k)? {
+                    Value::Shape(s) => {
+                        metas.push(TensorMeta::new(*d, s));
+                        values.push(None);
+                    }
+                    Value::Host(h) => {
+                        metas.push(TensorMeta::new(h.dtype, &h.shape));
+                        values.push(Some(&**h));
+                    }
+                    v => {
+                        return Err(KernelError::new(format!(
+                            "input {k} (op input {i}) is {}, expected a shape or a host tensor",
+                            v.kind()
+                        )));
+                    }
+                }
+                k += 1;
+            }
+        }
+    }
+    let ctx = InferCtx {
+        op: spec.name,
+        inputs: &metas,
+        values: &values,
+        attrs: &cx.info().attrs,
+        outputs: op.outputs.len(),
+    };
+    let outs = (spec.infer)(&ctx)?;
+    drop(values);
+    if outs.len() != cx.output_count() {
+        return Err(KernelError::new(format!(
+            "inference gives {} outputs, the node has {}",
+            outs.len(),
+            cx.output_count()
+        )));
+    }
+    for (o, m) in outs.iter().enumerate() {
+        let dims = m
+            .shape
+            .as_ref()
+            .filter(|s| s.iter().all(|&d| d >= 0))
+            .ok_or_else(|| KernelError::new(format!("output {o} is not concrete: {m}")))?;
+        cx.output(o)?.set_shape(dims.iter().copied());
+    }
+    *cx.state() = NodeState::Infer(metas);
+    Ok(())
+}
+
+fn op_type(cx: &KernelContext<'_>) -> Option<&'static str> {
+    cx.info().data.op().map(|o| o.spec.name)
+}
+
+/// The launch's op and its input and output shapes.
+fn trace_launch(cx: &KernelContext<'_>) -> Vec<String> {
+    let Some(op) = cx.info().data.op() else {
+        return Vec::new();
+    };
+    let shapes: Vec<String> = (1..cx.input_count())
+        .step_by(2)
+        .filter_map(|i| cx.input_shape(i).ok().map(|s| format!("{s:?}")))
+        .collect();
+    vec![format!("{} {}", op.spec.name, shapes.join(" "))]
+}
+
+pub(super) fn register(r: &mut KernelRegistry) {
+    r.register(
+        "LaunchKernelWithHandle",
+        KernelInfo::new(launch_kernel_with_handle, KernelClass::Launch)
+            .prepare(prepare_op)
+            .trace(trace_launch)
+            .profiling(op_type),
+    );
+    r.register(
+        "LaunchKernelAllocOutputs",
+        KernelInfo::new(launch_kernel_alloc_outputs, KernelClass::Memory)
+            .prepare(prepare_op)
+            .profiling(op_type),
+    );
+    r.register(
+        "InferShape",
+        KernelInfo::new(infer_shape, KernelClass::Memory)
+            .prepare(prepare_op)
+            .profiling(op_type),
+    );
+}

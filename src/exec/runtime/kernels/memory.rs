@@ -1,0 +1,191 @@
+//! Memory kernels: sizes, allocation and free, and the copies between host and device.
+//!
+//! Host-to-device copies go through a staging buffer the node keeps across executions
+//! (the device holds its handle until the copy ran, as asynchronous copies must); it is
+//! rewritten in place when the device is done with it, so a steady-state upload allocates
+//! nothing.
+
+use crate::exec::KernelClass;
+use crate::npu::device::{HostBuf, Task};
+
+use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::plan::NodeState;
+use super::super::registry::{KernelInfo, KernelRegistry};
+use super::super::value::{Mem, Value};
+use super::tensor_bytes;
+
+fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
+    let dtype = cx.attr_dtype("dtype")?;
+    let bytes = tensor_bytes(dtype, cx.input_shape(0)?)?;
+    *cx.output(0)? = Value::Int(bytes as i64);
+    Ok(())
+}
+
+fn alloc_mem_hbm(cx: &mut KernelContext<'_>) -> KernelResult {
+    let allocator = cx.input_allocator(0)?;
+    let bytes = if cx.input_count() > 1 {
+        cx.input_int(1)?
+    } else {
+        cx.attr_int("size")?
+    };
+    let bytes = usize::try_from(bytes)
+        .map_err(|_| KernelError::new(format!("size {bytes} is negative")))?;
+    let ptr = allocator.alloc(bytes)?;
+    *cx.output(0)? = Value::Mem(Mem {
+        ptr,
+        bytes,
+        allocator: allocator.clone(),
+    });
+    Ok(())
+}
+
+fn free_memory(cx: &mut KernelContext<'_>) -> KernelResult {
+    let m = cx.input_mem(0)?;
+    m.allocator.free(m.ptr)?;
+    Ok(())
+}
+
+/// Submits a copy of `bytes` to `dst` on `stream` through the node's staging buffer.
+fn upload(
+    cx: &mut KernelContext<'_>,
+    stream: crate::npu::device::StreamId,
+    dst: crate::npu::device::DevicePtr,
+    bytes: &[u8],
+) -> KernelResult {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let device = cx.device().clone();
+    let state = cx.state();
+    if !matches!(state, NodeState::Staging(_)) {
+        *state = NodeState::Staging(None);
+    }
+    let NodeState::Staging(slot) = state else {
+        unreachable!()
+    };
+    let reusable = slot
+        .as_ref()
+        .is_some_and(|b| b.is_unique() && b.len() >= bytes.len());
+    if !reusable {
+        *slot = Some(device.malloc_host(bytes.len()));
+    }
+    let buf: &HostBuf = slot.as_ref().expect("set above");
+    buf.write(bytes);
+    device.submit(
+        stream,
+        Task::MemcpyH2D {
+            dst,
+            src: buf.clone(),
+            offset: 0,
+            len: bytes.len(),
+        },
+    )?;
+    Ok(())
+}
+
+/// `CopyH2D(host, stream, allocator)`: new device memory holding the host tensor.
+fn copy_h2d(cx: &mut KernelContext<'_>) -> KernelResult {
+    let host = cx.input_host(0)?;
+    let stream = cx.input_stream(1)?;
+    let allocator = cx.input_allocator(2)?;
+    let bytes = host.data.len();
+    let ptr = allocator.alloc(bytes)?;
+    upload(cx, stream, ptr, &host.data)?;
+    *cx.output(0)? = Value::Mem(Mem {
+        ptr,
+        bytes,
+        allocator: allocator.clone(),
+    });
+    Ok(())
+}
+
+/// `CopyD2H(stream, shape, memory)` (`dtype`): the tensor downloaded, once the stream ran
+/// what writes it.
+fn copy_d2h(cx: &mut KernelContext<'_>) -> KernelResult {
+    let dtype = cx.attr_dtype("dtype")?;
+    let stream = cx.input_stream(0)?;
+    let shape = cx.input_shape(1)?;
+    let mem = cx.input_mem(2)?;
+    let bytes = tensor_bytes(dtype, shape)?;
+    if bytes > mem.bytes {
+        return Err(KernelError::new(format!(
+            "a {dtype} tensor of {shape:?} is {bytes} bytes, its memory {}",
+            mem.bytes
+        )));
+    }
+    let device = cx.device().clone();
+    device.synchronize(stream)?;
+    let ptr = mem.ptr;
+    let out = cx.output(0)?.host_mut(dtype);
+    out.shape.clear();
+    out.shape.extend_from_slice(shape);
+    out.data.resize(bytes, 0);
+    device.memcpy_d2h(&mut out.data, ptr)?;
+    Ok(())
+}
+
+/// `CalcDeviceCopySizes(host)`: the allocation size and the copy size (equal for every
+/// tensor the device has; 0 and 0 for an empty one).
+fn calc_device_copy_sizes(cx: &mut KernelContext<'_>) -> KernelResult {
+    let n = cx.input_host(0)?.data.len() as i64;
+    *cx.output(0)? = Value::Int(n);
+    *cx.output(1)? = Value::Int(n);
+    Ok(())
+}
+
+/// `ShareH2DCopyResult(memory, copy size)`: the device tensor the copy fills, for every
+/// reader and the Free.
+fn share_h2d_copy_result(cx: &mut KernelContext<'_>) -> KernelResult {
+    let m = cx.input_mem(0)?.clone();
+    let n = cx.input_int(1)?;
+    if n < 0 || n as usize > m.bytes {
+        return Err(KernelError::new(format!(
+            "copy size {n} does not fit the {} bytes allocated",
+            m.bytes
+        )));
+    }
+    *cx.output(0)? = Value::Mem(m);
+    Ok(())
+}
+
+/// `LaunchH2DCopy(host, result, copy size, stream)`: submits the copy.
+fn launch_h2d_copy(cx: &mut KernelContext<'_>) -> KernelResult {
+    let host = cx.input_host(0)?;
+    let dst = cx.input_mem(1)?.ptr;
+    let n = cx.input_int(2)?;
+    let stream = cx.input_stream(3)?;
+    let bytes = host
+        .data
+        .get(..usize::try_from(n).unwrap_or(usize::MAX))
+        .ok_or_else(|| KernelError::new(format!("copy size {n} exceeds the host tensor")))?;
+    upload(cx, stream, dst, bytes)
+}
+
+fn sync_stream(cx: &mut KernelContext<'_>) -> KernelResult {
+    let s = cx.input_stream(0)?;
+    cx.device().synchronize(s)?;
+    Ok(())
+}
+
+pub(super) fn register(r: &mut KernelRegistry) {
+    use KernelClass::{Launch, Memory};
+    r.register(
+        "CalcTensorSizeFromShape",
+        KernelInfo::new(calc_tensor_size_from_shape, Memory),
+    );
+    r.register("AllocMemHbm", KernelInfo::new(alloc_mem_hbm, Memory));
+    r.register("FreeMemory", KernelInfo::new(free_memory, Memory));
+    r.register("FreeMemoryHoldAddr", KernelInfo::new(free_memory, Memory));
+    r.register("CopyH2D", KernelInfo::new(copy_h2d, Memory));
+    r.register("CopyD2H", KernelInfo::new(copy_d2h, Memory));
+    r.register(
+        "CalcDeviceCopySizes",
+        KernelInfo::new(calc_device_copy_sizes, Memory),
+    );
+    r.register(
+        "ShareH2DCopyResult",
+        KernelInfo::new(share_h2d_copy_result, Memory),
+    );
+    r.register("LaunchH2DCopy", KernelInfo::new(launch_h2d_copy, Launch));
+    r.register("SyncStream", KernelInfo::new(sync_stream, Memory));
+}

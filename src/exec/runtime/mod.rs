@@ -1,0 +1,88 @@
+//! Running ExecuteGraphs: the kernel registry, the prepared graphs, the engines and the
+//! model executor (GE's `gert` runtime: `ModelV2Executor`, `StreamExecutor`, the
+//! sequential and topological executors, `KernelRegistry`).
+//!
+//! Layers, top down:
+//! - [`executor`]: [`ModelV2Executor`] (Load runs Init and prepares Main; Execute binds
+//!   inputs, runs Main, hands out outputs; UnLoad runs DeInit) and [`StreamExecutor`].
+//! - [`engine`]: the four executor types over a prepared graph.
+//! - [`plan`]: a graph prepared once per load: node records, value slots, run order,
+//!   successor lists, relations.
+//! - [`kernels`]: what each kernel type does, on the emulated device.
+//! - [`registry`], [`context`], [`value`]: the kernel interface.
+
+pub mod context;
+pub mod engine;
+mod engine_mt;
+pub mod executor;
+pub mod kernels;
+pub mod plan;
+pub mod registry;
+pub mod subscriber;
+pub mod value;
+
+use std::cell::UnsafeCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use crate::npu::device::Device;
+use crate::npu::ops::OpRegistry;
+
+pub use context::{KernelContext, KernelError, KernelResult};
+pub use engine::ExecutorType;
+pub use executor::{
+    ExecutorOptions, ModelExecuteArg, ModelV2Executor, OutputTensor, StreamExecutor,
+};
+pub use plan::{NodeData, NodeInfo, NodeState, OpData, Plan, prepare};
+pub use registry::{KernelFuncs, KernelInfo, KernelRegistry, Role};
+pub use subscriber::Subscriber;
+pub use value::{CachingAllocator, DeviceAllocator, Mem, Value};
+
+/// What every kernel call of one executor shares.
+pub struct Env {
+    pub device: Device,
+    pub ops: Arc<OpRegistry>,
+    pub executor: ExecutorType,
+    /// Called around every node when set (the engines' callback variant).
+    pub subscriber: Option<Arc<dyn Subscriber>>,
+}
+
+/// A prepared graph's mutable side, one per executor (per stream).
+pub struct ExecState {
+    pub(crate) arena: value::Arena,
+    pub(crate) states: Box<[UnsafeCell<NodeState>]>,
+    /// The topological engines' counters, reset in place per execution.
+    pub(crate) indegree: Vec<u32>,
+    pub(crate) queue: VecDeque<u32>,
+    pub(crate) heap: BinaryHeap<(Reverse<i64>, Reverse<u32>)>,
+}
+
+// SAFETY: node states are touched only by their node's kernel while it runs, which the
+// schedule serializes as it does value slots (see `value::Arena`).
+unsafe impl Sync for ExecState {}
+unsafe impl Send for ExecState {}
+
+/// Why loading or running failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExecError {
+    #[error("{graph}: node {node:?}: {msg}")]
+    Load {
+        graph: String,
+        node: String,
+        msg: String,
+    },
+    #[error("{graph}: node {node:?} ({kernel}): {source}")]
+    Kernel {
+        graph: String,
+        node: String,
+        kernel: &'static str,
+        source: KernelError,
+    },
+    #[error("{0}")]
+    State(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Device(#[from] crate::npu::device::NpuError),
+}

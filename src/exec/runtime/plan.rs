@@ -1,0 +1,407 @@
+//! Preparing a graph for the engines: GE's execution data.
+//!
+//! A [`Plan`] is immutable and shared; an [`ExecState`] is one executor's mutable side of
+//! it (value slots, per-node kernel state, the topological engines' counters). Preparing
+//! resolves every node's kernel in the registry (a missing one is an error naming the
+//! node), numbers every output value with a slot, flattens every node's input slots into
+//! one array, runs the kernels' `prepare` and `outputs_creator` hooks, and builds what
+//! each engine needs: the run order (sequential), the successor lists and in-degrees
+//! (topological), priorities, and the Free-to-Launch relations as a CSR (multi-thread).
+//!
+//! The hot record is [`NodeRec`]: a function pointer and four `u32`s, in one array in
+//! node-id order, so an engine's step is an index, a call and nothing else.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::exec::{ExecGraph, KernelClass, Origin};
+use crate::npu::device::{HostBuf, Launch};
+use crate::npu::ops::{OpRegistry, OpSpec, TensorMeta};
+use crate::npu::{AttrMap, DType};
+
+use super::registry::{KernelFn, KernelFuncs, KernelRegistry, Role};
+use super::value::{Arena, Value};
+use super::{ExecError, ExecState};
+
+/// What one node calls: the hot part.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeRec {
+    pub run: KernelFn,
+    pub in_start: u32,
+    pub in_len: u32,
+    pub out_start: u32,
+    pub out_len: u32,
+}
+
+/// What a kernel resolved at load from its node's attributes.
+#[derive(Debug, Clone, Default)]
+pub enum NodeData {
+    #[default]
+    None,
+    Op(Box<OpData>),
+}
+
+/// An op kernel's resolved op: the spec, the element types of its present inputs (`None`
+/// for an omitted optional input, which has no slots) and of its outputs.
+#[derive(Debug, Clone)]
+pub struct OpData {
+    pub spec: OpSpec,
+    pub inputs: Vec<Option<DType>>,
+    pub outputs: Vec<DType>,
+}
+
+impl NodeData {
+    pub fn op(&self) -> Option<&OpData> {
+        match self {
+            NodeData::Op(o) => Some(o),
+            NodeData::None => None,
+        }
+    }
+}
+
+/// A kernel's mutable state across executions.
+#[derive(Default)]
+pub enum NodeState {
+    #[default]
+    None,
+    /// A launch record rebound each execution (`Launch::rebind`).
+    Launch(Option<Arc<Launch>>),
+    /// A staging buffer for host-to-device copies, reused while the device is done with it.
+    Staging(Option<HostBuf>),
+    /// Shape inference's scratch: input metas.
+    Infer(Vec<TensorMeta>),
+    /// An owner node's subgraphs, each prepared once and then reused.
+    Subgraphs(Vec<Option<Box<ExecState>>>),
+}
+
+/// The cold part of a node: what errors, traces and profiles name, and what kernels read.
+#[derive(Debug)]
+pub struct NodeInfo {
+    pub id: u32,
+    pub name: String,
+    pub kernel: &'static str,
+    pub class: KernelClass,
+    pub funcs: KernelFuncs,
+    pub critical_section: &'static str,
+    pub attrs: AttrMap,
+    pub origin: Option<Arc<Origin>>,
+    pub priority: i64,
+    pub data: NodeData,
+    pub subgraphs: Vec<Arc<Plan>>,
+}
+
+/// One prepared graph.
+pub struct Plan {
+    /// The graph's path for errors (`Main`, `Main/if.then`).
+    pub path: String,
+    pub(crate) recs: Vec<NodeRec>,
+    pub(crate) slots_in: Vec<u32>,
+    pub infos: Vec<NodeInfo>,
+    pub(crate) slot_count: u32,
+    /// Nodes the engines run, in a topological order (bound nodes left out).
+    pub(crate) order: Vec<u32>,
+    /// Successors of each node over data and control edges, deduplicated (CSR).
+    pub(crate) succ_off: Vec<u32>,
+    pub(crate) succ: Vec<u32>,
+    /// Distinct run-node predecessors of each node.
+    pub(crate) indegree: Vec<u32>,
+    /// Run nodes with no run-node predecessor, in id order.
+    pub(crate) starts: Vec<u32>,
+    /// `(input index, node)` of each `Data` node.
+    pub(crate) data: Vec<(usize, u32)>,
+    /// `(index, slot)` of each `InnerData` node's output.
+    pub(crate) inner_data: Vec<(usize, u32)>,
+    /// Values created at load, copied into each new state.
+    pub(crate) consts: Vec<(u32, Value)>,
+    /// The node whose inputs are the graph's outputs.
+    pub(crate) output: Option<u32>,
+    /// Exact (Free, Launch) relations as a CSR over Free ids: `rel_off[f]..rel_off[f+1]`
+    /// indexes `rel_launch`. Empty when the graph has none.
+    pub(crate) rel_off: Vec<u32>,
+    pub(crate) rel_launch: Vec<u32>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("path", &self.path)
+            .field("nodes", &self.recs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plan {
+    pub fn node_count(&self) -> usize {
+        self.recs.len()
+    }
+    /// Nodes the engines run (bound and constant nodes excluded).
+    pub fn run_count(&self) -> usize {
+        self.order.len()
+    }
+    /// Input slot ids of the graph's output node.
+    pub(crate) fn output_slots(&self) -> &[u32] {
+        match self.output {
+            Some(o) => self.inputs_of(o),
+            None => &[],
+        }
+    }
+    pub(crate) fn inputs_of(&self, id: u32) -> &[u32] {
+        let r = &self.recs[id as usize];
+        &self.slots_in[r.in_start as usize..(r.in_start + r.in_len) as usize]
+    }
+    /// The exact relations' launches of Free node `f`.
+    pub fn related_launches(&self, f: u32) -> &[u32] {
+        if self.rel_off.is_empty() {
+            return &[];
+        }
+        let (a, b) = (self.rel_off[f as usize], self.rel_off[f as usize + 1]);
+        &self.rel_launch[a as usize..b as usize]
+    }
+    /// A fresh state for this plan: constants in place, counters sized.
+    pub fn new_state(&self) -> ExecState {
+        let mut arena = Arena::new(self.slot_count as usize);
+        for (slot, v) in &self.consts {
+            *arena.slot_mut(*slot) = v.clone();
+        }
+        ExecState {
+            arena,
+            states: (0..self.recs.len())
+                .map(|_| UnsafeCell::new(NodeState::None))
+                .collect(),
+            indegree: self.indegree.clone(),
+            queue: VecDeque::with_capacity(self.recs.len()),
+            heap: std::collections::BinaryHeap::with_capacity(self.recs.len()),
+        }
+    }
+}
+
+/// Prepares `g` (and its subgraphs) with `reg`'s kernels and `ops`' op library.
+pub fn prepare(
+    g: &ExecGraph,
+    path: &str,
+    reg: &KernelRegistry,
+    ops: &OpRegistry,
+) -> Result<Plan, ExecError> {
+    let n = g.nodes.len();
+    let load_error = |i: usize, msg: String| ExecError::Load {
+        graph: path.to_string(),
+        node: g.nodes[i].name.to_string(),
+        msg,
+    };
+    let mut out_start = Vec::with_capacity(n + 1);
+    let mut total: u64 = 0;
+    for node in &g.nodes {
+        out_start.push(total as u32);
+        total += node.outputs as u64;
+    }
+    if total > u32::MAX as u64 / 2 {
+        return Err(ExecError::Load {
+            graph: path.to_string(),
+            node: String::new(),
+            msg: format!("{total} values are more than the engines address"),
+        });
+    }
+    let mut recs = Vec::with_capacity(n);
+    let mut infos = Vec::with_capacity(n);
+    let mut slots_in = Vec::with_capacity(g.nodes.iter().map(|x| x.inputs.len()).sum());
+    let mut roles = Vec::with_capacity(n);
+    let mut plan_data = Vec::new();
+    let mut inner_data = Vec::new();
+    let mut consts = Vec::new();
+    let mut output = None;
+    for (i, node) in g.nodes.iter().enumerate() {
+        let (kernel, info) = reg.find_named(&node.kernel).ok_or_else(|| {
+            load_error(
+                i,
+                format!(
+                    "kernel type {:?} has no implementation in rt2's kernel registry",
+                    node.kernel
+                ),
+            )
+        })?;
+        let in_start = slots_in.len() as u32;
+        for v in &node.inputs {
+            let p = v.node.index();
+            if p >= n || v.output >= g.nodes[p].outputs || p == i {
+                return Err(load_error(
+                    i,
+                    format!("input {}:{} is not a value of this graph", v.node, v.output),
+                ));
+            }
+            slots_in.push(out_start[p] + v.output);
+        }
+        let data = match info.funcs.prepare {
+            Some(f) => f(node, ops).map_err(|m| load_error(i, m))?,
+            None => NodeData::None,
+        };
+        match info.role {
+            Role::Input => {
+                let index = node.attr_int("index").filter(|&x| x >= 0).ok_or_else(|| {
+                    load_error(i, "attribute \"index\" is missing or negative".into())
+                })? as usize;
+                if &*node.kernel == "Data" {
+                    plan_data.push((index, i as u32));
+                } else {
+                    if node.outputs != 1 {
+                        return Err(load_error(i, "an InnerData has one output".into()));
+                    }
+                    inner_data.push((index, out_start[i]));
+                }
+            }
+            Role::Const => {
+                let mut vals = vec![Value::None; node.outputs as usize];
+                if let Some(f) = info.funcs.outputs_creator {
+                    f(node, &mut vals).map_err(|m| load_error(i, m))?;
+                }
+                consts.extend(
+                    vals.into_iter()
+                        .enumerate()
+                        .map(|(k, v)| (out_start[i] + k as u32, v)),
+                );
+            }
+            Role::Output => {
+                if output.replace(i as u32).is_some() {
+                    return Err(load_error(i, "a graph has one output node".into()));
+                }
+            }
+            Role::Run => {}
+        }
+        roles.push(info.role);
+        let mut subgraphs = Vec::with_capacity(node.subgraphs.len());
+        for (s, sub) in node.subgraphs.iter().enumerate() {
+            let sub_name = if sub.name.is_empty() {
+                format!("#{s}")
+            } else {
+                sub.name.clone()
+            };
+            let sub_path = format!("{path}/{}.{sub_name}", node.name);
+            subgraphs.push(Arc::new(prepare(sub, &sub_path, reg, ops)?));
+        }
+        recs.push(NodeRec {
+            run: info.funcs.run,
+            in_start,
+            in_len: node.inputs.len() as u32,
+            out_start: out_start[i],
+            out_len: node.outputs,
+        });
+        infos.push(NodeInfo {
+            id: i as u32,
+            name: node.name.to_string(),
+            kernel,
+            class: info.class,
+            funcs: info.funcs,
+            critical_section: info.critical_section,
+            attrs: node.attrs.clone(),
+            origin: node.origin.clone(),
+            priority: node.priority,
+            data,
+            subgraphs,
+        });
+    }
+
+    // Edges between run nodes (and into the output node), deduplicated per node.
+    let runs = |i: usize| matches!(roles[i], Role::Run | Role::Output);
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for i in (0..n).filter(|&i| runs(i)) {
+        let mut p: Vec<u32> = g
+            .predecessors(i)
+            .filter(|&p| runs(p))
+            .map(|p| p as u32)
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        preds[i] = p;
+    }
+    let mut indegree = vec![0u32; n];
+    let mut succ_count = vec![0u32; n + 1];
+    for (i, p) in preds.iter().enumerate() {
+        indegree[i] = p.len() as u32;
+        for &q in p {
+            succ_count[q as usize] += 1;
+        }
+    }
+    let mut succ_off = Vec::with_capacity(n + 1);
+    let mut acc = 0u32;
+    for c in &succ_count[..n] {
+        succ_off.push(acc);
+        acc += c;
+    }
+    succ_off.push(acc);
+    let mut succ = vec![0u32; acc as usize];
+    let mut fill = succ_off.clone();
+    for (i, p) in preds.iter().enumerate() {
+        for &q in p {
+            succ[fill[q as usize] as usize] = i as u32;
+            fill[q as usize] += 1;
+        }
+    }
+    let starts: Vec<u32> = (0..n)
+        .filter(|&i| runs(i) && indegree[i] == 0)
+        .map(|i| i as u32)
+        .collect();
+    // The run order: Kahn's algorithm, lowest id first among the ready, so an already
+    // sorted graph keeps its array order.
+    let mut order = Vec::with_capacity(n);
+    let mut deg = indegree.clone();
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<u32>> =
+        starts.iter().map(|&s| std::cmp::Reverse(s)).collect();
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &s in &succ[succ_off[i as usize] as usize..succ_off[i as usize + 1] as usize] {
+            deg[s as usize] -= 1;
+            if deg[s as usize] == 0 {
+                ready.push(std::cmp::Reverse(s));
+            }
+        }
+    }
+    let run_total = (0..n).filter(|&i| runs(i)).count();
+    if order.len() != run_total {
+        let stuck = (0..n).find(|&i| runs(i) && deg[i] > 0).unwrap_or(0);
+        return Err(load_error(stuck, "the node lies on a cycle".into()));
+    }
+    // The output node runs last (its kernel does nothing but must follow its inputs).
+
+    // Free-to-Launch relations as a CSR over Free ids.
+    let (rel_off, rel_launch) = if g.free_launch.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let mut rel: Vec<(u32, u32)> = g.free_launch.iter().map(|(f, l)| (f.0, l.0)).collect();
+        rel.sort_unstable();
+        rel.dedup();
+        let mut off = vec![0u32; n + 1];
+        for &(f, l) in &rel {
+            if f as usize >= n || l as usize >= n {
+                return Err(ExecError::Load {
+                    graph: path.to_string(),
+                    node: String::new(),
+                    msg: format!("relation (e{f}, e{l}) names a node out of range"),
+                });
+            }
+            off[f as usize + 1] += 1;
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        (off, rel.iter().map(|&(_, l)| l).collect())
+    };
+
+    Ok(Plan {
+        path: path.to_string(),
+        recs,
+        slots_in,
+        infos,
+        slot_count: total as u32,
+        order,
+        succ_off,
+        succ,
+        indegree,
+        starts,
+        data: plan_data,
+        inner_data,
+        consts,
+        output,
+        rel_off,
+        rel_launch,
+    })
+}

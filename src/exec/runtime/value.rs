@@ -1,0 +1,181 @@
+//! Values: what a kernel reads and writes, GE's `Chain` / `AsyncAnyValue`.
+//!
+//! Every output of every node of a prepared graph has one slot in an [`Arena`]; a kernel
+//! reads its input slots and writes its output slots in place. A slot keeps its storage
+//! from one execution to the next (a shape's `Vec`, a host tensor's `Arc` while nobody
+//! else holds it), which is how a steady-state execution allocates nothing.
+//!
+//! Values are handles: cloning a [`Value::Mem`] copies the address, not the memory.
+//! Ownership of device memory is the lowering's contract (docs/EXEG.md): exactly one
+//! `FreeMemory` per allocation, or a hand-out through `NetOutput` or an owner's outputs.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::npu::device::{Device, DevicePtr, EventId, NotifyId, NpuError, StreamId};
+use crate::npu::ops::OpSpec;
+use crate::npu::{DType, HostTensor};
+
+/// A device memory allocator for one stream (GE's `Allocator` by placement). The executor's
+/// default is [`CachingAllocator`]; a caller may bring its own through
+/// [`super::ModelExecuteArg`].
+pub trait DeviceAllocator: Send + Sync + fmt::Debug {
+    /// `bytes` of device memory usable by work submitted to [`DeviceAllocator::stream`].
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, NpuError>;
+    /// Frees, stream-ordered: reusable by work submitted after this call.
+    fn free(&self, ptr: DevicePtr) -> Result<(), NpuError>;
+    /// The stream this allocator serves.
+    fn stream(&self) -> StreamId;
+}
+
+/// The device's caching allocator, serving one stream at a time. The stream can be
+/// rebound (an executor serves the stream each `Execute` names), which is only sound while
+/// nothing of the old stream is pending; the executor rebinds between executions.
+#[derive(Debug)]
+pub struct CachingAllocator {
+    device: Device,
+    stream: AtomicU32,
+}
+
+impl CachingAllocator {
+    pub fn new(device: Device, stream: StreamId) -> Self {
+        CachingAllocator {
+            device,
+            stream: AtomicU32::new(stream.0),
+        }
+    }
+    pub fn rebind(&self, stream: StreamId) {
+        self.stream.store(stream.0, Ordering::Relaxed);
+    }
+}
+
+impl DeviceAllocator for CachingAllocator {
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, NpuError> {
+        self.device.malloc(bytes, self.stream())
+    }
+    fn free(&self, ptr: DevicePtr) -> Result<(), NpuError> {
+        self.device.free(ptr, self.stream())
+    }
+    fn stream(&self) -> StreamId {
+        StreamId(self.stream.load(Ordering::Relaxed))
+    }
+}
+
+/// Device memory: where, how many bytes, and the allocator it goes back to.
+#[derive(Debug, Clone)]
+pub struct Mem {
+    pub ptr: DevicePtr,
+    pub bytes: usize,
+    pub allocator: Arc<dyn DeviceAllocator>,
+}
+
+/// One value slot.
+#[derive(Debug, Clone, Default)]
+pub enum Value {
+    /// Not written yet (or a kernel output nobody reads).
+    #[default]
+    None,
+    /// A byte size, a branch index, a loop condition.
+    Int(i64),
+    /// A tensor's dims.
+    Shape(Vec<i64>),
+    Mem(Mem),
+    /// A host tensor: a model input, a constant, a download.
+    Host(Arc<HostTensor>),
+    Streams(Arc<[StreamId]>),
+    Allocator(Arc<dyn DeviceAllocator>),
+    Events(Arc<[EventId]>),
+    Notifies(Arc<[NotifyId]>),
+    /// An op's shape inference (`FindInferShapeFunc`).
+    Infer(OpSpec),
+}
+
+impl Value {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::None => "nothing",
+            Value::Int(_) => "an integer",
+            Value::Shape(_) => "a shape",
+            Value::Mem(_) => "device memory",
+            Value::Host(_) => "a host tensor",
+            Value::Streams(_) => "streams",
+            Value::Allocator(_) => "an allocator",
+            Value::Events(_) => "events",
+            Value::Notifies(_) => "notifies",
+            Value::Infer(_) => "an infer function",
+        }
+    }
+
+    /// Makes this slot a shape equal to `dims`, keeping the slot's storage.
+    pub fn set_shape(&mut self, dims: impl IntoIterator<Item = i64>) {
+        if let Value::Shape(v) = self {
+            v.clear();
+            v.extend(dims);
+        } else {
+            *self = Value::Shape(dims.into_iter().collect());
+        }
+    }
+
+    /// Makes this slot a host tensor and hands out its storage to fill: the slot's own
+    /// tensor when nobody else holds it (no allocation), a fresh one otherwise.
+    pub fn host_mut(&mut self, dtype: DType) -> &mut HostTensor {
+        let reusable =
+            matches!(self, Value::Host(h) if Arc::strong_count(h) == 1 && Arc::weak_count(h) == 0);
+        if !reusable {
+            *self = Value::Host(Arc::new(HostTensor {
+                dtype,
+                shape: Vec::new(),
+                data: Vec::new(),
+            }));
+        }
+        let Value::Host(h) = self else { unreachable!() };
+        let h = Arc::get_mut(h).expect("checked unique above");
+        h.dtype = dtype;
+        h
+    }
+}
+
+/// The value slots of one prepared graph for one executor.
+///
+/// Slots are `UnsafeCell`s because the engines hand a kernel shared views of its inputs
+/// and a mutable view of its outputs without a lock per slot (that would cost more than
+/// most kernels). Soundness rests on the schedule, which every engine keeps: each slot is
+/// written by one node only (its producer, or the binder before the run starts), a node
+/// runs only after all its producers completed, and a completed node's outputs are not
+/// written again until the next execution, which starts after this one ended. The
+/// multi-thread engine publishes a node's completion with release/acquire ordering.
+pub(crate) struct Arena {
+    slots: Box<[UnsafeCell<Value>]>,
+}
+
+// SAFETY: see the type's doc: the engines serialize every write to a slot with every read
+// of it through their schedule.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub fn new(len: usize) -> Self {
+        Arena {
+            slots: (0..len).map(|_| UnsafeCell::new(Value::None)).collect(),
+        }
+    }
+    /// # Safety
+    /// No one writes slot `i` while the reference lives (the schedule's rule).
+    pub unsafe fn get(&self, i: u32) -> &Value {
+        unsafe { &*self.slots[i as usize].get() }
+    }
+    /// # Safety
+    /// The caller is slot `i`'s producer, running now, or the binder before the run.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self, i: u32) -> &mut Value {
+        unsafe { &mut *self.slots[i as usize].get() }
+    }
+    /// Exclusive access, no schedule needed.
+    pub fn slot_mut(&mut self, i: u32) -> &mut Value {
+        self.slots[i as usize].get_mut()
+    }
+    pub fn slot(&mut self, i: u32) -> &Value {
+        self.slots[i as usize].get_mut()
+    }
+}
