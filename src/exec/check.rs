@@ -24,6 +24,7 @@
 //! graph without it being bounded by the graph's own size.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 
 use foldhash::fast::FixedState;
@@ -75,6 +76,86 @@ struct Checker<'a> {
     problems: Vec<Problem>,
 }
 
+/// What the one pass over a chunk of a graph's nodes found.
+#[derive(Default)]
+struct Scan {
+    problems: Vec<Problem>,
+    /// Each node's name hashed.
+    hashes: Vec<u64>,
+    /// Whether an edge points from a later node to an earlier one.
+    forward: bool,
+    /// The nodes with a boundary kernel type.
+    boundaries: Vec<usize>,
+}
+
+/// Whether the boundary rules look at a node of kernel type `kernel`.
+fn is_boundary(kernel: &str) -> bool {
+    matches!(
+        kernel,
+        "Data" | "InnerData" | "NetOutput" | "InnerNetOutput"
+    )
+}
+
+/// Duplicate node names of `g`, from the names' hashes (`scans`, in node order). The
+/// hashes are split by value into one shard per core; a hash map of hashes per shard finds
+/// repeats, and a name that only shares another's hash is checked by string. Equal names
+/// have equal hashes and so meet in one shard, which sees its nodes in order: the result
+/// does not depend on the number of shards.
+fn names(g: &ExecGraph, path: &str, scans: &[Scan]) -> Vec<Problem> {
+    let shards = if g.nodes.len() < CHECK_CHUNK {
+        1
+    } else {
+        rayon::current_num_threads().clamp(1, 64)
+    };
+    let shard_of = |h: u64| ((u128::from(h) * shards as u128) >> 64) as usize;
+    let mut problems: Vec<Problem> = (0..shards)
+        .into_par_iter()
+        .flat_map_iter(|shard| {
+            let mut first: HashMap<u64, usize, FixedState> = HashMap::with_capacity_and_hasher(
+                g.nodes.len() / shards + g.nodes.len() / (8 * shards) + 1,
+                FixedState::default(),
+            );
+            let mut collided: HashMap<&str, usize, FixedState> = HashMap::default();
+            let mut problems = Vec::new();
+            let hashes = scans.iter().flat_map(|s| &s.hashes);
+            for (i, &h) in hashes.enumerate() {
+                if shard_of(h) != shard {
+                    continue;
+                }
+                let n = &g.nodes[i];
+                let f = match first.entry(h) {
+                    Entry::Vacant(v) => {
+                        v.insert(i);
+                        continue;
+                    }
+                    Entry::Occupied(o) => *o.get(),
+                };
+                let earlier = if g.nodes[f].name == n.name {
+                    Some(f)
+                } else {
+                    match collided.get(n.name.as_str()) {
+                        Some(&f) => Some(f),
+                        None => {
+                            collided.insert(&n.name, i);
+                            None
+                        }
+                    }
+                };
+                if let Some(f) = earlier {
+                    problems.push(Problem {
+                        graph: path.to_string(),
+                        node: Some((i as u32, n.name.to_string())),
+                        message: format!("duplicate node name, also node {f}"),
+                    });
+                }
+            }
+            problems
+        })
+        .collect();
+    problems.sort_by_key(|p| p.node.as_ref().map_or(0, |(i, _)| *i));
+    problems
+}
+
 /// Every problem of `eg`, in graph order (Init, Main, DeInit, subgraphs after their
 /// parent's nodes); empty when the graph may be loaded.
 pub fn check(eg: &ExecuteGraph) -> Vec<Problem> {
@@ -99,17 +180,21 @@ impl<'a> Checker<'a> {
     fn push(&mut self, path: &str, node: Option<(usize, &ExecNode)>, message: String) {
         self.problems.push(Problem {
             graph: path.to_string(),
-            node: node.map(|(i, n)| (i as u32, n.name.clone())),
+            node: node.map(|(i, n)| (i as u32, n.name.to_string())),
             message,
         });
     }
 
     fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
-        // Names, then each node on its own: on a large graph the per-node checks run on
-        // all cores in chunks. Problems are put back in node order (a node's name first),
-        // so the report is the same however the work was split.
-        let mut found = self.names(g, path);
-        let node_problems: Vec<Vec<Problem>> = g
+        // One pass over the nodes, on all cores in chunks for a large graph: each node's
+        // own checks, its name's hash (for the unique-name check), whether an edge points
+        // forward (a graph without one needs no cycle search) and which nodes are
+        // boundaries. A large graph is tens of megabytes of nodes, so every further pass
+        // over them would cost as much as the checks themselves. Problems are put back in
+        // node order (a node's name first), so the report is the same however the work
+        // was split.
+        let hasher = FixedState::default();
+        let scans: Vec<Scan> = g
             .nodes
             .par_chunks(CHECK_CHUNK)
             .enumerate()
@@ -119,18 +204,36 @@ impl<'a> Checker<'a> {
                     init_exports: self.init_exports,
                     problems: Vec::new(),
                 };
+                let mut scan = Scan {
+                    hashes: Vec::with_capacity(chunk.len()),
+                    ..Default::default()
+                };
                 for (j, n) in chunk.iter().enumerate() {
-                    local.node(g, path, c * CHECK_CHUNK + j, n);
+                    let i = c * CHECK_CHUNK + j;
+                    scan.hashes.push(hasher.hash_one(n.name.as_str()));
+                    scan.forward |= local.node(g, path, i, n);
+                    if is_boundary(&n.kernel) {
+                        scan.boundaries.push(i);
+                    }
                 }
-                local.problems
+                scan.problems = local.problems;
+                scan
             })
             .collect();
-        found.extend(node_problems.into_iter().flatten());
+        let mut found = names(g, path, &scans);
+        let sorted = !scans.iter().any(|s| s.forward);
+        let mut boundaries = Vec::new();
+        for s in scans {
+            found.extend(s.problems);
+            boundaries.extend(s.boundaries);
+        }
         found.sort_by_key(|p| p.node.as_ref().map_or(0, |(i, _)| *i));
         self.problems.extend(found);
-        self.cycles(g, path);
+        if !sorted {
+            self.cycles(g, path);
+        }
         self.free_launch(g, path);
-        self.boundaries(g, path, place);
+        self.boundaries(g, path, place, &boundaries);
         for n in &g.nodes {
             for (s, sub) in n.subgraphs.iter().enumerate() {
                 let name = if sub.name.is_empty() {
@@ -144,49 +247,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Duplicate node names of `g`. Names are hashed on all cores; a hash map of hashes
-    /// finds repeats, and a name that only shares another's hash is checked by string.
-    fn names(&self, g: &ExecGraph, path: &str) -> Vec<Problem> {
-        let hasher = FixedState::default();
-        let hashes: Vec<u64> = g
-            .nodes
-            .par_iter()
-            .with_min_len(CHECK_CHUNK)
-            .map(|n| hasher.hash_one(n.name.as_str()))
-            .collect();
-        let mut first: HashMap<u64, usize, FixedState> =
-            HashMap::with_capacity_and_hasher(hashes.len(), FixedState::default());
-        let mut collided: HashMap<&str, usize, FixedState> = HashMap::default();
-        let mut problems = Vec::new();
-        for (i, (&h, n)) in hashes.iter().zip(&g.nodes).enumerate() {
-            let earlier = match first.get(&h) {
-                None => {
-                    first.insert(h, i);
-                    continue;
-                }
-                Some(&f) if g.nodes[f].name == n.name => Some(f),
-                Some(_) => match collided.get(n.name.as_str()) {
-                    Some(&f) => Some(f),
-                    None => {
-                        collided.insert(&n.name, i);
-                        None
-                    }
-                },
-            };
-            if let Some(f) = earlier {
-                problems.push(Problem {
-                    graph: path.to_string(),
-                    node: Some((i as u32, n.name.clone())),
-                    message: format!("duplicate node name, also node {f}"),
-                });
-            }
-        }
-        problems
-    }
-
-    /// The checks of one node that need nothing but the node and its graph.
-    fn node(&mut self, g: &ExecGraph, path: &str, i: usize, n: &ExecNode) {
+    /// The checks of one node that need nothing but the node and its graph; whether the
+    /// node has a predecessor after it in the array (over [`ExecGraph::predecessors`]).
+    fn node(&mut self, g: &ExecGraph, path: &str, i: usize, n: &ExecNode) -> bool {
         let len = g.nodes.len();
+        let mut forward = false;
         let at = Some((i, n));
         match kernel_type(&n.kernel) {
             None => self.push(path, at, format!("unknown kernel type {:?}", n.kernel)),
@@ -204,6 +269,7 @@ impl<'a> Checker<'a> {
         }
         for (slot, v) in n.inputs.iter().enumerate() {
             let src = v.node.index();
+            forward |= src > i && src < len;
             if src >= len {
                 self.push(
                     path,
@@ -225,6 +291,7 @@ impl<'a> Checker<'a> {
         }
         for c in &n.control_inputs {
             let src = c.index();
+            forward |= src > i && src < len;
             if src >= len {
                 self.push(
                     path,
@@ -237,6 +304,7 @@ impl<'a> Checker<'a> {
         }
         self.attrs(path, i, n);
         self.subgraph_count(path, i, n);
+        forward
     }
 
     fn attrs(&mut self, path: &str, i: usize, n: &ExecNode) {
@@ -393,13 +461,15 @@ impl<'a> Checker<'a> {
         idx
     }
 
-    fn boundaries(&mut self, g: &ExecGraph, path: &str, place: Place<'a>) {
+    /// The boundary rules; `candidates`: the nodes [`is_boundary`] picked, in order.
+    fn boundaries(&mut self, g: &ExecGraph, path: &str, place: Place<'a>, candidates: &[usize]) {
         let is_main = matches!(place, Place::Root(GraphKind::Main));
         let mut data: Vec<(i64, usize)> = Vec::new();
         let mut data_nodes = 0usize;
         let mut net_outputs = Vec::new();
         let mut inner_net_outputs = Vec::new();
-        for (i, n) in g.nodes.iter().enumerate() {
+        for &i in candidates {
+            let n = &g.nodes[i];
             match n.kernel.as_ref() {
                 "Data" => {
                     data_nodes += 1;

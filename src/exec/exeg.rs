@@ -23,7 +23,7 @@ use crate::exec::graph::{
     ModelIo, Origin, Resources,
 };
 use crate::exec::kernels;
-use crate::exec::wire::{self, NodeParts, Source, next_field, read_node};
+use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
 use crate::npu::DType;
 use crate::proto::exeg as pb;
 
@@ -189,23 +189,24 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
     // of the file (names, tables, counts) by prost as a whole. A file whose wire layout the
     // fast path does not take (a graph field given twice, which protobuf merges; anything
     // malformed) goes through prost whole, which merges or names the error.
-    let (file, graphs) = match split_graphs(bytes) {
+    let (file, graphs, origins) = match split_graphs(bytes) {
         Some((rest, graphs, origins)) => {
-            let mut file = pb::ExecuteGraphFile::decode(&rest[..])
+            let file = pb::ExecuteGraphFile::decode(&rest[..])
                 .map_err(|source| ExegError::Malformed { source })?;
-            file.origins = origins
+            let origins = origins
                 .par_iter()
-                .map(|o| pb::Origin::decode(*o))
+                .map(|o| pb::Origin::decode(*o).map(origin_from))
                 .collect::<Result<_, _>>()
                 .map_err(|source| ExegError::Malformed { source })?;
-            (file, graphs)
+            (file, graphs, origins)
         }
         None => {
             let mut file = pb::ExecuteGraphFile::decode(bytes)
                 .map_err(|source| ExegError::Malformed { source })?;
             let graphs = [file.init.take(), file.main.take(), file.deinit.take()]
                 .map(|g| Source::Message(g.unwrap_or_default()));
-            (file, graphs)
+            let origins = origins_of(&mut file);
+            (file, graphs, origins)
         }
     };
     // The version decides the layout, so it is judged before the end marker.
@@ -218,7 +219,7 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
             found: file.end_marker,
         });
     }
-    from_parts(file, graphs)
+    from_parts(file, graphs, origins)
 }
 
 /// The file without its three graph fields and its origin table, the graphs' wire bytes,
@@ -394,7 +395,7 @@ impl<'a> Tables<'a> {
 
     fn node_to(&mut self, n: &'a ExecNode) -> pb::Node {
         let mut node = pb::Node {
-            name: n.name.clone(),
+            name: n.name.to_string(),
             class: class_to(n.class) as i32,
             inputs: n
                 .inputs
@@ -473,10 +474,34 @@ fn attr_to(a: &ExecAttr) -> pb::attr::Value {
 pub(crate) fn from_file(mut file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, ExegError> {
     let graphs = [file.init.take(), file.main.take(), file.deinit.take()]
         .map(|g| Source::Message(g.unwrap_or_default()));
-    from_parts(file, graphs)
+    let origins = origins_of(&mut file);
+    from_parts(file, graphs, origins)
 }
 
-fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<ExecuteGraph, ExegError> {
+fn origin_from(o: pb::Origin) -> Arc<Origin> {
+    Arc::new(Origin {
+        graph: o.graph,
+        node: o.node,
+        op_type: o.op_type,
+        index: o.index,
+    })
+}
+
+/// The file's origin table, taken out of `file` and converted (one entry per compute node:
+/// in parallel).
+fn origins_of(file: &mut pb::ExecuteGraphFile) -> Vec<Arc<Origin>> {
+    std::mem::take(&mut file.origins)
+        .into_par_iter()
+        .map(origin_from)
+        .collect()
+}
+
+/// The file's graphs and converted origin table (the file's own `origins` is not read).
+fn from_parts(
+    file: pb::ExecuteGraphFile,
+    graphs: [Source; 3],
+    origins: Vec<Arc<Origin>>,
+) -> Result<ExecuteGraph, ExegError> {
     if file.magic != MAGIC {
         return Err(ExegError::BadMagic {
             expected: MAGIC.to_string(),
@@ -489,18 +514,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
         });
     }
     let mut tables = FileTables {
-        origins: file
-            .origins
-            .into_par_iter()
-            .map(|o| {
-                Arc::new(Origin {
-                    graph: o.graph,
-                    node: o.node,
-                    op_type: o.op_type,
-                    index: o.index,
-                })
-            })
-            .collect(),
+        origins,
         kernels: file.kernels.into_iter().map(kernels::intern).collect(),
         attr_sets: Vec::new(),
     };
@@ -509,7 +523,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
         t: &empty,
         problems: Vec::new(),
         inline_origins: HashMap::new(),
-        local_attrs: HashMap::new(),
+        local_attrs: HashMap::default(),
     };
     for (k, set) in file.attr_sets.into_iter().enumerate() {
         let a = cv.attr_set(set.attrs, &format!("attr_sets[{k}]"), None);
@@ -519,7 +533,7 @@ fn from_parts(file: pb::ExecuteGraphFile, graphs: [Source; 3]) -> Result<Execute
         t: &tables,
         problems: cv.problems,
         inline_origins: HashMap::new(),
-        local_attrs: HashMap::new(),
+        local_attrs: HashMap::default(),
     };
     let resources = file.resources.unwrap_or_default();
     let [init, main, deinit] = graphs;
@@ -565,7 +579,7 @@ struct Converter<'t> {
     /// of one compute node share one, as lowering made them.
     inline_origins: HashMap<Origin, Arc<Origin>>,
     /// This converter's copies of the attribute sets its nodes use, by table index.
-    local_attrs: HashMap<u32, crate::npu::AttrMap>,
+    local_attrs: HashMap<u32, crate::npu::AttrMap, foldhash::fast::FixedState>,
 }
 
 /// Nodes per task when a large graph's nodes are converted in parallel.
@@ -666,26 +680,30 @@ impl Converter<'_> {
                     t,
                     problems: Vec::new(),
                     inline_origins: HashMap::new(),
-                    local_attrs: HashMap::new(),
+                    local_attrs: HashMap::default(),
                 },
                 |cv, (i, w)| {
                     let i = i as u32;
-                    let parts = match read_node(w) {
-                        Some(p) => Ok(p),
+                    let mut node = ExecNode::default();
+                    let rest = match read_node(w, &mut node) {
+                        Some(r) => Ok(r),
                         // prost names what is wrong (or takes what this reader does not).
-                        None => pb::Node::decode(*w).map(NodeParts::from_message),
+                        None => pb::Node::decode(*w).map(|m| {
+                            let (n, r) = wire::from_message(m);
+                            node = n;
+                            r
+                        }),
                     };
-                    let node = match parts.map(|p| cv.node(p, path, i)) {
-                        Ok(Ok(n)) => n,
+                    match rest.map(|r| cv.node(&mut node, r, path, i)) {
+                        Ok(Ok(())) => {}
                         Ok(Err(ExegError::Malformed { source })) | Err(source) => {
                             let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
                             if f.as_ref().is_none_or(|(at, _)| i < *at) {
                                 *f = Some((i, source));
                             }
-                            ExecNode::default()
                         }
                         Ok(Err(_)) => unreachable!("node conversion fails only on malformed bytes"),
-                    };
+                    }
                     if !cv.problems.is_empty() {
                         problems
                             .lock()
@@ -714,8 +732,9 @@ impl Converter<'_> {
         let mut nodes = Vec::with_capacity(g.nodes.len());
         for (i, n) in g.nodes.into_iter().enumerate() {
             // A message node has no wire bytes left to be malformed.
-            if let Ok(n) = self.node(NodeParts::from_message(n), path, i as u32) {
-                nodes.push(n);
+            let (mut node, rest) = wire::from_message(n);
+            if self.node(&mut node, rest, path, i as u32).is_ok() {
+                nodes.push(node);
             }
         }
         ExecGraph {
@@ -729,8 +748,10 @@ impl Converter<'_> {
         }
     }
 
-    fn node(&mut self, n: NodeParts, path: &str, i: u32) -> Result<ExecNode, ExegError> {
-        let class = match pb::KernelClass::try_from(n.class) {
+    /// Completes node `i` of `path`, its direct fields already read: kernel type, class,
+    /// attributes and origin from the file's tables (or inline), and its subgraphs.
+    fn node(&mut self, n: &mut ExecNode, r: NodeRest, path: &str, i: u32) -> Result<(), ExegError> {
+        n.class = match pb::KernelClass::try_from(r.class) {
             Ok(pb::KernelClass::Memory) => KernelClass::Memory,
             Ok(pb::KernelClass::Launch) => KernelClass::Launch,
             Ok(pb::KernelClass::Normal) => KernelClass::Normal,
@@ -738,14 +759,14 @@ impl Converter<'_> {
                 self.problem(
                     path,
                     Some((i, &n.name)),
-                    format!("field class: {} is not a kernel class", n.class),
+                    format!("field class: {} is not a kernel class", r.class),
                 );
                 KernelClass::Normal
             }
         };
         let at = Some((i, n.name.as_str()));
-        let attrs = match n.attrs_index {
-            0 => self.attr_set(n.attrs, path, at),
+        n.attrs = match r.attrs_index {
+            0 => self.attr_set(r.attrs, path, at),
             // Each converter (one per task when loading in parallel) shares its own copy
             // of a set among its nodes: a set shared by every task would have its
             // reference count bounced between cores on each node.
@@ -760,11 +781,11 @@ impl Converter<'_> {
                 }
             },
         };
-        let kernel = match n.kernel_index {
-            0 => kernels::intern(n.kernel),
+        n.kernel = match r.kernel_index {
+            0 => kernels::intern(r.kernel),
             k => self.entry(|c| &c.kernels, k, "kernels", path, at),
         };
-        let origin = match (n.origin_index, n.origin) {
+        n.origin = match (r.origin_index, r.origin) {
             (0, None) => None,
             (0, Some(o)) => {
                 let o = Origin {
@@ -784,8 +805,11 @@ impl Converter<'_> {
             }
             (k, _) => Some(self.entry(|c| &c.origins, k, "origins", path, at)),
         };
-        let mut subgraphs = Vec::with_capacity(n.subgraphs.len());
-        for (s, g) in n.subgraphs.into_iter().enumerate() {
+        if r.subgraphs.is_empty() {
+            return Ok(());
+        }
+        let mut subgraphs = Vec::with_capacity(r.subgraphs.len());
+        for (s, g) in r.subgraphs.into_iter().enumerate() {
             let g = match g {
                 Source::Message(g) => g,
                 Source::Wire(bytes) => {
@@ -799,18 +823,8 @@ impl Converter<'_> {
             };
             subgraphs.push(self.graph(g, &sub_path));
         }
-        Ok(ExecNode {
-            name: n.name,
-            kernel,
-            class,
-            inputs: n.inputs,
-            outputs: n.outputs,
-            control_inputs: n.control_inputs,
-            attrs,
-            origin,
-            priority: n.priority,
-            subgraphs,
-        })
+        n.subgraphs = subgraphs;
+        Ok(())
     }
 
     /// Entry `k - 1` of a file table (`k`: a node's 1-based index), or a problem and a
@@ -965,7 +979,7 @@ pub(crate) mod tests {
         let mut n = ExecNode::new("", "Const", KernelClass::Normal);
         n.priority = i64::MIN / 2;
         n.control_inputs = vec![ExecNodeId(0), ExecNodeId(300), ExecNodeId(u32::MAX)];
-        n.inputs = vec![
+        n.inputs = smallvec::smallvec![
             ValueRef {
                 node: ExecNodeId(0),
                 output: 0,
@@ -998,15 +1012,11 @@ pub(crate) mod tests {
             while !buf.is_empty() {
                 let f = next_field(&mut buf).unwrap();
                 if f.tag == 2 {
-                    let parts = read_node(f.payload).unwrap();
-                    let msg = NodeParts::from_message(m.nodes[k].clone());
-                    assert_eq!(parts.name, msg.name);
-                    assert_eq!(parts.inputs, msg.inputs);
-                    assert_eq!(parts.control_inputs, msg.control_inputs);
-                    assert_eq!(
-                        (parts.priority, parts.class, parts.outputs),
-                        (msg.priority, msg.class, msg.outputs)
-                    );
+                    let mut node = ExecNode::default();
+                    let parts = read_node(f.payload, &mut node).unwrap();
+                    let (msg_node, msg) = wire::from_message(m.nodes[k].clone());
+                    assert_eq!(node, msg_node);
+                    assert_eq!(parts.class, msg.class);
                     assert_eq!(
                         (parts.kernel_index, parts.attrs_index, parts.origin_index),
                         (msg.kernel_index, msg.attrs_index, msg.origin_index)

@@ -104,6 +104,14 @@ impl GraphKind {
 /// library as they are.
 pub use crate::npu::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
 
+/// A node's name: up to 24 bytes held inline (lowering's names, `n23/AllocMemHbm_0`,
+/// `const/287`, are nearly all that short), so a large graph is not one heap allocation
+/// per name.
+pub type NodeName = compact_str::CompactString;
+
+/// A node's input value slots: most nodes have at most two, held inline.
+pub type Inputs = smallvec::SmallVec<[ValueRef; 2]>;
+
 /// The compute node an exec node was lowered from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Origin {
@@ -119,14 +127,14 @@ pub struct Origin {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExecNode {
     /// Unique within its graph.
-    pub name: String,
+    pub name: NodeName,
     /// A kernel type the kernel registry knows (`AllocMemHbm`, `LaunchKernelWithHandle`, ...).
     /// Borrowed from the kernel table for every kernel type rt2 knows (no copy per node);
     /// an unknown name read from a file is owned, for the checks to report.
     pub kernel: Cow<'static, str>,
     pub class: KernelClass,
     /// Input value slots, in order.
-    pub inputs: Vec<ValueRef>,
+    pub inputs: Inputs,
     /// Number of output values.
     pub outputs: u32,
     /// Nodes that must run first although no value flows from them.
@@ -142,7 +150,7 @@ pub struct ExecNode {
 
 impl ExecNode {
     pub fn new(
-        name: impl Into<String>,
+        name: impl Into<NodeName>,
         kernel: impl Into<Cow<'static, str>>,
         class: KernelClass,
     ) -> Self {

@@ -7,6 +7,7 @@ use crate::exec::{
     Origin, Resources, ValueRef,
 };
 use crate::npu::DType;
+use smallvec::smallvec;
 use std::sync::Arc;
 
 fn node(name: &str, kernel: &str, class: KernelClass) -> ExecNode {
@@ -49,12 +50,12 @@ pub fn sample() -> ExecuteGraph {
     );
     init.add(c);
     let mut up = node("w_dev", "CopyH2D", Memory);
-    up.inputs = vec![vr(1, 0)];
+    up.inputs = smallvec![vr(1, 0)];
     up.outputs = 1;
     up.control_inputs = vec![ExecNodeId(0)];
     init.add(up);
     let mut out = node("exports", "InnerNetOutput", Normal);
-    out.inputs = vec![vr(0, 0), vr(2, 0)];
+    out.inputs = smallvec![vr(0, 0), vr(2, 0)];
     init.add(out);
 
     let mut main = ExecGraph::new("main");
@@ -75,7 +76,7 @@ pub fn sample() -> ExecuteGraph {
     }));
     main.add(alloc);
     let mut launch = node("conv1_launch", "LaunchKernelWithHandle", Launch);
-    launch.inputs = vec![vr(0, 0), vr(1, 0), vr(2, 0), vr(4, 0)];
+    launch.inputs = smallvec![vr(0, 0), vr(1, 0), vr(2, 0), vr(4, 0)];
     launch.priority = 7;
     launch.origin = Some(Arc::new(Origin::default()));
     let attrs = [
@@ -106,11 +107,11 @@ pub fn sample() -> ExecuteGraph {
     ws.outputs = 1;
     main.add(ws);
     let mut free = node("ws_free", "FreeMemoryHoldAddr", Memory);
-    free.inputs = vec![vr(4, 0)];
+    free.inputs = smallvec![vr(4, 0)];
     free.control_inputs = vec![ExecNodeId(3)];
     main.add(free);
     let mut iff = node("if", "If", Normal);
-    iff.inputs = vec![vr(0, 0), vr(2, 0)];
+    iff.inputs = smallvec![vr(0, 0), vr(2, 0)];
     iff.outputs = 2;
     iff.control_inputs = vec![ExecNodeId(3)];
     for (name, index) in [("then", 1), ("else", 0)] {
@@ -119,13 +120,13 @@ pub fn sample() -> ExecuteGraph {
         d.outputs = 1;
         g.add(d);
         let mut o = node("out", "InnerNetOutput", Normal);
-        o.inputs = vec![vr(0, 0), vr(0, 0)];
+        o.inputs = smallvec![vr(0, 0), vr(0, 0)];
         g.add(o);
         iff.subgraphs.push(g);
     }
     main.add(iff);
     let mut net = node("out", "NetOutput", Normal);
-    net.inputs = vec![vr(6, 0), vr(6, 1)];
+    net.inputs = smallvec![vr(6, 0), vr(6, 1)];
     main.add(net);
     main.free_launch = vec![(ExecNodeId(5), ExecNodeId(3))];
 
@@ -134,7 +135,7 @@ pub fn sample() -> ExecuteGraph {
     s.outputs = 1;
     deinit.add(s);
     let mut d = node("destroy", "DestroyStreams", Memory);
-    d.inputs = vec![vr(0, 0)];
+    d.inputs = smallvec![vr(0, 0)];
     deinit.add(d);
 
     ExecuteGraph {

@@ -228,7 +228,7 @@ fn json_node<'a>(i: usize, n: &ExecNode, name_of: &impl Fn(usize) -> Option<&'a 
     }
     json!({
         "id": i,
-        "name": n.name,
+        "name": n.name.as_str(),
         "kernel": n.kernel,
         "class": n.class.name(),
         "inputs": inputs,

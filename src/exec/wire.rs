@@ -12,7 +12,7 @@
 use prost::Message;
 use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
 
-use crate::exec::{ExecGraph, ExecNode, ExecNodeId, ValueRef};
+use crate::exec::{ExecGraph, ExecNode, ExecNodeId, NodeName, ValueRef};
 use crate::proto::exeg as pb;
 
 /// A graph to convert: a decoded message (text form, small subgraphs), or its wire bytes.
@@ -21,57 +21,58 @@ pub(crate) enum Source<'a> {
     Wire(&'a [u8]),
 }
 
-/// A node's fields as the file has them, before conversion to the graph model.
-pub(crate) struct NodeParts<'a> {
-    pub name: String,
+/// What a node message holds besides the fields that go straight into its [`ExecNode`]
+/// (name, inputs, outputs, control inputs, priority): the fields the converter resolves
+/// against the file's tables or checks. The inline ones (kernel, attributes, origin) are
+/// empty in the binary form, so this stays cheap to build and move per node.
+#[derive(Default)]
+pub(crate) struct NodeRest<'a> {
     pub kernel: String,
     pub class: i32,
-    pub inputs: Vec<ValueRef>,
-    pub outputs: u32,
-    pub control_inputs: Vec<ExecNodeId>,
     pub attrs: Vec<pb::Attr>,
-    pub origin: Option<pb::Origin>,
-    pub priority: i64,
+    pub origin: Option<Box<pb::Origin>>,
     pub subgraphs: Vec<Source<'a>>,
     pub origin_index: u32,
     pub kernel_index: u32,
     pub attrs_index: u32,
 }
 
-impl NodeParts<'static> {
-    pub fn from_message(n: pb::Node) -> Self {
-        NodeParts {
-            name: n.name,
-            kernel: n.kernel,
-            class: n.class,
-            inputs: n
-                .inputs
-                .iter()
-                .map(|v| ValueRef {
-                    node: ExecNodeId(v.node),
-                    output: v.output,
-                })
-                .collect(),
-            outputs: n.outputs,
-            control_inputs: n.control_inputs.iter().map(|&c| ExecNodeId(c)).collect(),
-            attrs: n.attrs,
-            origin: n.origin,
-            priority: n.priority,
-            subgraphs: n.subgraphs.into_iter().map(Source::Message).collect(),
-            origin_index: n.origin_index,
-            kernel_index: n.kernel_index,
-            attrs_index: n.attrs_index,
-        }
-    }
+/// A decoded node message as a node (its direct fields set) and the rest.
+pub(crate) fn from_message(n: pb::Node) -> (ExecNode, NodeRest<'static>) {
+    let node = ExecNode {
+        name: n.name.into(),
+        inputs: n
+            .inputs
+            .iter()
+            .map(|v| ValueRef {
+                node: ExecNodeId(v.node),
+                output: v.output,
+            })
+            .collect(),
+        outputs: n.outputs,
+        control_inputs: n.control_inputs.iter().map(|&c| ExecNodeId(c)).collect(),
+        priority: n.priority,
+        ..Default::default()
+    };
+    let rest = NodeRest {
+        kernel: n.kernel,
+        class: n.class,
+        attrs: n.attrs,
+        origin: n.origin.map(Box::new),
+        subgraphs: n.subgraphs.into_iter().map(Source::Message).collect(),
+        origin_index: n.origin_index,
+        kernel_index: n.kernel_index,
+        attrs_index: n.attrs_index,
+    };
+    (node, rest)
 }
 
-/// One field of a message: its number, its whole encoding (key included), its wire type,
-/// its varint value (varint fields) and its payload (length-delimited and fixed fields).
+/// One field of a message: its number, its whole encoding (key included), its wire type
+/// and its payload (length-delimited and fixed fields; empty for varints).
 pub(crate) struct Field<'a> {
     pub tag: u32,
     pub raw: &'a [u8],
     pub wire: WireType,
-    pub varint: u64,
     pub payload: &'a [u8],
 }
 
@@ -84,13 +85,16 @@ pub(crate) fn next_field<'a>(buf: &mut &'a [u8]) -> Option<Field<'a>> {
         *buf = tail;
         Some(head)
     };
-    let (varint, payload): (u64, &[u8]) = match wire {
-        WireType::Varint => (decode_varint(buf).ok()?, &[]),
-        WireType::SixtyFourBit => (0, take(buf, 8)?),
-        WireType::ThirtyTwoBit => (0, take(buf, 4)?),
+    let payload: &[u8] = match wire {
+        WireType::Varint => {
+            decode_varint(buf).ok()?;
+            &[]
+        }
+        WireType::SixtyFourBit => take(buf, 8)?,
+        WireType::ThirtyTwoBit => take(buf, 4)?,
         WireType::LengthDelimited => {
             let len = usize::try_from(decode_varint(buf).ok()?).ok()?;
-            (0, take(buf, len)?)
+            take(buf, len)?
         }
         WireType::StartGroup | WireType::EndGroup => return None,
     };
@@ -98,84 +102,100 @@ pub(crate) fn next_field<'a>(buf: &mut &'a [u8]) -> Option<Field<'a>> {
         tag,
         raw: &start[..start.len() - buf.len()],
         wire,
-        varint,
         payload,
     })
 }
 
-fn varint_of(f: &Field) -> Option<u64> {
-    (f.wire == WireType::Varint).then_some(f.varint)
+/// A varint; one byte inline, longer ones by prost.
+#[inline(always)]
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    match buf.first() {
+        Some(&b) if b < 0x80 => {
+            *buf = &buf[1..];
+            Some(u64::from(b))
+        }
+        _ => decode_varint(buf).ok(),
+    }
 }
 
-fn bytes_of<'a>(f: &Field<'a>) -> Option<&'a [u8]> {
-    (f.wire == WireType::LengthDelimited).then_some(f.payload)
+/// A length-delimited payload.
+#[inline(always)]
+fn payload<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = usize::try_from(varint(buf)?).ok()?;
+    let (head, tail) = buf.split_at_checked(len)?;
+    *buf = tail;
+    Some(head)
 }
 
-fn string_of(f: &Field) -> Option<String> {
-    String::from_utf8(bytes_of(f)?.to_vec()).ok()
-}
+const VARINT: u8 = WireType::Varint as u8;
+const LEN: u8 = WireType::LengthDelimited as u8;
 
-/// A node from its wire bytes; `None` for anything this reader does not take (the caller
-/// then asks prost).
-pub(crate) fn read_node(mut buf: &[u8]) -> Option<NodeParts<'_>> {
-    let mut n = NodeParts {
-        name: String::new(),
-        kernel: String::new(),
-        class: 0,
-        inputs: Vec::new(),
-        outputs: 0,
-        control_inputs: Vec::new(),
-        attrs: Vec::new(),
-        origin: None,
-        priority: 0,
-        subgraphs: Vec::new(),
-        origin_index: 0,
-        kernel_index: 0,
-        attrs_index: 0,
-    };
-    while !buf.is_empty() {
-        let f = next_field(&mut buf)?;
-        match f.tag {
-            1 => n.name = string_of(&f)?,
-            2 => n.kernel = string_of(&f)?,
-            3 => n.class = varint_of(&f)? as i32,
-            4 => n.inputs.push(read_value_ref(bytes_of(&f)?)?),
-            5 => n.outputs = varint_of(&f)? as u32,
-            6 => match f.wire {
-                WireType::Varint => n.control_inputs.push(ExecNodeId(f.varint as u32)),
-                WireType::LengthDelimited => {
-                    let mut packed = f.payload;
-                    while !packed.is_empty() {
-                        let c = decode_varint(&mut packed).ok()?;
-                        n.control_inputs.push(ExecNodeId(c as u32));
-                    }
+/// Reads a node message from its wire bytes into `n` (which starts as the default node):
+/// name, inputs, outputs, control inputs and priority go straight in, the rest is
+/// returned. `None` for anything this reader does not take (the caller then asks prost).
+///
+/// Field keys below 16 are one byte, so the reader dispatches on that byte; a field of
+/// the wrong wire type is left to prost, which names the error.
+pub(crate) fn read_node<'a>(mut buf: &'a [u8], n: &mut ExecNode) -> Option<NodeRest<'a>> {
+    let mut rest = NodeRest::default();
+    while let Some(&key) = buf.first() {
+        let (tag, wire) = (key >> 3, key & 7);
+        if key >= 0x80 || !(1..=13).contains(&tag) {
+            // Not one of Node's fields: skipped whole.
+            next_field(&mut buf)?;
+            continue;
+        }
+        buf = &buf[1..];
+        match (tag, wire) {
+            (1, LEN) => n.name = NodeName::from_utf8(payload(&mut buf)?).ok()?,
+            (4, LEN) => n.inputs.push(read_value_ref(payload(&mut buf)?)?),
+            (5, VARINT) => n.outputs = varint(&mut buf)? as u32,
+            (6, LEN) => {
+                let mut packed = payload(&mut buf)?;
+                while !packed.is_empty() {
+                    n.control_inputs
+                        .push(ExecNodeId(varint(&mut packed)? as u32));
                 }
-                _ => return None,
-            },
-            7 => n.attrs.push(pb::Attr::decode(bytes_of(&f)?).ok()?),
-            8 => n.origin = Some(pb::Origin::decode(bytes_of(&f)?).ok()?),
-            9 => n.priority = varint_of(&f)? as i64,
-            10 => n.subgraphs.push(Source::Wire(bytes_of(&f)?)),
-            11 => n.origin_index = varint_of(&f)? as u32,
-            12 => n.kernel_index = varint_of(&f)? as u32,
-            13 => n.attrs_index = varint_of(&f)? as u32,
-            _ => {}
+            }
+            (6, VARINT) => n.control_inputs.push(ExecNodeId(varint(&mut buf)? as u32)),
+            (9, VARINT) => n.priority = varint(&mut buf)? as i64,
+            (3, VARINT) => rest.class = varint(&mut buf)? as i32,
+            (11, VARINT) => rest.origin_index = varint(&mut buf)? as u32,
+            (12, VARINT) => rest.kernel_index = varint(&mut buf)? as u32,
+            (13, VARINT) => rest.attrs_index = varint(&mut buf)? as u32,
+            (2, LEN) => rest.kernel = String::from_utf8(payload(&mut buf)?.to_vec()).ok()?,
+            (7, LEN) => rest.attrs.push(pb::Attr::decode(payload(&mut buf)?).ok()?),
+            (8, LEN) => rest.origin = Some(Box::new(pb::Origin::decode(payload(&mut buf)?).ok()?)),
+            (10, LEN) => rest.subgraphs.push(Source::Wire(payload(&mut buf)?)),
+            _ => return None,
         }
     }
-    Some(n)
+    Some(rest)
 }
 
+/// A `ValueRef` message: `08 node 10 output` as written, anything else field by field.
+#[inline(always)]
 fn read_value_ref(mut buf: &[u8]) -> Option<ValueRef> {
     let mut v = ValueRef {
         node: ExecNodeId(0),
         output: 0,
     };
-    while !buf.is_empty() {
-        let f = next_field(&mut buf)?;
-        match f.tag {
-            1 => v.node = ExecNodeId(varint_of(&f)? as u32),
-            2 => v.output = varint_of(&f)? as u32,
-            _ => {}
+    while let Some(&key) = buf.first() {
+        match key {
+            0x08 => {
+                buf = &buf[1..];
+                v.node = ExecNodeId(varint(&mut buf)? as u32);
+            }
+            0x10 => {
+                buf = &buf[1..];
+                v.output = varint(&mut buf)? as u32;
+            }
+            _ => {
+                let f = next_field(&mut buf)?;
+                if matches!(f.tag, 1 | 2) {
+                    return None;
+                }
+            }
         }
     }
     Some(v)

@@ -24,6 +24,9 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use compact_str::format_compact;
+use smallvec::smallvec;
+
 use crate::exec::{ExecAttr, ExecGraph, ExecNode, ExecNodeId, ValueRef};
 use crate::npu::attr::AttrKey;
 use crate::npu::ops::TensorMeta;
@@ -188,7 +191,7 @@ impl Builder {
         streams.attrs.insert("count".into(), ExecAttr::Int(1));
         let s = init.add(streams);
         let mut alloc = node("CreateAllocator", "CreateAllocator");
-        alloc.inputs = vec![vr(s, 0)];
+        alloc.inputs = smallvec![vr(s, 0)];
         alloc.outputs = 1;
         alloc
             .attrs
@@ -272,7 +275,7 @@ impl Builder {
             let base = std::mem::take(&mut n.name);
             let mut k = 1;
             loop {
-                n.name = format!("{base}#{k}");
+                n.name = format_compact!("{base}#{k}");
                 if !level.name_taken(&n.name) {
                     break;
                 }
@@ -398,19 +401,22 @@ impl Builder {
             Global::Events => self.init_events,
             Global::Notifies => self.init_notifies,
             Global::InferFunc(op) => {
-                let mut n = node(format!("FindInferShapeFunc/{op}"), "FindInferShapeFunc");
+                let mut n = node(
+                    format_compact!("FindInferShapeFunc/{op}"),
+                    "FindInferShapeFunc",
+                );
                 n.outputs = 1;
                 n.attrs.insert("op_type".into(), ExecAttr::Str(op.clone()));
                 vr(self.init.add(n), 0)
             }
             Global::ConstMem(id) => {
                 let t = self.consts[*id as usize].as_ref().clone();
-                let mut c = node(format!("const/{id}"), "Const");
+                let mut c = node(format_compact!("const/{id}"), "Const");
                 c.outputs = 1;
                 c.attrs.insert("value".into(), ExecAttr::Tensor(t));
                 let c = self.init.add(c);
-                let mut up = node(format!("const/{id}/CopyH2D"), "CopyH2D");
-                up.inputs = vec![vr(c, 0), self.init_stream, self.init_allocator];
+                let mut up = node(format_compact!("const/{id}/CopyH2D"), "CopyH2D");
+                up.inputs = smallvec![vr(c, 0), self.init_stream, self.init_allocator];
                 up.outputs = 1;
                 vr(self.init.add(up), 0)
             }
@@ -426,7 +432,7 @@ impl Builder {
         if let Some(v) = self.top().const_shapes.get(dims) {
             return *v;
         }
-        let mut n = node(format!("shape{dims:?}"), "Const");
+        let mut n = node(format_compact!("shape{dims:?}"), "Const");
         n.outputs = 1;
         n.attrs
             .insert("shape".into(), ExecAttr::Ints(dims.to_vec()));
@@ -457,8 +463,8 @@ impl Builder {
             let host = t.host?;
             let stream = self.global(Global::Stream);
             let alloc = self.global(Global::Allocator);
-            let mut n = node(format!("{name}/CopyH2D"), "CopyH2D");
-            n.inputs = vec![host, stream, alloc];
+            let mut n = node(format_compact!("{name}/CopyH2D"), "CopyH2D");
+            n.inputs = smallvec![host, stream, alloc];
             n.outputs = 1;
             let id = self.add(n);
             let v = vr(id, 0);
@@ -478,7 +484,7 @@ impl Builder {
             if let Some(v) = self.top().const_hosts.get(&id) {
                 *v
             } else {
-                let mut n = node(format!("const/{id}"), "Const");
+                let mut n = node(format_compact!("const/{id}"), "Const");
                 n.outputs = 1;
                 n.attrs.insert(
                     "value".into(),
@@ -492,8 +498,8 @@ impl Builder {
             let shape = self.shape_of(t)?;
             let mem = t.mem?;
             let stream = self.global(Global::Stream);
-            let mut n = node(format!("{name}/CopyD2H"), "CopyD2H");
-            n.inputs = vec![stream, shape, mem];
+            let mut n = node(format_compact!("{name}/CopyD2H"), "CopyD2H");
+            n.inputs = smallvec![stream, shape, mem];
             n.outputs = 1;
             n.attrs
                 .insert("dtype".into(), ExecAttr::Str(t.meta.dtype.name().into()));
@@ -572,8 +578,8 @@ impl Builder {
                 after.insert(0, w);
             }
             let producer = self.graph().node(o.mem.node).name.clone();
-            let mut f = node(format!("{producer}/FreeMemory"), "FreeMemory");
-            f.inputs = vec![o.mem];
+            let mut f = node(format_compact!("{producer}/FreeMemory"), "FreeMemory");
+            f.inputs = smallvec![o.mem];
             // The producer itself is a data input, not an order.
             after.retain(|&r| r != o.mem.node);
             f.control_inputs = after;
@@ -596,7 +602,7 @@ impl Builder {
         }
         let mut init = std::mem::take(&mut self.init);
         let mut out = node("exports", "InnerNetOutput");
-        out.inputs = self.exports.clone();
+        out.inputs = self.exports.as_slice().into();
         init.add(out);
 
         let mut de = ExecGraph::new("DeInit");
@@ -610,8 +616,8 @@ impl Builder {
         for (g, &i) in &self.export_of {
             if let Global::ConstMem(id) = g {
                 let v = read(&mut de, format!("const/{id}"), i);
-                let mut f = node(format!("const/{id}/FreeMemory"), "FreeMemory");
-                f.inputs = vec![v];
+                let mut f = node(format_compact!("const/{id}/FreeMemory"), "FreeMemory");
+                f.inputs = smallvec![v];
                 frees.push(de.add(f));
             }
         }
@@ -622,7 +628,7 @@ impl Builder {
         ] {
             let v = read(&mut de, name.into(), self.export_of[&g]);
             let mut d = node(kernel, kernel);
-            d.inputs = vec![v];
+            d.inputs = smallvec![v];
             before_streams.push(de.add(d));
         }
         let a = read(
@@ -631,12 +637,12 @@ impl Builder {
             self.export_of[&Global::Allocator],
         );
         let mut da = node("DestroyAllocator", "DestroyAllocator");
-        da.inputs = vec![a];
+        da.inputs = smallvec![a];
         da.control_inputs = frees;
         before_streams.push(de.add(da));
         let s = read(&mut de, "stream".into(), self.export_of[&Global::Stream]);
         let mut ds = node("DestroyStreams", "DestroyStreams");
-        ds.inputs = vec![s];
+        ds.inputs = smallvec![s];
         ds.control_inputs = before_streams;
         de.add(ds);
         (init, de)

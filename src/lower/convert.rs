@@ -22,11 +22,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use compact_str::format_compact;
+use smallvec::smallvec;
+
 use super::attrs::{self, dtype};
 use super::builder::{Builder, Global, TVal, dtype_names, node};
 use super::fold;
 use super::{LowerError, Unsupported};
-use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Origin, ValueRef};
+use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Inputs, Origin, ValueRef};
 use crate::npu::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
 use crate::npu::{DType, HostTensor};
 use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
@@ -686,7 +689,7 @@ impl<'r> Lowering<'r> {
                 .collect()
         } else {
             let func = self.b.global(Global::InferFunc(spec.name.into()));
-            let mut inputs = vec![func];
+            let mut inputs: Inputs = smallvec![func];
             for (i, t) in ins.iter_mut().enumerate() {
                 let Some(t) = t else { continue };
                 let v = if spec.value_inputs.contains(&i) {
@@ -696,7 +699,7 @@ impl<'r> Lowering<'r> {
                 };
                 inputs.extend(v);
             }
-            let mut inf = with_origin(node(format!("{name}/InferShape"), "InferShape"));
+            let mut inf = with_origin(node(format_compact!("{name}/InferShape"), "InferShape"));
             inf.inputs = inputs;
             inf.outputs = outs.len() as u32;
             inf.attrs = kernel_attrs.clone();
@@ -712,8 +715,11 @@ impl<'r> Lowering<'r> {
         let mut results = Vec::with_capacity(outs.len());
         let mut out_vals = Vec::new();
         for (o, m) in outs.iter().enumerate() {
-            let mut a = with_origin(node(format!("{name}/AllocMemHbm_{o}"), "AllocMemHbm"));
-            a.inputs = vec![alloc];
+            let mut a = with_origin(node(
+                format_compact!("{name}/AllocMemHbm_{o}"),
+                "AllocMemHbm",
+            ));
+            a.inputs = smallvec![alloc];
             match m.shape.as_deref().and_then(|s| m.dtype.tensor_bytes(s)) {
                 // A static size is known now: the allocation carries it, as the constant
                 // folding pass would leave it (see `passes::fold`), without making a
@@ -728,7 +734,7 @@ impl<'r> Lowering<'r> {
                         format!("{name}/CalcTensorSizeFromShape_{o}"),
                         "CalcTensorSizeFromShape",
                     ));
-                    calc.inputs = vec![out_shapes[o]];
+                    calc.inputs = smallvec![out_shapes[o]];
                     calc.outputs = 1;
                     calc.attrs
                         .insert("dtype".into(), ExecAttr::Str(m.dtype.name().into()));
@@ -821,7 +827,7 @@ impl<'r> Lowering<'r> {
     /// write the tensors `outs` it hands out.
     pub fn output_node(&mut self, kernel: &str, inputs: Vec<ValueRef>, outs: &[TVal]) {
         let mut o = node(kernel, kernel);
-        o.inputs = inputs;
+        o.inputs = inputs.into();
         let after: BTreeSet<ExecNodeId> = outs.iter().filter_map(|t| t.order).collect();
         o.control_inputs = after.into_iter().collect();
         self.b.add(o);
@@ -900,8 +906,8 @@ impl<'r> Lowering<'r> {
         origin: &Arc<Origin>,
     ) -> ExecNodeId {
         inputs.extend(self.b.capture_inputs(&captures));
-        let mut o = node(name.to_string(), kernel);
-        o.inputs = inputs;
+        let mut o = node(name, kernel);
+        o.inputs = inputs.into();
         o.outputs = outputs;
         o.subgraphs = subgraphs;
         o.origin = Some(origin.clone());
@@ -991,8 +997,8 @@ impl<'r> Lowering<'r> {
         } else {
             ("GenIndexForCase", "Case")
         };
-        let mut gi = node(format!("{name}/{gen_kernel}"), gen_kernel);
-        gi.inputs = vec![host];
+        let mut gi = node(format_compact!("{name}/{gen_kernel}"), gen_kernel);
+        gi.inputs = smallvec![host];
         gi.outputs = 1;
         gi.origin = Some(origin.clone());
         if conv == Converter::Case {
@@ -1172,7 +1178,7 @@ impl<'r> Lowering<'r> {
             return Ok(self.abandon_owner(n.output_descs.len()));
         };
         let host = self.b.host_of(&mut c, &format!("{name}/cond"));
-        let mut gc = node(format!("{name}/GenCondForWhile"), "GenCondForWhile");
+        let mut gc = node(format_compact!("{name}/GenCondForWhile"), "GenCondForWhile");
         gc.inputs = host.into_iter().collect();
         gc.outputs = 1;
         let gc = self.b.add(gc);

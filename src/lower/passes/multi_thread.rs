@@ -34,6 +34,8 @@ use std::collections::BTreeSet;
 
 use crate::exec::kernels::kernel_type;
 use crate::exec::{ExecAttr, ExecGraph, ExecNode, ExecNodeId, KernelClass, ValueRef};
+use compact_str::format_compact;
+use smallvec::smallvec;
 
 /// Splits every `CopyH2D` of `g` and its subgraphs; returns how many were split. The new
 /// nodes are appended; run the topological sort afterwards.
@@ -68,7 +70,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     // The Calc node takes the CopyH2D's place (same id), so nothing that ordered itself
     // after the copy through a control edge loses that order; it is re-targeted below.
     let mut calc = ExecNode::new(
-        format!("{base}/CalcDeviceCopySizes"),
+        format_compact!("{base}/CalcDeviceCopySizes"),
         "CalcDeviceCopySizes",
         class_of("CalcDeviceCopySizes"),
     );
@@ -81,7 +83,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     let calc_id = ExecNodeId(i as u32);
 
     let mut alloc = ExecNode::new(
-        format!("{base}/AllocMemHbm"),
+        format_compact!("{base}/AllocMemHbm"),
         "AllocMemHbm",
         class_of("AllocMemHbm"),
     );
@@ -97,11 +99,11 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     let alloc_id = g.add(alloc);
 
     let mut share = ExecNode::new(
-        format!("{base}/ShareH2DCopyResult"),
+        format_compact!("{base}/ShareH2DCopyResult"),
         "ShareH2DCopyResult",
         class_of("ShareH2DCopyResult"),
     );
-    share.inputs = vec![
+    share.inputs = smallvec![
         ValueRef {
             node: alloc_id,
             output: 0,
@@ -116,7 +118,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     let share_id = g.add(share);
 
     let mut launch = ExecNode::new(
-        format!("{base}/LaunchH2DCopy"),
+        format_compact!("{base}/LaunchH2DCopy"),
         "LaunchH2DCopy",
         class_of("LaunchH2DCopy"),
     );
@@ -137,7 +139,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     launch.outputs = 0;
     launch
         .attrs
-        .insert("split_from".into(), ExecAttr::Str(base));
+        .insert("split_from".into(), ExecAttr::Str(base.into()));
     launch.origin = copy.origin;
     let launch_id = g.add(launch);
 
@@ -372,8 +374,8 @@ mod tests {
         );
         // The launch reads the shared result and waits for the copy's submission.
         assert_eq!(
-            g.nodes[2].inputs,
-            vec![ValueRef {
+            g.nodes[2].inputs.as_slice(),
+            [ValueRef {
                 node: ExecNodeId(5),
                 output: 0
             }]

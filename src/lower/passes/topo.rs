@@ -44,7 +44,7 @@ pub fn order(g: &ExecGraph) -> Result<Vec<ExecNodeId>, CycleError> {
         names: left
             .iter()
             .take(5)
-            .map(|id| g.node(*id).name.clone())
+            .map(|id| g.node(*id).name.to_string())
             .collect(),
     })
 }
