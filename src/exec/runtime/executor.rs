@@ -389,7 +389,7 @@ impl ModelV2Executor {
                 .env
                 .device
                 .memcpy_d2h(&mut out.data, mem.ptr)
-                .and_then(|()| mem.allocator.free(mem.ptr));
+                .and_then(|()| mem.allocator.free(mem.ptr, mem.bytes));
             if let Err(e) = r {
                 first_error.get_or_insert(e);
             }

@@ -10,9 +10,10 @@
 //! `FreeMemory` per allocation, or a hand-out through `NetOutput` or an owner's outputs.
 
 use std::cell::UnsafeCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::npu::device::{Device, DevicePtr, EventId, NotifyId, NpuError, StreamId};
 use crate::npu::ops::OpSpec;
@@ -24,42 +25,94 @@ use crate::npu::{DType, HostTensor};
 pub trait DeviceAllocator: Send + Sync + fmt::Debug {
     /// `bytes` of device memory usable by work submitted to [`DeviceAllocator::stream`].
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, NpuError>;
-    /// Frees, stream-ordered: reusable by work submitted after this call.
-    fn free(&self, ptr: DevicePtr) -> Result<(), NpuError>;
+    /// Frees `bytes` at `ptr` (as allocated), stream-ordered: reusable by work submitted
+    /// after this call.
+    fn free(&self, ptr: DevicePtr, bytes: usize) -> Result<(), NpuError>;
     /// The stream this allocator serves.
     fn stream(&self) -> StreamId;
 }
 
-/// The device's caching allocator, serving one stream at a time. The stream can be
-/// rebound (an executor serves the stream each `Execute` names), which is only sound while
-/// nothing of the old stream is pending; the executor rebinds between executions.
+/// A caching allocator for one stream: blocks freed by the executor go to a free list of
+/// their exact size and are handed out again to later work on the same stream, which the
+/// stream runs after the work that used them before (stream order makes the reuse safe).
+/// A steady-state execution thus never reaches the device's allocator, and allocates
+/// nothing on the host: each size's list keeps its capacity.
+///
+/// When the device runs out of memory, the cached blocks go back to it and the
+/// allocation is retried once; [`CachingAllocator::release_cached`] does the same on demand
+/// (GE's allocator shrink), and dropping the allocator returns everything cached.
 #[derive(Debug)]
 pub struct CachingAllocator {
     device: Device,
-    stream: AtomicU32,
+    stream: StreamId,
+    /// Size in bytes to cached blocks of that size. Behind a mutex for soundness; one
+    /// executor's schedule is its only user, so it is never contended.
+    free: Mutex<HashMap<usize, Vec<DevicePtr>>>,
 }
 
 impl CachingAllocator {
     pub fn new(device: Device, stream: StreamId) -> Self {
         CachingAllocator {
             device,
-            stream: AtomicU32::new(stream.0),
+            stream,
+            free: Mutex::new(HashMap::new()),
         }
     }
-    pub fn rebind(&self, stream: StreamId) {
-        self.stream.store(stream.0, Ordering::Relaxed);
+
+    /// Returns every cached block to the device.
+    pub fn release_cached(&self) -> Result<(), NpuError> {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut first = Ok(());
+        for ptr in free.drain().flat_map(|(_, v)| v) {
+            if let Err(e) = self.device.free(ptr, self.stream) {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+
+    /// Blocks cached now.
+    pub fn cached_blocks(&self) -> usize {
+        let free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        free.values().map(Vec::len).sum()
     }
 }
 
 impl DeviceAllocator for CachingAllocator {
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, NpuError> {
-        self.device.malloc(bytes, self.stream())
+        let cached = {
+            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            free.get_mut(&bytes).and_then(Vec::pop)
+        };
+        if let Some(p) = cached {
+            return Ok(p);
+        }
+        match self.device.malloc(bytes, self.stream) {
+            Err(NpuError::OutOfMemory { .. }) if self.cached_blocks() > 0 => {
+                self.release_cached()?;
+                self.device.malloc(bytes, self.stream)
+            }
+            r => r,
+        }
     }
-    fn free(&self, ptr: DevicePtr) -> Result<(), NpuError> {
-        self.device.free(ptr, self.stream())
+    fn free(&self, ptr: DevicePtr, bytes: usize) -> Result<(), NpuError> {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = free.entry(bytes).or_default();
+        // A double free would hand one block out twice; the device catches it for blocks
+        // it holds, this catches it for cached ones (in debug builds: it is a scan).
+        debug_assert!(!list.contains(&ptr), "{ptr} freed twice");
+        list.push(ptr);
+        Ok(())
     }
     fn stream(&self) -> StreamId {
-        StreamId(self.stream.load(Ordering::Relaxed))
+        self.stream
+    }
+}
+
+impl Drop for CachingAllocator {
+    fn drop(&mut self) {
+        // The device may already be gone; what it no longer has needs no return.
+        let _ = self.release_cached();
     }
 }
 

@@ -327,6 +327,14 @@ impl Core {
     }
 }
 
+/// What a synchronous copy on the calling thread reuses (see `Device::now`).
+#[derive(Default)]
+struct NowScratch {
+    ins: Vec<Option<memory::Span>>,
+    outs: Vec<Option<memory::Span>>,
+    scratch: access::Scratch,
+}
+
 /// An emulated NPU. Clones are handles to the same device; the device shuts down (its
 /// workers stop and are joined) when the last handle is dropped.
 #[derive(Clone)]
@@ -601,11 +609,30 @@ impl Device {
                 heap.check(p, n)?;
             }
         }
-        let mut si = Vec::with_capacity(ins.len());
-        let mut so = Vec::with_capacity(outs.len());
-        memory.resolve_all(ins.iter().copied(), &mut si)?;
-        memory.resolve_all(outs.iter().copied(), &mut so)?;
-        access::with_spans(&si, &so, &mut access::Scratch::default(), f)
+        // The calling thread's own span lists and scratch, kept between calls: a
+        // synchronous copy in an executor's steady state then allocates nothing.
+        thread_local! {
+            static NOW: std::cell::RefCell<NowScratch> = std::cell::RefCell::default();
+        }
+        NOW.with(|cell| {
+            let mut guard = cell.try_borrow_mut();
+            let mut fresh = NowScratch::default();
+            let s: &mut NowScratch = match &mut guard {
+                Ok(g) => g,
+                // Re-entered from inside `f`: a scratch of its own.
+                Err(_) => &mut fresh,
+            };
+            s.ins.clear();
+            s.outs.clear();
+            let r = memory
+                .resolve_all(ins.iter().copied(), &mut s.ins)
+                .and_then(|()| memory.resolve_all(outs.iter().copied(), &mut s.outs))
+                .and_then(|()| access::with_spans(&s.ins, &s.outs, &mut s.scratch, f));
+            // Segment references are not kept past the call.
+            s.ins.clear();
+            s.outs.clear();
+            r
+        })
     }
 
     /// Copies `src` to device memory at `dst`, now.

@@ -91,7 +91,24 @@ impl StreamState {
                     refs: Vec::new(),
                     muts: Vec::new(),
                 };
-                worker.run(rx)
+                // The worker thread is the only thread of a pool of its own: a small
+                // kernel then runs right here, with no hand-off to the compute cores (a
+                // hand-off costs microseconds and a heap allocation now and then), and
+                // any parallel split inside it stays on this thread instead of reaching
+                // for a pool whose threads may be blocked on this device.
+                match rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .use_current_thread()
+                    .thread_name(move |_| format!("npu-{id}"))
+                    .build()
+                {
+                    Ok(own) => {
+                        worker.run(rx);
+                        drop(own);
+                    }
+                    // Without its own pool every kernel goes to the compute cores.
+                    Err(_) => worker.run(rx),
+                }
             })
             .expect("spawning a stream worker");
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
@@ -218,6 +235,10 @@ impl StreamState {
 static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
 
 /// The thread that runs one stream's jobs.
+/// Launches touching at least this many bytes run on the compute cores: the op library
+/// splits work above 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of `f32`.
+const PARALLEL_BYTES: usize = 64 * 1024;
+
 pub(crate) struct Worker {
     core: Arc<Core>,
     stream: Arc<StreamState>,
@@ -502,12 +523,21 @@ impl Worker {
                 );
                 // On the device's compute cores (see `Core::cores`): the kernel's own
                 // parallel work then stays on them.
-                let run = core.cores.install(|| {
+                let mut work = || {
                     std::panic::catch_unwind(AssertUnwindSafe(|| match compute {
                         Compute::Into(f) => f(&ctx, &refs, &mut muts).map(|()| None),
                         Compute::Alloc(f) => f(&ctx, &refs).map(Some),
                     }))
-                });
+                };
+                // Work big enough for a kernel to split goes to the compute cores; the
+                // rest runs on this thread (see `StreamState::spawn`).
+                let run = if l.bytes_touched() >= PARALLEL_BYTES
+                    || rayon::current_thread_index().is_none()
+                {
+                    core.cores.install(work)
+                } else {
+                    work()
+                };
                 *refs_kept = reuse(refs);
                 *muts_kept = reuse(muts);
                 match run {

@@ -108,6 +108,14 @@ impl Launch {
     pub fn output_count(&self) -> usize {
         self.output_count
     }
+    /// Bytes of all its tensors (saturating).
+    pub(crate) fn bytes_touched(&self) -> usize {
+        self.inputs
+            .iter()
+            .chain(&self.outputs)
+            .map(|a| a.bytes().unwrap_or(usize::MAX))
+            .fold(0usize, usize::saturating_add)
+    }
     pub(crate) fn metas(&self) -> &[TensorMeta] {
         &self.metas
     }

@@ -254,7 +254,7 @@ fn onnx_loop(cx: &mut KernelContext<'_>) -> KernelResult {
                 device.memcpy_d2d_async(stream, ptr.offset(off), m.ptr, m.bytes)?;
             }
             off += m.bytes as u64;
-            m.allocator.free(m.ptr)?;
+            m.allocator.free(m.ptr, m.bytes)?;
         }
         let shape: Vec<i64> = std::iter::once(parts.len() as i64)
             .chain(first.iter().copied())

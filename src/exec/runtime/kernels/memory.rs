@@ -41,7 +41,7 @@ fn alloc_mem_hbm(cx: &mut KernelContext<'_>) -> KernelResult {
 
 fn free_memory(cx: &mut KernelContext<'_>) -> KernelResult {
     let m = cx.input_mem(0)?;
-    m.allocator.free(m.ptr)?;
+    m.allocator.free(m.ptr, m.bytes)?;
     Ok(())
 }
 

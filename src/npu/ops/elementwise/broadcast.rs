@@ -17,6 +17,7 @@
 //! per-element function over the runs. [`par_map`] is the unary map without broadcasting.
 
 use rayon::prelude::*;
+use smallvec::{SmallVec, smallvec};
 
 /// Output elements below which a kernel stays on the calling thread: smaller work does
 /// not repay rayon's hand-off. Also the smallest chunk a parallel run gets.
@@ -29,13 +30,17 @@ pub struct Mismatch {
     pub input: usize,
 }
 
+/// Ranks up to this keep a layout on the stack: a kernel call on a small tensor is then
+/// free of heap allocation, which a steady-state execution relies on.
+const MAX_INLINE_RANK: usize = 8;
+
 /// How `N` inputs map into one output shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout<const N: usize> {
     /// The output's dims after dropping 1s and merging; never empty (a scalar is `[1]`).
-    dims: Vec<usize>,
+    dims: SmallVec<[usize; MAX_INLINE_RANK]>,
     /// Per dim, each input's element stride along it (0 where it broadcasts).
-    strides: Vec<[usize; N]>,
+    strides: SmallVec<[[usize; N]; MAX_INLINE_RANK]>,
     /// Elements in the output.
     len: usize,
 }
@@ -57,7 +62,7 @@ impl<const N: usize> Layout<N> {
         let rank = out.len();
         // Contiguous strides of every input in the output's coordinates, 0 where the
         // input has a 1 (or no dim at all) against a longer output dim.
-        let mut full: Vec<[usize; N]> = vec![[0; N]; rank];
+        let mut full: SmallVec<[[usize; N]; MAX_INLINE_RANK]> = smallvec![[0; N]; rank];
         for (k, shape) in inputs.iter().enumerate() {
             if shape.len() > rank {
                 return Err(Mismatch { input: k });
@@ -77,8 +82,8 @@ impl<const N: usize> Layout<N> {
         let len = out.iter().product();
         // Merge from the innermost dim outwards: dim i folds into the run below it when
         // every input's stride along i is the stride below times the dims merged there.
-        let mut dims: Vec<usize> = Vec::with_capacity(rank);
-        let mut strides: Vec<[usize; N]> = Vec::with_capacity(rank);
+        let mut dims: SmallVec<[usize; MAX_INLINE_RANK]> = SmallVec::new();
+        let mut strides: SmallVec<[[usize; N]; MAX_INLINE_RANK]> = SmallVec::new();
         for i in (0..rank).rev() {
             let (d, s) = (out[i], full[i]);
             if d == 1 {
@@ -120,7 +125,7 @@ impl<const N: usize> Layout<N> {
         let inner = self.dims[r - 1];
         let step = self.strides[r - 1];
         // Unravel `start` once; afterwards the multi-index advances as an odometer.
-        let mut idx = vec![0usize; r];
+        let mut idx: SmallVec<[usize; MAX_INLINE_RANK]> = smallvec![0; r];
         let mut rem = start;
         for i in (0..r).rev() {
             idx[i] = rem % self.dims[i];
@@ -417,7 +422,7 @@ mod tests {
         }
         // [3, 2, 2] against [2]: the trailing dims stay separate (b repeats every 2).
         let l = Layout::new(&[3, 2, 2], [&[3, 2, 2], &[2]]).unwrap();
-        assert_eq!(l.dims, [6, 2]);
+        assert_eq!(l.dims.as_slice(), [6, 2]);
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! A steady-state execution of a static model allocates nothing: a counting global
+//! allocator counts every allocation in the process (host threads, stream workers, compute
+//! cores) while a loaded model executes again and again, under each single-thread engine.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use rt2::lower::{LowerOptions, lower};
+use rt2::npu::device::{Device, DeviceConfig};
+use rt2::npu::{DType, HostTensor};
+use rt2::om::file::{ReadOptions, read};
+use rt2::om::onnx::builder::chain_model;
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made while `f` runs (every thread counts).
+fn allocations(f: impl FnOnce()) -> u64 {
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    f();
+    COUNTING.store(false, Ordering::SeqCst);
+    ALLOCS.load(Ordering::SeqCst)
+}
+
+#[test]
+fn steady_state_execution_allocates_nothing() {
+    let onnx = chain_model(60);
+    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
+    let model = file.models.swap_remove(0).model;
+    let eg = lower(&model, &LowerOptions::default()).expect("lowers");
+    let input = HostTensor {
+        dtype: DType::F32,
+        shape: vec![1, 64],
+        data: (0..64)
+            .flat_map(|i| (i as f32 * 0.25 - 8.0).to_le_bytes())
+            .collect(),
+    };
+    let device = Device::new(DeviceConfig {
+        check_launch_shapes: false,
+        ..DeviceConfig::default()
+    });
+    let mut reference: Option<Vec<HostTensor>> = None;
+    for executor in [
+        ExecutorType::Sequential,
+        ExecutorType::Topological,
+        ExecutorType::TopologicalPriority,
+    ] {
+        let mut ex = ModelV2Executor::create(
+            &eg,
+            &device,
+            ExecutorOptions {
+                executor,
+                ..ExecutorOptions::default()
+            },
+        )
+        .expect("creates");
+        ex.load().expect("loads");
+        let mut out = Vec::new();
+        // Warm-up: first executions create launch records, staging buffers, cache blocks.
+        for _ in 0..3 {
+            ex.execute_sync(&[&input], &mut out).expect("runs");
+        }
+        let n = allocations(|| {
+            for _ in 0..10 {
+                ex.execute_sync(&[&input], &mut out).expect("runs");
+            }
+        });
+        assert_eq!(
+            n,
+            0,
+            "{}: {n} allocations in 10 steady-state executions",
+            executor.name()
+        );
+        // The numbers are real: the same under every engine.
+        match &reference {
+            None => reference = Some(out.clone()),
+            Some(r) => assert_eq!(&out, r, "{} differs", executor.name()),
+        }
+        ex.unload().expect("unloads");
+    }
+    let out = reference.expect("ran");
+    assert_eq!(out[0].shape, vec![1, 64]);
+    // x -> (x + 0.5) -> relu -> * 0.99, twenty times, computed here in f32 as the kernels do.
+    let x: Vec<f32> = input
+        .data
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| {
+            let mut v = v;
+            for i in 0..60 {
+                v = match i % 3 {
+                    0 => v + 0.5,
+                    1 => v.max(0.0),
+                    _ => v * 0.99,
+                };
+            }
+            v
+        })
+        .collect();
+    let got: Vec<f32> = out[0]
+        .data
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+}
