@@ -1,10 +1,11 @@
 //! Convolution and transposed convolution (1-D to 3-D, groups, strides, dilations,
-//! padding, bias), both as GEMMs.
+//! padding, bias).
 //!
-//! Conv lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where
-//! `col` is the im2col matrix of the input patch under every kernel tap (one scratch
-//! buffer per call; a 1x1 kernel with unit strides and no padding multiplies the input
-//! itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
+//! float32 Conv with unit strides over one or two spatial dims runs directly where the
+//! CPU has AVX-512 or AVX2 and FMA (conv_direct.rs: no im2col matrix). Otherwise Conv
+//! lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where `col`
+//! is the im2col matrix of the input patch under every kernel tap (per-thread scratch; a
+//! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
 //! column into the output positions its taps reach.
 
 use std::cell::RefCell;
