@@ -6,6 +6,7 @@
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 mod conv;
+mod conv_direct;
 mod dropout;
 pub(crate) mod gemm;
 mod norm;

@@ -1,20 +1,23 @@
 //! Convolution and transposed convolution (1-D to 3-D, groups, strides, dilations,
-//! padding, bias), both as GEMMs.
+//! padding, bias).
 //!
-//! Conv lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where
-//! `col` is the im2col matrix of the input patch under every kernel tap (one scratch
-//! buffer per call; a 1x1 kernel with unit strides and no padding multiplies the input
-//! itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
+//! float32 Conv with unit strides over one or two spatial dims runs directly where the
+//! CPU has AVX-512 or AVX2 and FMA (conv_direct.rs: no im2col matrix). Otherwise Conv
+//! lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where `col`
+//! is the im2col matrix of the input patch under every kernel tap (per-thread scratch; a
+//! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
 //! column into the output positions its taps reach.
 
 use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::conv_direct::{Direct, Isa};
 use super::gemm::{Mat, gemm};
 use super::scalar::Scalar;
 use super::window::Window;
 use crate::dispatch;
+use crate::npu::DType;
 use crate::npu::ops::{Buffer, InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
@@ -59,6 +62,31 @@ fn channels(
     Ok((x.shape[0], c, m, group))
 }
 
+/// The bias values, checked to number `m`, if there is a non-empty bias input.
+fn bias_values<'a, T: Scalar>(
+    ctx: &InferCtx,
+    bias: Option<&TensorRef<'a>>,
+    m: usize,
+) -> Result<Option<&'a [T]>, OpError> {
+    let Some(b) = bias.filter(|b| !b.is_empty()) else {
+        return Ok(None);
+    };
+    let b = b.slice::<T>()?;
+    if b.len() != m {
+        return Err(ctx.input_error(2, format!("bias has {} values for {m} channels", b.len())));
+    }
+    Ok(Some(b))
+}
+
+/// Writes each channel's bias into its output plane (planes cycle through the channels).
+fn fill_bias<T: Scalar>(b: &[T], y: &mut [T], plane: usize) {
+    if plane > 0 {
+        for (i, p) in y.chunks_mut(plane).enumerate() {
+            p.fill(b[i % b.len()]);
+        }
+    }
+}
+
 /// Writes the bias (or zeros) into each output channel's plane.
 fn init_bias<T: Scalar>(
     ctx: &InferCtx,
@@ -67,19 +95,11 @@ fn init_bias<T: Scalar>(
     m: usize,
     plane: usize,
 ) -> Result<bool, OpError> {
-    let Some(b) = bias.filter(|b| !b.is_empty()) else {
-        return Ok(false);
-    };
-    let b = b.slice::<T>()?;
-    if b.len() != m {
-        return Err(ctx.input_error(2, format!("bias has {} values for {m} channels", b.len())));
+    let b = bias_values::<T>(ctx, bias, m)?;
+    if let Some(b) = b {
+        fill_bias(b, y, plane);
     }
-    if plane > 0 {
-        for (i, p) in y.chunks_mut(plane).enumerate() {
-            p.fill(b[i % m]);
-        }
-    }
-    Ok(true)
+    Ok(b.is_some())
 }
 
 /// Checks the weights' two leading dims against `want` (Conv: [M, C/group];
@@ -118,14 +138,48 @@ fn conv_typed<T: Scalar>(
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
     let y = outputs[0].slice_mut::<T>()?;
     let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
-    let has_bias = init_bias(ctx, inputs.get(2), y, m, olen)?;
+    let bias = bias_values::<T>(ctx, inputs.get(2), m)?;
     if y.is_empty() {
         return Ok(());
     }
-    let beta = if has_bias { 1.0 } else { 0.0 };
     let rows = cg * klen;
+    let blocks = batch * group;
+    let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
+    // float32 windows with unit strides convolve directly (conv_direct.rs) where the CPU
+    // has its vector kernels; a 1x1 kernel that reads the input as is stays one GEMM.
+    let plan = match T::DTYPE {
+        DType::F32 if !direct => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
+        _ => None,
+    };
+    if let Some(plan) = plan {
+        let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
+        let bias = bias.map(as_f32);
+        let block = |i: usize, out: &mut [f32], inner: bool| {
+            let (n, g) = (i / group, i % group);
+            let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
+            let wg = &wv[g * mg * rows..][..mg * rows];
+            let bg = bias.map(|b| &b[g * mg..][..mg]);
+            with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
+                plan.conv(xg, wg, bg, padded, out, inner);
+            });
+        };
+        if blocks > 1 && parallel {
+            y.par_chunks_mut(mg * olen)
+                .enumerate()
+                .for_each(|(i, out)| block(i, out, false));
+        } else {
+            for (i, out) in y.chunks_mut(mg * olen).enumerate() {
+                block(i, out, parallel);
+            }
+        }
+        return Ok(());
+    }
+    if let Some(b) = bias {
+        fill_bias(b, y, olen);
+    }
+    let beta = if bias.is_some() { 1.0 } else { 0.0 };
     // One (image, group) block: its weights, its input channels, its output planes.
     let block = |i: usize, out: &mut [T]| {
         let (n, g) = (i / group, i % group);
@@ -140,8 +194,7 @@ fn conv_typed<T: Scalar>(
             });
         }
     };
-    let blocks = batch * group;
-    if blocks > 1 && y.len() * rows >= PARALLEL_ELEMS {
+    if blocks > 1 && parallel {
         y.par_chunks_mut(mg * olen)
             .enumerate()
             .for_each(|(i, out)| block(i, out));
@@ -151,6 +204,15 @@ fn conv_typed<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// `T`'s elements as the float32 they are (the caller has matched `T::DTYPE`).
+fn as_f32<T: Scalar>(v: &[T]) -> &[f32] {
+    bytemuck::cast_slice(v)
+}
+
+fn as_f32_mut<T: Scalar>(v: &mut [T]) -> &mut [f32] {
+    bytemuck::cast_slice_mut(v)
 }
 
 thread_local! {
@@ -443,6 +505,257 @@ mod tests {
         let (shape, y) = run("Conv", &attrs, &[x, w]);
         assert_eq!(shape, [1, 2, 2]);
         assert_eq!(y, [-3.0, -6.0, 0.0, 2.0]);
+    }
+
+    /// A convolution's parameters for the reference below (2-D; 1-D is height 1).
+    struct Case {
+        x: [usize; 4],
+        m: usize,
+        k: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        /// top, left, bottom, right
+        pads: [usize; 4],
+        group: usize,
+        bias: bool,
+    }
+
+    impl Case {
+        fn new(x: [usize; 4], m: usize, k: [usize; 2]) -> Case {
+            Case {
+                x,
+                m,
+                k,
+                stride: [1, 1],
+                dil: [1, 1],
+                pads: [0; 4],
+                group: 1,
+                bias: false,
+            }
+        }
+        fn out(&self) -> [usize; 2] {
+            let o = |d: usize| {
+                let span = (self.k[d] - 1) * self.dil[d] + 1;
+                (self.x[2 + d] + self.pads[d] + self.pads[d + 2] - span) / self.stride[d] + 1
+            };
+            [o(0), o(1)]
+        }
+        /// Seeded inputs, weights and bias in [-1, 1).
+        fn tensors(&self) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+            let vals = |n: usize, seed: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|i| ((i * 7919 + seed * 104729) % 2003) as f32 / 1001.5 - 1.0)
+                    .collect()
+            };
+            let cg = self.x[1] / self.group;
+            (
+                vals(self.x.iter().product(), 1),
+                vals(self.m * cg * self.k[0] * self.k[1], 2),
+                vals(self.m, 3),
+            )
+        }
+        /// The convolution by its definition, summed in f64.
+        fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
+            let [n, c, h, wd] = self.x;
+            let [oh, ow] = self.out();
+            let (cg, mg) = (c / self.group, self.m / self.group);
+            let mut y = vec![0.0f32; n * self.m * oh * ow];
+            for (idx, v) in y.iter_mut().enumerate() {
+                let (ox, oy) = (idx % ow, (idx / ow) % oh);
+                let (mo, img) = ((idx / (ow * oh)) % self.m, idx / (ow * oh * self.m));
+                let g = mo / mg;
+                let mut sum = if self.bias { b[mo] as f64 } else { 0.0 };
+                for ci in 0..cg {
+                    for a in 0..self.k[0] {
+                        for e in 0..self.k[1] {
+                            let iy = (oy * self.stride[0] + a * self.dil[0]) as isize
+                                - self.pads[0] as isize;
+                            let ix = (ox * self.stride[1] + e * self.dil[1]) as isize
+                                - self.pads[1] as isize;
+                            if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                continue;
+                            }
+                            let xi = ((img * c + g * cg + ci) * h + iy as usize) * wd + ix as usize;
+                            let wi = ((mo * cg + ci) * self.k[0] + a) * self.k[1] + e;
+                            sum += x[xi] as f64 * w[wi] as f64;
+                        }
+                    }
+                }
+                *v = sum as f32;
+            }
+            y
+        }
+        /// Runs Conv through the op registry (a 1-D case when the height is 1 and the
+        /// kernel's too) and checks it against the reference.
+        fn check(&self) {
+            let (x, w, b) = self.tensors();
+            let one_d = self.x[2] == 1 && self.k[0] == 1 && self.pads[0] == 0 && self.pads[2] == 0;
+            let [n, c, h, wd] = self.x;
+            let cg = c / self.group;
+            let (xs, ws, attrs) = if one_d {
+                (
+                    vec![n, c, wd],
+                    vec![self.m, cg, self.k[1]],
+                    vec![
+                        ("strides", Attr::Ints(vec![self.stride[1] as i64])),
+                        ("dilations", Attr::Ints(vec![self.dil[1] as i64])),
+                        (
+                            "pads",
+                            Attr::Ints(vec![self.pads[1] as i64, self.pads[3] as i64]),
+                        ),
+                        ("group", Attr::Int(self.group as i64)),
+                    ],
+                )
+            } else {
+                let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+                (
+                    vec![n, c, h, wd],
+                    vec![self.m, cg, self.k[0], self.k[1]],
+                    vec![
+                        ("strides", ints(&self.stride)),
+                        ("dilations", ints(&self.dil)),
+                        ("pads", ints(&self.pads)),
+                        ("group", Attr::Int(self.group as i64)),
+                    ],
+                )
+            };
+            let mut inputs = vec![Tensor::from_vec(&xs, &x), Tensor::from_vec(&ws, &w)];
+            if self.bias {
+                inputs.push(Tensor::from_vec(&[self.m], &b));
+            }
+            let (_, got) = run("Conv", &attrs, &inputs);
+            assert_close(&got, &self.reference(&x, &w, &b));
+        }
+    }
+
+    fn assert_close(got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "element {i}: got {g}, want {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn conv_matches_the_reference_over_window_shapes() {
+        let mut cases = vec![];
+        // The benchmark's shape, small: 3x3, pad 1, bias; 6 output channels (a partial tile).
+        cases.push(Case {
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([1, 5, 9, 11], 6, [3, 3])
+        });
+        // Asymmetric pads, non-square kernel, batch 2.
+        cases.push(Case {
+            pads: [0, 2, 1, 0],
+            ..Case::new([2, 3, 7, 13], 5, [2, 5])
+        });
+        // Dilations with padding.
+        cases.push(Case {
+            dil: [2, 3],
+            pads: [2, 3, 1, 0],
+            bias: true,
+            ..Case::new([1, 4, 10, 12], 9, [3, 2])
+        });
+        // Strides (im2col's path) beside unit strides.
+        cases.push(Case {
+            stride: [2, 3],
+            pads: [1, 1, 1, 1],
+            ..Case::new([2, 3, 9, 10], 4, [3, 3])
+        });
+        // Groups, batch 3, and depthwise.
+        cases.push(Case {
+            group: 2,
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([3, 4, 6, 5], 6, [3, 3])
+        });
+        cases.push(Case {
+            group: 8,
+            pads: [1; 4],
+            ..Case::new([1, 8, 17, 3], 8, [3, 3])
+        });
+        // 1-D, with pads and dilation; a 1x1 kernel as a GEMM and padded.
+        cases.push(Case {
+            pads: [0, 2, 0, 1],
+            dil: [1, 2],
+            ..Case::new([2, 3, 1, 40], 7, [1, 3])
+        });
+        cases.push(Case::new([1, 6, 5, 7], 3, [1, 1]));
+        cases.push(Case {
+            pads: [1, 0, 0, 1],
+            ..Case::new([1, 6, 5, 7], 3, [1, 1])
+        });
+        // A kernel as large as the padded input (one output), and odd sizes.
+        cases.push(Case {
+            pads: [1, 1, 0, 0],
+            ..Case::new([1, 2, 4, 5], 3, [5, 6])
+        });
+        cases.push(Case {
+            pads: [3, 0, 2, 4],
+            bias: true,
+            ..Case::new([1, 3, 1, 1], 2, [3, 3])
+        });
+        // Large enough to run in parallel: output channels across tasks, then batch
+        // blocks.
+        cases.push(Case {
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([1, 16, 30, 30], 32, [3, 3])
+        });
+        cases.push(Case {
+            pads: [1; 4],
+            ..Case::new([2, 16, 20, 20], 12, [3, 3])
+        });
+        for case in &cases {
+            case.check();
+        }
+    }
+
+    #[test]
+    fn direct_kernels_match_the_reference_on_every_isa() {
+        use super::super::conv_direct::{Direct, Isa};
+        use super::super::window::Window;
+        // 128 channels x 64 outputs x 9 taps of weights: more than one channel chunk,
+        // so later chunks add onto the output.
+        let cases = [
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 128, 7, 9], 64, [3, 3])
+            },
+            Case {
+                pads: [0, 1, 2, 0],
+                dil: [2, 1],
+                ..Case::new([1, 3, 11, 35], 7, [2, 4])
+            },
+        ];
+        for isa in Isa::available() {
+            for case in &cases {
+                let (x, w, b) = case.tensors();
+                let [_, c, h, wd] = case.x;
+                let [oh, ow] = case.out();
+                let win = Window {
+                    input: [1, h, wd],
+                    output: [1, oh, ow],
+                    kernel: [1, case.k[0], case.k[1]],
+                    stride: [1; 3],
+                    dilation: [1, case.dil[0], case.dil[1]],
+                    pad_begin: [0, case.pads[0] as isize, case.pads[1] as isize],
+                    pad_end: [0, case.pads[2] as isize, case.pads[3] as isize],
+                };
+                let plan = Direct::plan(&win, c, isa).unwrap();
+                let mut padded = vec![f32::NAN; plan.scratch_len()];
+                for parallel in [false, true] {
+                    let mut y = vec![f32::NAN; case.m * oh * ow];
+                    let bias = case.bias.then_some(&b[..]);
+                    plan.conv(&x, &w, bias, &mut padded, &mut y, parallel);
+                    assert_close(&y, &case.reference(&x, &w, &b));
+                }
+            }
+        }
     }
 
     #[test]
