@@ -116,3 +116,56 @@ fn onnx_node_cases_in_the_manifest_pass() {
         failures.join("\n")
     );
 }
+
+/// The manifest's cases through the whole pipeline (import, lower, load, execute) under
+/// every engine that is built: each must pass within its manifest tolerance.
+#[test]
+fn onnx_node_cases_in_the_manifest_pass_under_every_engine() {
+    let Some(dir) = std::env::var_os("RT2_ONNX_NODE_DATA") else {
+        eprintln!("RT2_ONNX_NODE_DATA is not set: the ONNX node cases were not run");
+        return;
+    };
+    let text = std::fs::read_to_string(manifest_path()).unwrap_or_default();
+    let manifest: BTreeMap<String, Tolerance> = conform::parse_manifest(&text)
+        .expect("the manifest parses")
+        .into_iter()
+        .collect();
+    let cases: Vec<_> = conform::cases(std::path::Path::new(&dir))
+        .expect("the node test folder")
+        .into_iter()
+        .filter(|c| manifest.contains_key(&c.name))
+        .collect();
+    let ops = Arc::new(OpRegistry::new());
+    let mut failures = Vec::new();
+    for executor in [
+        ExecutorType::Sequential,
+        ExecutorType::Topological,
+        ExecutorType::TopologicalPriority,
+    ] {
+        let outcomes: Vec<(String, Outcome)> = cases
+            .par_iter()
+            .map(|c| {
+                let o = conform::run_case_with(c, &ops, Runner::Engine(executor));
+                (c.name.clone(), o)
+            })
+            .collect();
+        for (n, o) in &outcomes {
+            let want = manifest[n];
+            match o {
+                Outcome::Pass(t) if *t <= want => {}
+                o => failures.push(format!(
+                    "{} {n} (manifest: {}): {o}",
+                    executor.name(),
+                    want.name()
+                )),
+            }
+        }
+        eprintln!("{}: {} manifest cases run", executor.name(), outcomes.len());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) fail through the pipeline:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
