@@ -490,7 +490,13 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
             let mut spins = P::SPINS;
             // SAFETY: as above.
             while spins > 0 && !unsafe { q.has_work() } && !self.stop() {
-                P::spin();
+                // Every 64th step gives the processor away: with more runnable threads
+                // than cores, the producer this participant waits for may need it.
+                if spins % 64 == 0 {
+                    P::relax();
+                } else {
+                    P::spin();
+                }
                 spins -= 1;
             }
             if spins > 0 {
