@@ -1,6 +1,6 @@
 //! A steady-state execution of a static model allocates nothing: a counting global
 //! allocator counts every allocation in the process (host threads, stream workers, compute
-//! cores) while a loaded model executes again and again, under each single-thread engine.
+//! cores) while a loaded model executes again and again, under each engine (topo-mt's workers included).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,6 +69,7 @@ fn steady_state_execution_allocates_nothing() {
         ExecutorType::Sequential,
         ExecutorType::Topological,
         ExecutorType::TopologicalPriority,
+        ExecutorType::TopologicalMultiThread,
     ] {
         let mut ex = ModelV2Executor::create(
             &eg,

@@ -8,8 +8,9 @@
 //! - `topo-mt` (`kTopologicalMultiThread`): workers per kernel class ([`super::engine_mt`]).
 //!
 //! Control flow (If, Case, While, Loop) is run by the owner node's kernel, which executes
-//! its subgraph's plan with the same engine type; the engines themselves need no branch
-//! logic, so all four take every model.
+//! its subgraph's plan with the same engine type (inside a topo-mt execution, on the
+//! calling thread: pools never nest); the engines themselves need no branch logic,
+//! so all four take every model.
 //!
 //! The loops allocate nothing: the queue and heap are sized at prepare and kept in the
 //! state; a step is a bounds-checked index, one indirect call and a few counter updates.
@@ -110,6 +111,11 @@ pub fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> 
         ExecutorType::Sequential => sequential(env, plan, st),
         ExecutorType::Topological => topological(env, plan, st),
         ExecutorType::TopologicalPriority => priority(env, plan, st),
+        // A subgraph run from inside a topo-mt execution (an owner kernel) stays on the
+        // calling thread: one pool per top-level execution, never nested.
+        ExecutorType::TopologicalMultiThread if super::engine_mt::nested() => {
+            super::engine_mt::run_nested(env, plan, st)
+        }
         ExecutorType::TopologicalMultiThread => super::engine_mt::run(env, plan, st),
     };
     if let Some(s) = &env.subscriber {

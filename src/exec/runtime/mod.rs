@@ -31,6 +31,7 @@ use crate::npu::ops::OpRegistry;
 
 pub use context::{KernelContext, KernelError, KernelResult};
 pub use engine::ExecutorType;
+pub use engine_mt::MtData;
 pub use executor::{
     ExecutorOptions, ModelExecuteArg, ModelV2Executor, OutputTensor, StreamExecutor,
 };
@@ -56,6 +57,9 @@ pub struct ExecState {
     pub(crate) indegree: Vec<u32>,
     pub(crate) queue: VecDeque<u32>,
     pub(crate) heap: BinaryHeap<(Reverse<i64>, Reverse<u32>)>,
+    /// The multi-thread engine's pool (counters, queues, worker threads), made at the
+    /// state's first topo-mt run; dropping it joins the workers.
+    pub(crate) mt: Option<engine_mt::MtPool>,
 }
 
 // SAFETY: node states are touched only by their node's kernel while it runs, which the

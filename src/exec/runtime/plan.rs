@@ -120,6 +120,9 @@ pub struct Plan {
     /// indexes `rel_launch`. Empty when the graph has none.
     pub(crate) rel_off: Vec<u32>,
     pub(crate) rel_launch: Vec<u32>,
+    /// The multi-thread engine's data, built at its first run on this plan (and cached:
+    /// the plan is immutable, so it never changes).
+    pub(crate) mt: std::sync::OnceLock<Result<super::engine_mt::MtData, ExecError>>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -172,6 +175,7 @@ impl Plan {
             indegree: self.indegree.clone(),
             queue: VecDeque::with_capacity(self.recs.len()),
             heap: std::collections::BinaryHeap::with_capacity(self.recs.len()),
+            mt: None,
         }
     }
 }
@@ -403,5 +407,6 @@ pub fn prepare(
         output,
         rel_off,
         rel_launch,
+        mt: std::sync::OnceLock::new(),
     })
 }

@@ -15,9 +15,13 @@
 //!   stream)`. The
 //!   Calc node keeps the tensor's size for the allocation and computes the real copy size;
 //!   the Share node (memory worker) produces the device tensor that every former reader of
-//!   the copy now reads; the Launch node has no output and only submits the copy. A reader
-//!   that launches (a Launch-class kernel) is ordered after the copy launch by a control
-//!   edge, since its device work needs the copied bytes.
+//!   the copy now reads; the Launch node has no output and only submits the copy. Every
+//!   former reader of the copy is ordered after the copy launch by a control edge: a
+//!   launch's device work needs the copied bytes, and so do readers of other classes (a
+//!   data-dependent `LaunchKernelAllocOutputs` on the memory worker, an owner whose
+//!   subgraphs launch on it); the copy's Free must not give the block back before the
+//!   copy was submitted (its edge becomes an exact relation below, the Free qualifying
+//!   through `ShareH2DCopyResult`).
 //! - **Which Free qualifies** (each Free on its own): it is a `FreeMemory` (the device
 //!   Free, which has a hold-address variant `FreeMemoryHoldAddr`), and the direct producer
 //!   of the value it frees is registered Memory-class and on a device memory path
@@ -143,8 +147,8 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     launch.origin = copy.origin;
     let launch_id = g.add(launch);
 
-    // Former readers of the copy read the shared result; launching readers also wait for
-    // the copy's submission.
+    // Former readers of the copy read the shared result and wait for the copy's
+    // submission (see the module doc: every reader needs it, not only launches).
     let own = [calc_id, alloc_id, share_id, launch_id];
     for (j, n) in g.nodes.iter_mut().enumerate() {
         if own.contains(&ExecNodeId(j as u32)) {
@@ -165,7 +169,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
                 *c = launch_id;
             }
         }
-        if reads && n.class == KernelClass::Launch && !n.control_inputs.contains(&launch_id) {
+        if reads && !n.control_inputs.contains(&launch_id) {
             n.control_inputs.push(launch_id);
         }
     }
@@ -395,5 +399,29 @@ mod tests {
         let conv = g.nodes.iter().position(|n| n.name == "conv").unwrap() as u32;
         let f = g.add(node("free", "FreeMemory", &[share], &[conv]));
         assert!(free_qualifies(&g, f));
+    }
+
+    #[test]
+    fn every_reader_of_a_copy_follows_its_launch() {
+        let mut g = ExecGraph::new("Main");
+        g.add(node("x", "Data", &[], &[])); // 0
+        g.add(node("upload", "CopyH2D", &[0], &[])); // 1
+        // A data-dependent op: a memory kernel that reads the copied bytes.
+        g.add(node("nonzero", "LaunchKernelAllocOutputs", &[1], &[])); // 2
+        g.add(node("free", "FreeMemory", &[1], &[2])); // 3
+        split_mixed_launch_memory(&mut g);
+        let launch = ExecNodeId(
+            g.nodes
+                .iter()
+                .position(|n| n.kernel == "LaunchH2DCopy")
+                .unwrap() as u32,
+        );
+        for k in [2, 3] {
+            assert!(g.nodes[k].control_inputs.contains(&launch), "{k}");
+        }
+        // The Free's wait for the copy becomes an exact relation.
+        assert_eq!(remove_launch_free_edge(&mut g), 1);
+        assert_eq!(g.free_launch, vec![(ExecNodeId(3), launch)]);
+        assert_eq!(g.nodes[3].kernel, "FreeMemoryHoldAddr");
     }
 }

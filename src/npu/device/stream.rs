@@ -38,6 +38,21 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 /// Scheduler turns a waiter yields before it sleeps.
 const SPIN_YIELDS: usize = 32;
 
+/// Makes the lazy state of a blocking receive now: the calling thread's channel context
+/// and the receiver's waiter list (which keeps its capacity). Without this, the first
+/// time a worker finds its queue empty (which under load can be many executions in) it
+/// allocates, and a steady-state execution is no longer allocation-free. On an empty
+/// channel a non-blocking select registers the receive and withdraws it at once.
+fn warm_receiver<T>(rx: &Receiver<T>) {
+    let mut sel = crossbeam_channel::Select::new();
+    sel.recv(rx);
+    if let Ok(op) = sel.try_select() {
+        // Not empty after all: complete the selected receive; the message is dropped,
+        // which only happens on the private channel (the stream's queue is empty here).
+        let _ = op.recv(rx);
+    }
+}
+
 /// A stream's queue and counters, shared by the submitters and its worker.
 pub(crate) struct StreamState {
     pub id: StreamId,
@@ -76,12 +91,18 @@ impl StreamState {
             fault: Mutex::new(None),
             handle: Mutex::new(None),
         });
+        // Nobody else holds the sender yet, so the queue is empty and this registers.
+        warm_receiver(&rx);
         let (core, mine) = (core.clone(), stream.clone());
         // The worker is built on its thread: its scratch holds lock guards' vectors, which
         // must not cross threads.
         let handle = std::thread::Builder::new()
             .name(format!("npu-{id}"))
             .spawn(move || {
+                // This thread's blocking context, made now rather than at its first wait.
+                // (The sender is kept: a disconnected channel is ready and registers nothing.)
+                let (_keep, private) = crossbeam_channel::bounded::<()>(1);
+                warm_receiver(&private);
                 let worker = Worker {
                     core,
                     stream: mine,

@@ -1,0 +1,394 @@
+//! The multi-thread engine, `topo-mt` (GE's `kTopologicalMultiThread`).
+//!
+//! Kernels run on a worker per kernel class: Memory-class kernels (allocation, frees,
+//! copies, sizes) on the memory worker, Launch-class kernels on the launch worker, the
+//! rest on the calling thread. Dependencies are the plan's successor lists with atomic
+//! in-degrees reset per execution; nodes with the same non-empty critical section never
+//! run at once. The scheduler itself is [`sched`], generic over its primitives so the
+//! model-checking tests (`model_check`) run it under shuttle.
+//!
+//! Exact Free-to-Launch relations (lowering with `multi_thread`): a
+//! `FreeMemoryHoldAddr` has no edge from the launches that read its memory; its relations
+//! say the block must not be freed (so not reused) before those launches were submitted.
+//! rt2 honours them by gating the Free: it is queued only once its own predecessors
+//! completed *and* every related launch was submitted in this execution, so the memory
+//! worker never blocks on the launch worker (the liveness hole of GE's design, where the
+//! memory worker waits inside the allocator, does not exist here; the proof is in
+//! [`sched`]). A launch is submitted when its kernel returns: the device orders work on a
+//! stream, so a reuse submitted after the Free runs after the launch.
+//!
+//! Execution data, built once per plan ([`MtData`], cached in the plan): a meta word per
+//! node (queue, gate flags, critical section), the relations reversed (launch to gated
+//! Frees) as a CSR, and the gated Frees. Building validates every relation (both ends are
+//! run nodes, the Free is Memory-class, the launch Launch-class) and proves the gates
+//! live: the plan's edges plus one edge per relation must stay acyclic. A plan failing
+//! either is refused with a load error instead of running unprotected. Per state, a pool
+//! ([`sched::Pool`]) holds the counters, the queues and the two worker threads, made at the
+//! state's first multi-thread run and joined when the state drops.
+//!
+//! Control flow: an owner kernel runs its subgraph with `engine::run`; inside a topo-mt
+//! execution (on a worker, or on the calling thread while it runs one) that runs on the
+//! calling thread with [`run_nested`], so nothing nests a pool. A subgraph lowered for
+//! this engine has relations of its own (they never cross owner graphs), so the nested
+//! run is the topological engine with the gates: Kahn's algorithm over the edges plus one
+//! launch -> Free edge per relation, which the liveness check proved acyclic.
+
+mod sched;
+
+#[cfg(test)]
+mod model_check;
+
+use std::cell::Cell;
+
+use crate::exec::KernelClass;
+
+use super::context::KernelError;
+use super::engine::{call, node_error};
+use super::plan::Plan;
+use super::{Env, ExecError, ExecState};
+use sched::{
+    CLASS_MASK, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT, Shape,
+    StdPrims, Work,
+};
+
+pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
+
+thread_local! {
+    /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
+    /// one): a subgraph run from here uses the plain topological engine.
+    static IN_MT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a run starting on this thread is nested in a topo-mt execution.
+pub(crate) fn nested() -> bool {
+    IN_MT.with(Cell::get)
+}
+
+/// Marks a worker thread for its whole life.
+fn mark_worker() {
+    IN_MT.with(|c| c.set(true));
+}
+
+/// Marks the calling thread while it runs an execution.
+struct CallerMark(bool);
+
+impl CallerMark {
+    fn enter() -> Self {
+        CallerMark(IN_MT.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for CallerMark {
+    fn drop(&mut self) {
+        IN_MT.with(|c| c.set(self.0));
+    }
+}
+
+/// The multi-thread execution data of one plan (GE's relation CSR plus the per-node words
+/// the scheduler reads), built once and shared by every state of the plan.
+#[derive(Debug)]
+pub struct MtData {
+    /// Per node: queue (class), [`FREE_REL`], [`LAUNCH_REL`], critical section.
+    meta: Box<[u32]>,
+    /// Relations reversed: `frees[free_off[l]..free_off[l + 1]]` are the gated Frees of
+    /// launch `l`. Empty when the plan has no relation.
+    free_off: Box<[u32]>,
+    frees: Box<[u32]>,
+    gated: Box<[u32]>,
+    shape: Shape,
+}
+
+impl MtData {
+    /// Builds and validates the data for `plan` (see the module doc).
+    pub fn build(plan: &Plan) -> Result<MtData, ExecError> {
+        let n = plan.recs.len();
+        let refuse = |node: u32, msg: String| ExecError::Load {
+            graph: plan.path.clone(),
+            node: plan.infos[node as usize].name.clone(),
+            msg,
+        };
+        let mut sections: Vec<&'static str> = Vec::new();
+        let mut meta = Vec::with_capacity(n);
+        for info in &plan.infos {
+            let class = match info.class {
+                KernelClass::Memory => MEMORY,
+                KernelClass::Launch => LAUNCH,
+                KernelClass::Normal => NORMAL,
+            };
+            let section = if info.critical_section.is_empty() {
+                0
+            } else {
+                match sections.iter().position(|&s| s == info.critical_section) {
+                    Some(k) => k + 1,
+                    None => {
+                        sections.push(info.critical_section);
+                        sections.len()
+                    }
+                }
+            };
+            meta.push(class | ((section as u32) << SECTION_SHIFT));
+        }
+        let mut per_class = [0u32; 3];
+        for &i in &plan.order {
+            per_class[(meta[i as usize] & CLASS_MASK) as usize] += 1;
+        }
+        let mut data = MtData {
+            meta: Box::default(),
+            free_off: Box::default(),
+            frees: Box::default(),
+            gated: Box::default(),
+            shape: Shape {
+                nodes: n as u32,
+                per_class,
+                sections: sections.len() as u32,
+            },
+        };
+        if plan.rel_launch.is_empty() {
+            data.meta = meta.into();
+            return Ok(data);
+        }
+        // Position in the run order; MAX for nodes the engines do not run.
+        let mut pos = vec![u32::MAX; n];
+        for (k, &i) in plan.order.iter().enumerate() {
+            pos[i as usize] = k as u32;
+        }
+        let mut count = vec![0u32; n + 1];
+        let mut gated = Vec::new();
+        // Whether every relation's launch precedes its Free in the run order, which
+        // proves the gates live without a graph walk.
+        let mut ordered = true;
+        for f in 0..n as u32 {
+            let launches = plan.related_launches(f);
+            if launches.is_empty() {
+                continue;
+            }
+            if pos[f as usize] == u32::MAX || meta[f as usize] & CLASS_MASK != MEMORY {
+                return Err(refuse(
+                    f,
+                    "a relation's Free must be a memory kernel the engine runs".into(),
+                ));
+            }
+            meta[f as usize] |= FREE_REL;
+            gated.push(f);
+            for &l in launches {
+                if pos[l as usize] == u32::MAX || meta[l as usize] & CLASS_MASK != LAUNCH {
+                    return Err(refuse(
+                        f,
+                        format!(
+                            "related node {:?} is not a launch the engine runs",
+                            plan.infos[l as usize].name
+                        ),
+                    ));
+                }
+                meta[l as usize] |= LAUNCH_REL;
+                count[l as usize + 1] += 1;
+                ordered &= pos[l as usize] < pos[f as usize];
+            }
+        }
+        for i in 0..n {
+            count[i + 1] += count[i];
+        }
+        let mut frees = vec![0u32; plan.rel_launch.len()];
+        let mut fill = count.clone();
+        for &f in &gated {
+            for &l in plan.related_launches(f) {
+                frees[fill[l as usize] as usize] = f;
+                fill[l as usize] += 1;
+            }
+        }
+        data.meta = meta.into();
+        data.free_off = count.into();
+        data.frees = frees.into();
+        data.gated = gated.into();
+        if !ordered && let Some(f) = data.gate_cycle(plan) {
+            return Err(refuse(
+                f,
+                "a related launch depends on this Free, so the Free could never run".into(),
+            ));
+        }
+        Ok(data)
+    }
+
+    /// Kahn's algorithm over the plan's edges plus launch -> Free per relation: the
+    /// first gated Free left on a cycle, if any.
+    fn gate_cycle(&self, plan: &Plan) -> Option<u32> {
+        let mut deg = plan.indegree.clone();
+        for &f in &self.gated {
+            deg[f as usize] += plan.related_launches(f).len() as u32;
+        }
+        let mut stack: Vec<u32> = plan
+            .starts
+            .iter()
+            .copied()
+            .filter(|&s| deg[s as usize] == 0)
+            .collect();
+        let mut done = 0;
+        while let Some(i) = stack.pop() {
+            done += 1;
+            let (a, b) = (plan.succ_off[i as usize], plan.succ_off[i as usize + 1]);
+            let rel = self.related_frees(i);
+            for &s in plan.succ[a as usize..b as usize].iter().chain(rel) {
+                deg[s as usize] -= 1;
+                if deg[s as usize] == 0 {
+                    stack.push(s);
+                }
+            }
+        }
+        (done < plan.order.len())
+            .then(|| self.gated.iter().copied().find(|&f| deg[f as usize] > 0))
+            .flatten()
+    }
+
+    fn related_frees(&self, l: u32) -> &[u32] {
+        if self.free_off.is_empty() {
+            return &[];
+        }
+        let (a, b) = (self.free_off[l as usize], self.free_off[l as usize + 1]);
+        &self.frees[a as usize..b as usize]
+    }
+
+    /// Heap bytes of this data (capacities of its arrays).
+    pub fn heap_bytes(&self) -> usize {
+        4 * (self.meta.len() + self.free_off.len() + self.frees.len() + self.gated.len())
+    }
+
+    /// Heap bytes of the counters and queues each state's pool allocates for this plan.
+    pub fn state_bytes(&self) -> usize {
+        self.shape.counter_bytes()
+    }
+}
+
+/// The plan's data, built on first use.
+fn mt_data(plan: &Plan) -> Result<&MtData, ExecError> {
+    plan.mt
+        .get_or_init(|| MtData::build(plan))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// One execution of a plan, as the scheduler sees it. Raw pointers because the worker
+/// threads outlive any one execution: the scheduler's gate guarantees they are
+/// dereferenced only while `run` holds the borrows they came from.
+pub(crate) struct PlanWork {
+    env: *const Env,
+    plan: *const Plan,
+    st: *const ExecState,
+    data: *const MtData,
+}
+
+// SAFETY: the pointees are `Sync` (`Env` and `Plan` are plain shared data, `ExecState`
+// is `Sync` under the arena's contract, which the scheduler keeps) and outlive every use
+// (see the type's doc).
+unsafe impl Sync for PlanWork {}
+unsafe impl Send for PlanWork {}
+
+impl PlanWork {
+    #[inline(always)]
+    fn plan(&self) -> &Plan {
+        // SAFETY: see the type's doc.
+        unsafe { &*self.plan }
+    }
+    #[inline(always)]
+    fn data(&self) -> &MtData {
+        // SAFETY: see the type's doc.
+        unsafe { &*self.data }
+    }
+}
+
+impl Work for PlanWork {
+    type Error = KernelError;
+    #[inline(always)]
+    fn succ(&self, id: u32) -> &[u32] {
+        let p = self.plan();
+        let (a, b) = (p.succ_off[id as usize], p.succ_off[id as usize + 1]);
+        &p.succ[a as usize..b as usize]
+    }
+    #[inline(always)]
+    fn related_frees(&self, id: u32) -> &[u32] {
+        self.data().related_frees(id)
+    }
+    fn related_launches(&self, id: u32) -> &[u32] {
+        self.plan().related_launches(id)
+    }
+    #[inline(always)]
+    fn meta(&self, id: u32) -> u32 {
+        self.data().meta[id as usize]
+    }
+    fn indegree(&self) -> &[u32] {
+        &self.plan().indegree
+    }
+    fn starts(&self) -> &[u32] {
+        &self.plan().starts
+    }
+    fn gated(&self) -> &[u32] {
+        &self.data().gated
+    }
+    fn run_count(&self) -> u32 {
+        self.plan().order.len() as u32
+    }
+    #[inline(always)]
+    unsafe fn run(&self, id: u32) -> Result<(), KernelError> {
+        // SAFETY: the scheduler's contract (every producer completed and is visible, and
+        // only this thread runs `id`) is `call`'s; the pointers are live (type doc).
+        unsafe { call(&*self.env, &*self.plan, &*self.st, id) }
+    }
+}
+
+/// Runs `plan` once on the calling thread, a gated Free after its related launches: the
+/// topological engine over the plan's edges plus the relations (see the module doc).
+pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    let data = mt_data(plan)?;
+    st.indegree.copy_from_slice(&plan.indegree);
+    for &f in &data.gated {
+        st.indegree[f as usize] += plan.related_launches(f).len() as u32;
+    }
+    st.queue.clear();
+    st.queue.extend(
+        plan.starts
+            .iter()
+            .filter(|&&s| st.indegree[s as usize] == 0),
+    );
+    while let Some(id) = st.queue.pop_front() {
+        // SAFETY: a node is queued once its last predecessor (and related launch)
+        // completed, on this thread.
+        unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
+        let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
+        for &s in plan.succ[a as usize..b as usize]
+            .iter()
+            .chain(data.related_frees(id))
+        {
+            let d = &mut st.indegree[s as usize];
+            *d -= 1;
+            if *d == 0 {
+                st.queue.push_back(s);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `plan` once on the state's pool; the first failing node's error is returned.
+pub(crate) fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
+    let data = mt_data(plan)?;
+    if plan.order.is_empty() {
+        return Ok(());
+    }
+    let mut pool = match st.mt.take() {
+        Some(p) if p.shape() == data.shape => p,
+        _ => MtPool::new(data.shape),
+    };
+    let work = PlanWork {
+        env,
+        plan,
+        st: &*st,
+        data,
+    };
+    let mark = CallerMark::enter();
+    let r = pool.execute(&work);
+    drop(mark);
+    st.mt = Some(pool);
+    r.map_err(|f| match f {
+        Failure::Error(id, e) => node_error(plan, id, e),
+        Failure::Panic(p) => std::panic::resume_unwind(p),
+    })
+}
