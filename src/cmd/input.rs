@@ -104,6 +104,38 @@ pub fn lower_model(
     })
 }
 
+/// The ExecuteGraph a command works on: an `.exeg`'s own (with the multi-thread passes
+/// applied when `opts` asks for them and the file lacks them), or the model lowered. The
+/// model file is handed back so the caller can release it when done.
+pub fn execute_graph(
+    path: &Path,
+    model: usize,
+    opts: &crate::lower::LowerOptions,
+    progress: &crate::cmd::progress::Progress,
+) -> anyhow::Result<(ExecuteGraph, Option<ModelFile>)> {
+    match read_input(path, &ReadOptions::default())? {
+        Input::Exeg(mut eg) => {
+            if model != 0 {
+                anyhow::bail!(
+                    "{}: --model {model}: an .exeg holds one model",
+                    path.display()
+                );
+            }
+            if opts.multi_thread {
+                progress.step("multi-thread passes");
+                crate::lower::multi_thread_passes(&mut eg)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
+            Ok((eg, None))
+        }
+        Input::Model(file) => {
+            progress.step("lowering");
+            let eg = lower_model(path, &file, model, opts)?;
+            Ok((eg, Some(file)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,15 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::bail;
 use serde_json::json;
 
-use crate::cmd::input::{self, Input};
+use crate::cmd::input;
 use crate::cmd::progress::Progress;
 use crate::cmd::{ReportFormat, Status, output};
 use crate::exec::{ExecuteGraph, GraphKind, exeg};
-use crate::lower::{self, LowerOptions};
-use crate::om::file::ReadOptions;
+use crate::lower::LowerOptions;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -41,30 +39,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let opts = LowerOptions {
         multi_thread: args.multi_thread,
     };
-    let (eg, file) = match input::read_input(&args.file, &ReadOptions::default())? {
-        // Already lowered: the passes not yet applied are, and the result is written in the
-        // binary form (a text-form `.exeg` becomes a binary one).
-        Input::Exeg(mut eg) => {
-            if args.model != 0 {
-                bail!(
-                    "{}: --model {}: an .exeg holds one model",
-                    args.file.display(),
-                    args.model
-                );
-            }
-            if args.multi_thread {
-                progress.step("multi-thread passes");
-                lower::multi_thread_passes(&mut eg)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-            }
-            (eg, None)
-        }
-        Input::Model(file) => {
-            progress.step("lowering");
-            let eg = input::lower_model(&args.file, &file, args.model, &opts)?;
-            (eg, Some(file))
-        }
-    };
+    // An `.exeg` gets the passes not yet applied and is written in the binary form (a
+    // text-form `.exeg` becomes a binary one).
+    let (eg, file) = input::execute_graph(&args.file, args.model, &opts, &progress)?;
     progress.step(format!("writing {}", args.output.display()));
     output::write_atomic(&args.output, &exeg::encode(&eg))?;
     drop(progress);

@@ -9,13 +9,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
 pub mod compile;
 pub mod dump;
 pub mod input;
 pub mod inspect;
 pub mod lower;
+pub mod npy;
 pub mod output;
 pub mod progress;
+pub mod random;
+pub mod run;
 
 /// rt2: build, inspect and debug Ascend Graph Engine models without an NPU.
 #[derive(Debug, Parser)]
@@ -35,6 +39,8 @@ pub enum Command {
     Lower(lower::Args),
     /// Write a view of a model's ComputeGraph or ExecuteGraph as Graphviz DOT, JSON or text.
     Dump(dump::Args),
+    /// Run a model on the emulated NPU: time it, write its outputs, check them.
+    Run(run::Args),
 }
 
 /// How a command that ran to the end came out.
@@ -77,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Inspect(args) => inspect::run(args),
         Command::Lower(args) => lower::run(args),
         Command::Dump(args) => dump::run(args),
+        Command::Run(args) => run::run(args),
     }
 }
 

@@ -10,4 +10,5 @@ mod errors;
 mod exeg;
 mod inspect;
 mod lower;
+mod run;
 mod util;

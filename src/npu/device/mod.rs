@@ -411,6 +411,9 @@ impl Device {
             .thread_name(|i| format!("npu-core{i}"))
             .build()
             .unwrap_or_else(|e| panic!("the device's compute threads cannot be started: {e}"));
+        // Wait until every compute thread has started: a thread's start-up allocates, and
+        // on a loaded machine a thread may otherwise first run many executions later.
+        cores.broadcast(|_| ());
         let core = Arc::new(Core {
             cores,
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),

@@ -1,0 +1,267 @@
+//! NumPy `.npy` tensors: reading one into a [`HostTensor`] and writing one out.
+//!
+//! The header is parsed and written by the `npyz` crate; the element bytes rt2 handles
+//! itself, since a [`HostTensor`] is already little-endian bytes in C order. Reading takes
+//! either byte order and C or Fortran order, and gives C order, little-endian.
+//!
+//! Element types are rt2's ([`DType`]) under NumPy's codes (`f2`, `f4`, `f8`, `i1`..`i8`,
+//! `u1`..`u8`, `b1`). NumPy has no code for bfloat16 (`ml_dtypes` saves it as the opaque
+//! `V2`), so rt2 writes a bfloat16 tensor as its raw bits, `<u2` (read it back in NumPy with
+//! `.view(ml_dtypes.bfloat16)`), and reads a `u2` or `V2` file as bfloat16 where bfloat16
+//! is what it expects. Pickled objects, strings, complex numbers and structured types are
+//! refused.
+//!
+//! No IO here: bytes in, bytes out; the caller names the file in errors.
+
+use anyhow::{Context, bail};
+use npyz::{DType as NpyDType, Order, TypeChar, TypeStr, WriterBuilder};
+
+use crate::npu::{DType, HostTensor};
+
+/// The NumPy type string rt2 writes for `dtype` (little-endian).
+pub fn type_str(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "<f4",
+        DType::F16 => "<f2",
+        DType::Bf16 => "<u2",
+        DType::F64 => "<f8",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::I32 => "<i4",
+        DType::I64 => "<i8",
+        DType::U8 => "|u1",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
+        DType::Bool => "|b1",
+    }
+}
+
+/// The rt2 type of a NumPy type code and size; `expect` decides the one ambiguous case:
+/// two raw bytes (`u2`, `V2`) are bfloat16 where bfloat16 is expected.
+fn dtype_of(t: &TypeStr, expect: Option<DType>) -> Option<DType> {
+    let size = t.size_field();
+    Some(match (t.type_char(), size) {
+        (TypeChar::Uint | TypeChar::RawData, 2) if expect == Some(DType::Bf16) => DType::Bf16,
+        (TypeChar::Float, 2) => DType::F16,
+        (TypeChar::Float, 4) => DType::F32,
+        (TypeChar::Float, 8) => DType::F64,
+        (TypeChar::Int, 1) => DType::I8,
+        (TypeChar::Int, 2) => DType::I16,
+        (TypeChar::Int, 4) => DType::I32,
+        (TypeChar::Int, 8) => DType::I64,
+        (TypeChar::Uint, 1) => DType::U8,
+        (TypeChar::Uint, 2) => DType::U16,
+        (TypeChar::Uint, 4) => DType::U32,
+        (TypeChar::Uint, 8) => DType::U64,
+        (TypeChar::Bool, 1) => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// Whether `bytes` start with the `.npy` magic.
+pub fn is_npy(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x93NUMPY")
+}
+
+/// Reads a `.npy` file's bytes. `expect` is the element type the tensor is for, if known:
+/// it only settles what a two-byte raw type means (see the module doc); a file of another
+/// type is still read as that type, for the caller to judge.
+pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
+    if !is_npy(bytes) {
+        bail!("not a .npy file (no \\x93NUMPY magic)");
+    }
+    let file = npyz::NpyFile::new(bytes).context("header")?;
+    let NpyDType::Plain(ts) = file.dtype() else {
+        bail!("a structured or array element type, not one rt2 computes on");
+    };
+    let dtype = dtype_of(&ts, expect).ok_or_else(|| {
+        anyhow::anyhow!(
+            "element type {ts} is not one rt2 computes on (rt2's: {})",
+            DType::ALL
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let shape: Vec<i64> = file
+        .shape()
+        .iter()
+        .map(|&d| i64::try_from(d).map_err(|_| anyhow::anyhow!("dim {d} is too large")))
+        .collect::<anyhow::Result<_>>()?;
+    let fortran = file.order() == Order::Fortran;
+    let big_endian = ts.endianness() == npyz::Endianness::Big;
+    let need = dtype
+        .tensor_bytes(&shape)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| anyhow::anyhow!("shape {shape:?} is too large"))?;
+    let data: &[u8] = file.into_inner();
+    if data.len() != need {
+        bail!(
+            "{} bytes of data after the header, shape {shape:?} of {dtype} needs {need}",
+            data.len()
+        );
+    }
+    let mut data = data.to_vec();
+    let size = dtype.size();
+    if big_endian && size > 1 {
+        for e in data.chunks_exact_mut(size) {
+            e.reverse();
+        }
+    }
+    if fortran && shape.len() > 1 {
+        data = fortran_to_c(&data, &shape, size);
+    }
+    Ok(HostTensor { dtype, shape, data })
+}
+
+/// Reorders elements stored column-major (first axis fastest) into row-major.
+fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> Vec<u8> {
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    // The Fortran stride of each axis, in elements.
+    let mut strides = vec![1usize; dims.len()];
+    for k in 1..dims.len() {
+        strides[k] = strides[k - 1] * dims[k - 1];
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..data.len() / size.max(1) {
+        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.extend_from_slice(&data[at * size..(at + 1) * size]);
+        // Row-major increment: last axis fastest.
+        for k in (0..dims.len()).rev() {
+            index[k] += 1;
+            if index[k] < dims[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+    out
+}
+
+/// The `.npy` bytes of `t`: a version 1.0 header (C order, little-endian) and the data.
+pub fn write(t: &HostTensor) -> anyhow::Result<Vec<u8>> {
+    let ts: TypeStr = type_str(t.dtype)
+        .parse()
+        .map_err(|e| anyhow::anyhow!("type string {}: {e}", type_str(t.dtype)))?;
+    let shape: Vec<u64> = t
+        .shape
+        .iter()
+        .map(|&d| u64::try_from(d).map_err(|_| anyhow::anyhow!("negative dim {d}")))
+        .collect::<anyhow::Result<_>>()?;
+    let mut out = Vec::with_capacity(t.data.len() + 128);
+    npyz::WriteOptions::new_header_only()
+        .dtype(NpyDType::Plain(ts))
+        .shape(&shape)
+        .writer(&mut out)
+        .write_header_only()
+        .context("writing the .npy header")?;
+    out.extend_from_slice(&t.data);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tensor of `dtype` and `shape` whose bytes count up, so reordering shows.
+    fn counting(dtype: DType, shape: &[i64]) -> HostTensor {
+        let n = dtype.tensor_bytes(shape).unwrap() as usize;
+        let data = (0..n)
+            .map(|i| {
+                if dtype == DType::Bool {
+                    (i % 2) as u8
+                } else {
+                    i as u8
+                }
+            })
+            .collect();
+        HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    #[test]
+    fn round_trip_per_dtype() {
+        for &dtype in DType::ALL {
+            for shape in [&[][..], &[0], &[5], &[2, 3, 4]] {
+                let t = counting(dtype, shape);
+                let bytes = write(&t).unwrap();
+                assert!(is_npy(&bytes));
+                assert_eq!(bytes.len() % 64, t.data.len() % 64, "the header pads to 64");
+                let back = read(&bytes, Some(dtype)).unwrap();
+                assert_eq!(back, t, "{dtype} {shape:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn header_is_numpys() {
+        let t = HostTensor {
+            dtype: DType::F32,
+            shape: vec![2, 3],
+            data: vec![0; 24],
+        };
+        let bytes = write(&t).unwrap();
+        let text = String::from_utf8_lossy(&bytes[10..]);
+        assert!(text.contains("'descr': '<f4'"), "{text}");
+        assert!(text.contains("'fortran_order': False"), "{text}");
+        assert!(text.contains("'shape': (2, 3"), "{text}");
+    }
+
+    /// A file with `descr` and `fortran_order` as given, and `data` after the header.
+    fn file(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
+        let order = if fortran { "True" } else { "False" };
+        let mut h = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn big_endian_and_fortran_order_read_as_c_little_endian() {
+        let be = file(">i4", false, "(2,)", &[0, 0, 0, 1, 0, 0, 1, 0]);
+        let t = read(&be, None).unwrap();
+        assert_eq!(t.dtype, DType::I32);
+        assert_eq!(t.data, [1, 0, 0, 0, 0, 1, 0, 0]);
+        // [[0, 1, 2], [3, 4, 5]] stored column by column: 0 3 1 4 2 5.
+        let f = file("|u1", true, "(2, 3)", &[0, 3, 1, 4, 2, 5]);
+        let t = read(&f, None).unwrap();
+        assert_eq!(t.shape, [2, 3]);
+        assert_eq!(t.data, [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn bfloat16_is_raw_two_bytes_where_expected() {
+        let raw = file("<u2", false, "(1,)", &[0x80, 0x3f]);
+        assert_eq!(read(&raw, None).unwrap().dtype, DType::U16);
+        assert_eq!(read(&raw, Some(DType::Bf16)).unwrap().dtype, DType::Bf16);
+        let void = file("|V2", false, "(1,)", &[0x80, 0x3f]);
+        assert_eq!(read(&void, Some(DType::Bf16)).unwrap().dtype, DType::Bf16);
+        assert!(read(&void, None).is_err());
+    }
+
+    #[test]
+    fn bad_files_are_errors() {
+        let e = |b: &[u8]| format!("{:#}", read(b, None).unwrap_err());
+        assert!(e(b"PK\x03\x04").contains("not a .npy file"));
+        assert!(e(&file("<c8", false, "(1,)", &[0; 8])).contains("not one rt2 computes on"));
+        assert!(e(&file("|O", false, "(1,)", &[0; 8])).contains("not one rt2 computes on"));
+        assert!(e(&file("<f4", false, "(2,)", &[0; 7])).contains("7 bytes of data"));
+        assert!(e(&file("<f4", false, "(2,)", &[0; 9])).contains("9 bytes of data"));
+        let full = file("<f4", false, "(2,)", &[0; 8]);
+        for cut in [6, 9, 20, 60] {
+            assert!(read(&full[..cut], None).is_err(), "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,900 @@
+//! `rt2 run`: load a model (lowering it unless it is an `.exeg`), run it on the emulated
+//! device with one of the executors, time the runs, write the outputs as `.npy`, and
+//! optionally check them against an ONNX backend-test data set.
+//!
+//! The flow: arguments are checked and every input resolved (from a file, a data set, or
+//! the seeded generator of [`random`]) before anything runs, so a bad input is an exit-2
+//! error naming it rather than a failure half-way. Executions are timed one by one with the
+//! wall clock (the call that runs Main, waits for the stream and downloads the outputs).
+//! With `--streams N`, N threads each take a stream of their own and their own loaded
+//! executor through [`StreamExecutor`]; every thread's outputs must equal the first's bit
+//! for bit. A failing kernel is exit 1 (the command ran, the run failed); so is a check
+//! that finds a difference. Outputs are written only after every execution succeeded,
+//! each file whole or not at all.
+
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use anyhow::{Context, anyhow, bail};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
+
+use crate::cmd::check::{self, Comparison, Tolerance};
+use crate::cmd::input;
+use crate::cmd::progress::Progress;
+use crate::cmd::{CheckFailure, ReportFormat, Status, npy, output, random};
+use crate::exec::runtime::{
+    ExecError, ExecutorOptions, ExecutorType, ModelExecuteArg, ModelV2Executor, OutputTensor,
+    StreamExecutor,
+};
+use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
+use crate::lower::LowerOptions;
+use crate::npu::device::{Device, DeviceConfig, StreamId};
+use crate::npu::{DType, HostTensor};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX), lowered
+    /// first, or an `.exeg`.
+    pub file: PathBuf,
+    /// The executor type: seq (kSequentialPriority), topo (kTopological), topo-prio
+    /// (kTopologicalPriority) or topo-mt (kTopologicalMultiThread, with the multi-thread
+    /// passes applied where the file lacks them).
+    #[arg(long, default_value = "topo", value_parser = executor_parser())]
+    pub executor: ExecutorType,
+    /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
+    /// Inputs not given are random (see --seed).
+    #[arg(long = "input", value_name = "NAME=PATH")]
+    pub inputs: Vec<String>,
+    /// The shape of a random input, for the dims the model leaves unknown.
+    #[arg(long = "shape", value_name = "NAME=D0,D1,...")]
+    pub shapes: Vec<String>,
+    /// Seed of the random inputs: SplitMix64, floats uniform in [-1, 1), integers in
+    /// [0, 10), bools 0 or 1; one stream per input position.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Timed executions (per stream).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iterations: u64,
+    /// Untimed executions before them.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// Write each output to DIR/<output name>.npy (created if missing). In the file name,
+    /// characters other than ASCII letters, digits, `.`, `-` and `_` become `_`, as does a
+    /// leading `.`; an empty name becomes `output_K`, and a name already taken gets `_K`
+    /// appended (K the output's position).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Feed the inputs of an ONNX backend-test data set (DIR/input_K.pb) and compare the
+    /// outputs with DIR/output_K.pb, by position; a difference exits 1.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "shapes"])]
+    pub check: Option<PathBuf>,
+    /// Relative tolerance of --check: |got - want| <= atol + rtol * |want|.
+    #[arg(long, default_value_t = 1e-3, requires = "check")]
+    pub rtol: f64,
+    /// Absolute tolerance of --check.
+    #[arg(long, default_value_t = 1e-4, requires = "check")]
+    pub atol: f64,
+    /// Concurrent requests: N threads, each with its own stream and executor.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub streams: u32,
+    /// Which model of a multi-model OM (0 is the root model).
+    #[arg(long, default_value_t = 0)]
+    pub model: usize,
+}
+
+fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
+    PossibleValuesParser::new(ExecutorType::ALL.map(ExecutorType::name))
+        .map(|s| ExecutorType::from_name(&s).unwrap_or_default())
+}
+
+/// Where an input came from.
+#[derive(Debug, Clone)]
+enum Source {
+    File(PathBuf),
+    Random,
+}
+
+impl Source {
+    fn describe(&self, seed: u64) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Random => format!("random (seed {seed})"),
+        }
+    }
+}
+
+/// What the runs measured and produced.
+struct Outcome {
+    /// Outputs of the last execution of the first stream.
+    outputs: Vec<HostTensor>,
+    /// Microseconds per timed execution, every stream's.
+    latencies_us: Vec<f64>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    for (flag, v) in [("--rtol", args.rtol), ("--atol", args.atol)] {
+        if !(v.is_finite() && v >= 0.0) {
+            bail!("{flag} {v}: a tolerance is a finite number, 0 or more");
+        }
+    }
+    let for_people = args.format == ReportFormat::Table;
+    let progress = Progress::start(for_people);
+    progress.step(format!("reading {}", args.file.display()));
+    let eg = Arc::new(load_graph(&args, &progress)?);
+    let at = args.file.display().to_string();
+
+    progress.step("preparing the inputs");
+    let (inputs, sources) = match &args.check {
+        Some(dir) => data_set_inputs(dir, &eg.inputs)?,
+        None => given_inputs(&args, &eg.inputs)?,
+    };
+    let expected = match &args.check {
+        Some(dir) => Some(data_set_outputs(dir, &eg.outputs)?),
+        None => None,
+    };
+    drop(progress);
+
+    let outcome = execute(&args, &eg, &inputs)?;
+
+    let comparisons: Option<Vec<Comparison>> = expected.as_ref().map(|want| {
+        let tol = Tolerance {
+            rtol: args.rtol,
+            atol: args.atol,
+        };
+        outcome
+            .outputs
+            .iter()
+            .zip(want)
+            .map(|(g, w)| check::compare(g, w, tol))
+            .collect()
+    });
+
+    let paths = match &args.output_dir {
+        Some(dir) => Some(write_outputs(dir, &eg.outputs, &outcome.outputs)?),
+        None => None,
+    };
+
+    let report = Report {
+        args: &args,
+        eg: &eg,
+        inputs: &inputs,
+        sources: &sources,
+        outcome: &outcome,
+        paths: paths.as_deref(),
+        comparisons: comparisons.as_deref(),
+    };
+    match args.format {
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report.json())?),
+        ReportFormat::Table => print!("{}", report.table()),
+    }
+
+    if let Some(cs) = &comparisons {
+        let bad: Vec<String> = cs
+            .iter()
+            .zip(&eg.outputs)
+            .enumerate()
+            .filter(|(_, (c, _))| !c.ok)
+            .map(|(k, (c, io))| {
+                format!(
+                    "output {k} {:?}: {} ({} element(s) beyond tolerance)",
+                    io.name,
+                    c.detail.as_deref().unwrap_or("differs"),
+                    c.mismatches
+                )
+            })
+            .collect();
+        if !bad.is_empty() {
+            return Err(CheckFailure(format!(
+                "{at}: --check {}: {} (rtol {}, atol {})",
+                args.check.as_deref().unwrap_or(Path::new("")).display(),
+                bad.join("; "),
+                args.rtol,
+                args.atol
+            ))
+            .into());
+        }
+    }
+    Ok(Status::Success)
+}
+
+/// The ExecuteGraph to run: the file's own, or its model lowered, with the multi-thread
+/// passes for topo-mt.
+fn load_graph(args: &Args, progress: &Progress) -> anyhow::Result<ExecuteGraph> {
+    let opts = LowerOptions {
+        multi_thread: args.executor == ExecutorType::TopologicalMultiThread,
+    };
+    let (eg, file) = input::execute_graph(&args.file, args.model, &opts, progress)?;
+    if let Some(file) = file {
+        input::release(file);
+    }
+    Ok(eg)
+}
+
+/// The names of the model's inputs, for error messages.
+fn names(ios: &[ModelIo]) -> String {
+    ios.iter()
+        .map(|io| format!("{:?}", io.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Position of the input called `name`, or an error listing the model's inputs.
+fn find_input(ios: &[ModelIo], flag: &str, name: &str, file: &Path) -> anyhow::Result<usize> {
+    ios.iter().position(|io| io.name == name).ok_or_else(|| {
+        anyhow!(
+            "{}: {flag} {name}: the model has no input {name:?}; its inputs: {}",
+            file.display(),
+            names(ios)
+        )
+    })
+}
+
+fn shape_text(shape: &[i64]) -> String {
+    if shape == [-2] {
+        return "[unknown rank]".into();
+    }
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Why `shape` does not fit the model's `want` (`-1` unknown dims, `[-2]` unknown rank).
+fn misfit(shape: &[i64], want: &[i64]) -> Option<String> {
+    if want == [-2] {
+        return None;
+    }
+    if shape.len() != want.len() {
+        return Some(format!(
+            "rank {} where the model's shape {} has rank {}",
+            shape.len(),
+            shape_text(want),
+            want.len()
+        ));
+    }
+    let k = shape
+        .iter()
+        .zip(want)
+        .position(|(&d, &w)| w >= 0 && d != w)?;
+    Some(format!(
+        "dim {k} is {} where the model's shape {} has {}",
+        shape[k],
+        shape_text(want),
+        want[k]
+    ))
+}
+
+/// Checks a tensor read from `file` against input `io`.
+fn fit(file: &Path, io: &ModelIo, t: &HostTensor) -> anyhow::Result<()> {
+    let at = || format!("{}: input {:?}", file.display(), io.name);
+    if Some(t.dtype) != io.dtype {
+        bail!(
+            "{}: element type {} where the model takes {}",
+            at(),
+            t.dtype,
+            io.dtype
+                .map_or("a type the device does not compute on", DType::name)
+        );
+    }
+    if let Some(why) = misfit(&t.shape, &io.shape) {
+        bail!("{}: shape {}: {why}", at(), shape_text(&t.shape));
+    }
+    Ok(())
+}
+
+/// Reads an input tensor file: `.npy`, or an ONNX TensorProto.
+fn read_tensor_file(path: &Path, expect: Option<DType>) -> anyhow::Result<HostTensor> {
+    let bytes = input::read_bytes(path)?;
+    let at = || path.display().to_string();
+    if npy::is_npy(&bytes) {
+        return npy::read(&bytes, expect).with_context(at);
+    }
+    let t = crate::om::onnx::read_tensor(&bytes, &at())
+        .map_err(|e| anyhow!("{e} (neither a .npy file nor an ONNX TensorProto)"))?;
+    crate::lower::attrs::tensor(&t).ok_or_else(|| {
+        anyhow!(
+            "{}: ONNX tensor of element type {:?} and shape {:?}: not a tensor the device \
+             computes on, or its data does not fill its shape",
+            at(),
+            t.desc.dtype,
+            t.desc.shape
+        )
+    })
+}
+
+/// The inputs from `--input` and `--shape`, the rest random.
+fn given_inputs(args: &Args, ios: &[ModelIo]) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
+    let file = &args.file;
+    let mut given: Vec<Option<(PathBuf, HostTensor)>> = vec![None; ios.len()];
+    for spec in &args.inputs {
+        let (name, path) = spec
+            .split_once('=')
+            .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+            .ok_or_else(|| anyhow!("--input {spec:?}: expected NAME=PATH"))?;
+        let k = find_input(ios, "--input", name, file)?;
+        if given[k].is_some() {
+            bail!("--input {name}: given twice");
+        }
+        let path = PathBuf::from(path);
+        let t = read_tensor_file(&path, ios[k].dtype)?;
+        fit(&path, &ios[k], &t)?;
+        given[k] = Some((path, t));
+    }
+    let mut shapes: Vec<Option<Vec<i64>>> = vec![None; ios.len()];
+    for spec in &args.shapes {
+        let (name, dims) =
+            input::parse_named_shape(spec, '=').map_err(|e| anyhow!("--shape {e}"))?;
+        let k = find_input(ios, "--shape", &name, file)?;
+        if shapes[k].is_some() {
+            bail!("--shape {name}: given twice");
+        }
+        if let Some(d) = dims.iter().position(|&d| d < 0) {
+            bail!("--shape {spec}: dim {d} is unknown; --shape gives every dim");
+        }
+        if let Some(why) = misfit(&dims, &ios[k].shape) {
+            bail!("{}: --shape {spec}: input {name:?}: {why}", file.display());
+        }
+        if let Some((path, t)) = &given[k]
+            && t.shape != dims
+        {
+            bail!(
+                "--shape {spec}: input {name:?} from {} has shape {}",
+                path.display(),
+                shape_text(&t.shape)
+            );
+        }
+        shapes[k] = Some(dims);
+    }
+    let mut inputs = Vec::with_capacity(ios.len());
+    let mut sources = Vec::with_capacity(ios.len());
+    for (k, (io, g)) in ios.iter().zip(given).enumerate() {
+        if let Some((path, t)) = g {
+            inputs.push(t);
+            sources.push(Source::File(path));
+            continue;
+        }
+        let at = || format!("{}: input {:?}", file.display(), io.name);
+        let Some(dtype) = io.dtype else {
+            bail!("{}: an element type the device does not compute on", at());
+        };
+        let shape = match shapes[k].take() {
+            Some(s) => s,
+            None if io.shape == [-2] => bail!(
+                "{}: the rank is unknown; give the shape with --shape {}=D0,D1,...",
+                at(),
+                io.name
+            ),
+            None => {
+                if let Some(d) = io.shape.iter().position(|&d| d < 0) {
+                    let dims: Vec<String> = (0..io.shape.len()).map(|i| format!("D{i}")).collect();
+                    bail!(
+                        "{}: shape {}: dim {d} is unknown; give the shape with --shape {}={}",
+                        at(),
+                        shape_text(&io.shape),
+                        io.name,
+                        dims.join(",")
+                    );
+                }
+                io.shape.clone()
+            }
+        };
+        let t = random::tensor(dtype, &shape, args.seed, k)
+            .ok_or_else(|| anyhow!("{}: shape {shape:?} is too large", at()))?;
+        inputs.push(t);
+        sources.push(Source::Random);
+    }
+    Ok((inputs, sources))
+}
+
+/// The `PREFIX_K.pb` files of a data set (K from 0 while they exist), one per model
+/// input or output `ios`.
+fn data_set_files(dir: &Path, prefix: &str, ios: &[ModelIo]) -> anyhow::Result<Vec<PathBuf>> {
+    let files: Vec<PathBuf> = (0..)
+        .map(|k| dir.join(format!("{prefix}_{k}.pb")))
+        .take_while(|p| p.is_file())
+        .collect();
+    if files.len() != ios.len() {
+        bail!(
+            "--check {}: {} {prefix}_K.pb file(s), the model has {} {prefix}(s): {}",
+            dir.display(),
+            files.len(),
+            ios.len(),
+            names(ios)
+        );
+    }
+    Ok(files)
+}
+
+/// The inputs of an ONNX backend-test data set, by position.
+fn data_set_inputs(dir: &Path, ios: &[ModelIo]) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
+    if !dir.is_dir() {
+        bail!("--check {}: not a directory", dir.display());
+    }
+    let files = data_set_files(dir, "input", ios)?;
+    let mut inputs = Vec::with_capacity(files.len());
+    for (path, io) in files.iter().zip(ios) {
+        let t = read_tensor_file(path, io.dtype)?;
+        fit(path, io, &t)?;
+        inputs.push(t);
+    }
+    Ok((inputs, files.into_iter().map(Source::File).collect()))
+}
+
+/// The expected outputs of an ONNX backend-test data set, by position.
+fn data_set_outputs(dir: &Path, ios: &[ModelIo]) -> anyhow::Result<Vec<HostTensor>> {
+    data_set_files(dir, "output", ios)?
+        .iter()
+        .zip(ios)
+        .map(|(p, io)| read_tensor_file(p, io.dtype))
+        .collect()
+}
+
+/// A run failure: exit 1, naming the file and the executor.
+fn failed(args: &Args, what: &str, e: ExecError) -> anyhow::Error {
+    CheckFailure(format!(
+        "{}: {what} (executor {}): {e}",
+        args.file.display(),
+        args.executor.name()
+    ))
+    .into()
+}
+
+/// A counting bar over every execution on every stream; hidden unless stderr is a terminal
+/// and the output is for people (the same rule as [`Progress`]).
+fn iteration_bar(args: &Args) -> ProgressBar {
+    let total = (args.warmup + args.iterations) * u64::from(args.streams);
+    if args.format != ReportFormat::Table || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} executions {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Loads the executor(s) and runs warmup and timed executions on every stream.
+fn execute(args: &Args, eg: &Arc<ExecuteGraph>, inputs: &[HostTensor]) -> anyhow::Result<Outcome> {
+    let device = Device::new(DeviceConfig::default());
+    let options = ExecutorOptions {
+        executor: args.executor,
+        ..ExecutorOptions::default()
+    };
+    let refs: Vec<&HostTensor> = inputs.iter().collect();
+    let bar = iteration_bar(args);
+    let outcome = if args.streams == 1 {
+        let mut ex = ModelV2Executor::create(eg, &device, options)
+            .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+        ex.load().map_err(|e| failed(args, "loading", e))?;
+        let (outputs, latencies_us) = repeat(args, &mut ex, None, &refs, &bar)?;
+        ex.unload().map_err(|e| failed(args, "unloading", e))?;
+        Outcome {
+            outputs,
+            latencies_us,
+        }
+    } else {
+        // Fail early and as a usage error if the graph cannot be prepared at all.
+        ModelV2Executor::create(eg, &device, options.clone())
+            .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+        let streams = StreamExecutor::new(eg.clone(), &device, options);
+        let results: Vec<anyhow::Result<(Vec<HostTensor>, Vec<f64>)>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..args.streams)
+                    .map(|_| {
+                        let (device, streams, refs, bar) = (&device, &streams, &refs, &bar);
+                        scope.spawn(move || {
+                            let stream = device.create_stream();
+                            let ex = streams
+                                .get_or_create_loaded(stream)
+                                .map_err(|e| failed(args, "loading", e))?;
+                            let mut ex = ex.lock().unwrap_or_else(PoisonError::into_inner);
+                            let r = repeat(args, &mut ex, Some(stream), refs, bar);
+                            drop(ex);
+                            streams.erase(stream);
+                            r
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(anyhow!("a stream's thread panicked")))
+                    })
+                    .collect()
+            });
+        let mut first: Option<Vec<HostTensor>> = None;
+        let mut latencies_us = Vec::new();
+        for (k, r) in results.into_iter().enumerate() {
+            let (outs, lat) = r?;
+            latencies_us.extend(lat);
+            match &first {
+                None => first = Some(outs),
+                Some(f) => {
+                    if let Some(o) = (0..f.len()).find(|&o| f[o] != outs[o]) {
+                        return Err(CheckFailure(format!(
+                            "{}: --streams {}: stream {k}'s output {o} {:?} differs from \
+                             stream 0's",
+                            args.file.display(),
+                            args.streams,
+                            eg.outputs[o].name
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
+        Outcome {
+            outputs: first.unwrap_or_default(),
+            latencies_us,
+        }
+    };
+    bar.finish_and_clear();
+    Ok(outcome)
+}
+
+/// Warmup, then timed executions on `stream` (`None`: the model's own, through
+/// `execute_sync`); the outputs of the last one and each timed one's microseconds.
+fn repeat(
+    args: &Args,
+    ex: &mut ModelV2Executor,
+    stream: Option<StreamId>,
+    inputs: &[&HostTensor],
+    bar: &ProgressBar,
+) -> anyhow::Result<(Vec<HostTensor>, Vec<f64>)> {
+    let mut outputs = Vec::new();
+    let mut on_device = Vec::new();
+    let mut latencies = Vec::with_capacity(args.iterations as usize);
+    for i in 0..args.warmup + args.iterations {
+        let start = Instant::now();
+        let r = match stream {
+            None => ex.execute_sync(inputs, &mut outputs),
+            Some(s) => execute_on(ex, s, inputs, &mut on_device, &mut outputs),
+        };
+        let elapsed = start.elapsed();
+        r.map_err(|e| failed(args, &format!("execution {}", i + 1), e))?;
+        if i >= args.warmup {
+            latencies.push(elapsed.as_secs_f64() * 1e6);
+        }
+        bar.inc(1);
+    }
+    Ok((outputs, latencies))
+}
+
+/// Runs Main on `stream`, waits for it, and downloads and frees the outputs.
+fn execute_on(
+    ex: &mut ModelV2Executor,
+    stream: StreamId,
+    inputs: &[&HostTensor],
+    on_device: &mut Vec<OutputTensor>,
+    outputs: &mut Vec<HostTensor>,
+) -> Result<(), ExecError> {
+    let arg = ModelExecuteArg {
+        stream: Some(stream),
+        allocator: None,
+    };
+    ex.execute(&arg, inputs, on_device)?;
+    let device = ex.device().clone();
+    let synced = device.synchronize(stream);
+    outputs.resize_with(on_device.len(), || HostTensor {
+        dtype: DType::F32,
+        shape: Vec::new(),
+        data: Vec::new(),
+    });
+    let mut first_error = synced.err().map(ExecError::from);
+    for (o, h) in on_device.drain(..).zip(outputs.iter_mut()) {
+        h.dtype = o.dtype;
+        h.shape.clone_from(&o.shape);
+        h.data.resize(tensor_len(o.dtype, &o.shape), 0);
+        let r = match first_error {
+            Some(_) => Ok(()),
+            None => device.memcpy_d2h(&mut h.data, o.mem.ptr),
+        }
+        .and_then(|()| o.mem.allocator.free(o.mem.ptr, o.mem.bytes));
+        if let Err(e) = r {
+            first_error.get_or_insert(e.into());
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Bytes of a tensor of `dtype` and `shape` (0 where that does not fit a usize).
+fn tensor_len(dtype: DType, shape: &[i64]) -> usize {
+    dtype
+        .tensor_bytes(shape)
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+/// The file name (without `.npy`) of each output; see `--output-dir`.
+fn output_file_names(ios: &[ModelIo]) -> Vec<String> {
+    let mut taken = HashSet::new();
+    ios.iter()
+        .enumerate()
+        .map(|(k, io)| {
+            let mut s: String = io
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if s.starts_with('.') {
+                s.replace_range(..1, "_");
+            }
+            if s.is_empty() {
+                s = format!("output_{k}");
+            }
+            if !taken.insert(s.clone()) {
+                s = format!("{s}_{k}");
+                taken.insert(s.clone());
+            }
+            s
+        })
+        .collect()
+}
+
+/// Writes each output to `dir/<name>.npy`; the paths written.
+fn write_outputs(
+    dir: &Path,
+    ios: &[ModelIo],
+    outputs: &[HostTensor],
+) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--output-dir {}: cannot create it", dir.display()))?;
+    let mut paths = Vec::with_capacity(outputs.len());
+    for (name, t) in output_file_names(ios).iter().zip(outputs) {
+        let path = dir.join(format!("{name}.npy"));
+        let bytes = npy::write(t).with_context(|| format!("writing {}", path.display()))?;
+        output::write_atomic(&path, &bytes)?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// (min, median, max, mean) of `v`.
+fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (s[0], median, s[n - 1], s.iter().sum::<f64>() / n as f64)
+}
+
+/// Microseconds to one decimal, for the report.
+fn us(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+struct Report<'a> {
+    args: &'a Args,
+    eg: &'a ExecuteGraph,
+    inputs: &'a [HostTensor],
+    sources: &'a [Source],
+    outcome: &'a Outcome,
+    paths: Option<&'a [PathBuf]>,
+    comparisons: Option<&'a [Comparison]>,
+}
+
+impl Report<'_> {
+    fn path(&self, k: usize) -> Option<String> {
+        self.paths
+            .and_then(|p| p.get(k))
+            .map(|p| p.display().to_string())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let a = self.args;
+        let (min, median, max, mean) = stats(&self.outcome.latencies_us);
+        let inputs: Vec<_> = self
+            .eg
+            .inputs
+            .iter()
+            .zip(self.inputs)
+            .zip(self.sources)
+            .map(|((io, t), s)| {
+                json!({"name": io.name, "dtype": t.dtype.name(), "shape": t.shape,
+                       "source": match s { Source::File(p) => json!(p.display().to_string()),
+                                           Source::Random => json!("random") }})
+            })
+            .collect();
+        let outputs: Vec<_> = self
+            .eg
+            .outputs
+            .iter()
+            .zip(&self.outcome.outputs)
+            .enumerate()
+            .map(|(k, (io, t))| {
+                json!({"name": io.name, "dtype": t.dtype.name(), "shape": t.shape,
+                       "path": self.path(k)})
+            })
+            .collect();
+        let nodes: serde_json::Map<String, serde_json::Value> = GraphKind::ALL
+            .iter()
+            .map(|&k| {
+                (
+                    k.name().to_lowercase(),
+                    json!(self.eg.graph(k).total_nodes()),
+                )
+            })
+            .collect();
+        let mut j = json!({
+            "file": a.file.display().to_string(),
+            "executor": a.executor.name(),
+            "iterations": a.iterations,
+            "warmup": a.warmup,
+            "streams": a.streams,
+            "seed": a.seed,
+            "inputs": inputs,
+            "outputs": outputs,
+            "latency_us": {"min": us(min), "median": us(median), "max": us(max), "mean": us(mean),
+                           "samples": self.outcome.latencies_us.len()},
+            "nodes": nodes,
+        });
+        if let (Some(cs), Some(dir)) = (self.comparisons, &a.check) {
+            let outs: Vec<_> = self
+                .eg
+                .outputs
+                .iter()
+                .zip(cs)
+                .map(|(io, c)| {
+                    json!({"name": io.name, "ok": c.ok, "max_abs_err": c.max_abs_err,
+                           "max_rel_err": c.max_rel_err, "mismatches": c.mismatches,
+                           "detail": c.detail})
+                })
+                .collect();
+            j["check"] = json!({
+                "dir": dir.display().to_string(),
+                "rtol": a.rtol,
+                "atol": a.atol,
+                "ok": cs.iter().all(|c| c.ok),
+                "outputs": outs,
+            });
+        }
+        j
+    }
+
+    fn table(&self) -> String {
+        let a = self.args;
+        let mut out = format!(
+            "{}: executor {}, {} iteration(s) after {} warmup, {} stream(s)\n",
+            a.file.display(),
+            a.executor.name(),
+            a.iterations,
+            a.warmup,
+            a.streams
+        );
+        let mut t = crate::cmd::inspect::table();
+        t.set_header(["input", "dtype", "shape", "from"]);
+        for ((io, x), s) in self.eg.inputs.iter().zip(self.inputs).zip(self.sources) {
+            t.add_row([
+                io.name.clone(),
+                x.dtype.name().to_string(),
+                shape_text(&x.shape),
+                s.describe(a.seed),
+            ]);
+        }
+        out += &format!("{t}\n");
+        let mut t = crate::cmd::inspect::table();
+        let mut header = vec!["output", "dtype", "shape"];
+        if self.paths.is_some() {
+            header.push("path");
+        }
+        if self.comparisons.is_some() {
+            header.extend(["max abs err", "max rel err", "check"]);
+        }
+        t.set_header(header);
+        for (k, (io, x)) in self
+            .eg
+            .outputs
+            .iter()
+            .zip(&self.outcome.outputs)
+            .enumerate()
+        {
+            let mut row = vec![io.name.clone(), x.dtype.name().into(), shape_text(&x.shape)];
+            if let Some(p) = self.path(k) {
+                row.push(p);
+            }
+            if let Some(c) = self.comparisons.and_then(|cs| cs.get(k)) {
+                row.push(format!("{:.3e}", c.max_abs_err));
+                row.push(format!("{:.3e}", c.max_rel_err));
+                row.push(if c.ok {
+                    "ok".into()
+                } else {
+                    format!("FAIL ({} element(s))", c.mismatches)
+                });
+            }
+            t.add_row(row);
+        }
+        out += &format!("{t}\n");
+        let (min, median, max, _) = stats(&self.outcome.latencies_us);
+        out += &format!(
+            "latency (us, {} execution(s)): min {:.1}, median {:.1}, max {:.1}\n",
+            self.outcome.latencies_us.len(),
+            min,
+            median,
+            max
+        );
+        let nodes: Vec<String> = GraphKind::ALL
+            .iter()
+            .map(|&k| format!("{} {}", k.name(), self.eg.graph(k).total_nodes()))
+            .collect();
+        out += &format!("nodes: {}\n", nodes.join(", "));
+        if let Some(cs) = self.comparisons {
+            out += &format!(
+                "check (rtol {}, atol {}): {}\n",
+                a.rtol,
+                a.atol,
+                if cs.iter().all(|c| c.ok) {
+                    "every output within tolerance"
+                } else {
+                    "MISMATCH"
+                }
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(name: &str) -> ModelIo {
+        ModelIo {
+            name: name.into(),
+            dtype: Some(DType::F32),
+            shape: vec![1],
+        }
+    }
+
+    #[test]
+    fn output_file_names_are_safe_and_distinct() {
+        let ios: Vec<ModelIo> = ["y", "a/b:0", "..", "", "a_b_0", "ok.1-x", "é"]
+            .into_iter()
+            .map(io)
+            .collect();
+        assert_eq!(
+            output_file_names(&ios),
+            ["y", "a_b_0", "_.", "output_3", "a_b_0_4", "ok.1-x", "_"]
+        );
+    }
+
+    #[test]
+    fn shapes_fit_or_say_why() {
+        assert_eq!(misfit(&[2, 3], &[-1, 3]), None);
+        assert_eq!(misfit(&[2, 3, 4], &[-2]), None);
+        assert_eq!(
+            misfit(&[2, 4], &[-1, 3]).unwrap(),
+            "dim 1 is 4 where the model's shape [?, 3] has 3"
+        );
+        assert!(misfit(&[2], &[-1, 3]).unwrap().contains("rank 1"));
+    }
+
+    #[test]
+    fn stats_of_latencies() {
+        assert_eq!(stats(&[3.0, 1.0, 2.0]), (1.0, 2.0, 3.0, 2.0));
+        assert_eq!(stats(&[4.0, 1.0, 2.0, 3.0]), (1.0, 2.5, 4.0, 2.5));
+    }
+}
