@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod compile;
+pub mod diagnostics;
 pub mod dump;
 pub mod input;
 pub mod inspect;

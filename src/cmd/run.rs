@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Barrier, PoisonError};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow, bail};
@@ -26,14 +26,17 @@ use serde_json::json;
 use crate::cmd::check::{self, Comparison, Tolerance};
 use crate::cmd::input;
 use crate::cmd::progress::Progress;
-use crate::cmd::{CheckFailure, ReportFormat, Status, npy, output, random};
+use crate::cmd::{CheckFailure, ReportFormat, Status, diagnostics, npy, output, random};
+use crate::exec::runtime::subscribers::{
+    DumpedTensor, NodeRecorder, Profile, Recording, TensorDumper,
+};
 use crate::exec::runtime::{
     ExecError, ExecutorOptions, ExecutorType, ModelExecuteArg, ModelV2Executor, OutputTensor,
     StreamExecutor,
 };
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
-use crate::npu::device::{Device, DeviceConfig, StreamId};
+use crate::npu::device::{Device, DeviceConfig, StreamId, TaskRecord};
 use crate::npu::{DType, HostTensor};
 
 #[derive(Debug, clap::Args)]
@@ -88,6 +91,24 @@ pub struct Args {
     /// Which model of a multi-model OM (0 is the root model).
     #[arg(long, default_value_t = 0)]
     pub model: usize,
+    /// After the timed executions (not the warmup), print where the time went: host time
+    /// per kernel type and per op (calls, total, mean, share; an owner kernel's own time,
+    /// without its subgraph's), and device time per op (each launch's time on its
+    /// stream). With --format json it is the "profile" key.
+    #[arg(long)]
+    pub profile: bool,
+    /// Write a Chrome trace-event JSON of the timed executions to OUT.json (open it in
+    /// Perfetto or chrome://tracing): a track per host executor thread with each node call
+    /// (node, kernel type, the op it serves, a launch's shapes) and a track per device
+    /// stream with each task (launches, copies, memsets, event records and waits).
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
+    /// Run once more, before the warmup, copying every launch's outputs back from device
+    /// memory, and write each to DIR/<op name>.<output index>.npy (the op name made safe
+    /// as for --output-dir; a launch run several times in a loop keeps its last values),
+    /// plus DIR/index.json listing op, op type, output, dtype, shape and file.
+    #[arg(long, value_name = "DIR")]
+    pub dump_tensors: Option<PathBuf>,
 }
 
 fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
@@ -117,6 +138,10 @@ struct Outcome {
     outputs: Vec<HostTensor>,
     /// Microseconds per timed execution, every stream's.
     latencies_us: Vec<f64>,
+    /// What the subscribers recorded over the timed executions (--profile, --trace).
+    recorded: Option<(Recording, Vec<TaskRecord>)>,
+    /// Each launch's outputs (--dump-tensors).
+    dumps: Vec<DumpedTensor>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -161,6 +186,16 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         Some(dir) => Some(write_outputs(dir, &eg.outputs, &outcome.outputs)?),
         None => None,
     };
+    let profile = match (&outcome.recorded, args.profile) {
+        (Some((host, device)), true) => Some(Profile::new(host, device)),
+        _ => None,
+    };
+    if let (Some(path), Some((host, device))) = (&args.trace, &outcome.recorded) {
+        diagnostics::write_trace(path, host, device)?;
+    }
+    if let Some(dir) = &args.dump_tensors {
+        diagnostics::write_dumps(dir, &outcome.dumps)?;
+    }
 
     let report = Report {
         args: &args,
@@ -170,6 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         outcome: &outcome,
         paths: paths.as_deref(),
         comparisons: comparisons.as_deref(),
+        profile: profile.as_ref(),
     };
     match args.format {
         ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report.json())?),
@@ -463,25 +499,110 @@ fn iteration_bar(args: &Args) -> ProgressBar {
     bar
 }
 
+/// Switches the recorders on for the timed executions and off after them. With several
+/// streams every thread first finishes its warmup (or its timed executions): each thread's
+/// [`Timing`] meets the others at a barrier, one switches the recorders, and all go on
+/// only after that, so no stream's warmup, loading or unloading is recorded. A thread that
+/// fails (or panics) still arrives, from its guard's drop, so no other thread waits
+/// forever.
+struct Window<'a> {
+    recorder: Option<&'a NodeRecorder>,
+    device: &'a Device,
+    barrier: Option<Barrier>,
+}
+
+impl Window<'_> {
+    fn switch(&self, on: bool) {
+        if let Some(r) = self.recorder {
+            r.set(on);
+            self.device.record_tasks(on);
+        }
+    }
+
+    /// Every stream arrives, then the recorders are `on`.
+    fn arrive(&self, on: bool) {
+        match &self.barrier {
+            None => self.switch(on),
+            Some(b) => {
+                if b.wait().is_leader() {
+                    self.switch(on);
+                }
+                b.wait();
+            }
+        }
+    }
+}
+
+/// One stream's passage through a [`Window`]: opened once, then closed once, when asked
+/// or when dropped before that.
+struct Timing<'a> {
+    window: &'a Window<'a>,
+    opened: bool,
+    closed: bool,
+}
+
+impl<'a> Timing<'a> {
+    fn new(window: &'a Window<'a>) -> Self {
+        Timing {
+            window,
+            opened: false,
+            closed: false,
+        }
+    }
+    fn open(&mut self) {
+        if !self.opened {
+            self.opened = true;
+            self.window.arrive(true);
+        }
+    }
+    fn close(&mut self) {
+        self.open();
+        if !self.closed {
+            self.closed = true;
+            self.window.arrive(false);
+        }
+    }
+}
+
+impl Drop for Timing<'_> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 /// Loads the executor(s) and runs warmup and timed executions on every stream.
 fn execute(args: &Args, eg: &Arc<ExecuteGraph>, inputs: &[HostTensor]) -> anyhow::Result<Outcome> {
     let device = Device::new(DeviceConfig::default());
+    let recorder = (args.profile || args.trace.is_some())
+        .then(|| Arc::new(NodeRecorder::new(args.trace.is_some())));
     let options = ExecutorOptions {
         executor: args.executor,
+        subscriber: recorder
+            .clone()
+            .map(|r| r as Arc<dyn crate::exec::runtime::Subscriber>),
         ..ExecutorOptions::default()
     };
     let refs: Vec<&HostTensor> = inputs.iter().collect();
+    let dumps = match &args.dump_tensors {
+        Some(_) => dump_once(args, eg, &device, &refs)?,
+        None => Vec::new(),
+    };
+    let window = Window {
+        recorder: recorder.as_deref(),
+        device: &device,
+        barrier: (args.streams > 1).then(|| Barrier::new(args.streams as usize)),
+    };
     let bar = iteration_bar(args);
-    let outcome = if args.streams == 1 {
+    let (outputs, latencies_us) = if args.streams == 1 {
         let mut ex = ModelV2Executor::create(eg, &device, options)
             .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
         ex.load().map_err(|e| failed(args, "loading", e))?;
-        let (outputs, latencies_us) = repeat(args, &mut ex, None, &refs, &bar)?;
+        let mut timing = Timing::new(&window);
+        let r = repeat(args, &mut ex, None, &refs, &bar, &mut timing);
+        timing.close();
+        let (outputs, latencies_us) = r?;
         ex.unload().map_err(|e| failed(args, "unloading", e))?;
-        Outcome {
-            outputs,
-            latencies_us,
-        }
+        (outputs, latencies_us)
     } else {
         // Fail early and as a usage error if the graph cannot be prepared at all.
         ModelV2Executor::create(eg, &device, options.clone())
@@ -491,14 +612,18 @@ fn execute(args: &Args, eg: &Arc<ExecuteGraph>, inputs: &[HostTensor]) -> anyhow
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..args.streams)
                     .map(|_| {
-                        let (device, streams, refs, bar) = (&device, &streams, &refs, &bar);
+                        let (device, streams, refs, bar, window) =
+                            (&device, &streams, &refs, &bar, &window);
                         scope.spawn(move || {
+                            let mut timing = Timing::new(window);
                             let stream = device.create_stream();
                             let ex = streams
                                 .get_or_create_loaded(stream)
                                 .map_err(|e| failed(args, "loading", e))?;
                             let mut ex = ex.lock().unwrap_or_else(PoisonError::into_inner);
-                            let r = repeat(args, &mut ex, Some(stream), refs, bar);
+                            let r = repeat(args, &mut ex, Some(stream), refs, bar, &mut timing);
+                            // Recording stops before any stream unloads.
+                            timing.close();
                             drop(ex);
                             streams.erase(stream);
                             r
@@ -534,28 +659,66 @@ fn execute(args: &Args, eg: &Arc<ExecuteGraph>, inputs: &[HostTensor]) -> anyhow
                 }
             }
         }
-        Outcome {
-            outputs: first.unwrap_or_default(),
-            latencies_us,
-        }
+        (first.unwrap_or_default(), latencies_us)
     };
     bar.finish_and_clear();
-    Ok(outcome)
+    let recorded = recorder.map(|r| (r.take(), device.take_task_records()));
+    Ok(Outcome {
+        outputs,
+        latencies_us,
+        recorded,
+        dumps,
+    })
+}
+
+/// One execution on an executor of its own with a [`TensorDumper`]: every launch's
+/// outputs, copied back once the execution's stream is synchronized.
+fn dump_once(
+    args: &Args,
+    eg: &ExecuteGraph,
+    device: &Device,
+    inputs: &[&HostTensor],
+) -> anyhow::Result<Vec<DumpedTensor>> {
+    let dumper = Arc::new(TensorDumper::new());
+    let options = ExecutorOptions {
+        executor: args.executor,
+        subscriber: Some(dumper.clone()),
+        ..ExecutorOptions::default()
+    };
+    let mut ex = ModelV2Executor::create(eg, device, options)
+        .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+    ex.load().map_err(|e| failed(args, "loading", e))?;
+    let mut outputs = Vec::new();
+    ex.execute_sync(inputs, &mut outputs)
+        .map_err(|e| failed(args, "the --dump-tensors execution", e))?;
+    // The copies were queued on the streams the launches ran on.
+    device
+        .synchronize_device()
+        .map_err(|e| failed(args, "the --dump-tensors execution", e.into()))?;
+    ex.unload().map_err(|e| failed(args, "unloading", e))?;
+    dumper
+        .take()
+        .map_err(|e| CheckFailure(format!("{}: --dump-tensors: {e}", args.file.display())).into())
 }
 
 /// Warmup, then timed executions on `stream` (`None`: the model's own, through
 /// `execute_sync`); the outputs of the last one and each timed one's microseconds.
+/// `timing` switches the recorders on for the timed ones (see [`Window`]).
 fn repeat(
     args: &Args,
     ex: &mut ModelV2Executor,
     stream: Option<StreamId>,
     inputs: &[&HostTensor],
     bar: &ProgressBar,
+    timing: &mut Timing<'_>,
 ) -> anyhow::Result<(Vec<HostTensor>, Vec<f64>)> {
     let mut outputs = Vec::new();
     let mut on_device = Vec::new();
     let mut latencies = Vec::with_capacity(args.iterations as usize);
     for i in 0..args.warmup + args.iterations {
+        if i == args.warmup {
+            timing.open();
+        }
         let start = Instant::now();
         let r = match stream {
             None => ex.execute_sync(inputs, &mut outputs),
@@ -618,12 +781,21 @@ fn tensor_len(dtype: DType, shape: &[i64]) -> usize {
 
 /// The file name (without `.npy`) of each output; see `--output-dir`.
 fn output_file_names(ios: &[ModelIo]) -> Vec<String> {
+    safe_file_names(ios.iter().map(|io| io.name.as_str()), "output")
+}
+
+/// Distinct file names for `names`: characters other than ASCII letters, digits, `.`,
+/// `-` and `_` become `_`, as does a leading `.`; an empty name becomes `<empty>_K`, and
+/// a name already taken gets `_K` appended (K the name's position).
+pub(crate) fn safe_file_names<'a>(
+    names: impl Iterator<Item = &'a str>,
+    empty: &str,
+) -> Vec<String> {
     let mut taken = HashSet::new();
-    ios.iter()
+    names
         .enumerate()
-        .map(|(k, io)| {
-            let mut s: String = io
-                .name
+        .map(|(k, name)| {
+            let mut s: String = name
                 .chars()
                 .map(|c| {
                     if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
@@ -637,7 +809,7 @@ fn output_file_names(ios: &[ModelIo]) -> Vec<String> {
                 s.replace_range(..1, "_");
             }
             if s.is_empty() {
-                s = format!("output_{k}");
+                s = format!("{empty}_{k}");
             }
             if !taken.insert(s.clone()) {
                 s = format!("{s}_{k}");
@@ -695,6 +867,7 @@ struct Report<'a> {
     outcome: &'a Outcome,
     paths: Option<&'a [PathBuf]>,
     comparisons: Option<&'a [Comparison]>,
+    profile: Option<&'a Profile>,
 }
 
 impl Report<'_> {
@@ -771,6 +944,9 @@ impl Report<'_> {
                 "ok": cs.iter().all(|c| c.ok),
                 "outputs": outs,
             });
+        }
+        if let Some(p) = self.profile {
+            j["profile"] = diagnostics::profile_json(p, self.outcome.latencies_us.len());
         }
         j
     }
@@ -852,6 +1028,9 @@ impl Report<'_> {
                     "MISMATCH"
                 }
             );
+        }
+        if let Some(p) = self.profile {
+            out += &diagnostics::profile_table(p, self.outcome.latencies_us.len());
         }
         out
     }

@@ -1,7 +1,9 @@
 //! CLI tests: `rt2 run`: the bundled models checked against ONNX Runtime's outputs under
 //! every executor, a wrong expectation (exit 1), outputs written as `.npy` and read back,
-//! the JSON summary, seeded random inputs, bad inputs (exit 2, the file named), and
-//! concurrent streams.
+//! the JSON summary, seeded random inputs, bad inputs (exit 2, the file named),
+//! concurrent streams, and the subscribers: `--profile` (calls counted per kernel type and
+//! op under every executor), `--trace` (a Chrome trace parsed and checked track by track)
+//! and `--dump-tensors` (each op's outputs against hand-computed values).
 
 use std::path::{Path, PathBuf};
 
@@ -452,4 +454,379 @@ fn a_kernel_failure_exits_1_naming_the_node_and_writes_nothing() {
     );
     let sum: Vec<f32> = f32s(&x).iter().zip(f32s(&y)).map(|(a, b)| a + b).collect();
     assert_eq!(f32s(&read_npy(&sc.path("out/add_0.npy"))), sum);
+}
+
+/// The kernel histogram of cnn_bn's Main graph as `rt2 lower` reports it (with the
+/// multi-thread passes for topo-mt), without the kernels the engines never run.
+fn main_kernels(sc: &Scratch, exec: &str) -> serde_json::Map<String, serde_json::Value> {
+    let out = sc.path(&format!("cnn_bn_{exec}.exeg"));
+    let m = model("cnn_bn");
+    let mut a = vec!["lower", &m, "-o", s(&out), "--format", "json"];
+    if exec == "topo-mt" {
+        a.push("--multi-thread");
+    }
+    let mut hist = sc.rt2(&a).ok().json()["graphs"]["main"]["kernels"]
+        .as_object()
+        .unwrap()
+        .clone();
+    // Bound before the run (inputs, Init's exports) or made at load (constants).
+    for bound in ["Data", "InnerData", "Const"] {
+        hist.remove(bound);
+    }
+    hist
+}
+
+/// `rt2 run cnn_bn` with a batch of 2 and `extra`.
+fn rt2_cnn(sc: &Scratch, extra: &[&str]) -> crate::util::Run {
+    let m = model("cnn_bn");
+    let mut a = vec!["run", &m, "--shape", "x=2,3,8,8"];
+    a.extend_from_slice(extra);
+    sc.rt2(&a)
+}
+
+/// `rt2 run cnn_bn` under `exec` with `extra`; the JSON summary.
+fn run_cnn(sc: &Scratch, exec: &str, extra: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--executor", exec, "--format", "json"];
+    a.extend_from_slice(extra);
+    rt2_cnn(sc, &a).ok().json()
+}
+
+/// The ops of cnn_bn (compute node name, op type), as lowering names them.
+const CNN_OPS: [(&str, &str); 7] = [
+    ("conv1", "Conv"),
+    ("bn1", "BatchNormalization"),
+    ("relu1", "Relu"),
+    ("pool1", "MaxPool"),
+    ("flatten", "Reshape"),
+    ("fc", "Gemm"),
+    ("softmax", "Softmax"),
+];
+
+#[test]
+fn the_profile_counts_every_timed_node_call_under_every_executor() {
+    let sc = Scratch::new();
+    let iterations = 3u64;
+    for exec in ["seq", "topo", "topo-prio", "topo-mt"] {
+        let want = main_kernels(&sc, exec);
+        // The warmup is not counted.
+        let j = run_cnn(
+            &sc,
+            exec,
+            &["--profile", "--iterations", "3", "--warmup", "2"],
+        );
+        let p = &j["profile"];
+        assert_eq!(p["executions"], iterations);
+        let got: serde_json::Map<String, serde_json::Value> = p["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["kernel"].as_str().unwrap().to_string(),
+                    r["count"].clone(),
+                )
+            })
+            .collect();
+        let want: serde_json::Map<String, serde_json::Value> = want
+            .iter()
+            .map(|(k, n)| (k.clone(), (n.as_u64().unwrap() * iterations).into()))
+            .collect();
+        assert_eq!(got, want, "{exec}: kernel calls");
+        let mut share = 0.0;
+        for r in p["kernels"].as_array().unwrap() {
+            assert!(r["total_us"].as_f64().unwrap() >= 0.0);
+            share += r["share"].as_f64().unwrap();
+        }
+        assert!(
+            (share - 1.0).abs() < 1e-2,
+            "{exec}: shares add up to {share}"
+        );
+        // Each op is launched once per execution, and its launch ran on the device.
+        let device: Vec<(String, String, u64)> = p["device_ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["op"].as_str().unwrap().to_string(),
+                    r["op_type"].as_str().unwrap().to_string(),
+                    r["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        for (op, op_type) in CNN_OPS {
+            assert!(
+                device.contains(&(op.into(), op_type.into(), iterations)),
+                "{exec}: {op} in {device:?}"
+            );
+            let host = p["ops"].as_array().unwrap();
+            let row = host.iter().find(|r| r["op"] == op).unwrap();
+            assert_eq!(row["op_type"], op_type);
+            assert_eq!(row["count"].as_u64().unwrap() % iterations, 0, "{row}");
+        }
+        assert_eq!(device.len(), CNN_OPS.len(), "{exec}: {device:?}");
+    }
+    // Concurrent streams: every stream's timed executions, none of their warmups.
+    let want = main_kernels(&sc, "topo");
+    let j = run_cnn(
+        &sc,
+        "topo",
+        &["--profile", "--streams", "2", "--warmup", "1"],
+    );
+    for r in j["profile"]["kernels"].as_array().unwrap() {
+        let n = want[r["kernel"].as_str().unwrap()].as_u64().unwrap();
+        assert_eq!(r["count"].as_u64().unwrap(), 2 * n, "{r}");
+    }
+}
+
+#[test]
+fn the_profile_table_has_a_row_per_kernel_type_and_op() {
+    let sc = Scratch::new();
+    let r = rt2_cnn(&sc, &["--iterations", "2", "--profile"])
+        .ok()
+        .stdout_has(&[
+            "profile over 2 timed execution(s)",
+            "host time per kernel type",
+            "host time per op",
+            "device time per op",
+            "share",
+        ]);
+    let out = r.stdout();
+    let hist = main_kernels(&sc, "topo");
+    for (kernel, n) in &hist {
+        let count = (n.as_u64().unwrap() * 2).to_string();
+        assert!(
+            out.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.get(1) == Some(&kernel.as_str()) && w.get(2) == Some(&count.as_str())
+            }),
+            "no row `{kernel} {count}` in\n{out}"
+        );
+    }
+    for (op, op_type) in CNN_OPS {
+        assert!(
+            out.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.get(1) == Some(&op) && w.get(2) == Some(&op_type) && w.get(3) == Some(&"2")
+            }),
+            "no device row `{op} {op_type} 2` in\n{out}"
+        );
+    }
+}
+
+/// Microseconds of a trace event field as whole nanoseconds.
+fn ns(v: &serde_json::Value) -> i64 {
+    (v.as_f64().unwrap() * 1000.0).round() as i64
+}
+
+#[test]
+fn the_trace_is_a_chrome_trace_with_host_threads_and_device_streams() {
+    let sc = Scratch::new();
+    for exec in ["topo", "topo-mt"] {
+        let file = format!("{exec}.json");
+        let j = run_cnn(
+            &sc,
+            exec,
+            &["--trace", &file, "--iterations", "2", "--warmup", "1"],
+        );
+        assert!(j.get("profile").is_none());
+        let doc: serde_json::Value = serde_json::from_slice(&sc.read(&file)).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        // Every event has the fields a viewer needs.
+        for e in events {
+            for k in ["ph", "name", "pid", "tid"] {
+                assert!(e.get(k).is_some(), "{k} missing in {e}");
+            }
+            match e["ph"].as_str().unwrap() {
+                "X" => assert!(e["ts"].is_number() && e["dur"].as_f64().unwrap() >= 0.0),
+                "M" => assert!(e["args"]["name"].is_string()),
+                ph => panic!("unexpected phase {ph}"),
+            }
+        }
+        let names = |pid: u64| -> Vec<(u64, String)> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == pid)
+                .map(|e| {
+                    (
+                        e["tid"].as_u64().unwrap(),
+                        e["args"]["name"].as_str().unwrap().into(),
+                    )
+                })
+                .collect()
+        };
+        let (host, device) = (names(1), names(2));
+        assert_eq!(device.len(), 1, "{exec}: one stream: {device:?}");
+        assert!(device[0].1.starts_with("stream s"));
+        if exec == "topo-mt" {
+            for worker in ["rt2-mt-memory", "rt2-mt-launch"] {
+                assert!(host.iter().any(|(_, n)| n == worker), "{exec}: {host:?}");
+            }
+        } else {
+            assert_eq!(host.len(), 1, "{exec}: {host:?}");
+        }
+        // Each track's spans follow one another (or nest), in time order.
+        let mut tracks: std::collections::BTreeMap<(u64, u64), Vec<(i64, i64)>> =
+            Default::default();
+        for e in events.iter().filter(|e| e["ph"] == "X") {
+            let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            let named = match key.0 {
+                1 => &host,
+                _ => &device,
+            };
+            assert!(
+                named.iter().any(|(t, _)| *t == key.1),
+                "unnamed track {key:?}"
+            );
+            let start = ns(&e["ts"]);
+            tracks
+                .entry(key)
+                .or_default()
+                .push((start, start + ns(&e["dur"])));
+        }
+        for (key, spans) in &tracks {
+            let mut open: Vec<i64> = Vec::new();
+            for w in spans.windows(2) {
+                assert!(w[0].0 <= w[1].0, "{exec} {key:?}: not in time order");
+            }
+            for &(a, b) in spans {
+                while open.last().is_some_and(|&end| end <= a) {
+                    open.pop();
+                }
+                if let Some(&end) = open.last() {
+                    assert!(
+                        b <= end,
+                        "{exec} {key:?}: [{a}, {b}] overlaps a span ending at {end}"
+                    );
+                }
+                open.push(b);
+            }
+        }
+        // Host: every launch node with its op; device: two launches of every op.
+        let x: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+        for (op, op_type) in CNN_OPS {
+            let host_launches: Vec<_> = x
+                .iter()
+                .filter(|e| {
+                    e["pid"] == 1 && e["cat"] == "LaunchKernelWithHandle" && e["args"]["op"] == op
+                })
+                .collect();
+            assert_eq!(host_launches.len(), 2, "{exec}: {op}");
+            assert_eq!(host_launches[0]["args"]["op_type"], op_type);
+            assert!(
+                host_launches[0]["args"]["trace"][0]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("inputs: [2, "),
+                "{}",
+                host_launches[0]
+            );
+            let device_launches = x
+                .iter()
+                .filter(|e| e["pid"] == 2 && e["name"] == format!("launch {op}").as_str())
+                .count();
+            assert_eq!(device_launches, 2, "{exec}: {op}");
+        }
+        // The input's upload, once per execution.
+        let copies = x
+            .iter()
+            .filter(|e| e["pid"] == 2 && e["cat"] == "host-to-device copy")
+            .count();
+        assert_eq!(copies, 2, "{exec}");
+    }
+}
+
+#[test]
+fn a_trace_that_cannot_be_written_is_an_error_and_leaves_nothing() {
+    let sc = Scratch::new();
+    sc.rt2(&[
+        "run",
+        &model("cnn_bn"),
+        "--shape",
+        "x=1,3,8,8",
+        "--trace",
+        "no/such/dir/t.json",
+    ])
+    .fails(2, &["no/such/dir/t.json"]);
+    assert!(!sc.exists("no"));
+}
+
+#[test]
+fn dumped_tensors_are_each_ops_outputs() {
+    use rt2::om::onnx::builder::{Dim, F32, OnnxBuilder, tensor_f32};
+    let sc = Scratch::new();
+    let bias = [0.5f32, -1.0, 2.0, 0.0];
+    let onnx = OnnxBuilder::new("small")
+        .input("x", F32, &[Dim::Value(1), Dim::Value(4)])
+        .initializer(tensor_f32("bias", &[4], &bias))
+        .initializer(tensor_f32("scale", &[4], &[2.0; 4]))
+        .named_node("add/0", "Add", &["x", "bias"], &["a"], vec![])
+        .named_node("scale", "Mul", &["a", "scale"], &["m"], vec![])
+        .named_node("relu", "Relu", &["m"], &["y"], vec![])
+        .output("y", F32, &[Dim::Value(1), Dim::Value(4)])
+        .build();
+    sc.write("small.onnx", &onnx);
+    let x = [1.0f32, 2.0, -3.0, 4.0];
+    let input = HostTensor {
+        dtype: DType::F32,
+        shape: vec![1, 4],
+        data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    sc.write("x.npy", &npy::write(&input).unwrap());
+    for exec in ["seq", "topo-mt"] {
+        let (dump, out) = (format!("dump_{exec}"), format!("out_{exec}"));
+        sc.rt2(&[
+            "run",
+            "small.onnx",
+            "--input",
+            "x=x.npy",
+            "--executor",
+            exec,
+            "--dump-tensors",
+            &dump,
+            "--output-dir",
+            &out,
+            "--iterations",
+            "2",
+        ])
+        .ok();
+        let index: serde_json::Value =
+            serde_json::from_slice(&sc.read(&format!("{dump}/index.json"))).unwrap();
+        let listed: Vec<(&str, &str, u64, &str)> = index["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(t["dtype"], "float32");
+                assert_eq!(t["shape"], serde_json::json!([1, 4]));
+                (
+                    t["op"].as_str().unwrap(),
+                    t["op_type"].as_str().unwrap(),
+                    t["output"].as_u64().unwrap(),
+                    t["file"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("add/0", "Add", 0, "add_0.0.npy"),
+                ("scale", "Mul", 0, "scale.0.npy"),
+                ("relu", "Relu", 0, "relu.0.npy")
+            ],
+            "{exec}"
+        );
+        let dumped = |f: &str| f32s(&read_npy(&sc.path(&format!("{dump}/{f}"))));
+        let added: Vec<f32> = x.iter().zip(bias).map(|(a, b)| a + b).collect();
+        assert_eq!(dumped("add_0.0.npy"), added, "{exec}");
+        let scaled: Vec<f32> = added.iter().map(|a| a * 2.0).collect();
+        assert_eq!(dumped("scale.0.npy"), scaled, "{exec}");
+        assert_eq!(dumped("relu.0.npy"), [3.0, 2.0, 0.0, 8.0], "{exec}");
+        // The last op's dump is the model's output.
+        assert_eq!(
+            dumped("relu.0.npy"),
+            f32s(&read_npy(&sc.path(&format!("{out}/y.npy")))),
+            "{exec}"
+        );
+    }
 }

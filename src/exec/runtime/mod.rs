@@ -19,6 +19,7 @@ pub mod kernels;
 pub mod plan;
 pub mod registry;
 pub mod subscriber;
+pub mod subscribers;
 pub mod value;
 
 use std::cell::UnsafeCell;
@@ -36,7 +37,7 @@ pub use executor::{
     ExecutorOptions, ModelExecuteArg, ModelV2Executor, OutputTensor, StreamExecutor,
 };
 pub use plan::{NodeData, NodeInfo, NodeState, OpData, Plan, prepare};
-pub use registry::{KernelFuncs, KernelInfo, KernelRegistry, Role};
+pub use registry::{KernelFuncs, KernelInfo, KernelRegistry, ProfilingInfo, Role};
 pub use subscriber::Subscriber;
 pub use value::{CachingAllocator, DeviceAllocator, Mem, Value};
 

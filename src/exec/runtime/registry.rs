@@ -26,8 +26,15 @@ pub type Prepare = fn(&ExecNode, &OpRegistry) -> Result<NodeData, String>;
 /// Lines describing a node's current inputs and outputs, for the trace (GE's
 /// `TracePrinter`).
 pub type TracePrinter = fn(&KernelContext<'_>) -> Vec<String>;
-/// The op type a node's time is attributed to in the profile (GE's profiling filler).
-pub type ProfilingFiller = fn(&KernelContext<'_>) -> Option<&'static str>;
+/// The op a node's time is attributed to in the profile (GE's profiling filler).
+pub type ProfilingFiller = for<'a> fn(&KernelContext<'a>) -> Option<ProfilingInfo<'a>>;
+
+/// What a [`ProfilingFiller`] names: the op type and the op (compute node) a kernel serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfilingInfo<'a> {
+    pub op_type: &'a str,
+    pub op_name: &'a str,
+}
 
 /// What a kernel's node does in the schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

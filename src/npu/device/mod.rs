@@ -58,6 +58,7 @@ pub mod error;
 pub mod host;
 pub mod memory;
 pub mod model;
+pub mod recorder;
 pub mod stream;
 pub mod sync;
 pub mod task;
@@ -66,6 +67,7 @@ pub use error::{NpuError, code};
 pub use host::HostBuf;
 pub use memory::MemoryStats;
 pub use model::{Model, ModelBuilder, ModelStream};
+pub use recorder::TaskRecord;
 pub use sync::EventStatus;
 pub use task::{AllocOutputs, Callback, Launch, LaunchOutputs, Task, TensorArg};
 
@@ -208,6 +210,7 @@ pub(crate) struct Core {
     models: Table<ModelInner>,
     pub shutdown: AtomicBool,
     next_model_stream: AtomicU32,
+    pub recorder: recorder::TaskRecorder,
 }
 
 impl Core {
@@ -427,6 +430,7 @@ impl Device {
             models: RwLock::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_model_stream: AtomicU32::new(1 << 31),
+            recorder: recorder::TaskRecorder::default(),
         });
         let device = Device {
             inner: Arc::new(DeviceInner { core }),
@@ -442,6 +446,18 @@ impl Device {
     /// The op library launches run.
     pub fn ops(&self) -> &OpRegistry {
         &self.core().registry
+    }
+
+    /// Starts or stops recording every task the stream workers run ([`TaskRecord`]). Off
+    /// by default; off, it costs a worker one relaxed load per task.
+    pub fn record_tasks(&self, on: bool) {
+        self.core().recorder.set(on);
+    }
+
+    /// The tasks recorded so far, in the order they finished; the recorder starts empty
+    /// again.
+    pub fn take_task_records(&self) -> Vec<TaskRecord> {
+        self.core().recorder.take()
     }
 
     // ---- streams

@@ -284,7 +284,13 @@ impl Worker {
             if self.core.is_shut_down() || matches!(job, Job::Shutdown) {
                 break;
             }
-            if let Err(e) = self.job(job) {
+            // One relaxed load when the recorder is off (see `recorder`).
+            let started = self.core.recorder.start(&job);
+            let r = self.job(job);
+            if let Some(s) = started {
+                self.core.recorder.finish(self.stream.id, s, r.is_ok());
+            }
+            if let Err(e) = r {
                 self.stream.set_fault(e);
             }
             self.stream.complete_one();

@@ -60,6 +60,8 @@ pub struct Launch {
     output_count: usize,
     /// The inputs' metas, built once here rather than per run: what the op's context needs.
     metas: Vec<TensorMeta>,
+    /// What the host calls this launch (the op it serves), for the task recorder.
+    label: Option<Arc<str>>,
 }
 
 impl Launch {
@@ -78,7 +80,16 @@ impl Launch {
             inputs,
             outputs,
             metas,
+            label: None,
         }
+    }
+    /// The launch named `label` in task records (shared: a clone costs no allocation).
+    pub fn labeled(mut self, label: Arc<str>) -> Self {
+        self.label = Some(label);
+        self
+    }
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
     }
     /// A data-dependent op (NonZero, Unique) with `count` outputs the launch allocates:
     /// submit it with [`super::Device::launch_alloc_outputs`].

@@ -16,7 +16,7 @@ use crate::npu::ops::{InferCtx, OpRegistry, TensorMeta};
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
 use super::super::plan::{NodeData, NodeState, OpData};
-use super::super::registry::{KernelInfo, KernelRegistry};
+use super::super::registry::{KernelInfo, KernelRegistry, ProfilingInfo};
 use super::super::value::{Mem, Value};
 use super::{dims_of, tensor_bytes};
 
@@ -144,12 +144,16 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
         Some(l) if Arc::strong_count(&l) == 1 && Arc::weak_count(&l) == 0 => l,
         // Still queued from an earlier execution: a new record for this one.
         Some(l) => Arc::new((*l).clone()),
-        None => Arc::new(Launch::new(
-            op.spec.name,
-            cx.info().attrs.clone(),
-            Vec::new(),
-            Vec::new(),
-        )),
+        // Labeled with the op it serves, for the device's task records (once per node).
+        None => Arc::new(
+            Launch::new(
+                op.spec.name,
+                cx.info().attrs.clone(),
+                Vec::new(),
+                Vec::new(),
+            )
+            .labeled(op_label(cx)),
+        ),
     };
     let r = bind_launch(cx, op, present, Arc::get_mut(&mut l).expect("unique")).and_then(|()| {
         cx.device()
@@ -194,7 +198,8 @@ fn launch_kernel_alloc_outputs(cx: &mut KernelContext<'_>) -> KernelResult {
     let allocator = cx.input_allocator(1)?.clone();
     let mut ins = Vec::with_capacity(op.inputs.len());
     fill_args(cx, op, 2, &mut ins)?;
-    let launch = Launch::allocating(op.spec.name, cx.info().attrs.clone(), ins, op.outputs.len());
+    let launch = Launch::allocating(op.spec.name, cx.info().attrs.clone(), ins, op.outputs.len())
+        .labeled(op_label(cx));
     let outs = cx.device().launch_alloc_outputs(stream, launch)?.wait()?;
     if outs.len() != op.outputs.len() {
         return Err(KernelError::new(format!(
@@ -298,20 +303,44 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
-fn op_type(cx: &KernelContext<'_>) -> Option<&'static str> {
-    cx.info().data.op().map(|o| o.spec.name)
+/// The op (its type, and the compute node the kernel was lowered from, else the node's
+/// own name) a launch or shape inference serves.
+fn profiling_info<'a>(cx: &KernelContext<'a>) -> Option<ProfilingInfo<'a>> {
+    let info = cx.info();
+    let op = info.data.op()?;
+    Some(ProfilingInfo {
+        op_type: op.spec.name,
+        op_name: info.origin.as_deref().map_or(&info.name, |o| &o.node),
+    })
 }
 
-/// The launch's op and its input and output shapes.
+/// The name the device's task records give a launch of this node: its op's.
+fn op_label(cx: &KernelContext<'_>) -> Arc<str> {
+    profiling_info(cx).map_or_else(
+        || Arc::from(cx.info().name.as_str()),
+        |p| Arc::from(p.op_name),
+    )
+}
+
+/// The launch's input and output shapes (`inputs: [1, 3] [3]`, `outputs: [1, 3]`).
 fn trace_launch(cx: &KernelContext<'_>) -> Vec<String> {
     let Some(op) = cx.info().data.op() else {
         return Vec::new();
     };
-    let shapes: Vec<String> = (1..cx.input_count())
-        .step_by(2)
-        .filter_map(|i| cx.input_shape(i).ok().map(|s| format!("{s:?}")))
-        .collect();
-    vec![format!("{} {}", op.spec.name, shapes.join(" "))]
+    let present = op.inputs.iter().flatten().count();
+    let shapes = |from: usize, n: usize| -> String {
+        (0..n)
+            .map(|k| match cx.input_shape(from + 2 * k) {
+                Ok(s) => format!("{s:?}"),
+                Err(_) => "?".into(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    vec![
+        format!("inputs: {}", shapes(1, present)),
+        format!("outputs: {}", shapes(1 + 2 * present, op.outputs.len())),
+    ]
 }
 
 pub(super) fn register(r: &mut KernelRegistry) {
@@ -320,18 +349,18 @@ pub(super) fn register(r: &mut KernelRegistry) {
         KernelInfo::new(launch_kernel_with_handle, KernelClass::Launch)
             .prepare(prepare_op)
             .trace(trace_launch)
-            .profiling(op_type),
+            .profiling(profiling_info),
     );
     r.register(
         "LaunchKernelAllocOutputs",
         KernelInfo::new(launch_kernel_alloc_outputs, KernelClass::Memory)
             .prepare(prepare_op)
-            .profiling(op_type),
+            .profiling(profiling_info),
     );
     r.register(
         "InferShape",
         KernelInfo::new(infer_shape, KernelClass::Memory)
             .prepare(prepare_op)
-            .profiling(op_type),
+            .profiling(profiling_info),
     );
 }

@@ -1,0 +1,155 @@
+//! [`TensorDumper`]: a subscriber that, after each kernel launch is submitted, queues a
+//! device-to-host copy of every output of the launch on the launch's stream (GE's data
+//! dumper).
+//!
+//! Stream order is what makes the copy right: it runs after the launch wrote the memory
+//! and before anything submitted later (a reuse of that memory after its Free, say) can
+//! change it. The copies are complete once the execution's stream is synchronized; only
+//! then may [`TensorDumper::take`] be read.
+//!
+//! It allocates a host buffer per output per launch, so it is for one diagnostic
+//! execution, not for timed ones.
+
+use std::sync::{Mutex, PoisonError};
+
+use crate::npu::DType;
+use crate::npu::device::{HostBuf, StreamId};
+
+use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::plan::Plan;
+use super::super::subscriber::Subscriber;
+use super::super::value::Value;
+use super::recorder::served_op;
+
+/// One output of one launch, copied to host memory.
+#[derive(Debug, Clone)]
+pub struct DumpedTensor {
+    /// The op the launch serves (the compute node's name) and its type.
+    pub op: String,
+    pub op_type: String,
+    /// The graph the launch ran in (`Main`, `Main/loop.body`).
+    pub graph: String,
+    /// The op's output index.
+    pub output: usize,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    /// The bytes, complete once the stream is synchronized.
+    pub data: HostBuf,
+}
+
+/// See the module doc.
+#[derive(Debug, Default)]
+pub struct TensorDumper {
+    dumps: Mutex<Vec<DumpedTensor>>,
+    /// The first failure to queue a copy.
+    error: Mutex<Option<String>>,
+}
+
+impl TensorDumper {
+    pub fn new() -> Self {
+        TensorDumper::default()
+    }
+
+    /// Every output copied so far, in launch order (a launch in a loop body once per
+    /// iteration), or the first failure to queue a copy.
+    pub fn take(&self) -> Result<Vec<DumpedTensor>, String> {
+        if let Some(e) = self
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            return Err(e);
+        }
+        Ok(std::mem::take(
+            &mut *self.dumps.lock().unwrap_or_else(PoisonError::into_inner),
+        ))
+    }
+
+    fn dump(&self, plan: &Plan, cx: &KernelContext<'_>) -> Result<(), KernelError> {
+        let info = cx.info();
+        let Some(op) = info.data.op() else {
+            return Ok(());
+        };
+        // Where the outputs' (shape, memory) pairs are: a launch into given outputs reads
+        // them as inputs after its stream and its inputs' pairs; a launch that allocates
+        // its outputs writes them as its own outputs.
+        let present = op.inputs.iter().flatten().count();
+        let outputs: Vec<(&Value, &Value)> = match info.kernel {
+            "LaunchKernelWithHandle" => (0..op.outputs.len())
+                .map(|o| {
+                    let base = 1 + 2 * present + 2 * o;
+                    Ok((cx.input(base)?, cx.input(base + 1)?))
+                })
+                .collect::<Result<_, KernelError>>()?,
+            "LaunchKernelAllocOutputs" => (0..op.outputs.len() as u32)
+                .map(|o| {
+                    // SAFETY: the node has completed and wrote these, its own output
+                    // slots; nothing else writes them before its successors run, which
+                    // is after this call returns.
+                    unsafe {
+                        (
+                            cx.values.get(cx.out_start + 2 * o),
+                            cx.values.get(cx.out_start + 2 * o + 1),
+                        )
+                    }
+                })
+                .collect(),
+            _ => return Ok(()),
+        };
+        let stream: StreamId = cx.input_stream(0)?;
+        let (op_type, op_name) =
+            served_op(cx).unwrap_or_else(|| (op.spec.name.to_string(), info.name.clone()));
+        let device = cx.device();
+        for (o, ((shape, mem), &dtype)) in outputs.into_iter().zip(&op.outputs).enumerate() {
+            let (Value::Shape(shape), Value::Mem(mem)) = (shape, mem) else {
+                return Err(KernelError::new(format!(
+                    "output {o}: expected a shape and device memory"
+                )));
+            };
+            let bytes = dtype
+                .tensor_bytes(shape)
+                .and_then(|b| usize::try_from(b).ok())
+                .filter(|&b| b <= mem.bytes)
+                .ok_or_else(|| {
+                    KernelError::new(format!(
+                        "output {o}: a {dtype} tensor of {shape:?} does not fit its {} bytes",
+                        mem.bytes
+                    ))
+                })?;
+            let data = device.malloc_host(bytes);
+            if bytes > 0 {
+                device.memcpy_d2h_async(stream, &data, mem.ptr)?;
+            }
+            self.dumps
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(DumpedTensor {
+                    op: op_name.clone(),
+                    op_type: op_type.clone(),
+                    graph: plan.path.clone(),
+                    output: o,
+                    dtype,
+                    shape: shape.to_vec(),
+                    data,
+                });
+        }
+        Ok(())
+    }
+}
+
+impl Subscriber for TensorDumper {
+    fn node_end(&self, plan: &Plan, cx: &KernelContext<'_>, result: &KernelResult) {
+        if result.is_err() {
+            return;
+        }
+        if let Err(e) = self.dump(plan, cx) {
+            self.error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(|| {
+                    format!("{}: node {:?}: dumping: {e}", plan.path, cx.info().name)
+                });
+        }
+    }
+}
