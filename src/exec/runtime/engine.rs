@@ -16,8 +16,7 @@
 //! state; a step is a bounds-checked index, one indirect call and a few counter updates.
 //! Subscribers get their own loop so the plain one carries no per-node test for them.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use super::context::{KernelContext, KernelResult};
 use super::plan::Plan;
@@ -154,21 +153,61 @@ impl Ready for VecDeque<u32> {
     }
 }
 
-/// Lowest (priority, id) first (`kTopologicalPriority`).
-impl Ready for BinaryHeap<(Reverse<i64>, Reverse<u32>)> {
+/// Lowest (priority, id) first (`kTopologicalPriority`): a binary min-heap of the plan's
+/// packed keys (`Plan::prio_key`, the priority's rank above the id). One `u64` compare
+/// per level instead of a two-field tuple's, and the node id comes back out of the key's
+/// low half, so the heap is half the size of one holding (priority, id) pairs.
+struct KeyHeap(Vec<u64>);
+
+impl Ready for KeyHeap {
     fn reset(&mut self) {
-        self.clear();
+        self.0.clear();
     }
     #[inline(always)]
     fn push(&mut self, plan: &Plan, id: u32) {
-        BinaryHeap::push(
-            self,
-            (Reverse(plan.infos[id as usize].priority), Reverse(id)),
-        );
+        let key = plan.prio_key[id as usize];
+        let h = &mut self.0;
+        let mut i = h.len();
+        h.push(key);
+        // Sift up: move parents down into the hole until the key's place is found.
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if h[parent] <= key {
+                break;
+            }
+            h[i] = h[parent];
+            i = parent;
+        }
+        h[i] = key;
     }
     #[inline(always)]
     fn pop(&mut self) -> Option<u32> {
-        BinaryHeap::pop(self).map(|(_, Reverse(id))| id)
+        let h = &mut self.0;
+        let last = h.pop()?;
+        let Some(&top) = h.first() else {
+            return Some(last as u32);
+        };
+        // Sift the last key down from the root through the smaller children.
+        let n = h.len();
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && h[l + 1] < h[l] {
+                l + 1
+            } else {
+                l
+            };
+            if h[c] >= last {
+                break;
+            }
+            h[i] = h[c];
+            i = c;
+        }
+        h[i] = last;
+        Some(top as u32)
     }
 }
 
@@ -180,9 +219,9 @@ fn topological(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecErr
 }
 
 fn priority(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
-    let mut heap = std::mem::take(&mut st.heap);
+    let mut heap = KeyHeap(std::mem::take(&mut st.heap));
     let r = with_ready(env, plan, st, &mut heap);
-    st.heap = heap;
+    st.heap = heap.0;
     r
 }
 

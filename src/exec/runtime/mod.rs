@@ -23,8 +23,7 @@ pub mod subscribers;
 pub mod value;
 
 use std::cell::UnsafeCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::npu::device::Device;
@@ -57,7 +56,9 @@ pub struct ExecState {
     /// The topological engines' counters, reset in place per execution.
     pub(crate) indegree: Vec<u32>,
     pub(crate) queue: VecDeque<u32>,
-    pub(crate) heap: BinaryHeap<(Reverse<i64>, Reverse<u32>)>,
+    /// The topological-priority engine's ready nodes: a binary min-heap of the plan's
+    /// packed keys (`Plan::prio_key`).
+    pub(crate) heap: Vec<u64>,
     /// The multi-thread engine's pool (counters, queues, worker threads), made at the
     /// state's first topo-mt run; dropping it joins the workers.
     pub(crate) mt: Option<engine_mt::MtPool>,

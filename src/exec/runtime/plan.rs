@@ -108,6 +108,10 @@ pub struct Plan {
     pub(crate) indegree: Vec<u32>,
     /// Run nodes with no run-node predecessor, in id order.
     pub(crate) starts: Vec<u32>,
+    /// The topological-priority engine's heap key of each node: the dense rank of its
+    /// priority among the graph's distinct priorities in the high 32 bits, its id in the
+    /// low, so the heap orders by (priority, id) comparing one `u64`.
+    pub(crate) prio_key: Vec<u64>,
     /// `(input index, node)` of each `Data` node.
     pub(crate) data: Vec<(usize, u32)>,
     /// `(index, slot)` of each `InnerData` node's output.
@@ -174,7 +178,7 @@ impl Plan {
                 .collect(),
             indegree: self.indegree.clone(),
             queue: VecDeque::with_capacity(self.recs.len()),
-            heap: std::collections::BinaryHeap::with_capacity(self.recs.len()),
+            heap: Vec::with_capacity(self.recs.len()),
             mt: None,
         }
     }
@@ -365,6 +369,7 @@ pub fn prepare(
         return Err(load_error(stuck, "the node lies on a cycle".into()));
     }
     // The output node runs last (its kernel does nothing but must follow its inputs).
+    let prio_key = priority_keys(&infos);
 
     // Free-to-Launch relations as a CSR over Free ids.
     let (rel_off, rel_launch) = if g.free_launch.is_empty() {
@@ -401,6 +406,7 @@ pub fn prepare(
         succ,
         indegree,
         starts,
+        prio_key,
         data: plan_data,
         inner_data,
         consts,
@@ -409,4 +415,20 @@ pub fn prepare(
         rel_launch,
         mt: std::sync::OnceLock::new(),
     })
+}
+
+/// Each node's heap key for the topological-priority engine: the dense rank of its
+/// priority (a graph has at most as many distinct priorities as nodes, so a rank fits in
+/// 32 bits whatever the priorities' range) above its id.
+fn priority_keys(infos: &[NodeInfo]) -> Vec<u64> {
+    let mut distinct: Vec<i64> = infos.iter().map(|i| i.priority).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    infos
+        .iter()
+        .map(|i| {
+            let rank = distinct.partition_point(|&p| p < i.priority) as u64;
+            (rank << 32) | u64::from(i.id)
+        })
+        .collect()
 }

@@ -319,3 +319,184 @@ pub fn chain_model(n: usize) -> Vec<u8> {
     b.output(&prev, F32, &[Dim::Value(1), Dim::Value(64)])
         .build()
 }
+
+/// A chain of `n` Adds over one `[1, width]` float input, each adding a small constant
+/// to the previous value: the per-node cost of an execution, end to end.
+pub fn add_chain_model(n: usize, width: i64) -> Vec<u8> {
+    let w = width.max(0) as usize;
+    let mut b = OnnxBuilder::new("add_chain")
+        .input("x", F32, &[Dim::Value(1), Dim::Value(width)])
+        .initializer(tensor_f32("c", &[width], &vec![0.25; w]));
+    let mut prev = "x".to_string();
+    for i in 0..n {
+        let out = format!("v{i}");
+        b = b.named_node(&format!("add{i}"), "Add", &[&prev, "c"], &[&out], vec![]);
+        prev = out;
+    }
+    b.output(&prev, F32, &[Dim::Value(1), Dim::Value(width)])
+        .build()
+}
+
+/// Seeded values in [-scale, scale): a model's weights, the same on every build.
+pub fn seeded_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(0x6A09_E667_F3BC_C909);
+    (0..n)
+        .map(|_| {
+            // SplitMix64.
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+/// The sizes of [`encoder_block_model`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderBlock {
+    pub d_model: usize,
+    pub heads: usize,
+    pub ffn: usize,
+}
+
+impl EncoderBlock {
+    /// The base transformer's sizes: d_model 512, 8 heads, FFN 2048.
+    pub const BASE: EncoderBlock = EncoderBlock {
+        d_model: 512,
+        heads: 8,
+        ffn: 2048,
+    };
+
+    /// The weights' names, shapes and seeds, in the order the model declares them.
+    pub fn weights(self) -> Vec<(&'static str, Vec<i64>, u64)> {
+        let (d, f) = (self.d_model as i64, self.ffn as i64);
+        vec![
+            ("wq", vec![d, d], 1),
+            ("bq", vec![d], 2),
+            ("wk", vec![d, d], 3),
+            ("bk", vec![d], 4),
+            ("wv", vec![d, d], 5),
+            ("bv", vec![d], 6),
+            ("wo", vec![d, d], 7),
+            ("bo", vec![d], 8),
+            ("ln1_g", vec![d], 9),
+            ("ln1_b", vec![d], 10),
+            ("w1", vec![d, f], 11),
+            ("b1", vec![f], 12),
+            ("w2", vec![f, d], 13),
+            ("b2", vec![d], 14),
+            ("ln2_g", vec![d], 15),
+            ("ln2_b", vec![d], 16),
+        ]
+    }
+
+    /// A weight's values: matrices scaled by 1/sqrt(fan-in), biases small, LayerNorm
+    /// scales near 1.
+    pub fn weight(name: &str, shape: &[i64], seed: u64) -> Vec<f32> {
+        let n = shape.iter().product::<i64>() as usize;
+        match (name, shape) {
+            (n_, _) if n_.ends_with("_g") => seeded_f32(n, seed, 0.1)
+                .into_iter()
+                .map(|v| 1.0 + v)
+                .collect(),
+            (_, [fan_in, _]) => seeded_f32(n, seed, 1.0 / (*fan_in as f32).sqrt()),
+            _ => seeded_f32(n, seed, 0.1),
+        }
+    }
+}
+
+/// A post-norm transformer encoder block over `x: [seq, d_model]` float32 with a symbolic
+/// `seq`: multi-head self-attention (MatMul + Add projections; heads split by Reshape to
+/// `[seq, heads, d_head]` and Transpose; scores scaled by 1/sqrt(d_head), Softmax over
+/// the keys), the output projection, residual and LayerNormalization, then the FFN
+/// (MatMul, Add, Relu, MatMul, Add), residual and LayerNormalization. Weights are
+/// initializers ([`EncoderBlock::weight`]), as an exported model has them.
+/// `seq`: `None` for the symbolic length, or a fixed one (for peers that run a model at
+/// its declared shape).
+pub fn encoder_block_model(sizes: EncoderBlock, seq: Option<i64>) -> Vec<u8> {
+    let EncoderBlock { d_model, heads, .. } = sizes;
+    let d_head = (d_model / heads.max(1)) as i64;
+    let seq = || seq.map_or_else(|| Dim::param("seq"), Dim::Value);
+    let mut b = OnnxBuilder::new("encoder_block")
+        .input("x", F32, &[seq(), Dim::Value(d_model as i64)])
+        .initializer(tensor_i64("heads_shape", &[3], &[-1, heads as i64, d_head]))
+        .initializer(tensor_i64("model_shape", &[2], &[-1, d_model as i64]))
+        .initializer(tensor_f32("scale", &[], &[1.0 / (d_head as f32).sqrt()]));
+    for (name, shape, seed) in sizes.weights() {
+        b = b.initializer(tensor_f32(
+            name,
+            &shape,
+            &EncoderBlock::weight(name, &shape, seed),
+        ));
+    }
+    let node = |b: OnnxBuilder, op: &str, ins: &[&str], out: &str, attrs| {
+        b.named_node(out, op, ins, &[out], attrs)
+    };
+    for p in ["q", "k", "v"] {
+        let (w, bias) = (format!("w{p}"), format!("b{p}"));
+        let (mm, lin, split) = (format!("{p}_mm"), format!("{p}_lin"), format!("{p}_split"));
+        b = node(b, "MatMul", &["x", &w], &mm, vec![]);
+        b = node(b, "Add", &[&mm, &bias], &lin, vec![]);
+        b = node(b, "Reshape", &[&lin, "heads_shape"], &split, vec![]);
+    }
+    // [heads, seq, d_head] for Q and V, [heads, d_head, seq] for K.
+    b = node(
+        b,
+        "Transpose",
+        &["q_split"],
+        "q_h",
+        vec![attr_ints("perm", &[1, 0, 2])],
+    );
+    b = node(
+        b,
+        "Transpose",
+        &["k_split"],
+        "k_t",
+        vec![attr_ints("perm", &[1, 2, 0])],
+    );
+    b = node(
+        b,
+        "Transpose",
+        &["v_split"],
+        "v_h",
+        vec![attr_ints("perm", &[1, 0, 2])],
+    );
+    b = node(b, "MatMul", &["q_h", "k_t"], "scores", vec![]);
+    b = node(b, "Mul", &["scores", "scale"], "scaled", vec![]);
+    b = node(b, "Softmax", &["scaled"], "probs", vec![attr_i("axis", -1)]);
+    b = node(b, "MatMul", &["probs", "v_h"], "ctx_h", vec![]);
+    b = node(
+        b,
+        "Transpose",
+        &["ctx_h"],
+        "ctx_t",
+        vec![attr_ints("perm", &[1, 0, 2])],
+    );
+    b = node(b, "Reshape", &["ctx_t", "model_shape"], "ctx", vec![]);
+    b = node(b, "MatMul", &["ctx", "wo"], "o_mm", vec![]);
+    b = node(b, "Add", &["o_mm", "bo"], "attn", vec![]);
+    b = node(b, "Add", &["x", "attn"], "res1", vec![]);
+    let ln = |b: OnnxBuilder, x: &str, g: &str, beta: &str, out: &str| {
+        node(
+            b,
+            "LayerNormalization",
+            &[x, g, beta],
+            out,
+            vec![attr_i("axis", -1), attr_f("epsilon", 1e-5)],
+        )
+    };
+    b = ln(b, "res1", "ln1_g", "ln1_b", "ln1");
+    b = node(b, "MatMul", &["ln1", "w1"], "f1_mm", vec![]);
+    b = node(b, "Add", &["f1_mm", "b1"], "f1", vec![]);
+    b = node(b, "Relu", &["f1"], "f1_act", vec![]);
+    b = node(b, "MatMul", &["f1_act", "w2"], "f2_mm", vec![]);
+    b = node(b, "Add", &["f2_mm", "b2"], "f2", vec![]);
+    b = node(b, "Add", &["ln1", "f2"], "res2", vec![]);
+    b = ln(b, "res2", "ln2_g", "ln2_b", "y");
+    b.output("y", F32, &[seq(), Dim::Value(d_model as i64)])
+        .build()
+}

@@ -53,6 +53,11 @@ use sched::{
 
 pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
 
+/// Marks a memory node's run-order position in `MtData::build`'s checks. Run orders are
+/// far shorter than 2^31 nodes (the node records alone would take hundreds of
+/// gigabytes); `build` refuses a longer one rather than mistake a position for a mark.
+const MEMORY_POS: u32 = 1 << 31;
+
 thread_local! {
     /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
     /// one): a subgraph run from here uses the plain topological engine.
@@ -128,9 +133,35 @@ impl MtData {
             };
             meta.push(class | ((section as u32) << SECTION_SHIFT));
         }
+        // One pass over the run order: the queues' sizes, and each node's position in
+        // it for the relation checks below: a launch's position as is, a memory node's
+        // with the top bit set (`MEMORY_POS`), `u32::MAX` for every other node. So one
+        // load per relation end says both whether it has the right class and where it
+        // runs.
+        if plan.order.len() >= MEMORY_POS as usize {
+            return Err(ExecError::Load {
+                graph: plan.path.clone(),
+                node: String::new(),
+                msg: format!("{} nodes are more than the engine runs", plan.order.len()),
+            });
+        }
         let mut per_class = [0u32; 3];
-        for &i in &plan.order {
-            per_class[(meta[i as usize] & CLASS_MASK) as usize] += 1;
+        let with_relations = !plan.rel_launch.is_empty();
+        let mut pos = if with_relations {
+            vec![u32::MAX; n]
+        } else {
+            Vec::new()
+        };
+        for (k, &i) in plan.order.iter().enumerate() {
+            let class = meta[i as usize] & CLASS_MASK;
+            per_class[class as usize] += 1;
+            if with_relations {
+                match class {
+                    LAUNCH => pos[i as usize] = k as u32,
+                    MEMORY => pos[i as usize] = k as u32 | MEMORY_POS,
+                    _ => {}
+                }
+            }
         }
         let mut data = MtData {
             meta: Box::default(),
@@ -143,26 +174,26 @@ impl MtData {
                 sections: sections.len() as u32,
             },
         };
-        if plan.rel_launch.is_empty() {
+        if !with_relations {
             data.meta = meta.into();
             return Ok(data);
         }
-        // Position in the run order; MAX for nodes the engines do not run.
-        let mut pos = vec![u32::MAX; n];
-        for (k, &i) in plan.order.iter().enumerate() {
-            pos[i as usize] = k as u32;
-        }
+        // Pass 1 over the relations: count each launch's Frees (`count[l]`, then made
+        // into the end of its range by the prefix sum), note whether every launch
+        // precedes its Free in the run order (which proves the gates live without a
+        // graph walk), and whether some launch is not a run launch (found again, with
+        // its name, only then: the loop stays branch-free).
         let mut count = vec![0u32; n + 1];
         let mut gated = Vec::new();
-        // Whether every relation's launch precedes its Free in the run order, which
-        // proves the gates live without a graph walk.
         let mut ordered = true;
+        let mut bad_launch = false;
         for f in 0..n as u32 {
             let launches = plan.related_launches(f);
             if launches.is_empty() {
                 continue;
             }
-            if pos[f as usize] == u32::MAX || meta[f as usize] & CLASS_MASK != MEMORY {
+            let fp = pos[f as usize];
+            if fp == u32::MAX || fp & MEMORY_POS == 0 {
                 return Err(refuse(
                     f,
                     "a relation's Free must be a memory kernel the engine runs".into(),
@@ -170,8 +201,22 @@ impl MtData {
             }
             meta[f as usize] |= FREE_REL;
             gated.push(f);
+            let fp = fp & !MEMORY_POS;
             for &l in launches {
-                if pos[l as usize] == u32::MAX || meta[l as usize] & CLASS_MASK != LAUNCH {
+                // Not a run launch: a memory node's position or MAX, both >= MEMORY_POS.
+                let lp = pos[l as usize];
+                bad_launch |= lp >= MEMORY_POS;
+                ordered &= lp < fp;
+                count[l as usize] += 1;
+            }
+        }
+        if bad_launch {
+            for &f in &gated {
+                if let Some(&l) = plan
+                    .related_launches(f)
+                    .iter()
+                    .find(|&&l| pos[l as usize] >= MEMORY_POS)
+                {
                     return Err(refuse(
                         f,
                         format!(
@@ -180,20 +225,29 @@ impl MtData {
                         ),
                     ));
                 }
-                meta[l as usize] |= LAUNCH_REL;
-                count[l as usize + 1] += 1;
-                ordered &= pos[l as usize] < pos[f as usize];
             }
         }
-        for i in 0..n {
-            count[i + 1] += count[i];
+        drop(pos);
+        // Inclusive prefix sums: `count[l]` is the end of launch `l`'s range; a launch
+        // with Frees is marked on the way.
+        let mut acc = 0u32;
+        for (c, m) in count[..n].iter_mut().zip(meta.iter_mut()) {
+            if *c > 0 {
+                *m |= LAUNCH_REL;
+            }
+            acc += *c;
+            *c = acc;
         }
+        count[n] = acc;
+        // Pass 2: scatter the Frees, walking the relations backwards and each range from
+        // its end, so `count[l]` ends at the range's start and becomes the CSR offsets
+        // with no second array (each range still lists its Frees in ascending order).
         let mut frees = vec![0u32; plan.rel_launch.len()];
-        let mut fill = count.clone();
-        for &f in &gated {
-            for &l in plan.related_launches(f) {
-                frees[fill[l as usize] as usize] = f;
-                fill[l as usize] += 1;
+        for &f in gated.iter().rev() {
+            for &l in plan.related_launches(f).iter().rev() {
+                let c = &mut count[l as usize];
+                *c -= 1;
+                frees[*c as usize] = f;
             }
         }
         data.meta = meta.into();

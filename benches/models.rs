@@ -1,0 +1,130 @@
+//! Whole models end to end, side by side with ONNX Runtime in the same run.
+//!
+//! - `add chain`: 10,000 Adds on `[1, 16]` float32 (`add_chain_model`), each adding a
+//!   constant to the previous value: what an execution costs per node when the kernels
+//!   are trivial. Target (docs/PERFORMANCE.md): at most 140 ns per node.
+//! - `encoder block`: a transformer encoder block (d_model 512, 8 heads, FFN 2048,
+//!   `encoder_block_model`) at sequence lengths 16 and 128, on one thread (the device's
+//!   compute cores: one thread; ONNX Runtime: one intra-op thread). Target: at most 1.2
+//!   times ONNX Runtime.
+//!
+//! rt2 is measured as a user runs a model: one loaded `ModelV2Executor` and
+//! `execute_sync` per execution (inputs uploaded, Main run, outputs downloaded), the
+//! median of the timed runs after warm-up. The rt2 model has a symbolic sequence length;
+//! the peer runs the same block declared at the fixed length (tools/ort_run.py feeds the
+//! declared shape).
+//!
+//! `cargo bench --bench models`; the peer needs the pinned Python environment
+//! (`tools/pyenv.sh`) and is skipped with a note when it cannot be had.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::Criterion;
+
+#[path = "support/peer.rs"]
+mod peer;
+use rt2::exec::ExecuteGraph;
+use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use rt2::lower::{LowerOptions, lower};
+use rt2::npu::device::{Device, DeviceConfig};
+use rt2::npu::{DType, HostTensor};
+use rt2::om::file::{ReadOptions, read};
+use rt2::om::onnx::builder::{EncoderBlock, add_chain_model, encoder_block_model, seeded_f32};
+
+const CHAIN: usize = 10_000;
+
+fn lowered(onnx: &[u8]) -> ExecuteGraph {
+    let mut file = read(onnx, &ReadOptions::default()).expect("imports");
+    let model = file.models.swap_remove(0).model;
+    lower(&model, &LowerOptions::default()).expect("lowers")
+}
+
+fn f32_input(shape: &[usize], seed: u64) -> HostTensor {
+    let n = shape.iter().product();
+    HostTensor {
+        dtype: DType::F32,
+        shape: shape.iter().map(|&d| d as i64).collect(),
+        data: seeded_f32(n, seed, 1.0)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    }
+}
+
+/// A loaded executor on a one-compute-thread device.
+fn executor(eg: &ExecuteGraph, executor: ExecutorType) -> ModelV2Executor {
+    let device = Device::new(DeviceConfig {
+        check_launch_shapes: false,
+        compute_threads: 1,
+        ..DeviceConfig::default()
+    });
+    let mut ex = ModelV2Executor::create(
+        eg,
+        &device,
+        ExecutorOptions {
+            executor,
+            ..ExecutorOptions::default()
+        },
+    )
+    .expect("creates");
+    ex.load().expect("loads");
+    ex
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+
+    // The Add chain, under every engine.
+    let chain = add_chain_model(CHAIN, 16);
+    let chain_path = dir.join("add_chain_10000.onnx");
+    std::fs::write(&chain_path, &chain).expect("writing the peer model");
+    let eg = lowered(&chain);
+    let x = f32_input(&[1, 16], 1);
+    let mut out = Vec::new();
+    for kind in ExecutorType::ALL {
+        let mut ex = executor(&eg, kind);
+        let ms = peer::median_ms(20, || ex.execute_sync(&[&x], &mut out).expect("runs"));
+        println!(
+            "add chain {}: {:.1} ns per node ({ms:.3} ms per execution)",
+            kind.name(),
+            ms * 1e6 / CHAIN as f64
+        );
+        if kind == ExecutorType::Topological {
+            c.bench_function("models add chain 10000 topo", |b| {
+                b.iter(|| ex.execute_sync(&[&x], &mut out).expect("runs"))
+            });
+            peer::report_run("add_chain_10000 (per execution)", ms, &chain_path);
+        }
+    }
+
+    // The encoder block at two lengths, one executor for both (the shapes are dynamic).
+    let block = encoder_block_model(EncoderBlock::BASE, None);
+    let eg = lowered(&block);
+    for kind in [ExecutorType::Sequential, ExecutorType::Topological] {
+        let mut ex = executor(&eg, kind);
+        for seq in [16usize, 128] {
+            let x = f32_input(&[seq, EncoderBlock::BASE.d_model], 2);
+            let ms = peer::median_ms(30, || ex.execute_sync(&[&x], &mut out).expect("runs"));
+            let what = format!("encoder_block_seq{seq} {}", kind.name());
+            if kind == ExecutorType::Topological {
+                c.bench_function(&format!("models encoder block seq {seq} topo"), |b| {
+                    b.iter(|| ex.execute_sync(&[&x], &mut out).expect("runs"))
+                });
+            }
+            let path = dir.join(format!("encoder_block_seq{seq}.onnx"));
+            let fixed = encoder_block_model(EncoderBlock::BASE, Some(seq as i64));
+            std::fs::write(&path, &fixed).expect("writing the peer model");
+            peer::report_run(&what, ms, &path);
+        }
+    }
+    c.final_summary();
+}
