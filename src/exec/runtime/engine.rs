@@ -14,7 +14,8 @@
 //!
 //! The loops allocate nothing: the queue and heap are sized at prepare and kept in the
 //! state; a step is a bounds-checked index, one indirect call and a few counter updates.
-//! Subscribers get their own loop so the plain one carries no per-node test for them.
+//! A subscriber costs the plain path one predictable branch per node (`call` tests
+//! `Env.subscriber`); with one, the node's call is wrapped in its start and end events.
 
 use std::collections::VecDeque;
 
