@@ -118,7 +118,7 @@ fn onnx_node_cases_in_the_manifest_pass() {
 }
 
 /// The manifest's cases through the whole pipeline (import, lower, load, execute) under
-/// every engine that is built: each must pass within its manifest tolerance.
+/// all four engines: each must pass within its manifest tolerance.
 #[test]
 fn onnx_node_cases_in_the_manifest_pass_under_every_engine() {
     let Some(dir) = std::env::var_os("RT2_ONNX_NODE_DATA") else {
@@ -141,6 +141,7 @@ fn onnx_node_cases_in_the_manifest_pass_under_every_engine() {
         ExecutorType::Sequential,
         ExecutorType::Topological,
         ExecutorType::TopologicalPriority,
+        ExecutorType::TopologicalMultiThread,
     ] {
         let outcomes: Vec<(String, Outcome)> = cases
             .par_iter()

@@ -416,7 +416,23 @@ impl Device {
             .unwrap_or_else(|e| panic!("the device's compute threads cannot be started: {e}"));
         // Wait until every compute thread has started: a thread's start-up allocates, and
         // on a loaded machine a thread may otherwise first run many executions later.
-        cores.broadcast(|_| ());
+        // The wait is a plain condition variable, not `ThreadPool::broadcast`: called from
+        // a thread of another rayon pool, that waits by running the other pool's queued
+        // jobs on this stack (a test creating devices from a parallel iterator nested
+        // case inside case until the stack overflowed).
+        let started = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
+        let signal = started.clone();
+        cores.spawn_broadcast(move |_| {
+            let (count, cv) = &*signal;
+            *count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+            cv.notify_all();
+        });
+        let (count, cv) = &*started;
+        let mut n = count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *n < cores.current_num_threads() {
+            n = cv.wait(n).unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(n);
         let core = Arc::new(Core {
             cores,
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
