@@ -31,8 +31,7 @@ use crate::exec::runtime::subscribers::{
     DumpedTensor, NodeRecorder, Profile, Recording, TensorDumper,
 };
 use crate::exec::runtime::{
-    ExecError, ExecutorOptions, ExecutorType, ModelExecuteArg, ModelV2Executor, OutputTensor,
-    StreamExecutor,
+    ExecError, ExecutorOptions, ExecutorType, ModelExecuteArg, ModelV2Executor, StreamExecutor,
 };
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
@@ -701,8 +700,7 @@ fn dump_once(
         .map_err(|e| CheckFailure(format!("{}: --dump-tensors: {e}", args.file.display())).into())
 }
 
-/// Warmup, then timed executions on `stream` (`None`: the model's own, through
-/// `execute_sync`); the outputs of the last one and each timed one's microseconds.
+/// Warmup, then timed executions on `stream` (`None`: the model's own); the outputs of the last one and each timed one's microseconds.
 /// `timing` switches the recorders on for the timed ones (see [`Window`]).
 fn repeat(
     args: &Args,
@@ -713,17 +711,17 @@ fn repeat(
     timing: &mut Timing<'_>,
 ) -> anyhow::Result<(Vec<HostTensor>, Vec<f64>)> {
     let mut outputs = Vec::new();
-    let mut on_device = Vec::new();
     let mut latencies = Vec::with_capacity(args.iterations as usize);
     for i in 0..args.warmup + args.iterations {
         if i == args.warmup {
             timing.open();
         }
         let start = Instant::now();
-        let r = match stream {
-            None => ex.execute_sync(inputs, &mut outputs),
-            Some(s) => execute_on(ex, s, inputs, &mut on_device, &mut outputs),
+        let arg = ModelExecuteArg {
+            stream,
+            allocator: None,
         };
+        let r = ex.execute_sync_with(&arg, inputs, &mut outputs);
         let elapsed = start.elapsed();
         r.map_err(|e| failed(args, &format!("execution {}", i + 1), e))?;
         if i >= args.warmup {
@@ -732,51 +730,6 @@ fn repeat(
         bar.inc(1);
     }
     Ok((outputs, latencies))
-}
-
-/// Runs Main on `stream`, waits for it, and downloads and frees the outputs.
-fn execute_on(
-    ex: &mut ModelV2Executor,
-    stream: StreamId,
-    inputs: &[&HostTensor],
-    on_device: &mut Vec<OutputTensor>,
-    outputs: &mut Vec<HostTensor>,
-) -> Result<(), ExecError> {
-    let arg = ModelExecuteArg {
-        stream: Some(stream),
-        allocator: None,
-    };
-    ex.execute(&arg, inputs, on_device)?;
-    let device = ex.device().clone();
-    let synced = device.synchronize(stream);
-    outputs.resize_with(on_device.len(), || HostTensor {
-        dtype: DType::F32,
-        shape: Vec::new(),
-        data: Vec::new(),
-    });
-    let mut first_error = synced.err().map(ExecError::from);
-    for (o, h) in on_device.drain(..).zip(outputs.iter_mut()) {
-        h.dtype = o.dtype;
-        h.shape.clone_from(&o.shape);
-        h.data.resize(tensor_len(o.dtype, &o.shape), 0);
-        let r = match first_error {
-            Some(_) => Ok(()),
-            None => device.memcpy_d2h(&mut h.data, o.mem.ptr),
-        }
-        .and_then(|()| o.mem.allocator.free(o.mem.ptr, o.mem.bytes));
-        if let Err(e) = r {
-            first_error.get_or_insert(e.into());
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-/// Bytes of a tensor of `dtype` and `shape` (0 where that does not fit a usize).
-fn tensor_len(dtype: DType, shape: &[i64]) -> usize {
-    dtype
-        .tensor_bytes(shape)
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(0)
 }
 
 /// The file name (without `.npy`) of each output; see `--output-dir`.

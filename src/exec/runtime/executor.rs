@@ -355,10 +355,20 @@ impl ModelV2Executor {
         inputs: &[&HostTensor],
         outputs: &mut Vec<HostTensor>,
     ) -> Result<(), ExecError> {
+        self.execute_sync_with(&ModelExecuteArg::default(), inputs, outputs)
+    }
+
+    /// [`Self::execute_sync`] on `arg`'s stream and allocator.
+    pub fn execute_sync_with(
+        &mut self,
+        arg: &ModelExecuteArg,
+        inputs: &[&HostTensor],
+        outputs: &mut Vec<HostTensor>,
+    ) -> Result<(), ExecError> {
         if self.status != Status::Loaded {
             return Err(state_error("execute", self.status));
         }
-        let stream = self.bind_stream(&ModelExecuteArg::default())?;
+        let stream = self.bind_stream(arg)?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         let run = engine::run(&self.env, &self.main, st);
