@@ -68,6 +68,14 @@ fn main() {
             per_run,
         )
     });
+    // What `rt2 lower` does short of writing the file: the side the load is compared with.
+    g.bench_function("100k_nodes_lower_and_encode", |b| {
+        b.iter_batched(
+            || (),
+            |_| exeg::encode(&lower(black_box(&model_100k), &LowerOptions::default()).unwrap()),
+            per_run,
+        )
+    });
     g.bench_function("100k_nodes_multi_thread", |b| {
         b.iter_batched(
             || (),

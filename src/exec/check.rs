@@ -80,8 +80,8 @@ struct Checker<'a> {
 #[derive(Default)]
 struct Scan {
     problems: Vec<Problem>,
-    /// Each node's name hashed.
-    hashes: Vec<u64>,
+    /// Each node's name hashed, with the node's index, by [`name_bucket`] of the hash.
+    names: Vec<Vec<(u64, u32)>>,
     /// Whether an edge points from a later node to an earlier one.
     forward: bool,
     /// The nodes with a boundary kernel type.
@@ -96,32 +96,41 @@ fn is_boundary(kernel: &str) -> bool {
     )
 }
 
-/// Duplicate node names of `g`, from the names' hashes (`scans`, in node order). The
-/// hashes are split by value into one shard per core; a hash map of hashes per shard finds
-/// repeats, and a name that only shares another's hash is checked by string. Equal names
-/// have equal hashes and so meet in one shard, which sees its nodes in order: the result
-/// does not depend on the number of shards.
+/// The unique-name check's buckets: the top bits of a name's hash.
+const NAME_BUCKETS: usize = 64;
+
+fn name_bucket(h: u64) -> usize {
+    (h >> (64 - NAME_BUCKETS.trailing_zeros())) as usize
+}
+
+/// Duplicate node names of `g`, from the names' hashes (`scans`, in node order, already
+/// split into [`NAME_BUCKETS`] buckets by the hash's top bits). Each bucket is one task
+/// with a hash map of its hashes small enough to stay in cache (one map of the whole
+/// graph's 300,000 names missed the cache on nearly every insert and cost as much as all
+/// the other checks together); a name that only shares another's hash is compared by
+/// string. Equal names have equal hashes and so meet in one bucket, which sees its nodes
+/// in order: the result does not depend on how the work was split.
 fn names(g: &ExecGraph, path: &str, scans: &[Scan]) -> Vec<Problem> {
-    let shards = if g.nodes.len() < CHECK_CHUNK {
-        1
-    } else {
-        rayon::current_num_threads().clamp(1, 64)
-    };
-    let shard_of = |h: u64| ((u128::from(h) * shards as u128) >> 64) as usize;
-    let mut problems: Vec<Problem> = (0..shards)
+    let mut problems: Vec<Problem> = (0..NAME_BUCKETS)
         .into_par_iter()
-        .flat_map_iter(|shard| {
-            let mut first: HashMap<u64, usize, FixedState> = HashMap::with_capacity_and_hasher(
-                g.nodes.len() / shards + g.nodes.len() / (8 * shards) + 1,
-                FixedState::default(),
-            );
+        // A small graph is one task.
+        .with_min_len(if g.nodes.len() < CHECK_CHUNK {
+            NAME_BUCKETS
+        } else {
+            1
+        })
+        .flat_map_iter(|b| {
+            let entries = || {
+                scans
+                    .iter()
+                    .flat_map(move |s| s.names.get(b).into_iter().flatten())
+            };
+            let mut first: HashMap<u64, usize, FixedState> =
+                HashMap::with_capacity_and_hasher(entries().count(), FixedState::default());
             let mut collided: HashMap<&str, usize, FixedState> = HashMap::default();
             let mut problems = Vec::new();
-            let hashes = scans.iter().flat_map(|s| &s.hashes);
-            for (i, &h) in hashes.enumerate() {
-                if shard_of(h) != shard {
-                    continue;
-                }
+            for &(h, i) in entries() {
+                let i = i as usize;
                 let n = &g.nodes[i];
                 let f = match first.entry(h) {
                     Entry::Vacant(v) => {
@@ -187,7 +196,7 @@ impl<'a> Checker<'a> {
 
     fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
         // One pass over the nodes, on all cores in chunks for a large graph: each node's
-        // own checks, its name's hash (for the unique-name check), whether an edge points
+        // own checks, its name's hash (bucketed for the unique-name check), whether an edge points
         // forward (a graph without one needs no cycle search) and which nodes are
         // boundaries. A large graph is tens of megabytes of nodes, so every further pass
         // over them would cost as much as the checks themselves. Problems are put back in
@@ -204,13 +213,19 @@ impl<'a> Checker<'a> {
                     init_exports: self.init_exports,
                     problems: Vec::new(),
                 };
+                // Room for a bucket's share and a margin: a large graph's buckets then
+                // never grow.
+                let room = chunk.len() / NAME_BUCKETS + chunk.len() / (4 * NAME_BUCKETS);
                 let mut scan = Scan {
-                    hashes: Vec::with_capacity(chunk.len()),
+                    names: (0..NAME_BUCKETS)
+                        .map(|_| Vec::with_capacity(room))
+                        .collect(),
                     ..Default::default()
                 };
                 for (j, n) in chunk.iter().enumerate() {
                     let i = c * CHECK_CHUNK + j;
-                    scan.hashes.push(hasher.hash_one(n.name.as_str()));
+                    let h = hasher.hash_one(n.name.as_str());
+                    scan.names[name_bucket(h)].push((h, i as u32));
                     scan.forward |= local.node(g, path, i, n);
                     if is_boundary(&n.kernel) {
                         scan.boundaries.push(i);

@@ -195,7 +195,11 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
                 .map_err(|source| ExegError::Malformed { source })?;
             let origins = origins
                 .par_iter()
-                .map(|o| pb::Origin::decode(*o).map(origin_from))
+                .map(|o| match wire::read_origin(o) {
+                    Some(o) => Ok(Arc::new(o)),
+                    // prost names what is wrong (or takes what the reader does not).
+                    None => pb::Origin::decode(*o).map(origin_from),
+                })
                 .collect::<Result<_, _>>()
                 .map_err(|source| ExegError::Malformed { source })?;
             (file, graphs, origins)
@@ -429,9 +433,9 @@ impl<'a> Tables<'a> {
 
 fn origin_to(o: &Origin) -> pb::Origin {
     pb::Origin {
-        graph: o.graph.clone(),
-        node: o.node.clone(),
-        op_type: o.op_type.clone(),
+        graph: o.graph.to_string(),
+        node: o.node.to_string(),
+        op_type: o.op_type.to_string(),
         index: o.index,
     }
 }
@@ -480,9 +484,9 @@ pub(crate) fn from_file(mut file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, 
 
 fn origin_from(o: pb::Origin) -> Arc<Origin> {
     Arc::new(Origin {
-        graph: o.graph,
-        node: o.node,
-        op_type: o.op_type,
+        graph: o.graph.into(),
+        node: o.node.into(),
+        op_type: o.op_type.into(),
         index: o.index,
     })
 }
@@ -789,9 +793,9 @@ impl Converter<'_> {
             (0, None) => None,
             (0, Some(o)) => {
                 let o = Origin {
-                    graph: o.graph,
-                    node: o.node,
-                    op_type: o.op_type,
+                    graph: o.graph.into(),
+                    node: o.node.into(),
+                    op_type: o.op_type.into(),
                     index: o.index,
                 };
                 Some(match self.inline_origins.get(&o) {
@@ -978,7 +982,7 @@ pub(crate) mod tests {
         // large ids, negative priorities, control lists, a node with no name.
         let mut n = ExecNode::new("", "Const", KernelClass::Normal);
         n.priority = i64::MIN / 2;
-        n.control_inputs = vec![ExecNodeId(0), ExecNodeId(300), ExecNodeId(u32::MAX)];
+        n.control_inputs = vec![ExecNodeId(0), ExecNodeId(300), ExecNodeId(u32::MAX)].into();
         n.inputs = smallvec::smallvec![
             ValueRef {
                 node: ExecNodeId(0),

@@ -112,13 +112,17 @@ pub type NodeName = compact_str::CompactString;
 /// A node's input value slots: most nodes have at most two, held inline.
 pub type Inputs = smallvec::SmallVec<[ValueRef; 2]>;
 
+/// A node's control predecessors: lowering gives a node at most two (a Free its launch, a
+/// launch its stream's previous one), held inline.
+pub type ControlInputs = smallvec::SmallVec<[ExecNodeId; 2]>;
+
 /// The compute node an exec node was lowered from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Origin {
     /// Name of the ComputeGraph (root or subgraph) the node is in.
-    pub graph: String,
-    pub node: String,
-    pub op_type: String,
+    pub graph: NodeName,
+    pub node: NodeName,
+    pub op_type: NodeName,
     /// The node's index in its ComputeGraph.
     pub index: u32,
 }
@@ -138,7 +142,7 @@ pub struct ExecNode {
     /// Number of output values.
     pub outputs: u32,
     /// Nodes that must run first although no value flows from them.
-    pub control_inputs: Vec<ExecNodeId>,
+    pub control_inputs: ControlInputs,
     pub attrs: crate::npu::AttrMap,
     /// Shared by the nodes of one compute node: lowering makes one per compute node.
     pub origin: Option<Arc<Origin>>,

@@ -218,7 +218,22 @@ pub fn intern(name: String) -> std::borrow::Cow<'static, str> {
 
 /// The kernel type named `name`. A hash lookup, not a scan of the table: the loader asks
 /// once per node, and a large model has hundreds of thousands.
+///
+/// A name interned by [`intern`] (every node the loader or lowering made) is the table's
+/// own string, found first by its address and length: two words hashed instead of its
+/// bytes (the checks and the plan ask once per node each).
 pub fn kernel_type(name: &str) -> Option<&'static KernelType> {
+    static BY_ADDR: OnceLock<HashMap<(usize, usize), &'static KernelType, FixedState>> =
+        OnceLock::new();
+    let by_addr = BY_ADDR.get_or_init(|| {
+        KERNEL_TYPES
+            .iter()
+            .map(|k| ((k.name.as_ptr() as usize, k.name.len()), k))
+            .collect()
+    });
+    if let Some(k) = by_addr.get(&(name.as_ptr() as usize, name.len())) {
+        return Some(k);
+    }
     static BY_NAME: OnceLock<HashMap<&'static str, &'static KernelType, FixedState>> =
         OnceLock::new();
     BY_NAME

@@ -15,7 +15,7 @@ pub(crate) mod wire;
 pub use check::{Problem, check};
 pub use exeg::{ExegError, check_or_err, decode, encode, is_exeg};
 pub use graph::{
-    ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind, Inputs,
-    KernelClass, ModelIo, NodeName, Origin, Resources, ValueRef,
+    ControlInputs, ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind,
+    Inputs, KernelClass, ModelIo, NodeName, Origin, Resources, ValueRef,
 };
 pub use view::{GraphSelect, from_text, to_dot, to_json, to_text};

@@ -52,7 +52,7 @@ pub fn sample() -> ExecuteGraph {
     let mut up = node("w_dev", "CopyH2D", Memory);
     up.inputs = smallvec![vr(1, 0)];
     up.outputs = 1;
-    up.control_inputs = vec![ExecNodeId(0)];
+    up.control_inputs = vec![ExecNodeId(0)].into();
     init.add(up);
     let mut out = node("exports", "InnerNetOutput", Normal);
     out.inputs = smallvec![vr(0, 0), vr(2, 0)];
@@ -108,12 +108,12 @@ pub fn sample() -> ExecuteGraph {
     main.add(ws);
     let mut free = node("ws_free", "FreeMemoryHoldAddr", Memory);
     free.inputs = smallvec![vr(4, 0)];
-    free.control_inputs = vec![ExecNodeId(3)];
+    free.control_inputs = vec![ExecNodeId(3)].into();
     main.add(free);
     let mut iff = node("if", "If", Normal);
     iff.inputs = smallvec![vr(0, 0), vr(2, 0)];
     iff.outputs = 2;
-    iff.control_inputs = vec![ExecNodeId(3)];
+    iff.control_inputs = vec![ExecNodeId(3)].into();
     for (name, index) in [("then", 1), ("else", 0)] {
         let mut g = ExecGraph::new(name);
         let mut d = with_index(node("in", "InnerData", Normal), index);

@@ -236,7 +236,7 @@ fn json_node<'a>(i: usize, n: &ExecNode, name_of: &impl Fn(usize) -> Option<&'a 
         "control_inputs": control,
         "attrs": attrs,
         "origin": n.origin.as_ref().map(|o| json!({
-            "graph": o.graph, "node": o.node, "op_type": o.op_type, "index": o.index,
+            "graph": o.graph.as_str(), "node": o.node.as_str(), "op_type": o.op_type.as_str(), "index": o.index,
         })),
         "priority": n.priority,
         "subgraphs": n.subgraphs.iter().map(json_graph).collect::<Vec<_>>(),

@@ -582,7 +582,7 @@ impl Builder {
             f.inputs = smallvec![o.mem];
             // The producer itself is a data input, not an order.
             after.retain(|&r| r != o.mem.node);
-            f.control_inputs = after;
+            f.control_inputs = after.into();
             self.add(f);
         }
     }
@@ -638,12 +638,12 @@ impl Builder {
         );
         let mut da = node("DestroyAllocator", "DestroyAllocator");
         da.inputs = smallvec![a];
-        da.control_inputs = frees;
+        da.control_inputs = frees.into();
         before_streams.push(de.add(da));
         let s = read(&mut de, "stream".into(), self.export_of[&Global::Stream]);
         let mut ds = node("DestroyStreams", "DestroyStreams");
         ds.inputs = smallvec![s];
-        ds.control_inputs = before_streams;
+        ds.control_inputs = before_streams.into();
         de.add(ds);
         (init, de)
     }

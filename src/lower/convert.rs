@@ -296,9 +296,9 @@ impl<'r> Lowering<'r> {
                 })
                 .collect();
             let origin = Arc::new(Origin {
-                graph: g.name.clone(),
-                node: n.name.clone(),
-                op_type: n.op_type.clone(),
+                graph: g.name.as_str().into(),
+                node: n.name.as_str().into(),
+                op_type: n.op_type.as_str().into(),
                 index: id.0,
             });
             let Some(conv) = converter_for(self.reg, &n.op_type) else {

@@ -122,7 +122,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [0, 1]
         );
-        assert_eq!(g.nodes[3].control_inputs, vec![ExecNodeId(2)]);
+        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(2)]);
         assert_eq!(g.free_launch, vec![(ExecNodeId(3), ExecNodeId(2))]);
         assert_eq!(eliminate(&mut g), 0, "a fixed point");
     }

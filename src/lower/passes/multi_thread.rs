@@ -255,7 +255,7 @@ pub fn remove_launch_free_edge(g: &mut ExecGraph) -> usize {
             let free = &mut g.nodes[f.index()];
             free.kernel = "FreeMemoryHoldAddr".into();
             free.class = class_of("FreeMemoryHoldAddr");
-            free.control_inputs.retain(|&c| c != lid);
+            free.control_inputs.retain(|c| *c != lid);
             count += 1;
         }
     }
@@ -311,7 +311,7 @@ mod tests {
             output: 0,
         });
         remove_launch_free_edge(&mut g);
-        assert_eq!(g.nodes[4].control_inputs, vec![ExecNodeId(5)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(5)]);
     }
 
     #[test]
@@ -321,7 +321,7 @@ mod tests {
         g.nodes[2].kernel = "AllocMemHost".into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
         assert_eq!(g.nodes[4].kernel, "FreeMemory");
-        assert_eq!(g.nodes[4].control_inputs, vec![ExecNodeId(3)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(3)]);
         // A producer that is not memory-class.
         let mut g = lowered();
         g.nodes[2].class = KernelClass::Normal;
@@ -330,12 +330,12 @@ mod tests {
         let mut g = lowered();
         g.nodes[4].kernel = "FreeMemoryHoldAddr".into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
-        assert_eq!(g.nodes[4].control_inputs, vec![ExecNodeId(3)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(3)]);
         // A control edge from something that does not launch stays.
         let mut g = lowered();
-        g.nodes[4].control_inputs = vec![ExecNodeId(1)];
+        g.nodes[4].control_inputs = vec![ExecNodeId(1)].into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
-        assert_eq!(g.nodes[4].control_inputs, vec![ExecNodeId(1)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(1)]);
     }
 
     #[test]
@@ -384,9 +384,9 @@ mod tests {
                 output: 0
             }]
         );
-        assert_eq!(g.nodes[2].control_inputs, vec![ExecNodeId(6)]);
+        assert_eq!(g.nodes[2].control_inputs[..], [ExecNodeId(6)]);
         // A control edge to the copy now points at its launch.
-        assert_eq!(g.nodes[3].control_inputs, vec![ExecNodeId(6)]);
+        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(6)]);
         assert_eq!(g.nodes[6].outputs, 0);
         assert_eq!(g.nodes[6].class, KernelClass::Launch);
         crate::lower::passes::topo::sort(&mut g).unwrap();

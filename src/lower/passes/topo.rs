@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(names(&g), ["a", "b", "c", "d"]);
         assert_eq!(g.nodes[1].inputs[0].node, ExecNodeId(0));
         assert_eq!(g.nodes[2].inputs[0].node, ExecNodeId(1));
-        assert_eq!(g.nodes[3].control_inputs, vec![ExecNodeId(2)]);
+        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(2)]);
         assert_eq!(g.free_launch, vec![(ExecNodeId(3), ExecNodeId(1))]);
     }
 

@@ -118,7 +118,7 @@ pub(crate) fn served_op(cx: &KernelContext<'_>) -> Option<(String, String)> {
     }
     info.origin
         .as_deref()
-        .map(|o| (o.op_type.clone(), o.node.clone()))
+        .map(|o| (o.op_type.to_string(), o.node.to_string()))
 }
 
 impl Subscriber for NodeRecorder {
