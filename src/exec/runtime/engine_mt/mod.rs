@@ -38,6 +38,10 @@ mod sched;
 #[cfg(test)]
 mod model_check;
 
+#[cfg(test)]
+mod tests;
+
+use rayon::prelude::*;
 use std::cell::Cell;
 
 use crate::exec::KernelClass;
@@ -106,6 +110,11 @@ pub struct MtData {
 impl MtData {
     /// Builds and validates the data for `plan` (see the module doc).
     pub fn build(plan: &Plan) -> Result<MtData, ExecError> {
+        Self::build_in(plan, free_ranges(plan.recs.len(), plan.rel_launch.len()))
+    }
+
+    /// [`Self::build`] reading the relations in `ranges` ranges of Free ids.
+    fn build_in(plan: &Plan, ranges: usize) -> Result<MtData, ExecError> {
         let n = plan.recs.len();
         let refuse = |node: u32, msg: String| ExecError::Load {
             graph: plan.path.clone(),
@@ -114,22 +123,23 @@ impl MtData {
         };
         let mut sections: Vec<&'static str> = Vec::new();
         let mut meta = Vec::with_capacity(n);
-        for info in &plan.infos {
-            let class = match info.class {
+        for (i, &(class, critical)) in plan.classes.iter().enumerate() {
+            let class = match class {
                 KernelClass::Memory => MEMORY,
                 KernelClass::Launch => LAUNCH,
                 KernelClass::Normal => NORMAL,
             };
-            let section = if info.critical_section.is_empty() {
-                0
-            } else {
-                match sections.iter().position(|&s| s == info.critical_section) {
+            let section = if critical {
+                let key = plan.infos[i].critical_section;
+                match sections.iter().position(|&s| s == key) {
                     Some(k) => k + 1,
                     None => {
-                        sections.push(info.critical_section);
+                        sections.push(key);
                         sections.len()
                     }
                 }
+            } else {
+                0
             };
             meta.push(class | ((section as u32) << SECTION_SHIFT));
         }
@@ -178,47 +188,30 @@ impl MtData {
             data.meta = meta.into();
             return Ok(data);
         }
-        // Pass 1 over the relations: count each launch's Frees (`count[l]`, then made
-        // into the end of its range by the prefix sum), note whether every launch
-        // precedes its Free in the run order (which proves the gates live without a
-        // graph walk), and whether some launch is not a run launch (found again, with
-        // its name, only then: the loop stays branch-free).
-        let mut count = vec![0u32; n + 1];
-        let mut gated = Vec::new();
-        let mut ordered = true;
-        let mut bad_launch = false;
-        for f in 0..n as u32 {
-            let launches = plan.related_launches(f);
-            if launches.is_empty() {
-                continue;
-            }
-            let fp = pos[f as usize];
-            if fp == u32::MAX || fp & MEMORY_POS == 0 {
-                return Err(refuse(
-                    f,
-                    "a relation's Free must be a memory kernel the engine runs".into(),
-                ));
-            }
-            meta[f as usize] |= FREE_REL;
-            gated.push(f);
-            let fp = fp & !MEMORY_POS;
-            for &l in launches {
-                // Not a run launch: a memory node's position or MAX, both >= MEMORY_POS.
-                let lp = pos[l as usize];
-                bad_launch |= lp >= MEMORY_POS;
-                ordered &= lp < fp;
-                count[l as usize] += 1;
-            }
+        // The relations are read in ranges of Free ids, one task each (a large plan has
+        // a million relations and each end is a random access: on one core this was most
+        // of the build). Pass 1 per range: count each launch's Frees of the range, check
+        // every relation without a branch (the offending one is looked for again only when
+        // a check failed), and mark the range's Frees in its own slice of `meta`.
+        let mut parts: Vec<RelationPart> = split_by_relations(plan, &mut meta, ranges)
+            .into_par_iter()
+            .map(|(start, meta)| RelationPart::count(plan, &pos, start, meta))
+            .collect();
+        if let Some(f) = parts.iter().find_map(|p| p.not_memory) {
+            return Err(refuse(
+                f,
+                "a relation's Free must be a memory kernel the engine runs".into(),
+            ));
         }
-        if bad_launch {
-            for &f in &gated {
+        if parts.iter().any(|p| p.bad_launch) {
+            for f in parts.iter().flat_map(|p| &p.gated) {
                 if let Some(&l) = plan
-                    .related_launches(f)
+                    .related_launches(*f)
                     .iter()
                     .find(|&&l| pos[l as usize] >= MEMORY_POS)
                 {
                     return Err(refuse(
-                        f,
+                        *f,
                         format!(
                             "related node {:?} is not a launch the engine runs",
                             plan.infos[l as usize].name
@@ -228,28 +221,38 @@ impl MtData {
             }
         }
         drop(pos);
-        // Inclusive prefix sums: `count[l]` is the end of launch `l`'s range; a launch
-        // with Frees is marked on the way.
+        let ordered = parts.iter().all(|p| p.ordered);
+        // Launch `l`'s CSR range holds range 0's Frees of it, then range 1's, ...: each
+        // range's count becomes its write cursor (the sum of the counts before it), and
+        // `count` the offsets; a launch with Frees is marked on the way.
+        let mut count = vec![0u32; n + 1];
         let mut acc = 0u32;
-        for (c, m) in count[..n].iter_mut().zip(meta.iter_mut()) {
-            if *c > 0 {
+        for (l, m) in meta.iter_mut().enumerate() {
+            count[l] = acc;
+            for p in parts.iter_mut() {
+                let c = std::mem::replace(&mut p.count[l], acc);
+                acc += c;
+            }
+            if acc > count[l] {
                 *m |= LAUNCH_REL;
             }
-            acc += *c;
-            *c = acc;
         }
         count[n] = acc;
-        // Pass 2: scatter the Frees, walking the relations backwards and each range from
-        // its end, so `count[l]` ends at the range's start and becomes the CSR offsets
-        // with no second array (each range still lists its Frees in ascending order).
-        let mut frees = vec![0u32; plan.rel_launch.len()];
-        for &f in gated.iter().rev() {
-            for &l in plan.related_launches(f).iter().rev() {
-                let c = &mut count[l as usize];
-                *c -= 1;
-                frees[*c as usize] = f;
-            }
+        // Pass 2: each range scatters its Frees at its cursors, in parallel, into the
+        // uninitialized array (zeroing 4 MB first was a tenth of the build). The cursors
+        // partition `0..total` (pass 1 counted each relation once, pass 2 writes each
+        // once), so every slot is written exactly once, by one range, before the length
+        // is set; each launch's range still lists its Frees in ascending order.
+        let total = plan.rel_launch.len();
+        assert_eq!(acc as usize, total, "every relation counted once");
+        let mut frees: Vec<u32> = Vec::with_capacity(total);
+        {
+            let slots = Slots(frees.as_mut_ptr(), total);
+            parts.par_iter_mut().for_each(|p| p.scatter(plan, &slots));
         }
+        // SAFETY: all `total` slots were written above (see the comment there).
+        unsafe { frees.set_len(total) };
+        let gated: Vec<u32> = parts.iter().flat_map(|p| p.gated.iter().copied()).collect();
         data.meta = meta.into();
         data.free_off = count.into();
         data.frees = frees.into();
@@ -309,6 +312,119 @@ impl MtData {
     /// Heap bytes of the counters and queues each state's pool allocates for this plan.
     pub fn state_bytes(&self) -> usize {
         self.shape.counter_bytes()
+    }
+}
+
+/// How many Free-id ranges `MtData::build` reads the relations in: one per core for a
+/// large plan, one for a small one (where a task costs more than it saves).
+fn free_ranges(nodes: usize, relations: usize) -> usize {
+    const PARALLEL_RELATIONS: usize = 1 << 16;
+    if relations < PARALLEL_RELATIONS || nodes < 2 {
+        1
+    } else {
+        rayon::current_num_threads().clamp(1, 8)
+    }
+}
+
+/// `meta` split into `ranges` consecutive ranges of node ids holding about the same
+/// number of relations (the Frees of a plan are not spread evenly over the ids: lowering
+/// puts them after their launches), each with its first id.
+fn split_by_relations<'m>(
+    plan: &Plan,
+    mut meta: &'m mut [u32],
+    ranges: usize,
+) -> Vec<(usize, &'m mut [u32])> {
+    let (off, total) = (&plan.rel_off, plan.rel_launch.len());
+    let mut out = Vec::with_capacity(ranges);
+    let mut start = 0;
+    for r in 1..ranges.max(1) {
+        // The first id whose predecessors hold `r` ranges' share of the relations
+        // (`off[f]`: the relations of the Frees before `f`).
+        let end = off
+            .partition_point(|&o| (o as usize) < r * total / ranges)
+            .clamp(start, start + meta.len());
+        let (head, tail) = std::mem::take(&mut meta).split_at_mut(end - start);
+        out.push((start, head));
+        meta = tail;
+        start = end;
+    }
+    out.push((start, meta));
+    out
+}
+
+/// What one range of Free ids contributes to the CSR (see `MtData::build`).
+#[derive(Default)]
+struct RelationPart {
+    /// Per launch, this range's Frees of it; then this range's write cursor.
+    count: Vec<u32>,
+    /// This range's Frees with relations, ascending.
+    gated: Vec<u32>,
+    /// Every launch precedes its Free in the run order.
+    ordered: bool,
+    /// Some related node is not a launch the engine runs.
+    bad_launch: bool,
+    /// The first Free (by id) that is not a memory kernel the engine runs.
+    not_memory: Option<u32>,
+}
+
+impl RelationPart {
+    /// Counts and checks the relations of the Frees `start..start + meta.len()`, marking
+    /// them in `meta` (their slice).
+    fn count(plan: &Plan, pos: &[u32], start: usize, meta: &mut [u32]) -> Self {
+        let mut p = RelationPart {
+            count: vec![0; plan.recs.len()],
+            ordered: true,
+            ..Default::default()
+        };
+        for (j, m) in meta.iter_mut().enumerate() {
+            let f = (start + j) as u32;
+            let launches = plan.related_launches(f);
+            if launches.is_empty() {
+                continue;
+            }
+            let fp = pos[f as usize];
+            if fp == u32::MAX || fp & MEMORY_POS == 0 {
+                p.not_memory = Some(f);
+                return p;
+            }
+            *m |= FREE_REL;
+            p.gated.push(f);
+            let fp = fp & !MEMORY_POS;
+            for &l in launches {
+                // Not a run launch: a memory node's position or MAX, both >= MEMORY_POS.
+                let lp = pos[l as usize];
+                p.bad_launch |= lp >= MEMORY_POS;
+                p.ordered &= lp < fp;
+                p.count[l as usize] += 1;
+            }
+        }
+        p
+    }
+
+    /// Writes this range's Frees into `frees` at its cursors.
+    fn scatter(&mut self, plan: &Plan, frees: &Slots) {
+        for &f in &self.gated {
+            for &l in plan.related_launches(f) {
+                let c = &mut self.count[l as usize];
+                frees.write(*c as usize, f);
+                *c += 1;
+            }
+        }
+    }
+}
+
+/// The CSR's Free array while the ranges fill it: its start and capacity.
+struct Slots(*mut u32, usize);
+
+// SAFETY: the ranges write disjoint slots (their cursors partition the array), and
+// nothing reads it until every range is done.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    fn write(&self, i: usize, v: u32) {
+        assert!(i < self.1, "a cursor past the relations");
+        // SAFETY: in bounds (checked), and no other range writes slot `i`.
+        unsafe { self.0.add(i).write(v) }
     }
 }
 
