@@ -196,9 +196,9 @@ impl<'a> Checker<'a> {
 
     fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
         // One pass over the nodes, on all cores in chunks for a large graph: each node's
-        // own checks, its name's hash (bucketed for the unique-name check), whether an edge points
-        // forward (a graph without one needs no cycle search) and which nodes are
-        // boundaries. A large graph is tens of megabytes of nodes, so every further pass
+        // own checks, its name's hash (bucketed for the unique-name check), whether an
+        // edge points forward (a graph without one needs no cycle search) and which nodes
+        // are boundaries. A large graph is tens of megabytes of nodes, so every further pass
         // over them would cost as much as the checks themselves. Problems are put back in
         // node order (a node's name first), so the report is the same however the work
         // was split.

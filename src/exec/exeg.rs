@@ -482,13 +482,17 @@ pub(crate) fn from_file(mut file: pb::ExecuteGraphFile) -> Result<ExecuteGraph, 
     from_parts(file, graphs, origins)
 }
 
-fn origin_from(o: pb::Origin) -> Arc<Origin> {
-    Arc::new(Origin {
+fn origin_of(o: pb::Origin) -> Origin {
+    Origin {
         graph: o.graph.into(),
         node: o.node.into(),
         op_type: o.op_type.into(),
         index: o.index,
-    })
+    }
+}
+
+fn origin_from(o: pb::Origin) -> Arc<Origin> {
+    Arc::new(origin_of(o))
 }
 
 /// The file's origin table, taken out of `file` and converted (one entry per compute node:
@@ -792,12 +796,7 @@ impl Converter<'_> {
         n.origin = match (r.origin_index, r.origin) {
             (0, None) => None,
             (0, Some(o)) => {
-                let o = Origin {
-                    graph: o.graph.into(),
-                    node: o.node.into(),
-                    op_type: o.op_type.into(),
-                    index: o.index,
-                };
+                let o = origin_of(*o);
                 Some(match self.inline_origins.get(&o) {
                     Some(shared) => shared.clone(),
                     None => {

@@ -110,7 +110,7 @@ pub struct MtData {
 impl MtData {
     /// Builds and validates the data for `plan` (see the module doc).
     pub fn build(plan: &Plan) -> Result<MtData, ExecError> {
-        Self::build_in(plan, free_ranges(plan.recs.len(), plan.rel_launch.len()))
+        Self::build_in(plan, free_ranges(plan.rel_launch.len()))
     }
 
     /// [`Self::build`] reading the relations in `ranges` ranges of Free ids.
@@ -317,9 +317,9 @@ impl MtData {
 
 /// How many Free-id ranges `MtData::build` reads the relations in: one per core for a
 /// large plan, one for a small one (where a task costs more than it saves).
-fn free_ranges(nodes: usize, relations: usize) -> usize {
+fn free_ranges(relations: usize) -> usize {
     const PARALLEL_RELATIONS: usize = 1 << 16;
-    if relations < PARALLEL_RELATIONS || nodes < 2 {
+    if relations < PARALLEL_RELATIONS {
         1
     } else {
         rayon::current_num_threads().clamp(1, 8)
