@@ -3,6 +3,7 @@
 //! Data flows one way: bytes -> [`om`] (ComputeGraph) -> lower (ExecuteGraph) -> [`exec`]
 //! -> [`npu`]. [`cmd`] is the only module that touches files and the terminal.
 
+pub mod capture;
 pub mod cmd;
 pub mod conform;
 pub mod exec;

@@ -1,0 +1,1 @@
+//! Capture scripts (../shared/specs/capture-script.md): parsing and static checks.
