@@ -41,6 +41,8 @@ acl_errors! {
     ApiNotSupport = 200001, "ACL_ERROR_API_NOT_SUPPORT";
     /// The runtime rejects a parameter.
     RtParamInvalid = 107000, "ACL_ERROR_RT_PARAM_INVALID";
+    /// An unknown stream, event or model handle.
+    InvalidHandle = 107017, "ACL_ERROR_RT_INVALID_HANDLE";
     /// Captured work would depend on work outside the capture.
     CaptureDependency = 107024, "ACL_ERROR_RT_CAPTURE_DEPENDENCY";
     /// A stream that joined the capture was not joined back before its end.
@@ -79,6 +81,8 @@ acl_errors! {
     FeatureNotSupport = 207000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT";
     /// Device memory is exhausted.
     MemoryAllocation = 207001, "ACL_ERROR_RT_MEMORY_ALLOCATION";
+    /// Freeing what is not an allocated block.
+    MemoryFree = 207002, "ACL_ERROR_RT_MEMORY_FREE";
     /// The feature is not supported by this runtime.
     FeatureUnsupported = 200006, "ACL_ERROR_FEATURE_UNSUPPORTED";
     /// An internal error.
@@ -89,6 +93,10 @@ acl_errors! {
     TaskTypeNotSupport = 507009, "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT";
     /// A model execution failed, or the model is not ready to execute.
     ModelExecute = 507011, "ACL_ERROR_RT_MODEL_EXECUTE";
+    /// A kernel failed while computing.
+    AicoreException = 507015, "ACL_ERROR_RT_AICORE_EXCEPTION";
+    /// The kernel is not in the device's library.
+    KernelLookup = 507027, "ACL_ERROR_RT_KERNEL_LOOKUP";
     /// The capture was invalidated.
     StreamCaptureInvalidated = 507903, "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED";
 }
@@ -97,6 +105,19 @@ impl AclError {
     /// The code with this C name.
     pub fn from_name(name: &str) -> Option<AclError> {
         AclError::ALL.iter().copied().find(|e| e.name() == name)
+    }
+}
+
+impl AclError {
+    /// The code with this number.
+    pub fn from_code(code: i32) -> Option<AclError> {
+        AclError::ALL.iter().copied().find(|e| e.code() == code)
+    }
+
+    /// What a device error is as an ACL error: its code when it is one of these, else
+    /// `ACL_ERROR_RT_INTERNAL_ERROR`.
+    pub fn of_device(e: &crate::npu::device::NpuError) -> AclError {
+        AclError::from_code(e.code()).unwrap_or(AclError::InternalError)
     }
 }
 
@@ -122,6 +143,7 @@ mod tests {
             }
         }
         assert_eq!(AclError::StreamCaptured.code(), 107027);
+        assert_eq!(AclError::from_code(507011), Some(AclError::ModelExecute));
         assert_eq!(
             AclError::StreamCaptureInvalidated.to_string(),
             "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED (507903)"

@@ -1,6 +1,11 @@
 //! ACL Graph emulation: stream capture on the emulated device.
 
+pub mod acl;
 pub mod error;
+pub mod kernels;
+pub mod report;
+pub mod rim;
+pub mod runner;
 pub mod script;
 pub mod types;
 

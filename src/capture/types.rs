@@ -75,47 +75,8 @@ impl fmt::Display for CaptureStatus {
     }
 }
 
-/// `aclmdlRICondTaskType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CondKind {
-    /// Runs model 0 when the value is non-zero, model 1 (if there is one) when it is zero.
-    If = 0,
-    /// Runs model 0 while the value is non-zero, checking it before each run.
-    While = 1,
-    /// Runs model `value` when it is in range, nothing otherwise.
-    Switch = 2,
-}
-
-impl CondKind {
-    /// The script spelling: `if`, `while`, `switch`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CondKind::If => "if",
-            CondKind::While => "while",
-            CondKind::Switch => "switch",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<CondKind> {
-        [CondKind::If, CondKind::While, CondKind::Switch]
-            .into_iter()
-            .find(|m| m.name() == s)
-    }
-    /// Whether a task of this kind may have `n` sub-models (`aclmdlRICondTaskParams::size`).
-    pub fn accepts_size(self, n: usize) -> bool {
-        match self {
-            CondKind::If => n == 1 || n == 2,
-            CondKind::While => n == 1,
-            CondKind::Switch => n > 0,
-        }
-    }
-}
-
-impl fmt::Display for CondKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// `aclmdlRICondTaskType`: the device's conditional task kinds.
+pub use crate::npu::device::CondKind;
 
 /// The element type of a script buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -190,7 +151,45 @@ impl fmt::Display for Scalar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Scalar::Int(v) => write!(f, "{v}"),
-            Scalar::Float(v) => write!(f, "{v}"),
+            // `1.0`, not `1`: a float buffer's values read as floats.
+            Scalar::Float(v) => write!(f, "{v:?}"),
         }
+    }
+}
+
+/// The little-endian bytes of `values` as `dtype` elements; an error names the first value
+/// that does not fit.
+pub fn encode(dtype: BufDtype, values: &[Scalar]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(values.len() * dtype.size());
+    for v in values {
+        match (v.fit(dtype)?, dtype) {
+            (Scalar::Int(i), BufDtype::Int32) => out.extend((i as i32).to_le_bytes()),
+            (Scalar::Int(i), BufDtype::Int64) => out.extend(i.to_le_bytes()),
+            (Scalar::Float(f), BufDtype::Float32) => out.extend((f as f32).to_le_bytes()),
+            (v, d) => return Err(format!("{v} is not a {d} value")),
+        }
+    }
+    Ok(out)
+}
+
+/// The values of little-endian `dtype` elements (a trailing partial element is ignored).
+pub fn decode(dtype: BufDtype, bytes: &[u8]) -> Vec<Scalar> {
+    match dtype {
+        BufDtype::Int32 => bytes
+            .chunks_exact(4)
+            .map(|c| Scalar::Int(i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))))
+            .collect(),
+        BufDtype::Int64 => bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                Scalar::Int(i64::from_le_bytes(b))
+            })
+            .collect(),
+        BufDtype::Float32 => bytes
+            .chunks_exact(4)
+            .map(|c| Scalar::Float(f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))))
+            .collect(),
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod capture;
 pub mod check;
 pub mod compile;
 pub mod diagnostics;
@@ -20,6 +21,7 @@ pub mod npy;
 pub mod output;
 pub mod progress;
 pub mod random;
+pub mod replay;
 pub mod run;
 
 /// rt2: build, inspect and debug Ascend Graph Engine models without an NPU.
@@ -42,6 +44,10 @@ pub enum Command {
     Dump(dump::Args),
     /// Run a model on the emulated NPU: time it, write its outputs, check them.
     Run(run::Args),
+    /// Run an ACL Graph capture script: capture, update and execute models, check buffers.
+    Capture(capture::Args),
+    /// Load a saved captured model (`.rim.json`) onto a fresh device and execute it.
+    Replay(replay::Args),
 }
 
 /// How a command that ran to the end came out.
@@ -85,6 +91,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Lower(args) => lower::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(args),
+        Command::Capture(args) => capture::run(args),
+        Command::Replay(args) => replay::run(args),
     }
 }
 

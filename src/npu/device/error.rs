@@ -114,6 +114,8 @@ pub enum NpuError {
         #[source]
         source: Box<NpuError>,
     },
+    #[error("a WHILE task ran its body {limit} times in one execution and its condition is still set (the watchdog)")]
+    WhileWatchdog { limit: u64 },
     #[error("the device shut down")]
     DeviceLost,
 }
@@ -142,7 +144,7 @@ impl NpuError {
             TaskNotSupported { .. } => code::TASK_TYPE_NOT_SUPPORT,
             Callback { .. } | DeviceLost => code::INTERNAL_ERROR,
             Upstream { source, .. } => source.code(),
-            ModelRun { .. } => code::MODEL_EXECUTE,
+            ModelRun { .. } | WhileWatchdog { .. } => code::MODEL_EXECUTE,
         }
     }
 }

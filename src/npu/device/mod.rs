@@ -69,7 +69,9 @@ pub use memory::MemoryStats;
 pub use model::{Model, ModelBuilder, ModelStream};
 pub use recorder::TaskRecord;
 pub use sync::EventStatus;
-pub use task::{AllocOutputs, Callback, Launch, LaunchOutputs, Task, TensorArg};
+pub use task::{
+    AllocOutputs, COND_VALUE_BYTES, Callback, CondKind, Launch, LaunchOutputs, Task, TensorArg,
+};
 
 use host::HostPool;
 use memory::{Memory, NoRoom};
@@ -144,6 +146,9 @@ pub struct DeviceConfig {
     /// Threads of the device's compute cores, which kernels split large work over; 0: one
     /// per available CPU.
     pub compute_threads: usize,
+    /// Body runs one WHILE task may make in one execution before the execution faults
+    /// (a watchdog: a body that never clears its condition would hang the stream).
+    pub max_while_iterations: u64,
 }
 
 impl Default for DeviceConfig {
@@ -154,6 +159,7 @@ impl Default for DeviceConfig {
             ops: None,
             check_launch_shapes: cfg!(debug_assertions),
             compute_threads: 0,
+            max_while_iterations: 1_000_000,
         }
     }
 }
@@ -201,6 +207,7 @@ pub(crate) struct Core {
     /// waiting on them would deadlock the device.
     pub cores: rayon::ThreadPool,
     pub check_launch_shapes: bool,
+    pub max_while_iterations: u64,
     queue_depth: usize,
     pub memory: Memory,
     host: Arc<HostPool>,
@@ -230,7 +237,7 @@ impl Core {
         get(&self.notifies, id.0).ok_or(NpuError::InvalidNotify(id))
     }
 
-    fn model(&self, id: ModelId) -> Result<Arc<ModelInner>, NpuError> {
+    pub(crate) fn model(&self, id: ModelId) -> Result<Arc<ModelInner>, NpuError> {
         get(&self.models, id.0).ok_or(NpuError::InvalidModel(id))
     }
 
@@ -319,7 +326,7 @@ impl Core {
             }
             Task::NotifyRecord(id) => Job::NotifyRecord(self.notify(id)?),
             Task::NotifyWait(id) => Job::NotifyWait(self.notify(id)?),
-            Task::StreamActivate(_) => {
+            Task::StreamActivate(_) | Task::Cond { .. } => {
                 return Err(NpuError::TaskNotSupported {
                     task: task.kind(),
                     context: "outside a model",
@@ -437,6 +444,7 @@ impl Device {
             cores,
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
             check_launch_shapes: config.check_launch_shapes,
+            max_while_iterations: config.max_while_iterations.max(1),
             queue_depth: config.queue_depth.max(1),
             memory: Memory::new(config.memory_bytes),
             host: Arc::new(HostPool::default()),
@@ -795,11 +803,21 @@ impl Device {
     /// Loads a model: checks its ids and ops against the device and starts its streams.
     pub fn load_model(&self, model: &Model) -> Result<ModelId, NpuError> {
         let core = self.core();
+        // Resolved before the table is locked for the push: conditional tasks look their
+        // sub-models up in it.
+        let mut inner = ModelInner::load(core, ModelId(u32::MAX), model)?;
         let mut table = core.models.write().unwrap_or_else(PoisonError::into_inner);
         let id = ModelId(table.len() as u32);
-        let inner = ModelInner::load(core, id, model)?;
+        inner.id = id;
         table.push(Some(Arc::new(inner)));
         Ok(id)
+    }
+
+    /// Replaces a loaded model's tasks (same stream count) for the executions issued from
+    /// now on; executions already issued run the tasks they were issued with.
+    pub fn update_model(&self, id: ModelId, model: &Model) -> Result<(), NpuError> {
+        let core = self.core();
+        core.model(id)?.update(core, model)
     }
 
     /// Queues a run of the model on `stream`: work queued after it on `stream` sees its
@@ -809,8 +827,9 @@ impl Device {
         let core = self.core();
         let s = core.stream(stream)?;
         let m = core.model(model)?;
-        m.check(core)?;
-        s.send(Job::Execute(m), true)
+        let plan = m.plan();
+        plan.check(core)?;
+        s.send(Job::Execute(m, plan), true)
     }
 
     /// Unloads a model after any run of it finished, stopping its streams.

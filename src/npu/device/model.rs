@@ -18,7 +18,15 @@
 //! Notifies are counting semaphores as everywhere.
 //!
 //! Kernel launches in a model must compute into given outputs: a data-dependent op has
-//! nowhere to report its outputs to on a second run. Nested model execution is not a task.
+//! nowhere to report its outputs to on a second run. A model runs other models only through
+//! a [`Task::Cond`] (ACL Graph's conditional task): its sub-models are loaded first, and the
+//! stream that reaches the task runs the chosen one to completion before going on.
+//!
+//! A loaded model's tasks can be replaced ([`super::Device::update_model`]: ACL Graph's
+//! task update): an execution runs the task lists it had when it was issued, so an update
+//! takes effect from the next execution issued, never in the middle of one. Values set at
+//! each execution start ([`ModelBuilder::start_value`]) are written by the executing stream
+//! before any model stream starts (a condition handle's ASSIGN_DEFAULT).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -28,7 +36,8 @@ use crate::npu::ops::Compute;
 
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
-use super::task::{Job, Task};
+use super::access::with_spans;
+use super::task::{COND_VALUE_BYTES, CondKind, Job, Task};
 use super::{Core, DevicePtr, EventId, ModelId, NotifyId, NpuError};
 
 /// One stream of a model.
@@ -44,6 +53,7 @@ pub struct ModelStream {
 pub struct Model {
     name: String,
     streams: Vec<ModelStream>,
+    start_values: Vec<(DevicePtr, u64)>,
 }
 
 impl Model {
@@ -55,6 +65,10 @@ impl Model {
     }
     pub fn streams(&self) -> &[ModelStream] {
         &self.streams
+    }
+    /// Values written at each execution start (8-byte little-endian, at the address).
+    pub fn start_values(&self) -> &[(DevicePtr, u64)] {
+        &self.start_values
     }
 }
 
@@ -85,8 +99,15 @@ impl ModelBuilder {
         });
         self
     }
+    /// Writes `value` as 8 little-endian bytes at `ptr` at each execution start, before any
+    /// of the model's streams runs.
+    pub fn start_value(mut self, ptr: DevicePtr, value: u64) -> Self {
+        self.model.start_values.push((ptr, value));
+        self
+    }
     /// Checks the model's own consistency: some stream starts, activations name streams
-    /// of the model, each event is recorded at most once.
+    /// of the model, each event is recorded at most once, conditional tasks have a model
+    /// count their kind accepts.
     pub fn build(self) -> Result<Model, NpuError> {
         let m = self.model;
         let bad = |msg: String| NpuError::ModelBuild {
@@ -112,6 +133,12 @@ impl ModelBuilder {
                         )));
                     }
                     Task::EventRecord(e) => recorded.push(*e),
+                    Task::Cond { kind, models, .. } if !kind.accepts_size(models.len()) => {
+                        return Err(bad(format!(
+                            "stream {i} has a {kind} task with {} models",
+                            models.len()
+                        )));
+                    }
                     _ => {}
                 }
             }
@@ -120,24 +147,26 @@ impl ModelBuilder {
     }
 }
 
-/// A loaded model.
-pub(crate) struct ModelInner {
-    pub id: ModelId,
+/// A loaded model's task lists with every id resolved: what one execution runs. Replaced
+/// whole by an update; an execution holds the one it was issued with.
+pub(crate) struct ModelPlan {
     streams: Vec<ModelStream>,
-    workers: Vec<Arc<StreamState>>,
     /// Every event the model uses, and whether the model records it.
     events: Vec<(EventId, Arc<EventState>, bool)>,
     notifies: Vec<(NotifyId, Arc<NotifyState>)>,
+    /// The sub-models of conditional tasks.
+    subs: Vec<(ModelId, Arc<ModelInner>)>,
     /// Every device range the tasks touch, checked at each execution.
     ranges: Vec<(DevicePtr, usize)>,
-    running: Mutex<()>,
+    start_values: Vec<(DevicePtr, u64)>,
 }
 
-impl ModelInner {
-    /// Resolves a model's ids against the device and starts its stream workers.
-    pub fn load(core: &Arc<Core>, id: ModelId, model: &Model) -> Result<Self, NpuError> {
+impl ModelPlan {
+    /// Resolves a model's ids against the device (sub-models among the loaded ones).
+    fn resolve(core: &Core, model: &Model) -> Result<ModelPlan, NpuError> {
         let mut events: Vec<(EventId, Arc<EventState>, bool)> = Vec::new();
         let mut notifies: Vec<(NotifyId, Arc<NotifyState>)> = Vec::new();
+        let mut subs: Vec<(ModelId, Arc<ModelInner>)> = Vec::new();
         let mut ranges = Vec::new();
         for s in &model.streams {
             for t in &s.tasks {
@@ -173,21 +202,27 @@ impl ModelInner {
                             });
                         }
                     }
+                    Task::Cond { models, .. } => {
+                        for m in models {
+                            if !subs.iter().any(|(id, _)| id == m) {
+                                subs.push((*m, core.model(*m)?));
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }
         }
-        let workers = (0..model.streams.len())
-            .map(|_| StreamState::spawn(core, core.model_stream_id(), 0))
-            .collect();
-        Ok(ModelInner {
-            id,
+        for &(ptr, _) in &model.start_values {
+            ranges.push((ptr, COND_VALUE_BYTES));
+        }
+        Ok(ModelPlan {
             streams: model.streams.clone(),
-            workers,
             events,
             notifies,
+            subs,
             ranges,
-            running: Mutex::new(()),
+            start_values: model.start_values.clone(),
         })
     }
 
@@ -205,13 +240,70 @@ impl ModelInner {
                 return Err(NpuError::EventNotRecorded { event: *id });
             }
         }
+        for (_, sub) in &self.subs {
+            sub.plan().check(core)?;
+        }
+        Ok(())
+    }
+}
+
+/// A loaded model.
+pub(crate) struct ModelInner {
+    pub id: ModelId,
+    plan: Mutex<Arc<ModelPlan>>,
+    workers: Vec<Arc<StreamState>>,
+    running: Mutex<()>,
+}
+
+impl ModelInner {
+    /// Resolves a model's ids against the device and starts its stream workers.
+    pub fn load(core: &Arc<Core>, id: ModelId, model: &Model) -> Result<Self, NpuError> {
+        let plan = ModelPlan::resolve(core, model)?;
+        let workers = (0..model.streams.len())
+            .map(|_| StreamState::spawn(core, core.model_stream_id(), 0))
+            .collect();
+        Ok(ModelInner {
+            id,
+            plan: Mutex::new(Arc::new(plan)),
+            workers,
+            running: Mutex::new(()),
+        })
+    }
+
+    /// The task lists an execution issued now runs.
+    pub fn plan(&self) -> Arc<ModelPlan> {
+        self.plan
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the task lists for executions issued from now on. The model keeps its
+    /// streams: the new one must have as many.
+    pub fn update(&self, core: &Core, model: &Model) -> Result<(), NpuError> {
+        if model.streams.len() != self.workers.len() {
+            return Err(NpuError::ModelBuild {
+                model: format!("{:?}", model.name),
+                msg: format!(
+                    "an update has {} streams, the loaded model {}",
+                    model.streams.len(),
+                    self.workers.len()
+                ),
+            });
+        }
+        let plan = Arc::new(ModelPlan::resolve(core, model)?);
+        *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = plan;
         Ok(())
     }
 
-    /// Runs the model to completion on the calling worker (the executing stream's).
-    pub fn execute(self: &Arc<Self>, core: &Core) -> Result<(), NpuError> {
+    /// Runs the model to completion on the calling worker (the executing stream's, or the
+    /// stream of the conditional task that chose it).
+    pub fn execute(self: &Arc<Self>, core: &Core, plan: Arc<ModelPlan>) -> Result<(), NpuError> {
         let _one_run = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        let events = self
+        for &(ptr, value) in &plan.start_values {
+            write_value(core, ptr, value).map_err(|e| self.failed(e))?;
+        }
+        let events = plan
             .events
             .iter()
             .map(|(id, e, recorded_here)| {
@@ -225,12 +317,13 @@ impl ModelInner {
             .collect();
         let run = Arc::new(ModelRun {
             model: self.clone(),
+            plan,
             events,
             active: Mutex::new(0),
             cv: Condvar::new(),
             fault: Mutex::new(None),
         });
-        for (i, s) in self.streams.iter().enumerate() {
+        for (i, s) in run.plan.streams.iter().enumerate() {
             if s.active_at_start {
                 run.activate(i)?;
             }
@@ -242,11 +335,15 @@ impl ModelInner {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match fault {
-            Some(e) => Err(NpuError::ModelRun {
-                model: self.id,
-                source: Box::new(e),
-            }),
+            Some(e) => Err(self.failed(e)),
             None => Ok(()),
+        }
+    }
+
+    fn failed(&self, e: NpuError) -> NpuError {
+        NpuError::ModelRun {
+            model: self.id,
+            source: Box::new(e),
         }
     }
 
@@ -276,9 +373,30 @@ impl ModelInner {
     }
 }
 
+/// Writes a condition value.
+fn write_value(core: &Core, ptr: DevicePtr, value: u64) -> Result<(), NpuError> {
+    let out = [core.memory.resolve(ptr, COND_VALUE_BYTES)?];
+    let mut scratch = Default::default();
+    with_spans(&[], &out, &mut scratch, |_, o| {
+        o[0].copy_from_slice(&value.to_le_bytes())
+    })
+}
+
+/// Reads a condition value.
+fn read_value(core: &Core, ptr: DevicePtr) -> Result<u64, NpuError> {
+    let input = [core.memory.resolve(ptr, COND_VALUE_BYTES)?];
+    let mut scratch = Default::default();
+    with_spans(&input, &[], &mut scratch, |i, _| {
+        let mut b = [0u8; COND_VALUE_BYTES];
+        b.copy_from_slice(i[0]);
+        u64::from_le_bytes(b)
+    })
+}
+
 /// One execution of a model.
 pub(crate) struct ModelRun {
     model: Arc<ModelInner>,
+    plan: Arc<ModelPlan>,
     /// Each event's generation for this run.
     events: Vec<(EventId, Arc<EventState>, u64)>,
     /// Started lists not finished yet.
@@ -289,7 +407,7 @@ pub(crate) struct ModelRun {
 
 impl ModelRun {
     pub fn tasks(&self, index: usize) -> &[Task] {
-        &self.model.streams[index].tasks
+        &self.plan.streams[index].tasks
     }
 
     pub fn event(&self, id: EventId) -> (&Arc<EventState>, u64) {
@@ -303,12 +421,56 @@ impl ModelRun {
 
     pub fn notify(&self, id: NotifyId) -> &Arc<NotifyState> {
         &self
-            .model
+            .plan
             .notifies
             .iter()
             .find(|(n, _)| *n == id)
             .expect("loading listed every notify of the model")
             .1
+    }
+
+    /// Runs a conditional task of this run on the calling worker: reads the value, runs the
+    /// chosen sub-model to completion; a WHILE reads the value again after each run.
+    pub fn cond(
+        &self,
+        core: &Core,
+        kind: CondKind,
+        value: DevicePtr,
+        models: &[ModelId],
+    ) -> Result<(), NpuError> {
+        let run_sub = |id: ModelId| -> Result<(), NpuError> {
+            let (_, sub) = self
+                .plan
+                .subs
+                .iter()
+                .find(|(m, _)| *m == id)
+                .expect("loading resolved every sub-model of the model");
+            sub.execute(core, sub.plan())
+        };
+        let v = read_value(core, value)?;
+        match kind {
+            CondKind::If if v != 0 => run_sub(models[0]),
+            CondKind::If => models.get(1).map_or(Ok(()), |&m| run_sub(m)),
+            CondKind::Switch => match usize::try_from(v).ok().and_then(|i| models.get(i)) {
+                Some(&m) => run_sub(m),
+                None => Ok(()),
+            },
+            CondKind::While => {
+                let mut v = v;
+                let mut runs = 0u64;
+                while v != 0 {
+                    if runs == core.max_while_iterations {
+                        return Err(NpuError::WhileWatchdog {
+                            limit: core.max_while_iterations,
+                        });
+                    }
+                    runs += 1;
+                    run_sub(models[0])?;
+                    v = read_value(core, value)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Starts model stream `index` for this run.

@@ -131,7 +131,7 @@ fn describe(job: &Job) -> Option<(&'static str, Option<String>, String)> {
             Some(launch.op().to_string()),
             launch.label().unwrap_or(launch.op()).to_string(),
         ),
-        Job::Execute(_) => ("model execute", None, "model execute".into()),
+        Job::Execute(..) => ("model execute", None, "model execute".into()),
         Job::RunList { index, .. } => ("model stream run", None, format!("model stream {index}")),
         Job::Shutdown => return None,
     })

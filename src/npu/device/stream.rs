@@ -329,8 +329,8 @@ impl Worker {
                 // A skipped launch reports the earlier fault to its waiter only.
                 if faulted { Ok(()) } else { r.map(drop) }
             }
-            Job::Execute(_) if faulted => Ok(()),
-            Job::Execute(model) => model.execute(&self.core),
+            Job::Execute(..) if faulted => Ok(()),
+            Job::Execute(model, plan) => model.execute(&self.core, plan),
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -366,6 +366,11 @@ impl Worker {
                 Task::NotifyWait(id) => run.notify(*id).wait(shutdown),
                 Task::StreamActivate(i) => run.activate(*i as usize),
                 _ if fault.is_some() => Ok(()),
+                Task::Cond {
+                    kind,
+                    value,
+                    models,
+                } => run.cond(&core, *kind, *value, models),
                 t => self.task(t),
             };
             if let Err(e) = r {
@@ -443,7 +448,8 @@ impl Worker {
             | Task::EventWait(_)
             | Task::NotifyRecord(_)
             | Task::NotifyWait(_)
-            | Task::StreamActivate(_) => Err(NpuError::TaskNotSupported {
+            | Task::StreamActivate(_)
+            | Task::Cond { .. } => Err(NpuError::TaskNotSupported {
                 task: task.kind(),
                 context: "outside the stream protocol",
             }),

@@ -17,9 +17,9 @@ use crate::npu::ops::TensorMeta;
 use crate::npu::{AttrMap, DType};
 
 use super::host::HostBuf;
-use super::model::{ModelInner, ModelRun};
+use super::model::{ModelInner, ModelPlan, ModelRun};
 use super::sync::{EventState, NotifyState};
-use super::{DevicePtr, EventId, NotifyId, NpuError};
+use super::{DevicePtr, EventId, ModelId, NotifyId, NpuError};
 
 /// A tensor argument of a launch: where it is in device memory, its element type and dims.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +151,9 @@ impl Launch {
     }
 }
 
+/// Bytes of a condition value in device memory.
+pub const COND_VALUE_BYTES: usize = 8;
+
 /// A host function run in stream order (`aclrtLaunchCallback`); an `Err` faults the stream.
 pub type Callback = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -198,6 +201,59 @@ pub enum Task {
     /// Starts stream `index` of the model this task is part of (models only).
     StreamActivate(u32),
     Callback(Callback),
+    /// Runs loaded sub-models by a condition value in device memory, on this stream, to
+    /// completion (models only): the conditional task of ACL Graph. See [`CondKind`].
+    Cond {
+        kind: CondKind,
+        /// 8 bytes of device memory holding the value, a little-endian `u64`.
+        value: DevicePtr,
+        /// The sub-models, loaded before the model that holds the task.
+        models: Vec<ModelId>,
+    },
+}
+
+/// How a [`Task::Cond`] picks what to run (`aclmdlRICondTaskType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CondKind {
+    /// Runs model 0 once when the value is non-zero, model 1 (if any) once when it is zero.
+    If = 0,
+    /// Runs model 0 while the value is non-zero, reading it before each run; more runs in
+    /// one execution than the device's watchdog allows fault the execution.
+    While = 1,
+    /// Runs model `value` once when it is below the model count, nothing otherwise.
+    Switch = 2,
+}
+
+impl CondKind {
+    /// The lowercase name: `if`, `while`, `switch`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CondKind::If => "if",
+            CondKind::While => "while",
+            CondKind::Switch => "switch",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<CondKind> {
+        [CondKind::If, CondKind::While, CondKind::Switch]
+            .into_iter()
+            .find(|m| m.name() == s)
+    }
+    /// Whether a task of this kind may have `n` sub-models (`aclmdlRICondTaskParams::size`:
+    /// 1 or 2 for IF, 1 for WHILE, any positive count for SWITCH).
+    pub fn accepts_size(self, n: usize) -> bool {
+        match self {
+            CondKind::If => n == 1 || n == 2,
+            CondKind::While => n == 1,
+            CondKind::Switch => n > 0,
+        }
+    }
+}
+
+impl fmt::Display for CondKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Task {
@@ -215,6 +271,7 @@ impl Task {
             Task::NotifyWait(_) => "notify wait",
             Task::StreamActivate(_) => "stream activation",
             Task::Callback(_) => "host callback",
+            Task::Cond { .. } => "conditional",
         }
     }
 
@@ -228,6 +285,7 @@ impl Task {
                 | Task::MemcpyD2D { .. }
                 | Task::Memset { .. }
                 | Task::Callback(_)
+                | Task::Cond { .. }
         )
     }
 
@@ -252,6 +310,7 @@ impl Task {
             Task::MemcpyD2H { src, len, .. } => f(*src, *len),
             Task::MemcpyD2D { dst, src, len } => f(*src, *len).and_then(|()| f(*dst, *len)),
             Task::Memset { dst, len, .. } => f(*dst, *len),
+            Task::Cond { value, .. } => f(*value, COND_VALUE_BYTES),
             _ => Ok(()),
         }
     }
@@ -302,6 +361,11 @@ impl fmt::Debug for Task {
             Task::NotifyWait(n) => write!(f, "NotifyWait({n})"),
             Task::StreamActivate(i) => write!(f, "StreamActivate({i})"),
             Task::Callback(_) => f.write_str("Callback"),
+            Task::Cond {
+                kind,
+                value,
+                models,
+            } => write!(f, "Cond({kind} at {value}: {models:?})"),
         }
     }
 }
@@ -342,8 +406,9 @@ pub(crate) enum Job {
         launch: Arc<Launch>,
         done: Sender<AllocOutputs>,
     },
-    /// Runs a model and waits for it, on the stream that executes it.
-    Execute(Arc<ModelInner>),
+    /// Runs a model and waits for it, on the stream that executes it, with the task lists
+    /// it had when the execution was issued.
+    Execute(Arc<ModelInner>, Arc<ModelPlan>),
     /// Runs one stream's preloaded tasks of a model run, on that model stream.
     RunList {
         run: Arc<ModelRun>,

@@ -1,0 +1,83 @@
+//! `rt2 capture`: runs an ACL Graph capture script (../shared/specs/capture-script.md) on
+//! a fresh emulated device and reports every step, the captured models, the buffers and
+//! the expectations.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::capture::{report, runner, script};
+use crate::cmd::{ReportFormat, Status, output};
+
+/// How `rt2 capture` shows the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The captured models as one Graphviz digraph, instead of the report.
+    Dot,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The capture script (TOML, version 1).
+    pub script: PathBuf,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Print the captured models as Graphviz DOT instead of the report.
+    #[arg(long, value_enum)]
+    pub view: Option<View>,
+    /// Write each captured top-level model, as its capture ended, to DIR/<model>.rim.json
+    /// (for `rt2 replay`).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let path = args.script.display().to_string();
+    let text = std::fs::read_to_string(&args.script)
+        .with_context(|| format!("cannot read {path}"))?;
+    let script = script::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let (report, session) = runner::run(&script)
+        .map_err(|e| anyhow::anyhow!("{path}: the device cannot hold the buffers: {e}"))?;
+    if let Some(dir) = &args.save {
+        save(dir, session.captured())?;
+    }
+    match (args.view, args.format) {
+        (Some(View::Dot), _) => print!("{}", report::to_dot(&report)),
+        (None, ReportFormat::Json) => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::to_json(&report))?
+        ),
+        (None, ReportFormat::Table) => print!("{}", report::to_text(&report)),
+    }
+    Ok(if report.passed() {
+        Status::Success
+    } else {
+        Status::CheckFailed
+    })
+}
+
+/// A model name as a file name: characters other than letters, digits, `.`, `_` and `-`
+/// become `_`.
+fn file_name(model: &str) -> String {
+    let safe: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.rim.json")
+}
+
+fn save(dir: &Path, captured: &[runner::CapturedAt]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for c in captured {
+        let json = serde_json::to_string_pretty(&c.file)?;
+        output::write_atomic(&dir.join(file_name(&c.name)), format!("{json}\n").as_bytes())?;
+    }
+    Ok(())
+}

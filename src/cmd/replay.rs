@@ -1,0 +1,52 @@
+//! `rt2 replay`: loads a model saved by `rt2 capture --save` onto a fresh emulated device,
+//! executes it and prints the buffers.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::capture::{report, rim};
+use crate::cmd::{CheckFailure, ReportFormat, Status};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A saved model (`.rim.json`).
+    pub model: PathBuf,
+    /// Executions, in order on one stream.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub times: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let path = args.model.display().to_string();
+    let text =
+        std::fs::read_to_string(&args.model).with_context(|| format!("cannot read {path}"))?;
+    let file = rim::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let replay = rim::load(&file).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    replay.execute(args.times).map_err(|e| {
+        CheckFailure(format!(
+            "{path}: model {:?} failed on the device: {e}",
+            file.name
+        ))
+    })?;
+    let buffers = replay
+        .buffers()
+        .map_err(|e| anyhow::anyhow!("{path}: cannot read the buffers: {e}"))?;
+    match args.format {
+        ReportFormat::Json => {
+            let mut v = report::buffers_to_json(&buffers);
+            v["model"] = json!(file.name);
+            v["times"] = json!(args.times);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        ReportFormat::Table => {
+            println!("model {} executed {} times", file.name, args.times);
+            print!("{}", report::buffers_to_text(&buffers));
+        }
+    }
+    Ok(Status::Success)
+}
