@@ -50,6 +50,7 @@ fn device() -> Device {
         ops: Some(Arc::new(ops)),
         check_launch_shapes: false,
         compute_threads: 1,
+        ..DeviceConfig::default()
     })
 }
 

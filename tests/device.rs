@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use rt2::npu::device::{EventStatus, HostBuf, code};
+use rt2::npu::device::{CondKind, EventStatus, HostBuf, code};
 use rt2::npu::ops::{
     InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
 };
 use rt2::npu::{
-    AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, Model, NpuError, StreamId, Task,
-    TensorArg,
+    AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, Model, ModelId, NpuError, StreamId,
+    Task, TensorArg,
 };
 
 // ---- a small op library of the test's own
@@ -843,4 +843,120 @@ fn models_are_checked_when_built_and_loaded() {
     dev.record_event(e, s).unwrap();
     dev.execute_model(m, s).unwrap();
     dev.synchronize(s).unwrap();
+}
+
+/// A model whose one stream runs a callback that appends `tag` to `log`.
+fn logging_model(log: &Arc<std::sync::Mutex<Vec<u32>>>, tag: u32) -> Model {
+    let log = log.clone();
+    Model::builder()
+        .stream(vec![Task::Callback(Arc::new(move || {
+            log.lock().unwrap().push(tag);
+            Ok(())
+        }))])
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn an_update_applies_from_the_next_issued_execution() {
+    let dev = device();
+    let s = dev.create_stream();
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let m = dev.load_model(&logging_model(&log, 1)).unwrap();
+    // Hold the stream so both executions are queued before the update.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    dev.submit(
+        s,
+        Task::Callback(Arc::new(move || {
+            rx.lock().unwrap().recv().map_err(|e| e.to_string())
+        })),
+    )
+    .unwrap();
+    dev.execute_model(m, s).unwrap();
+    dev.update_model(m, &logging_model(&log, 2)).unwrap();
+    dev.execute_model(m, s).unwrap();
+    tx.send(()).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![1, 2],
+        "issued before the update: old tasks"
+    );
+    // An update keeps the stream count.
+    let two = Model::builder()
+        .stream(vec![])
+        .stream(vec![])
+        .build()
+        .unwrap();
+    assert!(matches!(
+        dev.update_model(m, &two),
+        Err(NpuError::ModelBuild { .. })
+    ));
+}
+
+#[test]
+fn cond_tasks_pick_sub_models_by_the_value_in_device_memory() {
+    let dev = Device::new(DeviceConfig {
+        ops: Some(ops()),
+        max_while_iterations: 5,
+        ..DeviceConfig::default()
+    });
+    let s = dev.create_stream();
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let subs: Vec<ModelId> = (0..3)
+        .map(|i| dev.load_model(&logging_model(&log, i)).unwrap())
+        .collect();
+    let value = dev.malloc(8, s).unwrap();
+    let run = |kind: CondKind, models: &[ModelId], v: u64| {
+        let parent = Model::builder()
+            .stream(vec![Task::Cond {
+                kind,
+                value,
+                models: models.to_vec(),
+            }])
+            .build()
+            .unwrap();
+        dev.memcpy_h2d(value, &v.to_le_bytes()).unwrap();
+        log.lock().unwrap().clear();
+        let p = dev.load_model(&parent).unwrap();
+        dev.execute_model(p, s).unwrap();
+        let r = dev.synchronize(s);
+        (r, log.lock().unwrap().clone())
+    };
+    assert_eq!(run(CondKind::If, &subs[..2], 7), (Ok(()), vec![0]));
+    assert_eq!(run(CondKind::If, &subs[..2], 0), (Ok(()), vec![1]));
+    assert_eq!(run(CondKind::If, &subs[..1], 0), (Ok(()), vec![]));
+    assert_eq!(run(CondKind::Switch, &subs, 2), (Ok(()), vec![2]));
+    assert_eq!(run(CondKind::Switch, &subs, 3), (Ok(()), vec![]));
+    // A WHILE whose body never clears the value: five runs, then the watchdog.
+    let (r, ran) = run(CondKind::While, &subs[..1], 1);
+    assert_eq!(ran, vec![0; 5]);
+    let err = r.unwrap_err();
+    assert!(
+        err.to_string().contains("WHILE task ran its body 5 times"),
+        "{err}"
+    );
+    // Sizes a kind does not take, and a cond task outside a model, are refused.
+    assert!(matches!(
+        Model::builder()
+            .stream(vec![Task::Cond {
+                kind: CondKind::While,
+                value,
+                models: subs.clone(),
+            }])
+            .build(),
+        Err(NpuError::ModelBuild { .. })
+    ));
+    assert!(matches!(
+        dev.submit(
+            s,
+            Task::Cond {
+                kind: CondKind::If,
+                value,
+                models: subs[..1].to_vec(),
+            }
+        ),
+        Err(NpuError::TaskNotSupported { .. })
+    ));
 }

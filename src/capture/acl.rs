@@ -32,8 +32,8 @@ use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
 
 use crate::npu::device::{
-    COND_VALUE_BYTES, CondKind, Device, DeviceConfig, DevicePtr, EventId, Model, ModelId,
-    NotifyId, NpuError, StreamId, Task,
+    COND_VALUE_BYTES, CondKind, Device, DeviceConfig, DevicePtr, EventId, Model, ModelId, NotifyId,
+    NpuError, StreamId, Task,
 };
 
 use super::error::AclError;
@@ -355,9 +355,7 @@ impl Acl {
             .device
             .malloc(bytes, self.device.default_stream())
             .map_err(dev)?;
-        self.device
-            .memcpy_h2d(ptr, &vec![0; bytes])
-            .map_err(dev)?;
+        self.device.memcpy_h2d(ptr, &vec![0; bytes]).map_err(dev)?;
         Ok(ptr)
     }
 
@@ -541,9 +539,7 @@ impl Acl {
             );
         }
         drop(st);
-        self.device
-            .launch(stream, resolved.launch())
-            .map_err(dev)
+        self.device.launch(stream, resolved.launch()).map_err(dev)
     }
 
     /// Checks an unsafe call (`aclrtMemcpy`, `aclrtMemset`) against the capture modes
@@ -556,7 +552,11 @@ impl Acl {
             .get(&me)
             .copied()
             .unwrap_or(CaptureMode::Global);
-        let captures = st.models.iter().flatten().filter_map(|m| m.capture.as_ref());
+        let captures = st
+            .models
+            .iter()
+            .flatten()
+            .filter_map(|m| m.capture.as_ref());
         let mut strictest = None::<CaptureMode>;
         let mut mine = Vec::new();
         for c in captures {
@@ -716,7 +716,8 @@ impl Acl {
         }
         let g = TaskGroup(st.groups.len() as u32);
         for &(s, t) in &tasks {
-            if let Some(RecTask::Kernel { group, .. }) = st.model_mut(m)?.streams[s].tasks.get_mut(t)
+            if let Some(RecTask::Kernel { group, .. }) =
+                st.model_mut(m)?.streams[s].tasks.get_mut(t)
             {
                 *group = Some(g);
             }
@@ -1199,7 +1200,10 @@ impl State {
 
     fn member_join(&self, m: ModelRI, stream: StreamId) -> Option<Join> {
         let c = self.model(m).ok()?.capture.as_ref()?;
-        c.members.iter().find(|x| x.stream == stream).map(|x| x.join)
+        c.members
+            .iter()
+            .find(|x| x.stream == stream)
+            .map(|x| x.join)
     }
 
     /// A task that may not be in a task group (anything but a kernel) was issued inside
@@ -1233,11 +1237,11 @@ impl State {
         // A task on a stream with no open group while another stream of the capture has
         // one breaks that group (the runtime's IsTaskGroupBreak).
         let breaks = !in_group
-            && self
-                .model(m)?
-                .capture
-                .as_ref()
-                .is_some_and(|c| c.members.iter().any(|x| x.stream != stream && sampling(&x.stream)));
+            && self.model(m)?.capture.as_ref().is_some_and(|c| {
+                c.members
+                    .iter()
+                    .any(|x| x.stream != stream && sampling(&x.stream))
+            });
         let entry = self.model_mut(m)?;
         let capture = entry.capture.as_mut().ok_or(AclError::InternalError)?;
         if breaks {
@@ -1294,10 +1298,12 @@ impl State {
             return Err(AclError::SubAclgraphIsCapturing);
         }
         let members: Vec<StreamId> = c.members.iter().map(|x| x.stream).collect();
-        if members
-            .iter()
-            .any(|s| !matches!(self.streams.get(s).map(|c| &c.group), Some(GroupState::None) | None))
-        {
+        if members.iter().any(|s| {
+            !matches!(
+                self.streams.get(s).map(|c| &c.group),
+                Some(GroupState::None) | None
+            )
+        }) {
             return Err(AclError::TaskGroupStatus);
         }
         self.join_added(m)?;

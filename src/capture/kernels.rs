@@ -42,14 +42,45 @@ fn device_dtype(d: BufDtype) -> DType {
 /// `cond` is the device address of a condition handle's value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum KernelCall<H = DevicePtr> {
-    Fill { dst: Buf, value: Scalar },
-    Copy { dst: Buf, src: Buf },
-    Add { dst: Buf, a: Buf, b: Buf },
-    AddScalar { dst: Buf, src: Buf, value: Scalar },
-    MulScalar { dst: Buf, src: Buf, value: Scalar },
-    Increment { dst: Buf, index: usize, by: Scalar },
-    SetCond { cond: H, src: Buf, index: usize },
-    SetCondLt { cond: H, src: Buf, index: usize, limit: Scalar },
+    Fill {
+        dst: Buf,
+        value: Scalar,
+    },
+    Copy {
+        dst: Buf,
+        src: Buf,
+    },
+    Add {
+        dst: Buf,
+        a: Buf,
+        b: Buf,
+    },
+    AddScalar {
+        dst: Buf,
+        src: Buf,
+        value: Scalar,
+    },
+    MulScalar {
+        dst: Buf,
+        src: Buf,
+        value: Scalar,
+    },
+    Increment {
+        dst: Buf,
+        index: usize,
+        by: Scalar,
+    },
+    SetCond {
+        cond: H,
+        src: Buf,
+        index: usize,
+    },
+    SetCondLt {
+        cond: H,
+        src: Buf,
+        index: usize,
+        limit: Scalar,
+    },
 }
 
 impl<H: Copy> KernelCall<H> {
@@ -117,9 +148,8 @@ impl<H: Copy> KernelCall<H> {
             KernelCall::Fill { dst, value } => fits(value, dst),
             KernelCall::Copy { dst, src } => same(dst, src),
             KernelCall::Add { dst, a, b } => same(dst, a) && same(dst, b),
-            KernelCall::AddScalar { dst, src, value } | KernelCall::MulScalar { dst, src, value } => {
-                same(dst, src) && fits(value, dst)
-            }
+            KernelCall::AddScalar { dst, src, value }
+            | KernelCall::MulScalar { dst, src, value } => same(dst, src) && fits(value, dst),
             KernelCall::Increment { dst, index, by } => index < dst.len && fits(by, dst),
             KernelCall::SetCond { src, index, .. } => index < src.len,
             KernelCall::SetCondLt {
@@ -160,7 +190,8 @@ impl KernelCall<DevicePtr> {
             }
             KernelCall::Copy { dst, src } => (vec![src.arg()], vec![dst.arg()]),
             KernelCall::Add { dst, a, b } => (vec![a.arg(), b.arg()], vec![dst.arg()]),
-            KernelCall::AddScalar { dst, src, value } | KernelCall::MulScalar { dst, src, value } => {
+            KernelCall::AddScalar { dst, src, value }
+            | KernelCall::MulScalar { dst, src, value } => {
                 scalar(&mut attrs, "value", value);
                 (vec![src.arg()], vec![dst.arg()])
             }

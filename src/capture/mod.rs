@@ -11,3 +11,6 @@ pub mod types;
 
 pub use error::AclError;
 pub use types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scalar};
+
+#[cfg(test)]
+mod tests;

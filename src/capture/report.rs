@@ -159,12 +159,15 @@ pub fn model_json(names: &Names, m: &ModelReport) -> Value {
                 .iter()
                 .enumerate()
                 .flat_map(|(si, x)| {
-                    x.tasks.iter().enumerate().filter_map(move |(ti, t)| match t {
-                        RecTask::Kernel { group: Some(tg), .. } if tg == g => {
-                            Some(json!([si, ti]))
-                        }
-                        _ => None,
-                    })
+                    x.tasks
+                        .iter()
+                        .enumerate()
+                        .filter_map(move |(ti, t)| match t {
+                            RecTask::Kernel {
+                                group: Some(tg), ..
+                            } if tg == g => Some(json!([si, ti])),
+                            _ => None,
+                        })
                 })
                 .collect();
             json!({
@@ -173,12 +176,12 @@ pub fn model_json(names: &Names, m: &ModelReport) -> Value {
             })
         })
         .collect();
-    let conds: Vec<Value> = s
-        .streams
-        .iter()
-        .enumerate()
-        .flat_map(|(si, x)| {
-            x.tasks.iter().enumerate().filter_map(move |(ti, t)| match t {
+    let conds: Vec<Value> =
+        s.streams
+            .iter()
+            .enumerate()
+            .flat_map(|(si, x)| {
+                x.tasks.iter().enumerate().filter_map(move |(ti, t)| match t {
                 RecTask::Cond {
                     handle,
                     kind,
@@ -192,8 +195,8 @@ pub fn model_json(names: &Names, m: &ModelReport) -> Value {
                 })),
                 _ => None,
             })
-        })
-        .collect();
+            })
+            .collect();
     json!({
         "name": m.name,
         "status": s.status.name(),
@@ -353,15 +356,7 @@ pub fn to_text(r: &Report) -> String {
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "\n{}",
-        if r.passed() {
-            "passed"
-        } else {
-            "FAILED"
-        }
-    );
+    let _ = writeln!(out, "\n{}", if r.passed() { "passed" } else { "FAILED" });
     out
 }
 
@@ -395,14 +390,22 @@ fn model_dot(out: &mut String, names: &Names, m: &ModelReport, path: &str) {
     let mut records = Vec::new();
     let mut waits = Vec::new();
     for (si, x) in s.streams.iter().enumerate() {
-        let _ = writeln!(out, "    subgraph {} {{", dot_id(&format!("cluster_{path}/s{si}")));
+        let _ = writeln!(
+            out,
+            "    subgraph {} {{",
+            dot_id(&format!("cluster_{path}/s{si}"))
+        );
         let _ = writeln!(
             out,
             "      label={};",
             dot_id(&format!("stream {si} ({})", stream_name(names, x)))
         );
         if x.tasks.is_empty() {
-            let _ = writeln!(out, "      {} [label=\"(empty)\", shape=plaintext];", node(si, 0));
+            let _ = writeln!(
+                out,
+                "      {} [label=\"(empty)\", shape=plaintext];",
+                node(si, 0)
+            );
         }
         for (ti, t) in x.tasks.iter().enumerate() {
             let shape = match t {
@@ -437,7 +440,12 @@ fn model_dot(out: &mut String, names: &Names, m: &ModelReport, path: &str) {
     for (si, x) in s.streams.iter().enumerate() {
         for (ti, t) in x.tasks.iter().enumerate() {
             if let RecTask::Activate(k) = t {
-                let _ = writeln!(out, "    {} -> {} [style=bold];", node(si, ti), node(*k as usize, 0));
+                let _ = writeln!(
+                    out,
+                    "    {} -> {} [style=bold];",
+                    node(si, ti),
+                    node(*k as usize, 0)
+                );
             }
         }
     }

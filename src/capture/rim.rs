@@ -374,10 +374,16 @@ pub fn parse(text: &str) -> Result<RimFile, RimError> {
         )
     })?;
     if f.format != FORMAT {
-        return Err(rim_err("format", format!("is {:?}, not {FORMAT:?}", f.format)));
+        return Err(rim_err(
+            "format",
+            format!("is {:?}, not {FORMAT:?}", f.format),
+        ));
     }
     if f.version != 1 {
-        return Err(rim_err("version", format!("{} is not supported (1 is)", f.version)));
+        return Err(rim_err(
+            "version",
+            format!("{} is not supported (1 is)", f.version),
+        ));
     }
     Ok(f)
 }
@@ -579,7 +585,10 @@ impl<'a> Loader<'a> {
                     RimTask::StreamActivate { stream } if *stream as usize >= rim.streams.len() => {
                         return Err(rim_err(
                             at,
-                            format!("activates stream {stream}, the model has {}", rim.streams.len()),
+                            format!(
+                                "activates stream {stream}, the model has {}",
+                                rim.streams.len()
+                            ),
                         ));
                     }
                     RimTask::StreamActivate { stream } => RecTask::Activate(*stream),
@@ -619,11 +628,12 @@ impl<'a> Loader<'a> {
             });
         }
         if !streams.is_empty() && streams.iter().all(|s| !s.active_at_start) {
-            return Err(rim_err(format!("{place}.streams"), "no stream starts the model"));
+            return Err(rim_err(
+                format!("{place}.streams"),
+                "no stream starts the model",
+            ));
         }
-        self.acl
-            .build_streams(m, streams, rim.events)
-            .map_err(dev)
+        self.acl.build_streams(m, streams, rim.events).map_err(dev)
     }
 }
 

@@ -488,11 +488,19 @@ impl Tables {
     /// Binds the names a successful call returned, and checks what the step checks.
     fn bind(&mut self, acl: &Acl, step: &Step, out: &Out) -> Option<String> {
         match (&step.call, out) {
-            (Call::CaptureEnd { model: Some(name), .. }, Out::Model(m)) => {
+            (
+                Call::CaptureEnd {
+                    model: Some(name), ..
+                },
+                Out::Model(m),
+            ) => {
                 self.bind_model(name, *m, true);
                 let saved = m.map(|m| {
                     let names = self.names();
-                    (m, rim::save(acl, &names, name, m, self.max_while_iterations))
+                    (
+                        m,
+                        rim::save(acl, &names, name, m, self.max_while_iterations),
+                    )
                 });
                 match saved {
                     Some((m, Ok(file))) => {
@@ -517,10 +525,8 @@ impl Tables {
                 Out::Info(status, m),
             ) => {
                 if let Some(name) = model {
-                    let top = m.is_some_and(|m| {
-                        acl.snapshot(m)
-                            .is_some_and(|s| s.parent.is_none())
-                    });
+                    let top =
+                        m.is_some_and(|m| acl.snapshot(m).is_some_and(|s| s.parent.is_none()));
                     self.bind_model(name, *m, top);
                 }
                 match expect_status {
@@ -793,7 +799,10 @@ fn describe(t: &Tables, out: &Out) -> String {
         Out::Mode(prev) => format!("previous {prev}"),
         Out::Values(v) => format!(
             "[{}]",
-            v.iter().map(Scalar::to_string).collect::<Vec<_>>().join(", ")
+            v.iter()
+                .map(Scalar::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }

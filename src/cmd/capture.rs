@@ -34,8 +34,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let path = args.script.display().to_string();
-    let text = std::fs::read_to_string(&args.script)
-        .with_context(|| format!("cannot read {path}"))?;
+    let text =
+        std::fs::read_to_string(&args.script).with_context(|| format!("cannot read {path}"))?;
     let script = script::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     let (report, session) = runner::run(&script)
         .map_err(|e| anyhow::anyhow!("{path}: the device cannot hold the buffers: {e}"))?;
@@ -77,7 +77,10 @@ fn save(dir: &Path, captured: &[runner::CapturedAt]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for c in captured {
         let json = serde_json::to_string_pretty(&c.file)?;
-        output::write_atomic(&dir.join(file_name(&c.name)), format!("{json}\n").as_bytes())?;
+        output::write_atomic(
+            &dir.join(file_name(&c.name)),
+            format!("{json}\n").as_bytes(),
+        )?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! Every test goes through [`Run`], which prints the command, status, stdout and stderr
 //! when an expectation fails, so a red test explains itself.
 
+mod capture;
 mod compile;
 mod dump;
 mod errors;

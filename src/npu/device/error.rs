@@ -114,7 +114,9 @@ pub enum NpuError {
         #[source]
         source: Box<NpuError>,
     },
-    #[error("a WHILE task ran its body {limit} times in one execution and its condition is still set (the watchdog)")]
+    #[error(
+        "a WHILE task ran its body {limit} times in one execution and its condition is still set (the watchdog)"
+    )]
     WhileWatchdog { limit: u64 },
     #[error("the device shut down")]
     DeviceLost,

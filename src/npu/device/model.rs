@@ -34,9 +34,9 @@ use std::time::Duration;
 
 use crate::npu::ops::Compute;
 
+use super::access::with_spans;
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
-use super::access::with_spans;
 use super::task::{COND_VALUE_BYTES, CondKind, Job, Task};
 use super::{Core, DevicePtr, EventId, ModelId, NotifyId, NpuError};
 
