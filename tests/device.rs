@@ -960,3 +960,45 @@ fn cond_tasks_pick_sub_models_by_the_value_in_device_memory() {
         Err(NpuError::TaskNotSupported { .. })
     ));
 }
+
+#[test]
+fn a_capturing_stream_records_its_tasks_instead_of_running_them() {
+    let dev = device();
+    let (s, t) = (dev.create_stream(), dev.create_stream());
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let push = |tag: u32| {
+        let log = log.clone();
+        Task::Callback(Arc::new(move || {
+            log.lock().unwrap().push(tag);
+            Ok(())
+        }))
+    };
+    dev.begin_capture(s).unwrap();
+    assert!(matches!(
+        dev.begin_capture(s),
+        Err(NpuError::Capture { .. })
+    ));
+    dev.submit(s, push(1)).unwrap();
+    dev.submit(s, push(2)).unwrap();
+    // Nothing ran; other streams and a synchronize of the capturing one are refused.
+    assert!(matches!(
+        dev.submit(t, push(9)),
+        Err(NpuError::Capture { .. })
+    ));
+    assert!(matches!(dev.synchronize(s), Err(NpuError::Capture { .. })));
+    let tasks = dev.end_capture(s).unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert!(log.lock().unwrap().is_empty());
+    assert!(matches!(dev.end_capture(s), Err(NpuError::Capture { .. })));
+    let m = dev
+        .load_model(&Model::builder().stream(tasks).build().unwrap())
+        .unwrap();
+    dev.execute_model(m, t).unwrap();
+    dev.execute_model(m, t).unwrap();
+    dev.synchronize(t).unwrap();
+    assert_eq!(*log.lock().unwrap(), vec![1, 2, 1, 2]);
+    // Submissions run at once again.
+    dev.submit(s, push(3)).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(log.lock().unwrap().last(), Some(&3));
+}

@@ -225,3 +225,55 @@ fn one_executor_runs_changing_sequence_lengths_and_reuses_device_memory() {
         ex.unload().expect("unloads");
     }
 }
+
+/// Graph mode on the same block: captured at one length under each engine, replays give
+/// the plain execution's bytes for new values of that length, other lengths are refused,
+/// plain executions wait until the graph is released.
+#[test]
+fn graph_mode_replays_a_captured_length_bit_for_bit() {
+    let onnx = encoder_block_model(SIZES, None);
+    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
+    let model = file.models.swap_remove(0).model;
+    let eg = lower(&model, &LowerOptions::default()).expect("lowers");
+    let (a, b) = (
+        host(16, &input(16)),
+        host(16, &seeded_f32(16 * SIZES.d_model, 7, 1.0)),
+    );
+    for executor in ExecutorType::ALL {
+        let device = Device::new(DeviceConfig::default());
+        let options = ExecutorOptions {
+            executor,
+            ..ExecutorOptions::default()
+        };
+        let mut plain = ModelV2Executor::create(&eg, &device, options.clone()).expect("creates");
+        plain.load().expect("loads");
+        let (mut pa, mut pb) = (Vec::new(), Vec::new());
+        plain.execute_sync(&[&a], &mut pa).expect("runs");
+        plain.execute_sync(&[&b], &mut pb).expect("runs");
+        plain.unload().expect("unloads");
+
+        let mut ex = ModelV2Executor::create(&eg, &device, options).expect("creates");
+        ex.load().expect("loads");
+        ex.capture_main(&[&a])
+            .unwrap_or_else(|e| panic!("{}: {e}", executor.name()));
+        let mut out = Vec::new();
+        for (x, want) in [(&a, &pa), (&b, &pb), (&a, &pa)] {
+            ex.replay_sync(&[x], &mut out).expect("replays");
+            assert_eq!(out[0].shape, want[0].shape);
+            assert!(
+                out[0].data == want[0].data,
+                "{}: a replay differs from the plain run",
+                executor.name()
+            );
+        }
+        let other = host(64, &input(64));
+        let e = ex.replay_sync(&[&other], &mut out).unwrap_err();
+        assert!(e.to_string().contains("captured with"), "{e}");
+        let e = ex.execute_sync(&[&a], &mut out).unwrap_err();
+        assert!(e.to_string().contains("a graph is captured"), "{e}");
+        ex.release_graph().expect("releases");
+        ex.execute_sync(&[&b], &mut out).expect("runs again");
+        assert!(out[0].data == pb[0].data);
+        ex.unload().expect("unloads");
+    }
+}

@@ -108,6 +108,12 @@ pub struct Args {
     /// plus DIR/index.json listing op, op type, output, dtype, shape and file.
     #[arg(long, value_name = "DIR")]
     pub dump_tensors: Option<PathBuf>,
+    /// Graph mode: capture the first execution's device work as a model (NPUGraph, CUDA
+    /// Graphs) and replay it for every later one, with no host work per node. Needs
+    /// shapes that are static for the inputs and a Main that reads no device memory on
+    /// the host; the outputs are the plain run's, bit for bit. One stream only.
+    #[arg(long)]
+    pub graph: bool,
 }
 
 fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
@@ -148,6 +154,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         if !(v.is_finite() && v >= 0.0) {
             bail!("{flag} {v}: a tolerance is a finite number, 0 or more");
         }
+    }
+    if args.graph && args.streams > 1 {
+        bail!("--graph replays one captured stream; it cannot be combined with --streams");
     }
     let for_people = args.format == ReportFormat::Table;
     let progress = Progress::start(for_people);
@@ -721,9 +730,24 @@ fn repeat(
             stream,
             allocator: None,
         };
-        let r = ex.execute_sync_with(&arg, inputs, &mut outputs);
+        let r = if args.graph {
+            // The first execution is captured, then every one replays the graph.
+            let captured = if ex.has_graph() {
+                Ok(())
+            } else {
+                ex.capture_main(inputs)
+                    .map_err(|e| anyhow!("{}: --graph: {e}", args.file.display()))
+            };
+            captured.and_then(|()| {
+                ex.replay_sync(inputs, &mut outputs)
+                    .map_err(|e| failed(args, &format!("execution {}", i + 1), e))
+            })
+        } else {
+            ex.execute_sync_with(&arg, inputs, &mut outputs)
+                .map_err(|e| failed(args, &format!("execution {}", i + 1), e))
+        };
         let elapsed = start.elapsed();
-        r.map_err(|e| failed(args, &format!("execution {}", i + 1), e))?;
+        r?;
         if i >= args.warmup {
             latencies.push(elapsed.as_secs_f64() * 1e6);
         }

@@ -830,3 +830,57 @@ fn dumped_tensors_are_each_ops_outputs() {
         );
     }
 }
+
+#[test]
+fn graph_mode_replays_to_the_plain_runs_outputs_under_every_executor() {
+    let sc = Scratch::new();
+    run_lstm(&sc, &model("lstm"), "plain", &[]);
+    for exec in ["seq", "topo", "topo-prio", "topo-mt"] {
+        let dir = format!("graph-{exec}");
+        let j = run_lstm(
+            &sc,
+            &model("lstm"),
+            &dir,
+            &[
+                "--graph",
+                "--executor",
+                exec,
+                "--iterations",
+                "3",
+                "--warmup",
+                "1",
+            ],
+        );
+        assert_eq!(j["check"]["ok"], true, "{exec}: {j:#}");
+        same_outputs(&sc, "plain", &dir);
+    }
+    // The other checked fixtures pass their checks in graph mode.
+    for name in ["cnn_bn", "lstm"] {
+        let j = sc
+            .rt2(&[
+                "run",
+                &model(name),
+                "--graph",
+                "--iterations",
+                "2",
+                "--check",
+                s(&data_set(name)),
+                "--format",
+                "json",
+            ])
+            .ok()
+            .json();
+        assert_eq!(j["check"]["ok"], true, "{name}: {j:#}");
+    }
+    // A loop whose condition the host reads from device memory cannot be captured.
+    sc.rt2(&[
+        "run",
+        &model("loop_counter"),
+        "--graph",
+        "--check",
+        s(&data_set("loop_counter")),
+    ])
+    .fails(2, &["--graph", "CopyD2H", "capturing stream"]);
+    sc.rt2(&["run", &model("lstm"), "--graph", "--streams", "2"])
+        .fails(2, &["--graph", "--streams"]);
+}

@@ -26,6 +26,8 @@ use super::subscriber::Subscriber;
 use super::value::{CachingAllocator, DeviceAllocator, Mem, Value};
 use super::{Env, ExecError, ExecState};
 
+mod graph;
+
 /// Where and with what an execution runs (GE's `ModelExecuteArg`).
 #[derive(Debug, Clone, Default)]
 pub struct ModelExecuteArg {
@@ -91,6 +93,8 @@ pub struct ModelV2Executor {
     /// Caching allocators made for other streams, reused when a stream comes back.
     stream_allocators: Vec<(StreamId, Arc<dyn DeviceAllocator>)>,
     iterations: u64,
+    /// Main captured for replay (graph mode).
+    graph: Option<graph::Graph>,
 }
 
 impl std::fmt::Debug for ModelV2Executor {
@@ -153,6 +157,7 @@ impl ModelV2Executor {
             bound_stream: None,
             stream_allocators: Vec::new(),
             iterations: 0,
+            graph: None,
         })
     }
 
@@ -277,8 +282,8 @@ impl ModelV2Executor {
         Ok(stream)
     }
 
-    /// Checks the inputs against the model's and writes them into Main's `Data` slots.
-    fn bind_inputs(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+    /// Checks the inputs' count, types and shapes against the model's.
+    fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
         if inputs.len() != self.inputs.len() {
             return Err(ExecError::Io(format!(
                 "the model has {} inputs, {} were given",
@@ -289,6 +294,12 @@ impl ModelV2Executor {
         for (i, (t, io)) in inputs.iter().zip(&self.inputs).enumerate() {
             check_input(i, t, io)?;
         }
+        Ok(())
+    }
+
+    /// Checks the inputs against the model's and writes them into Main's `Data` slots.
+    fn bind_inputs(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+        self.check_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         for &(index, node) in &self.main.data {
             let t = inputs.get(index).ok_or_else(|| {
@@ -321,10 +332,23 @@ impl ModelV2Executor {
         if self.status != Status::Loaded {
             return Err(state_error("execute", self.status));
         }
+        if self.graph.is_some() {
+            return Err(ExecError::State(
+                "cannot execute: a graph is captured (replay it, or release it first)".into(),
+            ));
+        }
         let stream = self.bind_stream(arg)?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         engine::run(&self.env, &self.main, st)?;
+        self.output_tensors(outputs)?;
+        self.iterations += 1;
+        Ok(stream)
+    }
+
+    /// The model outputs Main's run left in device memory, into `outputs`.
+    fn output_tensors(&mut self, outputs: &mut Vec<OutputTensor>) -> Result<(), ExecError> {
+        let st = self.main_state.as_mut().expect("loaded");
         let slots = self.main.output_slots();
         if slots.len() != 2 * self.outputs.len() {
             return Err(ExecError::Io(format!(
@@ -343,8 +367,7 @@ impl ModelV2Executor {
                 mem: mem.clone(),
             });
         }
-        self.iterations += 1;
-        Ok(stream)
+        Ok(())
     }
 
     /// Runs Main on the model's stream, waits, and downloads the outputs into `outputs`
@@ -367,6 +390,11 @@ impl ModelV2Executor {
     ) -> Result<(), ExecError> {
         if self.status != Status::Loaded {
             return Err(state_error("execute", self.status));
+        }
+        if self.graph.is_some() {
+            return Err(ExecError::State(
+                "cannot execute: a graph is captured (replay it, or release it first)".into(),
+            ));
         }
         let stream = self.bind_stream(arg)?;
         self.bind_inputs(inputs)?;
@@ -416,6 +444,7 @@ impl ModelV2Executor {
         if self.status != Status::Loaded {
             return Err(state_error("unload", self.status));
         }
+        self.release_graph()?;
         self.status = Status::Unloaded;
         if let Some(s) = self.model_stream() {
             self.env.device.synchronize(s)?;

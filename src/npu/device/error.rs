@@ -24,6 +24,8 @@ pub mod code {
     pub const MEMORY_FREE: i32 = 207002;
     /// `ACL_ERROR_RT_INTERNAL_ERROR`: the device shut down, or a host callback failed.
     pub const INTERNAL_ERROR: i32 = 507000;
+    /// `ACL_ERROR_RT_STREAM_CAPTURED`: misuse of a capturing stream.
+    pub const STREAM_CAPTURED: i32 = 107027;
     /// `ACL_ERROR_RT_STREAM_TASK_FULL`: the stream's queue is full.
     pub const STREAM_TASK_FULL: i32 = 507002;
     /// `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT`: a task where it cannot run.
@@ -118,6 +120,8 @@ pub enum NpuError {
         "a WHILE task ran its body {limit} times in one execution and its condition is still set (the watchdog)"
     )]
     WhileWatchdog { limit: u64 },
+    #[error("stream {stream}: {msg}")]
+    Capture { stream: StreamId, msg: &'static str },
     #[error("the device shut down")]
     DeviceLost,
 }
@@ -145,6 +149,7 @@ impl NpuError {
             Kernel { .. } | KernelPanic { .. } => code::AICORE_EXCEPTION,
             TaskNotSupported { .. } => code::TASK_TYPE_NOT_SUPPORT,
             Callback { .. } | DeviceLost => code::INTERNAL_ERROR,
+            Capture { .. } => code::STREAM_CAPTURED,
             Upstream { source, .. } => source.code(),
             ModelRun { .. } | WhileWatchdog { .. } => code::MODEL_EXECUTE,
         }

@@ -13,6 +13,8 @@
 //!   ([`Device::try_submit`]);
 //! - events and notifies ([`sync`]) ordering work across streams;
 //! - models ([`model`]): streams with preloaded task lists started by one call;
+//! - stream capture ([`Device::begin_capture`]): the tasks submitted to a capturing
+//!   stream are recorded, not run, and become a model's task list (graph mode);
 //! - the op library ([`OpRegistry`]), built once per device, which kernel launches run.
 //!
 //! # Entry points
@@ -48,8 +50,8 @@
 //! may be waiting on it.)
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::npu::ops::OpRegistry;
 
@@ -218,6 +220,10 @@ pub(crate) struct Core {
     pub shutdown: AtomicBool,
     next_model_stream: AtomicU32,
     pub recorder: recorder::TaskRecorder,
+    /// Streams capturing: while any is, every submission goes through `record`.
+    capturing: AtomicUsize,
+    /// Each capturing stream's recorded tasks.
+    captured: Mutex<Vec<(StreamId, Vec<Task>)>>,
 }
 
 impl Core {
@@ -298,6 +304,43 @@ impl Core {
     pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
         let seq = self.stream(stream)?.submitted();
         self.memory.heap().free(ptr, stream, seq)
+    }
+
+    /// Records a task submitted while some stream captures: onto the capture of `stream`
+    /// after the checks a submission makes; work for any other stream is refused, since a
+    /// replay could not keep its order with the captured work.
+    fn record(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
+        self.stream(stream)?;
+        let mut captured = self.captured.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((_, tasks)) = captured.iter_mut().find(|(s, _)| *s == stream) else {
+            return Err(NpuError::Capture {
+                stream,
+                msg: "work on another stream while a stream captures",
+            });
+        };
+        task.check_host_range()?;
+        {
+            let heap = self.memory.heap();
+            task.each_range(|ptr, len| heap.check(ptr, len))?;
+        }
+        if matches!(task, Task::StreamActivate(_) | Task::Cond { .. }) {
+            return Err(NpuError::TaskNotSupported {
+                task: task.kind(),
+                context: "outside a model",
+            });
+        }
+        tasks.push(task);
+        Ok(())
+    }
+
+    fn is_capturing(&self, stream: StreamId) -> bool {
+        self.capturing.load(Ordering::Acquire) != 0
+            && self
+                .captured
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|(s, _)| *s == stream)
     }
 
     /// Checks a task as it is issued and turns it into the job a worker runs.
@@ -455,6 +498,8 @@ impl Device {
             shutdown: AtomicBool::new(false),
             next_model_stream: AtomicU32::new(1 << 31),
             recorder: recorder::TaskRecorder::default(),
+            capturing: AtomicUsize::new(0),
+            captured: Mutex::new(Vec::new()),
         });
         let device = Device {
             inner: Arc::new(DeviceInner { core }),
@@ -518,12 +563,19 @@ impl Device {
     /// Queues `task` on `stream`, waiting while the queue is full. Errors: the task's
     /// misuse as seen when it is issued (an address, range or id), or a device shut down.
     pub fn submit(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
+        // One load while nothing captures; the submission path is otherwise unchanged.
+        if self.core().capturing.load(Ordering::Acquire) != 0 {
+            return self.core().record(stream, task);
+        }
         let s = self.core().stream(stream)?;
         s.send(self.core().job(task)?, true)
     }
 
     /// [`Device::submit`] that fails with [`NpuError::QueueFull`] instead of waiting.
     pub fn try_submit(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
+        if self.core().capturing.load(Ordering::Acquire) != 0 {
+            return self.core().record(stream, task);
+        }
         let s = self.core().stream(stream)?;
         s.send(self.core().job(task)?, false)
     }
@@ -531,6 +583,12 @@ impl Device {
     /// Waits for everything submitted to `stream` so far; returns the first fault since the
     /// last synchronize, and clears it.
     pub fn synchronize(&self, stream: StreamId) -> Result<(), NpuError> {
+        if self.core().is_capturing(stream) {
+            return Err(NpuError::Capture {
+                stream,
+                msg: "a capturing stream cannot be synchronized: its work has not run",
+            });
+        }
         let s = self.core().stream(stream)?;
         s.drain(&self.core().shutdown)?;
         s.take_fault().map_or(Ok(()), Err)
@@ -576,6 +634,12 @@ impl Device {
     ) -> Result<LaunchOutputs, NpuError> {
         let core = self.core();
         let s = core.stream(stream)?;
+        if core.capturing.load(Ordering::Acquire) != 0 {
+            return Err(NpuError::Capture {
+                stream,
+                msg: "a data-dependent launch cannot be captured: its outputs are only known when it runs",
+            });
+        }
         let task = Task::Launch(Arc::new(launch));
         core.job(task.clone())?;
         let Task::Launch(launch) = task else {
@@ -796,6 +860,43 @@ impl Device {
 
     pub fn wait_notify(&self, stream: StreamId, notify: NotifyId) -> Result<(), NpuError> {
         self.submit(stream, Task::NotifyWait(notify))
+    }
+
+    // ---- capture
+
+    /// Starts recording `stream`: the tasks submitted to it from now on are kept, in
+    /// order, for [`Device::end_capture`], and do not run. While any stream captures, work
+    /// for another stream, a synchronize of the capturing one and data-dependent launches
+    /// are errors.
+    pub fn begin_capture(&self, stream: StreamId) -> Result<(), NpuError> {
+        let core = self.core();
+        core.stream(stream)?;
+        let mut captured = core.captured.lock().unwrap_or_else(PoisonError::into_inner);
+        if captured.iter().any(|(s, _)| *s == stream) {
+            return Err(NpuError::Capture {
+                stream,
+                msg: "the stream is capturing already",
+            });
+        }
+        captured.push((stream, Vec::new()));
+        core.capturing.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Stops recording `stream` and returns its tasks (a [`Model`] stream's list).
+    pub fn end_capture(&self, stream: StreamId) -> Result<Vec<Task>, NpuError> {
+        let core = self.core();
+        let mut captured = core.captured.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = captured
+            .iter()
+            .position(|(s, _)| *s == stream)
+            .ok_or(NpuError::Capture {
+                stream,
+                msg: "the stream is not capturing",
+            })?;
+        let (_, tasks) = captured.swap_remove(i);
+        core.capturing.fetch_sub(1, Ordering::AcqRel);
+        Ok(tasks)
     }
 
     // ---- models
