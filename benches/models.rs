@@ -3,6 +3,9 @@
 //! - `add chain`: 10,000 Adds on `[1, 16]` float32 (`add_chain_model`), each adding a
 //!   constant to the previous value: what an execution costs per node when the kernels
 //!   are trivial. Target (docs/PERFORMANCE.md): at most 140 ns per node.
+//! - `add chain --graph`: the same chain in graph mode (`capture_main` once, then
+//!   `replay_sync` per execution), beside the plain run of the same engine. Target: at
+//!   least twice as fast per execution as the plain run.
 //! - `encoder block`: a transformer encoder block (d_model 512, 8 heads, FFN 2048,
 //!   `encoder_block_model`) at sequence lengths 16 and 128, on one thread (the device's
 //!   compute cores: one thread; ONNX Runtime: one intra-op thread). Target: at most 1.2
@@ -103,6 +106,21 @@ fn main() {
                 b.iter(|| ex.execute_sync(&[&x], &mut out).expect("runs"))
             });
             peer::report_run("add_chain_10000 (per execution)", ms, &chain_path);
+        }
+        // Graph mode on a fresh executor of the same engine: captured once, replayed.
+        let mut g = executor(&eg, kind);
+        g.capture_main(&[&x]).expect("captures");
+        let gms = peer::median_ms(20, || g.replay_sync(&[&x], &mut out).expect("replays"));
+        println!(
+            "add chain {} --graph: {:.1} ns per node ({gms:.3} ms per execution), {:.2}x the plain run's speed",
+            kind.name(),
+            gms * 1e6 / CHAIN as f64,
+            ms / gms
+        );
+        if kind == ExecutorType::Topological {
+            c.bench_function("models add chain 10000 topo graph", |b| {
+                b.iter(|| g.replay_sync(&[&x], &mut out).expect("replays"))
+            });
         }
     }
 

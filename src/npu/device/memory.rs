@@ -476,6 +476,9 @@ impl Heap {
 pub(crate) struct Memory {
     pub heap: Mutex<Heap>,
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+    /// Counts unmaps: a span resolved while it is unchanged still names the segment now
+    /// mapped at its address (what a model's prepared launches rely on).
+    unmaps: std::sync::atomic::AtomicU64,
 }
 
 impl Memory {
@@ -483,7 +486,13 @@ impl Memory {
         Memory {
             heap: Mutex::new(Heap::new(capacity)),
             segments: RwLock::new(BTreeMap::new()),
+            unmaps: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The unmap count now (see `unmaps`).
+    pub fn unmap_epoch(&self) -> u64 {
+        self.unmaps.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn heap(&self) -> std::sync::MutexGuard<'_, Heap> {
@@ -509,6 +518,8 @@ impl Memory {
         for s in segments {
             map.remove(&s.base);
         }
+        self.unmaps
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Resolves `len` bytes at `ptr` to their segment; `None` for an empty range.

@@ -32,11 +32,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::npu::ops::Compute;
+use crate::npu::ops::{Compute, OpSpec};
 
 use super::access::with_spans;
+use super::memory::Span;
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
+use super::task::Launch;
 use super::task::{COND_VALUE_BYTES, CondKind, Job, Task};
 use super::{Core, DevicePtr, EventId, ModelId, NotifyId, NpuError};
 
@@ -156,14 +158,56 @@ pub(crate) struct ModelPlan {
     notifies: Vec<(NotifyId, Arc<NotifyState>)>,
     /// The sub-models of conditional tasks.
     subs: Vec<(ModelId, Arc<ModelInner>)>,
-    /// Every device range the tasks touch, checked at each execution.
+    /// Every distinct device range the tasks touch, checked at each execution.
     ranges: Vec<(DevicePtr, usize)>,
     start_values: Vec<(DevicePtr, u64)>,
+    /// Each stream's launches resolved at load (op and argument spans), by task index;
+    /// valid while the memory's unmap count is `epoch`.
+    prepared: Vec<Vec<Option<Prepared>>>,
+    epoch: u64,
+    /// Streams started only by one activate task, the last of its list: the worker that
+    /// runs that list goes on with this one.
+    continues: Vec<bool>,
+}
+
+/// A model's kernel launch resolved once at load, so running it does no lookup: the op's
+/// spec and its arguments' segments (what `Worker::launch` otherwise finds per run).
+pub(crate) struct Prepared {
+    pub spec: OpSpec,
+    pub ins: Vec<Option<Span>>,
+    pub outs: Vec<Option<Span>>,
+}
+
+impl Prepared {
+    fn new(core: &Core, l: &Launch) -> Option<Prepared> {
+        let spec = *core.registry.get(l.op())?;
+        if !matches!(spec.compute, Some(Compute::Into(_))) {
+            return None;
+        }
+        let resolve = |args: &[super::TensorArg]| -> Option<Vec<Option<Span>>> {
+            let mut v = Vec::with_capacity(args.len());
+            core.memory
+                .resolve_all(
+                    args.iter()
+                        .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+                    &mut v,
+                )
+                .ok()?;
+            Some(v)
+        };
+        Some(Prepared {
+            spec,
+            ins: resolve(l.inputs())?,
+            outs: resolve(l.outputs())?,
+        })
+    }
 }
 
 impl ModelPlan {
     /// Resolves a model's ids against the device (sub-models among the loaded ones).
     fn resolve(core: &Core, model: &Model) -> Result<ModelPlan, NpuError> {
+        // Read before any span is resolved: an unmap meanwhile makes the spans stale.
+        let epoch = core.memory.unmap_epoch();
         let mut events: Vec<(EventId, Arc<EventState>, bool)> = Vec::new();
         let mut notifies: Vec<(NotifyId, Arc<NotifyState>)> = Vec::new();
         let mut subs: Vec<(ModelId, Arc<ModelInner>)> = Vec::new();
@@ -216,7 +260,39 @@ impl ModelPlan {
         for &(ptr, _) in &model.start_values {
             ranges.push((ptr, COND_VALUE_BYTES));
         }
+        // Models touch few buffers many times: each execution checks each range once.
+        ranges.sort_unstable();
+        ranges.dedup();
+        let prepared = model
+            .streams
+            .iter()
+            .map(|s| {
+                s.tasks
+                    .iter()
+                    .map(|t| match t {
+                        Task::Launch(l) => Prepared::new(core, l),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut activations = vec![0usize; model.streams.len()];
+        let mut last = vec![false; model.streams.len()];
+        for s in &model.streams {
+            for (i, t) in s.tasks.iter().enumerate() {
+                if let Task::StreamActivate(j) = t {
+                    activations[*j as usize] += 1;
+                    last[*j as usize] |= i + 1 == s.tasks.len();
+                }
+            }
+        }
+        let continues = (0..model.streams.len())
+            .map(|j| !model.streams[j].active_at_start && activations[j] == 1 && last[j])
+            .collect();
         Ok(ModelPlan {
+            prepared,
+            epoch,
+            continues,
             streams: model.streams.clone(),
             events,
             notifies,
@@ -410,6 +486,12 @@ impl ModelRun {
         &self.plan.streams[index].tasks
     }
 
+    /// Stream `index`'s prepared launches, by task index; `None` when an unmap since the
+    /// model was resolved may have made them stale (then every launch resolves as it runs).
+    pub fn prepared(&self, core: &Core, index: usize) -> Option<&[Option<Prepared>]> {
+        (core.memory.unmap_epoch() == self.plan.epoch).then(|| &self.plan.prepared[index][..])
+    }
+
     pub fn event(&self, id: EventId) -> (&Arc<EventState>, u64) {
         let (_, e, g) = self
             .events
@@ -471,6 +553,16 @@ impl ModelRun {
                 Ok(())
             }
         }
+    }
+
+    /// Whether stream `index` goes on on the worker whose list's last task activates it.
+    pub fn continues(&self, index: usize) -> bool {
+        self.plan.continues[index]
+    }
+
+    /// Counts a list this worker takes over (see [`ModelRun::continues`]).
+    pub fn adopt(&self) {
+        *self.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }
 
     /// Starts model stream `index` for this run.

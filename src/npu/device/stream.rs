@@ -26,7 +26,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::npu::HostTensor;
-use crate::npu::ops::{Compute, InferCtx, OpError, Tensor, TensorMut, TensorRef};
+use crate::npu::ops::{Compute, InferCtx, OpError, OpSpec, Tensor, TensorMut, TensorRef};
 
 use super::access::{Scratch, reuse, with_spans};
 use super::memory::Span;
@@ -340,11 +340,33 @@ impl Worker {
     }
 
     /// Runs one model stream's preloaded tasks for `run`.
-    fn run_list(&mut self, run: &Arc<ModelRun>, index: usize) {
+    fn run_list(&mut self, run: &Arc<ModelRun>, first: usize) {
         let core = self.core.clone();
+        let mut index = first;
+        loop {
+            match self.run_one_list(&core, run, index) {
+                Some(next) => index = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Runs one list; returns the stream a final activate task hands over to this worker
+    /// (a cascade stream that only that task starts: running it here saves a thread
+    /// hand-off per cascade level and keeps the chain's order).
+    fn run_one_list(
+        &mut self,
+        core: &Arc<Core>,
+        run: &Arc<ModelRun>,
+        index: usize,
+    ) -> Option<usize> {
         let shutdown = &core.shutdown;
         let mut fault: Option<NpuError> = None;
-        for task in run.tasks(index) {
+        let mut next = None;
+        // Checked once per list: the model's launches were resolved at load.
+        let prepared = run.prepared(core, index);
+        let tasks = run.tasks(index);
+        for (i, task) in tasks.iter().enumerate() {
             if self.core.is_shut_down() {
                 fault.get_or_insert(NpuError::DeviceLost);
                 break;
@@ -364,13 +386,24 @@ impl Worker {
                     Ok(())
                 }
                 Task::NotifyWait(id) => run.notify(*id).wait(shutdown),
-                Task::StreamActivate(i) => run.activate(*i as usize),
+                Task::StreamActivate(j) if i + 1 == tasks.len() && run.continues(*j as usize) => {
+                    run.adopt();
+                    next = Some(*j as usize);
+                    Ok(())
+                }
+                Task::StreamActivate(j) => run.activate(*j as usize),
                 _ if fault.is_some() => Ok(()),
+                Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
+                    Some(p) => self
+                        .run_launch(l, &p.spec, false, &p.ins, &p.outs)
+                        .map(drop),
+                    None => self.launch(l, false).map(drop),
+                },
                 Task::Cond {
                     kind,
                     value,
                     models,
-                } => run.cond(&core, *kind, *value, models),
+                } => run.cond(core, *kind, *value, models),
                 t => self.task(t),
             };
             if let Err(e) = r {
@@ -378,6 +411,7 @@ impl Worker {
             }
         }
         run.finish(fault);
+        next
     }
 
     /// Runs a task that touches memory (or a callback).
@@ -459,12 +493,55 @@ impl Worker {
     /// Runs a kernel launch on device memory. `allocating`: a data-dependent op whose
     /// outputs the launch allocates and returns.
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
+        let spec = *self
+            .core
+            .registry
+            .get(l.op())
+            .ok_or_else(|| NpuError::UnknownOp {
+                op: l.op().to_string(),
+            })?;
+        // The span lists are the worker's, kept for their capacity.
+        let mut ins = std::mem::take(&mut self.spans_in);
+        let mut outs = std::mem::take(&mut self.spans_out);
+        ins.clear();
+        outs.clear();
+        let memory = &self.core.memory;
+        let r = memory
+            .resolve_all(
+                l.inputs()
+                    .iter()
+                    .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+                &mut ins,
+            )
+            .and_then(|()| {
+                memory.resolve_all(
+                    l.outputs()
+                        .iter()
+                        .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+                    &mut outs,
+                )
+            })
+            .and_then(|()| self.run_launch(l, &spec, allocating, &ins, &outs));
+        self.spans_in = ins;
+        self.spans_out = outs;
+        r
+    }
+
+    /// Runs a launch whose op and argument spans are resolved: by [`Worker::launch`], or
+    /// once at load for a model's launch (`model::Prepared`), which a model's run then
+    /// uses directly: no registry lookup, no segment-map lookup, no reference counting of
+    /// segments per task.
+    pub(crate) fn run_launch(
+        &mut self,
+        l: &Launch,
+        spec: &OpSpec,
+        allocating: bool,
+        ins: &[Option<Span>],
+        outs: &[Option<Span>],
+    ) -> Result<Vec<TensorArg>, NpuError> {
         let core = &*self.core;
         let op = l.op();
-        let spec = *core
-            .registry
-            .get(op)
-            .ok_or_else(|| NpuError::UnknownOp { op: op.to_string() })?;
+        let spec = *spec;
         let kernel_error = |source: OpError| NpuError::Kernel {
             op: op.to_string(),
             source,
@@ -488,26 +565,11 @@ impl Worker {
             _ => {}
         }
 
-        self.spans_in.clear();
-        self.spans_out.clear();
-        core.memory.resolve_all(
-            l.inputs()
-                .iter()
-                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
-            &mut self.spans_in,
-        )?;
-        core.memory.resolve_all(
-            l.outputs()
-                .iter()
-                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
-            &mut self.spans_out,
-        )?;
-
         let check_shapes = core.check_launch_shapes;
         let (refs_kept, muts_kept) = (&mut self.refs, &mut self.muts);
         let computed = with_spans(
-            &self.spans_in,
-            &self.spans_out,
+            ins,
+            outs,
             &mut self.scratch,
             |ins, outs| -> Result<Option<Vec<Tensor>>, NpuError> {
                 let mut refs: Vec<TensorRef> = reuse(std::mem::take(refs_kept));

@@ -376,7 +376,8 @@ impl fmt::Debug for OpSpec {
 /// Every op type the library has.
 #[derive(Debug, Default)]
 pub struct OpRegistry {
-    ops: HashMap<&'static str, OpSpec>,
+    /// foldhash, not SipHash: every launch a stream worker runs looks its op up here.
+    ops: HashMap<&'static str, OpSpec, foldhash::fast::FixedState>,
 }
 
 impl OpRegistry {
