@@ -1002,3 +1002,40 @@ fn a_capturing_stream_records_its_tasks_instead_of_running_them() {
     dev.synchronize(s).unwrap();
     assert_eq!(log.lock().unwrap().last(), Some(&3));
 }
+
+#[test]
+fn a_model_runs_right_after_segments_are_unmapped_and_remapped() {
+    let dev = device();
+    let s = dev.create_stream();
+    let x = put(&dev, &[1.0, 2.0, 3.0, 4.0]);
+    let y = put(&dev, &[0.0; 4]);
+    let m = dev
+        .load_model(
+            &Model::builder()
+                .stream(vec![Task::Launch(Arc::new(launch(
+                    "TestAdd",
+                    vec![f32s(x, &[4]), f32s(y, &[4])],
+                    vec![f32s(y, &[4])],
+                )))])
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    dev.execute_model(m, s).unwrap();
+    dev.synchronize(s).unwrap();
+    // A large block maps a segment of its own; freed and emptied, it is unmapped, which
+    // makes the model's launches resolve again.
+    let big = dev.malloc(64 << 20, s).unwrap();
+    dev.free(big, s).unwrap();
+    dev.synchronize(s).unwrap();
+    let before = dev.memory_stats();
+    dev.empty_cache();
+    assert!(
+        dev.memory_stats().segments < before.segments,
+        "a segment was unmapped"
+    );
+    dev.execute_model(m, s).unwrap();
+    dev.execute_model(m, s).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, y, 4), vec![3.0, 6.0, 9.0, 12.0]);
+}

@@ -518,8 +518,10 @@ impl Memory {
         for s in segments {
             map.remove(&s.base);
         }
-        self.unmaps
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if !segments.is_empty() {
+            self.unmaps
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 
     /// Resolves `len` bytes at `ptr` to their segment; `None` for an empty range.

@@ -928,7 +928,7 @@ impl Device {
         let core = self.core();
         let s = core.stream(stream)?;
         let m = core.model(model)?;
-        let plan = m.plan();
+        let plan = m.plan_for_execution(core)?;
         plan.check(core)?;
         s.send(Job::Execute(m, plan), true)
     }

@@ -354,6 +354,22 @@ impl ModelInner {
             .clone()
     }
 
+    /// The task lists for an execution issued now, its launches resolved again first if a
+    /// segment was unmapped since they were: an unmap (out-of-memory recovery, emptying
+    /// the cache) would otherwise leave the model on the slow path for good.
+    pub fn plan_for_execution(&self, core: &Core) -> Result<Arc<ModelPlan>, NpuError> {
+        let mut plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        if plan.epoch != core.memory.unmap_epoch() {
+            let model = Model {
+                name: String::new(),
+                streams: plan.streams.clone(),
+                start_values: plan.start_values.clone(),
+            };
+            *plan = Arc::new(ModelPlan::resolve(core, &model)?);
+        }
+        Ok(plan.clone())
+    }
+
     /// Replaces the task lists for executions issued from now on. The model keeps its
     /// streams: the new one must have as many.
     pub fn update(&self, core: &Core, model: &Model) -> Result<(), NpuError> {
