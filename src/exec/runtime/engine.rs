@@ -154,11 +154,16 @@ impl Ready for VecDeque<u32> {
     }
 }
 
-/// Lowest (priority, id) first (`kTopologicalPriority`): a binary min-heap of the plan's
+/// Lowest (priority, id) first (`kTopologicalPriority`): a 4-ary min-heap of the plan's
 /// packed keys (`Plan::prio_key`, the priority's rank above the id). One `u64` compare
-/// per level instead of a two-field tuple's, and the node id comes back out of the key's
-/// low half, so the heap is half the size of one holding (priority, id) pairs.
+/// per step instead of a two-field tuple's, and the node id comes back out of the key's
+/// low half, so the heap is half the size of one holding (priority, id) pairs. Four
+/// children per node, not two: a pop (one per node run) walks half the levels, and the
+/// four children it compares share a cache line (a wide graph keeps thousands ready).
 struct KeyHeap(Vec<u64>);
+
+/// Children per heap node.
+const ARITY: usize = 4;
 
 impl Ready for KeyHeap {
     fn reset(&mut self) {
@@ -166,13 +171,23 @@ impl Ready for KeyHeap {
     }
     #[inline(always)]
     fn push(&mut self, plan: &Plan, id: u32) {
-        let key = plan.prio_key[id as usize];
+        self.push_key(plan.prio_key[id as usize]);
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<u32> {
+        self.pop_key().map(|k| k as u32)
+    }
+}
+
+impl KeyHeap {
+    #[inline(always)]
+    fn push_key(&mut self, key: u64) {
         let h = &mut self.0;
         let mut i = h.len();
         h.push(key);
         // Sift up: move parents down into the hole until the key's place is found.
         while i > 0 {
-            let parent = (i - 1) / 2;
+            let parent = (i - 1) / ARITY;
             if h[parent] <= key {
                 break;
             }
@@ -181,34 +196,37 @@ impl Ready for KeyHeap {
         }
         h[i] = key;
     }
+    /// The smallest key.
     #[inline(always)]
-    fn pop(&mut self) -> Option<u32> {
+    fn pop_key(&mut self) -> Option<u64> {
         let h = &mut self.0;
         let last = h.pop()?;
         let Some(&top) = h.first() else {
-            return Some(last as u32);
+            return Some(last);
         };
-        // Sift the last key down from the root through the smaller children.
+        // Sift the last key down from the root through the smallest children.
         let n = h.len();
         let mut i = 0;
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            let c = if l + 1 < n && h[l + 1] < h[l] {
-                l + 1
-            } else {
-                l
-            };
-            if h[c] >= last {
+            let kids = &h[first..n.min(first + ARITY)];
+            let (mut c, mut min) = (0, kids[0]);
+            for (j, &k) in kids.iter().enumerate().skip(1) {
+                if k < min {
+                    (c, min) = (j, k);
+                }
+            }
+            if min >= last {
                 break;
             }
-            h[i] = h[c];
-            i = c;
+            h[i] = min;
+            i = first + c;
         }
         h[i] = last;
-        Some(top as u32)
+        Some(top)
     }
 }
 
@@ -252,4 +270,35 @@ fn with_ready<R: Ready>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    use proptest::prelude::*;
+
+    use super::KeyHeap;
+
+    proptest! {
+        /// Any interleaving of pushes and pops gives the keys a sorted queue gives.
+        #[test]
+        fn key_heap_pops_the_smallest_key(ops in prop::collection::vec(prop::option::of(0u64..64), 0..400)) {
+            let (mut heap, mut want) = (KeyHeap(Vec::new()), BinaryHeap::new());
+            for op in ops {
+                match op {
+                    Some(k) => {
+                        heap.push_key(k);
+                        want.push(Reverse(k));
+                    }
+                    None => prop_assert_eq!(heap.pop_key(), want.pop().map(|r| r.0)),
+                }
+            }
+            while let Some(Reverse(k)) = want.pop() {
+                prop_assert_eq!(heap.pop_key(), Some(k));
+            }
+            prop_assert_eq!(heap.pop_key(), None);
+        }
+    }
 }
