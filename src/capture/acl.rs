@@ -855,6 +855,17 @@ impl Acl {
         if st.model(model)?.status != ModelStatus::CaptureActive {
             return Err(AclError::InvalidParam);
         }
+        self.new_handle(&mut st, model, default, assign_default)
+    }
+
+    /// A condition handle of `model`: 8 bytes of zeroed device memory.
+    fn new_handle(
+        &self,
+        st: &mut State,
+        model: ModelRI,
+        default: u32,
+        assign_default: bool,
+    ) -> R<CondHandle> {
         let ptr = self.malloc(COND_VALUE_BYTES)?;
         let h = CondHandle(st.handles.len() as u32);
         st.handles.push(Some(HandleEntry {
@@ -880,8 +891,7 @@ impl Acl {
         size: usize,
     ) -> R<Vec<ModelRI>> {
         let mut st = self.state();
-        let h = st.handles.get(handle.0 as usize).and_then(Option::as_ref);
-        let h = h.ok_or(AclError::InvalidParam)?;
+        let h = slot(&st.handles, handle.0)?;
         if h.used {
             return Err(AclError::RtParamInvalid);
         }
@@ -914,9 +924,7 @@ impl Acl {
             self.sq_depth,
         )?;
         st.model_mut(m)?.subs.extend(&subs);
-        if let Some(Some(h)) = st.handles.get_mut(handle.0 as usize) {
-            h.used = true;
-        }
+        slot_mut(&mut st.handles, handle.0)?.used = true;
         Ok(subs)
     }
 
@@ -1020,19 +1028,7 @@ impl Acl {
         if st.model(model)?.status != ModelStatus::None {
             return Err(AclError::ModelCaptured);
         }
-        let ptr = self.malloc(COND_VALUE_BYTES)?;
-        let h = CondHandle(st.handles.len() as u32);
-        st.handles.push(Some(HandleEntry {
-            info: HandleInfo {
-                model,
-                ptr,
-                default,
-                assign_default,
-            },
-            used: false,
-        }));
-        st.model_mut(model)?.handles.push(h);
-        Ok(h)
+        self.new_handle(&mut st, model, default, assign_default)
     }
 
     /// Sets a model's streams and local event count (the tasks refer to sub-models made
@@ -1115,6 +1111,21 @@ impl Acl {
     }
 }
 
+/// Entry `i` of a handle table; a destroyed or unknown handle is a null one.
+fn slot<T>(table: &[Option<T>], i: u32) -> R<&T> {
+    table
+        .get(i as usize)
+        .and_then(Option::as_ref)
+        .ok_or(AclError::InvalidParam)
+}
+
+fn slot_mut<T>(table: &mut [Option<T>], i: u32) -> R<&mut T> {
+    table
+        .get_mut(i as usize)
+        .and_then(Option::as_mut)
+        .ok_or(AclError::InvalidParam)
+}
+
 impl State {
     fn cap(&mut self, stream: StreamId) -> &mut StreamCap {
         self.streams.entry(stream).or_default()
@@ -1126,25 +1137,15 @@ impl State {
     }
 
     fn model(&self, m: ModelRI) -> R<&ModelEntry> {
-        self.models
-            .get(m.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or(AclError::InvalidParam)
+        slot(&self.models, m.0)
     }
 
     fn model_mut(&mut self, m: ModelRI) -> R<&mut ModelEntry> {
-        self.models
-            .get_mut(m.0 as usize)
-            .and_then(Option::as_mut)
-            .ok_or(AclError::InvalidParam)
+        slot_mut(&mut self.models, m.0)
     }
 
     fn handle(&self, h: CondHandle) -> R<HandleInfo> {
-        self.handles
-            .get(h.0 as usize)
-            .and_then(Option::as_ref)
-            .map(|e| e.info)
-            .ok_or(AclError::InvalidParam)
+        slot(&self.handles, h.0).map(|e| e.info)
     }
 
     fn handle_ptrs(&self, call: &KernelCall<CondHandle>) -> R<KernelCall<DevicePtr>> {
@@ -1152,17 +1153,11 @@ impl State {
     }
 
     fn group(&self, g: TaskGroup) -> R<&GroupEntry> {
-        self.groups
-            .get(g.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or(AclError::InvalidParam)
+        slot(&self.groups, g.0)
     }
 
     fn group_mut(&mut self, g: TaskGroup) -> R<&mut GroupEntry> {
-        self.groups
-            .get_mut(g.0 as usize)
-            .and_then(Option::as_mut)
-            .ok_or(AclError::InvalidParam)
+        slot_mut(&mut self.groups, g.0)
     }
 
     fn start_capture(&mut self, m: ModelRI, stream: StreamId, mode: CaptureMode) {

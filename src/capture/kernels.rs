@@ -14,6 +14,7 @@ use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorM
 use crate::npu::{Attr, AttrMap, DType};
 
 use super::error::AclError;
+use super::script::Kernel;
 use super::types::{BufDtype, Scalar};
 
 /// A buffer of device memory as a kernel sees it: `len` elements of `dtype` at `ptr`.
@@ -162,6 +163,63 @@ impl<H: Copy> KernelCall<H> {
         } else {
             Err(AclError::InvalidParam)
         }
+    }
+}
+
+impl<H> KernelCall<H> {
+    /// A script kernel (buffers and handles by name) with its names resolved: `buf` and
+    /// `cond` look a buffer or a handle up, or fail with the caller's error.
+    pub fn from_named<E>(
+        k: &Kernel,
+        buf: impl Fn(&str) -> Result<Buf, E>,
+        cond: impl Fn(&str) -> Result<H, E>,
+    ) -> Result<KernelCall<H>, E> {
+        Ok(match k {
+            Kernel::Fill { dst, value } => KernelCall::Fill {
+                dst: buf(dst)?,
+                value: *value,
+            },
+            Kernel::Copy { dst, src } => KernelCall::Copy {
+                dst: buf(dst)?,
+                src: buf(src)?,
+            },
+            Kernel::Add { dst, a, b } => KernelCall::Add {
+                dst: buf(dst)?,
+                a: buf(a)?,
+                b: buf(b)?,
+            },
+            Kernel::AddScalar { dst, src, value } => KernelCall::AddScalar {
+                dst: buf(dst)?,
+                src: buf(src)?,
+                value: *value,
+            },
+            Kernel::MulScalar { dst, src, value } => KernelCall::MulScalar {
+                dst: buf(dst)?,
+                src: buf(src)?,
+                value: *value,
+            },
+            Kernel::Increment { dst, index, by } => KernelCall::Increment {
+                dst: buf(dst)?,
+                index: *index,
+                by: *by,
+            },
+            Kernel::SetCond { handle, src, index } => KernelCall::SetCond {
+                cond: cond(handle)?,
+                src: buf(src)?,
+                index: *index,
+            },
+            Kernel::SetCondLt {
+                handle,
+                src,
+                index,
+                limit,
+            } => KernelCall::SetCondLt {
+                cond: cond(handle)?,
+                src: buf(src)?,
+                index: *index,
+                limit: *limit,
+            },
+        })
     }
 }
 

@@ -18,6 +18,7 @@ use super::acl::{Acl, AclConfig, CondHandle, ModelRI, RecStream, RecTask};
 use super::error::AclError;
 use super::kernels::{Buf, KernelCall};
 use super::runner::{BufferReport, Names, read};
+use super::script::Kernel;
 use super::types::{self, BufDtype, Scalar};
 
 /// The `format` value of a saved model.
@@ -81,7 +82,7 @@ pub struct RimStream {
 #[serde(tag = "task", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RimTask {
     Kernel {
-        call: RimKernel,
+        call: Kernel,
         enabled: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
@@ -101,51 +102,6 @@ pub enum RimTask {
         handle: String,
         /// Indices into the model's `sub_models`.
         models: Vec<u32>,
-    },
-}
-
-/// A kernel call with buffers and handles by name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kernel", rename_all = "snake_case", deny_unknown_fields)]
-pub enum RimKernel {
-    Fill {
-        dst: String,
-        value: Scalar,
-    },
-    Copy {
-        dst: String,
-        src: String,
-    },
-    Add {
-        dst: String,
-        a: String,
-        b: String,
-    },
-    AddScalar {
-        dst: String,
-        src: String,
-        value: Scalar,
-    },
-    MulScalar {
-        dst: String,
-        src: String,
-        value: Scalar,
-    },
-    Increment {
-        dst: String,
-        index: usize,
-        by: Scalar,
-    },
-    SetCond {
-        handle: String,
-        src: String,
-        index: usize,
-    },
-    SetCondLt {
-        handle: String,
-        src: String,
-        index: usize,
-        limit: Scalar,
     },
 }
 
@@ -197,37 +153,37 @@ impl Saver<'_> {
             .unwrap_or_else(|| format!("handle{}", h.0))
     }
 
-    fn kernel(&mut self, call: &KernelCall<CondHandle>) -> RimKernel {
+    fn kernel(&mut self, call: &KernelCall<CondHandle>) -> Kernel {
         match *call {
-            KernelCall::Fill { dst, value } => RimKernel::Fill {
+            KernelCall::Fill { dst, value } => Kernel::Fill {
                 dst: self.buf(dst),
                 value,
             },
-            KernelCall::Copy { dst, src } => RimKernel::Copy {
+            KernelCall::Copy { dst, src } => Kernel::Copy {
                 dst: self.buf(dst),
                 src: self.buf(src),
             },
-            KernelCall::Add { dst, a, b } => RimKernel::Add {
+            KernelCall::Add { dst, a, b } => Kernel::Add {
                 dst: self.buf(dst),
                 a: self.buf(a),
                 b: self.buf(b),
             },
-            KernelCall::AddScalar { dst, src, value } => RimKernel::AddScalar {
+            KernelCall::AddScalar { dst, src, value } => Kernel::AddScalar {
                 dst: self.buf(dst),
                 src: self.buf(src),
                 value,
             },
-            KernelCall::MulScalar { dst, src, value } => RimKernel::MulScalar {
+            KernelCall::MulScalar { dst, src, value } => Kernel::MulScalar {
                 dst: self.buf(dst),
                 src: self.buf(src),
                 value,
             },
-            KernelCall::Increment { dst, index, by } => RimKernel::Increment {
+            KernelCall::Increment { dst, index, by } => Kernel::Increment {
                 dst: self.buf(dst),
                 index,
                 by,
             },
-            KernelCall::SetCond { cond, src, index } => RimKernel::SetCond {
+            KernelCall::SetCond { cond, src, index } => Kernel::SetCond {
                 handle: self.handle(cond),
                 src: self.buf(src),
                 index,
@@ -237,7 +193,7 @@ impl Saver<'_> {
                 src,
                 index,
                 limit,
-            } => RimKernel::SetCondLt {
+            } => Kernel::SetCondLt {
                 handle: self.handle(cond),
                 src: self.buf(src),
                 index,
@@ -443,54 +399,8 @@ impl<'a> Loader<'a> {
             .ok_or_else(|| rim_err(place, format!("no condition handle {name:?} in the file")))
     }
 
-    fn kernel(&self, place: &str, k: &RimKernel) -> Result<KernelCall<CondHandle>, RimError> {
-        let b = |n: &str| self.buf(place, n);
-        let call = match k {
-            RimKernel::Fill { dst, value } => KernelCall::Fill {
-                dst: b(dst)?,
-                value: *value,
-            },
-            RimKernel::Copy { dst, src } => KernelCall::Copy {
-                dst: b(dst)?,
-                src: b(src)?,
-            },
-            RimKernel::Add { dst, a, b: bb } => KernelCall::Add {
-                dst: b(dst)?,
-                a: b(a)?,
-                b: b(bb)?,
-            },
-            RimKernel::AddScalar { dst, src, value } => KernelCall::AddScalar {
-                dst: b(dst)?,
-                src: b(src)?,
-                value: *value,
-            },
-            RimKernel::MulScalar { dst, src, value } => KernelCall::MulScalar {
-                dst: b(dst)?,
-                src: b(src)?,
-                value: *value,
-            },
-            RimKernel::Increment { dst, index, by } => KernelCall::Increment {
-                dst: b(dst)?,
-                index: *index,
-                by: *by,
-            },
-            RimKernel::SetCond { handle, src, index } => KernelCall::SetCond {
-                cond: self.handle(place, handle)?,
-                src: b(src)?,
-                index: *index,
-            },
-            RimKernel::SetCondLt {
-                handle,
-                src,
-                index,
-                limit,
-            } => KernelCall::SetCondLt {
-                cond: self.handle(place, handle)?,
-                src: b(src)?,
-                index: *index,
-                limit: *limit,
-            },
-        };
+    fn kernel(&self, place: &str, k: &Kernel) -> Result<KernelCall<CondHandle>, RimError> {
+        let call = KernelCall::from_named(k, |n| self.buf(place, n), |n| self.handle(place, n))?;
         call.check().map_err(|_| {
             rim_err(
                 place,

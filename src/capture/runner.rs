@@ -252,52 +252,7 @@ impl Tables {
     }
 
     fn kernel(&self, k: &Kernel) -> Result<KernelCall<CondHandle>, AclError> {
-        Ok(match k {
-            Kernel::Fill { dst, value } => KernelCall::Fill {
-                dst: self.buf(dst)?,
-                value: *value,
-            },
-            Kernel::Copy { dst, src } => KernelCall::Copy {
-                dst: self.buf(dst)?,
-                src: self.buf(src)?,
-            },
-            Kernel::Add { dst, a, b } => KernelCall::Add {
-                dst: self.buf(dst)?,
-                a: self.buf(a)?,
-                b: self.buf(b)?,
-            },
-            Kernel::AddScalar { dst, src, value } => KernelCall::AddScalar {
-                dst: self.buf(dst)?,
-                src: self.buf(src)?,
-                value: *value,
-            },
-            Kernel::MulScalar { dst, src, value } => KernelCall::MulScalar {
-                dst: self.buf(dst)?,
-                src: self.buf(src)?,
-                value: *value,
-            },
-            Kernel::Increment { dst, index, by } => KernelCall::Increment {
-                dst: self.buf(dst)?,
-                index: *index,
-                by: *by,
-            },
-            Kernel::SetCond { handle, src, index } => KernelCall::SetCond {
-                cond: self.handle(handle)?,
-                src: self.buf(src)?,
-                index: *index,
-            },
-            Kernel::SetCondLt {
-                handle,
-                src,
-                index,
-                limit,
-            } => KernelCall::SetCondLt {
-                cond: self.handle(handle)?,
-                src: self.buf(src)?,
-                index: *index,
-                limit: *limit,
-            },
-        })
+        KernelCall::from_named(k, |n| self.buf(n), |n| self.handle(n))
     }
 
     fn all_buffers(&self, acl: &Acl) -> Vec<BufferReport> {

@@ -210,8 +210,10 @@ impl Call {
 }
 
 /// A built-in device kernel with its arguments. Buffers are named; scalars are fitted to
-/// the dtype of the buffer they apply to; indices are in range.
-#[derive(Debug, Clone, PartialEq)]
+/// the dtype of the buffer they apply to; indices are in range. Saved models
+/// (`.rim.json`) write kernels in this form too, tagged by `"kernel"`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kernel", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Kernel {
     /// Every element of `dst` becomes `value`.
     Fill { dst: String, value: Scalar },
