@@ -1039,3 +1039,104 @@ fn a_model_runs_right_after_segments_are_unmapped_and_remapped() {
     dev.synchronize(s).unwrap();
     assert_eq!(get(&dev, y, 4), vec![3.0, 6.0, 9.0, 12.0]);
 }
+
+// ---- launch records: run at once on an idle stream, through their cached resolution
+
+#[test]
+fn a_launch_record_reuses_its_resolution_only_while_memory_is_unchanged() {
+    let dev = device();
+    let s = dev.create_stream();
+    let (x, y, z) = (
+        put(&dev, &[1.0; 4]),
+        put(&dev, &[2.0; 4]),
+        put(&dev, &[0.0; 4]),
+    );
+    let mut record = Arc::new(launch(
+        "TestAdd",
+        vec![f32s(x, &[4]), f32s(y, &[4])],
+        vec![f32s(z, &[4])],
+    ));
+    for _ in 0..3 {
+        dev.launch_shared(s, &mut record).unwrap();
+    }
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![3.0; 4]);
+
+    // Rebound to other memory: the launch reads and writes the new ranges.
+    let w = put(&dev, &[5.0; 4]);
+    Arc::get_mut(&mut record)
+        .unwrap()
+        .rebind(|ins, _| ins[1] = f32s(w, &[4]));
+    dev.launch_shared(s, &mut record).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![6.0; 4]);
+
+    // A segment unmapped since: resolved again, still right.
+    let big = dev.malloc(64 << 20, s).unwrap();
+    dev.free(big, s).unwrap();
+    dev.synchronize(s).unwrap();
+    dev.empty_cache();
+    dev.memcpy_h2d(x, bytemuck::cast_slice(&[10f32; 4]))
+        .unwrap();
+    dev.launch_shared(s, &mut record).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![15.0; 4]);
+
+    // An input freed since: the launch is refused when issued, as any launch is.
+    dev.free(w, s).unwrap();
+    let err = dev.launch_shared(s, &mut record).unwrap_err();
+    assert!(matches!(err, NpuError::UseAfterFree { .. }), "{err}");
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![15.0; 4], "nothing ran");
+}
+
+#[test]
+fn a_launch_on_a_busy_stream_runs_in_stream_order() {
+    let dev = device();
+    let s = dev.create_stream();
+    let (x, z) = (put(&dev, &[1.0; 4]), put(&dev, &[0.0; 4]));
+    let mut record = Arc::new(launch(
+        "TestAdd",
+        vec![f32s(x, &[4]), f32s(x, &[4])],
+        vec![f32s(z, &[4])],
+    ));
+    // Idle: the launch has run when the call returns.
+    dev.launch_shared(s, &mut record).unwrap();
+    assert!(dev.stream_done(s).unwrap());
+    assert_eq!(get(&dev, z, 4), vec![2.0; 4]);
+
+    // Busy: the copy and the launch wait behind the gate, in order.
+    let gate = Gate::on(&dev, s);
+    gate.wait_started();
+    let staged = dev.malloc_host(16);
+    staged.write(bytemuck::cast_slice(&[4f32; 4]));
+    dev.memcpy_h2d_async(s, x, &staged).unwrap();
+    dev.launch_shared(s, &mut record).unwrap();
+    assert!(!dev.stream_done(s).unwrap());
+    assert_eq!(get(&dev, z, 4), vec![2.0; 4], "not run yet");
+    gate.open();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![8.0; 4], "after the copy");
+}
+
+#[test]
+fn a_fault_taken_inline_surfaces_at_synchronize() {
+    let dev = device();
+    let s = dev.create_stream();
+    let p = put(&dev, &[1.0; 4]);
+    let q = put(&dev, &[0.0; 4]);
+    let mut failing = Arc::new(launch("TestFail", vec![f32s(p, &[4])], vec![f32s(p, &[4])]));
+    dev.launch_shared(s, &mut failing).unwrap();
+    // The stream is faulted: a later data task is skipped until the fault is taken.
+    let mut add = Arc::new(launch(
+        "TestAdd",
+        vec![f32s(p, &[4]), f32s(p, &[4])],
+        vec![f32s(q, &[4])],
+    ));
+    dev.launch_shared(s, &mut add).unwrap();
+    assert!(dev.synchronize(s).is_err());
+    assert_eq!(get(&dev, q, 4), vec![0.0; 4], "skipped while faulted");
+    dev.launch_shared(s, &mut add).unwrap();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, q, 4), vec![2.0; 4]);
+}

@@ -10,7 +10,10 @@
 //! `FreeMemory` per allocation, or a hand-out through `NetOutput` or an owner's outputs.
 
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use foldhash::fast::FixedState;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::{Mutex, PoisonError};
@@ -38,6 +41,14 @@ pub trait DeviceAllocator: Send + Sync + fmt::Debug {
 /// A steady-state execution thus never reaches the device's allocator, and allocates
 /// nothing on the host: each size's list keeps its capacity.
 ///
+/// Each list hands out its lowest address first, not the block freed last: then what an
+/// execution gets depends only on the set of blocks cached when it starts and the order of
+/// its own allocations and frees, not on the order the previous execution freed them in.
+/// A deterministic schedule therefore gets the same addresses every execution, which is
+/// what lets the device reuse a launch's checks and resolution (`Launch` records). (Last
+/// in, first out would flip between two assignments: the frees of one execution reverse
+/// the order the next one pops.)
+///
 /// When the device runs out of memory, the cached blocks go back to it and the
 /// allocation is retried once; [`CachingAllocator::release_cached`] does the same on demand
 /// (GE's allocator shrink), and dropping the allocator returns everything cached.
@@ -47,7 +58,7 @@ pub struct CachingAllocator {
     stream: StreamId,
     /// Size in bytes to cached blocks of that size. Behind a mutex for soundness; one
     /// executor's schedule is its only user, so it is never contended.
-    free: Mutex<HashMap<usize, Vec<DevicePtr>>>,
+    free: Mutex<HashMap<usize, BinaryHeap<Reverse<DevicePtr>>, FixedState>>,
 }
 
 impl CachingAllocator {
@@ -55,7 +66,7 @@ impl CachingAllocator {
         CachingAllocator {
             device,
             stream,
-            free: Mutex::new(HashMap::new()),
+            free: Mutex::new(HashMap::default()),
         }
     }
 
@@ -63,7 +74,7 @@ impl CachingAllocator {
     pub fn release_cached(&self) -> Result<(), NpuError> {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         let mut first = Ok(());
-        for ptr in free.drain().flat_map(|(_, v)| v) {
+        for Reverse(ptr) in free.drain().flat_map(|(_, v)| v) {
             if let Err(e) = self.device.free(ptr, self.stream) {
                 first = first.and(Err(e));
             }
@@ -74,7 +85,7 @@ impl CachingAllocator {
     /// Blocks cached now.
     pub fn cached_blocks(&self) -> usize {
         let free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        free.values().map(Vec::len).sum()
+        free.values().map(BinaryHeap::len).sum()
     }
 }
 
@@ -82,9 +93,9 @@ impl DeviceAllocator for CachingAllocator {
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, NpuError> {
         let cached = {
             let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-            free.get_mut(&bytes).and_then(Vec::pop)
+            free.get_mut(&bytes).and_then(BinaryHeap::pop)
         };
-        if let Some(p) = cached {
+        if let Some(Reverse(p)) = cached {
             return Ok(p);
         }
         match self.device.malloc(bytes, self.stream) {
@@ -100,8 +111,8 @@ impl DeviceAllocator for CachingAllocator {
         let list = free.entry(bytes).or_default();
         // A double free would hand one block out twice; the device catches it for blocks
         // it holds, this catches it for cached ones (in debug builds: it is a scan).
-        debug_assert!(!list.contains(&ptr), "{ptr} freed twice");
-        list.push(ptr);
+        debug_assert!(!list.iter().any(|b| b.0 == ptr), "{ptr} freed twice");
+        list.push(Reverse(ptr));
         Ok(())
     }
     fn stream(&self) -> StreamId {
@@ -230,5 +241,29 @@ impl Arena {
     }
     pub fn slot(&mut self, i: u32) -> &Value {
         self.slots[i as usize].get_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npu::device::{Device, DeviceConfig};
+
+    #[test]
+    fn the_cache_hands_out_the_lowest_address_whatever_the_free_order() {
+        let device = Device::new(DeviceConfig::default());
+        let a = CachingAllocator::new(device.clone(), device.default_stream());
+        let blocks: Vec<DevicePtr> = (0..4).map(|_| a.alloc(64).unwrap()).collect();
+        let mut sorted = blocks.clone();
+        sorted.sort();
+        // Freed in two different orders, the blocks come back in the same order.
+        for order in [[2, 0, 3, 1], [1, 3, 0, 2]] {
+            for &i in &order {
+                a.free(blocks[i], 64).unwrap();
+            }
+            let again: Vec<DevicePtr> = (0..4).map(|_| a.alloc(64).unwrap()).collect();
+            assert_eq!(again, sorted);
+        }
+        assert_eq!(a.cached_blocks(), 0);
     }
 }

@@ -6,6 +6,8 @@
 //! in array order, so the array order must be a topological order. Among nodes that are
 //! ready at the same time the one emitted first goes first, which keeps the result
 //! deterministic and close to the compute graph's order. Subgraphs are sorted too.
+//!
+//! Then every Free goes right after the last node it waits for (see [`place_frees`]).
 
 use crate::exec::{ExecGraph, ExecNodeId};
 
@@ -28,12 +30,70 @@ pub fn sort(g: &mut ExecGraph) -> Result<(), CycleError> {
     // Lowering emits every node after what it depends on, so the array is usually sorted
     // already; then the sort (lowest id first among ready nodes) is the identity, and a
     // scan of the edges proves it without building an order or moving a node.
-    if g.is_sorted() {
-        return Ok(());
+    if !g.is_sorted() {
+        let order = order(g)?;
+        apply(g, &order);
     }
-    let order = order(g)?;
-    apply(g, &order);
+    place_frees(g);
     Ok(())
+}
+
+/// Moves each Free that nothing waits for to right after the last node it waits for (its
+/// memory's producer, its readers, the launch that writes it); every other node keeps its
+/// place. Lowering emits a level's Frees at its end, and the sequential engine runs the
+/// array in order: a Free there would hold its block until the level's last node, so a
+/// chain of N ops would hold all N intermediates at once, each execution would take
+/// fresh blocks instead of the few its free lists hold, and no launch would ever see the
+/// same addresses twice. A Free that another node waits for stays where it is. `g` must
+/// be sorted; the result is.
+fn place_frees(g: &mut ExecGraph) {
+    let n = g.nodes.len();
+    let mut waited_for = vec![false; n];
+    for node in &g.nodes {
+        for v in &node.inputs {
+            waited_for[v.node.index()] = true;
+        }
+        for c in &node.control_inputs {
+            waited_for[c.index()] = true;
+        }
+    }
+    // The Frees to place after each node, in their old order.
+    let mut after: Vec<Vec<ExecNodeId>> = vec![Vec::new(); n];
+    let mut moved = vec![false; n];
+    let mut any = false;
+    for (j, node) in g.nodes.iter().enumerate() {
+        if !is_free(&node.kernel) || waited_for[j] {
+            continue;
+        }
+        let last = node
+            .inputs
+            .iter()
+            .map(|v| v.node.index())
+            .chain(node.control_inputs.iter().map(|c| c.index()))
+            .max();
+        if let Some(last) = last
+            && last + 1 < j
+        {
+            after[last].push(ExecNodeId(j as u32));
+            moved[j] = true;
+            any = true;
+        }
+    }
+    if !any {
+        return;
+    }
+    let mut order = Vec::with_capacity(n);
+    for j in 0..n {
+        if !moved[j] {
+            order.push(ExecNodeId(j as u32));
+        }
+        order.append(&mut after[j]);
+    }
+    apply(g, &order);
+}
+
+fn is_free(kernel: &str) -> bool {
+    matches!(kernel, "FreeMemory" | "FreeMemoryHoldAddr")
 }
 
 /// The topological order of `g`'s nodes (old ids), ties broken by old id.
@@ -122,6 +182,52 @@ mod tests {
         sort(&mut g).unwrap();
         assert_eq!(names(&g), ["p", "q", "r"]);
         assert_eq!(names(&g.nodes[1].subgraphs[0]), ["x", "y"]);
+    }
+
+    #[test]
+    fn each_free_goes_right_after_what_it_waits_for() {
+        use crate::lower::passes::test_node;
+        // A chain as lowering emits it: allocations and launches, then the level's Frees.
+        let mut g = ExecGraph::new("Main");
+        g.add(test_node("alloc1", "AllocMemHbm", &[], &[])); // 0
+        g.add(test_node("launch1", "LaunchKernelWithHandle", &[0], &[])); // 1
+        g.add(test_node("alloc2", "AllocMemHbm", &[], &[])); // 2
+        g.add(test_node(
+            "launch2",
+            "LaunchKernelWithHandle",
+            &[0, 2],
+            &[1],
+        )); // 3
+        g.add(test_node("alloc3", "AllocMemHbm", &[], &[])); // 4
+        g.add(test_node(
+            "launch3",
+            "LaunchKernelWithHandle",
+            &[2, 4],
+            &[3],
+        )); // 5
+        g.add(test_node("out", "NetOutput", &[4], &[5])); // 6
+        g.add(test_node("free1", "FreeMemory", &[0], &[1, 3])); // 7
+        g.add(test_node("free2", "FreeMemory", &[2], &[3, 5])); // 8
+        // A Free something waits for keeps its place.
+        g.add(test_node("free3", "FreeMemory", &[4], &[6])); // 9
+        g.add(test_node("after", "NetOutput", &[], &[9])); // 10
+        g.free_launch.push((ExecNodeId(8), ExecNodeId(5)));
+        sort(&mut g).unwrap();
+        assert_eq!(
+            names(&g),
+            [
+                "alloc1", "launch1", "alloc2", "launch2", "free1", "alloc3", "launch3", "free2",
+                "out", "free3", "after"
+            ]
+        );
+        assert_eq!(
+            g.nodes[4].control_inputs[..],
+            [ExecNodeId(1), ExecNodeId(3)]
+        );
+        assert_eq!(g.nodes[7].inputs[0].node, ExecNodeId(2));
+        assert_eq!(g.nodes[10].control_inputs[..], [ExecNodeId(9)]);
+        assert_eq!(g.free_launch, vec![(ExecNodeId(7), ExecNodeId(6))]);
+        assert!(g.is_sorted());
     }
 
     #[test]

@@ -35,21 +35,48 @@ enum Guard<'a> {
 }
 
 /// Reuses a vector's allocation for another element type of the same layout (a reference
-/// with another lifetime): `collect` over an emptied `into_iter` collects in place.
+/// with another lifetime).
+#[inline]
 pub(crate) fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
+    const {
+        assert!(size_of::<T>() == size_of::<U>() && align_of::<T>() == align_of::<U>());
+    }
     v.clear();
-    v.into_iter().map(|_| unreachable!("emptied")).collect()
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: the vector is empty, and `T` and `U` have one size and alignment (checked
+    // at compile time), so its allocation is a valid allocation of `capacity` `U`s. (The
+    // safe spelling, an emptied `into_iter` collected in place, compiles to calls that
+    // cost more than a small task's kernel.)
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<U>(), 0, v.capacity()) }
+}
+
+/// How one argument set's spans are locked and handed out: worked out by [`plan`] per
+/// task, or once for a launch whose spans stay the same (`task::Resolved`,
+/// `model::Prepared`), so running it does no pairwise overlap test, no sort and no
+/// search.
+#[derive(Clone, Default)]
+pub(crate) struct Plan {
+    /// The distinct segments in lock order (ascending id): the index of an argument in
+    /// it (inputs then outputs), and whether it is locked for writing (holds an output).
+    segments: Vec<(usize, bool)>,
+    /// Each argument's segment, by position in `segments`; unused for an empty range.
+    segment_of: Vec<usize>,
+    /// Each input's place in the copy space when it overlaps an output (read from a copy
+    /// made before any output is written), `None` when read in place.
+    sources: Vec<Option<usize>>,
+    /// Bytes of copy space the sources need.
+    need: usize,
 }
 
 /// Vectors and copy space kept between tasks.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// The argument set's distinct segments: (segment id, argument index, write).
+    /// The plan of a task run without one of its own.
+    plan: Plan,
+    /// The argument set's distinct segments while planning: (id, argument index, write).
     segments: Vec<(u64, usize, bool)>,
-    /// Each segment's base pointer, by position in `segments`.
+    /// Each segment's base pointer, by position in the plan's `segments`.
     bases: Vec<usize>,
-    /// Where each input comes from: `None` in place, `Some(offset)` in `copies`.
-    sources: Vec<Option<usize>>,
     copies: Buffer,
     guards: Vec<Guard<'static>>,
     inputs: Vec<&'static [u8]>,
@@ -70,14 +97,15 @@ fn span<'s>(spans_in: &'s [Option<Span>], spans_out: &'s [Option<Span>], i: usiz
     s.as_ref().expect("only non-empty spans are listed")
 }
 
-/// Locks the segments of `ins` and `outs` (`None`: an empty range) and calls `f` with the
-/// inputs' bytes and the outputs' bytes, in argument order.
-pub(crate) fn with_spans<R>(
+/// Works out into `plan` how `ins` and `outs` (`None`: an empty range) are locked and
+/// handed out, with `scratch`'s working space. Errors: outputs that overlap.
+pub(crate) fn plan(
     ins: &[Option<Span>],
     outs: &[Option<Span>],
+    plan: &mut Plan,
     scratch: &mut Scratch,
-    f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
-) -> Result<R, NpuError> {
+) -> Result<(), NpuError> {
+    let segments = &mut scratch.segments;
     for (a, sa) in outs.iter().enumerate() {
         for (b, sb) in outs.iter().enumerate().skip(a + 1) {
             if let (Some(sa), Some(sb)) = (sa, sb)
@@ -89,38 +117,74 @@ pub(crate) fn with_spans<R>(
     }
 
     // The distinct segments, in lock order, each marked write when it holds an output.
-    let segs = &mut scratch.segments;
-    segs.clear();
+    segments.clear();
     for (i, s) in ins.iter().chain(outs).enumerate() {
         if let Some(s) = s {
-            segs.push((s.segment.id, i, i >= ins.len()));
+            segments.push((s.segment.id, i, i >= ins.len()));
         }
     }
-    segs.sort_unstable_by_key(|&(id, _, write)| (id, !write));
-    segs.dedup_by_key(|&mut (id, _, _)| id);
+    segments.sort_unstable_by_key(|&(id, _, write)| (id, !write));
+    segments.dedup_by_key(|&mut (id, _, _)| id);
+    plan.segments.clear();
+    plan.segments
+        .extend(segments.iter().map(|&(_, i, write)| (i, write)));
+    plan.segment_of.clear();
+    plan.segment_of.extend(ins.iter().chain(outs).map(|s| {
+        s.as_ref().map_or(usize::MAX, |s| {
+            segments
+                .binary_search_by_key(&s.segment.id, |&(id, _, _)| id)
+                .expect("every span's segment is listed")
+        })
+    }));
 
-    // Inputs overlapping an output are read from copies: size the copy space first.
-    let sources = &mut scratch.sources;
-    sources.clear();
+    // Inputs overlapping an output are read from copies.
+    plan.sources.clear();
     let mut need = 0;
     for s in ins {
         let copy = s
             .as_ref()
             .filter(|s| outs.iter().flatten().any(|o| overlaps(s, o)));
-        sources.push(copy.map(|s| {
+        plan.sources.push(copy.map(|s| {
             let at = need;
             need += s.len.next_multiple_of(64);
             at
         }));
     }
-    if scratch.copies.len() < need {
-        scratch.copies = Buffer::zeroed(need.next_power_of_two());
+    plan.need = need;
+    Ok(())
+}
+
+/// Locks the segments of `ins` and `outs` (`None`: an empty range) and calls `f` with the
+/// inputs' bytes and the outputs' bytes, in argument order.
+pub(crate) fn with_spans<R>(
+    ins: &[Option<Span>],
+    outs: &[Option<Span>],
+    scratch: &mut Scratch,
+    f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
+) -> Result<R, NpuError> {
+    let mut p = std::mem::take(&mut scratch.plan);
+    let r = plan(ins, outs, &mut p, scratch).map(|()| with_plan(ins, outs, &p, scratch, f));
+    scratch.plan = p;
+    r
+}
+
+/// [`with_spans`] by a plan made for these spans (by [`plan`], with nothing remapped
+/// since).
+pub(crate) fn with_plan<R>(
+    ins: &[Option<Span>],
+    outs: &[Option<Span>],
+    plan: &Plan,
+    scratch: &mut Scratch,
+    f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
+) -> R {
+    if scratch.copies.len() < plan.need {
+        scratch.copies = Buffer::zeroed(plan.need.next_power_of_two());
     }
 
     let mut guards: Vec<Guard<'_>> = reuse(std::mem::take(&mut scratch.guards));
     let bases = &mut scratch.bases;
     bases.clear();
-    for &(_, i, write) in segs.iter() {
+    for &(i, write) in &plan.segments {
         let seg: &Segment = &span(ins, outs, i).segment;
         let guard = if write {
             let mut g = seg.data.write().unwrap_or_else(PoisonError::into_inner);
@@ -133,27 +197,22 @@ pub(crate) fn with_spans<R>(
         };
         guards.push(guard);
     }
-    let base_of = |s: &Span| -> *mut u8 {
-        let k = segs
-            .binary_search_by_key(&s.segment.id, |&(id, _, _)| id)
-            .expect("every span's segment is locked");
-        bases[k] as *mut u8
-    };
+    let base_of = |arg: usize| bases[plan.segment_of[arg]] as *mut u8;
 
     let copies = scratch.copies.as_bytes_mut();
-    for (s, at) in ins.iter().zip(sources.iter()) {
+    for (k, (s, at)) in ins.iter().zip(&plan.sources).enumerate() {
         if let (Some(s), Some(at)) = (s, at) {
             // SAFETY: the segment is locked (for writing, as it holds an output) and
             // `offset + len <= segment.len` was checked when the span was resolved; the
             // bytes are read before any output slice exists.
-            let src = unsafe { std::slice::from_raw_parts(base_of(s).add(s.offset), s.len) };
+            let src = unsafe { std::slice::from_raw_parts(base_of(k).add(s.offset), s.len) };
             copies[*at..*at + s.len].copy_from_slice(src);
         }
     }
     let copies: &[u8] = copies;
 
     let mut inputs: Vec<&[u8]> = reuse(std::mem::take(&mut scratch.inputs));
-    for (s, at) in ins.iter().zip(sources.iter()) {
+    for (k, (s, at)) in ins.iter().zip(&plan.sources).enumerate() {
         inputs.push(match (s, at) {
             (None, _) => &[],
             (Some(s), Some(at)) => &copies[*at..*at + s.len],
@@ -162,19 +221,23 @@ pub(crate) fn with_spans<R>(
             // output (it would have been copied), and only outputs are made `&mut`. The
             // slice is dropped below, before the guards.
             (Some(s), None) => unsafe {
-                std::slice::from_raw_parts(base_of(s).add(s.offset), s.len)
+                std::slice::from_raw_parts(base_of(k).add(s.offset), s.len)
             },
         });
     }
+    let n = ins.len();
     let mut outputs: Vec<&mut [u8]> = reuse(std::mem::take(&mut scratch.outputs));
-    for s in outs {
+    for (k, s) in outs.iter().enumerate() {
         outputs.push(match s {
             None => &mut [],
             // SAFETY: the segment is write-locked by this task and the range is inside it.
-            // Outputs were checked pairwise disjoint above, and every input slice of this
-            // segment overlapping an output reads from `copies` instead, so this is the only
-            // reference to these bytes. The slice is dropped below, before the guards.
-            Some(s) => unsafe { std::slice::from_raw_parts_mut(base_of(s).add(s.offset), s.len) },
+            // Outputs were checked pairwise disjoint by the plan, and every input slice of
+            // this segment overlapping an output reads from `copies` instead, so this is
+            // the only reference to these bytes. The slice is dropped below, before the
+            // guards.
+            Some(s) => unsafe {
+                std::slice::from_raw_parts_mut(base_of(n + k).add(s.offset), s.len)
+            },
         });
     }
 
@@ -183,7 +246,7 @@ pub(crate) fn with_spans<R>(
     scratch.inputs = reuse(inputs);
     scratch.outputs = reuse(outputs);
     scratch.guards = reuse(guards);
-    Ok(r)
+    r
 }
 
 #[cfg(test)]

@@ -479,6 +479,9 @@ pub(crate) struct Memory {
     /// Counts unmaps: a span resolved while it is unchanged still names the segment now
     /// mapped at its address (what a model's prepared launches rely on).
     unmaps: std::sync::atomic::AtomicU64,
+    /// Counts frees, each added with the heap locked: a range found in an allocated block
+    /// while it is unchanged still is in one (what a launch's cached checks rely on).
+    frees: std::sync::atomic::AtomicU64,
 }
 
 impl Memory {
@@ -487,7 +490,27 @@ impl Memory {
             heap: Mutex::new(Heap::new(capacity)),
             segments: RwLock::new(BTreeMap::new()),
             unmaps: std::sync::atomic::AtomicU64::new(0),
+            frees: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The free count now (see `frees`).
+    pub fn free_epoch(&self) -> u64 {
+        self.frees.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Frees a block through the locked `heap`, counting it.
+    pub fn free(
+        &self,
+        heap: &mut Heap,
+        ptr: DevicePtr,
+        stream: StreamId,
+        seq: u64,
+    ) -> Result<(), NpuError> {
+        heap.free(ptr, stream, seq)?;
+        self.frees
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// The unmap count now (see `unmaps`).
@@ -531,6 +554,20 @@ impl Memory {
         }
         let map = self.segments.read().unwrap_or_else(PoisonError::into_inner);
         resolve_in(&map, ptr, len).map(Some)
+    }
+
+    /// Resolves a launch's arguments into `ins` and `outs` (emptied first).
+    pub fn resolve_launch(
+        &self,
+        l: &super::Launch,
+        ins: &mut Vec<Option<Span>>,
+        outs: &mut Vec<Option<Span>>,
+    ) -> Result<(), NpuError> {
+        ins.clear();
+        outs.clear();
+        let range = |a: &super::TensorArg| (a.ptr, a.bytes().unwrap_or(usize::MAX));
+        self.resolve_all(l.inputs().iter().map(range), ins)?;
+        self.resolve_all(l.outputs().iter().map(range), outs)
     }
 
     /// Resolves several ranges under one lock of the segment map.

@@ -50,10 +50,10 @@
 //! may be waiting on it.)
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::npu::ops::OpRegistry;
+use crate::npu::ops::{OpRegistry, OpSpec};
 
 pub mod access;
 pub mod error;
@@ -202,6 +202,8 @@ fn all<T>(table: &Table<T>) -> Vec<Arc<T>> {
 
 /// What the device's workers share with the handle.
 pub(crate) struct Core {
+    /// Unique among the devices of the process (a launch's cached resolution names it).
+    pub id: u64,
     pub registry: Arc<OpRegistry>,
     /// The compute cores: every kernel runs in this pool, so the parallel work a kernel
     /// splits off never lands on the host's threads. Those may be blocked waiting for this
@@ -233,6 +235,27 @@ impl Core {
 
     fn stream(&self, id: StreamId) -> Result<Arc<StreamState>, NpuError> {
         get(&self.streams, id.0).ok_or(NpuError::InvalidStream(id))
+    }
+
+    /// The spec of op `op` from the device's library.
+    pub fn op_spec(&self, op: &str) -> Result<OpSpec, NpuError> {
+        self.registry
+            .get(op)
+            .copied()
+            .ok_or_else(|| NpuError::UnknownOp { op: op.to_string() })
+    }
+
+    /// Calls `f` with stream `id`, under the table's read lock (no reference counted).
+    fn with_stream<R>(
+        &self,
+        id: StreamId,
+        f: impl FnOnce(&StreamState) -> R,
+    ) -> Result<R, NpuError> {
+        let table = self.streams.read().unwrap_or_else(PoisonError::into_inner);
+        match table.get(id.0 as usize) {
+            Some(Some(s)) => Ok(f(s)),
+            _ => Err(NpuError::InvalidStream(id)),
+        }
     }
 
     pub fn event(&self, id: EventId) -> Result<Arc<EventState>, NpuError> {
@@ -303,7 +326,7 @@ impl Core {
 
     pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
         let seq = self.stream(stream)?.submitted();
-        self.memory.heap().free(ptr, stream, seq)
+        self.memory.free(&mut self.memory.heap(), ptr, stream, seq)
     }
 
     /// Records a task submitted while some stream captures: onto the capture of `stream`
@@ -483,7 +506,9 @@ impl Device {
             n = cv.wait(n).unwrap_or_else(PoisonError::into_inner);
         }
         drop(n);
+        static DEVICES: AtomicU64 = AtomicU64::new(1);
         let core = Arc::new(Core {
+            id: DEVICES.fetch_add(1, Ordering::Relaxed),
             cores,
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
             check_launch_shapes: config.check_launch_shapes,
@@ -567,8 +592,9 @@ impl Device {
         if self.core().capturing.load(Ordering::Acquire) != 0 {
             return self.core().record(stream, task);
         }
-        let s = self.core().stream(stream)?;
-        s.send(self.core().job(task)?, true)
+        let core = self.core();
+        let s = core.stream(stream)?;
+        s.submit(core, core.job(task)?, true)
     }
 
     /// [`Device::submit`] that fails with [`NpuError::QueueFull`] instead of waiting.
@@ -576,8 +602,9 @@ impl Device {
         if self.core().capturing.load(Ordering::Acquire) != 0 {
             return self.core().record(stream, task);
         }
-        let s = self.core().stream(stream)?;
-        s.send(self.core().job(task)?, false)
+        let core = self.core();
+        let s = core.stream(stream)?;
+        s.submit(core, core.job(task)?, false)
     }
 
     /// Waits for everything submitted to `stream` so far; returns the first fault since the
@@ -618,10 +645,30 @@ impl Device {
         self.submit(stream, Task::Launch(Arc::new(launch)))
     }
 
-    /// Launches a shared launch record; the stream drops its reference once the kernel has
-    /// run (before the stream counts the task complete), so after a synchronize the
-    /// caller's `Arc` is unique again and can be rebound with [`Launch::rebind`].
-    pub fn launch_shared(&self, stream: StreamId, launch: &Arc<Launch>) -> Result<(), NpuError> {
+    /// Launches a launch record an engine keeps and rebinds per execution. The stream
+    /// drops its reference once the kernel has run (before the stream counts the task
+    /// complete), so after a synchronize the caller's `Arc` is unique again and can be
+    /// rebound with [`Launch::rebind`].
+    ///
+    /// A small launch reaching an idle stream while the caller's `Arc` is unique runs now,
+    /// on the calling thread, through the record's cache of its checks and resolution
+    /// (see `StreamState::run_inline`): the hot path of an engine issuing many small
+    /// kernels, where a hand-off to the stream's worker per launch would cost several
+    /// times the kernel.
+    pub fn launch_shared(
+        &self,
+        stream: StreamId,
+        launch: &mut Arc<Launch>,
+    ) -> Result<(), NpuError> {
+        let core = self.core();
+        if core.capturing.load(Ordering::Acquire) == 0 {
+            let ran = core.with_stream(stream, |s| {
+                Arc::get_mut(launch).and_then(|l| s.run_inline(core, l))
+            })?;
+            if let Some(r) = ran {
+                return r;
+            }
+        }
         self.submit(stream, Task::Launch(launch.clone()))
     }
 

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use crate::npu::ops::{Compute, OpSpec};
 
-use super::access::with_spans;
+use super::access::{self, Plan, Scratch, with_spans};
 use super::memory::Span;
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
@@ -176,6 +176,7 @@ pub(crate) struct Prepared {
     pub spec: OpSpec,
     pub ins: Vec<Option<Span>>,
     pub outs: Vec<Option<Span>>,
+    pub plan: Plan,
 }
 
 impl Prepared {
@@ -184,21 +185,15 @@ impl Prepared {
         if !matches!(spec.compute, Some(Compute::Into(_))) {
             return None;
         }
-        let resolve = |args: &[super::TensorArg]| -> Option<Vec<Option<Span>>> {
-            let mut v = Vec::with_capacity(args.len());
-            core.memory
-                .resolve_all(
-                    args.iter()
-                        .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
-                    &mut v,
-                )
-                .ok()?;
-            Some(v)
-        };
+        let (mut ins, mut outs) = (Vec::new(), Vec::new());
+        core.memory.resolve_launch(l, &mut ins, &mut outs).ok()?;
+        let mut plan = Plan::default();
+        access::plan(&ins, &outs, &mut plan, &mut Scratch::default()).ok()?;
         Some(Prepared {
             spec,
-            ins: resolve(l.inputs())?,
-            outs: resolve(l.outputs())?,
+            ins,
+            outs,
+            plan,
         })
     }
 }
@@ -233,12 +228,7 @@ impl ModelPlan {
                         notifies.push((*n, core.notify(*n)?));
                     }
                     Task::Launch(l) => {
-                        let spec =
-                            core.registry
-                                .get(l.op())
-                                .ok_or_else(|| NpuError::UnknownOp {
-                                    op: l.op().to_string(),
-                                })?;
+                        let spec = core.op_spec(l.op())?;
                         if matches!(spec.compute, Some(Compute::Alloc(_))) {
                             return Err(NpuError::TaskNotSupported {
                                 task: "data-dependent kernel launch",

@@ -15,7 +15,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use super::StreamId;
-use super::task::{Job, Task};
+use super::task::{Job, Launch, Task};
 
 /// One job a stream worker ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +76,21 @@ impl TaskRecorder {
         })
     }
 
+    /// Before an inline launch: as [`TaskRecorder::start`] for the launch's task.
+    #[inline(always)]
+    pub fn start_launch(&self, l: &Launch) -> Option<Started> {
+        if !self.on.load(Ordering::Relaxed) {
+            return None;
+        }
+        let (kind, op, name) = describe_launch(l);
+        Some(Started {
+            kind,
+            op,
+            name,
+            start: Instant::now(),
+        })
+    }
+
     /// After the job `s` started.
     pub fn finish(&self, stream: StreamId, s: Started, ok: bool) {
         let end = Instant::now();
@@ -102,17 +117,18 @@ fn bytes(len: usize) -> String {
     format!("{len} bytes")
 }
 
+fn describe_launch(l: &Launch) -> (&'static str, Option<String>, String) {
+    let name = l.label().unwrap_or(l.op()).to_string();
+    ("kernel launch", Some(l.op().to_string()), name)
+}
+
 /// Kind, op type and name of a job; `None` for the shutdown wake-up.
 fn describe(job: &Job) -> Option<(&'static str, Option<String>, String)> {
     Some(match job {
         Job::Task(t) => {
             let kind = t.kind();
             match t {
-                Task::Launch(l) => {
-                    let op = l.op().to_string();
-                    let name = l.label().unwrap_or(l.op()).to_string();
-                    (kind, Some(op), name)
-                }
+                Task::Launch(l) => describe_launch(l),
                 Task::MemcpyH2D { len, .. }
                 | Task::MemcpyD2H { len, .. }
                 | Task::MemcpyD2D { len, .. }

@@ -28,9 +28,10 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::npu::HostTensor;
 use crate::npu::ops::{Compute, InferCtx, OpError, OpSpec, Tensor, TensorMut, TensorRef};
 
-use super::access::{Scratch, reuse, with_spans};
+use super::access::{Plan, Scratch, plan, reuse, with_plan, with_spans};
 use super::memory::Span;
 use super::model::ModelRun;
+use super::recorder::Started;
 use super::task::{Job, Launch, Task};
 use super::{Core, NpuError, StreamId, TensorArg};
 
@@ -106,11 +107,7 @@ impl StreamState {
                 let worker = Worker {
                     core,
                     stream: mine,
-                    scratch: Scratch::default(),
-                    spans_in: Vec::new(),
-                    spans_out: Vec::new(),
-                    refs: Vec::new(),
-                    muts: Vec::new(),
+                    lane: Lane::default(),
                 };
                 // The worker thread is the only thread of a pool of its own: a small
                 // kernel then runs right here, with no hand-off to the compute cores (a
@@ -159,6 +156,91 @@ impl StreamState {
         self.tx.send(job).map_err(|_| NpuError::DeviceLost)?;
         *n += 1;
         Ok(())
+    }
+
+    /// Issues a job: [`StreamState::send`], except that a small kernel launch or copy
+    /// reaching an idle stream runs now, on the calling thread (see
+    /// [`StreamState::with_idle`]).
+    pub fn submit(&self, core: &Core, job: Job, block: bool) -> Result<(), NpuError> {
+        let small = match &job {
+            Job::Task(Task::Launch(l)) => l.bytes_touched() < PARALLEL_BYTES,
+            Job::Task(
+                Task::MemcpyH2D { len, .. }
+                | Task::MemcpyD2H { len, .. }
+                | Task::MemcpyD2D { len, .. }
+                | Task::Memset { len, .. },
+            ) => *len < PARALLEL_BYTES,
+            _ => false,
+        };
+        let mut job = Some(job);
+        if small
+            && let Some(()) = self.with_idle(core, |exec, n| {
+                *n += 1;
+                exec.run_job(job.take().expect("taken once"));
+            })
+        {
+            return Ok(());
+        }
+        self.send(job.take().expect("not taken"), block)
+    }
+
+    /// Runs a small launch record now when the stream is idle: its checks, and its
+    /// resolution when the record's cache (`Launch::resolved`) no longer holds, then the
+    /// kernel. `None`: the stream is busy, queue the launch. `Some(Err)`: the launch is
+    /// refused as a submission refuses it (nothing was counted).
+    pub fn run_inline(&self, core: &Core, l: &mut Launch) -> Option<Result<(), NpuError>> {
+        if l.bytes_touched() >= PARALLEL_BYTES {
+            return None;
+        }
+        self.with_idle(core, |exec, n| {
+            exec.check(l)?;
+            *n += 1;
+            let started = exec.core.recorder.start_launch(l);
+            let r = exec.cached_launch(l);
+            exec.counted(started, r);
+            Ok(())
+        })
+    }
+
+    /// Calls `f` with this thread's lane and the submitted count, holding the submission
+    /// lock, if the stream is idle; `f` counts what it runs. `None`: the stream is busy.
+    ///
+    /// Why run anything here: a launch of a few hundred bytes computes in tens of
+    /// nanoseconds, but handing it to the worker moves the job, the queue's slots and the
+    /// counters between two cores and often wakes a sleeping thread: several times the
+    /// kernel's own cost, per launch. Running it here keeps the stream's order: the stream
+    /// is idle (every job sent has completed) and nothing can be sent while the lock is
+    /// held, so the work runs after everything before it and before everything after it,
+    /// as the worker would run it. Callers send only launches below [`PARALLEL_BYTES`]:
+    /// the op library splits no work that small, so such a kernel never reaches a thread
+    /// pool from a thread outside the device, and no long kernel holds the caller.
+    fn with_idle<R>(&self, core: &Core, f: impl FnOnce(&mut Exec<'_>, &mut u64) -> R) -> Option<R> {
+        if self.depth == 0 {
+            return None;
+        }
+        let mut n = self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.completed.load(Ordering::SeqCst) != *n || core.is_shut_down() {
+            return None;
+        }
+        Some(INLINE_LANE.with(|cell| {
+            let run = |lane: &mut Lane| {
+                let mut exec = Exec {
+                    core,
+                    stream: self,
+                    lane,
+                    small_here: true,
+                };
+                f(&mut exec, &mut n)
+            };
+            match cell.try_borrow_mut() {
+                Ok(mut lane) => run(&mut lane),
+                // Never re-entered (a launch issues no work), but not worth a panic.
+                Err(_) => run(&mut Lane::default()),
+            }
+        }))
     }
 
     /// Queues a job when there is room, without counting it (the shutdown wake-up).
@@ -252,6 +334,11 @@ impl StreamState {
     }
 }
 
+thread_local! {
+    /// The lane of the launches this thread runs inline (see [`StreamState::submit`]).
+    static INLINE_LANE: std::cell::RefCell<Lane> = std::cell::RefCell::default();
+}
+
 /// Inputs' values inference reads, when an op reads none: all absent.
 static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
 
@@ -260,15 +347,33 @@ static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
 /// splits work above 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of `f32`.
 const PARALLEL_BYTES: usize = 64 * 1024;
 
-pub(crate) struct Worker {
-    core: Arc<Core>,
-    stream: Arc<StreamState>,
+/// What running tasks needs besides the tasks: vectors and copy space kept between tasks
+/// for their capacity. A stream worker keeps one; so does each thread that runs launches
+/// inline (see [`StreamState::send_or_run`]).
+#[derive(Default)]
+pub(crate) struct Lane {
     scratch: Scratch,
     spans_in: Vec<Option<Span>>,
     spans_out: Vec<Option<Span>>,
     /// Kernel views of the arguments, kept for their allocation only (empty between tasks).
     refs: Vec<TensorRef<'static>>,
     muts: Vec<TensorMut<'static>>,
+}
+
+pub(crate) struct Worker {
+    core: Arc<Core>,
+    stream: Arc<StreamState>,
+    lane: Lane,
+}
+
+/// One task's run: the device, the stream it runs for and the running thread's lane.
+struct Exec<'a> {
+    core: &'a Core,
+    stream: &'a StreamState,
+    lane: &'a mut Lane,
+    /// Small kernels run on this thread rather than on the compute cores: a stream worker
+    /// in its own one-thread pool, or a launch run inline (which is small by construction).
+    small_here: bool,
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -280,24 +385,88 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 
 impl Worker {
     fn run(mut self, rx: Receiver<Job>) {
+        let small_here = rayon::current_thread_index().is_some();
         for job in rx.iter() {
             if self.core.is_shut_down() || matches!(job, Job::Shutdown) {
                 break;
             }
-            // One relaxed load when the recorder is off (see `recorder`).
-            let started = self.core.recorder.start(&job);
-            let r = self.job(job);
-            if let Some(s) = started {
-                self.core.recorder.finish(self.stream.id, s, r.is_ok());
-            }
-            if let Err(e) = r {
-                self.stream.set_fault(e);
-            }
-            self.stream.complete_one();
+            let mut exec = Exec {
+                core: &self.core,
+                stream: &self.stream,
+                lane: &mut self.lane,
+                small_here,
+            };
+            exec.run_job(job);
         }
         // Queued jobs may hold a model run, which holds senders to model streams: drop them
         // here so nothing keeps a channel alive after its worker is gone.
         while rx.try_recv().is_ok() {}
+    }
+}
+
+impl Exec<'_> {
+    /// Runs one job of the stream and counts it completed; a failure faults the stream.
+    fn run_job(&mut self, job: Job) {
+        // One relaxed load when the recorder is off (see `recorder`).
+        let started = self.core.recorder.start(&job);
+        let r = self.job(job);
+        self.counted(started, r);
+    }
+
+    /// Ends a job `started` with `r`: recorded, counted completed; a failure faults the
+    /// stream.
+    fn counted(&mut self, started: Option<Started>, r: Result<(), NpuError>) {
+        if let Some(s) = started {
+            self.core.recorder.finish(self.stream.id, s, r.is_ok());
+        }
+        if let Err(e) = r {
+            self.stream.set_fault(e);
+        }
+        self.stream.complete_one();
+    }
+
+    /// A launch record's submission checks, unless its cache says they hold.
+    fn check(&mut self, l: &mut Launch) -> Result<(), NpuError> {
+        let memory = &self.core.memory;
+        if l.resolved.checked(self.core.id, memory.free_epoch(), l) {
+            return Ok(());
+        }
+        let frees = {
+            let heap = memory.heap();
+            l.each_range(|ptr, len| heap.check(ptr, len))?;
+            // Read with the heap locked: frees are counted under the lock.
+            memory.free_epoch()
+        };
+        l.note_checked(self.core.id, frees);
+        Ok(())
+    }
+
+    /// Runs a checked launch record through its cached spec and spans, resolving them
+    /// first when they are missing or an unmap made them stale.
+    fn cached_launch(&mut self, l: &mut Launch) -> Result<(), NpuError> {
+        // A faulted stream skips data tasks (see `job`).
+        if self.stream.faulted.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let memory = &self.core.memory;
+        let unmaps = memory.unmap_epoch();
+        if l.resolved.spans.is_none_or(|(_, at)| at != unmaps) {
+            let spec = self.core.op_spec(l.op())?;
+            let mut ins = std::mem::take(&mut l.resolved.ins);
+            let mut outs = std::mem::take(&mut l.resolved.outs);
+            let r = memory.resolve_launch(l, &mut ins, &mut outs);
+            let r =
+                r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan, &mut self.lane.scratch));
+            l.resolved.ins = ins;
+            l.resolved.outs = outs;
+            r?;
+            l.resolved.spans = Some((spec, unmaps));
+        }
+        let l = &*l;
+        let (spec, _) = l.resolved.spans.expect("resolved above");
+        let r = &l.resolved;
+        self.run_launch(l, &spec, false, &r.ins, &r.outs, Some(&r.plan))
+            .map(drop)
     }
 
     fn job(&mut self, job: Job) -> Result<(), NpuError> {
@@ -330,7 +499,7 @@ impl Worker {
                 if faulted { Ok(()) } else { r.map(drop) }
             }
             Job::Execute(..) if faulted => Ok(()),
-            Job::Execute(model, plan) => model.execute(&self.core, plan),
+            Job::Execute(model, plan) => model.execute(self.core, plan),
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -341,10 +510,10 @@ impl Worker {
 
     /// Runs one model stream's preloaded tasks for `run`.
     fn run_list(&mut self, run: &Arc<ModelRun>, first: usize) {
-        let core = self.core.clone();
+        let core = self.core;
         let mut index = first;
         loop {
-            match self.run_one_list(&core, run, index) {
+            match self.run_one_list(core, run, index) {
                 Some(next) => index = next,
                 None => return,
             }
@@ -354,12 +523,7 @@ impl Worker {
     /// Runs one list; returns the stream a final activate task hands over to this worker
     /// (a cascade stream that only that task starts: running it here saves a thread
     /// hand-off per cascade level and keeps the chain's order).
-    fn run_one_list(
-        &mut self,
-        core: &Arc<Core>,
-        run: &Arc<ModelRun>,
-        index: usize,
-    ) -> Option<usize> {
+    fn run_one_list(&mut self, core: &Core, run: &Arc<ModelRun>, index: usize) -> Option<usize> {
         let shutdown = &core.shutdown;
         let mut fault: Option<NpuError> = None;
         let mut next = None;
@@ -395,7 +559,7 @@ impl Worker {
                 _ if fault.is_some() => Ok(()),
                 Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
                     Some(p) => self
-                        .run_launch(l, &p.spec, false, &p.ins, &p.outs)
+                        .run_launch(l, &p.spec, false, &p.ins, &p.outs, Some(&p.plan))
                         .map(drop),
                     None => self.launch(l, false).map(drop),
                 },
@@ -417,7 +581,7 @@ impl Worker {
     /// Runs a task that touches memory (or a callback).
     fn task(&mut self, task: &Task) -> Result<(), NpuError> {
         let memory = &self.core.memory;
-        let scratch = &mut self.scratch;
+        let scratch = &mut self.lane.scratch;
         match task {
             Task::Launch(l) => self.launch(l, false).map(drop),
             Task::MemcpyH2D {
@@ -493,41 +657,21 @@ impl Worker {
     /// Runs a kernel launch on device memory. `allocating`: a data-dependent op whose
     /// outputs the launch allocates and returns.
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
-        let spec = *self
-            .core
-            .registry
-            .get(l.op())
-            .ok_or_else(|| NpuError::UnknownOp {
-                op: l.op().to_string(),
-            })?;
+        let spec = self.core.op_spec(l.op())?;
         // The span lists are the worker's, kept for their capacity.
-        let mut ins = std::mem::take(&mut self.spans_in);
-        let mut outs = std::mem::take(&mut self.spans_out);
-        ins.clear();
-        outs.clear();
-        let memory = &self.core.memory;
-        let r = memory
-            .resolve_all(
-                l.inputs()
-                    .iter()
-                    .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
-                &mut ins,
-            )
-            .and_then(|()| {
-                memory.resolve_all(
-                    l.outputs()
-                        .iter()
-                        .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
-                    &mut outs,
-                )
-            })
-            .and_then(|()| self.run_launch(l, &spec, allocating, &ins, &outs));
-        self.spans_in = ins;
-        self.spans_out = outs;
+        let mut ins = std::mem::take(&mut self.lane.spans_in);
+        let mut outs = std::mem::take(&mut self.lane.spans_out);
+        let r = self
+            .core
+            .memory
+            .resolve_launch(l, &mut ins, &mut outs)
+            .and_then(|()| self.run_launch(l, &spec, allocating, &ins, &outs, None));
+        self.lane.spans_in = ins;
+        self.lane.spans_out = outs;
         r
     }
 
-    /// Runs a launch whose op and argument spans are resolved: by [`Worker::launch`], or
+    /// Runs a launch whose op and argument spans are resolved: by [`Exec::launch`], or
     /// once at load for a model's launch (`model::Prepared`), which a model's run then
     /// uses directly: no registry lookup, no segment-map lookup, no reference counting of
     /// segments per task.
@@ -538,8 +682,10 @@ impl Worker {
         allocating: bool,
         ins: &[Option<Span>],
         outs: &[Option<Span>],
+        plan: Option<&Plan>,
     ) -> Result<Vec<TensorArg>, NpuError> {
-        let core = &*self.core;
+        let core = self.core;
+        let small_here = self.small_here;
         let op = l.op();
         let spec = *spec;
         let kernel_error = |source: OpError| NpuError::Kernel {
@@ -566,12 +712,9 @@ impl Worker {
         }
 
         let check_shapes = core.check_launch_shapes;
-        let (refs_kept, muts_kept) = (&mut self.refs, &mut self.muts);
-        let computed = with_spans(
-            ins,
-            outs,
-            &mut self.scratch,
-            |ins, outs| -> Result<Option<Vec<Tensor>>, NpuError> {
+        let (refs_kept, muts_kept) = (&mut self.lane.refs, &mut self.lane.muts);
+        let body =
+            |ins: &[&[u8]], outs: &mut [&mut [u8]]| -> Result<Option<Vec<Tensor>>, NpuError> {
                 let mut refs: Vec<TensorRef> = reuse(std::mem::take(refs_kept));
                 refs.extend(
                     l.inputs()
@@ -626,9 +769,7 @@ impl Worker {
                 };
                 // Work big enough for a kernel to split goes to the compute cores; the
                 // rest runs on this thread (see `StreamState::spawn`).
-                let run = if l.bytes_touched() >= PARALLEL_BYTES
-                    || rayon::current_thread_index().is_none()
-                {
+                let run = if l.bytes_touched() >= PARALLEL_BYTES || !small_here {
                     core.cores.install(work)
                 } else {
                     work()
@@ -642,8 +783,11 @@ impl Worker {
                         msg: panic_message(p),
                     }),
                 }
-            },
-        )??;
+            };
+        let computed = match plan {
+            Some(plan) => with_plan(ins, outs, plan, &mut self.lane.scratch, body),
+            None => with_spans(ins, outs, &mut self.lane.scratch, body)?,
+        }?;
         let Some(tensors) = computed else {
             return Ok(Vec::new());
         };
@@ -659,7 +803,7 @@ impl Worker {
                 .alloc(t.data.len(), self.stream.id, false)
                 .and_then(|ptr| {
                     let out = [self.core.memory.resolve(ptr, t.data.len())?];
-                    with_spans(&[], &out, &mut self.scratch, |_, o| {
+                    with_spans(&[], &out, &mut self.lane.scratch, |_, o| {
                         if let Some(o) = o.first_mut() {
                             o.copy_from_slice(t.data.as_bytes())
                         }

@@ -13,10 +13,12 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::npu::ops::TensorMeta;
+use crate::npu::ops::{OpSpec, TensorMeta};
 use crate::npu::{AttrMap, DType};
 
+use super::access::Plan;
 use super::host::HostBuf;
+use super::memory::Span;
 use super::model::{ModelInner, ModelPlan, ModelRun};
 use super::sync::{EventState, NotifyState};
 use super::{DevicePtr, EventId, ModelId, NotifyId, NpuError};
@@ -62,6 +64,71 @@ pub struct Launch {
     metas: Vec<TensorMeta>,
     /// What the host calls this launch (the op it serves), for the task recorder.
     label: Option<Arc<str>>,
+    /// What its last inline run checked and resolved (see [`Resolved`]).
+    pub(crate) resolved: Resolved,
+}
+
+/// A launch record's arguments as its last inline run on a device found them: checked
+/// against the allocator, the op's spec looked up, the ranges resolved to segments. An
+/// engine issues the same record every execution with the same ranges (its memory comes
+/// from per-size free lists), so the next run skips all three when nothing changed:
+///
+/// - the checks hold while the device and the ranges are the same and the device has
+///   freed no block since (`frees`): a range inside an allocated block stays inside it
+///   until that block is freed;
+/// - the spans hold while, in addition, no segment was unmapped (`unmaps`), as for a
+///   model's prepared launches.
+///
+/// The counters are read with plain loads, so a valid cache costs no atomic
+/// read-modify-write, no lock and no tree search per run.
+#[derive(Clone, Default)]
+pub(crate) struct Resolved {
+    /// The device's id (`Core::id`); 0: nothing checked.
+    pub device: u64,
+    pub frees: u64,
+    /// Each argument's (address, bytes), inputs then outputs, as checked.
+    pub ranges: Vec<(DevicePtr, usize)>,
+    /// Spec and spans, when resolved at `unmaps`.
+    pub spans: Option<(OpSpec, u64)>,
+    pub ins: Vec<Option<Span>>,
+    pub outs: Vec<Option<Span>>,
+    /// How the spans are locked and handed out.
+    pub plan: Plan,
+}
+
+impl Resolved {
+    /// Whether the ranges checked are the launch's now, on device `device` at free count
+    /// `frees`.
+    pub fn checked(&self, device: u64, frees: u64, l: &Launch) -> bool {
+        self.device == device
+            && self.frees == frees
+            && self.ranges.len() == l.inputs.len() + l.outputs.len()
+            && l.inputs
+                .iter()
+                .chain(&l.outputs)
+                .zip(&self.ranges)
+                .all(|(a, &(p, n))| a.ptr == p && a.bytes().unwrap_or(usize::MAX) == n)
+    }
+
+    /// Forgets everything, keeping the vectors' storage.
+    pub fn clear(&mut self) {
+        self.device = 0;
+        self.ranges.clear();
+        self.spans = None;
+        self.ins.clear();
+        self.outs.clear();
+    }
+}
+
+impl fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolved")
+            .field("device", &self.device)
+            .field("frees", &self.frees)
+            .field("ranges", &self.ranges)
+            .field("resolved", &self.spans.map(|(_, unmaps)| unmaps))
+            .finish()
+    }
 }
 
 impl Launch {
@@ -81,6 +148,7 @@ impl Launch {
             outputs,
             metas,
             label: None,
+            resolved: Resolved::default(),
         }
     }
     /// The launch named `label` in task records (shared: a clone costs no allocation).
@@ -126,6 +194,34 @@ impl Launch {
             .chain(&self.outputs)
             .map(|a| a.bytes().unwrap_or(usize::MAX))
             .fold(0usize, usize::saturating_add)
+    }
+    /// Calls `f` with each argument's device range, inputs then outputs.
+    pub(crate) fn each_range(
+        &self,
+        mut f: impl FnMut(DevicePtr, usize) -> Result<(), NpuError>,
+    ) -> Result<(), NpuError> {
+        for a in self.inputs.iter().chain(&self.outputs) {
+            let len = a.bytes().ok_or_else(|| NpuError::BadLaunch {
+                op: self.op.to_string(),
+                msg: format!("a tensor of {:?} {} overflows", a.shape, a.dtype),
+            })?;
+            f(a.ptr, len)?;
+        }
+        Ok(())
+    }
+    /// Notes that the arguments' ranges were checked on `device` at free count `frees`;
+    /// anything resolved before is forgotten.
+    pub(crate) fn note_checked(&mut self, device: u64, frees: u64) {
+        let r = &mut self.resolved;
+        r.clear();
+        r.ranges.extend(
+            self.inputs
+                .iter()
+                .chain(&self.outputs)
+                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+        );
+        r.device = device;
+        r.frees = frees;
     }
     pub(crate) fn metas(&self) -> &[TensorMeta] {
         &self.metas
@@ -296,16 +392,7 @@ impl Task {
         mut f: impl FnMut(DevicePtr, usize) -> Result<(), NpuError>,
     ) -> Result<(), NpuError> {
         match self {
-            Task::Launch(l) => {
-                for a in l.inputs.iter().chain(&l.outputs) {
-                    let len = a.bytes().ok_or_else(|| NpuError::BadLaunch {
-                        op: l.op.to_string(),
-                        msg: format!("a tensor of {:?} {} overflows", a.shape, a.dtype),
-                    })?;
-                    f(a.ptr, len)?;
-                }
-                Ok(())
-            }
+            Task::Launch(l) => l.each_range(f),
             Task::MemcpyH2D { dst, len, .. } => f(*dst, *len),
             Task::MemcpyD2H { src, len, .. } => f(*src, *len),
             Task::MemcpyD2D { dst, src, len } => f(*src, *len).and_then(|()| f(*dst, *len)),

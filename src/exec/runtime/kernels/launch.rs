@@ -157,7 +157,7 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
     };
     let r = bind_launch(cx, op, present, Arc::get_mut(&mut l).expect("unique")).and_then(|()| {
         cx.device()
-            .launch_shared(stream, &l)
+            .launch_shared(stream, &mut l)
             .map_err(KernelError::from)
     });
     *cx.state() = NodeState::Launch(Some(l));

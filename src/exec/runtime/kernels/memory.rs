@@ -5,6 +5,8 @@
 //! rewritten in place when the device is done with it, so a steady-state upload allocates
 //! nothing.
 
+use std::sync::Arc;
+
 use crate::exec::KernelClass;
 use crate::npu::device::{HostBuf, Task};
 
@@ -31,11 +33,22 @@ fn alloc_mem_hbm(cx: &mut KernelContext<'_>) -> KernelResult {
     let bytes = usize::try_from(bytes)
         .map_err(|_| KernelError::new(format!("size {bytes} is negative")))?;
     let ptr = allocator.alloc(bytes)?;
-    *cx.output(0)? = Value::Mem(Mem {
-        ptr,
-        bytes,
-        allocator: allocator.clone(),
-    });
+    let out = cx.output(0)?;
+    match out {
+        // The slot still holds the last execution's memory from this allocator: rewritten
+        // in place, with no reference counted up for the new value and down for the old.
+        Value::Mem(m) if Arc::ptr_eq(&m.allocator, allocator) => {
+            m.ptr = ptr;
+            m.bytes = bytes;
+        }
+        _ => {
+            *out = Value::Mem(Mem {
+                ptr,
+                bytes,
+                allocator: allocator.clone(),
+            })
+        }
+    }
     Ok(())
 }
 

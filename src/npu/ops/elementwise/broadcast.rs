@@ -221,6 +221,14 @@ fn check_len<T>(input: usize, data: &[T], shape: &[usize]) -> Result<(), Mismatc
     Ok(())
 }
 
+/// Whether `a` and `b` are the same dims but for leading 1s (the same elements in the same
+/// order).
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    let strip = |s: &[usize]| s.iter().position(|&d| d != 1).map_or(0, |k| s.len() - k);
+    let (na, nb) = (strip(a), strip(b));
+    na == nb && a[a.len() - na..] == b[b.len() - nb..]
+}
+
 /// `out = f(a, b)` with `a` and `b` broadcast into `out_shape`.
 pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
     (a, a_shape): (&[A], &[usize]),
@@ -230,6 +238,41 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
 ) -> Result<(), Mismatch> {
     check_len(0, a, a_shape)?;
     check_len(1, b, b_shape)?;
+    // Small outputs whose operands are whole (the output's shape) or one element: the
+    // same loops without building a layout, which costs more than such a kernel's work.
+    let len: usize = out_shape.iter().product();
+    if len < 2 * PAR_MIN && len <= out.len() {
+        let whole_a = same_dims(a_shape, out_shape);
+        let whole_b = same_dims(b_shape, out_shape);
+        let one = |s: &[usize]| s.iter().product::<usize>() == 1;
+        if (whole_a || one(a_shape)) && (whole_b || one(b_shape)) {
+            let out = &mut out[..len];
+            match (whole_a, whole_b) {
+                (true, true) => {
+                    for ((o, &x), &y) in out.iter_mut().zip(&a[..len]).zip(&b[..len]) {
+                        *o = f(x, y);
+                    }
+                }
+                (true, false) => {
+                    let y = b[0];
+                    for (o, &x) in out.iter_mut().zip(&a[..len]) {
+                        *o = f(x, y);
+                    }
+                }
+                (false, true) => {
+                    let x = a[0];
+                    for (o, &y) in out.iter_mut().zip(&b[..len]) {
+                        *o = f(x, y);
+                    }
+                }
+                (false, false) => {
+                    let (x, y) = (a[0], b[0]);
+                    out.fill_with(|| f(x, y));
+                }
+            }
+            return Ok(());
+        }
+    }
     let layout = Layout::new(out_shape, [a_shape, b_shape])?;
     par_runs(&layout, out, |r, o| {
         let (i, j, n) = (r.at[0], r.at[1], r.len);
@@ -454,5 +497,35 @@ mod tests {
             }
         });
         assert!(out.iter().enumerate().all(|(i, &x)| x == i + 1));
+    }
+
+    #[test]
+    fn zip_equals_the_naive_broadcast_on_the_shortcut_shapes_and_others() {
+        // Whole operands (leading 1s or not), one-element operands, and shapes that take
+        // the layout.
+        let cases: &[(&[usize], &[usize], &[usize])] = &[
+            (&[1, 16], &[16], &[1, 16]),
+            (&[16], &[1, 1, 16], &[1, 1, 16]),
+            (&[2, 3], &[1], &[2, 3]),
+            (&[], &[2, 3], &[2, 3]),
+            (&[1, 1], &[], &[1, 1]),
+            (&[2, 3], &[3], &[2, 3]),
+            (&[2, 1], &[1, 3], &[2, 3]),
+            (&[0, 3], &[3], &[0, 3]),
+        ];
+        for &(sa, sb, so) in cases {
+            let na: usize = sa.iter().product();
+            let nb: usize = sb.iter().product();
+            let a: Vec<f32> = (0..na).map(|i| i as f32 + 1.0).collect();
+            let b: Vec<f32> = (0..nb).map(|i| 100.0 * (i as f32 + 1.0)).collect();
+            let mut out = vec![0f32; so.iter().product()];
+            zip((&a, sa), (&b, sb), (&mut out, so), |x, y| x + y).unwrap();
+            let want: Vec<f32> = naive(so, sa)
+                .into_iter()
+                .zip(naive(so, sb))
+                .map(|(i, j)| a[i] + b[j])
+                .collect();
+            assert_eq!(out, want, "{sa:?} + {sb:?} -> {so:?}");
+        }
     }
 }
