@@ -184,12 +184,19 @@ impl StreamState {
         self.send(job.take().expect("not taken"), block)
     }
 
-    /// Runs a small launch record now when the stream is idle: its checks, and its
-    /// resolution when the record's cache (`Launch::resolved`) no longer holds, then the
-    /// kernel. `None`: the stream is busy, queue the launch. `Some(Err)`: the launch is
-    /// refused as a submission refuses it (nothing was counted).
+    /// Runs a launch record now when the stream is idle: its checks, and its resolution
+    /// when the record's cache (`Launch::resolved`) no longer holds, then the kernel.
+    /// `None`: the stream is busy, queue the launch. `Some(Err)`: the launch is refused as
+    /// a submission refuses it (nothing was counted).
+    ///
+    /// A large kernel runs on the compute cores either way; entered from here it is one
+    /// thread hand-off (caller to cores) instead of two (caller to the stream's worker,
+    /// worker to cores), which on a one-thread device is most of what a GEMM-sized launch
+    /// costs beyond its arithmetic. Only from a thread outside every thread pool: a
+    /// pool's thread entering another pool keeps running its own pool's jobs while it
+    /// waits, and those may be anything.
     pub fn run_inline(&self, core: &Core, l: &mut Launch) -> Option<Result<(), NpuError>> {
-        if l.bytes_touched() >= PARALLEL_BYTES {
+        if l.bytes_touched() >= PARALLEL_BYTES && rayon::current_thread_index().is_some() {
             return None;
         }
         self.with_idle(core, |exec, n| {
@@ -211,9 +218,9 @@ impl StreamState {
     /// kernel's own cost, per launch. Running it here keeps the stream's order: the stream
     /// is idle (every job sent has completed) and nothing can be sent while the lock is
     /// held, so the work runs after everything before it and before everything after it,
-    /// as the worker would run it. Callers send only launches below [`PARALLEL_BYTES`]:
-    /// the op library splits no work that small, so such a kernel never reaches a thread
-    /// pool from a thread outside the device, and no long kernel holds the caller.
+    /// as the worker would run it. A launch below [`PARALLEL_BYTES`] runs right here: the
+    /// op library splits no work that small, so such a kernel never reaches a thread
+    /// pool from a thread outside the device; a larger one runs on the compute cores.
     fn with_idle<R>(&self, core: &Core, f: impl FnOnce(&mut Exec<'_>, &mut u64) -> R) -> Option<R> {
         if self.depth == 0 {
             return None;
