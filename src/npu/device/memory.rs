@@ -499,14 +499,9 @@ impl Memory {
         self.frees.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Frees a block through the locked `heap`, counting it.
-    pub fn free(
-        &self,
-        heap: &mut Heap,
-        ptr: DevicePtr,
-        stream: StreamId,
-        seq: u64,
-    ) -> Result<(), NpuError> {
+    /// Frees a block (see [`Heap::free`]), counting it while the heap is locked.
+    pub fn free(&self, ptr: DevicePtr, stream: StreamId, seq: u64) -> Result<(), NpuError> {
+        let mut heap = self.heap();
         heap.free(ptr, stream, seq)?;
         self.frees
             .fetch_add(1, std::sync::atomic::Ordering::Release);
@@ -565,9 +560,8 @@ impl Memory {
     ) -> Result<(), NpuError> {
         ins.clear();
         outs.clear();
-        let range = |a: &super::TensorArg| (a.ptr, a.bytes().unwrap_or(usize::MAX));
-        self.resolve_all(l.inputs().iter().map(range), ins)?;
-        self.resolve_all(l.outputs().iter().map(range), outs)
+        self.resolve_all(l.inputs().iter().map(super::TensorArg::range), ins)?;
+        self.resolve_all(l.outputs().iter().map(super::TensorArg::range), outs)
     }
 
     /// Resolves several ranges under one lock of the segment map.

@@ -326,7 +326,7 @@ impl Core {
 
     pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
         let seq = self.stream(stream)?.submitted();
-        self.memory.free(&mut self.memory.heap(), ptr, stream, seq)
+        self.memory.free(ptr, stream, seq)
     }
 
     /// Records a task submitted while some stream captures: onto the capture of `stream`
@@ -650,11 +650,11 @@ impl Device {
     /// complete), so after a synchronize the caller's `Arc` is unique again and can be
     /// rebound with [`Launch::rebind`].
     ///
-    /// A small launch reaching an idle stream while the caller's `Arc` is unique runs now,
-    /// on the calling thread, through the record's cache of its checks and resolution
-    /// (see `StreamState::run_inline`): the hot path of an engine issuing many small
-    /// kernels, where a hand-off to the stream's worker per launch would cost several
-    /// times the kernel.
+    /// A launch reaching an idle stream while the caller's `Arc` is unique runs now, from
+    /// the calling thread, through the record's cache of its checks and resolution (see
+    /// `StreamState::run_inline`, which says which launches qualify): the hot path of an
+    /// engine issuing many small kernels, where a hand-off to the stream's worker per
+    /// launch would cost several times the kernel.
     pub fn launch_shared(
         &self,
         stream: StreamId,

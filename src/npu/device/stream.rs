@@ -356,7 +356,7 @@ const PARALLEL_BYTES: usize = 64 * 1024;
 
 /// What running tasks needs besides the tasks: vectors and copy space kept between tasks
 /// for their capacity. A stream worker keeps one; so does each thread that runs launches
-/// inline (see [`StreamState::send_or_run`]).
+/// inline (see [`StreamState::with_idle`]).
 #[derive(Default)]
 pub(crate) struct Lane {
     scratch: Scratch,

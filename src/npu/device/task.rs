@@ -45,6 +45,11 @@ impl TensorArg {
             .iter()
             .try_fold(self.dtype.size(), |n, &d| n.checked_mul(d))
     }
+    /// Its device range: address and bytes (`usize::MAX` past `usize`, which no check
+    /// passes).
+    pub(crate) fn range(&self) -> (DevicePtr, usize) {
+        (self.ptr, self.bytes().unwrap_or(usize::MAX))
+    }
     /// The type and concrete dims, as inference takes them.
     pub fn meta(&self) -> TensorMeta {
         let dims: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
@@ -107,7 +112,7 @@ impl Resolved {
                 .iter()
                 .chain(&l.outputs)
                 .zip(&self.ranges)
-                .all(|(a, &(p, n))| a.ptr == p && a.bytes().unwrap_or(usize::MAX) == n)
+                .all(|(a, &r)| a.range() == r)
     }
 
     /// Forgets everything, keeping the vectors' storage.
@@ -192,7 +197,7 @@ impl Launch {
         self.inputs
             .iter()
             .chain(&self.outputs)
-            .map(|a| a.bytes().unwrap_or(usize::MAX))
+            .map(|a| a.range().1)
             .fold(0usize, usize::saturating_add)
     }
     /// Calls `f` with each argument's device range, inputs then outputs.
@@ -218,7 +223,7 @@ impl Launch {
             self.inputs
                 .iter()
                 .chain(&self.outputs)
-                .map(|a| (a.ptr, a.bytes().unwrap_or(usize::MAX))),
+                .map(TensorArg::range),
         );
         r.device = device;
         r.frees = frees;

@@ -238,47 +238,12 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
 ) -> Result<(), Mismatch> {
     check_len(0, a, a_shape)?;
     check_len(1, b, b_shape)?;
-    // Small outputs whose operands are whole (the output's shape) or one element: the
-    // same loops without building a layout, which costs more than such a kernel's work.
-    let len: usize = out_shape.iter().product();
-    if len < 2 * PAR_MIN && len <= out.len() {
-        let whole_a = same_dims(a_shape, out_shape);
-        let whole_b = same_dims(b_shape, out_shape);
-        let one = |s: &[usize]| s.iter().product::<usize>() == 1;
-        if (whole_a || one(a_shape)) && (whole_b || one(b_shape)) {
-            let out = &mut out[..len];
-            match (whole_a, whole_b) {
-                (true, true) => {
-                    for ((o, &x), &y) in out.iter_mut().zip(&a[..len]).zip(&b[..len]) {
-                        *o = f(x, y);
-                    }
-                }
-                (true, false) => {
-                    let y = b[0];
-                    for (o, &x) in out.iter_mut().zip(&a[..len]) {
-                        *o = f(x, y);
-                    }
-                }
-                (false, true) => {
-                    let x = a[0];
-                    for (o, &y) in out.iter_mut().zip(&b[..len]) {
-                        *o = f(x, y);
-                    }
-                }
-                (false, false) => {
-                    let (x, y) = (a[0], b[0]);
-                    out.fill_with(|| f(x, y));
-                }
-            }
-            return Ok(());
-        }
-    }
-    let layout = Layout::new(out_shape, [a_shape, b_shape])?;
-    par_runs(&layout, out, |r, o| {
-        let (i, j, n) = (r.at[0], r.at[1], r.len);
-        // One loop per stride pair, each a plain zip over slices with any broadcast
-        // operand hoisted, so the compiler vectorizes all four.
-        match r.step {
+    // One loop per stride pair of a run of `o` from `a[i..]` and `b[j..]`, each a plain
+    // zip over slices with any broadcast operand hoisted, so the compiler vectorizes all
+    // four.
+    let run = |o: &mut [O], i: usize, j: usize, step: [usize; 2]| {
+        let n = o.len();
+        match step {
             [1, 1] => {
                 for ((o, &x), &y) in o.iter_mut().zip(&a[i..i + n]).zip(&b[j..j + n]) {
                     *o = f(x, y);
@@ -298,12 +263,26 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
             }
             _ => {
                 let (x, y) = (a[i], b[j]);
-                for o in o.iter_mut() {
-                    *o = f(x, y);
-                }
+                o.fill_with(|| f(x, y));
             }
         }
-    });
+    };
+    // Small outputs whose operands are whole (the output's shape) or one element: one run
+    // without building a layout, which costs more than such a kernel's work.
+    let len: usize = out_shape.iter().product();
+    if len < 2 * PAR_MIN && len <= out.len() {
+        let whole_a = same_dims(a_shape, out_shape);
+        let whole_b = same_dims(b_shape, out_shape);
+        let one = |s: &[usize]| s.iter().product::<usize>() == 1;
+        if (whole_a || one(a_shape)) && (whole_b || one(b_shape)) {
+            if len > 0 {
+                run(&mut out[..len], 0, 0, [whole_a as usize, whole_b as usize]);
+            }
+            return Ok(());
+        }
+    }
+    let layout = Layout::new(out_shape, [a_shape, b_shape])?;
+    par_runs(&layout, out, |r, o| run(o, r.at[0], r.at[1], r.step));
     Ok(())
 }
 
