@@ -1,6 +1,7 @@
 //! Linear algebra and the arithmetic the other new families share: the float element
 //! types and the precision their kernels compute in ([`Real`], [`Acc`]), the one strided
-//! matrix product every kernel calls ([`gemm`], over matrixmultiply), and the ops built
+//! matrix product every kernel calls ([`gemm`], over [`sgemm`] for f32 and
+//! matrixmultiply's `dgemm` for f64), and the ops built
 //! mostly of it: Einsum, MatMulInteger and ConvInteger, with the norms (LpNormalization,
 //! RMSNormalization, GroupNormalization) and the index-rearranging ops (EyeLike,
 //! ReverseSequence, CenterCropPad, Col2Im) in submodules.
@@ -20,6 +21,7 @@ pub mod einsum;
 pub mod integer;
 pub mod layout;
 pub mod norm;
+pub mod sgemm;
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
@@ -69,7 +71,7 @@ pub trait Acc:
     fn powf(self, e: Self) -> Self;
     /// The larger; NaN propagates, as NumPy's max does.
     fn max_nan(self, other: Self) -> Self;
-    /// matrixmultiply's product of this width.
+    /// The product of this width: [`sgemm::sgemm`] or matrixmultiply's `dgemm`.
     ///
     /// # Safety
     /// As matrixmultiply's `sgemm`/`dgemm`: every element the strides address is inside
@@ -152,7 +154,7 @@ macro_rules! acc {
         }
     };
 }
-acc!(f32, matrixmultiply::sgemm);
+acc!(f32, sgemm::sgemm);
 acc!(f64, matrixmultiply::dgemm);
 
 /// A float element type and the precision its kernels compute in: float16, bfloat16 and

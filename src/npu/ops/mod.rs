@@ -22,6 +22,7 @@ pub mod nn;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;
+pub(crate) mod simd;
 pub mod slicing;
 pub mod tensor;
 

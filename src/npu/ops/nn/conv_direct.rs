@@ -42,48 +42,13 @@ const WEIGHT_BYTES: usize = 256 << 10;
 /// Output elements times taps below which a block runs on the calling thread.
 const PARALLEL_WORK: usize = 1 << 14;
 
-/// The vector instruction set a direct convolution runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Isa {
-    Avx512,
-    Avx2,
-}
+pub(super) use crate::npu::ops::simd::Isa;
 
-impl Isa {
-    /// The best instruction set this CPU has, if any has a kernel.
-    pub(super) fn detect() -> Option<Isa> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") {
-                return Some(Isa::Avx512);
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Some(Isa::Avx2);
-            }
-        }
-        None
-    }
-    /// Every instruction set this CPU has a kernel for (tests run each).
-    #[cfg(test)]
-    pub(super) fn available() -> Vec<Isa> {
-        let mut v = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") {
-                v.push(Isa::Avx512);
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                v.push(Isa::Avx2);
-            }
-        }
-        v
-    }
-    /// Floats per vector and vectors per tile row.
-    fn shape(self) -> (usize, usize) {
-        match self {
-            Isa::Avx512 => (16, 6),
-            Isa::Avx2 => (8, 3),
-        }
+/// Floats per vector and vectors per tile row of `isa`'s kernel.
+fn shape(isa: Isa) -> (usize, usize) {
+    match isa {
+        Isa::Avx512 => (16, 6),
+        Isa::Avx2 => (8, 3),
     }
 }
 
@@ -246,7 +211,7 @@ impl Direct {
 
     /// One task: output channels `y.len() / olen` with weights `w` (rows `k` apart).
     fn task(&self, padded: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
-        let (lanes, nv_max) = self.isa.shape();
+        let (lanes, nv_max) = shape(self.isa);
         let (channels, olen) = (self.channels, self.oh * self.ow);
         let m = y.len() / olen;
         let taps = self.kh * self.kw;
@@ -366,64 +331,8 @@ unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::arch::x86_64::*;
-
     use super::TileArgs;
-
-    /// The few vector operations the kernel uses, for one instruction set. Every method
-    /// is inlined into a function compiled for that set, where the intrinsics inline too.
-    trait Simd {
-        const LANES: usize;
-        type V: Copy;
-        unsafe fn load(p: *const f32) -> Self::V;
-        unsafe fn splat(v: f32) -> Self::V;
-        unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-        unsafe fn store(p: *mut f32, v: Self::V);
-    }
-
-    struct Avx512;
-    impl Simd for Avx512 {
-        const LANES: usize = 16;
-        type V = __m512;
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m512 {
-            unsafe { _mm512_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> __m512 {
-            unsafe { _mm512_set1_ps(v) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
-            unsafe { _mm512_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m512) {
-            unsafe { _mm512_storeu_ps(p, v) }
-        }
-    }
-
-    struct Avx2;
-    impl Simd for Avx2 {
-        const LANES: usize = 8;
-        type V = __m256;
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m256 {
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> __m256 {
-            unsafe { _mm256_set1_ps(v) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
-            unsafe { _mm256_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m256) {
-            unsafe { _mm256_storeu_ps(p, v) }
-        }
-    }
+    use crate::npu::ops::simd::{Avx2, Avx512, Simd};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
     /// The tap loops' bounds are runtime values; the body (NV loads, MR broadcasts,

@@ -1,8 +1,10 @@
 //! General matrix multiplication for the op library, and the two ops that are nothing
 //! else: MatMul (NumPy's batched, broadcasting matmul) and Gemm.
 //!
-//! Every product goes through matrixmultiply's `sgemm`/`dgemm`, which take arbitrary row
-//! and column strides, so a transposed operand is read in place rather than copied.
+//! Every product goes through `linalg::sgemm::sgemm` (float32: rt2's micro-kernels where
+//! B and C are row-major, matrixmultiply elsewhere) or matrixmultiply's `dgemm`; both
+//! take arbitrary row and column strides, so a transposed operand is read in place
+//! rather than copied.
 //! float16/bfloat16 operands are widened to f32 once per call and the result rounded once
 //! per element, as ONNX Runtime does. Large products split the rows of C across rayon's
 //! threads; each part is an independent `sgemm` on a row block, so no synchronization is
@@ -212,7 +214,7 @@ fn sgemm(alpha: f32, a: Mat<f32>, b: Mat<f32>, beta: f32, c: &mut [f32], ldc: us
     // a.rows rows, ldc apart and b.cols wide, lies inside `c`; the half path builds
     // contiguous operands of exactly those sizes.
     unsafe {
-        matrixmultiply::sgemm(
+        crate::npu::ops::linalg::sgemm::sgemm(
             a.rows,
             a.cols,
             b.cols,
