@@ -95,6 +95,11 @@ impl StreamState {
         // Nobody else holds the sender yet, so the queue is empty and this registers.
         warm_receiver(&rx);
         let (core, mine) = (core.clone(), stream.clone());
+        // Spawning returns once the worker has started and set itself up: a thread's
+        // start-up allocates, and a worker that had no job yet (launches on an idle stream
+        // run on the submitting thread) could otherwise first run on a loaded machine in
+        // the middle of a steady-state execution, allocating there.
+        let (ready, started) = crossbeam_channel::bounded::<()>(1);
         // The worker is built on its thread: its scratch holds lock guards' vectors, which
         // must not cross threads.
         let handle = std::thread::Builder::new()
@@ -121,14 +126,20 @@ impl StreamState {
                     .build()
                 {
                     Ok(own) => {
+                        let _ = ready.send(());
                         worker.run(rx);
                         drop(own);
                     }
                     // Without its own pool every kernel goes to the compute cores.
-                    Err(_) => worker.run(rx),
+                    Err(_) => {
+                        let _ = ready.send(());
+                        worker.run(rx)
+                    }
                 }
             })
             .expect("spawning a stream worker");
+        // An error means the worker died during its set-up; its handle reports that.
+        let _ = started.recv();
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
         stream
     }
