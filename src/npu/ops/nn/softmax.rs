@@ -22,6 +22,8 @@ use rayon::prelude::*;
 use super::scalar::Scalar;
 use crate::dispatch;
 use crate::npu::DType;
+use crate::npu::ops::linalg::min_chunks;
+use crate::npu::ops::simd::Isa;
 use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which blocks run on the calling thread.
@@ -76,7 +78,7 @@ fn softmax_typed<T: Scalar>(
         && let (Some(xs), Some(ys)) = (cast_f32(xv), cast_f32_mut(y))
     {
         if xs.len() >= PARALLEL_ELEMS && outer > 1 {
-            let rows = min_rows(len);
+            let rows = min_chunks(len);
             ys.par_chunks_mut(rows * len)
                 .zip(xs.par_chunks(rows * len))
                 .for_each(|(ys, xs)| rows_f32(xs, ys, len));
@@ -134,26 +136,18 @@ fn cast_f32_mut<T: Scalar>(ys: &mut [T]) -> Option<&mut [f32]> {
     (T::DTYPE == DType::F32).then(|| bytemuck::cast_slice_mut(ys))
 }
 
-/// Rows per parallel job: at least [`PARALLEL_ELEMS`] elements.
-fn min_rows(len: usize) -> usize {
-    PARALLEL_ELEMS.div_ceil(len.max(1))
-}
-
 /// Softmax of each `len`-long row of `xs` into `ys`, with the widest vectors this CPU
 /// has.
 fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
+    // SAFETY: each branch runs the version compiled for the set `Isa::detect` found.
     #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F is available.
-            return unsafe { rows_avx512(xs, ys, len) };
-        }
-        if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 is available.
-            return unsafe { rows_avx2(xs, ys, len) };
-        }
+    match Isa::detect() {
+        Some(Isa::Avx512) => unsafe { rows_avx512(xs, ys, len) },
+        Some(Isa::Avx2) => unsafe { rows_avx2(xs, ys, len) },
+        None => rows_any(xs, ys, len),
     }
-    rows_any(xs, ys, len);
+    #[cfg(not(target_arch = "x86_64"))]
+    rows_any(xs, ys, len)
 }
 
 #[cfg(target_arch = "x86_64")]
