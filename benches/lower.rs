@@ -79,7 +79,16 @@ fn main() {
     g.bench_function("100k_nodes_multi_thread", |b| {
         b.iter_batched(
             || (),
-            |_| lower(black_box(&model_100k), &LowerOptions { multi_thread: true }).unwrap(),
+            |_| {
+                lower(
+                    black_box(&model_100k),
+                    &LowerOptions {
+                        multi_thread: true,
+                        ..LowerOptions::default()
+                    },
+                )
+                .unwrap()
+            },
             per_run,
         )
     });

@@ -224,6 +224,7 @@ fn try_run_engine(
         .map_err(|e| Outcome::Unsupported(format!("import: {e}")))?;
     let opts = crate::lower::LowerOptions {
         multi_thread: executor == ExecutorType::TopologicalMultiThread,
+        ..Default::default()
     };
     let eg = crate::lower::lower(&f.root().model, &opts).map_err(|e| match e {
         crate::lower::LowerError::Unsupported(_) => Outcome::Unsupported(format!("lower: {e}")),

@@ -74,8 +74,25 @@ fn nonzero(_: &InferCtx, ins: &[TensorRef]) -> Result<Vec<Tensor>, OpError> {
     Ok(vec![Tensor::from_vec(&[idx.len()], &idx)])
 }
 
+/// Where `TestWhere` kernels ran: the thread, and the size of the rayon pool it was in
+/// (its parallel loops' reach).
+static WHERE: Mutex<Vec<(std::thread::ThreadId, usize)>> = Mutex::new(Vec::new());
+
+/// A copy that notes where it ran.
+fn where_am_i(_: &InferCtx, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), OpError> {
+    WHERE
+        .lock()
+        .unwrap()
+        .push((std::thread::current().id(), rayon::current_num_threads()));
+    outs[0]
+        .slice_mut::<f32>()?
+        .copy_from_slice(ins[0].slice::<f32>()?);
+    Ok(())
+}
+
 fn ops() -> Arc<OpRegistry> {
     let mut reg = OpRegistry::default();
+    reg.add(OpSpec::new("TestWhere", like_input0).computes(where_am_i));
     reg.add(OpSpec::new("TestAdd", like_input0).computes(add));
     reg.add(OpSpec::new("TestMatMul", matmul_infer).computes(matmul));
     reg.add(OpSpec::new("TestFail", like_input0).computes(fail));
@@ -1139,4 +1156,49 @@ fn a_fault_taken_inline_surfaces_at_synchronize() {
     dev.launch_shared(s, &mut add).unwrap();
     dev.synchronize(s).unwrap();
     assert_eq!(get(&dev, q, 4), vec![2.0; 4]);
+}
+
+/// A large launch (128 KB each way) issued to an idle stream: on a device of one compute
+/// core it computes on the issuing thread, inside a one-thread pool (its parallel loops
+/// stay there); on a device of two it goes to a compute core, whose pool has two threads.
+/// Either way the result is the copy.
+#[test]
+fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
+    for threads in [1, 2] {
+        let dev = Device::new(DeviceConfig {
+            ops: Some(ops()),
+            compute_threads: threads,
+            ..DeviceConfig::default()
+        });
+        let n = 1 << 15;
+        let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (x, s) = (put(&dev, &v), dev.default_stream());
+        let y = dev.malloc(n * 4, s).unwrap();
+        // A fresh thread, in no rayon pool until the device makes it join one.
+        let issued = {
+            let dev = dev.clone();
+            std::thread::spawn(move || {
+                let mut l = Arc::new(launch(
+                    "TestWhere",
+                    vec![f32s(x, &[n])],
+                    vec![f32s(y, &[n])],
+                ));
+                dev.launch_shared(s, &mut l).unwrap();
+                dev.synchronize(s).unwrap();
+                std::thread::current().id()
+            })
+            .join()
+            .unwrap()
+        };
+        let ran: Vec<_> = WHERE.lock().unwrap().drain(..).collect();
+        assert_eq!(ran.len(), 1, "{threads} threads");
+        let (thread, pool) = ran[0];
+        assert_eq!(
+            thread == issued,
+            threads == 1,
+            "{threads} threads: ran on the issuer"
+        );
+        assert_eq!(pool, threads, "{threads} threads: the kernel's pool");
+        assert_eq!(get(&dev, y, n), v);
+    }
 }

@@ -226,6 +226,75 @@ fn one_executor_runs_changing_sequence_lengths_and_reuses_device_memory() {
     }
 }
 
+/// The op types of the launches in Main, one per launch.
+fn launched_ops(eg: &rt2::exec::ExecuteGraph) -> Vec<String> {
+    eg.main
+        .nodes
+        .iter()
+        .filter(|n| n.kernel == "LaunchKernelWithHandle")
+        .filter_map(|n| match n.attrs.get("_op_type") {
+            Some(rt2::exec::ExecAttr::Str(op)) => Some(op.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Lowering packs the block's six constant weights (MatMul becomes MatMulPacked) unless
+/// told to keep their layout, and the packed model computes the same bits as the one
+/// reading its weights in place, at every length.
+#[test]
+fn packed_weights_give_the_bits_of_weights_read_in_place() {
+    let onnx = encoder_block_model(SIZES, None);
+    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
+    let model = file.models.swap_remove(0).model;
+    let packed = lower(&model, &LowerOptions::default()).expect("lowers");
+    let plain = lower(
+        &model,
+        &LowerOptions {
+            keep_weight_layout: true,
+            ..LowerOptions::default()
+        },
+    )
+    .expect("lowers");
+    let count = |eg: &rt2::exec::ExecuteGraph, op: &str| {
+        launched_ops(eg).iter().filter(|o| o.as_str() == op).count()
+    };
+    assert_eq!(
+        (
+            count(&packed, "MatMulPacked"),
+            count(&plain, "MatMulPacked")
+        ),
+        (6, 0)
+    );
+    assert_eq!(count(&packed, "MatMul") + 6, count(&plain, "MatMul"));
+
+    let device = Device::new(DeviceConfig {
+        check_launch_shapes: true,
+        ..DeviceConfig::default()
+    });
+    let mut outputs = Vec::new();
+    for eg in [&packed, &plain] {
+        let mut ex =
+            ModelV2Executor::create(eg, &device, ExecutorOptions::default()).expect("creates");
+        ex.load().expect("loads");
+        let mut runs = Vec::new();
+        for seq in FIRST_PASS {
+            let x = input(seq);
+            let mut out = Vec::new();
+            ex.execute_sync(&[&host(seq, &x)], &mut out)
+                .expect("executes");
+            assert_close(&floats(&out[0]), &reference(&x, seq), "packed");
+            runs.push(out.swap_remove(0).data);
+        }
+        ex.unload().expect("unloads");
+        outputs.push(runs);
+    }
+    assert!(
+        outputs[0] == outputs[1],
+        "packed and in-place weights differ bit-wise"
+    );
+}
+
 /// Graph mode on the same block: captured at one length under each engine, replays give
 /// the plain execution's bytes for new values of that length, other lengths are refused,
 /// plain executions wait until the graph is released.

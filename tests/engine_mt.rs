@@ -28,7 +28,14 @@ fn fixture(name: &str) -> std::path::PathBuf {
 fn model(name: &str) -> (ExecuteGraph, Vec<HostTensor>) {
     let bytes = std::fs::read(fixture(&format!("{name}.onnx"))).unwrap();
     let f = read(&bytes, &ReadOptions::default()).unwrap();
-    let eg = lower(&f.root().model, &LowerOptions { multi_thread: true }).unwrap();
+    let eg = lower(
+        &f.root().model,
+        &LowerOptions {
+            multi_thread: true,
+            ..LowerOptions::default()
+        },
+    )
+    .unwrap();
     let mut inputs = Vec::new();
     for i in 0.. {
         let p = fixture(name).join(format!("test_data_set_0/input_{i}.pb"));

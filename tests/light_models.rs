@@ -70,7 +70,14 @@ fn check(model: &str, rtol: f64) {
     let mut file = read(&bytes, &ReadOptions::default()).expect("imports");
     let cg = file.models.swap_remove(0).model;
     let plain = lower(&cg, &LowerOptions::default()).expect("lowers");
-    let mt = lower(&cg, &LowerOptions { multi_thread: true }).expect("lowers for topo-mt");
+    let mt = lower(
+        &cg,
+        &LowerOptions {
+            multi_thread: true,
+            ..LowerOptions::default()
+        },
+    )
+    .expect("lowers for topo-mt");
 
     let io = &plain.inputs;
     assert_eq!(io.len(), 1, "{model}: one input");

@@ -78,7 +78,10 @@ fn golden_files() {
         let model = &file.models[0].model;
         let err_path = dir.join(format!("{stem}.err.txt"));
         for (suffix, multi_thread) in [("", false), (".mt", true)] {
-            let opts = LowerOptions { multi_thread };
+            let opts = LowerOptions {
+                multi_thread,
+                ..LowerOptions::default()
+            };
             match lower(model, &opts) {
                 Err(e) => {
                     if multi_thread {

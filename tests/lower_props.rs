@@ -173,7 +173,7 @@ proptest! {
         let Ok(file) = read(&bytes, &ReadOptions::default()) else { return Ok(()) };
         let model = &file.models[0].model;
         for multi_thread in [false, true] {
-            match lower(model, &LowerOptions { multi_thread }) {
+            match lower(model, &LowerOptions { multi_thread, ..LowerOptions::default() }) {
                 Ok(eg) => {
                     prop_assert!(!unknown, "an unknown op lowered");
                     let problems = check(&eg);
@@ -214,7 +214,13 @@ fn bundled_models_lower_and_load() {
         let file = read(bytes, &ReadOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         for m in &file.models {
             for multi_thread in [false, true] {
-                match lower(&m.model, &LowerOptions { multi_thread }) {
+                match lower(
+                    &m.model,
+                    &LowerOptions {
+                        multi_thread,
+                        ..LowerOptions::default()
+                    },
+                ) {
                     Ok(eg) => {
                         assert!(check(&eg).is_empty(), "{name} model {}", m.index);
                         let back = exeg::decode(&exeg::encode(&eg))

@@ -25,6 +25,11 @@ pub struct Args {
     /// exact (Free, Launch) relations instead of Launch-to-Free edges.
     #[arg(long)]
     pub multi_thread: bool,
+    /// Keep constant MatMul weights as the model stores them. By default a float32
+    /// MatMul by a constant matrix becomes a `MatMulPacked` on the weight packed into
+    /// column panels once, here, which the kernel streams at every execution.
+    #[arg(long)]
+    pub keep_weight_layout: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -38,6 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     progress.step(format!("reading {}", args.file.display()));
     let opts = LowerOptions {
         multi_thread: args.multi_thread,
+        keep_weight_layout: args.keep_weight_layout,
     };
     // An `.exeg` gets the passes not yet applied and is written in the binary form (a
     // text-form `.exeg` becomes a binary one).

@@ -48,6 +48,15 @@ pub struct Args {
     /// passes applied where the file lacks them).
     #[arg(long, default_value = "topo", value_parser = executor_parser())]
     pub executor: ExecutorType,
+    /// When lowering: keep constant MatMul weights as the model stores them (see
+    /// `rt2 lower --keep-weight-layout`).
+    #[arg(long)]
+    pub keep_weight_layout: bool,
+    /// Threads of the emulated device's compute cores, which kernels split large work
+    /// over; 0: one per CPU. With 1, every kernel computes on the thread that issues it,
+    /// as a one-thread runtime would.
+    #[arg(long, default_value_t = 0)]
+    pub compute_threads: usize,
     /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
     /// Inputs not given are random (see --seed).
     #[arg(long = "input", value_name = "NAME=PATH")]
@@ -254,6 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
 fn load_graph(args: &Args, progress: &Progress) -> anyhow::Result<ExecuteGraph> {
     let opts = LowerOptions {
         multi_thread: args.executor == ExecutorType::TopologicalMultiThread,
+        keep_weight_layout: args.keep_weight_layout,
     };
     let (eg, file) = input::execute_graph(&args.file, args.model, &opts, progress)?;
     if let Some(file) = file {
@@ -580,7 +590,10 @@ impl Drop for Timing<'_> {
 
 /// Loads the executor(s) and runs warmup and timed executions on every stream.
 fn execute(args: &Args, eg: &Arc<ExecuteGraph>, inputs: &[HostTensor]) -> anyhow::Result<Outcome> {
-    let device = Device::new(DeviceConfig::default());
+    let device = Device::new(DeviceConfig {
+        compute_threads: args.compute_threads,
+        ..DeviceConfig::default()
+    });
     let recorder = (args.profile || args.trace.is_some())
         .then(|| Arc::new(NodeRecorder::new(args.trace.is_some())));
     let options = ExecutorOptions {

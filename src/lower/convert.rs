@@ -87,6 +87,10 @@ pub struct Lowering<'r> {
     pub unsupported: Vec<Unsupported>,
     /// Model inputs as the root graph's Data nodes declare them, in index order.
     pub root_inputs: Vec<(String, TensorMeta)>,
+    /// Pack constant MatMul weights (see [`Lowering::packed_matmul`]).
+    pub pack_weights: bool,
+    /// Each constant packed so far, by its constant id: its packed constant's id.
+    packed: foldhash::HashMap<u32, u32>,
 }
 
 type Result<T> = std::result::Result<T, LowerError>;
@@ -236,6 +240,8 @@ impl<'r> Lowering<'r> {
             reg,
             unsupported: Vec::new(),
             root_inputs: Vec::new(),
+            pack_weights: true,
+            packed: Default::default(),
         }
     }
 
@@ -505,11 +511,85 @@ impl<'r> Lowering<'r> {
             return Ok(folded);
         }
         let name = n.name.clone();
+        if let Some((packed, mut ins, attrs)) = self.packed_matmul(&spec, ins, &attrs) {
+            return Ok(self
+                .emit(&name, &packed, attrs, &mut ins, &outs, Some(origin))
+                .into_iter()
+                .map(Some)
+                .collect());
+        }
         Ok(self
             .emit(&name, &spec, attrs, ins, &outs, Some(origin))
             .into_iter()
             .map(Some)
             .collect())
+    }
+
+    /// A float32 MatMul by a constant matrix B of at least one vector's width, as the
+    /// op library's `MatMulPacked` on B packed (`linalg::sgemm::pack_b`): the op, its
+    /// inputs (A, then the packed constant) and attributes (`n`, B's width). Each
+    /// constant is packed once however many MatMuls read it; B itself stays for other
+    /// readers (a constant is uploaded only where a kernel reads it).
+    ///
+    /// Why at lowering: a weight is constant for the model's life, so rearranging it
+    /// belongs with the other work moved out of execution (GE's ATC stores weights in
+    /// the Cube unit's fractal formats for the same reason). Read in place, every
+    /// execution would read the weight as strided rows, or copy it.
+    fn packed_matmul(
+        &mut self,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+    ) -> Option<(OpSpec, [Option<TVal>; 2], Attrs)> {
+        use crate::npu::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
+        /// Narrower weights have no whole vector for the kernels to stream.
+        const MIN_WIDTH: usize = 16;
+        if !self.pack_weights || spec.name != "MatMul" {
+            return None;
+        }
+        let packed_spec = *self.reg.get(crate::npu::ops::nn::gemm::MATMUL_PACKED)?;
+        let [Some(a), Some(b)] = ins else {
+            return None;
+        };
+        let id = b.konst?;
+        let (&[k, n], DType::F32, DType::F32) =
+            (b.meta.shape.as_deref()?, b.meta.dtype, a.meta.dtype)
+        else {
+            return None;
+        };
+        let (k, n) = (usize::try_from(k).ok()?, usize::try_from(n).ok()?);
+        if n < MIN_WIDTH || k == 0 || a.meta.shape.as_ref().is_none_or(Vec::is_empty) {
+            return None;
+        }
+        let packed = match self.packed.get(&id) {
+            Some(&p) => p,
+            None => {
+                // Copied out of the byte vector, which need not be aligned for f32.
+                let floats: Vec<f32> = self.b.consts[id as usize]
+                    .data
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                if floats.len() != k * n {
+                    return None;
+                }
+                let data = pack_b(&floats, k, n);
+                debug_assert_eq!(data.len(), packed_len(k, n));
+                let p = self.b.add_const(HostTensor {
+                    dtype: DType::F32,
+                    shape: vec![n.div_ceil(PACK_WIDTH) as i64, k as i64, PACK_WIDTH as i64],
+                    data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                });
+                self.packed.insert(id, p);
+                p
+            }
+        };
+        let shape = self.b.consts[packed as usize].shape.clone();
+        let mut weight = TVal::new(TensorMeta::new(DType::F32, &shape));
+        weight.konst = Some(packed);
+        let mut attrs = attrs.clone();
+        attrs.insert("n".into(), ExecAttr::Int(n as i64));
+        Some((packed_spec, [Some(a.clone()), Some(weight)], attrs))
     }
 
     /// The node's output metas from the op library, on the metas and known values of its

@@ -35,6 +35,9 @@ use convert::{Bind, Lowering};
 pub struct LowerOptions {
     /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge).
     pub multi_thread: bool,
+    /// Keep constant MatMul weights as the model stores them: every MatMul stays a
+    /// MatMul, instead of a `MatMulPacked` on the weight packed into column panels.
+    pub keep_weight_layout: bool,
 }
 
 /// An op rt2 cannot lower.
@@ -102,6 +105,7 @@ pub fn lower_with(
 ) -> Result<ExecuteGraph, LowerError> {
     let root = &model.root;
     let mut lw = Lowering::new(reg);
+    lw.pack_weights = !opts.keep_weight_layout;
     // A static node lowers to about three kernel calls (allocation, launch, free).
     lw.b.reserve(3 * root.nodes.len() + 16);
     let outs = lw.graph(root, &root.name, &mut Bind::Root)?;

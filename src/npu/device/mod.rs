@@ -146,7 +146,9 @@ pub struct DeviceConfig {
     /// shapes against it (a fault when they differ). On in debug builds.
     pub check_launch_shapes: bool,
     /// Threads of the device's compute cores, which kernels split large work over; 0: one
-    /// per available CPU.
+    /// per available CPU. With 1, every kernel computes on the thread that issues or runs
+    /// it, in order (a thread outside every rayon pool that issues work joins a one-thread
+    /// pool of its own for that; see `stream::Here`): no thread hand-off per kernel.
     pub compute_threads: usize,
     /// Body runs one WHILE task may make in one execution before the execution faults
     /// (a watchdog: a body that never clears its condition would hang the stream).
@@ -229,6 +231,12 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// A device of one compute core computes every kernel on the thread that runs it
+    /// (see `stream::Here`).
+    pub fn one_core(&self) -> bool {
+        self.cores.current_num_threads() == 1
+    }
+
     pub fn is_shut_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }

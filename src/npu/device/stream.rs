@@ -173,19 +173,19 @@ impl StreamState {
     /// reaching an idle stream runs now, on the calling thread (see
     /// [`StreamState::with_idle`]).
     pub fn submit(&self, core: &Core, job: Job, block: bool) -> Result<(), NpuError> {
-        let small = match &job {
-            Job::Task(Task::Launch(l)) => l.bytes_touched() < PARALLEL_BYTES,
+        let here = match &job {
+            Job::Task(Task::Launch(l)) => Here::for_launch(core, l),
             Job::Task(
                 Task::MemcpyH2D { len, .. }
                 | Task::MemcpyD2H { len, .. }
                 | Task::MemcpyD2D { len, .. }
                 | Task::Memset { len, .. },
-            ) => *len < PARALLEL_BYTES,
-            _ => false,
+            ) if *len < PARALLEL_BYTES => Here::Small,
+            _ => Here::Nothing,
         };
         let mut job = Some(job);
-        if small
-            && let Some(()) = self.with_idle(core, |exec, n| {
+        if here != Here::Nothing
+            && let Some(()) = self.with_idle(core, here, |exec, n| {
                 *n += 1;
                 exec.run_job(job.take().expect("taken once"));
             })
@@ -200,17 +200,16 @@ impl StreamState {
     /// `None`: the stream is busy, queue the launch. `Some(Err)`: the launch is refused as
     /// a submission refuses it (nothing was counted).
     ///
-    /// A large kernel runs on the compute cores either way; entered from here it is one
-    /// thread hand-off (caller to cores) instead of two (caller to the stream's worker,
-    /// worker to cores), which on a one-thread device is most of what a GEMM-sized launch
-    /// costs beyond its arithmetic. Only from a thread outside every thread pool: a
-    /// pool's thread entering another pool keeps running its own pool's jobs while it
-    /// waits, and those may be anything.
+    /// Where a large kernel runs is [`Here::for_launch`]'s choice: on a device of one
+    /// compute core, right here; else on the compute cores, entered from here (one thread
+    /// hand-off, caller to cores, instead of two: caller to the stream's worker, worker
+    /// to cores).
     pub fn run_inline(&self, core: &Core, l: &mut Launch) -> Option<Result<(), NpuError>> {
-        if l.bytes_touched() >= PARALLEL_BYTES && rayon::current_thread_index().is_some() {
+        let here = Here::for_launch(core, l);
+        if here == Here::Nothing {
             return None;
         }
-        self.with_idle(core, |exec, n| {
+        self.with_idle(core, here, |exec, n| {
             exec.check(l)?;
             *n += 1;
             let started = exec.core.recorder.start_launch(l);
@@ -229,10 +228,14 @@ impl StreamState {
     /// kernel's own cost, per launch. Running it here keeps the stream's order: the stream
     /// is idle (every job sent has completed) and nothing can be sent while the lock is
     /// held, so the work runs after everything before it and before everything after it,
-    /// as the worker would run it. A launch below [`PARALLEL_BYTES`] runs right here: the
-    /// op library splits no work that small, so such a kernel never reaches a thread
-    /// pool from a thread outside the device; a larger one runs on the compute cores.
-    fn with_idle<R>(&self, core: &Core, f: impl FnOnce(&mut Exec<'_>, &mut u64) -> R) -> Option<R> {
+    /// as the worker would run it. `here` says which kernels `f` computes on this thread;
+    /// the others run on the compute cores.
+    fn with_idle<R>(
+        &self,
+        core: &Core,
+        here: Here,
+        f: impl FnOnce(&mut Exec<'_>, &mut u64) -> R,
+    ) -> Option<R> {
         if self.depth == 0 {
             return None;
         }
@@ -249,7 +252,7 @@ impl StreamState {
                     core,
                     stream: self,
                     lane,
-                    small_here: true,
+                    here,
                 };
                 f(&mut exec, &mut n)
             };
@@ -389,9 +392,87 @@ struct Exec<'a> {
     core: &'a Core,
     stream: &'a StreamState,
     lane: &'a mut Lane,
-    /// Small kernels run on this thread rather than on the compute cores: a stream worker
-    /// in its own one-thread pool, or a launch run inline (which is small by construction).
-    small_here: bool,
+    /// Which kernels run on this thread rather than on the compute cores.
+    here: Here,
+}
+
+/// Which kernels a thread computes itself; the others it hands to the device's compute
+/// cores (`Core::cores`), whose pool any parallel work they split off then stays in.
+///
+/// A kernel running on a thread must not split work into a pool other threads use: those
+/// may be blocked waiting for this device, and the kernel would wait on them. So a thread
+/// runs a kernel itself only where that cannot happen:
+/// - a kernel below [`PARALLEL_BYTES`] splits nothing (the op library splits no work that
+///   small), so it may run on any thread;
+/// - on a device of one compute core a kernel has nothing to split over, and every kernel
+///   runs on the thread that has it, once that thread is the only thread of a rayon pool
+///   of its own ([`own_pool`]): the kernel's parallel loops then run in order, right
+///   there. Handing such a kernel to the one core thread costs two wake-ups of a sleeping
+///   thread, some 10 microseconds each on this machine: the encoder block at sequence 16
+///   (about 20 large kernels) took 1.9 ms with the hand-offs and 1.5 ms without.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Here {
+    /// Nothing: this thread only queues work (it is a thread of a multi-thread pool).
+    Nothing,
+    /// Kernels below [`PARALLEL_BYTES`].
+    Small,
+    /// Every kernel (a device of one compute core, on a thread of a one-thread pool).
+    All,
+}
+
+impl Here {
+    /// Where a launch issued on this thread may run, if the stream is idle.
+    fn for_launch(core: &Core, l: &Launch) -> Here {
+        if core.one_core() && own_pool() {
+            Here::All
+        } else if l.bytes_touched() < PARALLEL_BYTES {
+            Here::Small
+        } else if rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1 {
+            // A thread of a shared pool entering the compute cores keeps running its own
+            // pool's jobs while it waits, and those may be anything: queue instead.
+            Here::Nothing
+        } else {
+            // Outside every pool, or the only thread of one (whose jobs are all its own):
+            // the compute cores are entered from here.
+            Here::Small
+        }
+    }
+
+    /// Whether a kernel touching `bytes` runs on this thread.
+    fn runs(self, bytes: usize) -> bool {
+        match self {
+            Here::All => true,
+            Here::Small => bytes < PARALLEL_BYTES,
+            Here::Nothing => false,
+        }
+    }
+}
+
+thread_local! {
+    /// The one-thread rayon pool a thread outside every pool joins to run a one-core
+    /// device's kernels itself (see [`Here`]); kept for the thread's life (rayon cannot
+    /// take a thread back out of a pool it joined).
+    static OWN_POOL: std::cell::OnceCell<Option<rayon::ThreadPool>> =
+        const { std::cell::OnceCell::new() };
+}
+
+/// Whether the calling thread is the only thread of its rayon pool, making it so if it
+/// is in no pool: it then joins a one-thread pool of its own. Its parallel loops, the op
+/// library's included, run in order on it from then on; only threads that issue work to
+/// a device of one compute core (which asked for one thread) are made to.
+fn own_pool() -> bool {
+    if rayon::current_thread_index().is_none() {
+        OWN_POOL.with(|pool| {
+            pool.get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .use_current_thread()
+                    .build()
+                    .ok()
+            });
+        });
+    }
+    rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -403,7 +484,13 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 
 impl Worker {
     fn run(mut self, rx: Receiver<Job>) {
-        let small_here = rayon::current_thread_index().is_some();
+        // In its own one-thread pool (see `StreamState::spawn`), a worker runs small
+        // kernels itself, and every kernel on a device of one compute core.
+        let here = match rayon::current_thread_index() {
+            None => Here::Nothing,
+            Some(_) if self.core.one_core() => Here::All,
+            Some(_) => Here::Small,
+        };
         for job in rx.iter() {
             if self.core.is_shut_down() || matches!(job, Job::Shutdown) {
                 break;
@@ -412,7 +499,7 @@ impl Worker {
                 core: &self.core,
                 stream: &self.stream,
                 lane: &mut self.lane,
-                small_here,
+                here,
             };
             exec.run_job(job);
         }
@@ -703,7 +790,7 @@ impl Exec<'_> {
         plan: Option<&Plan>,
     ) -> Result<Vec<TensorArg>, NpuError> {
         let core = self.core;
-        let small_here = self.small_here;
+        let here = self.here;
         let op = l.op();
         let spec = *spec;
         let kernel_error = |source: OpError| NpuError::Kernel {
@@ -785,12 +872,12 @@ impl Exec<'_> {
                         Compute::Alloc(f) => f(&ctx, &refs).map(Some),
                     }))
                 };
-                // Work big enough for a kernel to split goes to the compute cores; the
-                // rest runs on this thread (see `StreamState::spawn`).
-                let run = if l.bytes_touched() >= PARALLEL_BYTES || !small_here {
-                    core.cores.install(work)
-                } else {
+                // On this thread if it may compute this kernel (see `Here`), else on the
+                // compute cores.
+                let run = if here.runs(l.bytes_touched()) {
                     work()
+                } else {
+                    core.cores.install(work)
                 };
                 *refs_kept = reuse(refs);
                 *muts_kept = reuse(muts);

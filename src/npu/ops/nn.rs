@@ -3,6 +3,7 @@
 //! defaults (the importer applies the opset's defaults; missing attributes here take
 //! ONNX's current ones); the CPU compute lives in the submodules, one per kind of kernel.
 
+use crate::npu::DType;
 use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 mod conv;
@@ -19,6 +20,7 @@ mod window;
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("MatMul", infer_matmul).computes(gemm::matmul));
+    reg.add(OpSpec::new(gemm::MATMUL_PACKED, infer_matmul_packed).computes(gemm::matmul_packed));
     reg.add(OpSpec::new("Gemm", infer_gemm).computes(gemm::gemm_op));
     reg.add(OpSpec::new("Conv", infer_conv).computes(conv::conv));
     reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose).computes(conv::conv_transpose));
@@ -114,6 +116,50 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         out.push(n);
     }
     Ok(meta(dtype, Some(out)))
+}
+
+/// MatMulPacked (rt2's own, made by lowering; see `gemm::MATMUL_PACKED`): A [..., K] (f32)
+/// times a weight packed as [panels, K, PACK_WIDTH] whose logical width is attribute `n`;
+/// the output is A's shape with the last dim `n`.
+fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::npu::ops::linalg::sgemm::PACK_WIDTH;
+    ctx.arity(2, 2)?;
+    for i in 0..2 {
+        if ctx.inputs[i].dtype != DType::F32 {
+            return Err(ctx.input_error(
+                i,
+                format!("is {}; MatMulPacked takes float32", ctx.inputs[i].dtype),
+            ));
+        }
+    }
+    let n = ctx.attr_int("n", -1)?;
+    if n < 0 {
+        return Err(ctx.compute_error("needs a non-negative attribute \"n\""));
+    }
+    if let Some(b) = &ctx.inputs[1].shape {
+        let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;
+        if b.len() != 3 || agree(b[0], panels).is_none() || agree(b[2], PACK_WIDTH as i64).is_none()
+        {
+            return Err(ctx.input_error(
+                1,
+                format!("is {b:?}; a packed weight of width {n} is [{panels}, K, {PACK_WIDTH}]"),
+            ));
+        }
+    }
+    let Some(a) = &ctx.inputs[0].shape else {
+        return Ok(meta(DType::F32, None));
+    };
+    let Some((&k, rows)) = a.split_last() else {
+        return Err(ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"));
+    };
+    if let Some(b) = &ctx.inputs[1].shape
+        && agree(k, b[1]).is_none()
+    {
+        return Err(ctx.input_error(1, format!("inner dims differ: {a:?} x {b:?}")));
+    }
+    let mut out = rows.to_vec();
+    out.push(n);
+    Ok(meta(DType::F32, Some(out)))
 }
 
 /// Gemm: A [M,K] (or transposed), B [K,N] (or transposed), optional C broadcast to [M,N].

@@ -331,6 +331,75 @@ fn matmul_typed<T: Scalar>(
     Ok(())
 }
 
+/// The op lowering puts in place of a float32 MatMul whose B is a constant matrix: the
+/// same product, B packed once at lowering (`linalg::sgemm::pack_b`) so that every
+/// execution streams it (see `linalg::sgemm`). Inputs: A [..., K], B packed as
+/// [panels, K, PACK_WIDTH]; attribute `n`, B's width. Not an ONNX or GE op.
+pub const MATMUL_PACKED: &str = "MatMulPacked";
+
+/// MatMulPacked: every row of A (all dims but the last are rows, B having no batch dims)
+/// times the packed B.
+pub fn matmul_packed(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    use crate::npu::ops::linalg::sgemm::{packed_len, sgemm_packed};
+    let (a, bp) = (inputs[0].slice::<f32>()?, inputs[1].slice::<f32>()?);
+    let n = usize::try_from(ctx.attr_int("n", -1)?)
+        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
+    let (&k, _) = inputs[0]
+        .shape
+        .split_last()
+        .ok_or_else(|| ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"))?;
+    if inputs[1].shape.get(1) != Some(&k) || bp.len() != packed_len(k, n) {
+        return Err(ctx.input_error(1, "is not A's K rows packed to the width \"n\""));
+    }
+    let rows = a
+        .len()
+        .checked_div(k)
+        .unwrap_or_else(|| inputs[0].shape[..inputs[0].rank() - 1].iter().product());
+    let out = outputs[0].slice_mut::<f32>()?;
+    if out.len() != rows * n || a.len() != rows * k {
+        return Err(ctx.compute_error("output size does not match the operands"));
+    }
+    if rows * n == 0 {
+        return Ok(());
+    }
+    let block = |r0: usize, c: &mut [f32]| {
+        let m = c.len() / n;
+        // SAFETY: rows r0..r0 + m of A (k floats each, contiguous) and the m x n block
+        // `c` were checked against the slices above; `bp` holds packed_len(k, n) floats;
+        // `c` is the output, which aliases no input.
+        unsafe {
+            sgemm_packed(
+                m,
+                k,
+                n,
+                1.0,
+                a.as_ptr().add(r0 * k),
+                k as isize,
+                1,
+                bp.as_ptr(),
+                0.0,
+                c.as_mut_ptr(),
+                n as isize,
+            );
+        }
+    };
+    // Row blocks across the threads for large products, as `gemm` splits them.
+    let tasks = (rows * n * k.max(1) / PARALLEL_WORK).clamp(1, rayon::current_num_threads());
+    if tasks == 1 {
+        block(0, out);
+    } else {
+        let per = rows.div_ceil(tasks);
+        out.par_chunks_mut(per * n)
+            .enumerate()
+            .for_each(|(i, c)| block(i * per, c));
+    }
+    Ok(())
+}
+
 /// Gemm: `alpha * A' . B' + beta * C`, where A' and B' are A and B transposed when
 /// `transA`/`transB` say so and C broadcasts to [M, N].
 pub fn gemm_op(
