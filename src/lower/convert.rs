@@ -511,12 +511,12 @@ impl<'r> Lowering<'r> {
             return Ok(folded);
         }
         let name = n.name.clone();
-        if let Some((packed, mut ins, attrs)) = self.packed_matmul(&spec, ins, &attrs) {
-            return Ok(self
-                .emit(&name, &packed, attrs, &mut ins, &outs, Some(origin))
-                .into_iter()
-                .map(Some)
-                .collect());
+        if let Some((packed, mut operands, attrs)) = self.packed_matmul(&spec, ins, &attrs) {
+            let results = self.emit(&name, &packed, attrs, &mut operands, &outs, Some(origin));
+            // The forms made of A (an upload, say) serve its later readers too.
+            let [a, _] = operands;
+            ins[0] = a;
+            return Ok(results.into_iter().map(Some).collect());
         }
         Ok(self
             .emit(&name, &spec, attrs, ins, &outs, Some(origin))

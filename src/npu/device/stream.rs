@@ -412,7 +412,8 @@ struct Exec<'a> {
 ///   (about 20 large kernels) took 1.9 ms with the hand-offs and 1.5 ms without.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Here {
-    /// Nothing: this thread only queues work (it is a thread of a multi-thread pool).
+    /// No kernel: a stream worker outside any pool enters the compute cores for each;
+    /// a launch issued from a thread of a shared pool is queued for the stream's worker.
     Nothing,
     /// Kernels below [`PARALLEL_BYTES`].
     Small,
