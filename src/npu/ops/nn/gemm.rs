@@ -106,10 +106,24 @@ pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T],
     if m == 0 || n == 0 {
         return;
     }
-    let work = m * n * k.max(1);
-    let tasks = (work / PARALLEL_WORK).clamp(1, rayon::current_num_threads().max(1));
+    by_row_blocks((m, k, n), c, ldc, |r0, r1, block| {
+        gemm_serial(alpha, a.row_block(r0, r1), b, beta, block, ldc)
+    });
+}
+
+/// Runs `f(r0, r1, block)` over the rows of an m x k x n product whose C (`ldc` apart)
+/// is `c`: on the calling thread with every row when the product is small, else over
+/// one block of rows per thread, in parallel (`block` starts at row `r0`). Each block
+/// is an independent product, so no synchronization is needed beyond the split.
+fn by_row_blocks<T: Send>(
+    (m, k, n): (usize, usize, usize),
+    c: &mut [T],
+    ldc: usize,
+    f: impl Fn(usize, usize, &mut [T]) + Sync,
+) {
+    let tasks = (m * n * k.max(1) / PARALLEL_WORK).clamp(1, rayon::current_num_threads().max(1));
     if tasks == 1 {
-        return gemm_serial(alpha, a, b, beta, c, ldc);
+        return f(0, m, c);
     }
     let rows_per = m.div_ceil(tasks);
     c.par_chunks_mut(rows_per * ldc)
@@ -118,7 +132,7 @@ pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T],
             let r0 = i * rows_per;
             let r1 = (r0 + rows_per).min(m);
             if r0 < r1 {
-                gemm_serial(alpha, a.row_block(r0, r1), b, beta, block, ldc);
+                f(r0, r1, block);
             }
         });
 }
@@ -366,14 +380,14 @@ pub fn matmul_packed(
     if rows * n == 0 {
         return Ok(());
     }
-    let block = |r0: usize, c: &mut [f32]| {
-        let m = c.len() / n;
-        // SAFETY: rows r0..r0 + m of A (k floats each, contiguous) and the m x n block
-        // `c` were checked against the slices above; `bp` holds packed_len(k, n) floats;
-        // `c` is the output, which aliases no input.
+    // Row blocks across the threads for large products, as `gemm` splits them.
+    by_row_blocks((rows, k, n), out, n, |r0, r1, c| {
+        // SAFETY: rows r0..r1 of A (k floats each, contiguous) and the (r1 - r0) x n
+        // block `c` were checked against the slices above; `bp` holds packed_len(k, n)
+        // floats; `c` is the output, which aliases no input.
         unsafe {
             sgemm_packed(
-                m,
+                r1 - r0,
                 k,
                 n,
                 1.0,
@@ -386,17 +400,7 @@ pub fn matmul_packed(
                 n as isize,
             );
         }
-    };
-    // Row blocks across the threads for large products, as `gemm` splits them.
-    let tasks = (rows * n * k.max(1) / PARALLEL_WORK).clamp(1, rayon::current_num_threads());
-    if tasks == 1 {
-        block(0, out);
-    } else {
-        let per = rows.div_ceil(tasks);
-        out.par_chunks_mut(per * n)
-            .enumerate()
-            .for_each(|(i, c)| block(i * per, c));
-    }
+    });
     Ok(())
 }
 
