@@ -3,6 +3,8 @@
 //! - `add chain`: 10,000 Adds on `[1, 16]` float32 (`add_chain_model`), each adding a
 //!   constant to the previous value: what an execution costs per node when the kernels
 //!   are trivial. Target (docs/PERFORMANCE.md): at most 140 ns per node.
+//! - `add chain --static-memory`: the same chain lowered with static memory planning,
+//!   under every engine; seq is paired with ONNX Runtime measured right after it.
 //! - `add chain --graph`: the same chain in graph mode (`capture_main` once, then
 //!   `replay_sync` per execution), beside the plain run of the same engine. Target: at
 //!   least twice as fast per execution as the plain run.
@@ -41,9 +43,13 @@ use rt2::om::onnx::builder::{EncoderBlock, add_chain_model, encoder_block_model,
 const CHAIN: usize = 10_000;
 
 fn lowered(onnx: &[u8]) -> ExecuteGraph {
+    lowered_with(onnx, LowerOptions::default())
+}
+
+fn lowered_with(onnx: &[u8], opts: LowerOptions) -> ExecuteGraph {
     let mut file = read(onnx, &ReadOptions::default()).expect("imports");
     let model = file.models.swap_remove(0).model;
-    lower(&model, &LowerOptions::default()).expect("lowers")
+    lower(&model, &opts).expect("lowers")
 }
 
 fn f32_input(shape: &[usize], seed: u64) -> HostTensor {
@@ -91,9 +97,32 @@ fn main() {
     let chain_path = dir.join("add_chain_10000.onnx");
     std::fs::write(&chain_path, &chain).expect("writing the peer model");
     let eg = lowered(&chain);
+    let planned = lowered_with(
+        &chain,
+        LowerOptions {
+            static_memory: true,
+            ..LowerOptions::default()
+        },
+    );
     let x = f32_input(&[1, 16], 1);
     let mut out = Vec::new();
     for kind in ExecutorType::ALL {
+        // With static memory planning (`--static-memory`): a node is its launch alone.
+        let mut ex = executor(&planned, kind);
+        let ms = peer::median_ms(20, || ex.execute_sync(&[&x], &mut out).expect("runs"));
+        println!(
+            "add chain {} --static-memory: {:.1} ns per node ({ms:.3} ms per execution)",
+            kind.name(),
+            ms * 1e6 / CHAIN as f64
+        );
+        if kind == ExecutorType::Sequential {
+            peer::report_run(
+                "add_chain_10000 seq --static-memory (per execution)",
+                ms,
+                &chain_path,
+            );
+        }
+        drop(ex);
         let mut ex = executor(&eg, kind);
         let ms = peer::median_ms(20, || ex.execute_sync(&[&x], &mut out).expect("runs"));
         println!(

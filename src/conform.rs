@@ -175,6 +175,8 @@ pub enum Runner {
     /// The whole pipeline: lower (with the multi-thread passes for `topo-mt`), load, and
     /// execute with the executor type.
     Engine(ExecutorType),
+    /// [`Runner::Engine`] with static memory planning (`LowerOptions::static_memory`).
+    Planned(ExecutorType),
 }
 
 /// Runs one case op by op on a fresh emulated device running `ops`.
@@ -186,7 +188,8 @@ pub fn run_case(case: &Case, ops: &Arc<OpRegistry>) -> Outcome {
 pub fn run_case_with(case: &Case, ops: &Arc<OpRegistry>, runner: Runner) -> Outcome {
     let r = match runner {
         Runner::OpByOp => try_run(case, ops),
-        Runner::Engine(e) => try_run_engine(case, ops, e),
+        Runner::Engine(e) => try_run_engine(case, ops, e, false),
+        Runner::Planned(e) => try_run_engine(case, ops, e, true),
     };
     match r {
         Ok(t) => Outcome::Pass(t),
@@ -217,6 +220,7 @@ fn try_run_engine(
     case: &Case,
     ops: &Arc<OpRegistry>,
     executor: ExecutorType,
+    static_memory: bool,
 ) -> Result<Tolerance, Outcome> {
     let bytes = std::fs::read(case.dir.join("model.onnx"))
         .map_err(|e| Outcome::Error(format!("model.onnx: {e}")))?;
@@ -224,6 +228,7 @@ fn try_run_engine(
         .map_err(|e| Outcome::Unsupported(format!("import: {e}")))?;
     let opts = crate::lower::LowerOptions {
         multi_thread: executor == ExecutorType::TopologicalMultiThread,
+        static_memory,
         ..Default::default()
     };
     let eg = crate::lower::lower(&f.root().model, &opts).map_err(|e| match e {

@@ -118,7 +118,9 @@ fn onnx_node_cases_in_the_manifest_pass() {
 }
 
 /// The manifest's cases through the whole pipeline (import, lower, load, execute) under
-/// all four engines: each must pass within its manifest tolerance.
+/// all four engines, and again under topo-prio and topo-mt with static memory planning
+/// (the cases of several nodes, function expansions and control flow among them, plan
+/// their inner tensors): each must pass within its manifest tolerance.
 #[test]
 fn onnx_node_cases_in_the_manifest_pass_under_every_engine() {
     let Some(dir) = std::env::var_os("RT2_ONNX_NODE_DATA") else {
@@ -137,31 +139,38 @@ fn onnx_node_cases_in_the_manifest_pass_under_every_engine() {
         .collect();
     let ops = Arc::new(OpRegistry::new());
     let mut failures = Vec::new();
-    for executor in [
-        ExecutorType::Sequential,
-        ExecutorType::Topological,
-        ExecutorType::TopologicalPriority,
-        ExecutorType::TopologicalMultiThread,
+    for (runner, what) in [
+        (Runner::Engine(ExecutorType::Sequential), "seq"),
+        (Runner::Engine(ExecutorType::Topological), "topo"),
+        (
+            Runner::Engine(ExecutorType::TopologicalPriority),
+            "topo-prio",
+        ),
+        (
+            Runner::Engine(ExecutorType::TopologicalMultiThread),
+            "topo-mt",
+        ),
+        (
+            Runner::Planned(ExecutorType::TopologicalPriority),
+            "topo-prio, static memory",
+        ),
+        (
+            Runner::Planned(ExecutorType::TopologicalMultiThread),
+            "topo-mt, static memory",
+        ),
     ] {
         let outcomes: Vec<(String, Outcome)> = cases
             .par_iter()
-            .map(|c| {
-                let o = conform::run_case_with(c, &ops, Runner::Engine(executor));
-                (c.name.clone(), o)
-            })
+            .map(|c| (c.name.clone(), conform::run_case_with(c, &ops, runner)))
             .collect();
         for (n, o) in &outcomes {
             let want = manifest[n];
             match o {
                 Outcome::Pass(t) if *t <= want => {}
-                o => failures.push(format!(
-                    "{} {n} (manifest: {}): {o}",
-                    executor.name(),
-                    want.name()
-                )),
+                o => failures.push(format!("{what} {n} (manifest: {}): {o}", want.name())),
             }
         }
-        eprintln!("{}: {} manifest cases run", executor.name(), outcomes.len());
+        eprintln!("{what}: {} manifest cases run", outcomes.len());
     }
     assert!(
         failures.is_empty(),

@@ -121,6 +121,11 @@ pub fn execute_graph(
                     path.display()
                 );
             }
+            if opts.static_memory {
+                progress.step("static memory planning");
+                crate::lower::static_memory_pass(&mut eg)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
             if opts.multi_thread {
                 progress.step("multi-thread passes");
                 crate::lower::multi_thread_passes(&mut eg)

@@ -30,6 +30,12 @@ pub struct Args {
     /// column panels once, here, which the kernel streams at every execution.
     #[arg(long)]
     pub keep_weight_layout: bool,
+    /// Plan the device memory of Main's static tensors here: Init allocates one feature
+    /// memory block and Main reads each tensor's place in it, instead of an AllocMemHbm
+    /// and a FreeMemory per tensor per execution. Tensors that share bytes are kept in
+    /// order by control edges.
+    #[arg(long)]
+    pub static_memory: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -44,6 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let opts = LowerOptions {
         multi_thread: args.multi_thread,
         keep_weight_layout: args.keep_weight_layout,
+        static_memory: args.static_memory,
     };
     // An `.exeg` gets the passes not yet applied and is written in the binary form (a
     // text-form `.exeg` becomes a binary one).

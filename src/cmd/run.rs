@@ -52,6 +52,10 @@ pub struct Args {
     /// `rt2 lower --keep-weight-layout`).
     #[arg(long)]
     pub keep_weight_layout: bool,
+    /// Plan the device memory of Main's static tensors (see `rt2 lower --static-memory`),
+    /// when lowering or for an `.exeg` without the plan.
+    #[arg(long)]
+    pub static_memory: bool,
     /// Threads of the emulated device's compute cores, which kernels split large work
     /// over; 0: one per CPU. With 1, every kernel computes on the thread that issues it,
     /// as a one-thread runtime would.
@@ -264,6 +268,7 @@ fn load_graph(args: &Args, progress: &Progress) -> anyhow::Result<ExecuteGraph> 
     let opts = LowerOptions {
         multi_thread: args.executor == ExecutorType::TopologicalMultiThread,
         keep_weight_layout: args.keep_weight_layout,
+        static_memory: args.static_memory,
     };
     let (eg, file) = input::execute_graph(&args.file, args.model, &opts, progress)?;
     if let Some(file) = file {

@@ -116,6 +116,11 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         "output byte sizes from shapes and dtypes",
     ),
     k("AllocMemHbm", Memory, "device memory for outputs"),
+    pure(
+        "MemoryView",
+        Memory,
+        "rt2: a range of a memory block (a tensor's place in the feature memory)",
+    ),
     k("AllocMemHost", Memory, "host memory for outputs"),
     pure("Tiling", Memory, "tiling data and workspace for a launch"),
     k(

@@ -38,6 +38,10 @@ pub struct LowerOptions {
     /// Keep constant MatMul weights as the model stores them: every MatMul stays a
     /// MatMul, instead of a `MatMulPacked` on the weight packed into column panels.
     pub keep_weight_layout: bool,
+    /// Plan the device memory of Main's static tensors at lowering
+    /// ([`passes::memory`]): one feature memory block from Init instead of an
+    /// allocation and a free per tensor per execution.
+    pub static_memory: bool,
 }
 
 /// An op rt2 cannot lower.
@@ -211,10 +215,30 @@ fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerErr
         Ok(())
     })?;
     verify(eg, "priority")?;
+    if opts.static_memory {
+        static_memory_pass(eg)?;
+    }
     if opts.multi_thread {
         multi_thread_passes(eg)?;
     }
     Ok(())
+}
+
+/// Static memory planning ([`passes::memory`]), then the sort of the three graphs, the
+/// priorities and the verifier. Planning a graph planned already finds nothing more to
+/// plan. Public so an `.exeg` lowered without it can get it later
+/// (`rt2 lower x.exeg --static-memory`).
+pub fn static_memory_pass(eg: &mut ExecuteGraph) -> Result<passes::memory::Planned, LowerError> {
+    let planned = passes::memory::plan(eg);
+    if planned.tensors > 0 {
+        each_graph(eg, &mut |g| sort(g))?;
+        each_graph(eg, &mut |g| {
+            passes::priority::assign(g);
+            Ok(())
+        })?;
+        verify(eg, "static memory planning")?;
+    }
+    Ok(planned)
 }
 
 /// The two multi-thread passes on Main, once: SplitMixedLaunchMemory, then

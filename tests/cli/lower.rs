@@ -161,3 +161,50 @@ fn an_exeg_gets_the_passes_it_lacks_and_is_written_binary() {
         "the passes applied twice changed the file"
     );
 }
+
+#[test]
+fn static_memory_plans_squeezenet_and_an_exeg_gets_the_plan_later() {
+    let s = Scratch::new();
+    let model = fixture("models/light_squeezenet.onnx");
+    let model = model.to_str().unwrap();
+    let plain = s
+        .rt2(&["lower", model, "-o", "p.exeg", "--format", "json"])
+        .ok()
+        .json();
+    let planned = s
+        .rt2(&[
+            "lower",
+            model,
+            "-o",
+            "s.exeg",
+            "--static-memory",
+            "--format",
+            "json",
+        ])
+        .ok()
+        .json();
+    let k = |j: &serde_json::Value, g: &str, kernel: &str| {
+        j["graphs"][g]["kernels"][kernel].as_u64().unwrap_or(0)
+    };
+    // Every intermediate tensor of this all-static model is planned: Main keeps the
+    // output's allocation and the input's copy, and each planned tensor is a view in Init.
+    let views = k(&planned, "init", "MemoryView");
+    assert!(views >= 50, "{views} views");
+    assert_eq!(
+        k(&plain, "main", "AllocMemHbm") - k(&planned, "main", "AllocMemHbm"),
+        views
+    );
+    assert_eq!(
+        k(&plain, "main", "FreeMemory") - k(&planned, "main", "FreeMemory"),
+        views
+    );
+    assert_eq!(
+        k(&plain, "main", "LaunchKernelWithHandle"),
+        k(&planned, "main", "LaunchKernelWithHandle")
+    );
+    // An .exeg lowered without the plan gets it from `rt2 lower --static-memory`, the
+    // same bytes as planning while lowering.
+    s.rt2(&["lower", "p.exeg", "-o", "later.exeg", "--static-memory"])
+        .ok();
+    assert!(s.read("later.exeg") == s.read("s.exeg"));
+}

@@ -104,6 +104,30 @@ fn every_fixture_passes_its_check_under_every_executor() {
 }
 
 #[test]
+fn static_memory_passes_the_checks_under_every_executor() {
+    let sc = Scratch::new();
+    for name in CHECKED {
+        for exec in ["seq", "topo-mt"] {
+            let j = sc
+                .rt2(&[
+                    "run",
+                    &model(name),
+                    "--static-memory",
+                    "--executor",
+                    exec,
+                    "--check",
+                    s(&data_set(name)),
+                    "--format",
+                    "json",
+                ])
+                .ok()
+                .json();
+            assert_eq!(j["check"]["ok"], true, "{name} {exec}: {j:#}");
+        }
+    }
+}
+
+#[test]
 fn the_table_shows_each_outputs_worst_error() {
     let sc = Scratch::new();
     sc.rt2(&["run", &model("lstm"), "--check", s(&data_set("lstm"))])

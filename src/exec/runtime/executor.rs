@@ -95,6 +95,11 @@ pub struct ModelV2Executor {
     iterations: u64,
     /// Main captured for replay (graph mode).
     graph: Option<graph::Graph>,
+    /// Whether Main's tensors have places in a feature memory block (static memory
+    /// planning, `lower::passes::memory`): then every execution uses the same bytes.
+    fixed_memory: bool,
+    /// The stream the last execution ran on.
+    last_stream: Option<StreamId>,
 }
 
 impl std::fmt::Debug for ModelV2Executor {
@@ -158,6 +163,8 @@ impl ModelV2Executor {
             stream_allocators: Vec::new(),
             iterations: 0,
             graph: None,
+            fixed_memory: false,
+            last_stream: None,
         })
     }
 
@@ -220,6 +227,7 @@ impl ModelV2Executor {
             }
         }
         self.bound_stream = self.stream_slots.first().map(|(_, s)| s[0]);
+        self.fixed_memory = self.init.infos.iter().any(|n| n.kernel == "MemoryView");
         self.main_state = Some(main);
         self.status = Status::Loaded;
         Ok(())
@@ -338,6 +346,15 @@ impl ModelV2Executor {
             ));
         }
         let stream = self.bind_stream(arg)?;
+        // Executions on one stream are ordered by it; one on another stream would share
+        // the feature memory with work still queued on the last one, so that waits.
+        if self.fixed_memory
+            && let Some(last) = self.last_stream
+            && last != stream
+        {
+            self.env.device.synchronize(last)?;
+        }
+        self.last_stream = Some(stream);
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         engine::run(&self.env, &self.main, st)?;

@@ -40,6 +40,8 @@ pub enum NodeData {
     #[default]
     None,
     Op(Box<OpData>),
+    /// A byte count read from an attribute (`AllocMemHbm`'s `size`).
+    Bytes(usize),
 }
 
 /// An op kernel's resolved op: the spec, the element types of its present inputs (`None`
@@ -55,7 +57,7 @@ impl NodeData {
     pub fn op(&self) -> Option<&OpData> {
         match self {
             NodeData::Op(o) => Some(o),
-            NodeData::None => None,
+            NodeData::None | NodeData::Bytes(_) => None,
         }
     }
 }

@@ -7,8 +7,8 @@
 //! longer runs orders nothing). Nodes of an unknown kernel type are kept: the verifier
 //! reports them. Subgraphs are cleaned the same way; their boundary nodes are not pure.
 
+use crate::exec::ExecGraph;
 use crate::exec::kernels::kernel_type;
-use crate::exec::{ExecGraph, ExecNodeId};
 
 /// Removes dead nodes from `g` and its subgraphs; returns how many were removed.
 pub fn eliminate(g: &mut ExecGraph) -> usize {
@@ -49,49 +49,13 @@ pub fn eliminate(g: &mut ExecGraph) -> usize {
             }
         }
     }
-    let count = dead.iter().filter(|&&d| d).count();
-    if count == 0 {
-        return removed;
-    }
-    // Surviving nodes keep their relative order, so a topological order stays one. A
-    // Free-Launch relation only names Free and Launch nodes, which are never pure.
-    let mut new_id = vec![u32::MAX; len];
-    let mut next = 0;
-    for (i, d) in dead.iter().enumerate() {
-        if !d {
-            new_id[i] = next;
-            next += 1;
-        }
-    }
-    let nodes = std::mem::take(&mut g.nodes);
-    g.nodes = nodes
-        .into_iter()
-        .zip(&dead)
-        .filter(|(_, d)| !**d)
-        .map(|(n, _)| n)
-        .collect();
-    let remap = |id: ExecNodeId| ExecNodeId(new_id[id.index()]);
-    for n in &mut g.nodes {
-        n.control_inputs
-            .retain(|c| !dead.get(c.index()).copied().unwrap_or(false));
-        for v in &mut n.inputs {
-            v.node = remap(v.node);
-        }
-        for c in &mut n.control_inputs {
-            *c = remap(*c);
-        }
-    }
-    for (f, l) in &mut g.free_launch {
-        *f = remap(*f);
-        *l = remap(*l);
-    }
-    removed + count
+    removed + super::remove_nodes(g, &dead)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::ExecNode;
+    use crate::exec::{ExecNode, ExecNodeId};
 
     fn node(name: &str, kernel: &str, inputs: &[u32]) -> ExecNode {
         crate::lower::passes::test_node(name, kernel, inputs, &[])

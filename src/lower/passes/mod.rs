@@ -4,9 +4,54 @@
 
 pub mod dce;
 pub mod fold;
+pub mod memory;
 pub mod multi_thread;
 pub mod priority;
 pub mod topo;
+
+/// Removes the nodes of `g` marked in `dead` (no subgraphs are touched); returns how many.
+/// The survivors keep their relative order, so a topological order stays one. A control
+/// edge from a removed node is dropped with it; no data edge may name one (the caller's
+/// guarantee), and no Free-Launch relation either.
+pub(crate) fn remove_nodes(g: &mut crate::exec::ExecGraph, dead: &[bool]) -> usize {
+    use crate::exec::ExecNodeId;
+    let count = dead.iter().filter(|&&d| d).count();
+    if count == 0 {
+        return 0;
+    }
+    let len = g.nodes.len();
+    let mut new_id = vec![u32::MAX; len];
+    let mut next = 0;
+    for (i, d) in dead.iter().enumerate() {
+        if !d {
+            new_id[i] = next;
+            next += 1;
+        }
+    }
+    let nodes = std::mem::take(&mut g.nodes);
+    g.nodes = nodes
+        .into_iter()
+        .zip(dead)
+        .filter(|(_, d)| !**d)
+        .map(|(n, _)| n)
+        .collect();
+    let remap = |id: ExecNodeId| ExecNodeId(new_id[id.index()]);
+    for n in &mut g.nodes {
+        n.control_inputs
+            .retain(|c| !dead.get(c.index()).copied().unwrap_or(false));
+        for v in &mut n.inputs {
+            v.node = remap(v.node);
+        }
+        for c in &mut n.control_inputs {
+            *c = remap(*c);
+        }
+    }
+    for (f, l) in &mut g.free_launch {
+        *f = remap(*f);
+        *l = remap(*l);
+    }
+    count
+}
 
 /// A node for pass tests: `kernel` with its class from the kernel table, one output, data
 /// inputs reading output 0 of `inputs`, and control edges from `control`.

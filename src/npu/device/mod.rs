@@ -668,16 +668,32 @@ impl Device {
         stream: StreamId,
         launch: &mut Arc<Launch>,
     ) -> Result<(), NpuError> {
-        let core = self.core();
-        if core.capturing.load(Ordering::Acquire) == 0 {
-            let ran = core.with_stream(stream, |s| {
-                Arc::get_mut(launch).and_then(|l| s.run_inline(core, l))
-            })?;
-            if let Some(r) = ran {
-                return r;
-            }
+        if let Some(l) = Arc::get_mut(launch)
+            && let Some(r) = self.launch_here(stream, l)
+        {
+            return r;
         }
         self.submit(stream, Task::Launch(launch.clone()))
+    }
+
+    /// The inline half of [`Device::launch_shared`], for a caller that holds its record
+    /// uniquely already (an engine that has just rebound it: asking `Arc::get_mut` twice
+    /// costs a second atomic compare-exchange per launch). `None`: the launch did not run
+    /// (the stream is busy or capturing, or the kernel is not one to run here); submit
+    /// the shared record instead.
+    pub fn launch_here(
+        &self,
+        stream: StreamId,
+        launch: &mut Launch,
+    ) -> Option<Result<(), NpuError>> {
+        let core = self.core();
+        if core.capturing.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        match core.with_stream(stream, |s| s.run_inline(core, launch)) {
+            Ok(ran) => ran,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Launches a data-dependent op ([`Launch::allocating`]): the device allocates its

@@ -209,12 +209,14 @@ impl StreamState {
         if here == Here::Nothing {
             return None;
         }
-        self.with_idle(core, here, |exec, n| {
+        // Not counted as submitted and completed: it is both before this returns, and
+        // the counts only order what waits on the stream, which was idle and is again.
+        // (Counting cost an atomic read-modify-write per launch.)
+        self.with_idle(core, here, |exec, _| {
             exec.check(l)?;
-            *n += 1;
             let started = exec.core.recorder.start_launch(l);
             let r = exec.cached_launch(l);
-            exec.counted(started, r);
+            exec.finished(started, r);
             Ok(())
         })
     }
@@ -440,10 +442,10 @@ impl Here {
     }
 
     /// Whether a kernel touching `bytes` runs on this thread.
-    fn runs(self, bytes: usize) -> bool {
+    fn runs(self, bytes: impl FnOnce() -> usize) -> bool {
         match self {
             Here::All => true,
-            Here::Small => bytes < PARALLEL_BYTES,
+            Here::Small => bytes() < PARALLEL_BYTES,
             Here::Nothing => false,
         }
     }
@@ -522,19 +524,25 @@ impl Exec<'_> {
     /// Ends a job `started` with `r`: recorded, counted completed; a failure faults the
     /// stream.
     fn counted(&mut self, started: Option<Started>, r: Result<(), NpuError>) {
+        self.finished(started, r);
+        self.stream.complete_one();
+    }
+
+    /// [`Exec::counted`] without the count, for work run inline (`run_inline`).
+    fn finished(&mut self, started: Option<Started>, r: Result<(), NpuError>) {
         if let Some(s) = started {
             self.core.recorder.finish(self.stream.id, s, r.is_ok());
         }
         if let Err(e) = r {
             self.stream.set_fault(e);
         }
-        self.stream.complete_one();
     }
 
     /// A launch record's submission checks, unless its cache says they hold.
     fn check(&mut self, l: &mut Launch) -> Result<(), NpuError> {
         let memory = &self.core.memory;
         if l.resolved.checked(self.core.id, memory.free_epoch(), l) {
+            l.resolved.current = true;
             return Ok(());
         }
         let frees = {
@@ -875,7 +883,7 @@ impl Exec<'_> {
                 };
                 // On this thread if it may compute this kernel (see `Here`), else on the
                 // compute cores.
-                let run = if here.runs(l.bytes_touched()) {
+                let run = if here.runs(|| l.bytes_touched()) {
                     work()
                 } else {
                     core.cores.install(work)

@@ -93,6 +93,9 @@ pub(crate) struct Resolved {
     pub frees: u64,
     /// Each argument's (address, bytes), inputs then outputs, as checked.
     pub ranges: Vec<(DevicePtr, usize)>,
+    /// Whether `ranges` were compared with the arguments since they were last rebound: a
+    /// record issued again unchanged then skips the comparison.
+    pub current: bool,
     /// Spec and spans, when resolved at `unmaps`.
     pub spans: Option<(OpSpec, u64)>,
     pub ins: Vec<Option<Span>>,
@@ -105,20 +108,23 @@ impl Resolved {
     /// Whether the ranges checked are the launch's now, on device `device` at free count
     /// `frees`.
     pub fn checked(&self, device: u64, frees: u64, l: &Launch) -> bool {
-        self.device == device
-            && self.frees == frees
-            && self.ranges.len() == l.inputs.len() + l.outputs.len()
-            && l.inputs
-                .iter()
-                .chain(&l.outputs)
-                .zip(&self.ranges)
-                .all(|(a, &r)| a.range() == r)
+        if self.device != device || self.frees != frees {
+            return false;
+        }
+        self.current
+            || self.ranges.len() == l.inputs.len() + l.outputs.len()
+                && l.inputs
+                    .iter()
+                    .chain(&l.outputs)
+                    .zip(&self.ranges)
+                    .all(|(a, &r)| a.range() == r)
     }
 
     /// Forgets everything, keeping the vectors' storage.
     pub fn clear(&mut self) {
         self.device = 0;
         self.ranges.clear();
+        self.current = false;
         self.spans = None;
         self.ins.clear();
         self.outs.clear();
@@ -227,6 +233,7 @@ impl Launch {
         );
         r.device = device;
         r.frees = frees;
+        r.current = true;
     }
     pub(crate) fn metas(&self) -> &[TensorMeta] {
         &self.metas
@@ -237,6 +244,7 @@ impl Launch {
     /// execution, so a steady-state launch allocates nothing.
     pub fn rebind(&mut self, f: impl FnOnce(&mut Vec<TensorArg>, &mut Vec<TensorArg>)) {
         f(&mut self.inputs, &mut self.outputs);
+        self.resolved.current = false;
         self.output_count = self.outputs.len();
         self.metas.truncate(self.inputs.len());
         for (i, a) in self.inputs.iter().enumerate() {

@@ -7,11 +7,12 @@
 
 use std::sync::Arc;
 
-use crate::exec::KernelClass;
+use crate::exec::{ExecNode, KernelClass};
 use crate::npu::device::{HostBuf, Task};
+use crate::npu::ops::OpRegistry;
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::NodeState;
+use super::super::plan::{NodeData, NodeState};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
 use super::tensor_bytes;
@@ -23,15 +24,31 @@ fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
+/// A size known at lowering (`AllocMemHbm(allocator)` with attribute `size`) is read once,
+/// here: looking the attribute up by name at every execution cost more than the
+/// allocation itself.
+fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, String> {
+    if node.inputs.len() > 1 {
+        return Ok(NodeData::None);
+    }
+    let size = node
+        .attr_int("size")
+        .ok_or("attribute \"size\" (an integer) is missing")?;
+    usize::try_from(size)
+        .map(NodeData::Bytes)
+        .map_err(|_| format!("size {size} is negative"))
+}
+
+/// `AllocMemHbm(allocator[, size])`: device memory of the size, from the allocator.
 fn alloc_mem_hbm(cx: &mut KernelContext<'_>) -> KernelResult {
     let allocator = cx.input_allocator(0)?;
-    let bytes = if cx.input_count() > 1 {
-        cx.input_int(1)?
-    } else {
-        cx.attr_int("size")?
+    let bytes = match cx.info().data {
+        NodeData::Bytes(b) => b,
+        _ => {
+            let b = cx.input_int(1)?;
+            usize::try_from(b).map_err(|_| KernelError::new(format!("size {b} is negative")))?
+        }
     };
-    let bytes = usize::try_from(bytes)
-        .map_err(|_| KernelError::new(format!("size {bytes} is negative")))?;
     let ptr = allocator.alloc(bytes)?;
     let out = cx.output(0)?;
     match out {
@@ -49,6 +66,32 @@ fn alloc_mem_hbm(cx: &mut KernelContext<'_>) -> KernelResult {
             })
         }
     }
+    Ok(())
+}
+
+/// `MemoryView(memory)` (`offset`, `size`): the `size` bytes at `offset` of the block, as
+/// memory of their own (a planned tensor's place in the feature memory; see
+/// `lower::passes::memory`). Never freed itself: the block is.
+fn memory_view(cx: &mut KernelContext<'_>) -> KernelResult {
+    let m = cx.input_mem(0)?;
+    let (offset, size) = (cx.attr_int("offset")?, cx.attr_int("size")?);
+    let (Ok(offset), Ok(size)) = (usize::try_from(offset), usize::try_from(size)) else {
+        return Err(KernelError::new(format!(
+            "offset {offset} and size {size} must not be negative"
+        )));
+    };
+    if offset.checked_add(size).is_none_or(|e| e > m.bytes) {
+        return Err(KernelError::new(format!(
+            "{size} bytes at offset {offset} do not fit the block's {} bytes",
+            m.bytes
+        )));
+    }
+    let view = Mem {
+        ptr: crate::npu::device::DevicePtr(m.ptr.0 + offset as u64),
+        bytes: size,
+        allocator: m.allocator.clone(),
+    };
+    *cx.output(0)? = Value::Mem(view);
     Ok(())
 }
 
@@ -186,7 +229,11 @@ pub(super) fn register(r: &mut KernelRegistry) {
         "CalcTensorSizeFromShape",
         KernelInfo::new(calc_tensor_size_from_shape, Memory),
     );
-    r.register("AllocMemHbm", KernelInfo::new(alloc_mem_hbm, Memory));
+    r.register(
+        "AllocMemHbm",
+        KernelInfo::new(alloc_mem_hbm, Memory).prepare(prepare_alloc),
+    );
+    r.register("MemoryView", KernelInfo::new(memory_view, Memory));
     r.register("FreeMemory", KernelInfo::new(free_memory, Memory));
     r.register("FreeMemoryHoldAddr", KernelInfo::new(free_memory, Memory));
     r.register("CopyH2D", KernelInfo::new(copy_h2d, Memory));

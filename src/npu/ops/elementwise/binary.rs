@@ -56,7 +56,8 @@ pub fn compute_arithmetic(
                 bitwise::<T>(ctx, inputs, out),
                 other => Err(unsupported(ctx, other)))
         }
-        "Sum" | "Mean" if inputs.len() > 2 && !inputs[0].dtype.is_int() => {
+        // The input count first: a two-input Add then costs no string comparison here.
+        _ if inputs.len() > 2 && matches!(ctx.op, "Sum" | "Mean") && !inputs[0].dtype.is_int() => {
             dispatch!(inputs[0].dtype, T in [f32, f64, f16, bf16] =>
                 float_sum::<T>(ctx, inputs, out),
                 other => Err(unsupported(ctx, other)))
