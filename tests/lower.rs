@@ -5,9 +5,15 @@
 //! rt2 produces now; review the diff before committing it.
 //!
 //! Every lowered graph also passes the loader's checks, survives the binary and text
-//! round trips unchanged, and lowers to the same bytes twice.
+//! round trips unchanged, and lowers to the same bytes twice. Static memory planning's
+//! tests are a module here (`tests/lower/static_memory.rs`).
 
 use std::path::{Path, PathBuf};
+
+/// Static memory planning (`--static-memory`), a lowering pass whose tests run models: a
+/// module of this test binary rather than a binary of its own (each costs CI a link).
+#[path = "lower/static_memory.rs"]
+mod static_memory;
 
 use rt2::exec::{check::check, exeg, view};
 use rt2::lower::{LowerOptions, lower};

@@ -19,12 +19,13 @@
 //! **Reuse.** The pass walks Main in its topological order as the allocator would at
 //! run time: a Free puts its tensor's offset on the free list of its size, an
 //! allocation takes the latest offset of its size, else new space at the end (the same
-//! per-size reuse as the runtime's caching allocator, so the block is as large as the
-//! memory a sequential execution holds at its peak, rounded per tensor). A tensor B that
-//! takes tensor A's offset must not be written while A is still read: B's writer gets a
-//! control edge from every node that touched A (its writer and readers, which are the
-//! Free's own predecessors). Every engine honours those edges, so the plan holds under
-//! any order an engine picks, and the edges only point forward in the order walked.
+//! per-size reuse as the runtime's caching allocator, so the block is what that allocator
+//! keeps for a sequential execution: per size, the most tensors of that size alive at
+//! once). A tensor B that takes tensor A's offset must not be written while A is still
+//! read: B's writer gets a control edge from every node that touched A (its writer and
+//! readers, which are the Free's own predecessors). Every engine honours those edges, so
+//! the plan holds under any order an engine picks; the edges only point forward in the
+//! order walked (a place for which one would not is left unused).
 
 use std::collections::HashMap;
 
