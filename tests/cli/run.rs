@@ -53,6 +53,15 @@ fn f32s(t: &HostTensor) -> Vec<f32> {
 /// The output files of lstm.onnx.
 const LSTM_OUTPUTS: [&str; 3] = ["y.npy", "y_h.npy", "y_c.npy"];
 
+/// `rt2 run` of bundled model `name` with `extra` arguments, checked against its data set
+/// (exit 0 expected); the JSON summary.
+fn checked(sc: &Scratch, name: &str, extra: &[&str]) -> serde_json::Value {
+    let (file, check) = (model(name), data_set(name));
+    let mut a = vec!["run", &file, "--check", s(&check), "--format", "json"];
+    a.extend_from_slice(extra);
+    sc.rt2(&a).ok().json()
+}
+
 /// Runs `file` (the lstm model in some form) on lstm's data set with `extra` arguments,
 /// writing the outputs to `dir`; the JSON summary.
 fn run_lstm(sc: &Scratch, file: &str, dir: &str, extra: &[&str]) -> serde_json::Value {
@@ -79,19 +88,7 @@ fn every_fixture_passes_its_check_under_every_executor() {
     let sc = Scratch::new();
     for name in CHECKED {
         for exec in ["seq", "topo", "topo-prio"] {
-            let r = sc
-                .rt2(&[
-                    "run",
-                    &model(name),
-                    "--executor",
-                    exec,
-                    "--check",
-                    s(&data_set(name)),
-                    "--format",
-                    "json",
-                ])
-                .ok();
-            let j = r.json();
+            let j = checked(&sc, name, &["--executor", exec]);
             assert_eq!(j["executor"], exec);
             assert_eq!(j["check"]["ok"], true, "{name} {exec}: {j:#}");
             for o in j["check"]["outputs"].as_array().unwrap() {
@@ -108,20 +105,7 @@ fn static_memory_passes_the_checks_under_every_executor() {
     let sc = Scratch::new();
     for name in CHECKED {
         for exec in ["seq", "topo-mt"] {
-            let j = sc
-                .rt2(&[
-                    "run",
-                    &model(name),
-                    "--static-memory",
-                    "--executor",
-                    exec,
-                    "--check",
-                    s(&data_set(name)),
-                    "--format",
-                    "json",
-                ])
-                .ok()
-                .json();
+            let j = checked(&sc, name, &["--static-memory", "--executor", exec]);
             assert_eq!(j["check"]["ok"], true, "{name} {exec}: {j:#}");
         }
     }
@@ -880,20 +864,7 @@ fn graph_mode_replays_to_the_plain_runs_outputs_under_every_executor() {
     }
     // The other checked fixtures pass their checks in graph mode.
     for name in ["cnn_bn", "lstm"] {
-        let j = sc
-            .rt2(&[
-                "run",
-                &model(name),
-                "--graph",
-                "--iterations",
-                "2",
-                "--check",
-                s(&data_set(name)),
-                "--format",
-                "json",
-            ])
-            .ok()
-            .json();
+        let j = checked(&sc, name, &["--graph", "--iterations", "2"]);
         assert_eq!(j["check"]["ok"], true, "{name}: {j:#}");
     }
     // A loop whose condition the host reads from device memory cannot be captured.

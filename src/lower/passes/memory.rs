@@ -196,18 +196,19 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
     // takes the latest one (or new space), and the writer of a reused offset is ordered
     // after everything that touched its last holder.
     let main = &mut eg.main;
-    let mut by_alloc: HashMap<usize, usize> = HashMap::new();
-    let mut by_free: HashMap<usize, usize> = HashMap::new();
+    // Per Main node, the tensor it allocates or frees.
+    let mut by_alloc: Vec<Option<usize>> = vec![None; main.nodes.len()];
+    let mut by_free: Vec<Option<usize>> = vec![None; main.nodes.len()];
     for (k, t) in tensors.iter().enumerate() {
-        by_alloc.insert(t.alloc, k);
-        by_free.insert(t.free, k);
+        by_alloc[t.alloc] = Some(k);
+        by_free[t.free] = Some(k);
     }
     let mut free_lists: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
     let mut placed = vec![false; tensors.len()];
     let mut end = 0usize;
     let mut edges = 0;
     for i in 0..main.nodes.len() {
-        if let Some(&k) = by_free.get(&i)
+        if let Some(k) = by_free[i]
             && placed[k]
         {
             let t = &tensors[k];
@@ -216,7 +217,7 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
                 .or_default()
                 .push((t.offset, k));
         }
-        let Some(&k) = by_alloc.get(&i) else {
+        let Some(k) = by_alloc[i] else {
             continue;
         };
         let rounded = tensors[k].size.next_multiple_of(ALIGN);
