@@ -1202,3 +1202,45 @@ fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
         assert_eq!(get(&dev, y, n), v);
     }
 }
+
+#[test]
+fn a_kept_stream_handle_runs_launches_only_on_its_live_stream_of_its_device() {
+    let dev = device();
+    let s = dev.create_stream();
+    let kept = dev.stream_ref(s).unwrap();
+    assert_eq!(kept.id(), s);
+    let (x, z) = (put(&dev, &[1.0; 4]), put(&dev, &[0.0; 4]));
+    let mut record = launch(
+        "TestAdd",
+        vec![f32s(x, &[4]), f32s(x, &[4])],
+        vec![f32s(z, &[4])],
+    );
+    // Idle: runs here, now.
+    dev.launch_on(&kept, &mut record).unwrap().unwrap();
+    assert_eq!(get(&dev, z, 4), vec![2.0; 4]);
+
+    // Busy: not run here; the caller submits it instead, and it runs in stream order.
+    let gate = Gate::on(&dev, s);
+    gate.wait_started();
+    dev.memcpy_h2d(x, bytemuck::cast_slice(&[3f32; 4])).unwrap();
+    assert!(dev.launch_on(&kept, &mut record).is_none());
+    gate.open();
+    dev.synchronize(s).unwrap();
+    assert_eq!(get(&dev, z, 4), vec![2.0; 4], "nothing ran through the handle");
+
+    // A handle of another device runs nothing on this one.
+    let other = device();
+    let theirs = other.stream_ref(other.default_stream()).unwrap();
+    assert!(dev.launch_on(&theirs, &mut record).is_none());
+
+    // Destroyed: the handle runs nothing, and submitting by id names the stream.
+    dev.destroy_stream(s).unwrap();
+    assert!(dev.launch_on(&kept, &mut record).is_none());
+    assert_eq!(get(&dev, z, 4), vec![2.0; 4]);
+    let err = dev.submit(s, Task::Launch(Arc::new(record))).unwrap_err();
+    assert!(matches!(err, NpuError::InvalidStream(id) if id == s), "{err}");
+    assert!(matches!(
+        dev.stream_ref(s).unwrap_err(),
+        NpuError::InvalidStream(_)
+    ));
+}

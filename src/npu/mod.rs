@@ -11,6 +11,6 @@ pub mod ops;
 pub use attr::{Attr, AttrMap, HostTensor};
 pub use device::{
     Device, DeviceConfig, DevicePtr, EventId, HostBuf, Launch, MemoryStats, Model, ModelId,
-    NotifyId, NpuError, StreamId, Task, TensorArg,
+    NotifyId, NpuError, StreamId, StreamRef, Task, TensorArg,
 };
 pub use dtype::DType;

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::exec::{ExecGraph, KernelClass, Origin};
-use crate::npu::device::{HostBuf, Launch};
+use crate::npu::device::{HostBuf, Launch, StreamRef};
 use crate::npu::ops::{OpRegistry, OpSpec, TensorMeta};
 use crate::npu::{AttrMap, DType};
 
@@ -62,13 +62,26 @@ impl NodeData {
     }
 }
 
+/// Where a launch kernel keeps its launch record between executions.
+#[derive(Default)]
+pub enum LaunchSlot {
+    #[default]
+    Empty,
+    /// Every launch so far ran on the issuing thread, so the record is this node's alone.
+    Here(Box<Launch>),
+    /// Handed to a stream's worker at least once: rebound in place when the device has
+    /// dropped its reference, copied when it still holds one.
+    Shared(Arc<Launch>),
+}
+
 /// A kernel's mutable state across executions.
 #[derive(Default)]
 pub enum NodeState {
     #[default]
     None,
-    /// A launch record rebound each execution (`Launch::rebind`).
-    Launch(Option<Arc<Launch>>),
+    /// A launch record rebound each execution (`Launch::rebind`), and the stream it was
+    /// last launched on, kept so a launch needs no look-up in the device's stream table.
+    Launch(LaunchSlot, Option<StreamRef>),
     /// A staging buffer for host-to-device copies, reused while the device is done with it.
     Staging(Option<HostBuf>),
     /// Shape inference's scratch: input metas.

@@ -426,6 +426,27 @@ pub struct Device {
     inner: Arc<DeviceInner>,
 }
 
+/// A stream of one device, held by a caller that launches on it often (an engine's launch
+/// kernel), so that each launch skips the stream table. It keeps the stream's state alive,
+/// not the stream: once the stream is destroyed, launches through it run nothing.
+#[derive(Clone)]
+pub struct StreamRef {
+    device: u64,
+    state: Arc<StreamState>,
+}
+
+impl StreamRef {
+    pub fn id(&self) -> StreamId {
+        self.state.id
+    }
+}
+
+impl std::fmt::Debug for StreamRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamRef({})", self.state.id)
+    }
+}
+
 struct DeviceInner {
     core: Arc<Core>,
 }
@@ -586,6 +607,8 @@ impl Device {
         }
         let s = core.stream(stream)?;
         s.drain(&core.shutdown)?;
+        // Kept handles (`StreamRef`) run nothing on it from here on.
+        s.retire();
         let fault = s.take_fault();
         remove(&core.streams, stream.0);
         let _ = s.send(Job::Shutdown, true);
@@ -694,6 +717,30 @@ impl Device {
             Ok(ran) => ran,
             Err(e) => Some(Err(e)),
         }
+    }
+
+    /// A handle on `stream` its user keeps between launches (see [`Device::launch_on`]).
+    pub fn stream_ref(&self, stream: StreamId) -> Result<StreamRef, NpuError> {
+        Ok(StreamRef {
+            device: self.core().id,
+            state: self.core().stream(stream)?,
+        })
+    }
+
+    /// [`Device::launch_here`] through a kept handle: no look-up in the stream table,
+    /// whose read lock (two atomic read-modify-writes) was a tenth of a small launch's
+    /// cost. A handle of another device, or of a stream destroyed since, runs nothing
+    /// (`None`); submitting by id then reports what is wrong.
+    pub fn launch_on(
+        &self,
+        stream: &StreamRef,
+        launch: &mut Launch,
+    ) -> Option<Result<(), NpuError>> {
+        let core = self.core();
+        if stream.device != core.id || core.capturing.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        stream.state.run_inline(core, launch)
     }
 
     /// Launches a data-dependent op ([`Launch::allocating`]): the device allocates its

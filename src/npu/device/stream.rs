@@ -69,6 +69,8 @@ pub(crate) struct StreamState {
     faulted: AtomicBool,
     fault: Mutex<Option<NpuError>>,
     pub handle: Mutex<Option<JoinHandle<()>>>,
+    /// Destroyed: nothing runs inline on it any more (set under `submitted`).
+    retired: AtomicBool,
 }
 
 impl StreamState {
@@ -91,6 +93,7 @@ impl StreamState {
             faulted: AtomicBool::new(false),
             fault: Mutex::new(None),
             handle: Mutex::new(None),
+            retired: AtomicBool::new(false),
         });
         // Nobody else holds the sender yet, so the queue is empty and this registers.
         warm_receiver(&rx);
@@ -245,7 +248,10 @@ impl StreamState {
             .submitted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if self.completed.load(Ordering::SeqCst) != *n || core.is_shut_down() {
+        if self.completed.load(Ordering::SeqCst) != *n
+            || core.is_shut_down()
+            || self.retired.load(Ordering::Relaxed)
+        {
             return None;
         }
         Some(INLINE_LANE.with(|cell| {
@@ -264,6 +270,15 @@ impl StreamState {
                 Err(_) => run(&mut Lane::default()),
             }
         }))
+    }
+
+    /// Marks the stream destroyed, waiting for an inline run in progress to end.
+    pub fn retire(&self) {
+        let _n = self
+            .submitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.retired.store(true, Ordering::Relaxed);
     }
 
     /// Queues a job when there is room, without counting it (the shutdown wake-up).

@@ -15,7 +15,7 @@ use crate::npu::device::{DevicePtr, Launch, Task, TensorArg};
 use crate::npu::ops::{InferCtx, OpRegistry, TensorMeta};
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::{NodeData, NodeState, OpData};
+use super::super::plan::{LaunchSlot, NodeData, NodeState, OpData};
 use super::super::registry::{KernelInfo, KernelRegistry, ProfilingInfo};
 use super::super::value::{Mem, Value};
 use super::{dims_of, tensor_bytes};
@@ -135,38 +135,72 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
         )));
     }
     let stream = cx.input_stream(0)?;
-    let slot = match std::mem::take(cx.state()) {
-        NodeState::Launch(slot) => slot,
-        _ => None,
+    let (slot, kept) = match std::mem::take(cx.state()) {
+        NodeState::Launch(slot, kept) => (slot, kept),
+        _ => (LaunchSlot::Empty, None),
     };
-    let mut l = match slot {
-        // The device has dropped its reference: rebind in place.
-        Some(l) if Arc::strong_count(&l) == 1 && Arc::weak_count(&l) == 0 => l,
-        // Still queued from an earlier execution: a new record for this one.
-        Some(l) => Arc::new((*l).clone()),
-        // Labeled with the op it serves, for the device's task records (once per node).
-        None => Arc::new(
-            Launch::new(
-                op.spec.name,
-                cx.info().attrs.clone(),
-                Vec::new(),
-                Vec::new(),
-            )
-            .labeled(op_label(cx)),
-        ),
+    // The stream's handle, looked up once per node (and again if the stream changes).
+    let kept = match kept {
+        Some(s) if s.id() == stream => Some(s),
+        _ => cx.device().stream_ref(stream).ok(),
     };
-    let unique = Arc::get_mut(&mut l).expect("unique");
-    let r = match bind_launch(cx, op, present, unique) {
-        Err(e) => Err(e),
-        Ok(()) => match cx.device().launch_here(stream, unique) {
-            Some(r) => r.map_err(KernelError::from),
-            None => cx
-                .device()
-                .submit(stream, Task::Launch(l.clone()))
-                .map_err(KernelError::from),
-        },
+    let launch_here = |l: &mut Launch| {
+        kept.as_ref()
+            .and_then(|s| cx.device().launch_on(s, l))
+            .map(|r| r.map_err(KernelError::from))
     };
-    *cx.state() = NodeState::Launch(Some(l));
+    // Busy, capturing, or not a stream (then submitting names the error).
+    let submit = |l: &Arc<Launch>| {
+        cx.device()
+            .submit(stream, Task::Launch(l.clone()))
+            .map_err(KernelError::from)
+    };
+    let (slot, r) = match slot {
+        LaunchSlot::Shared(mut l) => {
+            // Still queued from an earlier execution: a new record for this one.
+            if Arc::get_mut(&mut l).is_none() {
+                l = Arc::new((*l).clone());
+            }
+            let unique = Arc::get_mut(&mut l).expect("unique");
+            let r = match bind_launch(cx, op, present, unique) {
+                Err(e) => Err(e),
+                Ok(()) => match launch_here(unique) {
+                    Some(r) => r,
+                    None => submit(&l),
+                },
+            };
+            (LaunchSlot::Shared(l), r)
+        }
+        // The record never left this node: no reference count to ask (asking is an atomic
+        // read-modify-write, a tenth of a small launch run here).
+        own => {
+            let mut l = match own {
+                LaunchSlot::Here(l) => l,
+                // Labeled with the op it serves, for the device's task records (once per
+                // node).
+                _ => Box::new(
+                    Launch::new(
+                        op.spec.name,
+                        cx.info().attrs.clone(),
+                        Vec::new(),
+                        Vec::new(),
+                    )
+                    .labeled(op_label(cx)),
+                ),
+            };
+            match bind_launch(cx, op, present, &mut l).map(|()| launch_here(&mut l)) {
+                Err(e) => (LaunchSlot::Here(l), Err(e)),
+                Ok(Some(r)) => (LaunchSlot::Here(l), r),
+                // Shared from now on (one allocation, the first time the stream is busy).
+                Ok(None) => {
+                    let l = Arc::new(*l);
+                    let r = submit(&l);
+                    (LaunchSlot::Shared(l), r)
+                }
+            }
+        }
+    };
+    *cx.state() = NodeState::Launch(slot, kept);
     r
 }
 
