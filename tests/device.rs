@@ -1226,7 +1226,11 @@ fn a_kept_stream_handle_runs_launches_only_on_its_live_stream_of_its_device() {
     assert!(dev.launch_on(&kept, &mut record).is_none());
     gate.open();
     dev.synchronize(s).unwrap();
-    assert_eq!(get(&dev, z, 4), vec![2.0; 4], "nothing ran through the handle");
+    assert_eq!(
+        get(&dev, z, 4),
+        vec![2.0; 4],
+        "nothing ran through the handle"
+    );
 
     // A handle of another device runs nothing on this one.
     let other = device();
@@ -1238,7 +1242,10 @@ fn a_kept_stream_handle_runs_launches_only_on_its_live_stream_of_its_device() {
     assert!(dev.launch_on(&kept, &mut record).is_none());
     assert_eq!(get(&dev, z, 4), vec![2.0; 4]);
     let err = dev.submit(s, Task::Launch(Arc::new(record))).unwrap_err();
-    assert!(matches!(err, NpuError::InvalidStream(id) if id == s), "{err}");
+    assert!(
+        matches!(err, NpuError::InvalidStream(id) if id == s),
+        "{err}"
+    );
     assert!(matches!(
         dev.stream_ref(s).unwrap_err(),
         NpuError::InvalidStream(_)

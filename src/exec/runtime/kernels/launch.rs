@@ -157,8 +157,9 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
     };
     let (slot, r) = match slot {
         LaunchSlot::Shared(mut l) => {
-            // Still queued from an earlier execution: a new record for this one.
-            if Arc::get_mut(&mut l).is_none() {
+            // Still queued from an earlier execution: a new record for this one. (Two
+            // loads; `Arc::get_mut` would be a compare-exchange more.)
+            if Arc::strong_count(&l) != 1 || Arc::weak_count(&l) != 0 {
                 l = Arc::new((*l).clone());
             }
             let unique = Arc::get_mut(&mut l).expect("unique");
