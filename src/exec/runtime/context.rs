@@ -65,17 +65,28 @@ impl<'a> KernelContext<'a> {
         self.out_len as usize
     }
 
+    // The accessors below are inlined into every kernel and their errors kept out of line:
+    // a launch reads six inputs, and calling out for each (with its error formatting in
+    // the same body) was a tenth of a small launch's instructions.
+
     /// Input `i`.
+    #[inline]
     pub fn input(&self, i: usize) -> Result<&'a Value, KernelError> {
-        let slot = *self.inputs.get(i).ok_or_else(|| {
-            KernelError(format!(
-                "input {i} is missing: the node has {}",
-                self.inputs.len()
-            ))
-        })?;
+        let Some(&slot) = self.inputs.get(i) else {
+            return Err(self.missing(i));
+        };
         // SAFETY: the slot is an input of the running node: its producer completed before
         // this node was scheduled and nothing writes it until the next execution.
         Ok(unsafe { self.values.get(slot) })
+    }
+
+    /// Input `i`, or `None` when the node has no such input: for a kernel's checks that
+    /// need no error (a launch comparing its record with its inputs, per execution).
+    #[inline]
+    pub fn try_input(&self, i: usize) -> Option<&'a Value> {
+        let &slot = self.inputs.get(i)?;
+        // SAFETY: as for `input`.
+        Some(unsafe { self.values.get(slot) })
     }
 
     /// Output `i`, to write.
@@ -97,28 +108,43 @@ impl<'a> KernelContext<'a> {
         self.state
     }
 
+    #[cold]
+    #[inline(never)]
+    fn missing(&self, i: usize) -> KernelError {
+        KernelError(format!(
+            "input {i} is missing: the node has {}",
+            self.inputs.len()
+        ))
+    }
+
+    #[cold]
+    #[inline(never)]
     fn wrong(&self, i: usize, want: &str, got: &Value) -> KernelError {
         KernelError(format!("input {i} is {}, expected {want}", got.kind()))
     }
 
+    #[inline]
     pub fn input_int(&self, i: usize) -> Result<i64, KernelError> {
         match self.input(i)? {
             Value::Int(v) => Ok(*v),
             v => Err(self.wrong(i, "an integer", v)),
         }
     }
+    #[inline]
     pub fn input_shape(&self, i: usize) -> Result<&'a [i64], KernelError> {
         match self.input(i)? {
             Value::Shape(s) => Ok(s),
             v => Err(self.wrong(i, "a shape", v)),
         }
     }
+    #[inline]
     pub fn input_mem(&self, i: usize) -> Result<&'a Mem, KernelError> {
         match self.input(i)? {
             Value::Mem(m) => Ok(m),
             v => Err(self.wrong(i, "device memory", v)),
         }
     }
+    #[inline]
     pub fn input_host(&self, i: usize) -> Result<&'a Arc<HostTensor>, KernelError> {
         match self.input(i)? {
             Value::Host(h) => Ok(h),
@@ -126,12 +152,14 @@ impl<'a> KernelContext<'a> {
         }
     }
     /// The model's first stream (the one an execution is bound to).
+    #[inline]
     pub fn input_stream(&self, i: usize) -> Result<StreamId, KernelError> {
         match self.input(i)? {
             Value::Streams(s) if !s.is_empty() => Ok(s[0]),
             v => Err(self.wrong(i, "streams", v)),
         }
     }
+    #[inline]
     pub fn input_allocator(&self, i: usize) -> Result<&'a Arc<dyn DeviceAllocator>, KernelError> {
         match self.input(i)? {
             Value::Allocator(a) => Ok(a),

@@ -20,23 +20,47 @@
 //! Every vector used here lives in a [`Scratch`] the stream worker keeps, so a task
 //! allocates nothing once the worker has seen its largest argument set.
 
-use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+
+use parking_lot::lock_api::RawRwLock as _;
 
 use crate::npu::ops::Buffer;
 
 use super::NpuError;
 use super::memory::{Segment, Span};
 
-/// A held lock: kept for its release on drop, never read.
-#[expect(dead_code, reason = "a guard is held, not read")]
-enum Guard<'a> {
-    Read(RwLockReadGuard<'a, Buffer>),
-    Write(RwLockWriteGuard<'a, Buffer>),
+/// The segments a task has locked (the first `n` of a plan's, each for writing when
+/// marked), unlocked when this is dropped: when the task ends, and when it panics.
+///
+/// The locks are taken and released raw, with no guard per segment: guards would have to
+/// live in a vector kept between tasks, and moving them in and out of it, and dropping
+/// each, was a tenth of a small launch's instructions.
+struct Locked<'p> {
+    segments: &'p [(Arc<Segment>, bool)],
+    n: usize,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        for (seg, write) in &self.segments[..self.n] {
+            // SAFETY: `with_plan` locked this segment (for writing when `write`) and every
+            // slice it made of the segment's bytes is gone: they do not outlive `f`'s call,
+            // and this guard is dropped after it.
+            unsafe {
+                if *write {
+                    seg.data.force_unlock_write();
+                } else {
+                    seg.data.force_unlock_read();
+                }
+            }
+        }
+    }
 }
 
 /// Reuses a vector's allocation for another element type of the same layout (a reference
-/// with another lifetime).
-#[inline]
+/// with another lifetime). Always inlined: it is a few moves, called several times per
+/// launch.
+#[inline(always)]
 pub(crate) fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
     const {
         assert!(size_of::<T>() == size_of::<U>() && align_of::<T>() == align_of::<U>());
@@ -54,18 +78,38 @@ pub(crate) fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
 /// task, or once for a launch whose spans stay the same (`task::Resolved`,
 /// `model::Prepared`), so running it does no pairwise overlap test, no sort and no
 /// search.
+///
+/// Everything a run reads is here, in two arrays: running a kept plan touches no span
+/// and no side table. (A plan kept per launch record is cold by the time its launch comes
+/// round again in a long model; each separate array it reads costs a cache miss.)
 #[derive(Clone, Default)]
 pub(crate) struct Plan {
-    /// The distinct segments in lock order (ascending id): the index of an argument in
-    /// it (inputs then outputs), and whether it is locked for writing (holds an output).
-    segments: Vec<(usize, bool)>,
-    /// Each argument's segment, by position in `segments`; unused for an empty range.
-    segment_of: Vec<usize>,
-    /// Each input's place in the copy space when it overlaps an output (read from a copy
-    /// made before any output is written), `None` when read in place.
-    sources: Vec<Option<usize>>,
-    /// Bytes of copy space the sources need.
+    /// The distinct segments in lock order (ascending id), each with whether it is locked
+    /// for writing (it holds an output).
+    segments: Vec<(Arc<Segment>, bool)>,
+    /// Each argument, inputs then outputs: where its bytes are.
+    args: Vec<ArgAt>,
+    /// How many of `args` are inputs.
+    inputs: usize,
+    /// Bytes of copy space the inputs read from copies need.
     need: usize,
+}
+
+/// Where one argument's bytes are, for [`with_plan`].
+#[derive(Clone, Copy)]
+struct ArgAt {
+    /// Its segment's position in [`Plan::segments`]; [`ArgAt::EMPTY`] for an empty range.
+    segment: usize,
+    offset: usize,
+    len: usize,
+    /// For an input overlapping an output: its place in the copy space (it is read from a
+    /// copy made before any output is written); [`ArgAt::IN_PLACE`] otherwise.
+    copy: usize,
+}
+
+impl ArgAt {
+    const EMPTY: usize = usize::MAX;
+    const IN_PLACE: usize = usize::MAX;
 }
 
 /// Vectors and copy space kept between tasks.
@@ -73,12 +117,9 @@ pub(crate) struct Plan {
 pub(crate) struct Scratch {
     /// The plan of a task run without one of its own.
     plan: Plan,
-    /// The argument set's distinct segments while planning: (id, argument index, write).
-    segments: Vec<(u64, usize, bool)>,
     /// Each segment's base pointer, by position in the plan's `segments`.
     bases: Vec<usize>,
     copies: Buffer,
-    guards: Vec<Guard<'static>>,
     inputs: Vec<&'static [u8]>,
     outputs: Vec<&'static mut [u8]>,
 }
@@ -87,25 +128,13 @@ fn overlaps(a: &Span, b: &Span) -> bool {
     a.segment.id == b.segment.id && a.offset < b.offset + b.len && b.offset < a.offset + a.len
 }
 
-fn span<'s>(spans_in: &'s [Option<Span>], spans_out: &'s [Option<Span>], i: usize) -> &'s Span {
-    let n = spans_in.len();
-    let s = if i < n {
-        &spans_in[i]
-    } else {
-        &spans_out[i - n]
-    };
-    s.as_ref().expect("only non-empty spans are listed")
-}
-
 /// Works out into `plan` how `ins` and `outs` (`None`: an empty range) are locked and
-/// handed out, with `scratch`'s working space. Errors: outputs that overlap.
+/// handed out. Errors: outputs that overlap.
 pub(crate) fn plan(
     ins: &[Option<Span>],
     outs: &[Option<Span>],
     plan: &mut Plan,
-    scratch: &mut Scratch,
 ) -> Result<(), NpuError> {
-    let segments = &mut scratch.segments;
     for (a, sa) in outs.iter().enumerate() {
         for (b, sb) in outs.iter().enumerate().skip(a + 1) {
             if let (Some(sa), Some(sb)) = (sa, sb)
@@ -117,38 +146,43 @@ pub(crate) fn plan(
     }
 
     // The distinct segments, in lock order, each marked write when it holds an output.
+    let segments = &mut plan.segments;
     segments.clear();
     for (i, s) in ins.iter().chain(outs).enumerate() {
         if let Some(s) = s {
-            segments.push((s.segment.id, i, i >= ins.len()));
+            segments.push((s.segment.clone(), i >= ins.len()));
         }
     }
-    segments.sort_unstable_by_key(|&(id, _, write)| (id, !write));
-    segments.dedup_by_key(|&mut (id, _, _)| id);
-    plan.segments.clear();
-    plan.segments
-        .extend(segments.iter().map(|&(_, i, write)| (i, write)));
-    plan.segment_of.clear();
-    plan.segment_of.extend(ins.iter().chain(outs).map(|s| {
-        s.as_ref().map_or(usize::MAX, |s| {
-            segments
-                .binary_search_by_key(&s.segment.id, |&(id, _, _)| id)
-                .expect("every span's segment is listed")
-        })
-    }));
+    segments.sort_unstable_by_key(|(s, write)| (s.id, !write));
+    segments.dedup_by_key(|(s, _)| s.id);
 
-    // Inputs overlapping an output are read from copies.
-    plan.sources.clear();
+    // Each argument's place; inputs overlapping an output are read from copies.
+    plan.args.clear();
+    plan.inputs = ins.len();
     let mut need = 0;
-    for s in ins {
-        let copy = s
-            .as_ref()
-            .filter(|s| outs.iter().flatten().any(|o| overlaps(s, o)));
-        plan.sources.push(copy.map(|s| {
-            let at = need;
-            need += s.len.next_multiple_of(64);
-            at
-        }));
+    for (i, s) in ins.iter().chain(outs).enumerate() {
+        plan.args.push(match s {
+            None => ArgAt {
+                segment: ArgAt::EMPTY,
+                offset: 0,
+                len: 0,
+                copy: ArgAt::IN_PLACE,
+            },
+            Some(s) => ArgAt {
+                segment: segments
+                    .binary_search_by_key(&s.segment.id, |(s, _)| s.id)
+                    .expect("every span's segment is listed"),
+                offset: s.offset,
+                len: s.len,
+                copy: if i < ins.len() && outs.iter().flatten().any(|o| overlaps(s, o)) {
+                    let at = need;
+                    need += s.len.next_multiple_of(64);
+                    at
+                } else {
+                    ArgAt::IN_PLACE
+                },
+            },
+        });
     }
     plan.need = need;
     Ok(())
@@ -163,16 +197,16 @@ pub(crate) fn with_spans<R>(
     f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
 ) -> Result<R, NpuError> {
     let mut p = std::mem::take(&mut scratch.plan);
-    let r = plan(ins, outs, &mut p, scratch).map(|()| with_plan(ins, outs, &p, scratch, f));
+    let r = plan(ins, outs, &mut p).map(|()| with_plan(&p, scratch, f));
     scratch.plan = p;
     r
 }
 
-/// [`with_spans`] by a plan made for these spans (by [`plan`], with nothing remapped
-/// since).
+/// [`with_spans`] by a plan made by [`plan`] (with nothing remapped since).
+///
+/// This runs once per kernel launch, so it is one pass over each of the plan's two arrays
+/// and the scratch vectors, with no search and no allocation once the vectors have grown.
 pub(crate) fn with_plan<R>(
-    ins: &[Option<Span>],
-    outs: &[Option<Span>],
     plan: &Plan,
     scratch: &mut Scratch,
     f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
@@ -181,77 +215,89 @@ pub(crate) fn with_plan<R>(
         scratch.copies = Buffer::zeroed(plan.need.next_power_of_two());
     }
 
-    let mut guards: Vec<Guard<'_>> = reuse(std::mem::take(&mut scratch.guards));
     let bases = &mut scratch.bases;
     bases.clear();
-    for &(i, write) in &plan.segments {
-        let seg: &Segment = &span(ins, outs, i).segment;
-        let guard = if write {
-            let mut g = seg.data.write().unwrap_or_else(PoisonError::into_inner);
-            bases.push(g.as_bytes_mut().as_mut_ptr() as usize);
-            Guard::Write(g)
+    let mut locked = Locked {
+        segments: &plan.segments,
+        n: 0,
+    };
+    for (seg, write) in &plan.segments {
+        // SAFETY (`raw`): the lock is released by `locked`, as taken.
+        let raw = unsafe { seg.data.raw() };
+        let data = seg.data.data_ptr();
+        let base = if *write {
+            raw.lock_exclusive();
+            locked.n += 1;
+            // SAFETY: write-locked: no other reference to the buffer exists.
+            unsafe { (*data).as_bytes_mut().as_mut_ptr() }
         } else {
-            let g = seg.data.read().unwrap_or_else(PoisonError::into_inner);
-            bases.push(g.as_bytes().as_ptr() as usize);
-            Guard::Read(g)
+            raw.lock_shared();
+            locked.n += 1;
+            // SAFETY: read-locked: the buffer is only read while the lock is held.
+            unsafe { (*data).as_bytes().as_ptr().cast_mut() }
         };
-        guards.push(guard);
+        bases.push(base as usize);
     }
-    let base_of = |arg: usize| bases[plan.segment_of[arg]] as *mut u8;
+    let bases: &[usize] = bases;
+    let (ins, outs) = plan.args.split_at(plan.inputs);
 
     let copies = scratch.copies.as_bytes_mut();
-    for (k, (s, at)) in ins.iter().zip(&plan.sources).enumerate() {
-        if let (Some(s), Some(at)) = (s, at) {
+    if plan.need > 0 {
+        for a in ins.iter().filter(|a| a.copy != ArgAt::IN_PLACE) {
             // SAFETY: the segment is locked (for writing, as it holds an output) and
             // `offset + len <= segment.len` was checked when the span was resolved; the
             // bytes are read before any output slice exists.
-            let src = unsafe { std::slice::from_raw_parts(base_of(k).add(s.offset), s.len) };
-            copies[*at..*at + s.len].copy_from_slice(src);
+            let src = unsafe {
+                std::slice::from_raw_parts((bases[a.segment] as *const u8).add(a.offset), a.len)
+            };
+            copies[a.copy..a.copy + a.len].copy_from_slice(src);
         }
     }
     let copies: &[u8] = copies;
 
     let mut inputs: Vec<&[u8]> = reuse(std::mem::take(&mut scratch.inputs));
-    for (k, (s, at)) in ins.iter().zip(&plan.sources).enumerate() {
-        inputs.push(match (s, at) {
-            (None, _) => &[],
-            (Some(s), Some(at)) => &copies[*at..*at + s.len],
+    inputs.extend(ins.iter().map(|a| {
+        if a.segment == ArgAt::EMPTY {
+            &[][..]
+        } else if a.copy != ArgAt::IN_PLACE {
+            &copies[a.copy..a.copy + a.len]
+        } else {
             // SAFETY: the segment is locked and the range is inside it (checked at
             // resolution). No `&mut` slice overlaps this range: the input overlaps no
             // output (it would have been copied), and only outputs are made `&mut`. The
-            // slice is dropped below, before the guards.
-            (Some(s), None) => unsafe {
-                std::slice::from_raw_parts(base_of(k).add(s.offset), s.len)
-            },
-        });
-    }
-    let n = ins.len();
+            // slice is dropped below, before the segments are unlocked.
+            unsafe {
+                std::slice::from_raw_parts((bases[a.segment] as *const u8).add(a.offset), a.len)
+            }
+        }
+    }));
     let mut outputs: Vec<&mut [u8]> = reuse(std::mem::take(&mut scratch.outputs));
-    for (k, s) in outs.iter().enumerate() {
-        outputs.push(match s {
-            None => &mut [],
+    outputs.extend(outs.iter().map(|a| {
+        if a.segment == ArgAt::EMPTY {
+            &mut [][..]
+        } else {
             // SAFETY: the segment is write-locked by this task and the range is inside it.
             // Outputs were checked pairwise disjoint by the plan, and every input slice of
             // this segment overlapping an output reads from `copies` instead, so this is
             // the only reference to these bytes. The slice is dropped below, before the
-            // guards.
-            Some(s) => unsafe {
-                std::slice::from_raw_parts_mut(base_of(n + k).add(s.offset), s.len)
-            },
-        });
-    }
+            // segments are unlocked.
+            unsafe {
+                std::slice::from_raw_parts_mut((bases[a.segment] as *mut u8).add(a.offset), a.len)
+            }
+        }
+    }));
 
     let r = f(&inputs, &mut outputs);
 
     scratch.inputs = reuse(inputs);
     scratch.outputs = reuse(outputs);
-    scratch.guards = reuse(guards);
+    drop(locked);
     r
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, RwLock};
+    use std::sync::Arc;
 
     use super::*;
 
@@ -260,7 +306,7 @@ mod tests {
             id,
             base: 0,
             len: bytes.len(),
-            data: RwLock::new(Buffer::from_bytes(bytes)),
+            data: parking_lot::RwLock::new(Buffer::from_bytes(bytes)),
         })
     }
 
@@ -284,7 +330,7 @@ mod tests {
             |i, o| o[0].copy_from_slice(i[0]),
         )
         .unwrap();
-        assert_eq!(s.data.read().unwrap().as_bytes(), &[1, 1, 2, 3, 4, 5, 6, 8]);
+        assert_eq!(s.data.read().as_bytes(), &[1, 1, 2, 3, 4, 5, 6, 8]);
     }
 
     #[test]
@@ -301,7 +347,36 @@ mod tests {
             }
         })
         .unwrap();
-        assert_eq!(a.data.read().unwrap().as_bytes(), &[1, 2, 11, 22]);
+        assert_eq!(a.data.read().as_bytes(), &[1, 2, 11, 22]);
+    }
+
+    #[test]
+    fn a_panicking_task_leaves_its_segments_unlocked() {
+        let a = segment(0, &[1, 2, 3, 4]);
+        let b = segment(1, &[5, 6]);
+        let mut scratch = Scratch::default();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_spans(
+                &[span(&b, 0, 2)],
+                &[span(&a, 0, 2)],
+                &mut scratch,
+                |_, _| -> () { panic!("a kernel fails") },
+            )
+        }));
+        assert!(r.is_err());
+        // Both locks were released: each can be taken for writing again.
+        for s in [&a, &b] {
+            assert!(s.data.try_write().is_some());
+        }
+        // And the scratch space is still usable.
+        with_spans(
+            &[span(&b, 0, 2)],
+            &[span(&a, 2, 2)],
+            &mut scratch,
+            |i, o| o[0].copy_from_slice(i[0]),
+        )
+        .unwrap();
+        assert_eq!(a.data.read().as_bytes(), &[1, 2, 5, 6]);
     }
 
     #[test]

@@ -54,7 +54,9 @@ pub(crate) struct Segment {
     pub id: u64,
     pub base: u64,
     pub len: usize,
-    pub data: RwLock<Buffer>,
+    /// Its bytes. A `parking_lot` lock: a task locks and unlocks it raw, in plan order, with
+    /// no guard objects and no poisoning (see `access`).
+    pub data: parking_lot::RwLock<Buffer>,
 }
 
 /// A range resolved to its segment.
@@ -298,7 +300,7 @@ impl Heap {
             id: self.next_segment,
             base,
             len,
-            data: RwLock::new(Buffer::zeroed(len)),
+            data: parking_lot::RwLock::new(Buffer::zeroed(len)),
         });
         self.next_segment += 1;
         self.segments.insert(base, segment.clone());

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use crate::npu::ops::{Compute, OpSpec};
 
-use super::access::{self, Plan, Scratch, with_spans};
+use super::access::{self, Plan, with_spans};
 use super::memory::Span;
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
@@ -188,7 +188,7 @@ impl Prepared {
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
         core.memory.resolve_launch(l, &mut ins, &mut outs).ok()?;
         let mut plan = Plan::default();
-        access::plan(&ins, &outs, &mut plan, &mut Scratch::default()).ok()?;
+        access::plan(&ins, &outs, &mut plan).ok()?;
         Some(Prepared {
             spec,
             ins,

@@ -584,8 +584,7 @@ impl Exec<'_> {
             let mut ins = std::mem::take(&mut l.resolved.ins);
             let mut outs = std::mem::take(&mut l.resolved.outs);
             let r = memory.resolve_launch(l, &mut ins, &mut outs);
-            let r =
-                r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan, &mut self.lane.scratch));
+            let r = r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan));
             l.resolved.ins = ins;
             l.resolved.outs = outs;
             r?;
@@ -914,7 +913,7 @@ impl Exec<'_> {
                 }
             };
         let computed = match plan {
-            Some(plan) => with_plan(ins, outs, plan, &mut self.lane.scratch, body),
+            Some(plan) => with_plan(plan, &mut self.lane.scratch, body),
             None => with_spans(ins, outs, &mut self.lane.scratch, body)?,
         }?;
         let Some(tensors) = computed else {

@@ -212,36 +212,43 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
 /// execution, so this is the common case, and comparing costs a fraction of rebinding
 /// (rewriting every argument's dims and rebuilding the inputs' metas).
 fn bound(cx: &KernelContext<'_>, op: &OpData, present: usize, l: &Launch) -> bool {
-    let same = |args: &[TensorArg], base: usize, k: usize, a: usize| {
-        let (Ok(shape), Ok(mem)) = (cx.input_shape(base + 2 * k), cx.input_mem(base + 2 * k + 1))
+    // Whether `arg` is the (shape, memory) pair at input slots `at`, `at + 1`. Inlined,
+    // and reading the slots without building errors: this runs for every argument of
+    // every launch.
+    #[inline(always)]
+    fn same(cx: &KernelContext<'_>, arg: &TensorArg, at: usize) -> bool {
+        let (Some(Value::Shape(shape)), Some(Value::Mem(mem))) =
+            (cx.try_input(at), cx.try_input(at + 1))
         else {
             return false;
         };
-        let arg = &args[a];
         arg.ptr == mem.ptr
             && arg.shape.len() == shape.len()
             && arg.shape.iter().zip(shape).all(|(&d, &e)| d as i64 == e)
             && arg.bytes().is_some_and(|b| b <= mem.bytes)
-    };
+    }
     let (ins, outs) = (l.inputs(), l.outputs());
     if ins.len() != op.inputs.len() || outs.len() != op.outputs.len() {
         return false;
     }
-    let mut k = 0;
-    for (i, d) in op.inputs.iter().enumerate() {
+    let mut at = 1;
+    for (arg, d) in ins.iter().zip(&op.inputs) {
         let ok = match d {
             Some(_) => {
-                k += 1;
-                same(ins, 1, k - 1, i)
+                at += 2;
+                same(cx, arg, at - 2)
             }
             // As `fill_args` binds an omitted input.
-            None => ins[i].ptr == DevicePtr(0) && ins[i].shape == [0],
+            None => arg.ptr == DevicePtr(0) && arg.shape == [0],
         };
         if !ok {
             return false;
         }
     }
-    (0..outs.len()).all(|o| same(outs, 1 + 2 * present, o, o))
+    let outs_at = 1 + 2 * present;
+    outs.iter()
+        .enumerate()
+        .all(|(o, arg)| same(cx, arg, outs_at + 2 * o))
 }
 
 /// Rebinds `l` to the node's current input and output tensors.

@@ -226,7 +226,9 @@ fn check_len<T>(input: usize, data: &[T], shape: &[usize]) -> Result<(), Mismatc
 fn same_dims(a: &[usize], b: &[usize]) -> bool {
     let strip = |s: &[usize]| s.iter().position(|&d| d != 1).map_or(0, |k| s.len() - k);
     let (na, nb) = (strip(a), strip(b));
-    na == nb && a[a.len() - na..] == b[b.len() - nb..]
+    // Compared element by element: slice equality calls `memcmp`, which costs more than
+    // these few dims.
+    na == nb && a[a.len() - na..].iter().eq(&b[b.len() - nb..])
 }
 
 /// `out = f(a, b)` with `a` and `b` broadcast into `out_shape`.
