@@ -478,19 +478,32 @@ thread_local! {
 /// is in no pool: it then joins a one-thread pool of its own. Its parallel loops, the op
 /// library's included, run in order on it from then on; only threads that issue work to
 /// a device of one compute core (which asked for one thread) are made to.
+///
+/// The answer is the thread's for life (a thread never leaves a pool), so it is worked
+/// out once per thread: asking rayon is three thread-local reads, on every launch.
 fn own_pool() -> bool {
-    if rayon::current_thread_index().is_none() {
-        OWN_POOL.with(|pool| {
-            pool.get_or_init(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .use_current_thread()
-                    .build()
-                    .ok()
-            });
-        });
+    thread_local! {
+        static OWN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     }
-    rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1
+    OWN.with(|own| {
+        if let Some(own) = own.get() {
+            return own;
+        }
+        if rayon::current_thread_index().is_none() {
+            OWN_POOL.with(|pool| {
+                pool.get_or_init(|| {
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(1)
+                        .use_current_thread()
+                        .build()
+                        .ok()
+                });
+            });
+        }
+        let only = rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1;
+        own.set(Some(only));
+        only
+    })
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -544,6 +557,7 @@ impl Exec<'_> {
     }
 
     /// [`Exec::counted`] without the count, for work run inline (`run_inline`).
+    #[inline]
     fn finished(&mut self, started: Option<Started>, r: Result<(), NpuError>) {
         if let Some(s) = started {
             self.core.recorder.finish(self.stream.id, s, r.is_ok());

@@ -222,10 +222,18 @@ fn bound(cx: &KernelContext<'_>, op: &OpData, present: usize, l: &Launch) -> boo
         else {
             return false;
         };
-        arg.ptr == mem.ptr
-            && arg.shape.len() == shape.len()
-            && arg.shape.iter().zip(shape).all(|(&d, &e)| d as i64 == e)
-            && arg.bytes().is_some_and(|b| b <= mem.bytes)
+        if arg.ptr != mem.ptr || arg.shape.len() != shape.len() {
+            return false;
+        }
+        // The dims compared and the bytes counted in one pass.
+        let mut bytes = Some(arg.dtype.size());
+        for (&d, &e) in arg.shape.iter().zip(shape) {
+            if d as i64 != e {
+                return false;
+            }
+            bytes = bytes.and_then(|b| b.checked_mul(d));
+        }
+        bytes.is_some_and(|b| b <= mem.bytes)
     }
     let (ins, outs) = (l.inputs(), l.outputs());
     if ins.len() != op.inputs.len() || outs.len() != op.outputs.len() {
