@@ -35,7 +35,6 @@ use std::time::Duration;
 use crate::npu::ops::{Compute, OpSpec};
 
 use super::access::{self, Plan, with_spans};
-use super::memory::Span;
 use super::stream::StreamState;
 use super::sync::{EventState, NotifyState};
 use super::task::Launch;
@@ -174,8 +173,7 @@ pub(crate) struct ModelPlan {
 /// spec and its arguments' segments (what `Worker::launch` otherwise finds per run).
 pub(crate) struct Prepared {
     pub spec: OpSpec,
-    pub ins: Vec<Option<Span>>,
-    pub outs: Vec<Option<Span>>,
+    /// The arguments' segments and places (their spans are needed only to make it).
     pub plan: Plan,
 }
 
@@ -189,12 +187,7 @@ impl Prepared {
         core.memory.resolve_launch(l, &mut ins, &mut outs).ok()?;
         let mut plan = Plan::default();
         access::plan(&ins, &outs, &mut plan).ok()?;
-        Some(Prepared {
-            spec,
-            ins,
-            outs,
-            plan,
-        })
+        Some(Prepared { spec, plan })
     }
 }
 

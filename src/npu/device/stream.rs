@@ -393,6 +393,8 @@ pub(crate) struct Lane {
     scratch: Scratch,
     spans_in: Vec<Option<Span>>,
     spans_out: Vec<Option<Span>>,
+    /// The plan of a launch run without one of its own (`Exec::launch`).
+    plan: Plan,
     /// Kernel views of the arguments, kept for their allocation only (empty between tasks).
     refs: Vec<TensorRef<'static>>,
     muts: Vec<TensorMut<'static>>,
@@ -595,20 +597,17 @@ impl Exec<'_> {
         let unmaps = memory.unmap_epoch();
         if l.resolved.spans.is_none_or(|(_, at)| at != unmaps) {
             let spec = self.core.op_spec(l.op())?;
-            let mut ins = std::mem::take(&mut l.resolved.ins);
-            let mut outs = std::mem::take(&mut l.resolved.outs);
+            // The spans are only needed to make the plan, which keeps what a run reads.
+            let (mut ins, mut outs) = self.take_spans();
             let r = memory.resolve_launch(l, &mut ins, &mut outs);
             let r = r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan));
-            l.resolved.ins = ins;
-            l.resolved.outs = outs;
+            self.keep_spans(ins, outs);
             r?;
             l.resolved.spans = Some((spec, unmaps));
         }
         let l = &*l;
         let (spec, _) = l.resolved.spans.expect("resolved above");
-        let r = &l.resolved;
-        self.run_launch(l, &spec, false, &r.ins, &r.outs, Some(&r.plan))
-            .map(drop)
+        self.run_launch(l, &spec, false, &l.resolved.plan).map(drop)
     }
 
     fn job(&mut self, job: Job) -> Result<(), NpuError> {
@@ -700,9 +699,7 @@ impl Exec<'_> {
                 Task::StreamActivate(j) => run.activate(*j as usize),
                 _ if fault.is_some() => Ok(()),
                 Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
-                    Some(p) => self
-                        .run_launch(l, &p.spec, false, &p.ins, &p.outs, Some(&p.plan))
-                        .map(drop),
+                    Some(p) => self.run_launch(l, &p.spec, false, &p.plan).map(drop),
                     None => self.launch(l, false).map(drop),
                 },
                 Task::Cond {
@@ -800,17 +797,33 @@ impl Exec<'_> {
     /// outputs the launch allocates and returns.
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
         let spec = self.core.op_spec(l.op())?;
-        // The span lists are the worker's, kept for their capacity.
-        let mut ins = std::mem::take(&mut self.lane.spans_in);
-        let mut outs = std::mem::take(&mut self.lane.spans_out);
+        let (mut ins, mut outs) = self.take_spans();
+        let mut p = std::mem::take(&mut self.lane.plan);
         let r = self
             .core
             .memory
             .resolve_launch(l, &mut ins, &mut outs)
-            .and_then(|()| self.run_launch(l, &spec, allocating, &ins, &outs, None));
+            .and_then(|()| plan(&ins, &outs, &mut p));
+        self.keep_spans(ins, outs);
+        let r = r.and_then(|()| self.run_launch(l, &spec, allocating, &p));
+        self.lane.plan = p;
+        r
+    }
+
+    /// The lane's span lists, kept for their capacity, to resolve a launch into.
+    fn take_spans(&mut self) -> (Vec<Option<Span>>, Vec<Option<Span>>) {
+        (
+            std::mem::take(&mut self.lane.spans_in),
+            std::mem::take(&mut self.lane.spans_out),
+        )
+    }
+
+    /// Gives the span lists back, emptied (their segments are not kept alive).
+    fn keep_spans(&mut self, mut ins: Vec<Option<Span>>, mut outs: Vec<Option<Span>>) {
+        ins.clear();
+        outs.clear();
         self.lane.spans_in = ins;
         self.lane.spans_out = outs;
-        r
     }
 
     /// Runs a launch whose op and argument spans are resolved: by [`Exec::launch`], or
@@ -822,9 +835,7 @@ impl Exec<'_> {
         l: &Launch,
         spec: &OpSpec,
         allocating: bool,
-        ins: &[Option<Span>],
-        outs: &[Option<Span>],
-        plan: Option<&Plan>,
+        plan: &Plan,
     ) -> Result<Vec<TensorArg>, NpuError> {
         let core = self.core;
         let here = self.here;
@@ -926,10 +937,7 @@ impl Exec<'_> {
                     }),
                 }
             };
-        let computed = match plan {
-            Some(plan) => with_plan(plan, &mut self.lane.scratch, body),
-            None => with_spans(ins, outs, &mut self.lane.scratch, body)?,
-        }?;
+        let computed = with_plan(plan, &mut self.lane.scratch, body)?;
         let Some(tensors) = computed else {
             return Ok(Vec::new());
         };

@@ -18,7 +18,6 @@ use crate::npu::{AttrMap, DType};
 
 use super::access::Plan;
 use super::host::HostBuf;
-use super::memory::Span;
 use super::model::{ModelInner, ModelPlan, ModelRun};
 use super::sync::{EventState, NotifyState};
 use super::{DevicePtr, EventId, ModelId, NotifyId, NpuError};
@@ -98,8 +97,6 @@ pub(crate) struct Resolved {
     pub current: bool,
     /// Spec and spans, when resolved at `unmaps`.
     pub spans: Option<(OpSpec, u64)>,
-    pub ins: Vec<Option<Span>>,
-    pub outs: Vec<Option<Span>>,
     /// How the spans are locked and handed out.
     pub plan: Plan,
 }
@@ -126,8 +123,6 @@ impl Resolved {
         self.ranges.clear();
         self.current = false;
         self.spans = None;
-        self.ins.clear();
-        self.outs.clear();
     }
 }
 
