@@ -1108,6 +1108,66 @@ fn a_launch_record_reuses_its_resolution_only_while_memory_is_unchanged() {
 }
 
 #[test]
+fn a_launch_record_specialized_for_its_operands_follows_their_rebinding() {
+    // The op library's Mul has kernels specialized for its operands' dtype and shapes,
+    // chosen when a record is first run and kept until it is rebound. Each rebinding here
+    // keeps the byte ranges of the one before where it can, so a kept choice would run.
+    for check_launch_shapes in [false, true] {
+        let dev = Device::new(DeviceConfig {
+            check_launch_shapes,
+            ..DeviceConfig::default()
+        });
+        let s = dev.create_stream();
+        let (x, y, z) = (
+            put(&dev, &[1.0, 2.0, 3.0, 4.0]),
+            put(&dev, &[10.0, 20.0, 30.0, 40.0]),
+            put(&dev, &[0.0; 4]),
+        );
+        let mut record = Arc::new(Launch::new(
+            "Mul",
+            AttrMap::new(),
+            vec![f32s(x, &[4]), f32s(y, &[4])],
+            vec![f32s(z, &[4])],
+        ));
+        for _ in 0..2 {
+            dev.launch_shared(s, &mut record).unwrap();
+        }
+        dev.synchronize(s).unwrap();
+        assert_eq!(get(&dev, z, 4), [10.0, 40.0, 90.0, 160.0]);
+
+        let i32s = |p: DevicePtr, shape: &[usize]| TensorArg::new(p, DType::I32, shape);
+        let get_i32 = |p: DevicePtr, n: usize| -> Vec<i32> {
+            bytemuck::cast_slice(&get(&dev, p, n)).to_vec()
+        };
+        let put_i32 = |p: DevicePtr, v: &[i32]| dev.memcpy_h2d(p, bytemuck::cast_slice(v)).unwrap();
+        let mut rebind = |ins: Vec<TensorArg>, out: TensorArg| {
+            Arc::get_mut(&mut record).unwrap().rebind(|i, o| {
+                *i = ins;
+                *o = vec![out];
+            });
+            dev.launch_shared(s, &mut record).unwrap();
+            dev.synchronize(s).unwrap();
+        };
+
+        // The same ranges as int32 (a float kernel would multiply denormals to zero).
+        put_i32(x, &[1, 2, 3, -4]);
+        put_i32(y, &[10, 20, 30, 40]);
+        rebind(vec![i32s(x, &[4]), i32s(y, &[4])], i32s(z, &[4]));
+        assert_eq!(get_i32(z, 4), [10, 40, 90, -160]);
+
+        // One element broadcast (a kernel for two whole operands would read past it).
+        put_i32(y, &[-5]);
+        rebind(vec![i32s(x, &[4]), i32s(y, &[1])], i32s(z, &[4]));
+        assert_eq!(get_i32(z, 4), [-5, -10, -15, 20]);
+
+        // A broadcast no specialized kernel takes: [2, 1] by [1, 2].
+        put_i32(y, &[10, 100]);
+        rebind(vec![i32s(x, &[2, 1]), i32s(y, &[1, 2])], i32s(z, &[2, 2]));
+        assert_eq!(get_i32(z, 4), [10, 100, 20, 200]);
+    }
+}
+
+#[test]
 fn a_launch_on_a_busy_stream_runs_in_stream_order() {
     let dev = device();
     let s = dev.create_stream();

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::npu::ops::{Compute, OpSpec};
+use crate::npu::ops::{Compute, OpSpec, SpecialFn};
 
 use super::access::{self, Plan, with_spans};
 use super::stream::StreamState;
@@ -173,6 +173,8 @@ pub(crate) struct ModelPlan {
 /// spec and its arguments' segments (what `Worker::launch` otherwise finds per run).
 pub(crate) struct Prepared {
     pub spec: OpSpec,
+    /// The op's kernel specialized for the launch's operands, if it has one.
+    pub special: Option<SpecialFn>,
     /// The arguments' segments and places (their spans are needed only to make it).
     pub plan: Plan,
 }
@@ -187,7 +189,12 @@ impl Prepared {
         core.memory.resolve_launch(l, &mut ins, &mut outs).ok()?;
         let mut plan = Plan::default();
         access::plan(&ins, &outs, &mut plan).ok()?;
-        Some(Prepared { spec, plan })
+        let special = l.choose_special(&spec);
+        Some(Prepared {
+            spec,
+            special,
+            plan,
+        })
     }
 }
 

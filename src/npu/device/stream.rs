@@ -26,13 +26,15 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::npu::HostTensor;
-use crate::npu::ops::{Compute, InferCtx, OpError, OpSpec, Tensor, TensorMut, TensorRef};
+use crate::npu::ops::{
+    Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMut, TensorRef,
+};
 
 use super::access::{Plan, Scratch, plan, reuse, with_plan, with_spans};
 use super::memory::Span;
 use super::model::ModelRun;
 use super::recorder::Started;
-use super::task::{Job, Launch, Task};
+use super::task::{Job, Launch, NO_VALUES, Task};
 use super::{Core, NpuError, StreamId, TensorArg};
 
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
@@ -377,9 +379,6 @@ thread_local! {
     static INLINE_LANE: std::cell::RefCell<Lane> = std::cell::RefCell::default();
 }
 
-/// Inputs' values inference reads, when an op reads none: all absent.
-static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
-
 /// The thread that runs one stream's jobs.
 /// Launches touching at least this many bytes run on the compute cores: the op library
 /// splits work above 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of `f32`.
@@ -605,9 +604,11 @@ impl Exec<'_> {
             r?;
             l.resolved.spans = Some((spec, unmaps));
         }
-        let l = &*l;
         let (spec, _) = l.resolved.spans.expect("resolved above");
-        self.run_launch(l, &spec, false, &l.resolved.plan).map(drop)
+        let special = l.special(&spec);
+        let l = &*l;
+        self.run_launch(l, &spec, special, false, &l.resolved.plan)
+            .map(drop)
     }
 
     fn job(&mut self, job: Job) -> Result<(), NpuError> {
@@ -699,7 +700,9 @@ impl Exec<'_> {
                 Task::StreamActivate(j) => run.activate(*j as usize),
                 _ if fault.is_some() => Ok(()),
                 Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
-                    Some(p) => self.run_launch(l, &p.spec, false, &p.plan).map(drop),
+                    Some(p) => self
+                        .run_launch(l, &p.spec, p.special, false, &p.plan)
+                        .map(drop),
                     None => self.launch(l, false).map(drop),
                 },
                 Task::Cond {
@@ -805,7 +808,10 @@ impl Exec<'_> {
             .resolve_launch(l, &mut ins, &mut outs)
             .and_then(|()| plan(&ins, &outs, &mut p));
         self.keep_spans(ins, outs);
-        let r = r.and_then(|()| self.run_launch(l, &spec, allocating, &p));
+        // A shared record (queued) keeps no choice: choosing costs a few comparisons, a
+        // fraction of what the specialized kernel saves.
+        let special = l.choose_special(&spec);
+        let r = r.and_then(|()| self.run_launch(l, &spec, special, allocating, &p));
         self.lane.plan = p;
         r
     }
@@ -834,6 +840,7 @@ impl Exec<'_> {
         &mut self,
         l: &Launch,
         spec: &OpSpec,
+        special: Option<SpecialFn>,
         allocating: bool,
         plan: &Plan,
     ) -> Result<Vec<TensorArg>, NpuError> {
@@ -865,6 +872,37 @@ impl Exec<'_> {
         }
 
         let check_shapes = core.check_launch_shapes;
+        // A kernel specialized for these operands (chosen at load, or when the record was
+        // last rebound) runs on their bytes alone: no views, no op context, no dispatch.
+        // It runs on this thread whatever `here` says, as it is chosen only for outputs
+        // too small to split. It declines (nothing written) when the bytes are not what
+        // it was chosen for, and the general compute below runs instead.
+        if let Some(f) = special {
+            if check_shapes {
+                // (Chosen only for ops that read no input values.)
+                let ctx = InferCtx {
+                    op,
+                    inputs: l.metas(),
+                    values: &NO_VALUES[..l.metas().len()],
+                    attrs: l.attrs(),
+                    outputs: l.output_count(),
+                };
+                check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
+            }
+            let run = with_plan(plan, &mut self.lane.scratch, |ins, outs| {
+                std::panic::catch_unwind(AssertUnwindSafe(|| f(ins, outs)))
+            });
+            match run {
+                Ok(true) => return Ok(Vec::new()),
+                Ok(false) => {}
+                Err(p) => {
+                    return Err(NpuError::KernelPanic {
+                        op: op.to_string(),
+                        msg: panic_message(p),
+                    });
+                }
+            }
+        }
         let (refs_kept, muts_kept) = (&mut self.lane.refs, &mut self.lane.muts);
         let body =
             |ins: &[&[u8]], outs: &mut [&mut [u8]]| -> Result<Option<Vec<Tensor>>, NpuError> {

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::npu::ops::{OpSpec, TensorMeta};
+use crate::npu::HostTensor;
+use crate::npu::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
 use crate::npu::{AttrMap, DType};
 
 use super::access::Plan;
@@ -66,6 +67,8 @@ pub struct Launch {
     output_count: usize,
     /// The inputs' metas, built once here rather than per run: what the op's context needs.
     metas: Vec<TensorMeta>,
+    /// The outputs' metas likewise: what choosing a specialized kernel reads.
+    out_metas: Vec<TensorMeta>,
     /// What the host calls this launch (the op it serves), for the task recorder.
     label: Option<Arc<str>>,
     /// What its last inline run checked and resolved (see [`Resolved`]).
@@ -99,6 +102,9 @@ pub(crate) struct Resolved {
     pub spans: Option<(OpSpec, u64)>,
     /// How the spans are locked and handed out.
     pub plan: Plan,
+    /// The op's kernel specialized for the record's operands, once chosen (see
+    /// [`Launch::special`]): `Some(None)` when there is none.
+    pub special: Option<Option<SpecialFn>>,
 }
 
 impl Resolved {
@@ -123,6 +129,7 @@ impl Resolved {
         self.ranges.clear();
         self.current = false;
         self.spans = None;
+        self.special = None;
     }
 }
 
@@ -146,6 +153,7 @@ impl Launch {
         outputs: Vec<TensorArg>,
     ) -> Self {
         let metas = inputs.iter().map(TensorArg::meta).collect();
+        let out_metas = outputs.iter().map(TensorArg::meta).collect();
         Launch {
             op: op.into(),
             attrs,
@@ -153,6 +161,7 @@ impl Launch {
             inputs,
             outputs,
             metas,
+            out_metas,
             label: None,
             resolved: Resolved::default(),
         }
@@ -234,24 +243,70 @@ impl Launch {
         &self.metas
     }
     /// Rebinds the launch's tensors in place: `f` edits the input and output arguments
-    /// (their number, pointers, types and dims), then the inputs' metas are rebuilt
-    /// reusing their storage. An engine keeps one launch per node and rebinds it each
-    /// execution, so a steady-state launch allocates nothing.
+    /// (their number, pointers, types and dims), then the metas are rebuilt reusing their
+    /// storage, and the specialized kernel is chosen again when next asked for. An engine
+    /// keeps one launch per node and rebinds it when its tensors change, so a steady-state
+    /// launch allocates nothing.
     pub fn rebind(&mut self, f: impl FnOnce(&mut Vec<TensorArg>, &mut Vec<TensorArg>)) {
         f(&mut self.inputs, &mut self.outputs);
         self.resolved.current = false;
+        self.resolved.special = None;
         self.output_count = self.outputs.len();
-        self.metas.truncate(self.inputs.len());
-        for (i, a) in self.inputs.iter().enumerate() {
-            if i == self.metas.len() {
-                self.metas.push(TensorMeta::new(a.dtype, &[]));
-            }
-            let m = &mut self.metas[i];
-            m.dtype = a.dtype;
-            let dims = m.shape.get_or_insert_with(Vec::new);
-            dims.clear();
-            dims.extend(a.shape.iter().map(|&d| d as i64));
+        refill_metas(&mut self.metas, &self.inputs);
+        refill_metas(&mut self.out_metas, &self.outputs);
+    }
+
+    /// The kernel `spec` specializes for this launch's operands (see
+    /// [`crate::npu::ops::SpecialFn`]), chosen the first time it is asked for after a
+    /// rebind and kept in the record. `spec` must be this launch's op's.
+    pub(crate) fn special(&mut self, spec: &OpSpec) -> Option<SpecialFn> {
+        if let Some(chosen) = self.resolved.special {
+            return chosen;
         }
+        let chosen = self.choose_special(spec);
+        self.resolved.special = Some(chosen);
+        chosen
+    }
+
+    /// [`Launch::special`] without keeping the choice: for a record shared with a queue,
+    /// and for a model's launches, chosen once at load.
+    pub(crate) fn choose_special(&self, spec: &OpSpec) -> Option<SpecialFn> {
+        // A launch that allocates its outputs has none to specialize for; no specializer
+        // reads input values, so none are given (and an op that reads them has none).
+        if spec.specialize.is_none()
+            || !spec.value_inputs.is_empty()
+            || self.out_metas.len() != self.output_count
+            || self.metas.len() > NO_VALUES.len()
+        {
+            return None;
+        }
+        let ctx = InferCtx {
+            op: &self.op,
+            inputs: &self.metas,
+            values: &NO_VALUES[..self.metas.len()],
+            attrs: &self.attrs,
+            outputs: self.output_count,
+        };
+        spec.special(&ctx, &self.out_metas)
+    }
+}
+
+/// The value of every input as an op context gives it when no input value is known: a
+/// launch's inputs are device tensors (an op that reads values copies them to the host).
+pub(crate) static NO_VALUES: [Option<&HostTensor>; 16] = [None; 16];
+
+/// Rewrites `metas` to describe `args`, reusing the storage of their dims.
+fn refill_metas(metas: &mut Vec<TensorMeta>, args: &[TensorArg]) {
+    metas.truncate(args.len());
+    for (i, a) in args.iter().enumerate() {
+        if i == metas.len() {
+            metas.push(TensorMeta::new(a.dtype, &[]));
+        }
+        let m = &mut metas[i];
+        m.dtype = a.dtype;
+        let dims = m.shape.get_or_insert_with(Vec::new);
+        dims.clear();
+        dims.extend(a.shape.iter().map(|&d| d as i64));
     }
 }
 

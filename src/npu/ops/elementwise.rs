@@ -114,7 +114,11 @@ pub fn register(reg: &mut OpRegistry) {
         reg.add(OpSpec::new(name, infer_unary).computes(compute));
     }
     for &(name, _, _) in ARITHMETIC {
-        reg.add(OpSpec::new(name, infer_arithmetic).computes(binary::compute_arithmetic));
+        reg.add(
+            OpSpec::new(name, infer_arithmetic)
+                .computes(binary::compute_arithmetic)
+                .specializes(binary::specialize_arithmetic),
+        );
     }
     for &name in COMPARISON {
         reg.add(OpSpec::new(name, infer_comparison).computes(binary::compute_comparison));

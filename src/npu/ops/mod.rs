@@ -306,6 +306,25 @@ pub type ComputeFn = fn(&InferCtx, &[TensorRef], &mut [TensorMut]) -> Result<(),
 /// allocates its outputs itself, and the runtime copies them to device memory.
 pub type ComputeAllocFn = fn(&InferCtx, &[TensorRef]) -> Result<Vec<Tensor>, OpError>;
 
+/// A kernel specialized for one launch's exact operands, chosen once by the op's
+/// [`SpecializeFn`] when the launch is bound, and then called with the operands' bytes
+/// alone: no dtype dispatch, no op-name match, no shape checks, no tensor views. This is
+/// RT2's division of labour at its smallest grain: what a launch's types and shapes decide
+/// is decided ahead of the run, so a small launch in steady state is its arithmetic.
+///
+/// It checks the byte lengths it is given against its own assumptions and returns `false`
+/// without writing anything when they do not hold; the caller then runs the op's
+/// general compute, which produces the result or names the error. So a specialization can
+/// make a launch faster but never wrong. It writes exactly what the general compute would
+/// (the same per-element functions), bit for bit.
+pub type SpecialFn = fn(&[&[u8]], &mut [&mut [u8]]) -> bool;
+
+/// Chooses an op's [`SpecialFn`] for a launch: the context (op name, attributes, the
+/// inputs' metas) and the outputs' metas, all concrete. `None`: no specialization for
+/// this case (the general compute runs). Cheap and allocation-free, as it runs whenever
+/// a launch is rebound to new shapes.
+pub type SpecializeFn = fn(&InferCtx, &[TensorMeta]) -> Option<SpecialFn>;
+
 /// How an op computes.
 #[derive(Clone, Copy)]
 pub enum Compute {
@@ -327,6 +346,8 @@ pub struct OpSpec {
     /// The output shape depends on the data itself (NonZero, Unique): known only after the
     /// op has run.
     pub data_dependent: bool,
+    /// Chooses a kernel specialized for a launch's operands, if the op has any.
+    pub specialize: Option<SpecializeFn>,
 }
 
 impl OpSpec {
@@ -339,6 +360,7 @@ impl OpSpec {
             compute: None,
             value_inputs: &[],
             data_dependent: false,
+            specialize: None,
         }
     }
     /// The op computes into outputs shaped by inference.
@@ -361,6 +383,16 @@ impl OpSpec {
         self.data_dependent = true;
         self
     }
+    /// The op has kernels specialized for some launches (see [`SpecialFn`]).
+    pub const fn specializes(mut self, f: SpecializeFn) -> Self {
+        self.specialize = Some(f);
+        self
+    }
+    /// The kernel specialized for a launch of this op on `ctx`'s inputs into `outputs`,
+    /// if there is one.
+    pub fn special(&self, ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<SpecialFn> {
+        self.specialize.and_then(|f| f(ctx, outputs))
+    }
 }
 
 impl fmt::Debug for OpSpec {
@@ -370,6 +402,7 @@ impl fmt::Debug for OpSpec {
             .field("value_inputs", &self.value_inputs)
             .field("data_dependent", &self.data_dependent)
             .field("computes", &self.compute.is_some())
+            .field("specializes", &self.specialize.is_some())
             .finish()
     }
 }

@@ -6,11 +6,11 @@
 
 use half::{bf16, f16};
 
-use super::broadcast::{Mismatch, accumulate, expand, par_map, zip, zip3};
+use super::broadcast::{Mismatch, PAR_MIN, accumulate, expand, par_map, zip, zip_run, zip3};
 use super::num::{Float, Int, Kind, Num, Real};
 use crate::dispatch;
 use crate::npu::DType;
-use crate::npu::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::npu::ops::{InferCtx, OpError, SpecialFn, TensorMeta, TensorMut, TensorRef};
 
 fn unsupported(ctx: &InferCtx, dtype: DType) -> OpError {
     ctx.input_error(0, format!("{dtype} is not supported by this op"))
@@ -67,6 +67,102 @@ pub fn compute_arithmetic(
                 arithmetic::<T>(ctx, inputs, out),
             other => Err(unsupported(ctx, other))),
     }
+}
+
+/// Chooses a kernel specialized for a two-input Add, Sub, Mul, Div, Max, Min or Sum
+/// launch (see [`SpecialFn`]) whose operands and output share one numeric dtype, each
+/// operand read whole (the output's dims) or as one element, into a small output: the
+/// case `zip` takes its shortcut for, decided once here instead of at every run. Larger
+/// outputs keep the general path, which splits them over the compute cores and whose
+/// dispatch is nothing beside their work.
+pub fn specialize_arithmetic(ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<SpecialFn> {
+    let ([a, b], [out]) = (ctx.inputs, outputs) else {
+        return None;
+    };
+    let dims = out.shape.as_deref()?;
+    let len = dims.iter().try_fold(1usize, |n, &d| {
+        usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+    })?;
+    if len == 0 || len >= 2 * PAR_MIN {
+        return None;
+    }
+    // Whole: the output's dims, leading ones aside (as `zip` compares them). One element:
+    // every dim 1, and no more of them than the output has (or the output's shape would be
+    // the wrong broadcast).
+    let strip = |s: &[i64]| -> usize { s.iter().position(|&d| d != 1).unwrap_or(s.len()) };
+    let fits = |m: &TensorMeta| {
+        m.dtype == out.dtype
+            && m.shape.as_deref().is_some_and(|s| {
+                let kept = &s[strip(s)..];
+                s.len() <= dims.len() && (kept.is_empty() || kept == &dims[strip(dims)..])
+            })
+    };
+    if !fits(a) || !fits(b) {
+        return None;
+    }
+    fn pick<T: Num>(op: &str) -> Option<SpecialFn> {
+        Some(match op {
+            "Add" | "Sum" => flat::<T, ADD>,
+            "Sub" => flat::<T, SUB>,
+            "Mul" => flat::<T, MUL>,
+            "Div" | "RealDiv" => flat::<T, DIV>,
+            "Max" => flat::<T, MAX>,
+            "Min" => flat::<T, MIN>,
+            _ => return None,
+        })
+    }
+    dispatch!(out.dtype,
+        T in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] => pick::<T>(ctx.op),
+        _other => None)
+}
+
+/// The ops [`flat`] is instantiated for: a const parameter, so each instance has its
+/// operation inlined into its loops.
+const ADD: u8 = 0;
+const SUB: u8 = 1;
+const MUL: u8 = 2;
+const DIV: u8 = 3;
+const MAX: u8 = 4;
+const MIN: u8 = 5;
+
+/// The per-element function of op `OP`: the one `arithmetic` hands `fold` for it.
+#[inline(always)]
+fn apply<T: Num, const OP: u8>(a: T, b: T) -> T {
+    match OP {
+        ADD => a.add(b),
+        SUB => a.sub(b),
+        MUL => a.mul(b),
+        DIV => a.div(b),
+        MAX => a.max_nan(b),
+        _ => a.min_nan(b),
+    }
+}
+
+/// `out = a OP b` for operands that are each the output's length or one element, as
+/// [`specialize_arithmetic`] chose it: the same run `zip` makes of such a launch.
+/// Declines (`false`, nothing written) when the bytes do not fit that.
+fn flat<T: Num, const OP: u8>(ins: &[&[u8]], outs: &mut [&mut [u8]]) -> bool {
+    let ([a, b], [out]) = (ins, outs) else {
+        return false;
+    };
+    let (Ok(a), Ok(b), Ok(out)) = (
+        bytemuck::try_cast_slice::<u8, T>(a),
+        bytemuck::try_cast_slice::<u8, T>(b),
+        bytemuck::try_cast_slice_mut::<u8, T>(out),
+    ) else {
+        return false;
+    };
+    let n = out.len();
+    let step = |x: &[T]| match x.len() {
+        l if l == n => Some(1),
+        1 => Some(0),
+        _ => None,
+    };
+    let (Some(sa), Some(sb)) = (step(a), step(b)) else {
+        return false;
+    };
+    zip_run(out, a, b, [sa, sb], &apply::<T, OP>);
+    true
 }
 
 fn arithmetic<T: Num>(
@@ -435,9 +531,12 @@ pub fn compute_clip(
 
 #[cfg(test)]
 mod tests {
+    use half::{bf16, f16};
+
+    use super::Num;
     use crate::npu::Attr;
     use crate::npu::DType;
-    use crate::npu::ops::{Attrs, Elem, OpRegistry, Tensor};
+    use crate::npu::ops::{Attrs, Elem, InferCtx, OpRegistry, Tensor, TensorMeta};
 
     fn run_attrs(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
         let attrs = crate::npu::ops::test_attrs(attrs);
@@ -457,6 +556,153 @@ mod tests {
 
     fn vals<T: Elem>(t: &Tensor) -> Vec<T> {
         t.slice::<T>().unwrap().to_vec()
+    }
+
+    /// What a device does with a launch of `op` on `inputs` into a tensor shaped like
+    /// `out`: chooses the op's specialized kernel and runs it on the bytes. `None` when
+    /// none is chosen.
+    fn specialized(op: &str, inputs: &[Tensor], out: &Tensor) -> Option<Tensor> {
+        let reg = OpRegistry::new();
+        let meta = |t: &Tensor| {
+            let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+            TensorMeta::new(t.dtype, &dims)
+        };
+        let metas: Vec<TensorMeta> = inputs.iter().map(meta).collect();
+        let values = vec![None; inputs.len()];
+        let ctx = InferCtx {
+            op,
+            inputs: &metas,
+            values: &values,
+            attrs: &Attrs::default(),
+            outputs: 1,
+        };
+        let f = reg.get(op).unwrap().special(&ctx, &[meta(out)])?;
+        let mut got = Tensor::zeroed(out.dtype, &out.shape);
+        let ins: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_bytes()).collect();
+        assert!(f(&ins, &mut [got.data.as_bytes_mut()]), "{op} declined");
+        Some(got)
+    }
+
+    /// Every specialized op, on every case it is chosen for, writes the general compute's
+    /// bytes: wrapping, zero divisors, NaN and infinities included.
+    fn specialized_equals_general<T: Num>() {
+        let v: Vec<T> = [
+            0.0,
+            1.0,
+            -3.0,
+            7.0,
+            100.0,
+            -128.0,
+            2.5,
+            f64::NAN,
+            f64::INFINITY,
+            -0.0,
+        ]
+        .iter()
+        .map(|&x| T::from_f64(x))
+        .collect();
+        let x = |shape: &[usize], skip: usize| {
+            let n = shape.iter().product::<usize>();
+            let data: Vec<T> = (0..n).map(|i| v[(i * 3 + skip) % v.len()]).collect();
+            t(shape, &data)
+        };
+        let cases: [(&[usize], &[usize]); 8] = [
+            (&[2, 5], &[2, 5]),
+            (&[2, 5], &[]),
+            (&[], &[2, 5]),
+            (&[1], &[2, 5]),
+            (&[1, 1, 5], &[5]),
+            (&[5], &[1, 1, 5]),
+            (&[], &[]),
+            (&[1, 10], &[10]),
+        ];
+        for op in ["Add", "Sub", "Mul", "Div", "RealDiv", "Max", "Min", "Sum"] {
+            for (sa, sb) in cases {
+                for skip in 0..v.len() {
+                    let ins = [x(sa, skip), x(sb, skip + 1)];
+                    let want = run(op, &ins);
+                    let got = specialized(op, &ins, &want)
+                        .unwrap_or_else(|| panic!("{op} {sa:?} {sb:?} {}: none chosen", T::DTYPE));
+                    assert_eq!(
+                        got.data.as_bytes(),
+                        want.data.as_bytes(),
+                        "{op} {sa:?} {sb:?} {}",
+                        T::DTYPE
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn specialized_kernels_write_what_the_general_compute_writes() {
+        specialized_equals_general::<f32>();
+        specialized_equals_general::<f64>();
+        specialized_equals_general::<f16>();
+        specialized_equals_general::<bf16>();
+        specialized_equals_general::<i8>();
+        specialized_equals_general::<i16>();
+        specialized_equals_general::<i32>();
+        specialized_equals_general::<i64>();
+        specialized_equals_general::<u8>();
+        specialized_equals_general::<u16>();
+        specialized_equals_general::<u32>();
+        specialized_equals_general::<u64>();
+    }
+
+    #[test]
+    fn specialization_is_chosen_only_where_it_holds() {
+        let f = |shape: &[usize]| Tensor::zeroed(DType::F32, shape);
+        let chosen = |op: &str, ins: &[Tensor], out: &Tensor| specialized(op, ins, out).is_some();
+        assert!(chosen("Add", &[f(&[4]), f(&[4])], &f(&[4])));
+        // A row broadcast along another dim, three inputs, ops with none.
+        assert!(!chosen("Add", &[f(&[2, 3]), f(&[3])], &f(&[2, 3])));
+        assert!(!chosen("Sum", &[f(&[4]), f(&[4]), f(&[4])], &f(&[4])));
+        for op in ["Mod", "Mean", "BitwiseAnd"] {
+            assert!(!chosen(op, &[f(&[4]), f(&[4])], &f(&[4])), "{op}");
+        }
+        // Operand and output dtypes differ.
+        let d = Tensor::zeroed(DType::F64, &[4]);
+        assert!(!chosen("Add", &[f(&[4]), d.clone()], &f(&[4])));
+        assert!(!chosen("Add", &[d.clone(), d], &f(&[4])));
+        // An output too large not to split, an empty one.
+        let big = [2 * super::PAR_MIN];
+        assert!(!chosen("Mul", &[f(&big), f(&big)], &f(&big)));
+        assert!(!chosen("Mul", &[f(&[0, 3]), f(&[0, 3])], &f(&[0, 3])));
+        // An output whose shape is not the operands' broadcast.
+        assert!(!chosen("Add", &[f(&[1, 1, 1]), f(&[4])], &f(&[4])));
+        assert!(!chosen("Add", &[f(&[4]), f(&[4])], &f(&[5])));
+        assert!(chosen("Add", &[f(&[1, 1, 1]), f(&[4])], &f(&[1, 1, 4])));
+    }
+
+    #[test]
+    fn a_specialized_kernel_declines_bytes_it_was_not_chosen_for() {
+        let four = Tensor::from_vec(&[4], &[1.0f32, 2.0, 3.0, 4.0]);
+        let out = run("Add", &[four.clone(), four.clone()]);
+        let reg = OpRegistry::new();
+        let metas = [
+            TensorMeta::new(DType::F32, &[4]),
+            TensorMeta::new(DType::F32, &[4]),
+        ];
+        let ctx = InferCtx {
+            op: "Add",
+            inputs: &metas,
+            values: &[None, None],
+            attrs: &Attrs::default(),
+            outputs: 1,
+        };
+        let f = reg.get("Add").unwrap().special(&ctx, &metas[..1]).unwrap();
+        let a = four.data.as_bytes();
+        let mut o = vec![0u8; 16];
+        let short = &a[..12];
+        let odd = &a[..15];
+        for ins in [&[a, short][..], &[a, odd], &[a], &[a, a, a]] {
+            assert!(!f(ins, &mut [&mut o[..]]));
+            assert_eq!(o, [0; 16], "nothing written");
+        }
+        assert!(!f(&[a, a], &mut [&mut o[..12]]));
+        assert!(f(&[a, a], &mut [&mut o[..]]));
+        assert_eq!(o, out.data.as_bytes());
     }
 
     #[test]

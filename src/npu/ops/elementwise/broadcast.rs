@@ -231,6 +231,45 @@ fn same_dims(a: &[usize], b: &[usize]) -> bool {
     na == nb && a[a.len() - na..].iter().eq(&b[b.len() - nb..])
 }
 
+/// One run of a binary kernel: `o[t] = f(a[t * sa], b[t * sb])` for `step = [sa, sb]`,
+/// each stride 0 or 1. One loop per stride pair, each a plain zip over slices with any
+/// broadcast operand hoisted, so the compiler vectorizes all four. Shared by [`zip`] and
+/// the kernels specialized at load (`binary::specialize_arithmetic`), which must write
+/// what `zip` writes bit for bit.
+#[inline(always)]
+pub(super) fn zip_run<A: Copy, B: Copy, O>(
+    o: &mut [O],
+    a: &[A],
+    b: &[B],
+    step: [usize; 2],
+    f: &impl Fn(A, B) -> O,
+) {
+    let n = o.len();
+    match step {
+        [1, 1] => {
+            for ((o, &x), &y) in o.iter_mut().zip(&a[..n]).zip(&b[..n]) {
+                *o = f(x, y);
+            }
+        }
+        [0, 1] => {
+            let x = a[0];
+            for (o, &y) in o.iter_mut().zip(&b[..n]) {
+                *o = f(x, y);
+            }
+        }
+        [1, 0] => {
+            let y = b[0];
+            for (o, &x) in o.iter_mut().zip(&a[..n]) {
+                *o = f(x, y);
+            }
+        }
+        _ => {
+            let (x, y) = (a[0], b[0]);
+            o.fill_with(|| f(x, y));
+        }
+    }
+}
+
 /// `out = f(a, b)` with `a` and `b` broadcast into `out_shape`.
 pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
     (a, a_shape): (&[A], &[usize]),
@@ -240,34 +279,8 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
 ) -> Result<(), Mismatch> {
     check_len(0, a, a_shape)?;
     check_len(1, b, b_shape)?;
-    // One loop per stride pair of a run of `o` from `a[i..]` and `b[j..]`, each a plain
-    // zip over slices with any broadcast operand hoisted, so the compiler vectorizes all
-    // four.
     let run = |o: &mut [O], i: usize, j: usize, step: [usize; 2]| {
-        let n = o.len();
-        match step {
-            [1, 1] => {
-                for ((o, &x), &y) in o.iter_mut().zip(&a[i..i + n]).zip(&b[j..j + n]) {
-                    *o = f(x, y);
-                }
-            }
-            [0, 1] => {
-                let x = a[i];
-                for (o, &y) in o.iter_mut().zip(&b[j..j + n]) {
-                    *o = f(x, y);
-                }
-            }
-            [1, 0] => {
-                let y = b[j];
-                for (o, &x) in o.iter_mut().zip(&a[i..i + n]) {
-                    *o = f(x, y);
-                }
-            }
-            _ => {
-                let (x, y) = (a[i], b[j]);
-                o.fill_with(|| f(x, y));
-            }
-        }
+        zip_run(o, &a[i..], &b[j..], step, &f);
     };
     // Small outputs whose operands are whole (the output's shape) or one element: one run
     // without building a layout, which costs more than such a kernel's work.
