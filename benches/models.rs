@@ -15,7 +15,8 @@
 //!
 //! rt2 is measured as a user runs a model: one loaded `ModelV2Executor` and
 //! `execute_sync` per execution (inputs uploaded, Main run, outputs downloaded), the
-//! median of the timed runs after warm-up. The rt2 model has a symbolic sequence length;
+//! median and the best of the timed runs after warm-up (a chain row: 200 executions, and
+//! as many runs of the peer beside it). The rt2 model has a symbolic sequence length;
 //! the peer runs the same block declared at the fixed length (tools/ort_run.py feeds the
 //! declared shape).
 //!
@@ -84,6 +85,22 @@ fn executor(eg: &ExecuteGraph, executor: ExecutorType) -> ModelV2Executor {
     ex
 }
 
+/// Executions timed per chain row, and runs of the peer beside them: enough that the
+/// best of them is a steady number on a machine whose median moves 2x from minute to
+/// minute.
+const CHAIN_RUNS: usize = 200;
+
+/// Prints a chain row: the median and best execution, per node and whole.
+fn print_chain(what: &str, t: peer::Times) {
+    let per_node = |ms: f64| ms * 1e6 / CHAIN as f64;
+    println!(
+        "add chain {what}: {:.1} ns per node ({:.3} ms per execution), best {:.1} ns per node",
+        per_node(t.median),
+        t.median,
+        per_node(t.best)
+    );
+}
+
 fn main() {
     let mut c = Criterion::default()
         .sample_size(10)
@@ -109,37 +126,43 @@ fn main() {
     for kind in ExecutorType::ALL {
         // With static memory planning (`--static-memory`): a node is its launch alone.
         let mut ex = executor(&planned, kind);
-        let ms = peer::median_ms(20, || ex.execute_sync(&[&x], &mut out).expect("runs"));
-        println!(
-            "add chain {} --static-memory: {:.1} ns per node ({ms:.3} ms per execution)",
-            kind.name(),
-            ms * 1e6 / CHAIN as f64
-        );
+        let t = peer::times_ms(CHAIN_RUNS, || {
+            ex.execute_sync(&[&x], &mut out).expect("runs")
+        });
+        print_chain(&format!("{} --static-memory", kind.name()), t);
         if kind == ExecutorType::Sequential {
             peer::report_run(
                 "add_chain_10000 seq --static-memory (per execution)",
-                ms,
+                t,
                 &chain_path,
+                CHAIN_RUNS,
             );
         }
         drop(ex);
         let mut ex = executor(&eg, kind);
-        let ms = peer::median_ms(20, || ex.execute_sync(&[&x], &mut out).expect("runs"));
-        println!(
-            "add chain {}: {:.1} ns per node ({ms:.3} ms per execution)",
-            kind.name(),
-            ms * 1e6 / CHAIN as f64
-        );
+        let t = peer::times_ms(CHAIN_RUNS, || {
+            ex.execute_sync(&[&x], &mut out).expect("runs")
+        });
+        print_chain(kind.name(), t);
+        let ms = t.median;
         if kind == ExecutorType::Topological {
             c.bench_function("models add chain 10000 topo", |b| {
                 b.iter(|| ex.execute_sync(&[&x], &mut out).expect("runs"))
             });
-            peer::report_run("add_chain_10000 (per execution)", ms, &chain_path);
+            peer::report_run(
+                "add_chain_10000 (per execution)",
+                t,
+                &chain_path,
+                CHAIN_RUNS,
+            );
         }
         // Graph mode on a fresh executor of the same engine: captured once, replayed.
         let mut g = executor(&eg, kind);
         g.capture_main(&[&x]).expect("captures");
-        let gms = peer::median_ms(20, || g.replay_sync(&[&x], &mut out).expect("replays"));
+        let gms = peer::times_ms(CHAIN_RUNS, || {
+            g.replay_sync(&[&x], &mut out).expect("replays")
+        })
+        .median;
         println!(
             "add chain {} --graph: {:.1} ns per node ({gms:.3} ms per execution), {:.2}x the plain run's speed",
             kind.name(),
@@ -160,7 +183,7 @@ fn main() {
         let mut ex = executor(&eg, kind);
         for seq in [16usize, 128] {
             let x = f32_input(&[seq, EncoderBlock::BASE.d_model], 2);
-            let ms = peer::median_ms(30, || ex.execute_sync(&[&x], &mut out).expect("runs"));
+            let t = peer::times_ms(30, || ex.execute_sync(&[&x], &mut out).expect("runs"));
             let what = format!("encoder_block_seq{seq} {}", kind.name());
             if kind == ExecutorType::Topological {
                 c.bench_function(&format!("models encoder block seq {seq} topo"), |b| {
@@ -170,7 +193,7 @@ fn main() {
             let path = dir.join(format!("encoder_block_seq{seq}.onnx"));
             let fixed = encoder_block_model(EncoderBlock::BASE, Some(seq as i64));
             std::fs::write(&path, &fixed).expect("writing the peer model");
-            peer::report_run(&what, ms, &path);
+            peer::report_run(&what, t, &path, 50);
         }
     }
     c.final_summary();

@@ -208,7 +208,7 @@ fn main() {
         let path = dir.join(format!("{}.onnx", k.name));
         std::fs::write(&path, &k.onnx).expect("writing the peer model");
         let mut run = kernel(&reg, k);
-        let rt2_ms = peer::median_ms(50, || pool.install(&mut run));
-        peer::report_run(k.name, rt2_ms, &path);
+        let rt2 = peer::times_ms(50, || pool.install(&mut run));
+        peer::report_run(k.name, rt2, &path, 50);
     }
 }

@@ -49,9 +49,17 @@ fn ort_script(script: &str, model: &Path, runs: usize) -> Option<serde_json::Val
     serde_json::from_slice(&out.stdout).ok()
 }
 
-/// Median wall time of `runs` calls of `f` after one warm-up call, in milliseconds: the
-/// way tools/ort_session.py measures the peer.
-pub fn median_ms<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
+/// Wall times of a run of calls, in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Times {
+    pub best: f64,
+    pub median: f64,
+}
+
+/// Best and median wall time of `runs` calls of `f` after one warm-up call, in
+/// milliseconds: the way tools/ort_session.py and tools/ort_run.py measure the peer.
+/// The best is what a noisy machine disturbs least; both are printed.
+pub fn times_ms<T>(runs: usize, mut f: impl FnMut() -> T) -> Times {
     std::hint::black_box(f());
     let mut times: Vec<f64> = (0..runs)
         .map(|_| {
@@ -61,22 +69,39 @@ pub fn median_ms<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    Times {
+        best: times[0],
+        median: times[times.len() / 2],
+    }
 }
 
-/// Prints the side-by-side line for `what`: rt2's median run next to ORT's on one thread.
+/// The median of [`times_ms`].
 #[allow(dead_code)]
-pub fn report_run(what: &str, rt2_ms: f64, model: &Path) {
-    match ort_run(model, 50) {
+pub fn median_ms<T>(runs: usize, f: impl FnMut() -> T) -> f64 {
+    times_ms(runs, f).median
+}
+
+/// Prints the side-by-side line for `what`: rt2's runs next to ORT's `peer_runs` runs on
+/// one thread, medians and bests, with the ratio of each.
+#[allow(dead_code)]
+pub fn report_run(what: &str, rt2: Times, model: &Path, peer_runs: usize) {
+    match ort_run(model, peer_runs) {
         Some(ort) => {
-            let ort_ms = ort["run_ms"]["median"].as_f64().unwrap_or(f64::NAN);
+            let ms = |k: &str| ort["run_ms"][k].as_f64().unwrap_or(f64::NAN);
+            let (median, best) = (ms("median"), ms("min"));
             println!(
-                "peer: {what}: rt2 {rt2_ms:.4} ms, ONNX Runtime {} {ort_ms:.4} ms on one thread (ratio {:.3})",
+                "peer: {what}: rt2 {:.4} ms (best {:.4}), ONNX Runtime {} {median:.4} ms (best {best:.4}) on one thread (ratio {:.3}; best against best {:.3})",
+                rt2.median,
+                rt2.best,
                 ort["ort_version"].as_str().unwrap_or("?"),
-                rt2_ms / ort_ms
+                rt2.median / median,
+                rt2.best / best
             );
         }
-        None => println!("peer: {what}: rt2 {rt2_ms:.4} ms; ONNX Runtime not measured"),
+        None => println!(
+            "peer: {what}: rt2 {:.4} ms (best {:.4}); ONNX Runtime not measured",
+            rt2.median, rt2.best
+        ),
     }
 }
 
