@@ -2,6 +2,10 @@
 //!
 //! Data flows one way: bytes -> [`om`] (ComputeGraph) -> lower (ExecuteGraph) -> [`exec`]
 //! -> [`npu`]. [`cmd`] is the only module that touches files and the terminal.
+//!
+//! The documentation is written for the people who work on rt2, internals included: build
+//! it with `cargo doc --document-private-items`, where links to private items resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod capture;
 pub mod cmd;

@@ -1000,7 +1000,7 @@ impl Acl {
 
     // ---- building a model directly (replaying a saved one)
 
-    /// `aclmdlRIBuildBegin`: an empty model to fill with [`Acl::build_stream`].
+    /// `aclmdlRIBuildBegin`: an empty model to fill with [`Acl::build_streams`].
     pub fn build_begin(&self) -> ModelRI {
         self.state()
             .new_model(ModelEntry::new(ModelStatus::None, None))

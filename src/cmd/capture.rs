@@ -16,6 +16,8 @@ pub enum View {
     Dot,
 }
 
+// The field docs are `--help` text, where `DIR/<name>` is a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The capture script (TOML, version 1).

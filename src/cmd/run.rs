@@ -38,6 +38,8 @@ use crate::lower::LowerOptions;
 use crate::npu::device::{Device, DeviceConfig, StreamId, TaskRecord};
 use crate::npu::{DType, HostTensor};
 
+// The field docs are `--help` text, where `DIR/<name>` is a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX), lowered

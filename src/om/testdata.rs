@@ -61,8 +61,8 @@ fn constant(name: &str, dtype: i32, dims: &[i64], data: Vec<u8>) -> OpDef {
     o
 }
 
-/// A small graph named `name`: Data x, Data y (float32 [2,4]), three Consts (two with the
-/// same 32 bytes, one int64 [1] = 1), Add(x, c1) and a NetOutput of the Add.
+/// A small graph named `name`: Data x, Data y (float32 `[2, 4]`), three Consts (two with
+/// the same 32 bytes, one int64 `[1]` = 1), Add(x, c1) and a NetOutput of the Add.
 pub fn model_def(name: &str) -> ModelDef {
     const F32: i32 = 1;
     const I64: i32 = 8;

@@ -1,8 +1,8 @@
 //! Losses: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss. Shape and dtype
 //! inference and CPU compute.
 //!
-//! Both take scores [N, C, d1, ...] and integer labels [N, d1, ...], an optional per-class
-//! weight [C] and an optional `ignore_index`. One element's loss is
+//! Both take scores `[N, C, d1, ...]` and integer labels `[N, d1, ...]`, an optional
+//! per-class weight `[C]` and an optional `ignore_index`. One element's loss is
 //! `-weight[label] * input[n, label, d...]` (on the log-softmax of the scores for the
 //! cross entropy), 0 where the label is ignored; `reduction` keeps them (`none`), adds
 //! them (`sum`), or divides the sum by the sum of the weights that applied (`mean`).

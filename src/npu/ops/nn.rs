@@ -162,7 +162,8 @@ fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(DType::F32, Some(out)))
 }
 
-/// Gemm: A [M,K] (or transposed), B [K,N] (or transposed), optional C broadcast to [M,N].
+/// Gemm: A `[M, K]` (or transposed), B `[K, N]` (or transposed), optional C broadcast to
+/// `[M, N]`.
 fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     let dtype = ctx.inputs[0].dtype;
@@ -517,7 +518,7 @@ fn infer_global_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// BatchNormalization in inference form: Y has X's shape; scale, bias, mean and var are
-/// [C].
+/// `[C]`.
 fn infer_batch_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(5, 5)?;
     let x = &ctx.inputs[0];

@@ -195,7 +195,7 @@ impl std::fmt::Debug for Buffer {
     }
 }
 
-/// A tensor in aligned host memory: what the host-side driver ([`super::run_on_host`])
+/// A tensor in aligned host memory: what the host-side driver ([`super::OpRegistry::run_on_host`])
 /// takes and gives.
 #[derive(Debug, Clone)]
 pub struct Tensor {

@@ -2,7 +2,7 @@
 //! and Mean, comparisons, logic, the bitwise ops and BitShift, Where and Clip.
 //!
 //! Every kernel is a per-element function handed to the broadcasting engine
-//! ([`super::broadcast`]); the op is matched once per launch, never per element.
+//! ([`super::broadcast`](mod@super::broadcast)); the op is matched once per launch, never per element.
 
 use half::{bf16, f16};
 

@@ -200,7 +200,7 @@ fn compute_group(
         other => Err(not_float(ctx, 0, other)))
 }
 
-/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c], the statistics per batch
+/// `y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]`, the statistics per batch
 /// item and group of channels. Scale and bias are per channel (opset 21) or, as opset 18
 /// had them, per group.
 fn group<T: Real>(

@@ -23,7 +23,7 @@ use crate::npu::ops::{Buffer, InferCtx, OpError, TensorMut, TensorRef};
 /// Elements below which im2col/col2im run on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
 
-/// Conv: X [N, C, D...], W [M, C/group, K...], optional B [M] -> Y [N, M, D'...].
+/// Conv: X `[N, C, D...]`, W `[M, C/group, K...]`, optional B `[M]` -> Y `[N, M, D'...]`.
 pub fn conv(
     ctx: &InferCtx,
     inputs: &[TensorRef],
@@ -304,7 +304,8 @@ fn im2col<T: Scalar>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
     }
 }
 
-/// ConvTranspose: X [N, C, D...], W [C, M/group, K...], optional B [M] -> Y [N, M, D'...].
+/// ConvTranspose: X `[N, C, D...]`, W `[C, M/group, K...]`, optional B `[M]` -> Y
+/// `[N, M, D'...]`.
 pub fn conv_transpose(
     ctx: &InferCtx,
     inputs: &[TensorRef],

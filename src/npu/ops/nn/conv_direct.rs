@@ -125,8 +125,8 @@ impl Direct {
         self.channels * self.plane() + MAX_LANES
     }
 
-    /// `out` ([M, oh * ow]) = the convolution of `x` ([channels, h * w]) with `w`
-    /// ([M, channels, kh, kw]) plus `bias` ([M], or zeros), using `padded` (at least
+    /// `out` (`[M, oh * ow]`) = the convolution of `x` (`[channels, h * w]`) with `w`
+    /// (`[M, channels, kh, kw]`) plus `bias` (`[M]`, or zeros), using `padded` (at least
     /// [`Direct::scratch_len`] floats, contents unspecified) for the padded input.
     /// `parallel` splits the output channels across rayon's threads.
     pub(super) fn conv(

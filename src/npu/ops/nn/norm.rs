@@ -61,7 +61,7 @@ where
     }
 }
 
-/// The [C] parameter at input `i`, checked.
+/// The `[C]` parameter at input `i`, checked.
 fn per_channel(
     ctx: &InferCtx,
     inputs: &[TensorRef],
