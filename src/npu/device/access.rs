@@ -115,8 +115,9 @@ impl ArgAt {
 /// Vectors and copy space kept between tasks.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// The plan of a task run without one of its own.
-    plan: Plan,
+    /// The plan of a task run without one of its own, taken out while it runs (by
+    /// [`with_spans`], and by a stream's launch that has no record to keep one in).
+    pub plan: Plan,
     /// Each segment's base pointer, by position in the plan's `segments`.
     bases: Vec<usize>,
     copies: Buffer,

@@ -392,8 +392,6 @@ pub(crate) struct Lane {
     scratch: Scratch,
     spans_in: Vec<Option<Span>>,
     spans_out: Vec<Option<Span>>,
-    /// The plan of a launch run without one of its own (`Exec::launch`).
-    plan: Plan,
     /// Kernel views of the arguments, kept for their allocation only (empty between tasks).
     refs: Vec<TensorRef<'static>>,
     muts: Vec<TensorMut<'static>>,
@@ -801,7 +799,7 @@ impl Exec<'_> {
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
         let spec = self.core.op_spec(l.op())?;
         let (mut ins, mut outs) = self.take_spans();
-        let mut p = std::mem::take(&mut self.lane.plan);
+        let mut p = std::mem::take(&mut self.lane.scratch.plan);
         let r = self
             .core
             .memory
@@ -812,7 +810,7 @@ impl Exec<'_> {
         // fraction of what the specialized kernel saves.
         let special = l.choose_special(&spec);
         let r = r.and_then(|()| self.run_launch(l, &spec, special, allocating, &p));
-        self.lane.plan = p;
+        self.lane.scratch.plan = p;
         r
     }
 
@@ -852,6 +850,10 @@ impl Exec<'_> {
             op: op.to_string(),
             source,
         };
+        let kernel_panic = |p| NpuError::KernelPanic {
+            op: op.to_string(),
+            msg: panic_message(p),
+        };
         let compute = spec
             .compute
             .ok_or_else(|| kernel_error(OpError::NoCompute { op: op.to_string() }))?;
@@ -880,13 +882,7 @@ impl Exec<'_> {
         if let Some(f) = special {
             if check_shapes {
                 // (Chosen only for ops that read no input values.)
-                let ctx = InferCtx {
-                    op,
-                    inputs: l.metas(),
-                    values: &NO_VALUES[..l.metas().len()],
-                    attrs: l.attrs(),
-                    outputs: l.output_count(),
-                };
+                let ctx = l.context(&NO_VALUES[..l.metas().len()]);
                 check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
             }
             let run = with_plan(plan, &mut self.lane.scratch, |ins, outs| {
@@ -895,12 +891,7 @@ impl Exec<'_> {
             match run {
                 Ok(true) => return Ok(Vec::new()),
                 Ok(false) => {}
-                Err(p) => {
-                    return Err(NpuError::KernelPanic {
-                        op: op.to_string(),
-                        msg: panic_message(p),
-                    });
-                }
+                Err(p) => return Err(kernel_panic(p)),
             }
         }
         let (refs_kept, muts_kept) = (&mut self.lane.refs, &mut self.lane.muts);
@@ -933,13 +924,7 @@ impl Exec<'_> {
                         owned = hosts.iter().map(Option::as_ref).collect();
                         &owned
                     };
-                let ctx = InferCtx {
-                    op,
-                    inputs: l.metas(),
-                    values,
-                    attrs: l.attrs(),
-                    outputs: l.output_count(),
-                };
+                let ctx = l.context(values);
                 if check_shapes && let Compute::Into(_) = compute {
                     check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
                 }
@@ -969,10 +954,7 @@ impl Exec<'_> {
                 *muts_kept = reuse(muts);
                 match run {
                     Ok(r) => r.map_err(kernel_error),
-                    Err(p) => Err(NpuError::KernelPanic {
-                        op: op.to_string(),
-                        msg: panic_message(p),
-                    }),
+                    Err(p) => Err(kernel_panic(p)),
                 }
             };
         let computed = with_plan(plan, &mut self.lane.scratch, body)?;

@@ -280,14 +280,22 @@ impl Launch {
         {
             return None;
         }
-        let ctx = InferCtx {
+        spec.special(
+            &self.context(&NO_VALUES[..self.metas.len()]),
+            &self.out_metas,
+        )
+    }
+
+    /// The op's context for this launch: its name, attributes and inputs' metas, with
+    /// `values` the inputs' values inference reads (one per input).
+    pub(crate) fn context<'a>(&'a self, values: &'a [Option<&'a HostTensor>]) -> InferCtx<'a> {
+        InferCtx {
             op: &self.op,
             inputs: &self.metas,
-            values: &NO_VALUES[..self.metas.len()],
+            values,
             attrs: &self.attrs,
             outputs: self.output_count,
-        };
-        spec.special(&ctx, &self.out_metas)
+        }
     }
 }
 

@@ -6,7 +6,9 @@
 
 use half::{bf16, f16};
 
-use super::broadcast::{Mismatch, PAR_MIN, accumulate, expand, par_map, zip, zip_run, zip3};
+use super::broadcast::{
+    Mismatch, PAR_MIN, accumulate, expand, par_map, same_dims, zip, zip_run, zip3,
+};
 use super::num::{Float, Int, Kind, Num, Real};
 use crate::dispatch;
 use crate::npu::DType;
@@ -87,14 +89,12 @@ pub fn specialize_arithmetic(ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<S
         return None;
     }
     // Whole: the output's dims, leading ones aside (as `zip` compares them). One element:
-    // every dim 1, and no more of them than the output has (or the output's shape would be
-    // the wrong broadcast).
-    let strip = |s: &[i64]| -> usize { s.iter().position(|&d| d != 1).unwrap_or(s.len()) };
+    // every dim 1. Either way no more dims than the output has (or the output's shape
+    // would be the wrong broadcast).
     let fits = |m: &TensorMeta| {
         m.dtype == out.dtype
             && m.shape.as_deref().is_some_and(|s| {
-                let kept = &s[strip(s)..];
-                s.len() <= dims.len() && (kept.is_empty() || kept == &dims[strip(dims)..])
+                s.len() <= dims.len() && (s.iter().all(|&d| d == 1) || same_dims(s, dims))
             })
     };
     if !fits(a) || !fits(b) {

@@ -222,9 +222,10 @@ fn check_len<T>(input: usize, data: &[T], shape: &[usize]) -> Result<(), Mismatc
 }
 
 /// Whether `a` and `b` are the same dims but for leading 1s (the same elements in the same
-/// order).
-fn same_dims(a: &[usize], b: &[usize]) -> bool {
-    let strip = |s: &[usize]| s.iter().position(|&d| d != 1).map_or(0, |k| s.len() - k);
+/// order): concrete dims here, and the dims of metas when a kernel is specialized.
+pub(super) fn same_dims<D: Copy + PartialEq + From<u8>>(a: &[D], b: &[D]) -> bool {
+    let one = D::from(1);
+    let strip = |s: &[D]| s.iter().position(|&d| d != one).map_or(0, |k| s.len() - k);
     let (na, nb) = (strip(a), strip(b));
     // Compared element by element: slice equality calls `memcmp`, which costs more than
     // these few dims.
