@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 
-use rt2::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef};
-use rt2::npu::{AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, StreamId, TensorArg};
+use rt2::npu::{Device, DeviceConfig, DevicePtr, Launch, StreamId, TensorArg};
+use rt2::ops::{AttrMap, DType};
+use rt2::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef};
 
 const TASKS: usize = 10_000;
 const ROUND_TRIPS: usize = 1_000;

@@ -32,7 +32,7 @@ use rt2::exec::runtime::{
 };
 use rt2::exec::{ExecGraph, ExecNode, ExecNodeId, KernelClass, ValueRef};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::ops::OpRegistry;
+use rt2::ops::OpRegistry;
 
 /// Counts live and peak heap bytes around the allocator the rt2 binary uses.
 struct Counting;

@@ -25,11 +25,9 @@ use criterion::Criterion;
 
 #[path = "support/peer.rs"]
 mod peer;
-use rt2::npu::ops::{
-    Attrs, Compute, InferCtx, OpRegistry, Tensor, TensorMeta, TensorMut, TensorRef,
-};
-use rt2::npu::{Attr, DType};
 use rt2::om::onnx::builder::{Dim, F32, OnnxBuilder, attr_ints, tensor_f32};
+use rt2::ops::{Attr, DType};
+use rt2::ops::{Attrs, Compute, InferCtx, OpRegistry, Tensor, TensorMeta, TensorMut, TensorRef};
 
 /// Seeded values in [-1, 1): the same inputs every run, no allocation in the loop.
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -123,7 +121,7 @@ fn cases() -> Vec<Case> {
 /// makes it a `MatMulPacked` on the weight packed once, so the kernel timed is that one,
 /// on the packed weight.
 fn matmul(name: &'static str, [m, k, n]: [usize; 3]) -> Case {
-    use rt2::npu::ops::linalg::sgemm::{PACK_WIDTH, pack_b};
+    use rt2::ops::linalg::sgemm::{PACK_WIDTH, pack_b};
     let b = tensor(&[k, n], 4);
     let packed = pack_b(b.slice::<f32>().unwrap(), k, n);
     Case {

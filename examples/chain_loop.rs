@@ -21,9 +21,9 @@ use std::time::Instant;
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::{add_chain_model, seeded_f32};
+use rt2::ops::{DType, HostTensor};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -23,10 +23,10 @@ use crate::exec::runtime::executor::ExecutorOptions;
 use crate::exec::runtime::{ExecutorType, ModelV2Executor};
 use crate::lower::attrs;
 use crate::npu::device::{Device, DeviceConfig, DevicePtr, Launch, NpuError, StreamId, TensorArg};
-use crate::npu::ops::{Compute, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
-use crate::npu::{DType, HostTensor};
 use crate::om::file::{self, ReadOptions};
 use crate::om::graph::{ComputeGraph, ComputeNode, is_const_type, is_data_type};
+use crate::ops::{Compute, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
+use crate::ops::{DType, HostTensor};
 
 /// How close an output must be to the expected one. Floats compare as
 /// `|got - want| <= atol + rtol * |want|`, NaN equal to NaN; integers and bools exactly.

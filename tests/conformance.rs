@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rt2::conform::{self, Outcome, Runner, Tolerance};
 use rt2::exec::runtime::ExecutorType;
-use rt2::npu::ops::OpRegistry;
+use rt2::ops::OpRegistry;
 
 fn manifest_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/manifest.txt")

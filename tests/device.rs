@@ -12,12 +12,11 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use rt2::npu::device::{CondKind, EventStatus, HostBuf, code};
-use rt2::npu::ops::{
-    InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
-};
 use rt2::npu::{
-    AttrMap, DType, Device, DeviceConfig, DevicePtr, Launch, Model, ModelId, NpuError, StreamId,
-    Task, TensorArg,
+    Device, DeviceConfig, DevicePtr, Launch, Model, ModelId, NpuError, StreamId, Task, TensorArg,
+};
+use rt2::ops::{
+    AttrMap, DType, InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
 };
 
 // ---- a small op library of the test's own

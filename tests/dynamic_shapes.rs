@@ -12,9 +12,9 @@
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::{EncoderBlock, encoder_block_model, seeded_f32};
+use rt2::ops::{DType, HostTensor};
 
 /// Small enough for debug builds, the same graph as the benchmarked block.
 const SIZES: EncoderBlock = EncoderBlock {

@@ -12,9 +12,9 @@ use rt2::exec::runtime::{
     KernelError, KernelRegistry, KernelResult, ModelExecuteArg, ModelV2Executor,
 };
 use rt2::lower::{LowerOptions, lower};
-use rt2::npu::HostTensor;
 use rt2::npu::device::{Device, DeviceConfig, DevicePtr, NpuError, StreamId};
 use rt2::om::file::{ReadOptions, read};
+use rt2::ops::HostTensor;
 
 const MODELS: [&str; 4] = ["cnn_bn", "nested_if_weights", "loop_counter", "lstm"];
 

@@ -16,8 +16,8 @@ use rt2::exec::ExecuteGraph;
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{ReadOptions, read};
+use rt2::ops::{DType, HostTensor};
 
 fn data_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("RT2_ONNX_LIGHT_DATA") {

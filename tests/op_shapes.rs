@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use rt2::lower::attrs;
-use rt2::npu::ops::{InferCtx, OpRegistry, TensorMeta};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{self, ReadOptions};
 use rt2::om::graph::{ComputeGraph, is_const_type, is_data_type};
 use rt2::om::{Shape, TensorDesc};
+use rt2::ops::{DType, HostTensor};
+use rt2::ops::{InferCtx, OpRegistry, TensorMeta};
 
 fn meta(d: &TensorDesc) -> Option<TensorMeta> {
     let dtype = attrs::dtype(d.dtype)?;

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::chain_model;
+use rt2::ops::{DType, HostTensor};
 
 struct Counting;
 

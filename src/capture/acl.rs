@@ -35,6 +35,7 @@ use crate::npu::device::{
     COND_VALUE_BYTES, CondKind, Device, DeviceConfig, DevicePtr, EventId, Model, ModelId, NotifyId,
     NpuError, StreamId, Task,
 };
+use crate::ops::OpRegistry;
 
 use super::error::AclError;
 use super::kernels::{self, Buf, KernelCall};
@@ -316,9 +317,12 @@ fn dev(e: NpuError) -> AclError {
 
 impl Acl {
     pub fn new(config: AclConfig) -> Acl {
+        // A capture device runs every op of the library and the scripts' own kernels.
+        let mut ops = OpRegistry::new();
+        kernels::register(&mut ops);
         let device = Device::new(DeviceConfig {
             memory_bytes: config.memory_bytes,
-            ops: Some(std::sync::Arc::new(kernels::registry())),
+            ops: Some(std::sync::Arc::new(ops)),
             max_while_iterations: config.max_while_iterations,
             ..DeviceConfig::default()
         });

@@ -10,8 +10,8 @@
 //! device gives an input that overlaps an output a copy, so in-place updates are exact.
 
 use crate::npu::device::{DevicePtr, Launch, TensorArg};
-use crate::npu::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef};
-use crate::npu::{Attr, AttrMap, DType};
+use crate::ops::{Attr, AttrMap, DType};
+use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef};
 
 use super::error::AclError;
 use super::script::Kernel;
@@ -277,9 +277,9 @@ impl KernelCall<DevicePtr> {
     }
 }
 
-/// The op library of a capture device: every ONNX op and the built-in kernels.
-pub fn registry() -> OpRegistry {
-    let mut reg = OpRegistry::new();
+/// Registers the built-in kernels as a family of the op library, beside the library's
+/// own ops.
+pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("fill", infer_fill).computes(fill));
     reg.add(OpSpec::new("copy", infer_like_input).computes(copy));
     reg.add(OpSpec::new("add", infer_like_input).computes(add));
@@ -288,7 +288,6 @@ pub fn registry() -> OpRegistry {
     reg.add(OpSpec::new("increment", infer_like_input).computes(increment));
     reg.add(OpSpec::new("set_cond", infer_cond).computes(set_cond));
     reg.add(OpSpec::new("set_cond_lt", infer_cond).computes(set_cond_lt));
-    reg
 }
 
 fn infer_fill(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {

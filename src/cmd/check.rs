@@ -9,7 +9,7 @@
 //! error covers the others). A NaN where a number is expected, or the reverse, counts as
 //! a mismatch with an infinite error.
 
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 use half::{bf16, f16};
 
 /// Where floats must be close: `|got - want| <= atol + rtol * |want|`.

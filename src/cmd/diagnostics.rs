@@ -14,8 +14,8 @@ use crate::cmd::{npy, output};
 use crate::exec::runtime::subscribers::{
     DumpedTensor, Profile, ProfileRow, Recording, chrome_trace,
 };
-use crate::npu::HostTensor;
 use crate::npu::device::TaskRecord;
+use crate::ops::HostTensor;
 
 fn us(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e7).round() / 10.0

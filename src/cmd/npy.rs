@@ -16,7 +16,7 @@
 use anyhow::{Context, bail};
 use npyz::{DType as NpyDType, Order, TypeChar, TypeStr, WriterBuilder};
 
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 
 /// The NumPy type string rt2 writes for `dtype` (little-endian).
 pub fn type_str(dtype: DType) -> &'static str {

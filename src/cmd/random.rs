@@ -14,7 +14,7 @@
 
 use half::{bf16, f16};
 
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 
 /// SplitMix64: a 64-bit state advanced by the golden-ratio increment, then mixed.
 #[derive(Debug, Clone)]

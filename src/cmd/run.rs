@@ -36,7 +36,7 @@ use crate::exec::runtime::{
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
 use crate::npu::device::{Device, DeviceConfig, StreamId, TaskRecord};
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 
 // The field docs are `--help` text, where `DIR/<name>` is a placeholder, not HTML.
 #[allow(rustdoc::invalid_html_tags)]

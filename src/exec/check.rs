@@ -628,7 +628,7 @@ mod tests {
     use super::*;
     use crate::exec::graph::{ExecNodeId, ExecTensor, ModelIo};
     use crate::exec::testdata::sample;
-    use crate::npu::DType;
+    use crate::ops::DType;
 
     /// The problems of the sample graph after `edit`, as displayed.
     fn problems(edit: impl FnOnce(&mut ExecuteGraph)) -> Vec<String> {

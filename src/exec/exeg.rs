@@ -24,7 +24,7 @@ use crate::exec::graph::{
 };
 use crate::exec::kernels;
 use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
-use crate::npu::DType;
+use crate::ops::DType;
 use crate::proto::exeg as pb;
 
 /// The value of `ExecuteGraphFile.magic`.
@@ -332,7 +332,7 @@ struct Tables<'a> {
     attrs_by_value: HashMap<Vec<u8>, u32>,
 }
 
-fn attrs_to(a: &crate::npu::AttrMap) -> Vec<pb::Attr> {
+fn attrs_to(a: &crate::ops::AttrMap) -> Vec<pb::Attr> {
     // Sorted by name, which keeps encoding deterministic.
     a.iter()
         .map(|(k, a)| pb::Attr {
@@ -362,7 +362,7 @@ impl<'a> Tables<'a> {
         i
     }
 
-    fn attrs_index(&mut self, a: &crate::npu::AttrMap) -> u32 {
+    fn attrs_index(&mut self, a: &crate::ops::AttrMap) -> u32 {
         let Some(id) = a.identity() else { return 0 };
         if let Some(&i) = self.attrs_at.get(&id) {
             return i;
@@ -576,7 +576,7 @@ fn from_parts(
 struct FileTables {
     origins: Vec<Arc<Origin>>,
     kernels: Vec<std::borrow::Cow<'static, str>>,
-    attr_sets: Vec<crate::npu::AttrMap>,
+    attr_sets: Vec<crate::ops::AttrMap>,
 }
 
 /// File messages to model values, noting what does not convert instead of stopping.
@@ -587,7 +587,7 @@ struct Converter<'t> {
     /// of one compute node share one, as lowering made them.
     inline_origins: HashMap<Origin, Arc<Origin>>,
     /// This converter's copies of the attribute sets its nodes use, by table index.
-    local_attrs: HashMap<u32, crate::npu::AttrMap, foldhash::fast::FixedState>,
+    local_attrs: HashMap<u32, crate::ops::AttrMap, foldhash::fast::FixedState>,
 }
 
 /// Nodes per task when a large graph's nodes are converted in parallel.
@@ -860,7 +860,7 @@ impl Converter<'_> {
         attrs: Vec<pb::Attr>,
         path: &str,
         node: Option<(u32, &str)>,
-    ) -> crate::npu::AttrMap {
+    ) -> crate::ops::AttrMap {
         let mut v = Vec::with_capacity(attrs.len());
         for a in attrs {
             match a.value {
@@ -879,7 +879,7 @@ impl Converter<'_> {
             }
         }
         v.dedup_by(|a, b| a.0 == b.0);
-        crate::npu::AttrMap::from_sorted(v)
+        crate::ops::AttrMap::from_sorted(v)
     }
 
     fn attr(

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::npu::DType;
+use crate::ops::DType;
 
 /// Index of a node in its graph's `nodes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -102,7 +102,7 @@ impl GraphKind {
 
 /// Exec-node attributes are the device's attributes: the kernels hand them to the op
 /// library as they are.
-pub use crate::npu::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
+pub use crate::ops::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
 
 /// A node's name: up to 24 bytes held inline (lowering's names, `n23/AllocMemHbm_0`,
 /// `const/287`, are nearly all that short), so a large graph is not one heap allocation
@@ -143,7 +143,7 @@ pub struct ExecNode {
     pub outputs: u32,
     /// Nodes that must run first although no value flows from them.
     pub control_inputs: ControlInputs,
-    pub attrs: crate::npu::AttrMap,
+    pub attrs: crate::ops::AttrMap,
     /// Shared by the nodes of one compute node: lowering makes one per compute node.
     pub origin: Option<Arc<Origin>>,
     /// Lower runs first among ready nodes (`kTopologicalPriority`).

@@ -6,7 +6,7 @@ use crate::exec::{
     ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, KernelClass, ModelIo,
     Origin, Resources, ValueRef,
 };
-use crate::npu::DType;
+use crate::ops::DType;
 use smallvec::smallvec;
 use std::sync::Arc;
 

@@ -4,9 +4,9 @@
 //! ONNX stores Cast's `to` (and the like) as an ONNX type number; lowering turns it into
 //! a device element type here, so the op library never sees a file format's numbering.
 
-use crate::npu::{Attr, DType, HostTensor, ops::Attrs};
 use crate::om::graph::{AttrMap, AttrValue, ListAttr, Tensor};
 use crate::om::{DataType, Shape};
+use crate::ops::{Attr, Attrs, DType, HostTensor};
 
 /// Attributes that name an element type by ONNX number.
 pub const ONNX_TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];

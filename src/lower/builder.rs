@@ -28,9 +28,9 @@ use compact_str::format_compact;
 use smallvec::smallvec;
 
 use crate::exec::{ExecAttr, ExecGraph, ExecNode, ExecNodeId, ValueRef};
-use crate::npu::attr::AttrKey;
-use crate::npu::ops::TensorMeta;
-use crate::npu::{AttrMap, DType, HostTensor};
+use crate::ops::TensorMeta;
+use crate::ops::attr::AttrKey;
+use crate::ops::{AttrMap, DType, HostTensor};
 
 /// Lowering's lookup maps: foldhash, not SipHash (no untrusted keys here, and hashing was a
 /// tenth of lowering's time); fixed seed, though no map's order reaches the output.

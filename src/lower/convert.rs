@@ -30,11 +30,11 @@ use super::builder::{Builder, Global, TVal, dtype_names, node};
 use super::fold;
 use super::{LowerError, Unsupported};
 use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Inputs, Origin, ValueRef};
-use crate::npu::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
-use crate::npu::{DType, HostTensor};
 use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
 use crate::om::onnx::{LOOP_CARRIED, PARENT_NODE_INDEX};
 use crate::om::{Shape, TensorDesc};
+use crate::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
+use crate::ops::{DType, HostTensor};
 
 /// What a converter does with a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,10 +87,12 @@ pub struct Lowering<'r> {
     pub unsupported: Vec<Unsupported>,
     /// Model inputs as the root graph's Data nodes declare them, in index order.
     pub root_inputs: Vec<(String, TensorMeta)>,
-    /// Pack constant MatMul weights (see [`Lowering::packed_matmul`]).
+    /// Prepare constant inputs in the layouts their ops ask for (see
+    /// [`Lowering::prepacked`]); off keeps every weight as the model stores it.
     pub pack_weights: bool,
-    /// Each constant packed so far, by its constant id: its packed constant's id.
-    packed: foldhash::HashMap<u32, u32>,
+    /// Each constant prepared so far, by its constant id and the op it was prepared for:
+    /// its prepared constant's id.
+    packed: foldhash::HashMap<(u32, &'static str), u32>,
 }
 
 type Result<T> = std::result::Result<T, LowerError>;
@@ -199,7 +201,7 @@ fn unsupported_type(n: &ComputeNode, attrs: &Attrs) -> Option<String> {
     }
     for key in attrs::ONNX_TYPE_ATTRS {
         // Converted to an element type when the device has it; left a number otherwise.
-        if let Some(crate::npu::Attr::Int(v)) = attrs.get(key) {
+        if let Some(crate::ops::Attr::Int(v)) = attrs.get(key) {
             let name = i32::try_from(*v)
                 .ok()
                 .and_then(crate::om::DataType::from_onnx)
@@ -511,11 +513,15 @@ impl<'r> Lowering<'r> {
             return Ok(folded);
         }
         let name = n.name.clone();
-        if let Some((packed, mut operands, attrs)) = self.packed_matmul(&spec, ins, &attrs) {
-            let results = self.emit(&name, &packed, attrs, &mut operands, &outs, Some(origin));
-            // The forms made of A (an upload, say) serve its later readers too.
-            let [a, _] = operands;
-            ins[0] = a;
+        if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
+            let results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            // The forms made of the other operands (an upload, say) serve their later
+            // readers too.
+            for (i, operand) in operands.into_iter().enumerate() {
+                if i != prepared {
+                    ins[i] = operand;
+                }
+            }
             return Ok(results.into_iter().map(Some).collect());
         }
         Ok(self
@@ -525,71 +531,61 @@ impl<'r> Lowering<'r> {
             .collect())
     }
 
-    /// A float32 MatMul by a constant matrix B of at least one vector's width, as the
-    /// op library's `MatMulPacked` on B packed (`linalg::sgemm::pack_b`): the op, its
-    /// inputs (A, then the packed constant) and attributes (`n`, B's width). Each
-    /// constant is packed once however many MatMuls read it; B itself stays for other
-    /// readers (a constant is uploaded only where a kernel reads it).
-    ///
-    /// Why at lowering: a weight is constant for the model's life, so rearranging it
-    /// belongs with the other work moved out of execution (GE's ATC stores weights in
-    /// the Cube unit's fractal formats for the same reason). Read in place, every
-    /// execution would read the weight as strided rows, or copy it.
-    fn packed_matmul(
+    /// The node as its op's prepack hook asks for it ([`crate::ops::Prepack`]): the op
+    /// to launch instead, the operands with the chosen constant replaced by its prepared
+    /// form, the attributes with the hook's added, and which operand was replaced. Each
+    /// constant is prepared once per launched op however many nodes read it; the
+    /// constant itself stays for other readers (a constant is uploaded only where a
+    /// kernel reads it).
+    fn prepacked(
         &mut self,
         spec: &OpSpec,
         ins: &[Option<TVal>],
         attrs: &Attrs,
-    ) -> Option<(OpSpec, [Option<TVal>; 2], Attrs)> {
-        use crate::npu::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
-        /// Narrower weights have no whole vector for the kernels to stream.
-        const MIN_WIDTH: usize = 16;
-        if !self.pack_weights || spec.name != "MatMul" {
-            return None;
-        }
-        let packed_spec = *self.reg.get(crate::npu::ops::nn::gemm::MATMUL_PACKED)?;
-        let [Some(a), Some(b)] = ins else {
-            return None;
-        };
-        let id = b.konst?;
-        let (&[k, n], DType::F32, DType::F32) =
-            (b.meta.shape.as_deref()?, b.meta.dtype, a.meta.dtype)
-        else {
-            return None;
-        };
-        let (k, n) = (usize::try_from(k).ok()?, usize::try_from(n).ok()?);
-        if n < MIN_WIDTH || k == 0 || a.meta.shape.as_ref().is_none_or(Vec::is_empty) {
-            return None;
-        }
-        let packed = match self.packed.get(&id) {
+    ) -> Option<(OpSpec, Vec<Option<TVal>>, Attrs, usize)> {
+        let hook = spec.prepack.filter(|_| self.pack_weights)?;
+        // A hook decides on the inputs that are there; an omitted optional input keeps
+        // the node as it is.
+        let metas = ins
+            .iter()
+            .map(|t| t.as_ref().map(|t| t.meta.clone()))
+            .collect::<Option<Vec<TensorMeta>>>()?;
+        let values: Vec<Option<&HostTensor>> = ins
+            .iter()
+            .map(|t| {
+                let id = t.as_ref()?.konst?;
+                Some(self.b.consts[id as usize].as_ref())
+            })
+            .collect();
+        let plan = hook(&InferCtx {
+            op: spec.name,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs: 1,
+        })?;
+        let target = *self.reg.get(plan.op)?;
+        let id = ins.get(plan.input)?.as_ref()?.konst?;
+        let prepared = match self.packed.get(&(id, plan.op)) {
             Some(&p) => p,
             None => {
-                // Copied out of the byte vector, which need not be aligned for f32.
-                let floats: Vec<f32> = self.b.consts[id as usize]
-                    .data
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                if floats.len() != k * n {
-                    return None;
-                }
-                let data = pack_b(&floats, k, n);
-                debug_assert_eq!(data.len(), packed_len(k, n));
-                let p = self.b.add_const(HostTensor {
-                    dtype: DType::F32,
-                    shape: vec![n.div_ceil(PACK_WIDTH) as i64, k as i64, PACK_WIDTH as i64],
-                    data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                });
-                self.packed.insert(id, p);
+                let t = (plan.pack)(&self.b.consts[id as usize])?;
+                let p = self.b.add_const(t);
+                self.packed.insert((id, plan.op), p);
                 p
             }
         };
-        let shape = self.b.consts[packed as usize].shape.clone();
-        let mut weight = TVal::new(TensorMeta::new(DType::F32, &shape));
-        weight.konst = Some(packed);
+        let shape = self.b.consts[prepared as usize].shape.clone();
+        let dtype = self.b.consts[prepared as usize].dtype;
+        let mut weight = TVal::new(TensorMeta::new(dtype, &shape));
+        weight.konst = Some(prepared);
+        let mut operands = ins.to_vec();
+        operands[plan.input] = Some(weight);
         let mut attrs = attrs.clone();
-        attrs.insert("n".into(), ExecAttr::Int(n as i64));
-        Some((packed_spec, [Some(a.clone()), Some(weight)], attrs))
+        for (name, value) in plan.attrs {
+            attrs.insert(name.into(), value);
+        }
+        Some((target, operands, attrs, plan.input))
     }
 
     /// The node's output metas from the op library, on the metas and known values of its
@@ -805,7 +801,7 @@ impl<'r> Lowering<'r> {
                 // folding pass would leave it (see `passes::fold`), without making a
                 // CalcTensorSizeFromShape only to fold it away.
                 Some(bytes) if m.is_static() => {
-                    let mut size = crate::npu::AttrMap::new();
+                    let mut size = crate::ops::AttrMap::new();
                     size.insert("size".into(), ExecAttr::Int(bytes as i64));
                     a.attrs = self.b.share(size);
                 }

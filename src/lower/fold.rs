@@ -17,8 +17,8 @@
 
 use half::{bf16, f16};
 
-use crate::npu::ops::{Attrs, TensorMeta};
-use crate::npu::{Attr, DType, HostTensor};
+use crate::ops::{Attr, DType, HostTensor};
+use crate::ops::{Attrs, TensorMeta};
 
 /// The largest output, in bytes, that folding produces.
 pub const MAX_FOLD_BYTES: usize = 256 << 20;
@@ -315,7 +315,7 @@ fn broadcast_offset(s: &[i64], out: &[i64], pos: &[usize]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npu::ops::i64s;
+    use crate::ops::i64s;
 
     fn meta(d: DType, s: &[i64]) -> TensorMeta {
         TensorMeta::new(d, s)

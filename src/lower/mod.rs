@@ -18,9 +18,9 @@
 use std::fmt;
 
 use crate::exec::{ExecGraph, ExecuteGraph, ModelIo, Resources, check::check};
-use crate::npu::ops::OpRegistry;
 use crate::om::ComputeModel;
 use crate::om::summary::graph_outputs;
+use crate::ops::OpRegistry;
 
 pub mod attrs;
 pub mod builder;
@@ -124,7 +124,7 @@ pub fn lower_with(
     let (init, deinit) = lw.b.finish_init();
 
     let names = graph_outputs(root);
-    let io = |name: String, m: &crate::npu::ops::TensorMeta| ModelIo {
+    let io = |name: String, m: &crate::ops::TensorMeta| ModelIo {
         name,
         dtype: Some(m.dtype),
         shape: m.shape.clone().unwrap_or_else(|| vec![-2]),

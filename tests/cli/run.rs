@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 use rt2::cmd::npy;
-use rt2::npu::{DType, HostTensor};
+use rt2::ops::{DType, HostTensor};
 use rt2::proto::onnx::TensorProto;
 
 use crate::util::{Scratch, fixture};

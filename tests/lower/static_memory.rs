@@ -8,9 +8,9 @@ use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::exec::{ExecGraph, ExecuteGraph};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
-use rt2::npu::{DType, HostTensor};
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::{EncoderBlock, add_chain_model, encoder_block_model, seeded_f32};
+use rt2::ops::{DType, HostTensor};
 
 fn lowered(onnx: &[u8], opts: LowerOptions) -> ExecuteGraph {
     let mut file = read(onnx, &ReadOptions::default()).expect("imports");

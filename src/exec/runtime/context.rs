@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::npu::device::{Device, StreamId};
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 
 use super::Env;
 use super::plan::{NodeInfo, NodeState};
@@ -32,8 +32,8 @@ impl From<crate::npu::device::NpuError> for KernelError {
     }
 }
 
-impl From<crate::npu::ops::OpError> for KernelError {
-    fn from(e: crate::npu::ops::OpError) -> Self {
+impl From<crate::ops::OpError> for KernelError {
+    fn from(e: crate::ops::OpError) -> Self {
         KernelError(e.to_string())
     }
 }
@@ -176,8 +176,8 @@ impl<'a> KernelContext<'a> {
     }
     pub fn attr_dtype(&self, key: &str) -> Result<DType, KernelError> {
         match self.info.attrs.get(key) {
-            Some(crate::npu::Attr::DType(d)) => Ok(*d),
-            Some(crate::npu::Attr::Str(s)) => DType::from_name(s)
+            Some(crate::ops::Attr::DType(d)) => Ok(*d),
+            Some(crate::ops::Attr::Str(s)) => DType::from_name(s)
                 .ok_or_else(|| KernelError(format!("attribute {key:?}: unknown dtype {s:?}"))),
             _ => Err(KernelError(format!(
                 "attribute {key:?} (a dtype) is missing"

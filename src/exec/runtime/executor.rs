@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::npu::device::{Device, StreamId};
-use crate::npu::ops::OpRegistry;
-use crate::npu::{DType, HostTensor};
+use crate::ops::OpRegistry;
+use crate::ops::{DType, HostTensor};
 
 use super::engine::{self, ExecutorType};
 use super::plan::{Plan, prepare};

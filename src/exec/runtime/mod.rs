@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::npu::device::Device;
-use crate::npu::ops::OpRegistry;
+use crate::ops::OpRegistry;
 
 pub use context::{KernelContext, KernelError, KernelResult};
 pub use engine::ExecutorType;

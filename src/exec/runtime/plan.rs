@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use crate::exec::{ExecGraph, KernelClass, Origin};
 use crate::npu::device::{HostBuf, Launch, StreamRef};
-use crate::npu::ops::{OpRegistry, OpSpec, TensorMeta};
-use crate::npu::{AttrMap, DType};
+use crate::ops::{AttrMap, DType};
+use crate::ops::{OpRegistry, OpSpec, TensorMeta};
 
 use super::registry::{KernelFn, KernelFuncs, KernelRegistry, Role};
 use super::value::{Arena, Value};

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::exec::{ExecNode, KernelClass};
-use crate::npu::ops::OpRegistry;
+use crate::ops::OpRegistry;
 
 use super::context::{KernelContext, KernelResult};
 use super::plan::NodeData;

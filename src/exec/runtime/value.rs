@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::sync::{Mutex, PoisonError};
 
 use crate::npu::device::{Device, DevicePtr, EventId, NotifyId, NpuError, StreamId};
-use crate::npu::ops::OpSpec;
-use crate::npu::{DType, HostTensor};
+use crate::ops::OpSpec;
+use crate::ops::{DType, HostTensor};
 
 /// A device memory allocator for one stream (GE's `Allocator` by placement). The executor's
 /// default is [`CachingAllocator`]; a caller may bring its own through

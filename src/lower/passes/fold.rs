@@ -10,7 +10,7 @@
 //! become dead and go with dead-node elimination.
 
 use crate::exec::{ExecAttr, ExecGraph};
-use crate::npu::DType;
+use crate::ops::DType;
 
 /// Folds the foldable nodes of `g` and its subgraphs; returns how many were folded.
 pub fn fold_constants(g: &mut ExecGraph) -> usize {

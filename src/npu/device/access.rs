@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use parking_lot::lock_api::RawRwLock as _;
 
-use crate::npu::ops::Buffer;
+use crate::ops::Buffer;
 
 use super::NpuError;
 use super::memory::{Segment, Span};

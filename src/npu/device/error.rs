@@ -7,7 +7,7 @@
 //! in more than one place (the stream that failed, and every stream that waited on an
 //! event it recorded afterwards).
 
-use crate::npu::ops::OpError;
+use crate::ops::OpError;
 
 use super::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
-use crate::npu::ops::Buffer;
+use crate::ops::Buffer;
 
 /// Pinned-like host memory an asynchronous copy can use.
 #[derive(Clone)]

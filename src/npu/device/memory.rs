@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::npu::ops::Buffer;
+use crate::ops::Buffer;
 
 use super::{DevicePtr, NpuError, StreamId};
 

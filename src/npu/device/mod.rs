@@ -53,7 +53,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::npu::ops::{OpRegistry, OpSpec};
+use crate::ops::{OpRegistry, OpSpec};
 
 pub mod access;
 pub mod error;

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::npu::ops::{Compute, OpSpec, SpecialFn};
+use crate::ops::{Compute, OpSpec, SpecialFn};
 
 use super::access::{self, Plan, with_spans};
 use super::stream::StreamState;

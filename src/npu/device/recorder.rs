@@ -158,7 +158,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::super::{Device, DeviceConfig, Launch, TensorArg};
-    use crate::npu::DType;
+    use crate::ops::DType;
 
     #[test]
     fn records_each_task_only_while_on() {

@@ -25,10 +25,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::npu::HostTensor;
-use crate::npu::ops::{
-    Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMut, TensorRef,
-};
+use crate::ops::HostTensor;
+use crate::ops::{Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMut, TensorRef};
 
 use super::access::{Plan, Scratch, plan, reuse, with_plan, with_spans};
 use super::memory::Span;
@@ -996,7 +994,7 @@ impl Exec<'_> {
 
 fn check_output_shapes(
     ctx: &InferCtx,
-    inferred: Result<Vec<crate::npu::ops::TensorMeta>, OpError>,
+    inferred: Result<Vec<crate::ops::TensorMeta>, OpError>,
     l: &Launch,
 ) -> Result<(), NpuError> {
     let bad = |msg: String| NpuError::BadLaunch {

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::npu::HostTensor;
-use crate::npu::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
-use crate::npu::{AttrMap, DType};
+use crate::ops::HostTensor;
+use crate::ops::{AttrMap, DType};
+use crate::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
 
 use super::access::Plan;
 use super::host::HostBuf;
@@ -257,7 +257,7 @@ impl Launch {
     }
 
     /// The kernel `spec` specializes for this launch's operands (see
-    /// [`crate::npu::ops::SpecialFn`]), chosen the first time it is asked for after a
+    /// [`crate::ops::SpecialFn`]), chosen the first time it is asked for after a
     /// rebind and kept in the record. `spec` must be this launch's op's.
     pub(crate) fn special(&mut self, spec: &OpSpec) -> Option<SpecialFn> {
         if let Some(chosen) = self.resolved.special {

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::exec::runtime::{KernelContext, KernelInfo, KernelRegistry, KernelResult, prepare};
 use crate::exec::{ExecGraph, ExecNode, ExecNodeId, ValueRef};
-use crate::npu::ops::OpRegistry;
+use crate::ops::OpRegistry;
 
 fn noop(_: &mut KernelContext<'_>) -> KernelResult {
     Ok(())

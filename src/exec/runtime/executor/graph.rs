@@ -19,8 +19,8 @@
 //! refuses plain executions: the memory the captured model uses is the executor's
 //! caching allocator's, and a plain run could hand it out again.
 
-use crate::npu::HostTensor;
 use crate::npu::device::{HostBuf, Model, ModelId, StreamId, Task};
+use crate::ops::HostTensor;
 
 use super::super::engine;
 use super::super::plan::NodeState;
@@ -175,7 +175,7 @@ impl ModelV2Executor {
         device.synchronize(g.stream)?;
         outputs.truncate(g.outputs.len());
         outputs.resize_with(g.outputs.len(), || HostTensor {
-            dtype: crate::npu::DType::F32,
+            dtype: crate::ops::DType::F32,
             shape: Vec::new(),
             data: Vec::new(),
         });

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::exec::{ExecNode, KernelClass};
-use crate::npu::Attr;
+use crate::ops::Attr;
 
 use super::super::context::{KernelContext, KernelResult};
 use super::super::registry::{KernelInfo, KernelRegistry, Role};

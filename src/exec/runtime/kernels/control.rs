@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::exec::KernelClass;
-use crate::npu::{DType, HostTensor};
+use crate::ops::{DType, HostTensor};
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
 use super::super::engine;
@@ -178,7 +178,7 @@ fn while_loop(cx: &mut KernelContext<'_>) -> KernelResult {
     set_outputs(cx, cur, "the While")
 }
 
-fn host_scalar<T: crate::npu::ops::Elem>(dtype: DType, v: T) -> Value {
+fn host_scalar<T: crate::ops::Elem>(dtype: DType, v: T) -> Value {
     Value::Host(Arc::new(HostTensor {
         dtype,
         shape: Vec::new(),

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use crate::exec::{ExecNode, KernelClass};
-use crate::npu::DType;
 use crate::npu::device::{DevicePtr, Launch, Task, TensorArg};
-use crate::npu::ops::{InferCtx, OpRegistry, TensorMeta};
+use crate::ops::DType;
+use crate::ops::{InferCtx, OpRegistry, TensorMeta};
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
 use super::super::plan::{LaunchSlot, NodeData, NodeState, OpData};
@@ -334,7 +334,7 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
             1 + present
         )));
     }
-    let empty = crate::npu::HostTensor {
+    let empty = crate::ops::HostTensor {
         dtype: fill,
         shape: vec![0],
         data: Vec::new(),

@@ -36,7 +36,7 @@ pub(crate) fn dims_of(
 
 /// Bytes of a tensor of `dtype` and `shape`, checked.
 pub(crate) fn tensor_bytes(
-    dtype: crate::npu::DType,
+    dtype: crate::ops::DType,
     shape: &[i64],
 ) -> Result<usize, super::KernelError> {
     dims_of(shape)?
@@ -47,9 +47,9 @@ pub(crate) fn tensor_bytes(
 /// The op named by attribute `key` in the op library.
 pub(crate) fn op_spec(
     node: &crate::exec::ExecNode,
-    ops: &crate::npu::ops::OpRegistry,
+    ops: &crate::ops::OpRegistry,
     key: &str,
-) -> Result<crate::npu::ops::OpSpec, String> {
+) -> Result<crate::ops::OpSpec, String> {
     let op = node
         .attrs
         .get(key)

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::exec::{ExecNode, KernelClass};
-use crate::npu::ops::OpRegistry;
+use crate::ops::OpRegistry;
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
 use super::super::plan::{NodeData, OpData};

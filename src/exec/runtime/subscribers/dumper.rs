@@ -12,8 +12,8 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::npu::DType;
 use crate::npu::device::{HostBuf, StreamId};
+use crate::ops::DType;
 
 use super::super::context::{KernelContext, KernelError, KernelResult};
 use super::super::plan::Plan;

@@ -1,0 +1,132 @@
+//! Cast and CastLike between every pair of device element types.
+//!
+//! The rules are [`convert`]'s (float to float rounds once to nearest even, float to
+//! integer truncates toward zero as NumPy does, integer to integer wraps), plus bool:
+//! anything nonzero (NaN included) casts to true, and a bool is a 0 or 1 like any other
+//! number on the way out. Each (source, target) pair is its own monomorphized loop.
+
+use half::{bf16, f16};
+
+use super::broadcast::par_map;
+use super::num::{Num, convert};
+use crate::dispatch;
+use crate::ops::DType;
+use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+
+/// Cast (target type from inference, i.e. the `to` attribute) and CastLike (input 1's
+/// type): both read the target from the output.
+pub fn compute(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    cast(ctx, &inputs[0], &mut outputs[0])
+}
+
+fn cast(ctx: &InferCtx, x: &TensorRef, out: &mut TensorMut) -> Result<(), OpError> {
+    let bad = |d: DType| ctx.input_error(0, format!("cannot cast {} to {}", x.dtype, d));
+    if x.dtype == out.dtype {
+        let n = out.data.len().min(x.data.len());
+        out.data[..n].copy_from_slice(&x.data[..n]);
+        return Ok(());
+    }
+    // A bool source is its 0/1 byte.
+    let src = if x.dtype == DType::Bool {
+        DType::U8
+    } else {
+        x.dtype
+    };
+    if out.dtype == DType::Bool {
+        fn to_bool<S: Num>(x: &[S], out: &mut [u8]) {
+            let zero = S::zero();
+            par_map(x, out, |v| (v != zero) as u8)
+        }
+        dispatch!(src, S in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
+            to_bool::<S>(x.slice::<S>()?, out.slice_mut::<u8>()?),
+            other => return Err(bad(other)));
+        return Ok(());
+    }
+    fn pair<S: Num, D: Num>(x: &TensorRef, out: &mut TensorMut) -> Result<(), OpError> {
+        par_map(x.slice::<S>()?, out.slice_mut::<D>()?, convert::<S, D>);
+        Ok(())
+    }
+    dispatch!(src, S in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
+        dispatch!(out.dtype, D in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
+            pair::<S, D>(x, out),
+            other => Err(bad(other))),
+        other => Err(bad(other)))
+}
+
+#[cfg(test)]
+mod tests {
+    use half::{bf16, f16};
+
+    use crate::ops::{Attr, DType};
+    use crate::ops::{Attrs, OpRegistry, Tensor};
+
+    fn cast(x: Tensor, to: DType) -> Tensor {
+        let mut attrs = Attrs::new();
+        attrs.insert("to".into(), Attr::DType(to));
+        OpRegistry::new()
+            .run_on_host("Cast", &attrs, &[x], 1)
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn floats_to_integers_truncate_toward_zero() {
+        let x = Tensor::from_vec(&[4], &[-2.7f32, -0.5, 0.9, 3.99]);
+        assert_eq!(
+            cast(x.clone(), DType::I32).slice::<i32>().unwrap(),
+            &[-2, 0, 0, 3]
+        );
+        assert_eq!(cast(x, DType::I64).slice::<i64>().unwrap(), &[-2, 0, 0, 3]);
+    }
+
+    #[test]
+    fn between_floats_rounds_to_nearest_even() {
+        let x = Tensor::from_vec(&[2], &[1.0f64 / 3.0, 70000.0]);
+        let h = cast(x.clone(), DType::F16);
+        assert_eq!(
+            h.slice::<f16>().unwrap(),
+            &[f16::from_f64(1.0 / 3.0), f16::INFINITY]
+        );
+        // 1 + 2^-8 is halfway between two bfloat16s: to the even one, 1.
+        let x = Tensor::from_vec(&[2], &[1.0f32 + 1.0 / 256.0, 1.0 + 3.0 / 256.0]);
+        let b = cast(x, DType::Bf16);
+        assert_eq!(
+            b.slice::<bf16>().unwrap(),
+            &[bf16::from_f32(1.0), bf16::from_f32(1.0 + 4.0 / 256.0)]
+        );
+        let back = cast(h, DType::F32);
+        assert_eq!(
+            back.slice::<f32>().unwrap()[0],
+            f16::from_f64(1.0 / 3.0).to_f32()
+        );
+    }
+
+    #[test]
+    fn bools_and_integer_wrapping() {
+        let x = Tensor::from_vec(&[4], &[0.0f32, -0.0, f32::NAN, 2.0]);
+        let b = cast(x, DType::Bool);
+        assert_eq!(
+            (b.dtype, b.slice::<u8>().unwrap()),
+            (DType::Bool, &[0, 0, 1, 1][..])
+        );
+        let f = cast(b, DType::F32);
+        assert_eq!(f.slice::<f32>().unwrap(), &[0.0, 0.0, 1.0, 1.0]);
+        let i = Tensor::from_vec(&[3], &[-1i32, 256, 300]);
+        assert_eq!(cast(i, DType::U8).slice::<u8>().unwrap(), &[255, 0, 44]);
+    }
+
+    #[test]
+    fn cast_like_takes_the_second_input_type() {
+        let x = Tensor::from_vec(&[2], &[1.5f32, -1.5]);
+        let like = Tensor::from_vec(&[1], &[0i16]);
+        let y = OpRegistry::new()
+            .run_on_host("CastLike", &Attrs::new(), &[x, like], 1)
+            .unwrap()
+            .remove(0);
+        assert_eq!(y.slice::<i16>().unwrap(), &[1, -1]);
+    }
+}

@@ -1,0 +1,1071 @@
+//! The float32 matrix product every f32 kernel ends in: [`sgemm`], matrixmultiply's
+//! contract (`C = alpha * A B + beta * C` on arbitrarily strided operands), with its own
+//! AVX-512 and AVX2 micro-kernels for the common case of a row-major B and C.
+//!
+//! Why not matrixmultiply alone: it copies ("packs") every B it is given into panels
+//! before multiplying, on every call. For the products a model is made of, B is a weight
+//! matrix and A a few rows of activations: an encoder's projections at sequence 16 are
+//! 16 x 512 times 512 x 2048. There each element of B is used only 16 times, so the pack
+//! (read B, write the panel, read it again) costs more than the multiply: a profile of
+//! the encoder block showed 33% of its time in packing and 28% in the kernel. Here B is
+//! read where it is:
+//!
+//! - A micro-kernel keeps an `MR` rows x `NV` vectors tile of C in registers (AVX-512:
+//!   8 x 3 vectors of 16, 24 of the 32 registers). Per step of k it loads `NV`
+//!   consecutive vectors of one row of B, broadcasts `MR` elements of A (any strides) and
+//!   issues `MR * NV` FMAs, so it is bound by the FMA units, not by loads (11 loads per
+//!   24 FMAs).
+//! - Products of up to two row tiles with `alpha` 1 and `beta` 0 (MatMul's, for short
+//!   activations) run k in blocks of 16 rows outermost and the column panels inside: each
+//!   block reads its 16 rows of B front to back, as the hardware prefetchers expect. With
+//!   the panels outermost each row of B is a separate strided visit per panel, whose
+//!   misses queue on the core's few outstanding-miss slots: 5.5 to 7 GB/s of B against
+//!   10 to 20 GB/s blocked (`16 x 512 x 2048`: 0.61 ms unblocked, 0.42 ms blocked;
+//!   a single row: 0.31 and 0.21 ms). A block's partial sums wait in C.
+//! - Larger products run the column panels outermost and every row tile over all of k:
+//!   the first tile reads the panel in place, prefetching rows ahead, and copies it as it
+//!   goes into a per-thread buffer the other tiles read densely (rows of B kilobytes
+//!   apart alias in L1; reading them in place for every tile doubled the time at 128
+//!   rows).
+//! - Each element of C is the sum over k in order, one FMA per term, whichever path and
+//!   tile computes it, and a block's partial sum is stored and reloaded exactly: the
+//!   result does not depend on the shape of the product around an element or on the
+//!   thread, so every executor gets the same bits.
+//!
+//! A constant B (a model's weight) can be packed once, when the model is lowered
+//! ([`pack_b`]), into panels of [`PACK_WIDTH`] columns stored one after another, each its
+//! k rows dense; [`sgemm_packed`] then runs every row tile over all of k reading one
+//! panel front to back, which the hardware prefetchers stream at close to a plain read's
+//! rate. Read in place, the same weight is one strided visit per row and panel (above).
+//! For the encoder's 16 x 512 x 2048 product: 0.31 to 0.33 ms packed, 0.42 to 0.52 ms
+//! read in place (`examples`-style timing loop over six rotating weights).
+//!
+//! Whatever the kernels do not cover goes to matrixmultiply: a B or C whose columns are
+//! not contiguous, the last `n % LANES` columns, more than one row tile over a k whose
+//! panel copy would exceed [`MAX_PANEL_FLOATS`], and machines without AVX2 and FMA.
+
+use crate::ops::simd::Isa;
+
+/// Rows of B ahead of the current one that the first row tile prefetches: an L3 fetch
+/// (about 70 ns) is some 15 steps of the kernel.
+const PREFETCH_ROWS: usize = 16;
+
+/// The kernels a product runs on: the CPU's best, or in tests the one a test forces.
+fn kernels() -> Option<Isa> {
+    #[cfg(test)]
+    if let Some(forced) = tests::FORCED.with(|f| f.get()) {
+        return forced;
+    }
+    Isa::detect()
+}
+
+/// `C = alpha * A B + beta * C` (`beta` zero: C is only written), matrixmultiply's
+/// `sgemm` contract, with the micro-kernels above where they apply.
+///
+/// # Safety
+/// As matrixmultiply's `sgemm`: every element the dims and strides address lies inside
+/// live memory, C's elements are distinct and alias neither A nor B.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+) {
+    let p = Product {
+        m,
+        k,
+        alpha,
+        a,
+        rsa,
+        csa,
+        b,
+        rsb,
+        beta,
+        c,
+        rsc,
+    };
+    let done = match kernels() {
+        Some(isa) if csb == 1 && csc == 1 && m > 0 && k > 0 => {
+            // SAFETY: forwarded from the caller; `run` only addresses elements inside
+            // the m x k, k x n and m x n blocks the caller vouched for.
+            unsafe { run(isa, &p, n) }
+        }
+        _ => 0,
+    };
+    if done < n {
+        // SAFETY: the columns done.. of B and C are a sub-block of the caller's.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n - done,
+                alpha,
+                a,
+                rsa,
+                csa,
+                b.offset(done as isize * csb),
+                rsb,
+                csb,
+                beta,
+                c.offset(done as isize * csc),
+                rsc,
+                csc,
+            );
+        }
+    }
+}
+
+/// Columns per panel of a packed B: the AVX-512 tile's width (3 vectors of 16), a whole
+/// number of vectors of every kernel.
+pub const PACK_WIDTH: usize = 48;
+
+/// The floats of B (`k` x `n`) packed: `n.div_ceil(PACK_WIDTH)` panels of `k` x
+/// [`PACK_WIDTH`].
+pub fn packed_len(k: usize, n: usize) -> usize {
+    n.div_ceil(PACK_WIDTH) * k * PACK_WIDTH
+}
+
+/// B (`k` x `n`, row-major) in the layout [`sgemm_packed`] reads: panel `p` holds columns
+/// `p * PACK_WIDTH ..` of every row, `PACK_WIDTH` floats per row, the rows in order; the
+/// last panel's columns past `n` are zeros. The layout is the same on every CPU (the
+/// AVX2 kernel reads a panel as six 8-column strips), so a packed weight can be stored.
+///
+/// # Panics
+/// If `b` holds fewer than `k * n` floats.
+pub fn pack_b(b: &[f32], k: usize, n: usize) -> Vec<f32> {
+    let b = &b[..k * n];
+    let mut out = vec![0.0; packed_len(k, n)];
+    if out.is_empty() {
+        return out;
+    }
+    for (p, panel) in out.chunks_exact_mut(k * PACK_WIDTH).enumerate() {
+        let j0 = p * PACK_WIDTH;
+        let width = PACK_WIDTH.min(n - j0);
+        for (dst, src) in panel.chunks_exact_mut(PACK_WIDTH).zip(b.chunks_exact(n)) {
+            dst[..width].copy_from_slice(&src[j0..j0 + width]);
+        }
+    }
+    out
+}
+
+/// `C = alpha * A B + beta * C` with B packed by [`pack_b`] (`bp`, [`packed_len`]`(k, n)`
+/// floats) and C row-major. Each element is the sum over k in order, one FMA per term, as
+/// in [`sgemm`]'s kernels: a product gives the same bits packed or not (the last
+/// `n % LANES` columns, which matrixmultiply computes in both, excepted).
+///
+/// # Safety
+/// A's m x k elements (strides `rsa`, `csa`) and C's m x n (row stride `rsc`, columns
+/// contiguous) lie in live memory, `bp` holds `packed_len(k, n)` floats, and C aliases
+/// neither A nor B.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_packed(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    bp: *const f32,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let p = Product {
+        m,
+        k,
+        alpha,
+        a,
+        rsa,
+        csa,
+        b: bp,
+        rsb: PACK_WIDTH as isize,
+        beta,
+        c,
+        rsc,
+    };
+    let done = match kernels() {
+        // SAFETY: forwarded; the kernels address whole vectors of the panels' valid
+        // columns only.
+        Some(isa) if k > 0 => unsafe { run_packed(isa, &p, n) },
+        _ => 0,
+    };
+    // What is left (all of it without the kernels, else the last columns short of a
+    // vector): matrixmultiply, panel by panel, reading each in place.
+    let mut j0 = done;
+    while j0 < n {
+        let panel = j0 / PACK_WIDTH;
+        let end = ((panel + 1) * PACK_WIDTH).min(n);
+        // SAFETY: columns j0..end of panel `panel`, rows 0..k, PACK_WIDTH apart, inside
+        // `bp`; the matching columns of C are the caller's.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                end - j0,
+                alpha,
+                a,
+                rsa,
+                csa,
+                bp.add(panel * k * PACK_WIDTH + j0 % PACK_WIDTH),
+                PACK_WIDTH as isize,
+                1,
+                beta,
+                c.add(j0),
+                rsc,
+                1,
+            );
+        }
+        j0 = end;
+    }
+}
+
+/// The packed product's leading columns that whole vectors cover; returns how many.
+///
+/// # Safety
+/// As [`sgemm_packed`], with `m` and `k` non-zero and `isa` available on this CPU.
+unsafe fn run_packed(isa: Isa, p: &Product, n: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: forwarded.
+        unsafe { x86::run_packed(isa, p, n) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, p, n);
+        unreachable!("Isa::available finds no kernel on this architecture")
+    }
+}
+
+/// The largest panel copy a product may use (2 MiB: k up to 10,922 on AVX-512); a
+/// product of more than one row tile over a longer k goes to matrixmultiply.
+const MAX_PANEL_FLOATS: usize = 1 << 19;
+
+thread_local! {
+    /// The calling thread's panel copy (see `x86::panel`).
+    static PANEL: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// One product with unit column strides in B and C: the arguments every tile shares.
+struct Product {
+    m: usize,
+    k: usize,
+    alpha: f32,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+}
+
+/// Computes the leading columns of `p` that whole vectors cover; returns how many.
+///
+/// # Safety
+/// As [`sgemm`], with B and C's column strides 1, `m` and `k` non-zero, and `isa`
+/// available on this CPU.
+unsafe fn run(isa: Isa, p: &Product, n: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if p.m <= 2 * x86::MR && p.alpha == 1.0 && p.beta == 0.0 {
+            // A plain product of few rows (activations times weights): k-blocked, so
+            // that B streams (see `x86::blocked`).
+            // SAFETY: forwarded; the conditions are those of `run_blocked`.
+            return unsafe { x86::run_blocked(isa, p, n) };
+        }
+        let floats = x86::panel_floats(p.k);
+        if p.m <= x86::MR {
+            // One row tile: nothing reads a panel twice, so nothing is copied.
+            // SAFETY: forwarded; the buffer is not used for a single tile.
+            return unsafe { x86::run(isa, p, n, std::ptr::null_mut()) };
+        }
+        if floats > MAX_PANEL_FLOATS {
+            return 0;
+        }
+        PANEL.with(|cell| {
+            // Taken out of the cell for the call (nothing here re-enters), kept after:
+            // a thread allocates its panel once, at the largest k it meets.
+            let mut buf = cell.take();
+            if buf.len() < floats {
+                buf = vec![0.0; floats];
+            }
+            // SAFETY: forwarded; `buf` holds `panel_floats(k)` floats.
+            let done = unsafe { x86::run(isa, p, n, buf.as_mut_ptr()) };
+            cell.set(buf);
+            done
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, p, n);
+        unreachable!("Isa::available finds no kernel on this architecture")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Isa, PREFETCH_ROWS, Product};
+    use crate::ops::simd::{Avx2, Avx512, Simd};
+
+    /// Rows per tile in both kernels.
+    pub(super) const MR: usize = 8;
+
+    /// Floats of panel copy a product needs (a panel of the widest kernel over k).
+    pub(super) fn panel_floats(k: usize) -> usize {
+        k * 3 * 16
+    }
+
+    /// An entry point of a kernel family: `$name(isa, args)` runs `$generic::<S>(args)`
+    /// for `isa`'s vector set, compiled with that set's features enabled (one copy per
+    /// set), and returns the columns done.
+    macro_rules! entry {
+        ($(#[$doc:meta])* $name:ident => $generic:ident($($arg:ident: $ty:ty),*)) => {
+            $(#[$doc])*
+            pub(super) unsafe fn $name(isa: Isa, $($arg: $ty),*) -> usize {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn avx512($($arg: $ty),*) -> usize {
+                    // SAFETY: AVX-512F is enabled here; the operands are the caller's.
+                    unsafe { $generic::<Avx512>($($arg),*) }
+                }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) -> usize {
+                    // SAFETY: AVX2 and FMA are enabled here; the operands are the caller's.
+                    unsafe { $generic::<Avx2>($($arg),*) }
+                }
+                // SAFETY: `isa` is available on this CPU (the caller's promise).
+                unsafe {
+                    match isa {
+                        Isa::Avx512 => avx512($($arg),*),
+                        Isa::Avx2 => avx2($($arg),*),
+                    }
+                }
+            }
+        };
+    }
+
+    entry!(
+        /// # Safety
+        /// `isa` is available; `p` is as `super::run` requires; `buf` holds
+        /// [`panel_floats`]`(p.k)` floats.
+        run => columns(p: &Product, n: usize, buf: *mut f32)
+    );
+
+    entry!(
+        /// # Safety
+        /// As [`run`]; `p.m` is at most two row tiles, `alpha` 1 and `beta` 0.
+        run_blocked => blocked(p: &Product, n: usize)
+    );
+
+    entry!(
+        /// # Safety
+        /// As `super::run_packed`.
+        run_packed => packed(p: &Product, n: usize)
+    );
+
+    /// A vector set's tile width: vectors per row of the widest tile.
+    trait Panel: Simd {
+        const NV: usize;
+    }
+
+    /// 24 sums in 32 registers: 8 rows x 3 vectors.
+    impl Panel for Avx512 {
+        const NV: usize = 3;
+    }
+
+    /// 16 registers: 8 rows by 1 vector, the same rows as AVX-512's tile so the two
+    /// share all the tiling code. Per step: 1 load of B and 8 broadcasts for 8 FMAs, so
+    /// this kernel is bound by loads rather than FMAs; it is not tuned (no machine
+    /// without AVX-512 to measure on), only tested.
+    impl Panel for Avx2 {
+        const NV: usize = 1;
+    }
+
+    /// Where a tile reads its panel of B: row `p` of the panel is at `src + p * stride`;
+    /// a tile that copies writes each row, dense, at `copy + p * V * LANES`.
+    #[derive(Clone, Copy)]
+    struct Source {
+        src: *const f32,
+        stride: isize,
+        copy: *mut f32,
+    }
+
+    /// One `R` x `V`-vector tile: rows `i0..i0 + R`, columns `j0..j0 + V * LANES`, over
+    /// k in `k0..k0 + kn`, the panel of B (from row k0) read from `b`. `FETCH` prefetches
+    /// B's rows ahead, `COPY` writes the panel to `b.copy`, `LOAD` starts from the partial
+    /// sums in C (an earlier block of k) instead of zero. They are constants so that each
+    /// variant's loop is straight-line: with a runtime flag the compiler kept the sums on
+    /// the stack. Row `i` of A is one pointer plus a loop-invariant offset.
+    #[inline(always)]
+    unsafe fn tile<
+        S: Panel,
+        const R: usize,
+        const V: usize,
+        const FETCH: bool,
+        const COPY: bool,
+        const LOAD: bool,
+    >(
+        p: &Product,
+        i0: usize,
+        j0: usize,
+        (k0, kn): (usize, usize),
+        b: Source,
+    ) {
+        unsafe {
+            let mut acc = [[S::zero(); V]; R];
+            if LOAD {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let crow = p.c.offset((i0 + i) as isize * p.rsc).add(j0);
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = S::load(crow.add(v * S::LANES));
+                    }
+                }
+            }
+            let mut offs = [0isize; R];
+            for (i, o) in offs.iter_mut().enumerate() {
+                *o = i as isize * p.rsa;
+            }
+            let mut a = p.a.offset(i0 as isize * p.rsa + k0 as isize * p.csa);
+            let (mut brow, mut copy) = (b.src, b.copy);
+            for _ in 0..kn {
+                if FETCH {
+                    // A prefetch never faults, so its address may run past B's end; it
+                    // is computed with wrapping arithmetic for the same reason.
+                    let ahead = brow.wrapping_offset(PREFETCH_ROWS as isize * b.stride);
+                    for v in 0..V {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(v * S::LANES).cast());
+                    }
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(V * S::LANES - 1).cast());
+                }
+                let mut bv = [S::zero(); V];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = S::load(brow.add(v * S::LANES));
+                }
+                if COPY {
+                    for (v, x) in bv.iter().enumerate() {
+                        S::store(copy.add(v * S::LANES), *x);
+                    }
+                    copy = copy.add(V * S::LANES);
+                }
+                for (row, &o) in acc.iter_mut().zip(&offs) {
+                    let av = S::splat(*a.offset(o));
+                    for (s, x) in row.iter_mut().zip(&bv) {
+                        *s = S::fma(av, *x, *s);
+                    }
+                }
+                a = a.offset(p.csa);
+                brow = brow.offset(b.stride);
+            }
+            let alpha = S::splat(p.alpha);
+            let beta = S::splat(p.beta);
+            for (i, row) in acc.iter().enumerate() {
+                let crow = p.c.offset((i0 + i) as isize * p.rsc).add(j0);
+                for (v, s) in row.iter().enumerate() {
+                    let dst = crow.add(v * S::LANES);
+                    let mut out = if p.alpha == 1.0 {
+                        *s
+                    } else {
+                        S::mul(alpha, *s)
+                    };
+                    // beta 0 must not read C: it may hold NaN or uninitialized values.
+                    if p.beta != 0.0 {
+                        out = S::fma(beta, S::load(dst), out);
+                    }
+                    S::store(dst, out);
+                }
+            }
+        }
+    }
+
+    /// Runs the tile at `i0` for the runtime number of rows left, fewer than [`MR`].
+    #[inline(always)]
+    unsafe fn short_tile<S: Panel, const V: usize, const FETCH: bool, const LOAD: bool>(
+        p: &Product,
+        i0: usize,
+        j0: usize,
+        ks: (usize, usize),
+        b: Source,
+    ) {
+        unsafe {
+            match p.m - i0 {
+                1 => tile::<S, 1, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                2 => tile::<S, 2, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                3 => tile::<S, 3, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                4 => tile::<S, 4, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                5 => tile::<S, 5, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                6 => tile::<S, 6, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                7 => tile::<S, 7, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
+                _ => unreachable!("a short tile has fewer than MR rows"),
+            }
+        }
+    }
+
+    /// Runs the `V`-vector panel at `j0` over every row tile and all of k. The first
+    /// tile reads B in place, prefetching, and (when other tiles follow) copies the
+    /// panel into `buf` as it goes; the others read that dense copy, which the hardware
+    /// prefetchers follow and which does not alias in L1 the way rows kilobytes apart do.
+    #[inline(always)]
+    unsafe fn panel<S: Panel, const V: usize>(p: &Product, j0: usize, buf: *mut f32) {
+        let ks = (0, p.k);
+        unsafe {
+            let first = Source {
+                src: p.b.add(j0),
+                stride: p.rsb,
+                copy: buf,
+            };
+            if p.m < MR {
+                return short_tile::<S, V, true, false>(p, 0, j0, ks, first);
+            }
+            if p.m == MR {
+                return tile::<S, MR, V, true, false, false>(p, 0, j0, ks, first);
+            }
+            tile::<S, MR, V, true, true, false>(p, 0, j0, ks, first);
+            let copied = Source {
+                src: buf,
+                stride: (V * S::LANES) as isize,
+                copy: std::ptr::null_mut(),
+            };
+            tiles_from::<S, V, false>(p, MR, j0, ks, copied);
+        }
+    }
+
+    /// The row tiles from `i0` on (whole ones, then the short rest) of the `V`-vector
+    /// strip at `j0`, reading `b` with neither prefetch nor copy.
+    #[inline(always)]
+    unsafe fn tiles_from<S: Panel, const V: usize, const LOAD: bool>(
+        p: &Product,
+        mut i0: usize,
+        j0: usize,
+        ks: (usize, usize),
+        b: Source,
+    ) {
+        unsafe {
+            while i0 + MR <= p.m {
+                tile::<S, MR, V, false, false, LOAD>(p, i0, j0, ks, b);
+                i0 += MR;
+            }
+            if i0 < p.m {
+                short_tile::<S, V, false, LOAD>(p, i0, j0, ks, b);
+            }
+        }
+    }
+
+    /// The `V`-vector panel at `j0` over k in `ks`, for a product of at most two row
+    /// tiles (see [`blocked`]): every tile reads B in place, the second from cache.
+    #[inline(always)]
+    unsafe fn block_panel<S: Panel, const V: usize, const LOAD: bool>(
+        p: &Product,
+        j0: usize,
+        ks: (usize, usize),
+    ) {
+        unsafe {
+            let b = Source {
+                src: p.b.offset(ks.0 as isize * p.rsb).add(j0),
+                stride: p.rsb,
+                copy: std::ptr::null_mut(),
+            };
+            tiles_from::<S, V, LOAD>(p, 0, j0, ks, b);
+        }
+    }
+
+    /// Rows of B one block of [`blocked`] spans: the rows a panel step touches are this
+    /// many sequential streams, which the L2 streamer follows (it tracks 32).
+    const BLOCK_ROWS: usize = 16;
+
+    /// A product of few rows (see `run`): k runs in blocks of [`BLOCK_ROWS`] rows
+    /// outermost and the column panels inside them, so each block reads its rows of B
+    /// front to back, a few lines per row per panel, as the hardware prefetchers expect;
+    /// with the panels outermost every row of B is a separate strided visit per panel,
+    /// and those fetches run into the core's few outstanding-miss slots. The sums of an
+    /// earlier block are kept in C and reloaded, which gives the same bits as keeping
+    /// them in registers. Returns the columns done.
+    #[inline(always)]
+    unsafe fn blocked<S: Panel>(p: &Product, n: usize) -> usize {
+        let width = S::NV * S::LANES;
+        let full = n / width * width;
+        let rest = (n - full) / S::LANES;
+        let mut k0 = 0;
+        while k0 < p.k {
+            let ks = (k0, BLOCK_ROWS.min(p.k - k0));
+            let mut j0 = 0;
+            // SAFETY (whole block): forwarded from `run`'s caller.
+            unsafe {
+                while j0 < full {
+                    match (S::NV, k0 == 0) {
+                        (3, true) => block_panel::<S, 3, false>(p, j0, ks),
+                        (3, false) => block_panel::<S, 3, true>(p, j0, ks),
+                        (1, true) => block_panel::<S, 1, false>(p, j0, ks),
+                        (1, false) => block_panel::<S, 1, true>(p, j0, ks),
+                        _ => unreachable!("kernels are 1 or 3 vectors wide"),
+                    }
+                    j0 += width;
+                }
+                match (rest, k0 == 0) {
+                    (0, _) => {}
+                    (1, true) => block_panel::<S, 1, false>(p, j0, ks),
+                    (1, false) => block_panel::<S, 1, true>(p, j0, ks),
+                    (2, true) => block_panel::<S, 2, false>(p, j0, ks),
+                    (2, false) => block_panel::<S, 2, true>(p, j0, ks),
+                    _ => unreachable!("fewer than NV vectors remain"),
+                }
+            }
+            k0 += ks.1;
+        }
+        full + rest * S::LANES
+    }
+
+    /// Every whole vector of columns: panels of `S::NV` vectors, then one narrower panel
+    /// for what is left of them. Returns the columns done.
+    #[inline(always)]
+    unsafe fn columns<S: Panel>(p: &Product, n: usize, buf: *mut f32) -> usize {
+        let width = S::NV * S::LANES;
+        let mut j0 = 0;
+        unsafe {
+            while j0 + width <= n {
+                match S::NV {
+                    3 => panel::<S, 3>(p, j0, buf),
+                    1 => panel::<S, 1>(p, j0, buf),
+                    _ => unreachable!("kernels are 1 or 3 vectors wide"),
+                }
+                j0 += width;
+            }
+            let rest = (n - j0) / S::LANES;
+            match rest {
+                0 => {}
+                1 => panel::<S, 1>(p, j0, buf),
+                2 => panel::<S, 2>(p, j0, buf),
+                _ => unreachable!("fewer than NV vectors remain"),
+            }
+            j0 + rest * S::LANES
+        }
+    }
+
+    /// The `V`-vector strip at column `j0` of a packed product, its rows read at `src`
+    /// ([`super::PACK_WIDTH`] floats apart): every row tile over all of k. The first
+    /// tile prefetches the strip ahead of itself; the others find it in L2.
+    #[inline(always)]
+    unsafe fn packed_strip<S: Panel, const V: usize>(p: &Product, j0: usize, src: *const f32) {
+        let ks = (0, p.k);
+        let b = Source {
+            src,
+            stride: p.rsb,
+            copy: std::ptr::null_mut(),
+        };
+        unsafe {
+            if p.m < MR {
+                return short_tile::<S, V, true, false>(p, 0, j0, ks, b);
+            }
+            tile::<S, MR, V, true, false, false>(p, 0, j0, ks, b);
+            tiles_from::<S, V, false>(p, MR, j0, ks, b);
+        }
+    }
+
+    /// Every whole vector of columns of a packed product, panel by panel, each in strips
+    /// of up to `S::NV` vectors. Returns the columns done.
+    #[inline(always)]
+    unsafe fn packed<S: Panel>(p: &Product, n: usize) -> usize {
+        let width = super::PACK_WIDTH;
+        let mut j0 = 0;
+        while j0 < n {
+            let vectors = (n - j0).min(width) / S::LANES;
+            // SAFETY: panel j0 / width starts j0 * k floats in; its strips lie inside it.
+            let panel = unsafe { p.b.add(j0 * p.k) };
+            let mut v = 0;
+            while v < vectors {
+                let (jv, src) = (j0 + v * S::LANES, unsafe { panel.add(v * S::LANES) });
+                let step = (vectors - v).min(S::NV);
+                // SAFETY (each strip): forwarded from `run_packed`'s caller.
+                unsafe {
+                    match step {
+                        3 => packed_strip::<S, 3>(p, jv, src),
+                        2 => packed_strip::<S, 2>(p, jv, src),
+                        1 => packed_strip::<S, 1>(p, jv, src),
+                        _ => unreachable!("kernels are 1 to 3 vectors wide"),
+                    }
+                }
+                v += step;
+            }
+            if vectors * S::LANES < width {
+                // The last panel, short of a vector: the rest is the caller's.
+                return j0 + vectors * S::LANES;
+            }
+            j0 += width;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    thread_local! {
+        /// The kernels this thread's products run on, when a test says
+        /// (`Some(None)`: matrixmultiply alone).
+        pub(super) static FORCED: Cell<Option<Option<Isa>>> = const { Cell::new(None) };
+    }
+
+    /// The product in f64, for reference.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f32,
+        a: &[f32],
+        (rsa, csa): (usize, usize),
+        b: &[f32],
+        (rsb, csb): (usize, usize),
+        beta: f32,
+        c: &[f32],
+        rsc: usize,
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|p| a[i * rsa + p * csa] as f64 * b[p * rsb + j * csb] as f64)
+                    .sum();
+                let prior = if beta == 0.0 {
+                    0.0
+                } else {
+                    beta as f64 * c[i * rsc + j] as f64
+                };
+                out[i * n + j] = alpha as f64 * s + prior;
+            }
+        }
+        out
+    }
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 16) as f32)
+            .map(|v| v / 65536.0 - 0.5)
+            .collect()
+    }
+
+    /// Every kernel this CPU has, then matrixmultiply alone.
+    fn isas() -> Vec<Option<Isa>> {
+        let mut v: Vec<_> = Isa::available().into_iter().map(Some).collect();
+        v.push(None);
+        v
+    }
+
+    /// A product through `sgemm` on the kernels of `isa`, C starting as `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        isa: Option<Isa>,
+        (m, k, n): (usize, usize, usize),
+        alpha: f32,
+        a: &[f32],
+        (rsa, csa): (usize, usize),
+        b: &[f32],
+        (rsb, csb): (usize, usize),
+        beta: f32,
+        mut c: Vec<f32>,
+        rsc: usize,
+    ) -> Vec<f32> {
+        let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
+            (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs
+        };
+        assert!(last(m, k, rsa, csa) < a.len() && last(k, n, rsb, csb) < b.len());
+        assert!(last(m, n, rsc, 1) < c.len());
+        FORCED.with(|f| f.set(Some(isa)));
+        // SAFETY: the asserts keep every addressed element inside its vector, and `c` is
+        // owned here, so it aliases neither A nor B.
+        unsafe {
+            sgemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.as_ptr(),
+                rsa as isize,
+                csa as isize,
+                b.as_ptr(),
+                rsb as isize,
+                csb as isize,
+                beta,
+                c.as_mut_ptr(),
+                rsc as isize,
+                1,
+            );
+        }
+        FORCED.with(|f| f.set(None));
+        c
+    }
+
+    /// C (`m` rows `rsc` apart) against the reference `want` (m x n): every element within
+    /// 1e-4 relative, and the padding past column `n` still as in `before`.
+    fn check(
+        c: &[f32],
+        before: &[f32],
+        want: &[f64],
+        (m, n, rsc): (usize, usize, usize),
+        what: &str,
+    ) {
+        for i in 0..m {
+            for j in 0..rsc {
+                let got = c[i * rsc + j];
+                if j >= n {
+                    let was = before[i * rsc + j];
+                    assert_eq!(
+                        got.to_bits(),
+                        was.to_bits(),
+                        "{what}: padding written at ({i}, {j})"
+                    );
+                    continue;
+                }
+                let w = want[i * n + j];
+                assert!(
+                    (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{what}: ({i}, {j}) {got} vs {w}"
+                );
+            }
+        }
+    }
+
+    /// Every row-tile remainder, every panel width and a ragged column tail, with A
+    /// transposed or not, B and C row-major with padding, alpha and beta, under each
+    /// kernel; and the same with a transposed B (matrixmultiply's side).
+    #[test]
+    fn matches_the_reference_over_tile_remainders_and_strides() {
+        for &(m, k, n) in &[
+            (1, 1, 16),
+            (3, 7, 17),
+            (8, 5, 48),
+            (9, 33, 50),
+            (16, 64, 97),
+            (23, 19, 130),
+            (2, 300, 8),
+        ] {
+            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+                    let a = values(m * k, 1);
+                    let (rsa, csa) = if a_t { (1, m) } else { (k, 1) };
+                    let b = values((k + 2) * (n + 3), 2);
+                    let (rsb, csb) = if b_t { (1, k + 2) } else { (n + 3, 1) };
+                    let rsc = n + 5;
+                    // NaN in C: beta 0 must never read it.
+                    let init = if beta == 0.0 { f32::NAN } else { 0.25 };
+                    let before = vec![init; m * rsc];
+                    let want = naive(
+                        m,
+                        k,
+                        n,
+                        alpha,
+                        &a,
+                        (rsa, csa),
+                        &b,
+                        (rsb, csb),
+                        beta,
+                        &before,
+                        rsc,
+                    );
+                    for isa in isas() {
+                        let c = product(
+                            isa,
+                            (m, k, n),
+                            alpha,
+                            &a,
+                            (rsa, csa),
+                            &b,
+                            (rsb, csb),
+                            beta,
+                            before.clone(),
+                            rsc,
+                        );
+                        let what = format!("{isa:?} {m}x{k}x{n} a_t {a_t} b_t {b_t}");
+                        check(&c, &before, &want, (m, n, rsc), &what);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each element is summed over k in order, so a row's result does not depend on
+    /// which tile (or remainder tile) it fell in, nor on whether k ran in blocks: the
+    /// same row computed alone (k-blocked), and within a larger product (a panel copy,
+    /// k whole), has the same bits, under each kernel.
+    #[test]
+    fn a_row_has_the_same_bits_in_any_tile() {
+        let (m, k, n) = (21, 129, 64);
+        let a = values(m * k, 3);
+        let b = values(k * n, 4);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for isa in Isa::available().into_iter().map(Some) {
+            let dense = |rows: usize, a: &[f32]| {
+                let c = vec![0.0f32; rows * n];
+                product(isa, (rows, k, n), 1.0, a, (k, 1), &b, (n, 1), 0.0, c, n)
+            };
+            let all = dense(m, &a);
+            for i in 0..m {
+                let one = dense(1, &a[i * k..][..k]);
+                assert_eq!(bits(&one), bits(&all[i * n..][..n]), "{isa:?} row {i}");
+            }
+        }
+    }
+
+    /// A product through `sgemm_packed` on the kernels of `isa`, C starting as `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn packed_product(
+        isa: Option<Isa>,
+        (m, k, n): (usize, usize, usize),
+        alpha: f32,
+        a: &[f32],
+        (rsa, csa): (usize, usize),
+        bp: &[f32],
+        beta: f32,
+        mut c: Vec<f32>,
+        rsc: usize,
+    ) -> Vec<f32> {
+        assert!(m == 0 || k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len());
+        assert_eq!(bp.len(), packed_len(k, n));
+        assert!(m == 0 || n == 0 || (m - 1) * rsc + n <= c.len());
+        FORCED.with(|f| f.set(Some(isa)));
+        // SAFETY: the asserts keep every addressed element inside its vector; `c` is
+        // owned here.
+        unsafe {
+            sgemm_packed(
+                m,
+                k,
+                n,
+                alpha,
+                a.as_ptr(),
+                rsa as isize,
+                csa as isize,
+                bp.as_ptr(),
+                beta,
+                c.as_mut_ptr(),
+                rsc as isize,
+            );
+        }
+        FORCED.with(|f| f.set(None));
+        c
+    }
+
+    #[test]
+    fn packing_lays_panels_out_and_pads_the_last() {
+        let (k, n) = (3, 50);
+        let b: Vec<f32> = (0..k * n).map(|i| i as f32 + 1.0).collect();
+        let bp = pack_b(&b, k, n);
+        assert_eq!(bp.len(), 2 * k * PACK_WIDTH);
+        for r in 0..k {
+            for j in 0..n {
+                let (p, col) = (j / PACK_WIDTH, j % PACK_WIDTH);
+                assert_eq!(bp[p * k * PACK_WIDTH + r * PACK_WIDTH + col], b[r * n + j]);
+            }
+            // The last panel's columns past n are zeros.
+            let tail = &bp[k * PACK_WIDTH + r * PACK_WIDTH..][..PACK_WIDTH];
+            assert!(tail[n - PACK_WIDTH..].iter().all(|&v| v == 0.0));
+        }
+        assert!(pack_b(&[], 0, 7).is_empty());
+        assert!(pack_b(&[], 4, 0).is_empty());
+    }
+
+    /// The packed product against the f64 reference over row-tile remainders, strips of
+    /// one to three vectors, panels short of a vector, padded and transposed A, alpha and
+    /// beta, under each kernel; and with the same bits as the unpacked product wherever
+    /// the kernels compute both (all but the last `n % 8` columns).
+    #[test]
+    fn packed_products_match_the_reference_and_the_unpacked_bits() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 5, 16),
+            (3, 7, 17),
+            (8, 5, 48),
+            (9, 33, 50),
+            (16, 64, 97),
+            (17, 19, 144),
+            (23, 129, 200),
+            (2, 300, 8),
+            (0, 4, 9),
+            (4, 0, 9),
+        ] {
+            for a_t in [false, true] {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+                    let a = values(m * k, 5);
+                    let (rsa, csa) = if a_t { (1, m) } else { (k, 1) };
+                    let b = values(k * n, 6);
+                    let bp = pack_b(&b, k, n);
+                    let rsc = n + 3;
+                    let init = if beta == 0.0 { f32::NAN } else { 0.25 };
+                    let before = vec![init; m * rsc];
+                    let want = naive(
+                        m,
+                        k,
+                        n,
+                        alpha,
+                        &a,
+                        (rsa, csa),
+                        &b,
+                        (n, 1),
+                        beta,
+                        &before,
+                        rsc,
+                    );
+                    for isa in isas() {
+                        let c = packed_product(
+                            isa,
+                            (m, k, n),
+                            alpha,
+                            &a,
+                            (rsa, csa),
+                            &bp,
+                            beta,
+                            before.clone(),
+                            rsc,
+                        );
+                        let plain = if m * n * k == 0 {
+                            before.clone()
+                        } else {
+                            product(
+                                isa,
+                                (m, k, n),
+                                alpha,
+                                &a,
+                                (rsa, csa),
+                                &b,
+                                (n, 1),
+                                beta,
+                                before.clone(),
+                                rsc,
+                            )
+                        };
+                        let kernel_cols = if isa.is_some() && k > 0 { n / 8 * 8 } else { 0 };
+                        let what = format!("{isa:?} {m}x{k}x{n} a_t {a_t} packed");
+                        check(&c, &before, &want, (m, n, rsc), &what);
+                        for i in 0..m {
+                            for j in 0..kernel_cols {
+                                assert_eq!(
+                                    c[i * rsc + j].to_bits(),
+                                    plain[i * rsc + j].to_bits(),
+                                    "{what}: ({i}, {j}) packed vs in place"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,734 @@
+//! Neural-network ops: MatMul, Gemm, Conv, the pools, Softmax, the normalizations,
+//! Resize. Shape and dtype inference lives here, with ONNX's attribute names and
+//! defaults (the importer applies the opset's defaults; missing attributes here take
+//! ONNX's current ones); the CPU compute lives in the submodules, one per kind of kernel.
+
+use crate::ops::DType;
+use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
+
+mod conv;
+mod conv_direct;
+mod dropout;
+pub(crate) mod gemm;
+mod norm;
+mod pool;
+mod resize;
+pub(crate) mod scalar;
+mod softmax;
+mod window;
+
+/// Registers the family.
+pub fn register(reg: &mut OpRegistry) {
+    reg.add(
+        OpSpec::new("MatMul", infer_matmul)
+            .computes(gemm::matmul)
+            .prepacks(gemm::prepack_matmul),
+    );
+    reg.add(OpSpec::new(gemm::MATMUL_PACKED, infer_matmul_packed).computes(gemm::matmul_packed));
+    reg.add(OpSpec::new("Gemm", infer_gemm).computes(gemm::gemm_op));
+    reg.add(OpSpec::new("Conv", infer_conv).computes(conv::conv));
+    reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose).computes(conv::conv_transpose));
+    reg.add(
+        OpSpec::new("Resize", infer_resize)
+            .reading(&[1, 2, 3])
+            .computes(resize::resize),
+    );
+    reg.add(
+        OpSpec::new("Upsample", infer_resize)
+            .reading(&[1])
+            .computes(resize::resize),
+    );
+    reg.add(OpSpec::new("MaxPool", infer_pool).computes(pool::max_pool));
+    reg.add(OpSpec::new("AveragePool", infer_pool).computes(pool::average_pool));
+    reg.add(OpSpec::new("LpPool", infer_pool).computes(pool::average_pool));
+    reg.add(OpSpec::new("GlobalAveragePool", infer_global_pool).computes(pool::global_pool));
+    reg.add(OpSpec::new("GlobalMaxPool", infer_global_pool).computes(pool::global_pool));
+    reg.add(OpSpec::new("Softmax", infer_first_input).computes(softmax::softmax));
+    reg.add(OpSpec::new("LogSoftmax", infer_first_input).computes(softmax::softmax));
+    reg.add(OpSpec::new("LRN", infer_first_input).computes(norm::lrn));
+    reg.add(OpSpec::new("InstanceNormalization", infer_first_input).computes(norm::instance_norm));
+    reg.add(OpSpec::new("Dropout", infer_dropout).computes(dropout::dropout));
+    reg.add(OpSpec::new("BatchNormalization", infer_batch_norm).computes(norm::batch_norm));
+    reg.add(OpSpec::new("LayerNormalization", infer_layer_norm).computes(norm::layer_norm));
+}
+
+/// Outputs that have input 0's shape and dtype (Dropout's optional mask aside).
+fn infer_first_input(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    if ctx.inputs.is_empty() {
+        return Err(OpError::Arity {
+            op: ctx.op.to_string(),
+            expected: "at least 1".into(),
+            got: 0,
+        });
+    }
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// Two dims that must agree; an unknown one takes the other.
+fn agree(a: i64, b: i64) -> Option<i64> {
+    match (a, b) {
+        (a, b) if a == b => Some(a),
+        (UNKNOWN, b) => Some(b),
+        (a, UNKNOWN) => Some(a),
+        _ => None,
+    }
+}
+
+/// NumPy matmul: 1-D operands are promoted and the added dim removed; batch dims
+/// broadcast.
+fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let dtype = ctx.inputs[0].dtype;
+    if ctx.inputs[1].dtype != dtype {
+        return Err(ctx.input_error(1, format!("is {}, input 0 is {dtype}", ctx.inputs[1].dtype)));
+    }
+    let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(dtype, None));
+    };
+    if a.is_empty() || b.is_empty() {
+        return Err(ctx.input_error(
+            if a.is_empty() { 0 } else { 1 },
+            "is a scalar; MatMul needs at least 1-D",
+        ));
+    }
+    let a2 = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.clone()
+    };
+    let b2 = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.clone()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if agree(k, k2).is_none() {
+        return Err(ctx.input_error(1, format!("inner dims differ: {a:?} x {b:?}")));
+    }
+    let batch =
+        crate::ops::elementwise::broadcast(&[Some(&a2[..a2.len() - 2]), Some(&b2[..b2.len() - 2])])
+            .map_err(|_| ctx.input_error(1, format!("batch dims do not broadcast: {a:?} x {b:?}")))?
+            .unwrap_or_default();
+    let mut out = batch;
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(meta(dtype, Some(out)))
+}
+
+/// MatMulPacked (rt2's own, made by lowering; see `gemm::MATMUL_PACKED`): A [..., K] (f32)
+/// times a weight packed as [panels, K, PACK_WIDTH] whose logical width is attribute `n`;
+/// the output is A's shape with the last dim `n`.
+fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::ops::linalg::sgemm::PACK_WIDTH;
+    ctx.arity(2, 2)?;
+    for i in 0..2 {
+        if ctx.inputs[i].dtype != DType::F32 {
+            return Err(ctx.input_error(
+                i,
+                format!("is {}; MatMulPacked takes float32", ctx.inputs[i].dtype),
+            ));
+        }
+    }
+    let n = ctx.attr_int("n", -1)?;
+    if n < 0 {
+        return Err(ctx.compute_error("needs a non-negative attribute \"n\""));
+    }
+    if let Some(b) = &ctx.inputs[1].shape {
+        let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;
+        if b.len() != 3 || agree(b[0], panels).is_none() || agree(b[2], PACK_WIDTH as i64).is_none()
+        {
+            return Err(ctx.input_error(
+                1,
+                format!("is {b:?}; a packed weight of width {n} is [{panels}, K, {PACK_WIDTH}]"),
+            ));
+        }
+    }
+    let Some(a) = &ctx.inputs[0].shape else {
+        return Ok(meta(DType::F32, None));
+    };
+    let Some((&k, rows)) = a.split_last() else {
+        return Err(ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"));
+    };
+    if let Some(b) = &ctx.inputs[1].shape
+        && agree(k, b[1]).is_none()
+    {
+        return Err(ctx.input_error(1, format!("inner dims differ: {a:?} x {b:?}")));
+    }
+    let mut out = rows.to_vec();
+    out.push(n);
+    Ok(meta(DType::F32, Some(out)))
+}
+
+/// Gemm: A `[M, K]` (or transposed), B `[K, N]` (or transposed), optional C broadcast to
+/// `[M, N]`.
+fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(dtype, None));
+    };
+    for (i, s) in [(0, a), (1, b)] {
+        if s.len() != 2 {
+            return Err(ctx.input_error(i, format!("is {s:?}; Gemm takes 2-D operands")));
+        }
+    }
+    let (m, k) = if ctx.attr_int("transA", 0)? != 0 {
+        (a[1], a[0])
+    } else {
+        (a[0], a[1])
+    };
+    let (k2, n) = if ctx.attr_int("transB", 0)? != 0 {
+        (b[1], b[0])
+    } else {
+        (b[0], b[1])
+    };
+    if agree(k, k2).is_none() {
+        return Err(ctx.input_error(
+            1,
+            format!("inner dims differ: {a:?} x {b:?} (transA/transB applied)"),
+        ));
+    }
+    if let Some(c) = ctx.inputs.get(2).and_then(|c| c.shape.as_deref()) {
+        // C broadcasts to [M, N] (unidirectionally: it must not widen the result).
+        let fits = match crate::ops::elementwise::broadcast(&[Some(c), Some(&[m, n])]) {
+            Ok(Some(s)) => s == [m, n] || m < 0 || n < 0,
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        if !fits {
+            return Err(ctx.input_error(2, format!("{c:?} does not broadcast to [{m}, {n}]")));
+        }
+    }
+    Ok(meta(dtype, Some(vec![m, n])))
+}
+
+/// Output size of one spatial dim of a convolution or pool; `pad_begin` and `pad_end` are
+/// the padding before and after.
+fn spatial(
+    input: i64,
+    kernel: i64,
+    stride: i64,
+    dilation: i64,
+    pad_begin: i64,
+    pad_end: i64,
+    ceil: bool,
+) -> i64 {
+    if input < 0 {
+        return UNKNOWN;
+    }
+    let effective = dilation * (kernel - 1) + 1;
+    let span = input + pad_begin + pad_end - effective;
+    if span < 0 {
+        return 0;
+    }
+    let mut out = if ceil {
+        (span + stride - 1) / stride
+    } else {
+        span / stride
+    } + 1;
+    // In ceil mode a last window that would start inside the end padding is dropped.
+    if ceil && (out - 1) * stride >= input + pad_begin {
+        out -= 1;
+    }
+    out
+}
+
+/// The spatial output dims for `auto_pad`, `pads`, `strides`, `dilations` (ONNX rules).
+fn spatial_dims(
+    ctx: &InferCtx,
+    x: &[i64],
+    kernel: &[i64],
+    ceil: bool,
+) -> Result<Vec<i64>, OpError> {
+    let n = kernel.len();
+    let strides = ctx.attr_ints_or("strides", 1, n)?;
+    let dilations = ctx.attr_ints_or("dilations", 1, n)?;
+    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
+    if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
+        return Err(ctx.attr_error(
+            "strides/dilations/pads",
+            format!("do not fit {n} spatial dims"),
+        ));
+    }
+    if strides.iter().chain(&dilations).any(|&v| v < 1) {
+        return Err(ctx.attr_error("strides/dilations", "must be positive"));
+    }
+    let auto_pad = ctx
+        .attrs
+        .get("auto_pad")
+        .and_then(|a| a.as_str())
+        .unwrap_or("NOTSET");
+    let input = &x[2..];
+    Ok((0..n)
+        .map(|i| match auto_pad {
+            "SAME_UPPER" | "SAME_LOWER" if input[i] >= 0 => {
+                (input[i] + strides[i] - 1) / strides[i]
+            }
+            "SAME_UPPER" | "SAME_LOWER" => UNKNOWN,
+            "VALID" => spatial(input[i], kernel[i], strides[i], dilations[i], 0, 0, ceil),
+            _ => spatial(
+                input[i],
+                kernel[i],
+                strides[i],
+                dilations[i],
+                pads[i],
+                pads[i + n],
+                ceil,
+            ),
+        })
+        .collect())
+}
+
+/// Conv: X [N, C, D...], W [M, C/group, K...] -> [N, M, D'...].
+fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(dtype, None));
+    };
+    if x.len() < 3 || w.len() != x.len() {
+        return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
+    }
+    let group = ctx.attr_int("group", 1)?;
+    if group < 1 {
+        return Err(ctx.attr_error("group", "must be positive"));
+    }
+    if x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "{} input channels, weights expect {} x group {group}",
+                x[1], w[1]
+            ),
+        ));
+    }
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| w[2..].to_vec());
+    let mut out = vec![x[0], w[0]];
+    out.extend(spatial_dims(ctx, x, &kernel, false)?);
+    Ok(meta(dtype, Some(out)))
+}
+
+/// ConvTranspose: X [N, C, D...], W [C, M/group, K...] -> [N, M, D'...], where
+/// D' = stride * (D - 1) + output_padding + ((K - 1) * dilation + 1) - pads, or
+/// `output_shape` when given.
+fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(dtype, None));
+    };
+    if x.len() < 3 || w.len() != x.len() {
+        return Err(ctx.input_error(1, format!("weights {w:?} do not fit input {x:?}")));
+    }
+    let group = ctx.attr_int("group", 1)?;
+    let n = x.len() - 2;
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| w[2..].to_vec());
+    let strides = ctx.attr_ints_or("strides", 1, n)?;
+    let dilations = ctx.attr_ints_or("dilations", 1, n)?;
+    let out_pad = ctx.attr_ints_or("output_padding", 0, n)?;
+    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
+    if [kernel.len(), strides.len(), dilations.len(), out_pad.len()]
+        .iter()
+        .any(|&l| l != n)
+        || pads.len() != 2 * n
+    {
+        return Err(ctx.attr_error(
+            "kernel_shape/strides/dilations/output_padding/pads",
+            format!("do not fit {n} spatial dims"),
+        ));
+    }
+    let channels = if w[1] < 0 { UNKNOWN } else { w[1] * group };
+    let mut out = vec![x[0], channels];
+    if let Some(shape) = ctx.attr_ints("output_shape")? {
+        out.extend(shape.iter().rev().take(n).rev());
+    } else {
+        let auto_pad = ctx
+            .attrs
+            .get("auto_pad")
+            .and_then(|a| a.as_str())
+            .unwrap_or("NOTSET");
+        for i in 0..n {
+            let d = x[2 + i];
+            out.push(match auto_pad {
+                _ if d < 0 => UNKNOWN,
+                "SAME_UPPER" | "SAME_LOWER" => d * strides[i],
+                _ => {
+                    strides[i] * (d - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+                        - pads[i]
+                        - pads[i + n]
+                }
+            });
+        }
+    }
+    Ok(meta(dtype, Some(out)))
+}
+
+/// Resize (X, roi, scales, sizes; opset 10 and Upsample: X, scales): `sizes` when given,
+/// else each dim times its scale, rounded down; `axes` limits both to some dims.
+fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 4)?;
+    let x = &ctx.inputs[0];
+    let Some(s) = &x.shape else {
+        return Ok(vec![x.clone()]);
+    };
+    let value = |i: usize| {
+        ctx.values
+            .get(i)
+            .copied()
+            .flatten()
+            .filter(|t| t.element_count().is_some_and(|n| n > 0))
+    };
+    let (scales_at, sizes_at) = if ctx.inputs.len() <= 2 {
+        (1, usize::MAX)
+    } else {
+        (2, 3)
+    };
+    let axes: Vec<usize> = match ctx.attr_ints("axes")? {
+        Some(a) => a
+            .iter()
+            .map(|&v| if v < 0 { v + s.len() as i64 } else { v } as usize)
+            .collect(),
+        None => (0..s.len()).collect(),
+    };
+    if axes.iter().any(|&a| a >= s.len()) {
+        return Err(ctx.attr_error("axes", format!("do not fit rank {}", s.len())));
+    }
+    let mut out = s.clone();
+    if let Some(t) = value(sizes_at) {
+        let sizes = crate::ops::shape::int_values(t)
+            .ok_or_else(|| ctx.input_error(sizes_at, "sizes are int64"))?;
+        if sizes.len() != axes.len() {
+            return Err(ctx.input_error(
+                sizes_at,
+                format!("{} sizes for {} axes", sizes.len(), axes.len()),
+            ));
+        }
+        let policy = ctx
+            .attrs
+            .get("keep_aspect_ratio_policy")
+            .and_then(|a| a.as_str())
+            .unwrap_or("stretch");
+        if policy == "stretch" {
+            for (&a, &v) in axes.iter().zip(&sizes) {
+                out[a] = v;
+            }
+        } else {
+            // One scale for all axes: the smallest (not_larger) or largest (not_smaller).
+            let ratios = axes
+                .iter()
+                .zip(&sizes)
+                .map(|(&a, &v)| v as f64 / s[a] as f64);
+            let scale = if policy == "not_larger" {
+                ratios.fold(f64::INFINITY, f64::min)
+            } else {
+                ratios.fold(0.0, f64::max)
+            };
+            for &a in &axes {
+                out[a] = if s[a] < 0 {
+                    UNKNOWN
+                } else {
+                    (s[a] as f64 * scale).round() as i64
+                };
+            }
+        }
+    } else if let Some(t) = value(scales_at) {
+        let scales: Vec<f64> = t
+            .data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect();
+        if t.dtype != crate::ops::DType::F32 || scales.len() != axes.len() {
+            return Err(
+                ctx.input_error(scales_at, format!("expected {} float32 scales", axes.len()))
+            );
+        }
+        for (&a, &f) in axes.iter().zip(&scales) {
+            out[a] = if s[a] < 0 {
+                UNKNOWN
+            } else {
+                (s[a] as f64 * f).floor() as i64
+            };
+        }
+    } else {
+        for &a in &axes {
+            out[a] = UNKNOWN;
+        }
+    }
+    Ok(meta(x.dtype, Some(out)))
+}
+
+/// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is
+/// int64 of the same shape.
+fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let dtype = ctx.inputs[0].dtype;
+    let Some(x) = &ctx.inputs[0].shape else {
+        return Ok(meta(dtype, None));
+    };
+    let kernel = ctx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| ctx.attr_error("kernel_shape", "is missing"))?;
+    if x.len() != kernel.len() + 2 {
+        return Err(ctx.input_error(
+            0,
+            format!(
+                "is {x:?}; kernel_shape {kernel:?} needs rank {}",
+                kernel.len() + 2
+            ),
+        ));
+    }
+    let ceil = ctx.attr_int("ceil_mode", 0)? != 0;
+    let mut out = vec![x[0], x[1]];
+    out.extend(spatial_dims(ctx, x, kernel, ceil)?);
+    let y = TensorMeta {
+        dtype,
+        shape: Some(out.clone()),
+    };
+    if ctx.op == "MaxPool" {
+        return Ok(vec![
+            y,
+            TensorMeta {
+                dtype: crate::ops::DType::I64,
+                shape: Some(out),
+            },
+        ]);
+    }
+    Ok(vec![y])
+}
+
+fn infer_global_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let t = &ctx.inputs[0];
+    let shape = t.shape.as_ref().map(|x| {
+        x.iter()
+            .enumerate()
+            .map(|(i, &d)| if i < 2 { d } else { 1 })
+            .collect()
+    });
+    Ok(meta(t.dtype, shape))
+}
+
+/// BatchNormalization in inference form: Y has X's shape; scale, bias, mean and var are
+/// `[C]`.
+fn infer_batch_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(5, 5)?;
+    let x = &ctx.inputs[0];
+    let channels = x.shape.as_ref().and_then(|s| s.get(1).copied());
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if let (Some(s), Some(c)) = (&t.shape, channels)
+            && (s.len() != 1 || agree(s[0], c).is_none())
+        {
+            return Err(ctx.input_error(i, format!("is {s:?}; expected [{c}]")));
+        }
+    }
+    if ctx.attr_int("training_mode", 0)? != 0 {
+        // Training form: the updated running mean and variance follow Y.
+        let stats = TensorMeta {
+            dtype: ctx.inputs[3].dtype,
+            shape: channels.map(|c| vec![c]),
+        };
+        return Ok(vec![x.clone(), stats.clone(), stats]);
+    }
+    Ok(vec![x.clone()])
+}
+
+/// Dropout: the output, and the optional bool mask of the same shape.
+fn infer_dropout(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 3)?;
+    let x = &ctx.inputs[0];
+    Ok(vec![
+        x.clone(),
+        TensorMeta {
+            dtype: crate::ops::DType::Bool,
+            shape: x.shape.clone(),
+        },
+    ])
+}
+
+/// LayerNormalization: Y like X, then the optional Mean and InvStdDev, whose dims from
+/// `axis` on are 1, in the `stash_type` precision (float32 by default).
+fn infer_layer_norm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    let x = &ctx.inputs[0];
+    let stash = match ctx.attr_int("stash_type", 1)? {
+        1 => crate::ops::DType::F32,
+        10 => crate::ops::DType::F16,
+        16 => crate::ops::DType::Bf16,
+        11 => crate::ops::DType::F64,
+        other => {
+            return Err(ctx.attr_error(
+                "stash_type",
+                format!("{other} is not a floating-point ONNX type"),
+            ));
+        }
+    };
+    let stats_shape = match &x.shape {
+        None => None,
+        Some(s) => {
+            let a = ctx.axis(ctx.attr_int("axis", -1)?, s.len(), "axis")?;
+            Some(
+                s.iter()
+                    .enumerate()
+                    .map(|(i, &d)| if i < a { d } else { 1 })
+                    .collect(),
+            )
+        }
+    };
+    let stats = TensorMeta {
+        dtype: stash,
+        shape: stats_shape,
+    };
+    Ok(vec![x.clone(), stats.clone(), stats])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{Attr, DType};
+
+    fn infer(
+        op: &str,
+        inputs: &[TensorMeta],
+        attrs: &[(&str, Attr)],
+    ) -> Result<Vec<TensorMeta>, OpError> {
+        crate::ops::infer_for_test(op, inputs, &[], attrs, 1)
+    }
+
+    fn f32(shape: &[i64]) -> TensorMeta {
+        TensorMeta::new(DType::F32, shape)
+    }
+
+    fn shape(r: Result<Vec<TensorMeta>, OpError>) -> Vec<i64> {
+        r.unwrap()[0].shape.clone().unwrap()
+    }
+
+    #[test]
+    fn matmul_and_gemm() {
+        assert_eq!(
+            shape(infer("MatMul", &[f32(&[2, 3, 4]), f32(&[4, 5])], &[])),
+            [2, 3, 5]
+        );
+        assert_eq!(shape(infer("MatMul", &[f32(&[4]), f32(&[4, 5])], &[])), [5]);
+        assert_eq!(shape(infer("MatMul", &[f32(&[3, 4]), f32(&[4])], &[])), [3]);
+        assert_eq!(
+            shape(infer(
+                "MatMul",
+                &[f32(&[-1, 1, 3, 4]), f32(&[7, 4, 2])],
+                &[]
+            )),
+            [-1, 7, 3, 2]
+        );
+        assert!(
+            infer("MatMul", &[f32(&[3, 4]), f32(&[5, 2])], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("inner dims")
+        );
+        let t = [("transB", Attr::Int(1))];
+        assert_eq!(
+            shape(infer(
+                "Gemm",
+                &[f32(&[-1, 128]), f32(&[10, 128]), f32(&[10])],
+                &t
+            )),
+            [-1, 10]
+        );
+        assert!(infer("Gemm", &[f32(&[2, 3]), f32(&[3, 4]), f32(&[5])], &[]).is_err());
+    }
+
+    #[test]
+    fn conv_and_pools() {
+        let pads = ("pads", Attr::Ints(vec![1, 1, 1, 1]));
+        assert_eq!(
+            shape(infer(
+                "Conv",
+                &[f32(&[1, 3, 8, 8]), f32(&[8, 3, 3, 3])],
+                &[pads]
+            )),
+            [1, 8, 8, 8]
+        );
+        let s2 = [
+            ("strides", Attr::Ints(vec![2, 2])),
+            ("dilations", Attr::Ints(vec![2, 2])),
+        ];
+        assert_eq!(
+            shape(infer(
+                "Conv",
+                &[f32(&[-1, 4, 9, 9]), f32(&[6, 2, 3, 3])],
+                &[s2[0].clone(), s2[1].clone(), ("group", Attr::Int(2))]
+            )),
+            [-1, 6, 3, 3]
+        );
+        let e = infer("Conv", &[f32(&[1, 3, 8, 8]), f32(&[8, 2, 3, 3])], &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("3 input channels, weights expect 2 x group 1"),
+            "{e}"
+        );
+        let same = [
+            ("auto_pad", Attr::Str("SAME_UPPER".into())),
+            ("strides", Attr::Ints(vec![2])),
+        ];
+        assert_eq!(
+            shape(infer("Conv", &[f32(&[1, 1, 7]), f32(&[1, 1, 3])], &same)),
+            [1, 1, 4]
+        );
+        let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
+        let st = ("strides", Attr::Ints(vec![2, 2]));
+        let pooled = infer("MaxPool", &[f32(&[1, 8, 7, 7])], &[k.clone(), st.clone()]).unwrap();
+        assert_eq!(pooled[0].shape.as_deref(), Some(&[1, 8, 3, 3][..]));
+        assert_eq!(pooled[1].dtype, DType::I64);
+        assert_eq!(
+            shape(infer(
+                "AveragePool",
+                &[f32(&[1, 8, 7, 7])],
+                &[k, st, ("ceil_mode", Attr::Int(1))]
+            )),
+            [1, 8, 4, 4]
+        );
+        assert_eq!(
+            shape(infer("GlobalAveragePool", &[f32(&[2, 5, 7, 9])], &[])),
+            [2, 5, 1, 1]
+        );
+        assert!(
+            infer("MaxPool", &[f32(&[1, 8, 7, 7])], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("kernel_shape")
+        );
+    }
+
+    #[test]
+    fn normalizations() {
+        let c = f32(&[8]);
+        let x = f32(&[2, 8, 4, 4]);
+        assert_eq!(
+            shape(infer(
+                "BatchNormalization",
+                &[x.clone(), c.clone(), c.clone(), c.clone(), c.clone()],
+                &[]
+            )),
+            [2, 8, 4, 4]
+        );
+        assert!(
+            infer(
+                "BatchNormalization",
+                &[x.clone(), f32(&[7]), c.clone(), c.clone(), c],
+                &[]
+            )
+            .is_err()
+        );
+        assert_eq!(shape(infer("Softmax", &[f32(&[2, 10])], &[])), [2, 10]);
+    }
+}

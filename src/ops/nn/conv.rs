@@ -1,0 +1,781 @@
+//! Convolution and transposed convolution (1-D to 3-D, groups, strides, dilations,
+//! padding, bias).
+//!
+//! float32 Conv with unit strides over one or two spatial dims runs directly where the
+//! CPU has AVX-512 or AVX2 and FMA (conv_direct.rs: no im2col matrix). Otherwise Conv
+//! lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where `col`
+//! is the im2col matrix of the input patch under every kernel tap (per-thread scratch; a
+//! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
+//! column into the output positions its taps reach.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use super::conv_direct::{Direct, Isa};
+use super::gemm::{Mat, gemm};
+use super::scalar::Scalar;
+use super::window::Window;
+use crate::dispatch;
+use crate::ops::DType;
+use crate::ops::{Buffer, InferCtx, OpError, TensorMut, TensorRef};
+
+/// Elements below which im2col/col2im run on the calling thread.
+const PARALLEL_ELEMS: usize = 1 << 14;
+
+/// Conv: X `[N, C, D...]`, W `[M, C/group, K...]`, optional B `[M]` -> Y `[N, M, D'...]`.
+pub fn conv(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => conv_typed::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+}
+
+/// Shapes common to both directions: (batch, input channels, output channels, group).
+fn channels(
+    ctx: &InferCtx,
+    x: &TensorRef,
+    y: &[usize],
+    w: &TensorRef,
+) -> Result<(usize, usize, usize, usize), OpError> {
+    let group = ctx.attr_int("group", 1)?;
+    if group < 1 {
+        return Err(ctx.attr_error("group", "must be positive"));
+    }
+    let group = group as usize;
+    if x.rank() < 3 || w.rank() != x.rank() || y.len() != x.rank() {
+        return Err(ctx.input_error(
+            1,
+            format!("weights {:?} do not fit input {:?}", w.shape, x.shape),
+        ));
+    }
+    let (c, m) = (x.shape[1], y[1]);
+    if c % group != 0 || m % group != 0 {
+        return Err(ctx.attr_error(
+            "group",
+            format!("{group} does not divide {c} and {m} channels"),
+        ));
+    }
+    Ok((x.shape[0], c, m, group))
+}
+
+/// The bias values, checked to number `m`, if there is a non-empty bias input.
+fn bias_values<'a, T: Scalar>(
+    ctx: &InferCtx,
+    bias: Option<&TensorRef<'a>>,
+    m: usize,
+) -> Result<Option<&'a [T]>, OpError> {
+    let Some(b) = bias.filter(|b| !b.is_empty()) else {
+        return Ok(None);
+    };
+    let b = b.slice::<T>()?;
+    if b.len() != m {
+        return Err(ctx.input_error(2, format!("bias has {} values for {m} channels", b.len())));
+    }
+    Ok(Some(b))
+}
+
+/// Writes each channel's bias into its output plane (planes cycle through the channels).
+fn fill_bias<T: Scalar>(b: &[T], y: &mut [T], plane: usize) {
+    if plane > 0 {
+        for (i, p) in y.chunks_mut(plane).enumerate() {
+            p.fill(b[i % b.len()]);
+        }
+    }
+}
+
+/// Writes the bias (or zeros) into each output channel's plane.
+fn init_bias<T: Scalar>(
+    ctx: &InferCtx,
+    bias: Option<&TensorRef>,
+    y: &mut [T],
+    m: usize,
+    plane: usize,
+) -> Result<bool, OpError> {
+    let b = bias_values::<T>(ctx, bias, m)?;
+    if let Some(b) = b {
+        fill_bias(b, y, plane);
+    }
+    Ok(b.is_some())
+}
+
+/// Checks the weights' two leading dims against `want` (Conv: [M, C/group];
+/// ConvTranspose: [C, M/group]).
+fn check_weights(
+    ctx: &InferCtx,
+    w: &TensorRef,
+    want: [usize; 2],
+    c: usize,
+    m: usize,
+    group: usize,
+) -> Result<(), OpError> {
+    if w.shape[..2] != want {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "weights {:?} for {c} input and {m} output channels in {group} groups",
+                w.shape
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn conv_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let (x, w) = (&inputs[0], &inputs[1]);
+    let y_shape = outputs[0].shape.to_vec();
+    let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
+    let (cg, mg) = (c / group, m / group);
+    check_weights(ctx, w, [m, cg], c, m, group)?;
+    let win = Window::new(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
+    let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
+    let y = outputs[0].slice_mut::<T>()?;
+    let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
+    let bias = bias_values::<T>(ctx, inputs.get(2), m)?;
+    if y.is_empty() {
+        return Ok(());
+    }
+    let rows = cg * klen;
+    let blocks = batch * group;
+    let parallel = y.len() * rows >= PARALLEL_ELEMS;
+    let direct =
+        klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
+    // float32 windows with unit strides convolve directly (conv_direct.rs) where the CPU
+    // has its vector kernels; a 1x1 kernel that reads the input as is stays one GEMM.
+    let plan = match T::DTYPE {
+        DType::F32 if !direct => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
+        _ => None,
+    };
+    if let Some(plan) = plan {
+        let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
+        let bias = bias.map(as_f32);
+        let block = |i: usize, out: &mut [f32], inner: bool| {
+            let (n, g) = (i / group, i % group);
+            let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
+            let wg = &wv[g * mg * rows..][..mg * rows];
+            let bg = bias.map(|b| &b[g * mg..][..mg]);
+            with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
+                plan.conv(xg, wg, bg, padded, out, inner);
+            });
+        };
+        if blocks > 1 && parallel {
+            y.par_chunks_mut(mg * olen)
+                .enumerate()
+                .for_each(|(i, out)| block(i, out, false));
+        } else {
+            for (i, out) in y.chunks_mut(mg * olen).enumerate() {
+                block(i, out, parallel);
+            }
+        }
+        return Ok(());
+    }
+    if let Some(b) = bias {
+        fill_bias(b, y, olen);
+    }
+    let beta = if bias.is_some() { 1.0 } else { 0.0 };
+    // One (image, group) block: its weights, its input channels, its output planes.
+    let block = |i: usize, out: &mut [T]| {
+        let (n, g) = (i / group, i % group);
+        let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
+        let wg = Mat::row_major(&wv[g * mg * rows..][..mg * rows], mg, rows);
+        if direct {
+            gemm(1.0, wg, Mat::row_major(xg, cg, ilen), beta, out, olen);
+        } else {
+            with_scratch(rows * olen, |col: &mut [T]| {
+                im2col(xg, cg, &win, col);
+                gemm(1.0, wg, Mat::row_major(col, rows, olen), beta, out, olen);
+            });
+        }
+    };
+    if blocks > 1 && parallel {
+        y.par_chunks_mut(mg * olen)
+            .enumerate()
+            .for_each(|(i, out)| block(i, out));
+    } else {
+        for (i, out) in y.chunks_mut(mg * olen).enumerate() {
+            block(i, out);
+        }
+    }
+    Ok(())
+}
+
+/// `T`'s elements as the float32 they are (the caller has matched `T::DTYPE`).
+fn as_f32<T: Scalar>(v: &[T]) -> &[f32] {
+    bytemuck::cast_slice(v)
+}
+
+fn as_f32_mut<T: Scalar>(v: &mut [T]) -> &mut [f32] {
+    bytemuck::cast_slice_mut(v)
+}
+
+thread_local! {
+    /// Each thread's im2col matrix, kept between calls: the matrix of a 3x3 convolution
+    /// over a 56x56 image with 64 channels is 7 MB, and allocating and zero-filling that
+    /// much per call is avoidable work. It only grows.
+    static SCRATCH: RefCell<Buffer> = RefCell::new(Buffer::default());
+}
+
+/// Runs `f` on `len` elements of this thread's scratch memory (contents unspecified:
+/// `f` writes before it reads).
+fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let bytes = len * std::mem::size_of::<T>();
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < bytes {
+                *buf = Buffer::zeroed(bytes);
+            }
+            f(bytemuck::cast_slice_mut(&mut buf.as_bytes_mut()[..bytes]))
+        }
+        // Re-entered on this thread (a nested parallel call ran another convolution
+        // here): that one gets its own memory.
+        Err(_) => f(bytemuck::cast_slice_mut(
+            Buffer::zeroed(bytes).as_bytes_mut(),
+        )),
+    })
+}
+
+/// Fills `col` ([channels * taps, output positions]) with the input value each tap of
+/// each output position reads, 0 in the padding. Each row is one (channel, tap): its
+/// output rows are contiguous runs of the input row shifted by the tap, so the inner loop
+/// is a copy (unit stride) or a strided gather, with the padded ends zero-filled outside
+/// the loop.
+fn im2col<T: Scalar>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
+    let [_, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.input;
+    let [od, oh, ow] = win.output;
+    let olen = od * oh * ow;
+    let klen = win.kernel_len();
+    let zero = T::from_f64(0.0);
+    let fill_row = |r: usize, row: &mut [T]| {
+        let (ch, tap) = (r / klen, r % klen);
+        let (a, b, e) = (tap / (kh * kw), (tap / kw) % kh, tap % kw);
+        let plane = &x[ch * win.input_len()..][..win.input_len()];
+        let (d_lo, d_hi, d_off) = win.valid_range(0, a);
+        let (h_lo, h_hi, h_off) = win.valid_range(1, b);
+        let (w_lo, w_hi, w_off) = win.valid_range(2, e);
+        let (sd, sh, sw) = (win.stride[0], win.stride[1], win.stride[2]);
+        for z in 0..od {
+            let zrow = &mut row[z * oh * ow..][..oh * ow];
+            if z < d_lo || z >= d_hi {
+                zrow.fill(zero);
+                continue;
+            }
+            let zi = (z * sd) as isize + d_off;
+            for yy in 0..oh {
+                let dst = &mut zrow[yy * ow..][..ow];
+                if yy < h_lo || yy >= h_hi {
+                    dst.fill(zero);
+                    continue;
+                }
+                let yi = (yy * sh) as isize + h_off;
+                let src = &plane[(zi as usize * ih + yi as usize) * iw..][..iw];
+                dst[..w_lo].fill(zero);
+                dst[w_hi..].fill(zero);
+                let start = (w_lo * sw) as isize + w_off;
+                if w_hi > w_lo {
+                    let start = start as usize;
+                    if sw == 1 {
+                        dst[w_lo..w_hi].copy_from_slice(&src[start..start + (w_hi - w_lo)]);
+                    } else {
+                        for (j, v) in dst[w_lo..w_hi].iter_mut().enumerate() {
+                            *v = src[start + j * sw];
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let col = &mut col[..channels * klen * olen];
+    if col.len() >= PARALLEL_ELEMS && olen > 0 {
+        col.par_chunks_mut(olen)
+            .enumerate()
+            .for_each(|(r, row)| fill_row(r, row));
+    } else if olen > 0 {
+        for (r, row) in col.chunks_mut(olen).enumerate() {
+            fill_row(r, row);
+        }
+    }
+}
+
+/// ConvTranspose: X `[N, C, D...]`, W `[C, M/group, K...]`, optional B `[M]` -> Y
+/// `[N, M, D'...]`.
+pub fn conv_transpose(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => conv_transpose_typed::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+}
+
+/// ConvTranspose's geometry: the output's padding comes from `pads`, or, with
+/// `output_shape` or SAME auto-padding, from the total padding that yields the output
+/// size (split as ONNX says: SAME_UPPER puts the odd unit at the end, otherwise at the
+/// beginning).
+fn transpose_window(
+    ctx: &InferCtx,
+    x: &[usize],
+    k: &[usize],
+    y: &[usize],
+) -> Result<Window, OpError> {
+    let n = x.len();
+    let positive = |name: &str| -> Result<Vec<usize>, OpError> {
+        let v = ctx.attr_ints_or(name, 1, n)?;
+        if v.len() != n || v.iter().any(|&x| x < 1) {
+            return Err(ctx.attr_error(name, format!("needs {n} positive values")));
+        }
+        Ok(v.iter().map(|&x| x as usize).collect())
+    };
+    let stride = positive("strides")?;
+    let dilation = positive("dilations")?;
+    let out_pad = ctx.attr_ints_or("output_padding", 0, n)?;
+    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
+    if out_pad.len() != n || pads.len() != 2 * n || n > super::window::MAX_SPATIAL {
+        return Err(ctx.attr_error(
+            "pads/output_padding",
+            format!("do not fit {n} spatial dims"),
+        ));
+    }
+    let auto_pad = ctx.attr_str("auto_pad", "NOTSET")?;
+    let derived = ctx.attr_ints("output_shape")?.is_some() || auto_pad.starts_with("SAME");
+    let mut begin = vec![0isize; n];
+    for i in 0..n {
+        begin[i] = if derived {
+            let full = (stride[i] * (x[i].max(1) - 1)) as isize
+                + out_pad[i] as isize
+                + ((k[i] - 1) * dilation[i] + 1) as isize;
+            let total = full - y[i] as isize;
+            if auto_pad == "SAME_UPPER" {
+                total.div_euclid(2)
+            } else {
+                total - total.div_euclid(2)
+            }
+        } else {
+            pads[i] as isize
+        };
+    }
+    use super::window::promote;
+    Ok(Window {
+        input: promote(x, 1),
+        output: promote(y, 1),
+        kernel: promote(k, 1),
+        stride: promote(&stride, 1),
+        dilation: promote(&dilation, 1),
+        pad_begin: promote(&begin, 0),
+        pad_end: [0; 3],
+    })
+}
+
+fn conv_transpose_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let (x, w) = (&inputs[0], &inputs[1]);
+    let y_shape = outputs[0].shape.to_vec();
+    let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
+    let (cg, mg) = (c / group, m / group);
+    check_weights(ctx, w, [c, mg], c, m, group)?;
+    let win = transpose_window(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
+    let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
+    let y = outputs[0].slice_mut::<T>()?;
+    let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
+    init_bias(ctx, inputs.get(2), y, m, olen)?;
+    if y.is_empty() || ilen == 0 {
+        return Ok(());
+    }
+    let rows = mg * klen;
+    let mut col = vec![T::from_f64(0.0); rows * ilen];
+    for n in 0..batch {
+        for g in 0..group {
+            let xg = Mat::row_major(&xv[(n * c + g * cg) * ilen..][..cg * ilen], cg, ilen);
+            let wg = Mat::row_major(&wv[g * cg * rows..][..cg * rows], cg, rows).t();
+            gemm(1.0, wg, xg, 0.0, &mut col, ilen);
+            let out = &mut y[(n * m + g * mg) * olen..][..mg * olen];
+            col2im(&col, &win, out);
+        }
+    }
+    Ok(())
+}
+
+/// Adds `col` ([channels * taps, input positions]) into the output planes: input
+/// position `i` under tap `k` lands on `i * stride + k * dilation - pad_begin`. Channels
+/// are independent, so they run in parallel; within one, the taps run in order so each
+/// output element's sum is formed in the same order on every run.
+fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
+    let [_, ih, iw] = win.input;
+    let [_, oh, ow] = win.output;
+    let [_, kh, kw] = win.kernel;
+    let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
+    // The transpose maps input to output: the "window" seen from the output side.
+    let reach = |d: usize, k: usize| -> (usize, usize, isize) {
+        let off = (k * win.dilation[d]) as isize - win.pad_begin[d];
+        let s = win.stride[d] as isize;
+        let (inp, outp) = (win.input[d] as isize, win.output[d] as isize);
+        // Inputs i with 0 <= i * s + off < out.
+        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+        let hi = if outp - off <= 0 {
+            0
+        } else {
+            (outp - off - 1) / s + 1
+        };
+        let (lo, hi) = (lo.min(inp), hi.clamp(0, inp));
+        (lo as usize, hi.max(lo) as usize, off)
+    };
+    let channel = |ch: usize, plane: &mut [T]| {
+        for tap in 0..klen {
+            let (a, b, e) = (tap / (kh * kw), (tap / kw) % kh, tap % kw);
+            let src = &col[(ch * klen + tap) * ilen..][..ilen];
+            let (d_lo, d_hi, d_off) = reach(0, a);
+            let (h_lo, h_hi, h_off) = reach(1, b);
+            let (w_lo, w_hi, w_off) = reach(2, e);
+            for z in d_lo..d_hi {
+                let zo = ((z * win.stride[0]) as isize + d_off) as usize;
+                for yy in h_lo..h_hi {
+                    let yo = ((yy * win.stride[1]) as isize + h_off) as usize;
+                    let s = &src[(z * ih + yy) * iw..][..iw];
+                    let dst = &mut plane[(zo * oh + yo) * ow..][..ow];
+                    for (xx, v) in s.iter().enumerate().take(w_hi).skip(w_lo) {
+                        let xo = ((xx * win.stride[2]) as isize + w_off) as usize;
+                        dst[xo] = T::from_f64(dst[xo].to_f64() + v.to_f64());
+                    }
+                }
+            }
+        }
+    };
+    if out.len() * klen >= PARALLEL_ELEMS {
+        out.par_chunks_mut(olen)
+            .enumerate()
+            .for_each(|(ch, p)| channel(ch, p));
+    } else {
+        for (ch, p) in out.chunks_mut(olen).enumerate() {
+            channel(ch, p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::Attr;
+    use crate::ops::{OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> (Vec<usize>, Vec<f32>) {
+        let attrs = crate::ops::test_attrs(attrs);
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, 1)
+            .unwrap();
+        (
+            out[0].shape.clone(),
+            out[0].slice::<f32>().unwrap().to_vec(),
+        )
+    }
+
+    #[test]
+    fn conv_pads_strides_and_bias() {
+        // 1x1x3x3 input 1..9, 2x2 kernel of ones, pad 1, stride 2: corner sums.
+        let x = Tensor::from_vec(
+            &[1, 1, 3, 3],
+            &(1..=9).map(|v| v as f32).collect::<Vec<_>>(),
+        );
+        let w = Tensor::from_vec(&[1, 1, 2, 2], &[1.0f32; 4]);
+        let b = Tensor::from_vec(&[1], &[0.5f32]);
+        let attrs = [
+            ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+            ("strides", Attr::Ints(vec![2, 2])),
+        ];
+        let (shape, y) = run("Conv", &attrs, &[x, w, b]);
+        assert_eq!(shape, [1, 1, 2, 2]);
+        // Windows: {1}, {2,3}, {4,7}, {5,6,8,9}.
+        assert_eq!(y, [1.5, 5.5, 11.5, 28.5]);
+    }
+
+    #[test]
+    fn grouped_1d_conv_with_dilation() {
+        // Two channels, two groups; kernel [1, -1] dilated by 2: x[i] - x[i+2].
+        let x = Tensor::from_vec(&[1, 2, 4], &[1.0f32, 2.0, 4.0, 8.0, 0.0, 1.0, 0.0, 3.0]);
+        let w = Tensor::from_vec(&[2, 1, 2], &[1.0f32, -1.0, 2.0, 0.0]);
+        let attrs = [("group", Attr::Int(2)), ("dilations", Attr::Ints(vec![2]))];
+        let (shape, y) = run("Conv", &attrs, &[x, w]);
+        assert_eq!(shape, [1, 2, 2]);
+        assert_eq!(y, [-3.0, -6.0, 0.0, 2.0]);
+    }
+
+    /// A convolution's parameters for the reference below (2-D; 1-D is height 1).
+    struct Case {
+        x: [usize; 4],
+        m: usize,
+        k: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        /// top, left, bottom, right
+        pads: [usize; 4],
+        group: usize,
+        bias: bool,
+    }
+
+    impl Case {
+        fn new(x: [usize; 4], m: usize, k: [usize; 2]) -> Case {
+            Case {
+                x,
+                m,
+                k,
+                stride: [1, 1],
+                dil: [1, 1],
+                pads: [0; 4],
+                group: 1,
+                bias: false,
+            }
+        }
+        fn out(&self) -> [usize; 2] {
+            let o = |d: usize| {
+                let span = (self.k[d] - 1) * self.dil[d] + 1;
+                (self.x[2 + d] + self.pads[d] + self.pads[d + 2] - span) / self.stride[d] + 1
+            };
+            [o(0), o(1)]
+        }
+        /// Seeded inputs, weights and bias in [-1, 1).
+        fn tensors(&self) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+            let vals = |n: usize, seed: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|i| ((i * 7919 + seed * 104729) % 2003) as f32 / 1001.5 - 1.0)
+                    .collect()
+            };
+            let cg = self.x[1] / self.group;
+            (
+                vals(self.x.iter().product(), 1),
+                vals(self.m * cg * self.k[0] * self.k[1], 2),
+                vals(self.m, 3),
+            )
+        }
+        /// The convolution by its definition, summed in f64.
+        fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
+            let [n, c, h, wd] = self.x;
+            let [oh, ow] = self.out();
+            let (cg, mg) = (c / self.group, self.m / self.group);
+            let mut y = vec![0.0f32; n * self.m * oh * ow];
+            for (idx, v) in y.iter_mut().enumerate() {
+                let (ox, oy) = (idx % ow, (idx / ow) % oh);
+                let (mo, img) = ((idx / (ow * oh)) % self.m, idx / (ow * oh * self.m));
+                let g = mo / mg;
+                let mut sum = if self.bias { b[mo] as f64 } else { 0.0 };
+                for ci in 0..cg {
+                    for a in 0..self.k[0] {
+                        for e in 0..self.k[1] {
+                            let iy = (oy * self.stride[0] + a * self.dil[0]) as isize
+                                - self.pads[0] as isize;
+                            let ix = (ox * self.stride[1] + e * self.dil[1]) as isize
+                                - self.pads[1] as isize;
+                            if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                continue;
+                            }
+                            let xi = ((img * c + g * cg + ci) * h + iy as usize) * wd + ix as usize;
+                            let wi = ((mo * cg + ci) * self.k[0] + a) * self.k[1] + e;
+                            sum += x[xi] as f64 * w[wi] as f64;
+                        }
+                    }
+                }
+                *v = sum as f32;
+            }
+            y
+        }
+        /// Runs Conv through the op registry (a 1-D case when the height is 1 and the
+        /// kernel's too) and checks it against the reference.
+        fn check(&self) {
+            let (x, w, b) = self.tensors();
+            let one_d = self.x[2] == 1 && self.k[0] == 1 && self.pads[0] == 0 && self.pads[2] == 0;
+            let [n, c, h, wd] = self.x;
+            let cg = c / self.group;
+            let (xs, ws, attrs) = if one_d {
+                (
+                    vec![n, c, wd],
+                    vec![self.m, cg, self.k[1]],
+                    vec![
+                        ("strides", Attr::Ints(vec![self.stride[1] as i64])),
+                        ("dilations", Attr::Ints(vec![self.dil[1] as i64])),
+                        (
+                            "pads",
+                            Attr::Ints(vec![self.pads[1] as i64, self.pads[3] as i64]),
+                        ),
+                        ("group", Attr::Int(self.group as i64)),
+                    ],
+                )
+            } else {
+                let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+                (
+                    vec![n, c, h, wd],
+                    vec![self.m, cg, self.k[0], self.k[1]],
+                    vec![
+                        ("strides", ints(&self.stride)),
+                        ("dilations", ints(&self.dil)),
+                        ("pads", ints(&self.pads)),
+                        ("group", Attr::Int(self.group as i64)),
+                    ],
+                )
+            };
+            let mut inputs = vec![Tensor::from_vec(&xs, &x), Tensor::from_vec(&ws, &w)];
+            if self.bias {
+                inputs.push(Tensor::from_vec(&[self.m], &b));
+            }
+            let (_, got) = run("Conv", &attrs, &inputs);
+            assert_close(&got, &self.reference(&x, &w, &b));
+        }
+    }
+
+    fn assert_close(got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "element {i}: got {g}, want {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn conv_matches_the_reference_over_window_shapes() {
+        let mut cases = vec![];
+        // The benchmark's shape, small: 3x3, pad 1, bias; 6 output channels (a partial tile).
+        cases.push(Case {
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([1, 5, 9, 11], 6, [3, 3])
+        });
+        // Asymmetric pads, non-square kernel, batch 2.
+        cases.push(Case {
+            pads: [0, 2, 1, 0],
+            ..Case::new([2, 3, 7, 13], 5, [2, 5])
+        });
+        // Dilations with padding.
+        cases.push(Case {
+            dil: [2, 3],
+            pads: [2, 3, 1, 0],
+            bias: true,
+            ..Case::new([1, 4, 10, 12], 9, [3, 2])
+        });
+        // Strides (im2col's path) beside unit strides.
+        cases.push(Case {
+            stride: [2, 3],
+            pads: [1, 1, 1, 1],
+            ..Case::new([2, 3, 9, 10], 4, [3, 3])
+        });
+        // Groups, batch 3, and depthwise.
+        cases.push(Case {
+            group: 2,
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([3, 4, 6, 5], 6, [3, 3])
+        });
+        cases.push(Case {
+            group: 8,
+            pads: [1; 4],
+            ..Case::new([1, 8, 17, 3], 8, [3, 3])
+        });
+        // 1-D, with pads and dilation; a 1x1 kernel as a GEMM and padded.
+        cases.push(Case {
+            pads: [0, 2, 0, 1],
+            dil: [1, 2],
+            ..Case::new([2, 3, 1, 40], 7, [1, 3])
+        });
+        cases.push(Case::new([1, 6, 5, 7], 3, [1, 1]));
+        cases.push(Case {
+            pads: [1, 0, 0, 1],
+            ..Case::new([1, 6, 5, 7], 3, [1, 1])
+        });
+        // A kernel as large as the padded input (one output), and odd sizes.
+        cases.push(Case {
+            pads: [1, 1, 0, 0],
+            ..Case::new([1, 2, 4, 5], 3, [5, 6])
+        });
+        cases.push(Case {
+            pads: [3, 0, 2, 4],
+            bias: true,
+            ..Case::new([1, 3, 1, 1], 2, [3, 3])
+        });
+        // Large enough to run in parallel: output channels across tasks, then batch
+        // blocks.
+        cases.push(Case {
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([1, 16, 30, 30], 32, [3, 3])
+        });
+        cases.push(Case {
+            pads: [1; 4],
+            ..Case::new([2, 16, 20, 20], 12, [3, 3])
+        });
+        for case in &cases {
+            case.check();
+        }
+    }
+
+    #[test]
+    fn direct_kernels_match_the_reference_on_every_isa() {
+        use super::super::conv_direct::{Direct, Isa};
+        use super::super::window::Window;
+        // 128 channels x 64 outputs x 9 taps of weights: more than one channel chunk,
+        // so later chunks add onto the output.
+        let cases = [
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 128, 7, 9], 64, [3, 3])
+            },
+            Case {
+                pads: [0, 1, 2, 0],
+                dil: [2, 1],
+                ..Case::new([1, 3, 11, 35], 7, [2, 4])
+            },
+        ];
+        for isa in Isa::available() {
+            for case in &cases {
+                let (x, w, b) = case.tensors();
+                let [_, c, h, wd] = case.x;
+                let [oh, ow] = case.out();
+                let win = Window {
+                    input: [1, h, wd],
+                    output: [1, oh, ow],
+                    kernel: [1, case.k[0], case.k[1]],
+                    stride: [1; 3],
+                    dilation: [1, case.dil[0], case.dil[1]],
+                    pad_begin: [0, case.pads[0] as isize, case.pads[1] as isize],
+                    pad_end: [0, case.pads[2] as isize, case.pads[3] as isize],
+                };
+                let plan = Direct::plan(&win, c, isa).unwrap();
+                let mut padded = vec![f32::NAN; plan.scratch_len()];
+                for parallel in [false, true] {
+                    let mut y = vec![f32::NAN; case.m * oh * ow];
+                    let bias = case.bias.then_some(&b[..]);
+                    plan.conv(&x, &w, bias, &mut padded, &mut y, parallel);
+                    assert_close(&y, &case.reference(&x, &w, &b));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conv_transpose_scatters_with_stride() {
+        // 1-D: x = [1, 2], kernel [1, 1, 1], stride 2 -> [1, 1, 3, 2, 2].
+        let x = Tensor::from_vec(&[1, 1, 2], &[1.0f32, 2.0]);
+        let w = Tensor::from_vec(&[1, 1, 3], &[1.0f32; 3]);
+        let (shape, y) = run(
+            "ConvTranspose",
+            &[("strides", Attr::Ints(vec![2]))],
+            &[x.clone(), w.clone()],
+        );
+        assert_eq!(shape, [1, 1, 5]);
+        assert_eq!(y, [1.0, 1.0, 3.0, 2.0, 2.0]);
+        // pads [1, 1] crop one element each side.
+        let attrs = [
+            ("strides", Attr::Ints(vec![2])),
+            ("pads", Attr::Ints(vec![1, 1])),
+        ];
+        assert_eq!(run("ConvTranspose", &attrs, &[x, w]).1, [1.0, 3.0, 2.0]);
+    }
+}

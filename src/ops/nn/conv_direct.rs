@@ -1,0 +1,404 @@
+//! Direct float32 convolution for unit-stride 1-D and 2-D windows, on x86-64 with AVX-512
+//! or AVX2 and FMA (detected at run time); everything else, and every other machine, takes
+//! conv.rs's im2col + GEMM.
+//!
+//! Why not im2col + GEMM for these: a 3x3 kernel's im2col matrix is nine times the input
+//! (7 MB for 64 channels of 56x56), written once, then read and packed again by the GEMM,
+//! whose kernel (matrixmultiply's 8x8 on 16 ymm registers) also leaves half of AVX-512's
+//! registers and width unused. Here nothing is expanded:
+//!
+//! - The input of one (image, group) is copied once into zero-bordered planes `hp` x `wp`
+//!   (`wp` = output width + kernel span - 1). Output position (y, x) is the linear index
+//!   `q = y * wp + x`, and tap (a, b) reads the padded input at `q + a*dh*wp + b*dw`: for
+//!   every tap, consecutive outputs read consecutive inputs, so a vector of outputs takes
+//!   one unaligned load per tap, with no gather and no index arithmetic. The `wp - ow`
+//!   positions past each output row's end are computed and dropped (2 of 58 here).
+//! - A micro-kernel keeps an `MR` output channels x `NV` vectors tile of sums in registers
+//!   across every input channel and tap (24 of AVX-512's 32 registers: 4 channels x 96
+//!   positions), so each output is written once per channel chunk; per tap it loads `NV`
+//!   input vectors and broadcasts `MR` weights straight from the [M, C, kh, kw] weights.
+//! - Tiles run over positions with output channels innermost: the input window a tile
+//!   reads (its channels' rows under the kernel) is then reused by every channel group
+//!   while it is in cache, and the weights of a task stay in L2. Channels are chunked so
+//!   those weights fit ([`WEIGHT_BYTES`]); later chunks add onto the output.
+//!
+//! Sums run in a different order than the GEMM's, so results agree to rounding, not bits.
+
+use rayon::prelude::*;
+
+use super::window::Window;
+
+/// Widest vector (floats) of any kernel: the padded input carries this much slack after
+/// its last plane, which the last tile's vectors may read past the last position.
+const MAX_LANES: usize = 16;
+/// Largest tile (floats per output channel) of any kernel.
+const TILE_FLOATS: usize = 6 * MAX_LANES;
+/// Output channels per tile in every kernel.
+const MR: usize = 4;
+/// Output channels one task computes: its weights per chunk are this many rows.
+const TASK_CHANNELS: usize = 64;
+/// Bytes of weights one channel chunk of a task may take (fits in L2 beside the input).
+const WEIGHT_BYTES: usize = 256 << 10;
+/// Output elements times taps below which a block runs on the calling thread.
+const PARALLEL_WORK: usize = 1 << 14;
+
+pub(super) use crate::ops::simd::Isa;
+
+/// Floats per vector and vectors per tile row of `isa`'s kernel.
+fn shape(isa: Isa) -> (usize, usize) {
+    match isa {
+        Isa::Avx512 => (16, 6),
+        Isa::Avx2 => (8, 3),
+    }
+}
+
+/// A unit-stride window over one (image, group) as the direct kernel computes it.
+#[derive(Debug, Clone)]
+pub(super) struct Direct {
+    isa: Isa,
+    /// Input channels.
+    channels: usize,
+    /// Input height and width.
+    h: usize,
+    w: usize,
+    /// Output height and width.
+    oh: usize,
+    ow: usize,
+    kh: usize,
+    kw: usize,
+    dh: usize,
+    dw: usize,
+    /// Padding before the input's rows and columns.
+    pt: usize,
+    pl: usize,
+    /// The padded planes' height and width.
+    hp: usize,
+    wp: usize,
+}
+
+impl Direct {
+    /// The direct plan for `win` over `channels` input channels on `isa`, if it applies:
+    /// unit strides, at most two spatial dims, a non-empty output.
+    pub(super) fn plan(win: &Window, channels: usize, isa: Isa) -> Option<Direct> {
+        if win.stride != [1; 3]
+            || win.input[0] != 1
+            || win.kernel[0] != 1
+            || win.output[0] != 1
+            || win.pad_begin[0] != 0
+        {
+            return None;
+        }
+        let [_, h, w] = win.input;
+        let [_, oh, ow] = win.output;
+        let [_, kh, kw] = win.kernel;
+        let [_, dh, dw] = win.dilation;
+        if oh == 0 || ow == 0 || kh == 0 || kw == 0 {
+            return None;
+        }
+        Some(Direct {
+            isa,
+            channels,
+            h,
+            w,
+            oh,
+            ow,
+            kh,
+            kw,
+            dh,
+            dw,
+            pt: usize::try_from(win.pad_begin[1]).ok()?,
+            pl: usize::try_from(win.pad_begin[2]).ok()?,
+            hp: oh + (kh - 1) * dh,
+            wp: ow + (kw - 1) * dw,
+        })
+    }
+
+    fn plane(&self) -> usize {
+        self.hp * self.wp
+    }
+    /// Linear positions up to the last output: (oh - 1) full padded rows and one output row.
+    fn positions(&self) -> usize {
+        (self.oh - 1) * self.wp + self.ow
+    }
+    /// Floats of scratch [`Direct::conv`] needs.
+    pub(super) fn scratch_len(&self) -> usize {
+        self.channels * self.plane() + MAX_LANES
+    }
+
+    /// `out` (`[M, oh * ow]`) = the convolution of `x` (`[channels, h * w]`) with `w`
+    /// (`[M, channels, kh, kw]`) plus `bias` (`[M]`, or zeros), using `padded` (at least
+    /// [`Direct::scratch_len`] floats, contents unspecified) for the padded input.
+    /// `parallel` splits the output channels across rayon's threads.
+    pub(super) fn conv(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        padded: &mut [f32],
+        out: &mut [f32],
+        parallel: bool,
+    ) {
+        let (channels, olen) = (self.channels, self.oh * self.ow);
+        let m = out.len() / olen;
+        let k = channels * self.kh * self.kw;
+        assert!(
+            x.len() >= channels * self.h * self.w
+                && w.len() >= m * k
+                && out.len() == m * olen
+                && bias.is_none_or(|b| b.len() >= m),
+            "direct conv: operands do not fit the window"
+        );
+        let padded = &mut padded[..self.scratch_len()];
+        self.pad(x, padded, parallel);
+        let padded = &*padded;
+        let threads = if parallel {
+            rayon::current_num_threads().max(1)
+        } else {
+            1
+        };
+        // Enough tasks for every thread, each a multiple of the tile's channels.
+        let per = m
+            .div_ceil(threads)
+            .next_multiple_of(MR)
+            .clamp(MR, TASK_CHANNELS);
+        let task = |t: usize, y: &mut [f32]| {
+            let m0 = t * per;
+            self.task(padded, &w[m0 * k..], bias.map(|b| &b[m0..]), y);
+        };
+        if parallel && per < m {
+            out.par_chunks_mut(per * olen)
+                .enumerate()
+                .for_each(|(t, y)| task(t, y));
+        } else {
+            for (t, y) in out.chunks_mut(per * olen).enumerate() {
+                task(t, y);
+            }
+        }
+    }
+
+    /// Copies `x`'s planes into `dst` with their zero borders, and zeroes the slack after.
+    fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
+        let (h, w, wp, plane) = (self.h, self.w, self.wp, self.plane());
+        let channels = self.channels;
+        let (planes, slack) = dst.split_at_mut(channels * plane);
+        slack.fill(0.0);
+        let one = |c: usize, p: &mut [f32]| {
+            let src = &x[c * h * w..][..h * w];
+            for (i, row) in p.chunks_mut(wp).enumerate() {
+                let r = i.wrapping_sub(self.pt);
+                if r >= h {
+                    row.fill(0.0);
+                    continue;
+                }
+                let lo = self.pl.min(wp);
+                let n = w.min(wp - lo);
+                row[..lo].fill(0.0);
+                row[lo..lo + n].copy_from_slice(&src[r * w..][..n]);
+                row[lo + n..].fill(0.0);
+            }
+        };
+        if parallel && planes.len() >= PARALLEL_WORK {
+            planes
+                .par_chunks_mut(plane)
+                .enumerate()
+                .for_each(|(c, p)| one(c, p));
+        } else {
+            for (c, p) in planes.chunks_mut(plane).enumerate() {
+                one(c, p);
+            }
+        }
+    }
+
+    /// One task: output channels `y.len() / olen` with weights `w` (rows `k` apart).
+    fn task(&self, padded: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+        let (lanes, nv_max) = shape(self.isa);
+        let (channels, olen) = (self.channels, self.oh * self.ow);
+        let m = y.len() / olen;
+        let taps = self.kh * self.kw;
+        let k = channels * taps;
+        let nq = self.positions();
+        let chunk = (WEIGHT_BYTES / (4 * m * taps)).clamp(1, channels);
+        let mut tile = [0.0f32; MR * TILE_FLOATS];
+        for c0 in (0..channels).step_by(chunk) {
+            let cn = chunk.min(channels - c0);
+            let first = c0 == 0;
+            let mut q0 = 0;
+            while q0 < nq {
+                let nv = (nq - q0).div_ceil(lanes).min(nv_max);
+                let qn = (nv * lanes).min(nq - q0);
+                for m0 in (0..m).step_by(MR) {
+                    let mr = MR.min(m - m0);
+                    for i in 0..mr {
+                        let b = match bias {
+                            Some(b) if first => b[m0 + i],
+                            _ => 0.0,
+                        };
+                        tile[i * TILE_FLOATS..][..nv * lanes].fill(b);
+                    }
+                    let args = TileArgs {
+                        x: padded[c0 * self.plane() + q0..].as_ptr(),
+                        plane: self.plane(),
+                        row_step: self.dh * self.wp,
+                        dw: self.dw,
+                        kh: self.kh,
+                        kw: self.kw,
+                        channels: cn,
+                        w: w[m0 * k + c0 * taps..].as_ptr(),
+                        w_stride: k,
+                        out: tile.as_mut_ptr(),
+                        ld: TILE_FLOATS,
+                    };
+                    // SAFETY: the last vector of the tile starts below q0 + nv * lanes <=
+                    // nq - 1 + lanes, so the furthest read, channel c0 + cn - 1 under the
+                    // last tap, is below (c0 + cn) * plane + lanes - 1: inside `padded`,
+                    // which has MAX_LANES floats of slack after its last plane. Weights
+                    // read are rows m0..m0 + mr, columns c0 * taps.. (c0 + cn) * taps of
+                    // `w`, and the tile holds mr rows of nv * lanes floats.
+                    unsafe { run_tile(self.isa, mr, nv, &args) };
+                    for i in 0..mr {
+                        let dst = &mut y[(m0 + i) * olen..][..olen];
+                        self.store(&tile[i * TILE_FLOATS..][..qn], q0, first, dst);
+                    }
+                }
+                q0 += qn;
+            }
+        }
+    }
+
+    /// Writes (first chunk) or adds the tile row `src`, positions `q0..`, into the output
+    /// plane `dst`, dropping the positions past each output row's end.
+    fn store(&self, src: &[f32], q0: usize, first: bool, dst: &mut [f32]) {
+        let (wp, ow) = (self.wp, self.ow);
+        let end = q0 + src.len();
+        let mut q = q0;
+        while q < end {
+            let (r, col) = (q / wp, q % wp);
+            let next = ((r + 1) * wp).min(end);
+            if col < ow {
+                let n = ow.min(col + next - q) - col;
+                let (s, d) = (&src[q - q0..][..n], &mut dst[r * ow + col..][..n]);
+                if first {
+                    d.copy_from_slice(s);
+                } else {
+                    for (d, s) in d.iter_mut().zip(s) {
+                        *d += s;
+                    }
+                }
+            }
+            q = next;
+        }
+    }
+}
+
+/// One micro-kernel call: the tile at `out` (rows `ld` apart, holding the initial sums)
+/// plus, for each of `channels` input channels (planes `plane` apart from `x`) and each
+/// tap, the weights (rows `w_stride` apart, one column per (channel, tap)) times the input
+/// under the tap.
+struct TileArgs {
+    x: *const f32,
+    plane: usize,
+    row_step: usize,
+    dw: usize,
+    kh: usize,
+    kw: usize,
+    channels: usize,
+    w: *const f32,
+    w_stride: usize,
+    out: *mut f32,
+    ld: usize,
+}
+
+/// Runs the `mr` x `nv` tile kernel of `isa`.
+///
+/// # Safety
+/// `isa` is available on this CPU, `mr <= MR`, `nv` at most the ISA's tile width, and
+/// every read and write `args` implies lies inside live memory (see `Direct::task`).
+unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match isa {
+            Isa::Avx512 => x86::tile_avx512(mr, nv, args),
+            Isa::Avx2 => x86::tile_avx2(mr, nv, args),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, mr, nv, args);
+        unreachable!("Isa::detect finds no kernel on this architecture")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::TileArgs;
+    use crate::ops::simd::{Avx2, Avx512, Simd};
+
+    /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
+    /// The tap loops' bounds are runtime values; the body (NV loads, MR broadcasts,
+    /// MR * NV FMAs) is fully unrolled.
+    #[inline(always)]
+    unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
+        unsafe {
+            let mut acc = [[S::splat(0.0); NV]; MR];
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (v, a) in row.iter_mut().enumerate() {
+                    *a = S::load(t.out.add(i * t.ld + v * S::LANES));
+                }
+            }
+            let (mut xc, mut wc) = (t.x, t.w);
+            for _ in 0..t.channels {
+                for a in 0..t.kh {
+                    let xr = xc.add(a * t.row_step);
+                    for b in 0..t.kw {
+                        let xp = xr.add(b * t.dw);
+                        let mut xv = [S::splat(0.0); NV];
+                        for (v, x) in xv.iter_mut().enumerate() {
+                            *x = S::load(xp.add(v * S::LANES));
+                        }
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let wb = S::splat(*wc.add(i * t.w_stride));
+                            for (a, x) in row.iter_mut().zip(&xv) {
+                                *a = S::fma(wb, *x, *a);
+                            }
+                        }
+                        wc = wc.add(1);
+                    }
+                }
+                xc = xc.add(t.plane);
+            }
+            for (i, row) in acc.iter().enumerate() {
+                for (v, a) in row.iter().enumerate() {
+                    S::store(t.out.add(i * t.ld + v * S::LANES), *a);
+                }
+            }
+        }
+    }
+
+    /// Calls `tile::<$s, mr, nv>` for the runtime `mr` in 1..=4 and `nv` in 1..=$nv.
+    macro_rules! dispatch {
+        ($s:ty, $mr:expr, $nv:expr, $t:expr, [$($n:literal)*]) => {
+            match $mr {
+                1 => match $nv { $($n => tile::<$s, 1, $n>($t),)* _ => unreachable!() },
+                2 => match $nv { $($n => tile::<$s, 2, $n>($t),)* _ => unreachable!() },
+                3 => match $nv { $($n => tile::<$s, 3, $n>($t),)* _ => unreachable!() },
+                4 => match $nv { $($n => tile::<$s, 4, $n>($t),)* _ => unreachable!() },
+                _ => unreachable!(),
+            }
+        };
+    }
+
+    /// # Safety
+    /// AVX-512F is available, and `t` is valid for an `mr` x `nv` tile (see `run_tile`).
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile_avx512(mr: usize, nv: usize, t: &TileArgs) {
+        unsafe { dispatch!(Avx512, mr, nv, t, [1 2 3 4 5 6]) }
+    }
+
+    /// # Safety
+    /// AVX2 and FMA are available, and `t` is valid for an `mr` x `nv` tile.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile_avx2(mr: usize, nv: usize, t: &TileArgs) {
+        unsafe { dispatch!(Avx2, mr, nv, t, [1 2 3]) }
+    }
+}

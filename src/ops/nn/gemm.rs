@@ -1,0 +1,594 @@
+//! General matrix multiplication for the op library, and the two ops that are nothing
+//! else: MatMul (NumPy's batched, broadcasting matmul) and Gemm.
+//!
+//! Every product goes through `linalg::sgemm::sgemm` (float32: rt2's micro-kernels where
+//! B and C are row-major, matrixmultiply elsewhere) or matrixmultiply's `dgemm`; both
+//! take arbitrary row and column strides, so a transposed operand is read in place
+//! rather than copied.
+//! float16/bfloat16 operands are widened to f32 once per call and the result rounded once
+//! per element, as ONNX Runtime does. Large products split the rows of C across rayon's
+//! threads; each part is an independent `sgemm` on a row block, so no synchronization is
+//! needed beyond the split.
+
+use rayon::prelude::*;
+
+use super::scalar::Scalar;
+use crate::dispatch;
+use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
+
+/// Multiply-adds below which a product runs on the calling thread: splitting smaller
+/// work costs more in scheduling than it saves.
+const PARALLEL_WORK: usize = 1 << 18;
+
+/// A strided matrix operand: element (i, j) is `data[i * rs + j * cs]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Mat<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a, T> Mat<'a, T> {
+    /// A row-major `rows` x `cols` matrix.
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        Mat {
+            data,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+    /// The same elements read as the transpose.
+    pub fn t(self) -> Self {
+        Mat {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+    /// The same matrix with its elements reinterpreted as `U` (of the same size: the
+    /// caller has matched `T::DTYPE`).
+    fn cast<U: bytemuck::Pod>(self) -> Mat<'a, U>
+    where
+        T: bytemuck::Pod,
+    {
+        Mat {
+            data: bytemuck::cast_slice(self.data),
+            rows: self.rows,
+            cols: self.cols,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+    /// Rows `r0..r1`.
+    fn row_block(self, r0: usize, r1: usize) -> Self {
+        Mat {
+            data: if r1 > r0 {
+                &self.data[r0 * self.rs..]
+            } else {
+                &[]
+            },
+            rows: r1 - r0,
+            ..self
+        }
+    }
+    /// Whether every element lies inside `data` (what makes the raw-pointer call sound).
+    fn in_bounds(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.rs + (self.cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// `c = alpha * a . b + beta * c` on the `a.rows` x `b.cols` block of `c` whose rows are
+/// `ldc` elements apart. With `beta == 0` the old contents of `c` are ignored (NaN too).
+/// Large products run in parallel over row blocks.
+///
+/// Panics if the operands do not fit their slices: callers size them from validated
+/// shapes, so that is an internal error, and memory safety depends on it.
+pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T], ldc: usize) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert!(a.cols == b.rows, "gemm: inner dims {k} and {}", b.rows);
+    assert!(
+        a.in_bounds() && b.in_bounds(),
+        "gemm: operand out of bounds"
+    );
+    assert!(
+        m == 0 || n == 0 || (m - 1) * ldc + n <= c.len(),
+        "gemm: C too small"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    by_row_blocks((m, k, n), c, ldc, |r0, r1, block| {
+        gemm_serial(alpha, a.row_block(r0, r1), b, beta, block, ldc)
+    });
+}
+
+/// Runs `f(r0, r1, block)` over the rows of an m x k x n product whose C (`ldc` apart)
+/// is `c`: on the calling thread with every row when the product is small, else over
+/// one block of rows per thread, in parallel (`block` starts at row `r0`). Each block
+/// is an independent product, so no synchronization is needed beyond the split.
+fn by_row_blocks<T: Send>(
+    (m, k, n): (usize, usize, usize),
+    c: &mut [T],
+    ldc: usize,
+    f: impl Fn(usize, usize, &mut [T]) + Sync,
+) {
+    let tasks = (m * n * k.max(1) / PARALLEL_WORK).clamp(1, rayon::current_num_threads().max(1));
+    if tasks == 1 {
+        return f(0, m, c);
+    }
+    let rows_per = m.div_ceil(tasks);
+    c.par_chunks_mut(rows_per * ldc)
+        .enumerate()
+        .for_each(|(i, block)| {
+            let r0 = i * rows_per;
+            let r1 = (r0 + rows_per).min(m);
+            if r0 < r1 {
+                f(r0, r1, block);
+            }
+        });
+}
+
+/// One `gemm` on the calling thread, in the element type's kernel.
+fn gemm_serial<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T], ldc: usize) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if k == 0 {
+        // An empty sum: only the beta term remains.
+        for row in c.chunks_mut(ldc).take(m) {
+            for v in &mut row[..n] {
+                *v = T::from_f64(if beta == 0.0 {
+                    0.0
+                } else {
+                    beta as f64 * v.to_f64()
+                });
+            }
+        }
+        return;
+    }
+    match T::DTYPE {
+        DType::F32 => {
+            sgemm(
+                alpha,
+                a.cast(),
+                b.cast(),
+                beta,
+                bytemuck::cast_slice_mut(c),
+                ldc,
+            );
+        }
+        DType::F64 => {
+            let c = bytemuck::cast_slice_mut::<T, f64>(c);
+            // SAFETY: the operands were checked to lie inside their slices, and C's block
+            // of m rows ldc apart, n wide, inside `c`.
+            unsafe {
+                let (a, b) = (a.cast::<f64>(), b.cast::<f64>());
+                matrixmultiply::dgemm(
+                    m,
+                    k,
+                    n,
+                    alpha as f64,
+                    a.data.as_ptr(),
+                    a.rs as isize,
+                    a.cs as isize,
+                    b.data.as_ptr(),
+                    b.rs as isize,
+                    b.cs as isize,
+                    beta as f64,
+                    c.as_mut_ptr(),
+                    ldc as isize,
+                    1,
+                );
+            }
+        }
+        _ => {
+            // Half types: widen A and B to contiguous f32 once, multiply, round once.
+            let widen = |x: Mat<T>| -> Vec<f32> {
+                let mut v = Vec::with_capacity(x.rows * x.cols);
+                for i in 0..x.rows {
+                    v.extend((0..x.cols).map(|j| x.data[i * x.rs + j * x.cs].to_f64() as f32));
+                }
+                v
+            };
+            let (wa, wb) = (widen(a), widen(b));
+            let mut wc = vec![0.0f32; m * n];
+            if beta != 0.0 {
+                for (i, row) in wc.chunks_mut(n).enumerate() {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = c[i * ldc + j].to_f64() as f32;
+                    }
+                }
+            }
+            sgemm(
+                alpha,
+                Mat::row_major(&wa, m, k),
+                Mat::row_major(&wb, k, n),
+                beta,
+                &mut wc,
+                n,
+            );
+            for (i, row) in wc.chunks(n).enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    c[i * ldc + j] = T::from_f64(v as f64);
+                }
+            }
+        }
+    }
+}
+
+fn sgemm(alpha: f32, a: Mat<f32>, b: Mat<f32>, beta: f32, c: &mut [f32], ldc: usize) {
+    // SAFETY: `gemm` checked that A and B lie inside their slices and that C's block of
+    // a.rows rows, ldc apart and b.cols wide, lies inside `c`; the half path builds
+    // contiguous operands of exactly those sizes.
+    unsafe {
+        crate::ops::linalg::sgemm::sgemm(
+            a.rows,
+            a.cols,
+            b.cols,
+            alpha,
+            a.data.as_ptr(),
+            a.rs as isize,
+            a.cs as isize,
+            b.data.as_ptr(),
+            b.rs as isize,
+            b.cs as isize,
+            beta,
+            c.as_mut_ptr(),
+            ldc as isize,
+            1,
+        );
+    }
+}
+
+fn unsupported(ctx: &InferCtx, d: DType) -> OpError {
+    ctx.compute_error(format!(
+        "computes float16, bfloat16, float32 and float64, not {d}"
+    ))
+}
+
+/// MatMul: NumPy semantics. A 1-D A is a row vector and a 1-D B a column vector (the
+/// added dim is not in the output); batch dims broadcast.
+pub fn matmul(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => matmul_typed::<T>(ctx, inputs, outputs),
+        other => Err(unsupported(ctx, other)))
+}
+
+fn matmul_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let (a, b) = (inputs[0], inputs[1]);
+    let a_shape: Vec<usize> = if a.rank() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.to_vec()
+    };
+    let b_shape: Vec<usize> = if b.rank() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.to_vec()
+    };
+    if a_shape.len() < 2 || b_shape.len() < 2 {
+        return Err(ctx.input_error(0, "MatMul needs operands of rank 1 or more"));
+    }
+    let (m, k) = (a_shape[a_shape.len() - 2], a_shape[a_shape.len() - 1]);
+    let n = b_shape[b_shape.len() - 1];
+    let (ab, bb) = (&a_shape[..a_shape.len() - 2], &b_shape[..b_shape.len() - 2]);
+    let rank = ab.len().max(bb.len());
+    // Batch strides in matrices, 0 where a dim broadcasts.
+    let strides = |dims: &[usize]| -> (Vec<usize>, Vec<usize>) {
+        let mut full = vec![1usize; rank - dims.len()];
+        full.extend_from_slice(dims);
+        let mut st = vec![0usize; rank];
+        let mut s = 1;
+        for i in (0..rank).rev() {
+            st[i] = if full[i] == 1 { 0 } else { s };
+            s *= full[i];
+        }
+        (full, st)
+    };
+    let (af, ast) = strides(ab);
+    let (bf, bst) = strides(bb);
+    let batch: Vec<usize> = af.iter().zip(&bf).map(|(&x, &y)| x.max(y)).collect();
+    let (av, bv) = (a.slice::<T>()?, b.slice::<T>()?);
+    let out = outputs[0].slice_mut::<T>()?;
+    if out.len() != batch.iter().product::<usize>() * m * n {
+        return Err(ctx.compute_error("output size does not match the operands"));
+    }
+    if m * n == 0 {
+        return Ok(());
+    }
+    let offsets = |mut i: usize| {
+        let (mut oa, mut ob) = (0, 0);
+        for d in (0..rank).rev() {
+            let x = i % batch[d];
+            i /= batch[d];
+            oa += x * ast[d];
+            ob += x * bst[d];
+        }
+        (oa * m * k, ob * k * n)
+    };
+    let one = |i: usize, c: &mut [T]| {
+        let (oa, ob) = offsets(i);
+        gemm(
+            1.0,
+            Mat::row_major(&av[oa..], m, k),
+            Mat::row_major(&bv[ob..], k, n),
+            0.0,
+            c,
+            n,
+        );
+    };
+    // Many small products: one per task. One large product: `gemm` splits it itself.
+    if out.len() / (m * n) > 1 && out.len() * k >= PARALLEL_WORK {
+        out.par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(i, c)| one(i, c));
+    } else {
+        for (i, c) in out.chunks_mut(m * n).enumerate() {
+            one(i, c);
+        }
+    }
+    Ok(())
+}
+
+/// The op lowering puts in place of a float32 MatMul whose B is a constant matrix: the
+/// same product, B packed once at lowering (`linalg::sgemm::pack_b`) so that every
+/// execution streams it (see `linalg::sgemm`). Inputs: A [..., K], B packed as
+/// [panels, K, PACK_WIDTH]; attribute `n`, B's width. Not an ONNX or GE op.
+pub const MATMUL_PACKED: &str = "MatMulPacked";
+
+/// MatMul's prepack hook: a float32 MatMul by a constant matrix B at least one vector
+/// wide runs as [`MATMUL_PACKED`] on B packed once. Read in place, every execution would
+/// read the weight as strided rows, or copy it.
+pub fn prepack_matmul(ctx: &InferCtx) -> Option<Prepack> {
+    /// Narrower weights have no whole vector for the kernels to stream.
+    const MIN_WIDTH: i64 = 16;
+    let [a, b] = ctx.inputs else {
+        return None;
+    };
+    ctx.values.get(1).copied().flatten()?;
+    let (&[k, n], DType::F32, DType::F32) = (b.shape.as_deref()?, b.dtype, a.dtype) else {
+        return None;
+    };
+    if n < MIN_WIDTH || k < 1 || a.shape.as_ref().is_none_or(Vec::is_empty) {
+        return None;
+    }
+    Some(Prepack {
+        op: MATMUL_PACKED,
+        input: 1,
+        attrs: vec![("n", Attr::Int(n))],
+        pack: pack_matmul_weight,
+    })
+}
+
+/// A [K, N] float32 matrix as `MatMulPacked` reads it: [ceil(N / PACK_WIDTH), K,
+/// PACK_WIDTH] column panels (`linalg::sgemm::pack_b`).
+fn pack_matmul_weight(b: &HostTensor) -> Option<HostTensor> {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
+    let (&[k, n], DType::F32) = (b.shape.as_slice(), b.dtype) else {
+        return None;
+    };
+    let (k, n) = (usize::try_from(k).ok()?, usize::try_from(n).ok()?);
+    // Copied out of the byte vector, which need not be aligned for f32.
+    let floats: Vec<f32> = b
+        .data
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    if floats.len() != k.checked_mul(n)? {
+        return None;
+    }
+    let data = pack_b(&floats, k, n);
+    debug_assert_eq!(data.len(), packed_len(k, n));
+    Some(HostTensor {
+        dtype: DType::F32,
+        shape: vec![n.div_ceil(PACK_WIDTH) as i64, k as i64, PACK_WIDTH as i64],
+        data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    })
+}
+
+/// MatMulPacked: every row of A (all dims but the last are rows, B having no batch dims)
+/// times the packed B.
+pub fn matmul_packed(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    use crate::ops::linalg::sgemm::{packed_len, sgemm_packed};
+    let (a, bp) = (inputs[0].slice::<f32>()?, inputs[1].slice::<f32>()?);
+    let n = usize::try_from(ctx.attr_int("n", -1)?)
+        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
+    let (&k, _) = inputs[0]
+        .shape
+        .split_last()
+        .ok_or_else(|| ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"))?;
+    if inputs[1].shape.get(1) != Some(&k) || bp.len() != packed_len(k, n) {
+        return Err(ctx.input_error(1, "is not A's K rows packed to the width \"n\""));
+    }
+    let rows = a
+        .len()
+        .checked_div(k)
+        .unwrap_or_else(|| inputs[0].shape[..inputs[0].rank() - 1].iter().product());
+    let out = outputs[0].slice_mut::<f32>()?;
+    if out.len() != rows * n || a.len() != rows * k {
+        return Err(ctx.compute_error("output size does not match the operands"));
+    }
+    if rows * n == 0 {
+        return Ok(());
+    }
+    // Row blocks across the threads for large products, as `gemm` splits them.
+    by_row_blocks((rows, k, n), out, n, |r0, r1, c| {
+        // SAFETY: rows r0..r1 of A (k floats each, contiguous) and the (r1 - r0) x n
+        // block `c` were checked against the slices above; `bp` holds packed_len(k, n)
+        // floats; `c` is the output, which aliases no input.
+        unsafe {
+            sgemm_packed(
+                r1 - r0,
+                k,
+                n,
+                1.0,
+                a.as_ptr().add(r0 * k),
+                k as isize,
+                1,
+                bp.as_ptr(),
+                0.0,
+                c.as_mut_ptr(),
+                n as isize,
+            );
+        }
+    });
+    Ok(())
+}
+
+/// Gemm: `alpha * A' . B' + beta * C`, where A' and B' are A and B transposed when
+/// `transA`/`transB` say so and C broadcasts to [M, N].
+pub fn gemm_op(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => gemm_typed::<T>(ctx, inputs, outputs),
+        other => Err(unsupported(ctx, other)))
+}
+
+fn gemm_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let alpha = ctx.attr_float("alpha", 1.0)?;
+    let beta = ctx.attr_float("beta", 1.0)?;
+    let (a, b) = (inputs[0], inputs[1]);
+    if a.rank() != 2 || b.rank() != 2 {
+        return Err(ctx.input_error(0, "Gemm takes 2-D operands"));
+    }
+    let mut am = Mat::row_major(a.slice::<T>()?, a.shape[0], a.shape[1]);
+    let mut bm = Mat::row_major(b.slice::<T>()?, b.shape[0], b.shape[1]);
+    if ctx.attr_int("transA", 0)? != 0 {
+        am = am.t();
+    }
+    if ctx.attr_int("transB", 0)? != 0 {
+        bm = bm.t();
+    }
+    if am.cols != bm.rows {
+        return Err(ctx.input_error(1, "inner dims differ"));
+    }
+    let (m, n) = (am.rows, bm.cols);
+    let out = outputs[0].slice_mut::<T>()?;
+    let c = inputs.get(2).filter(|c| !c.is_empty());
+    let beta = match c {
+        Some(c) if beta != 0.0 => {
+            // Broadcast C into the output, then let the product accumulate onto it.
+            let cv = c.slice::<T>()?;
+            let (cr, cc) = match c.shape {
+                [] => (1, 1),
+                [x] => (1, *x),
+                [r, x] => (*r, *x),
+                _ => return Err(ctx.input_error(2, "C has rank at most 2")),
+            };
+            if !(cr == 1 || cr == m) || !(cc == 1 || cc == n) {
+                return Err(
+                    ctx.input_error(2, format!("{:?} does not broadcast to [{m}, {n}]", c.shape))
+                );
+            }
+            for (i, row) in out.chunks_mut(n.max(1)).enumerate().take(m) {
+                let src = &cv[(if cr == 1 { 0 } else { i }) * cc..][..cc];
+                if cc == n {
+                    row.copy_from_slice(src);
+                } else {
+                    row.fill(src[0]);
+                }
+            }
+            beta
+        }
+        _ => 0.0,
+    };
+    gemm(alpha, am, bm, beta, out, n);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Attr;
+    use crate::ops::{Attrs, OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
+        let attrs = crate::ops::test_attrs(attrs);
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, 1)
+            .unwrap();
+        out[0].slice::<f32>().unwrap().to_vec()
+    }
+
+    #[test]
+    fn matmul_broadcasts_and_promotes_vectors() {
+        let a = Tensor::from_vec(&[2, 1, 2], &[1.0f32, 2.0, 3.0, 4.0]);
+        let b = Tensor::from_vec(&[2, 1], &[10.0f32, 100.0]);
+        // [1,2].[10,100] = 210, [3,4].[10,100] = 430
+        assert_eq!(run("MatMul", &[], &[a, b]), [210.0, 430.0]);
+        let v = Tensor::from_vec(&[2], &[1.0f32, -1.0]);
+        let m = Tensor::from_vec(&[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(run("MatMul", &[], &[v.clone(), m]), [-3.0, -3.0, -3.0]);
+        assert_eq!(run("MatMul", &[], &[v.clone(), v]), [2.0]);
+    }
+
+    #[test]
+    fn matmul_in_half_precision_rounds_once() {
+        use half::f16;
+        let a = Tensor::from_vec(&[1, 2], &[f16::from_f32(0.5), f16::from_f32(2.0)]);
+        let b = Tensor::from_vec(&[2, 1], &[f16::from_f32(3.0), f16::from_f32(0.25)]);
+        let out = OpRegistry::new()
+            .run_on_host("MatMul", &Attrs::default(), &[a, b], 1)
+            .unwrap();
+        assert_eq!(out[0].slice::<f16>().unwrap(), [f16::from_f32(2.0)]);
+    }
+
+    #[test]
+    fn gemm_transposes_scales_and_broadcasts_c() {
+        // A' = [[1,2],[3,4]] given transposed; B' = I given as is; C = [10, 20] per row.
+        let a = Tensor::from_vec(&[2, 2], &[1.0f32, 3.0, 2.0, 4.0]);
+        let b = Tensor::from_vec(&[2, 2], &[1.0f32, 0.0, 0.0, 1.0]);
+        let c = Tensor::from_vec(&[2], &[10.0f32, 20.0]);
+        let attrs = [
+            ("transA", Attr::Int(1)),
+            ("alpha", Attr::Float(2.0)),
+            ("beta", Attr::Float(0.5)),
+        ];
+        assert_eq!(run("Gemm", &attrs, &[a, b, c]), [7.0, 14.0, 11.0, 18.0]);
+    }
+
+    #[test]
+    fn large_products_split_rows_and_agree() {
+        let (m, k, n) = (70, 65, 90);
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let mut c = vec![0.0f32; m * n];
+        gemm(
+            1.0,
+            Mat::row_major(&a, m, k),
+            Mat::row_major(&b, k, n),
+            0.0,
+            &mut c,
+            n,
+        );
+        for (i, j) in [(0, 0), (37, 11), (69, 89)] {
+            let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            assert_eq!(c[i * n + j], want);
+        }
+    }
+}

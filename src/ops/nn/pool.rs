@@ -1,0 +1,331 @@
+//! Pools: MaxPool (with its Indices output), AveragePool, LpPool, GlobalAveragePool and
+//! GlobalMaxPool, over 1-D to 3-D windows.
+//!
+//! Each (image, channel) plane is independent, so large inputs run planes in parallel.
+//! Within a plane, every output position walks its window's taps through [`taps`], which
+//! reports each tap's input position or that it lies in the padding; the ops differ only
+//! in how they fold the taps.
+
+use rayon::prelude::*;
+
+use super::scalar::Scalar;
+use super::window::Window;
+use crate::dispatch;
+use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+
+/// Elements below which the planes run on the calling thread.
+const PARALLEL_ELEMS: usize = 1 << 14;
+
+/// Where one tap of a window falls.
+#[derive(Clone, Copy)]
+enum Tap {
+    /// Inside the input, at these (promoted 3-D) coordinates.
+    Input([usize; 3]),
+    /// In the explicit padding (counts for `count_include_pad`).
+    Pad,
+    /// Past the padding (only ceil mode's last window reaches there).
+    Beyond,
+}
+
+/// Calls `f` for each tap of the window at output position `o`.
+#[inline]
+fn taps(win: &Window, o: [usize; 3], mut f: impl FnMut(Tap)) {
+    let pos = |d: usize, k: usize| -> isize {
+        (o[d] * win.stride[d] + k * win.dilation[d]) as isize - win.pad_begin[d]
+    };
+    let class = |d: usize, p: isize| -> u8 {
+        if p >= 0 && (p as usize) < win.input[d] {
+            0
+        } else if p >= -win.pad_begin[d] && p < win.input[d] as isize + win.pad_end[d] {
+            1
+        } else {
+            2
+        }
+    };
+    for a in 0..win.kernel[0] {
+        let z = pos(0, a);
+        let cz = class(0, z);
+        for b in 0..win.kernel[1] {
+            let y = pos(1, b);
+            let cy = class(1, y).max(cz);
+            for e in 0..win.kernel[2] {
+                let x = pos(2, e);
+                f(match class(2, x).max(cy) {
+                    0 => Tap::Input([z as usize, y as usize, x as usize]),
+                    1 => Tap::Pad,
+                    _ => Tap::Beyond,
+                });
+            }
+        }
+    }
+}
+
+/// Runs `plane(index, input plane, output plane)` over every (image, channel) plane.
+fn planes<T: Scalar, F>(x: &[T], ilen: usize, y: &mut [T], olen: usize, plane: F)
+where
+    F: Fn(usize, &[T], &mut [T]) + Sync,
+{
+    if olen == 0 || ilen == 0 {
+        return;
+    }
+    if x.len() >= PARALLEL_ELEMS {
+        y.par_chunks_mut(olen)
+            .enumerate()
+            .for_each(|(i, out)| plane(i, &x[i * ilen..][..ilen], out));
+    } else {
+        for (i, out) in y.chunks_mut(olen).enumerate() {
+            plane(i, &x[i * ilen..][..ilen], out);
+        }
+    }
+}
+
+/// The pool's window over input 0, sized by output 0.
+fn pool_window(ctx: &InferCtx, x: &TensorRef, y: &TensorMut) -> Result<Window, OpError> {
+    let kernel: Vec<usize> = ctx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| ctx.attr_error("kernel_shape", "is missing"))?
+        .iter()
+        .map(|&k| usize::try_from(k).ok().filter(|&k| k > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| ctx.attr_error("kernel_shape", "must be positive"))?;
+    if x.rank() < 3 || y.rank() != x.rank() {
+        return Err(ctx.input_error(0, format!("is {:?}; a pool needs [N, C, D...]", x.shape)));
+    }
+    Window::new(ctx, &x.shape[2..], &kernel, &y.shape[2..])
+}
+
+fn each_output(win: &Window, mut f: impl FnMut(usize, [usize; 3])) {
+    let [od, oh, ow] = win.output;
+    let mut i = 0;
+    for z in 0..od {
+        for y in 0..oh {
+            for x in 0..ow {
+                f(i, [z, y, x]);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// MaxPool; Indices (output 1) are flat positions in X, row-major, or with
+/// `storage_order` 1 column-major within each plane.
+pub fn max_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16, i8, u8]
+        => max_pool_typed::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float, int8 and uint8 types, not {other}"))))
+}
+
+fn max_pool_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let x = &inputs[0];
+    let win = pool_window(ctx, x, &outputs[0])?;
+    let column_major = ctx.attr_int("storage_order", 0)? != 0;
+    let (ilen, olen) = (win.input_len(), win.output_len());
+    let [d, h, w] = win.input;
+    let xv = x.slice::<T>()?;
+    // Values and indices are found together; both outputs are written in one pass.
+    let mut found = vec![(T::from_f64(0.0), 0i64); outputs[0].len()];
+    let plane = |p: usize, xs: &[T], out: &mut [(T, i64)]| {
+        each_output(&win, |i, o| {
+            let mut best: Option<(T, [usize; 3])> = None;
+            taps(&win, o, |t| {
+                if let Tap::Input(at) = t {
+                    let v = xs[(at[0] * h + at[1]) * w + at[2]];
+                    if best.is_none_or(|(b, _)| v > b) {
+                        best = Some((v, at));
+                    }
+                }
+            });
+            out[i] = match best {
+                Some((v, at)) => {
+                    let local = if column_major {
+                        at[0] + at[1] * d + at[2] * d * h
+                    } else {
+                        (at[0] * h + at[1]) * w + at[2]
+                    };
+                    (v, (p * ilen + local) as i64)
+                }
+                None => (T::from_f64(f64::NEG_INFINITY), -1),
+            };
+        });
+    };
+    if olen > 0 && ilen > 0 {
+        if xv.len() >= PARALLEL_ELEMS {
+            found
+                .par_chunks_mut(olen)
+                .enumerate()
+                .for_each(|(p, out)| plane(p, &xv[p * ilen..][..ilen], out));
+        } else {
+            for (p, out) in found.chunks_mut(olen).enumerate() {
+                plane(p, &xv[p * ilen..][..ilen], out);
+            }
+        }
+    }
+    for (dst, (v, _)) in outputs[0].slice_mut::<T>()?.iter_mut().zip(&found) {
+        *dst = *v;
+    }
+    if let Some(ind) = outputs.get_mut(1) {
+        for (dst, (_, i)) in ind.slice_mut::<i64>()?.iter_mut().zip(&found) {
+            *dst = *i;
+        }
+    }
+    Ok(())
+}
+
+/// AveragePool (`count_include_pad` divides by the taps inside the explicit padding
+/// too) and LpPool (`p`-norm of the taps inside the input).
+pub fn average_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => sum_pool::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+}
+
+fn sum_pool<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let x = &inputs[0];
+    let win = pool_window(ctx, x, &outputs[0])?;
+    let lp = ctx.op == "LpPool";
+    let p = ctx.attr_int("p", 2)? as f64;
+    let include_pad = ctx.attr_int("count_include_pad", 0)? != 0;
+    let [_, h, w] = win.input;
+    let (ilen, olen) = (win.input_len(), win.output_len());
+    let xv = x.slice::<T>()?;
+    let y = outputs[0].slice_mut::<T>()?;
+    planes(xv, ilen, y, olen, |_, xs, out| {
+        each_output(&win, |i, o| {
+            let (mut sum, mut count) = (0.0f64, 0usize);
+            taps(&win, o, |t| match t {
+                Tap::Input(at) => {
+                    let v = xs[(at[0] * h + at[1]) * w + at[2]].to_f64();
+                    sum += if lp { v.abs().powf(p) } else { v };
+                    count += 1;
+                }
+                Tap::Pad if include_pad => count += 1,
+                _ => {}
+            });
+            out[i] = T::from_f64(if lp {
+                sum.powf(1.0 / p)
+            } else if count == 0 {
+                0.0
+            } else {
+                sum / count as f64
+            });
+        });
+    });
+    Ok(())
+}
+
+/// GlobalAveragePool and GlobalMaxPool: each plane folds to one value.
+pub fn global_pool(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => global_pool_typed::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+}
+
+fn global_pool_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let x = &inputs[0];
+    if x.rank() < 2 {
+        return Err(ctx.input_error(0, "needs [N, C, D...]"));
+    }
+    let ilen: usize = x.shape[2..].iter().product();
+    let max = ctx.op == "GlobalMaxPool";
+    let xv = x.slice::<T>()?;
+    let y = outputs[0].slice_mut::<T>()?;
+    planes(xv, ilen, y, 1, |_, xs, out| {
+        out[0] = T::from_f64(if max {
+            xs.iter()
+                .map(|v| v.to_f64())
+                .fold(f64::NEG_INFINITY, f64::max)
+        } else {
+            xs.iter().map(|v| v.to_f64()).sum::<f64>() / ilen as f64
+        });
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::Attr;
+    use crate::ops::{OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<Tensor> {
+        let attrs = crate::ops::test_attrs(attrs);
+        OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap()
+    }
+
+    fn grid() -> Tensor {
+        // 1 2 3
+        // 4 5 6
+        // 7 8 9
+        Tensor::from_vec(
+            &[1, 1, 3, 3],
+            &(1..=9).map(|v| v as f32).collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn max_pool_values_and_indices() {
+        let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
+        let out = run("MaxPool", std::slice::from_ref(&k), grid());
+        assert_eq!(out[0].slice::<f32>().unwrap(), [5.0, 6.0, 8.0, 9.0]);
+        assert_eq!(out[1].slice::<i64>().unwrap(), [4, 5, 7, 8]);
+        let out = run("MaxPool", &[k, ("storage_order", Attr::Int(1))], grid());
+        // Column-major: (h, w) -> h + 3 w.
+        assert_eq!(out[1].slice::<i64>().unwrap(), [4, 7, 5, 8]);
+    }
+
+    #[test]
+    fn average_pool_with_and_without_pad_counting() {
+        let attrs = [
+            ("kernel_shape", Attr::Ints(vec![2, 2])),
+            ("pads", Attr::Ints(vec![1, 1, 0, 0])),
+            ("strides", Attr::Ints(vec![2, 2])),
+        ];
+        let out = run("AveragePool", &attrs, grid());
+        // Windows {1}, {2,3}, {4,7}, {5,6,8,9}.
+        assert_eq!(out[0].slice::<f32>().unwrap(), [1.0, 2.5, 5.5, 7.0]);
+        let mut with_pad = attrs.to_vec();
+        with_pad.push(("count_include_pad", Attr::Int(1)));
+        let out = run("AveragePool", &with_pad, grid());
+        assert_eq!(out[0].slice::<f32>().unwrap(), [0.25, 1.25, 2.75, 7.0]);
+    }
+
+    #[test]
+    fn lp_and_global_pools() {
+        let x = Tensor::from_vec(&[1, 1, 2], &[3.0f32, -4.0]);
+        let out = run("LpPool", &[("kernel_shape", Attr::Ints(vec![2]))], x);
+        assert_eq!(out[0].slice::<f32>().unwrap(), [5.0]);
+        assert_eq!(
+            run("GlobalAveragePool", &[], grid())[0]
+                .slice::<f32>()
+                .unwrap(),
+            [5.0]
+        );
+        assert_eq!(
+            run("GlobalMaxPool", &[], grid())[0].slice::<f32>().unwrap(),
+            [9.0]
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! Softmax and LogSoftmax, in both of ONNX's meanings of `axis`: before opset 13 the
+//! input is coerced to 2-D at `axis` and each row is normalized; from 13 on only `axis`
+//! is reduced.
+//!
+//! The input is seen as [outer, len, inner] with the reduced dim in the middle. Each
+//! outer block is normalized on its own (in parallel when large); within a block the
+//! loops run over `inner`, the contiguous dim, so they vectorize for any axis. That
+//! general path computes in f64, as the other normalizations do.
+//!
+//! Softmax in float32 over the contiguous last axis (`inner` 1: attention's scores, a
+//! classifier's logits) has its own path, because there the general one degenerates to
+//! a scalar loop with two libm `exp` calls per element in f64 (a fifth of an encoder
+//! block's time at sequence 128). It computes in f32, as ONNX Runtime does: [`exp_f32`]
+//! is a branch-free polynomial that the row loops vectorize, and the max and sum keep 16
+//! running lanes. Those lanes, and plain multiplies and adds (no FMA), fix the order of
+//! every operation, so the result has the same bits at any vector width the CPU offers.
+//! LogSoftmax keeps the f64 path: it is no hot op, and in f64 it matches the ONNX
+//! backend cases exactly, where f32 would not.
+
+use rayon::prelude::*;
+
+use super::scalar::Scalar;
+use crate::dispatch;
+use crate::ops::DType;
+use crate::ops::linalg::min_chunks;
+use crate::ops::simd::Isa;
+use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+
+/// Elements below which blocks run on the calling thread.
+const PARALLEL_ELEMS: usize = 1 << 14;
+
+/// Softmax and LogSoftmax (the op name picks which).
+pub fn softmax(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
+        => softmax_typed::<T>(ctx, inputs, outputs),
+        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+}
+
+fn softmax_typed<T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let x = &inputs[0];
+    let shape = x.shape;
+    let opset = ctx.attr_int("onnx_opset", 13)?;
+    let log = ctx.op == "LogSoftmax";
+    let xv = x.slice::<T>()?;
+    let y = outputs[0].slice_mut::<T>()?;
+    if shape.is_empty() {
+        // A scalar is its own (only) class.
+        if let Some(v) = y.first_mut() {
+            *v = T::from_f64(if log { 0.0 } else { 1.0 });
+        }
+        return Ok(());
+    }
+    let axis = ctx.axis(
+        ctx.attr_int("axis", if opset >= 13 { -1 } else { 1 })?,
+        shape.len(),
+        "axis",
+    )?;
+    let outer: usize = shape[..axis].iter().product();
+    let (len, inner) = if opset >= 13 {
+        (shape[axis], shape[axis + 1..].iter().product())
+    } else {
+        (shape[axis..].iter().product(), 1)
+    };
+    let block = len * inner;
+    if block == 0 || outer == 0 {
+        return Ok(());
+    }
+    if inner == 1
+        && !log
+        && let (Some(xs), Some(ys)) = (cast_f32(xv), cast_f32_mut(y))
+    {
+        if xs.len() >= PARALLEL_ELEMS && outer > 1 {
+            let rows = min_chunks(len);
+            ys.par_chunks_mut(rows * len)
+                .zip(xs.par_chunks(rows * len))
+                .for_each(|(ys, xs)| rows_f32(xs, ys, len));
+        } else {
+            rows_f32(xs, ys, len);
+        }
+        return Ok(());
+    }
+    let run = |xs: &[T], out: &mut [T], buf: &mut Vec<f64>| {
+        buf.clear();
+        buf.extend(xs.iter().map(|v| v.to_f64()));
+        // buf = [len rows of inner]; then max, sum per inner column: 2 * inner scratch.
+        buf.resize(block + 2 * inner, 0.0);
+        let (vals, stats) = buf.split_at_mut(block);
+        let (max, sum) = stats.split_at_mut(inner);
+        max.copy_from_slice(&vals[..inner]);
+        for row in vals.chunks(inner).skip(1) {
+            for (m, &v) in max.iter_mut().zip(row) {
+                *m = m.max(v);
+            }
+        }
+        sum.fill(0.0);
+        for row in vals.chunks_mut(inner) {
+            for ((v, &m), s) in row.iter_mut().zip(max.iter()).zip(sum.iter_mut()) {
+                *v -= m;
+                *s += v.exp();
+            }
+        }
+        for (row, orow) in vals.chunks(inner).zip(out.chunks_mut(inner)) {
+            for ((o, &v), &s) in orow.iter_mut().zip(row).zip(sum.iter()) {
+                *o = T::from_f64(if log { v - s.ln() } else { v.exp() / s });
+            }
+        }
+    };
+    if xv.len() >= PARALLEL_ELEMS && outer > 1 {
+        y.par_chunks_mut(block)
+            .zip(xv.par_chunks(block))
+            .for_each_init(Vec::new, |buf, (out, xs)| run(xs, out, buf));
+    } else {
+        let mut buf = Vec::new();
+        for (out, xs) in y.chunks_mut(block).zip(xv.chunks(block)) {
+            run(xs, out, &mut buf);
+        }
+    }
+    Ok(())
+}
+
+/// `xs` as f32 when `T` is f32.
+fn cast_f32<T: Scalar>(xs: &[T]) -> Option<&[f32]> {
+    (T::DTYPE == DType::F32).then(|| bytemuck::cast_slice(xs))
+}
+
+/// `ys` as f32 when `T` is f32.
+fn cast_f32_mut<T: Scalar>(ys: &mut [T]) -> Option<&mut [f32]> {
+    (T::DTYPE == DType::F32).then(|| bytemuck::cast_slice_mut(ys))
+}
+
+/// Softmax of each `len`-long row of `xs` into `ys`, with the widest vectors this CPU
+/// has.
+fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
+    // SAFETY: each branch runs the version compiled for the set `Isa::detect` found.
+    #[cfg(target_arch = "x86_64")]
+    match Isa::detect() {
+        Some(Isa::Avx512) => unsafe { rows_avx512(xs, ys, len) },
+        Some(Isa::Avx2) => unsafe { rows_avx2(xs, ys, len) },
+        None => rows_any(xs, ys, len),
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    rows_any(xs, ys, len)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512(xs: &[f32], ys: &mut [f32], len: usize) {
+    rows_any(xs, ys, len)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_avx2(xs: &[f32], ys: &mut [f32], len: usize) {
+    rows_any(xs, ys, len)
+}
+
+/// Running lanes of the max and the sum: wide enough for AVX-512, and fixed, so the
+/// order of the additions does not depend on the vector width.
+const LANES: usize = 16;
+
+#[inline(always)]
+fn rows_any(xs: &[f32], ys: &mut [f32], len: usize) {
+    for (x, y) in xs.chunks_exact(len).zip(ys.chunks_exact_mut(len)) {
+        // The max: NaN inputs do not take it (they come out NaN below anyway).
+        let mut lanes = [f32::NEG_INFINITY; LANES];
+        let (body, tail) = x.split_at(len - len % LANES);
+        for c in body.chunks_exact(LANES) {
+            for (m, &v) in lanes.iter_mut().zip(c) {
+                *m = if v > *m { v } else { *m };
+            }
+        }
+        let mut max = tail
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        for &m in &lanes {
+            max = if m > max { m } else { max };
+        }
+        if max == f32::NEG_INFINITY {
+            // Every input is -inf (or NaN): NumPy's exp(x - max) is NaN throughout.
+            max = 0.0;
+            if x.iter().all(|&v| v == f32::NEG_INFINITY) {
+                y.fill(f32::NAN);
+                continue;
+            }
+        }
+        // exp(x - max) into y, summed in LANES running sums.
+        let mut sums = [0.0f32; LANES];
+        let (ybody, ytail) = y.split_at_mut(len - len % LANES);
+        for (c, o) in body.chunks_exact(LANES).zip(ybody.chunks_exact_mut(LANES)) {
+            for ((s, o), &v) in sums.iter_mut().zip(o).zip(c) {
+                *o = exp_f32(v - max);
+                *s += *o;
+            }
+        }
+        let mut sum = 0.0f32;
+        for (o, &v) in ytail.iter_mut().zip(tail) {
+            *o = exp_f32(v - max);
+            sum += *o;
+        }
+        for &s in &sums {
+            sum += s;
+        }
+        let inv = 1.0 / sum;
+        for o in y.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+/// e^x in f32, within 2 ulp of the exact value for normal results: Cody-Waite reduction
+/// to `r` in [-ln 2 / 2, ln 2 / 2] and Cephes' degree-6 polynomial, scaled by 2^n through
+/// the exponent bits. Branch-free (selects only), so loops over it vectorize. Results
+/// below f32's smallest normal flush to 0; above its largest are +inf; NaN stays NaN.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split so that n * LN2_HI is exact for |n| < 2^9.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer (ties to even).
+    const ROUND: f32 = 12_582_912.0;
+    let xc = x.clamp(-87.0, 88.0);
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_2e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let e = p * (r * r) + r + 1.0;
+    // 2^n as bits: n is in [-126, 127] after the clamp.
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let v = e * scale;
+    if x > 88.72 {
+        f32::INFINITY
+    } else if x < -87.33 {
+        0.0
+    } else if x.is_nan() {
+        x
+    } else {
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::Attr;
+    use crate::ops::{OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<f32> {
+        let attrs = crate::ops::test_attrs(attrs);
+        let out = OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap();
+        out[0].slice::<f32>().unwrap().to_vec()
+    }
+
+    fn close(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6)
+    }
+
+    #[test]
+    fn softmax_over_a_middle_axis_and_coerced() {
+        let ln2 = std::f32::consts::LN_2;
+        // [1, 2, 2]: axis 1 pairs (0, ln2) and (0, 0) column-wise.
+        let x = Tensor::from_vec(&[1, 2, 2], &[0.0f32, 0.0, ln2, 0.0]);
+        let a = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(13))];
+        assert!(close(
+            &run("Softmax", &a, x.clone()),
+            &[1.0 / 3.0, 0.5, 2.0 / 3.0, 0.5]
+        ));
+        // Opset 11, axis 1: the 4 trailing values form one row.
+        let old = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(11))];
+        assert!(close(
+            &run("Softmax", &old, x.clone()),
+            &[0.2, 0.2, 0.4, 0.2]
+        ));
+        let l = run("LogSoftmax", &old, x);
+        assert!(close(
+            &l,
+            &[0.2f32.ln(), 0.2f32.ln(), 0.4f32.ln(), 0.2f32.ln()]
+        ));
+    }
+
+    #[test]
+    fn large_inputs_do_not_overflow() {
+        let x = Tensor::from_vec(&[1, 2], &[1000.0f32, 1000.0]);
+        assert_eq!(run("Softmax", &[], x), [0.5, 0.5]);
+    }
+
+    #[test]
+    fn exp_f32_is_within_two_ulp_and_keeps_the_edges() {
+        let ulps = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let want = (x as f64).exp() as f32;
+            assert!(ulps(super::exp_f32(x), want) <= 2, "exp({x})");
+            x += 0.0137;
+        }
+        assert_eq!(super::exp_f32(0.0), 1.0);
+        assert_eq!(super::exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(super::exp_f32(-100.0), 0.0);
+        assert_eq!(super::exp_f32(89.0), f32::INFINITY);
+        assert!(super::exp_f32(f32::NAN).is_nan());
+    }
+
+    /// The f32 Softmax path against the f64 one (float64 input, same values), over
+    /// rows shorter and longer than the running lanes, large logits, a row of -inf and a
+    /// NaN; and each vector width this CPU has gives the same bits.
+    #[test]
+    fn float32_rows_match_the_f64_path_and_every_width() {
+        for len in [1usize, 5, 16, 37, 128] {
+            let rows = 3;
+            let mut x: Vec<f32> = (0..rows * len)
+                .map(|i| ((i * 7919) % 101) as f32 * 0.37 - 18.0)
+                .collect();
+            x[len] = 1.0e4; // row 1 holds one huge logit
+            {
+                let op = "Softmax";
+                let a = [("axis", Attr::Int(-1)), ("onnx_opset", Attr::Int(13))];
+                let got = run(op, &a, Tensor::from_vec(&[rows, len], &x));
+                let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+                let attrs = crate::ops::test_attrs(&a);
+                let want = OpRegistry::new()
+                    .run_on_host(op, &attrs, &[Tensor::from_vec(&[rows, len], &x64)], 1)
+                    .unwrap();
+                let want = want[0].slice::<f64>().unwrap();
+                for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+                    let tol = 1e-6 * (1.0 + w.abs());
+                    assert!(
+                        (g as f64 - w).abs() <= tol,
+                        "{op} len {len} [{i}]: {g} vs {w}"
+                    );
+                }
+                let mut any = vec![0.0f32; x.len()];
+                super::rows_any(&x, &mut any, len);
+                let mut best = vec![0.0f32; x.len()];
+                super::rows_f32(&x, &mut best, len);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&any), bits(&best), "{op} len {len}");
+                assert_eq!(bits(&got), bits(&best), "{op} len {len}");
+            }
+        }
+        let x = [f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::NAN];
+        let out = run("Softmax", &[], Tensor::from_vec(&[2, 2], &x));
+        assert!(out.iter().all(|v| v.is_nan()), "{out:?}");
+    }
+}

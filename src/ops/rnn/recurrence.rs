@@ -1,0 +1,465 @@
+//! The compute of LSTM, GRU and RNN: every direction, `sequence_lens`, initial states,
+//! peepholes, `clip`, `input_forget`, `linear_before_reset`, the `activations` list and
+//! both layouts.
+//!
+//! The input projection of all time steps is one GEMM per direction (`X . W^T`, with the
+//! biases folded in); each step then adds `H_{t-1} . R^T`, another GEMM over the batch,
+//! and applies the gates row by row. Everything runs in f64 and is rounded once into the
+//! outputs: recurrences feed each rounding error back in, and these are small tensors.
+
+use crate::ops::nn::gemm::{Mat, gemm};
+use crate::ops::nn::scalar::{read_f64s, write_f64s};
+use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+
+/// An activation function with its alpha and beta.
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Sigmoid,
+    Tanh,
+    Relu,
+    Affine(f64, f64),
+    LeakyRelu(f64),
+    ThresholdedRelu(f64),
+    ScaledTanh(f64, f64),
+    HardSigmoid(f64, f64),
+    Elu(f64),
+    Softsign,
+    Softplus,
+}
+
+impl Act {
+    #[inline]
+    fn apply(self, x: f64) -> f64 {
+        match self {
+            Act::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            Act::Tanh => x.tanh(),
+            Act::Relu => x.max(0.0),
+            Act::Affine(a, b) => a * x + b,
+            Act::LeakyRelu(a) => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    a * x
+                }
+            }
+            Act::ThresholdedRelu(a) => {
+                if x > a {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            Act::ScaledTanh(a, b) => a * (b * x).tanh(),
+            Act::HardSigmoid(a, b) => (a * x + b).clamp(0.0, 1.0),
+            Act::Elu(a) => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    a * (x.exp() - 1.0)
+                }
+            }
+            Act::Softsign => x / (1.0 + x.abs()),
+            Act::Softplus => (1.0 + x.exp()).ln(),
+        }
+    }
+}
+
+/// The `activations` for each direction, `per_dir` each, with the defaults of `op`;
+/// `activation_alpha`/`activation_beta` are taken in order by the functions that have
+/// those parameters.
+fn activations(ctx: &InferCtx, dirs: usize, defaults: &[&str]) -> Result<Vec<Act>, OpError> {
+    let per_dir = defaults.len();
+    let names: Vec<String> = match ctx.attrs.get("activations") {
+        Some(crate::ops::Attr::Strs(v)) => v.clone(),
+        _ => (0..dirs)
+            .flat_map(|_| defaults.iter().map(|s| s.to_string()))
+            .collect(),
+    };
+    if names.len() != per_dir * dirs {
+        return Err(ctx.attr_error(
+            "activations",
+            format!("{} names for {dirs} direction(s) of {per_dir}", names.len()),
+        ));
+    }
+    let floats = |n: &str| match ctx.attrs.get(n) {
+        Some(crate::ops::Attr::Floats(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    let (alphas, betas) = (floats("activation_alpha"), floats("activation_beta"));
+    let (mut ai, mut bi) = (0, 0);
+    let mut alpha = |d: f64| {
+        ai += 1;
+        alphas.get(ai - 1).copied().unwrap_or(d)
+    };
+    let mut beta = |d: f64| {
+        bi += 1;
+        betas.get(bi - 1).copied().unwrap_or(d)
+    };
+    names
+        .iter()
+        .map(|n| {
+            Ok(match n.to_ascii_lowercase().as_str() {
+                "sigmoid" => Act::Sigmoid,
+                "tanh" => Act::Tanh,
+                "relu" => Act::Relu,
+                "affine" => Act::Affine(alpha(1.0), beta(0.0)),
+                "leakyrelu" => Act::LeakyRelu(alpha(0.01)),
+                "thresholdedrelu" => Act::ThresholdedRelu(alpha(1.0)),
+                "scaledtanh" => Act::ScaledTanh(alpha(1.0), beta(1.0)),
+                "hardsigmoid" => Act::HardSigmoid(alpha(0.2), beta(0.5)),
+                "elu" => Act::Elu(alpha(1.0)),
+                "softsign" => Act::Softsign,
+                "softplus" => Act::Softplus,
+                _ => return Err(ctx.attr_error("activations", format!("{n:?} is not an activation"))),
+            })
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Lstm,
+    Gru,
+    Rnn,
+}
+
+/// What every step of every direction shares.
+struct Dims {
+    seq: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+    batch_first: bool,
+}
+
+impl Dims {
+    /// Row of X (and of the input projection) for step t, batch b.
+    fn x_row(&self, t: usize, b: usize) -> usize {
+        if self.batch_first {
+            b * self.seq + t
+        } else {
+            t * self.batch + b
+        }
+    }
+    /// Offset of Y's hidden vector for step t, direction d, batch b.
+    fn y_at(&self, t: usize, d: usize, b: usize) -> usize {
+        let h = self.hidden;
+        if self.batch_first {
+            ((b * self.seq + t) * self.dirs + d) * h
+        } else {
+            ((t * self.dirs + d) * self.batch + b) * h
+        }
+    }
+    /// Offset of a state vector (initial_h, Y_h, ...) for direction d, batch b.
+    fn state_at(&self, d: usize, b: usize) -> usize {
+        let h = self.hidden;
+        if self.batch_first {
+            (b * self.dirs + d) * h
+        } else {
+            (d * self.batch + b) * h
+        }
+    }
+}
+
+/// LSTM, GRU and RNN (the op name picks which).
+pub fn recurrence(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let kind = match ctx.op {
+        "LSTM" => Kind::Lstm,
+        "GRU" => Kind::Gru,
+        _ => Kind::Rnn,
+    };
+    let gates = match kind {
+        Kind::Lstm => 4,
+        Kind::Gru => 3,
+        Kind::Rnn => 1,
+    };
+    let x = &inputs[0];
+    if x.rank() != 3 || inputs.len() < 3 {
+        return Err(ctx.input_error(0, "needs X [seq, batch, input], W and R"));
+    }
+    let hidden = ctx.attr_int("hidden_size", 0)?;
+    let dirs = match ctx.attr_str("direction", "forward")? {
+        "bidirectional" => 2,
+        _ => 1,
+    };
+    let reverse_only = ctx.attr_str("direction", "forward")? == "reverse";
+    let batch_first = ctx.attr_int("layout", 0)? == 1;
+    let (seq, batch) = if batch_first {
+        (x.shape[1], x.shape[0])
+    } else {
+        (x.shape[0], x.shape[1])
+    };
+    let dm = Dims {
+        seq,
+        batch,
+        input: x.shape[2],
+        hidden: usize::try_from(hidden)
+            .map_err(|_| ctx.attr_error("hidden_size", "must be >= 0"))?,
+        dirs,
+        batch_first,
+    };
+    let h = dm.hidden;
+    let gh = gates * h;
+    let present = |i: usize| inputs.get(i).filter(|t| !t.is_empty());
+    let floats = |i: usize, len: usize, what: &str| -> Result<Option<Vec<f64>>, OpError> {
+        let Some(t) = present(i) else { return Ok(None) };
+        let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
+        if v.len() != len {
+            return Err(
+                ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len()))
+            );
+        }
+        Ok(Some(v))
+    };
+    let xv = floats(0, seq * batch * dm.input, "X")?.unwrap_or_default();
+    let w =
+        floats(1, dirs * gh * dm.input, "W")?.ok_or_else(|| ctx.input_error(1, "W is required"))?;
+    let r = floats(2, dirs * gh * h, "R")?.ok_or_else(|| ctx.input_error(2, "R is required"))?;
+    let bias = floats(3, dirs * 2 * gh, "B")?.unwrap_or_else(|| vec![0.0; dirs * 2 * gh]);
+    let lens: Vec<usize> = match present(4) {
+        None => vec![seq; batch],
+        Some(t) => {
+            let v: Vec<i64> = match t.dtype {
+                crate::ops::DType::I32 => t.slice::<i32>()?.iter().map(|&v| v as i64).collect(),
+                _ => t.slice::<i64>()?.to_vec(),
+            };
+            if v.len() != batch {
+                return Err(ctx.input_error(4, "sequence_lens has one value per batch entry"));
+            }
+            v.iter().map(|&l| (l.max(0) as usize).min(seq)).collect()
+        }
+    };
+    let init_h = floats(5, dirs * batch * h, "initial_h")?;
+    let init_c = if kind == Kind::Lstm {
+        floats(6, dirs * batch * h, "initial_c")?
+    } else {
+        None
+    };
+    let peep = if kind == Kind::Lstm {
+        floats(7, dirs * 3 * h, "P")?
+    } else {
+        None
+    };
+    let acts = activations(
+        ctx,
+        dirs,
+        match kind {
+            Kind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+            Kind::Gru => &["Sigmoid", "Tanh"],
+            Kind::Rnn => &["Tanh"],
+        },
+    )?;
+    let per_dir = acts.len() / dirs;
+    let clip = ctx.attrs.get("clip").and_then(|a| a.as_float());
+    let clamp = |v: f64| clip.map_or(v, |c| v.clamp(-c, c));
+    let input_forget = ctx.attr_int("input_forget", 0)? != 0;
+    let linear_before_reset = ctx.attr_int("linear_before_reset", 0)? != 0;
+
+    let mut y = vec![0.0f64; seq * dirs * batch * h];
+    let mut y_h = vec![0.0f64; dirs * batch * h];
+    let mut y_c = vec![0.0f64; dirs * batch * h];
+    let rows = seq * batch;
+    for d in 0..dirs {
+        let reverse = reverse_only || d == 1;
+        let act = &acts[d * per_dir..][..per_dir];
+        let wd = Mat::row_major(&w[d * gh * dm.input..][..gh * dm.input], gh, dm.input);
+        let rd = &r[d * gh * h..][..gh * h];
+        let (wb, rb) = (&bias[d * 2 * gh..][..gh], &bias[d * 2 * gh + gh..][..gh]);
+        // Input projection of every step, biases folded in (GRU's recurrent bias of the
+        // candidate gate stays out: with linear_before_reset it is inside the reset).
+        let mut xw = vec![0.0f64; rows * gh];
+        for row in xw.chunks_mut(gh) {
+            for (g, v) in row.iter_mut().enumerate() {
+                let rec = if kind == Kind::Gru && g >= 2 * h {
+                    0.0
+                } else {
+                    rb[g]
+                };
+                *v = wb[g] + rec;
+            }
+        }
+        if rows > 0 && dm.input > 0 {
+            gemm(
+                1.0,
+                Mat::row_major(&xv, rows, dm.input),
+                wd.t(),
+                1.0,
+                &mut xw,
+                gh,
+            );
+        }
+        let mut hs = vec![0.0f64; batch * h];
+        let mut cs = vec![0.0f64; batch * h];
+        for b in 0..batch {
+            let at = dm.state_at(d, b);
+            if let Some(v) = &init_h {
+                hs[b * h..][..h].copy_from_slice(&v[at..][..h]);
+            }
+            if let Some(v) = &init_c {
+                cs[b * h..][..h].copy_from_slice(&v[at..][..h]);
+            }
+        }
+        let mut hr = vec![0.0f64; batch * gh];
+        let mut rh = vec![0.0f64; batch * h];
+        for step in 0..seq {
+            let t = if reverse { seq - 1 - step } else { step };
+            // H_{t-1} . R^T for every gate (GRU without linear_before_reset: z and r only;
+            // its candidate gate needs the reset applied to H first).
+            let rmat = Mat::row_major(rd, gh, h).t();
+            gemm(1.0, Mat::row_major(&hs, batch, h), rmat, 0.0, &mut hr, gh);
+            if kind == Kind::Gru && !linear_before_reset {
+                for b in 0..batch {
+                    let pre = &xw[dm.x_row(t, b) * gh..][..gh];
+                    for j in 0..h {
+                        let rg = act[0].apply(clamp(pre[h + j] + hr[b * gh + h + j]));
+                        rh[b * h + j] = rg * hs[b * h + j];
+                    }
+                }
+                let rh_mat = Mat::row_major(&rd[2 * h * h..], h, h).t();
+                let mut cand = vec![0.0f64; batch * h];
+                gemm(
+                    1.0,
+                    Mat::row_major(&rh, batch, h),
+                    rh_mat,
+                    0.0,
+                    &mut cand,
+                    h,
+                );
+                for b in 0..batch {
+                    hr[b * gh + 2 * h..][..h].copy_from_slice(&cand[b * h..][..h]);
+                }
+            }
+            for b in 0..batch {
+                if t >= lens[b] {
+                    continue;
+                }
+                let pre = &xw[dm.x_row(t, b) * gh..][..gh];
+                let rec = &hr[b * gh..][..gh];
+                let hb = &mut hs[b * h..][..h];
+                let cb = &mut cs[b * h..][..h];
+                for j in 0..h {
+                    let g = |k: usize| pre[k * h + j] + rec[k * h + j];
+                    match kind {
+                        Kind::Rnn => hb[j] = act[0].apply(clamp(g(0))),
+                        Kind::Gru => {
+                            let z = act[0].apply(clamp(g(0)));
+                            let cand = if linear_before_reset {
+                                let rg = act[0].apply(clamp(g(1)));
+                                pre[2 * h + j] + rg * (rec[2 * h + j] + rb[2 * h + j])
+                            } else {
+                                g(2) + rb[2 * h + j]
+                            };
+                            let n = act[1].apply(clamp(cand));
+                            hb[j] = (1.0 - z) * n + z * hb[j];
+                        }
+                        Kind::Lstm => {
+                            let p =
+                                |k: usize| peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
+                            let c_prev = cb[j];
+                            let i = act[0].apply(clamp(g(0) + p(0) * c_prev));
+                            let f = if input_forget {
+                                1.0 - i
+                            } else {
+                                act[0].apply(clamp(g(2) + p(2) * c_prev))
+                            };
+                            let c_in = act[1].apply(clamp(g(3)));
+                            let c = f * c_prev + i * c_in;
+                            let o = act[0].apply(clamp(g(1) + p(1) * c));
+                            cb[j] = c;
+                            hb[j] = o * act[2].apply(c);
+                        }
+                    }
+                }
+                y[dm.y_at(t, d, b)..][..h].copy_from_slice(hb);
+            }
+        }
+        for b in 0..batch {
+            let at = dm.state_at(d, b);
+            y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
+            y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
+        }
+    }
+    write_f64s(&mut outputs[0], &y)?;
+    if let Some(o) = outputs.get_mut(1) {
+        write_f64s(o, &y_h)?;
+    }
+    if let Some(o) = outputs.get_mut(2) {
+        write_f64s(o, &y_c)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::Attr;
+    use crate::ops::DType;
+    use crate::ops::{OpRegistry, Tensor};
+
+    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
+        let attrs = crate::ops::test_attrs(attrs);
+        let out = OpRegistry::new()
+            .run_on_host(op, &attrs, inputs, outs)
+            .unwrap();
+        out.iter()
+            .map(|t| t.slice::<f32>().unwrap().to_vec())
+            .collect()
+    }
+
+    fn t(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_vec(shape, v)
+    }
+
+    fn none() -> Tensor {
+        Tensor::zeroed(DType::F32, &[0])
+    }
+
+    #[test]
+    fn rnn_directions_and_sequence_lengths() {
+        // h_t = relu(x_t + 0.5 h_{t-1}); batch 0 has x = [1, 2], batch 1 only its first step.
+        let x = t(&[2, 2, 1], &[1.0, 4.0, 2.0, 8.0]);
+        let (w, r) = (t(&[1, 1, 1], &[1.0]), t(&[1, 1, 1], &[0.5]));
+        let lens = Tensor::from_vec(&[2], &[2i32, 1]);
+        let mut attrs = vec![
+            ("hidden_size", Attr::Int(1)),
+            ("activations", Attr::Strs(vec!["Relu".into()])),
+        ];
+        let y = run(
+            "RNN",
+            &attrs,
+            &[x.clone(), w.clone(), r.clone(), none(), lens.clone()],
+            2,
+        );
+        // Y [seq, dirs, batch, hidden]: step 0 (1, 4), step 1 (2.5, 0 past the length).
+        assert_eq!(y[0], [1.0, 4.0, 2.5, 0.0]);
+        assert_eq!(y[1], [2.5, 4.0]);
+        attrs.push(("direction", Attr::Str("reverse".into())));
+        let y = run("RNN", &attrs, &[x, w, r, none(), lens], 2);
+        // Reverse: batch 0 sees 2 then 1 + 0.5 * 2; batch 1 only its step 0.
+        assert_eq!(y[0], [2.0, 4.0, 2.0, 0.0]);
+        assert_eq!(y[1], [2.0, 4.0]);
+    }
+
+    #[test]
+    fn gru_and_lstm_with_zero_weights_decay_their_state() {
+        let x = t(&[2, 1, 1], &[3.0, -3.0]);
+        let zeros = |n: usize| t(&[1, n, 1], &vec![0.0; n]);
+        let h0 = t(&[1, 1, 1], &[4.0]);
+        // GRU: z = 0.5 and the candidate is tanh(0) = 0, so H halves each step.
+        let attrs = [("hidden_size", Attr::Int(1))];
+        let gru_in = [x.clone(), zeros(3), zeros(3), none(), none(), h0.clone()];
+        let y = run("GRU", &attrs, &gru_in, 2);
+        assert_eq!((y[0].clone(), y[1].clone()), (vec![2.0, 1.0], vec![1.0]));
+        // LSTM: every gate is 0.5 and the cell input tanh(0) = 0: C halves, H = 0.5 tanh(C).
+        let c0 = t(&[1, 1, 1], &[2.0]);
+        let lstm_in = [x, zeros(4), zeros(4), none(), none(), h0, c0];
+        let y = run("LSTM", &attrs, &lstm_in, 3);
+        let h = |c: f32| 0.5 * c.tanh();
+        assert!((y[0][0] - h(1.0)).abs() < 1e-6 && (y[0][1] - h(0.5)).abs() < 1e-6);
+        assert_eq!(y[2], [0.5]);
+    }
+}
