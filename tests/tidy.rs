@@ -1,8 +1,9 @@
 //! Tidy checks on the source tree: every Rust file opens with a `//!` doc saying what it
 //! owns; modules use only what ARCHITECTURE.md's dependency table allows them to, down to
 //! the items `lower` may take from `ops` and `exec`; inside each module the files form
-//! layers (no file imports, directly or through others, a file that imports it); and no
-//! source file or function outgrows what a reader can hold.
+//! layers (no file imports, directly or through others, a file that imports it); no
+//! source file or function outgrows what a reader can hold; and the files kept twice
+//! because the table keeps their modules apart stay the same.
 //!
 //! The checks read source text, not the compiler's name resolution: `use` trees are
 //! expanded, `crate::`, `super::`, `self::` and child-module paths resolved to the file
@@ -789,6 +790,31 @@ fn use_trees_expand_to_every_path() {
     .map(|p| p.split("::").map(String::from).collect())
     .collect();
     assert_eq!(got, want);
+}
+
+// ---- twins
+
+/// Pairs of files that hold one algorithm twice because the dependency table keeps their
+/// modules apart (`om` uses nothing else of rt2, `exec` must not use `om`): below their
+/// `//!` docs they stay the same, line for line, so a fix lands in both.
+const TWINS: &[(&str, &str)] = &[
+    ("src/om/fold.rs", "src/exec/view/fold.rs"),
+    ("src/om/focus.rs", "src/exec/view/focus.rs"),
+];
+
+#[test]
+fn twin_files_stay_the_same() {
+    let body = |p: &str| {
+        let text = std::fs::read_to_string(root().join(p)).expect("reading a twin file");
+        let lines: Vec<&str> = text.lines().skip_while(|l| l.starts_with("//!")).collect();
+        lines.join("\n")
+    };
+    for (a, b) in TWINS {
+        assert!(
+            body(a) == body(b),
+            "{a} and {b} differ below their module docs: change both"
+        );
+    }
 }
 
 // ---- sizes

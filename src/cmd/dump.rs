@@ -1,9 +1,13 @@
 //! `rt2 dump`: a view of a model's ComputeGraph, or of an ExecuteGraph, as Graphviz DOT,
 //! JSON, or text (GE text dump / `.exeg` text form).
+//!
+//! The filters for large graphs (`--subgraph`, `--owner`, `--around`/`--depth`,
+//! `--max-nodes`) are the views' own (`om::filter`, `exec::view::filter`); this file checks
+//! the flags, hands them over and writes the result.
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use crate::cmd::input::{self, Input};
 use crate::cmd::progress::Progress;
@@ -11,9 +15,21 @@ use crate::cmd::{Status, output};
 use crate::exec::ExecuteGraph;
 use crate::exec::view::{self, GraphSelect};
 use crate::om::file::ReadOptions;
-use crate::om::{dot, ir, json, text};
+use crate::om::{dot, filter, ir, json, text};
+
+/// Which view suits which size, for `rt2 dump --help`.
+const SIZES: &str = "\
+Sizes: Graphviz lays out a whole-graph DOT in seconds up to a few hundred nodes; the
+ExecuteGraph of a model has several nodes per compute node. Beyond that, narrow the view:
+  --max-nodes 200          fold runs of nodes into summary boxes (count, op/kernel types)
+  --around NODE --depth 2  only the nodes within 2 edges of NODE, with cut markers
+  --subgraph NAME          one (sub)graph
+  --owner NODE             the subgraphs of one control-flow node
+The filters combine (scope, then neighbourhood, then folding) and apply to DOT and JSON
+alike; JSON of any size is fine for scripts. --format pbtxt always writes the whole model.";
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = SIZES)]
 pub struct Args {
     /// Model file of any kind (OM, GE IR binary, GE text dump, GE JSON, ONNX) or `.exeg`.
     pub file: PathBuf,
@@ -34,6 +50,25 @@ pub struct Args {
     /// Which model of a multi-model OM (0 is the root model).
     #[arg(long, default_value_t = 0)]
     pub model: usize,
+    /// Show one graph: the (sub)graph named NAME with the subgraphs below it, under the
+    /// nodes that own it. With --owner: that node's subgraph named NAME.
+    #[arg(long, value_name = "NAME")]
+    pub subgraph: Option<String>,
+    /// Show the subgraphs that node NODE (a control-flow node: If, Case, While, ...) owns,
+    /// under NODE.
+    #[arg(long, value_name = "NODE")]
+    pub owner: Option<String>,
+    /// Show only the nodes within --depth edges of NODE (inputs and outputs alike); a
+    /// marker `… N more` shows where the graph goes on.
+    #[arg(long, value_name = "NODE")]
+    pub around: Option<String>,
+    /// With --around: how many edges away from NODE [default: 2].
+    #[arg(long, value_name = "K")]
+    pub depth: Option<usize>,
+    /// Fold runs of consecutive nodes into summary nodes (labelled with how many nodes and
+    /// which op or kernel types they stand for) until at most N nodes are left.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_nodes: Option<u64>,
     /// GE JSON only: leave out the fields `atc --mode=1` leaves out (weights, offsets,
     /// sizes). The default keeps everything, so the JSON converts back to the same model.
     #[arg(long)]
@@ -83,8 +118,72 @@ fn json_bytes(value: &serde_json::Value) -> anyhow::Result<Vec<u8>> {
     Ok(s.into_bytes())
 }
 
+/// The filter flags given, for messages.
+fn filter_flags(args: &Args) -> Vec<&'static str> {
+    let given = [
+        (args.subgraph.is_some(), "--subgraph"),
+        (args.owner.is_some(), "--owner"),
+        (args.around.is_some(), "--around"),
+        (args.depth.is_some(), "--depth"),
+        (args.max_nodes.is_some(), "--max-nodes"),
+    ];
+    given.iter().filter(|g| g.0).map(|g| g.1).collect()
+}
+
+/// Refuses flag combinations that mean nothing, before any file is read.
+fn check_flags(args: &Args) -> anyhow::Result<()> {
+    let flags = filter_flags(args);
+    if args.format == DumpFormat::Pbtxt && !flags.is_empty() {
+        bail!(
+            "{}: {} filter a view (--format dot or json); --format pbtxt writes the whole model",
+            args.file.display(),
+            flags.join(", ")
+        );
+    }
+    if args.depth.is_some() && args.around.is_none() {
+        bail!("--depth counts edges from a node: give the node with --around NODE");
+    }
+    Ok(())
+}
+
+const DEFAULT_DEPTH: usize = 2;
+
+fn compute_filter(args: &Args) -> filter::ViewFilter {
+    filter::ViewFilter {
+        subgraph: args.subgraph.clone(),
+        owner: args.owner.clone(),
+        around: args.around.clone(),
+        depth: args.depth.unwrap_or(DEFAULT_DEPTH),
+        max_nodes: args
+            .max_nodes
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    }
+}
+
+fn exe_filter(args: &Args) -> view::filter::ViewFilter {
+    let f = compute_filter(args);
+    view::filter::ViewFilter {
+        subgraph: f.subgraph,
+        owner: f.owner,
+        around: f.around,
+        depth: f.depth,
+        max_nodes: f.max_nodes,
+    }
+}
+
 fn write_exe(args: &Args, eg: &ExecuteGraph, progress: Progress) -> anyhow::Result<Status> {
     let which = GraphSelect::from(args.graph);
+    let f = exe_filter(args);
+    let filtered;
+    let (eg, which) = if f.is_empty() {
+        (eg, which)
+    } else {
+        progress.step("filtering");
+        let (g, w) =
+            view::filter::filter(eg, which, &f).with_context(|| args.file.display().to_string())?;
+        filtered = g;
+        (&filtered, w)
+    };
     let bytes = match args.format {
         DumpFormat::Dot => view::to_dot(eg, which).into_bytes(),
         DumpFormat::Json => json_bytes(&view::to_json(eg, which))?,
@@ -96,6 +195,7 @@ fn write_exe(args: &Args, eg: &ExecuteGraph, progress: Progress) -> anyhow::Resu
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
+    check_flags(&args)?;
     let progress = Progress::start(args.output.is_some());
     progress.step(format!("reading {}", args.file.display()));
     let input = input::read_input(&args.file, &ReadOptions::default())?;
@@ -126,9 +226,18 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             args.model
         );
     };
-    let def = || ir::to_model_def(&m.model);
+    let f = compute_filter(&args);
+    let filtered;
+    let model = if f.is_empty() {
+        &m.model
+    } else {
+        progress.step("filtering");
+        filtered = filter::filter(&m.model, &f).with_context(|| args.file.display().to_string())?;
+        &filtered
+    };
+    let def = || ir::to_model_def(model);
     let bytes = match args.format {
-        DumpFormat::Dot => dot::to_dot(&m.model).into_bytes(),
+        DumpFormat::Dot => dot::to_dot(model).into_bytes(),
         DumpFormat::Json => json_bytes(&json::to_json(
             &def(),
             &json::JsonOptions {

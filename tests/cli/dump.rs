@@ -1,10 +1,72 @@
-//! CLI tests: `rt2 dump --view compute` as DOT, JSON and GE text dump.
+//! CLI tests: `rt2 dump --view compute` as DOT, JSON and GE text dump, and the filters
+//! for large graphs (`--max-nodes`, `--around`/`--depth`, `--subgraph`, `--owner`) on both
+//! views.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::Command;
 
+use rt2::om::onnx::builder::{self, Dim, F32, OnnxBuilder};
 use rt2::om::testdata;
 
 use crate::util::{Scratch, fixture};
+
+/// Renders a DOT file with Graphviz when `dot` is installed (required when
+/// `RT2_REQUIRE_DOT` is set).
+#[track_caller]
+fn renders(dot_file: &Path) {
+    match Command::new("dot").arg("-Tsvg").arg(dot_file).output() {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "dot failed on {}: {}",
+                dot_file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
+        }
+        Err(_) => assert!(
+            std::env::var_os("RT2_REQUIRE_DOT").is_none(),
+            "graphviz `dot` is required here"
+        ),
+    }
+}
+
+/// The node statements of a DOT text: (label, the whole line).
+fn dot_nodes(dot: &str) -> Vec<(String, String)> {
+    dot.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('g') && !l.contains(" -> ") && l.contains(" [label=\""))
+        .map(|l| {
+            let label = l.split(" [label=\"").nth(1).unwrap_or("");
+            let label = label.split("\", ").next().unwrap_or("");
+            (label.to_string(), l.to_string())
+        })
+        .collect()
+}
+
+/// The names of the model's own nodes in a DOT text (summaries and cut markers left out):
+/// the label's first line in the compute view, its second in the exe view.
+fn dot_names(dot: &str, line: usize) -> BTreeSet<String> {
+    dot_nodes(dot)
+        .into_iter()
+        .filter(|(_, l)| !l.contains("shape=plain") && !l.contains("shape=box3d"))
+        .map(|(label, _)| label.split("\\n").nth(line).unwrap_or("").to_string())
+        .collect()
+}
+
+/// `r0 -> r1 -> ... -> r{n-1}` (Relu) over one input: a chain without shared constants.
+fn relu_chain(n: usize) -> Vec<u8> {
+    let mut b = OnnxBuilder::new("relus").input("x", F32, &[Dim::Value(1), Dim::Value(4)]);
+    let mut prev = "x".to_string();
+    for i in 0..n {
+        let out = format!("v{i}");
+        b = b.named_node(&format!("r{i}"), "Relu", &[&prev], &[&out], vec![]);
+        prev = out;
+    }
+    b.output(&prev, F32, &[Dim::Value(1), Dim::Value(4)])
+        .build()
+}
 
 #[test]
 fn dot_renders_with_graphviz() {
@@ -145,4 +207,277 @@ fn model_selects_a_model_of_a_multi_model_om() {
     assert!(r2.contains("sub_2"), "{r2}");
     s.rt2(&["dump", om.to_str().unwrap(), "--model", "7"])
         .fails(2, &["--model 7", "[0, 1, 2]"]);
+}
+
+#[test]
+fn max_nodes_folds_a_large_model_into_a_drawable_view() {
+    let s = Scratch::new();
+    s.write("big.onnx", &builder::add_chain_model(5000, 4));
+    for view in ["compute", "exe"] {
+        let out = format!("{view}.dot");
+        s.rt2(&[
+            "dump",
+            "big.onnx",
+            "--view",
+            view,
+            "--max-nodes",
+            "200",
+            "-o",
+            &out,
+        ])
+        .ok();
+        let dot = String::from_utf8(s.read(&out)).unwrap();
+        // Plain text names a shared producer again beside each consumer; the rest are
+        // the nodes.
+        let (refs, nodes): (Vec<_>, Vec<_>) = dot_nodes(&dot)
+            .into_iter()
+            .partition(|(_, l)| l.contains("shape=plain"));
+        assert!(
+            refs.iter().all(|(label, _)| label.starts_with("↑ ")),
+            "{refs:?}"
+        );
+        assert!(
+            (150..=200).contains(&nodes.len()),
+            "{view}: {} nodes drawn for --max-nodes 200",
+            nodes.len()
+        );
+        let summaries = nodes.iter().filter(|(_, l)| l.contains("shape=box3d"));
+        // Each summary says how many nodes it stands for; together, all of them.
+        let folded: usize = summaries
+            .map(|(label, _)| label.split(' ').next().unwrap().parse::<usize>().unwrap())
+            .sum();
+        let kept = nodes
+            .iter()
+            .filter(|(_, l)| !l.contains("shape=box3d"))
+            .count();
+        if view == "compute" {
+            assert_eq!(folded + kept, 5003, "x, c, 5000 Adds and the NetOutput");
+            assert!(dot.contains("Add ×"), "summaries name their op types");
+        }
+        renders(&s.path(&out));
+    }
+    // JSON: the same folding, as GE JSON ops and as exe nodes.
+    let j = s
+        .rt2(&["dump", "big.onnx", "--format", "json", "--max-nodes", "200"])
+        .ok()
+        .json();
+    let ops = j["graph"][0]["op"].as_array().unwrap();
+    assert!(ops.len() <= 200, "{} ops", ops.len());
+    assert!(ops.iter().any(|o| o["type"] == "rt2.Folded"));
+    let j = s
+        .rt2(&[
+            "dump",
+            "big.onnx",
+            "--view",
+            "exe",
+            "--graph",
+            "main",
+            "--format",
+            "json",
+            "--max-nodes",
+            "50",
+        ])
+        .ok()
+        .json();
+    let nodes = j["graphs"]["Main"]["nodes"].as_array().unwrap();
+    assert!(nodes.len() <= 50, "{} exe nodes", nodes.len());
+    assert!(nodes.iter().any(|n| n["kernel"] == "rt2.Folded"));
+}
+
+#[test]
+fn around_shows_exactly_the_neighbourhood() {
+    let s = Scratch::new();
+    s.write("relus.onnx", &relu_chain(20));
+    let r = s
+        .rt2(&[
+            "dump",
+            "relus.onnx",
+            "--around",
+            "r10",
+            "--depth",
+            "2",
+            "-o",
+            "a.dot",
+        ])
+        .ok();
+    assert!(r.stdout().is_empty());
+    let dot = String::from_utf8(s.read("a.dot")).unwrap();
+    let want: BTreeSet<String> = ["r8", "r9", "r10", "r11", "r12"].map(String::from).into();
+    assert_eq!(dot_names(&dot, 0), want);
+    let cuts: Vec<String> = dot_nodes(&dot)
+        .into_iter()
+        .filter(|(_, l)| l.contains("shape=plain"))
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(cuts, ["… 1 more", "… 1 more"], "one marker each way");
+    renders(&s.path("a.dot"));
+    // The default depth is 2; JSON shows the same nodes.
+    let j = s
+        .rt2(&["dump", "relus.onnx", "--around", "r10", "--format", "json"])
+        .ok()
+        .json();
+    let names: BTreeSet<String> = j["graph"][0]["op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["type"] != "rt2.Cut")
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, want);
+
+    // The exe view: the nodes within two edges of a node, as the whole graph's JSON says.
+    let whole = s
+        .rt2(&[
+            "dump",
+            "relus.onnx",
+            "--view",
+            "exe",
+            "--graph",
+            "main",
+            "--format",
+            "json",
+        ])
+        .ok()
+        .json();
+    let main = whole["graphs"]["Main"]["nodes"].as_array().unwrap();
+    let mut adjacent: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for n in main {
+        let to = n["name"].as_str().unwrap();
+        for from in n["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(n["control_inputs"].as_array().unwrap())
+        {
+            let from = from["name"].as_str().unwrap();
+            adjacent.entry(from).or_default().insert(to);
+            adjacent.entry(to).or_default().insert(from);
+        }
+    }
+    let center = main
+        .iter()
+        .find(|n| n["origin"]["node"] == "r10" && n["kernel"] != "AllocMemHbm")
+        .expect("a node lowered from r10")["name"]
+        .as_str()
+        .unwrap();
+    let mut want: BTreeSet<&str> = BTreeSet::from([center]);
+    for _ in 0..2 {
+        let next: Vec<&str> = want
+            .iter()
+            .flat_map(|n| adjacent[n].iter().copied())
+            .collect();
+        want.extend(next);
+    }
+    assert!(want.len() > 3 && want.len() < main.len(), "{want:?}");
+    let r = s
+        .rt2(&[
+            "dump",
+            "relus.onnx",
+            "--view",
+            "exe",
+            "--graph",
+            "main",
+            "--around",
+            center,
+        ])
+        .ok();
+    let got = dot_names(&r.stdout(), 1);
+    assert_eq!(
+        got,
+        want.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>()
+    );
+}
+
+#[test]
+fn subgraph_and_owner_show_one_part_under_its_owners() {
+    let s = Scratch::new();
+    let model = fixture("models/nested_if_weights.onnx");
+    let model = model.to_str().unwrap();
+    let inner = "outer_if_0_then_branch/inner_if_1_else_branch";
+    let dot = s.rt2(&["dump", model, "--subgraph", inner]).ok().stdout();
+    assert_eq!(dot.matches("subgraph cluster_").count(), 3, "{dot}");
+    let names = dot_names(&dot, 0);
+    assert!(names.contains("outer_if") && names.contains("outer_if_0_then_branch/inner_if"));
+    assert!(names.contains(&format!("{inner}/relu_te")));
+    assert!(
+        !names.iter().any(|n| n.contains("then_branch/inner_if_0")),
+        "{names:?}"
+    );
+    let dot = s.rt2(&["dump", model, "--owner", "outer_if"]).ok().stdout();
+    assert_eq!(
+        dot.matches("subgraph cluster_").count(),
+        5,
+        "root and four branches"
+    );
+    assert!(
+        !dot_names(&dot, 0).contains("x"),
+        "outside the owner's subgraphs"
+    );
+    // The exe view: the owner node in Main, its subgraphs as clusters.
+    let dot = s
+        .rt2(&[
+            "dump",
+            model,
+            "--view",
+            "exe",
+            "--owner",
+            "outer_if",
+            "--subgraph",
+            "outer_if_1_else_branch",
+        ])
+        .ok()
+        .stdout();
+    assert!(
+        dot.contains("subgraph cluster_g1 {") && !dot.contains("cluster_g0 "),
+        "Main only"
+    );
+    assert_eq!(dot.matches("subgraph cluster_").count(), 2, "{dot}");
+    s.write("m.dot", dot.as_bytes());
+    renders(&s.path("m.dot"));
+}
+
+#[test]
+fn bad_names_and_flags_are_one_line_errors() {
+    let s = Scratch::new();
+    s.write("relus.onnx", &relu_chain(3));
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--around", "nope"],
+            &["relus.onnx", "no node named \"nope\""],
+        ),
+        (
+            &["--view", "exe", "--around", "nope"],
+            &["relus.onnx", "\"nope\""],
+        ),
+        (
+            &["--subgraph", "nope"],
+            &["relus.onnx", "no graph named \"nope\"", "\"relus\""],
+        ),
+        (
+            &["--owner", "r1"],
+            &["relus.onnx", "\"r1\" owns no subgraphs"],
+        ),
+        (
+            &["--view", "exe", "--owner", "nope"],
+            &["relus.onnx", "\"nope\""],
+        ),
+        (
+            &["--format", "pbtxt", "--max-nodes", "5"],
+            &["relus.onnx", "--max-nodes", "pbtxt"],
+        ),
+        (&["--depth", "3"], &["--depth", "--around"]),
+    ];
+    for (args, needles) in cases {
+        let mut all = vec!["dump", "relus.onnx", "-o", "out.dot"];
+        all.extend_from_slice(args);
+        s.rt2(&all).fails(2, needles);
+        assert!(!s.exists("out.dot"), "{args:?}: no output file");
+    }
+    let zero = s.rt2(&["dump", "relus.onnx", "--max-nodes", "0"]);
+    assert_eq!(zero.code(), 2, "{}", zero.stderr());
+    let help = s.rt2(&["dump", "--help"]).ok().stdout();
+    assert!(
+        help.contains("--max-nodes") && help.contains("a few hundred nodes"),
+        "{help}"
+    );
 }
