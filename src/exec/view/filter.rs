@@ -46,7 +46,10 @@ pub fn filter(
     let mut tops = Vec::new();
     for &kind in which.kinds() {
         tops.push((layout.flat.graphs.len(), kind));
-        layout.add(eg.graph(kind), vec![kind.name().to_string()], None);
+        // Init, Main and DeInit answer to their GE names and to their own.
+        let g = eg.graph(kind);
+        let names = [kind.name(), g.name.as_str()].map(String::from).to_vec();
+        layout.add(g, names, None);
     }
     let plan = focus::plan(&layout.flat, &|i, name| layout.nodes[i].name == name, f)?;
     let rebuild = Rebuild {
@@ -415,6 +418,13 @@ mod tests {
         );
         assert_eq!(sel(Some("if"), Some("else")), [["else", "in", "out"]]);
         assert_eq!(sel(None, Some("then")), [["then", "in", "out"]]);
+        assert_eq!(sel(None, Some("if.#1")), [["else", "in", "out"]]);
+        let main = ViewFilter {
+            subgraph: Some("main".into()),
+            ..Default::default()
+        };
+        let (eg, which) = run(&sample(), GraphSelect::All, main);
+        assert_eq!((eg.main, which), (sample().main, GraphSelect::Main));
     }
 
     #[test]
