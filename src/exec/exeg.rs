@@ -400,7 +400,7 @@ impl<'a> Tables<'a> {
     fn node_to(&mut self, n: &'a ExecNode) -> pb::Node {
         let mut node = pb::Node {
             name: n.name.to_string(),
-            class: class_to(n.class) as i32,
+            class: wire::class_number(n.class),
             inputs: n
                 .inputs
                 .iter()
@@ -437,19 +437,6 @@ fn origin_to(o: &Origin) -> pb::Origin {
         node: o.node.to_string(),
         op_type: o.op_type.to_string(),
         index: o.index,
-    }
-}
-
-/// The `KernelClass` enum number of `c` in the file.
-pub(crate) fn class_number(c: KernelClass) -> i32 {
-    class_to(c) as i32
-}
-
-fn class_to(c: KernelClass) -> pb::KernelClass {
-    match c {
-        KernelClass::Memory => pb::KernelClass::Memory,
-        KernelClass::Launch => pb::KernelClass::Launch,
-        KernelClass::Normal => pb::KernelClass::Normal,
     }
 }
 

@@ -27,8 +27,8 @@ use smallvec::smallvec;
 
 use super::attrs::{self, dtype};
 use super::builder::{Builder, Global, TVal, dtype_names, node};
+use super::error::{LowerError, NO_CONVERTER, Unsupported};
 use super::fold;
-use super::{LowerError, Unsupported};
 use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Inputs, Origin, ValueRef};
 use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
 use crate::om::onnx::{LOOP_CARRIED, PARENT_NODE_INDEX};
@@ -66,9 +66,6 @@ pub fn converter_for(reg: &OpRegistry, op_type: &str) -> Option<Converter> {
         _ => return None,
     })
 }
-
-/// Why an op is unsupported when rt2 simply does not have it.
-pub const NO_CONVERTER: &str = "no converter or op library entry";
 
 /// How a graph's `Data` nodes get their values.
 pub enum Bind<'a> {

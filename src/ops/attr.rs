@@ -25,6 +25,15 @@ impl HostTensor {
             usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
         })
     }
+    /// The integer values of an int64 or int32 tensor; `None` for any other type.
+    pub fn int_values(&self) -> Option<Vec<i64>> {
+        if !matches!(self.dtype, DType::I64 | DType::I32) {
+            return None;
+        }
+        (0..self.data.len() / self.dtype.size())
+            .map(|k| self.int_at(k))
+            .collect()
+    }
     /// Element `k` of an integer or bool tensor, as i64: `None` past the end, for a float
     /// type, or for a u64 above i64's range.
     pub fn int_at(&self, k: usize) -> Option<i64> {

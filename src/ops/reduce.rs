@@ -10,7 +10,6 @@ pub(crate) mod accumulate;
 mod kernels;
 
 use crate::ops::DType;
-use crate::ops::shape::int_values;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 const REDUCTIONS: &[&str] = &[
@@ -71,7 +70,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         ),
         None if ctx.inputs.len() > 1 => match ctx.values.get(1).copied().flatten() {
             Some(t) => Some(
-                int_values(t)
+                t.int_values()
                     .ok_or_else(|| ctx.input_error(1, format!("is {}, axes are int64", t.dtype)))?,
             ),
             // Axes known only at run time: with keepdims the rank is known.

@@ -14,7 +14,7 @@ mod kernels;
 pub(crate) mod movement;
 
 use crate::ops::elementwise::broadcast;
-use crate::ops::{Attr, DType, HostTensor};
+use crate::ops::{Attr, DType};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
@@ -51,16 +51,6 @@ pub fn register(reg: &mut OpRegistry) {
             .reading(&[0])
             .computes(k::constant_of_shape),
     );
-}
-
-/// The integer values of a host tensor (int64 or int32).
-pub fn int_values(t: &HostTensor) -> Option<Vec<i64>> {
-    if !matches!(t.dtype, DType::I64 | DType::I32) {
-        return None;
-    }
-    (0..t.data.len() / t.dtype.size())
-        .map(|k| t.int_at(k))
-        .collect()
 }
 
 /// Reshape: 0 copies the input dim (unless `allowzero`), one -1 is inferred.
@@ -404,7 +394,7 @@ fn infer_constant_of_shape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 mod tests {
     use super::*;
 
-    use crate::ops::i64s;
+    use crate::ops::{HostTensor, i64s};
 
     fn run(
         op: &str,
