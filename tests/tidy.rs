@@ -666,17 +666,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "src/exec/runtime/subscriber.rs",
     ],
     &[
-        "src/npu/device/mod.rs",
-        "src/npu/device/access.rs",
-        "src/npu/device/error.rs",
-        "src/npu/device/memory.rs",
-        "src/npu/device/model.rs",
-        "src/npu/device/recorder.rs",
-        "src/npu/device/stream.rs",
-        "src/npu/device/sync.rs",
-        "src/npu/device/task.rs",
-    ],
-    &[
         "src/ops/linalg.rs",
         "src/ops/linalg/einsum.rs",
         "src/ops/linalg/integer.rs",
