@@ -7,16 +7,18 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub mod capture;
 pub mod check;
 pub mod compile;
+pub mod completions;
 pub mod diagnostics;
 pub mod dump;
 pub mod input;
 pub mod inspect;
 pub mod lower;
+pub mod man;
 pub mod npy;
 pub mod output;
 pub mod progress;
@@ -48,6 +50,10 @@ pub enum Command {
     Capture(capture::Args),
     /// Load a saved captured model (`.rim.json`) onto a fresh device and execute it.
     Replay(replay::Args),
+    /// Print a shell completion script for rt2 (bash, zsh, fish, powershell, elvish).
+    Completions(completions::Args),
+    /// Print rt2's manual page or a subcommand's (roff), or write them all into a directory.
+    Man(man::Args),
 }
 
 /// How a command that ran to the end came out.
@@ -93,6 +99,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Run(args) => run::run(args),
         Command::Capture(args) => capture::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Completions(args) => {
+            completions::run(args, Cli::command()).map(|()| Status::Success)
+        }
+        Command::Man(args) => man::run(args, Cli::command()).map(|()| Status::Success),
     }
 }
 
