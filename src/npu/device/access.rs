@@ -26,7 +26,7 @@ use parking_lot::lock_api::RawRwLock as _;
 
 use crate::ops::Buffer;
 
-use super::NpuError;
+use super::error::NpuError;
 use super::memory::{Segment, Span};
 
 /// The segments a task has locked (the first `n` of a plan's, each for writing when
