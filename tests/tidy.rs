@@ -641,7 +641,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "src/npu/device/stream.rs",
         "src/npu/device/task.rs",
     ],
-    &["src/capture/rim.rs", "src/capture/runner.rs"],
     &[
         "src/cmd/mod.rs",
         "src/cmd/capture.rs",
@@ -762,11 +761,7 @@ fn exempt_from_sizes(s: &Source) -> bool {
 
 /// Files still over the limit, with the most lines each may have until it is split. The
 /// list only shrinks: a file under the limit must be deleted from it.
-const KNOWN_LONG_FILES: &[(&str, usize)] = &[
-    ("src/capture/acl.rs", 1571),
-    ("src/capture/script.rs", 2676),
-    ("src/lower/convert.rs", 1543),
-];
+const KNOWN_LONG_FILES: &[(&str, usize)] = &[("src/lower/convert.rs", 1539)];
 
 #[test]
 fn no_source_file_over_1500_lines() {
@@ -854,7 +849,6 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
 /// Functions still over the limit: (file, function, the most lines it may have until it
 /// is split). The list only shrinks.
 const KNOWN_LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("src/capture/script.rs", "call", 204),
     ("src/exec/runtime/plan.rs", "prepare", 236),
     ("src/ops/attention.rs", "attention", 219),
     ("src/ops/rnn/recurrence.rs", "recurrence", 230),

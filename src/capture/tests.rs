@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 
+use super::buffers::BufferReport;
 use super::kernels::Buf;
 use super::report;
 use super::rim;
@@ -447,7 +448,7 @@ fn gen_strategy() -> impl Strategy<Value = Gen> {
     })
 }
 
-fn values_by_name(bufs: &[runner::BufferReport]) -> Vec<(String, Vec<Scalar>)> {
+fn values_by_name(bufs: &[BufferReport]) -> Vec<(String, Vec<Scalar>)> {
     bufs.iter()
         .map(|b| (b.name.clone(), b.values.clone()))
         .collect()
