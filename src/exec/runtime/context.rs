@@ -75,8 +75,10 @@ impl<'a> KernelContext<'a> {
         let Some(&slot) = self.inputs.get(i) else {
             return Err(self.missing(i));
         };
-        // SAFETY: the slot is an input of the running node: its producer completed before
-        // this node was scheduled and nothing writes it until the next execution.
+        // SAFETY: the slot is an input of the running node (`get` checks the index): its
+        // producer completed, its writes visible, before this node was scheduled (`call`'s
+        // contract), and only that producer writes it, in the next execution at the
+        // earliest, after this node's run.
         Ok(unsafe { self.values.get(slot) })
     }
 
@@ -85,7 +87,7 @@ impl<'a> KernelContext<'a> {
     #[inline]
     pub fn try_input(&self, i: usize) -> Option<&'a Value> {
         let &slot = self.inputs.get(i)?;
-        // SAFETY: as for `input`.
+        // SAFETY: the slot is an input of the running node, as in `input`.
         Some(unsafe { self.values.get(slot) })
     }
 
@@ -97,9 +99,11 @@ impl<'a> KernelContext<'a> {
                 self.out_len
             )));
         }
-        // SAFETY: the slot is this node's own output and the node is running; input and
-        // output slots never coincide (a node cannot read itself: the loader refuses it),
-        // and `&mut self` keeps this the only mutable view handed out.
+        // SAFETY: the slot is this node's own output (`i < out_len`), which no other node
+        // writes (`prepare` gives each node its own range of slots) and no node reads
+        // until this one completed; this node never holds it as an input (`prepare`
+        // refuses an input from the node itself), and `&mut self` keeps this the only
+        // view of it handed out.
         Ok(unsafe { self.values.get_mut(self.out_start + i as u32) })
     }
 

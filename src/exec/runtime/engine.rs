@@ -67,14 +67,18 @@ impl ExecutorType {
 ///
 /// # Safety
 /// The schedule's rule (see `value::Arena`): every producer of `id`'s inputs has
-/// completed, and no other thread runs `id` now.
+/// completed and its writes happened before this call, and nobody else runs `id` now
+/// (its earlier runs happened before this one). Slot and node indices out of `st`'s range
+/// panic.
 #[inline(always)]
 pub(crate) unsafe fn call(env: &Env, plan: &Plan, st: &ExecState, id: u32) -> KernelResult {
     let r = &plan.recs[id as usize];
     let mut cx = KernelContext {
         env,
         info: &plan.infos[id as usize],
-        // SAFETY: only node `id`'s kernel touches its state, and it runs once at a time.
+        // SAFETY: the index is bounds-checked. A node's state is reached only here, for
+        // that node, and the caller guarantees nobody else runs `id` now, so this is the
+        // only reference to it while the kernel runs.
         state: unsafe { &mut *st.states[id as usize].get() },
         values: &st.arena,
         inputs: &plan.slots_in[r.in_start as usize..(r.in_start + r.in_len) as usize],
@@ -126,7 +130,8 @@ pub fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> 
 
 fn sequential(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
     for &id in &plan.order {
-        // SAFETY: the run order is topological and this thread runs every node.
+        // SAFETY: the run order is topological, so every producer of `id` ran before it, on
+        // this thread; `st` is borrowed mutably, so nobody else runs a node of it.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
     }
     Ok(())
@@ -258,7 +263,8 @@ fn with_ready<R: Ready>(
         ready.push(plan, s);
     }
     while let Some(id) = ready.pop() {
-        // SAFETY: a node is ready once its last predecessor completed, on this thread.
+        // SAFETY: a node is ready once its last predecessor completed, on this thread, and
+        // is popped once; `st` is borrowed mutably, so nobody else runs a node of it.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
         let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
         for &s in &plan.succ[a as usize..b as usize] {

@@ -548,7 +548,9 @@ fn output_pair<'s>(
     if io.dtype.is_none() {
         return Err(bad("a type the emulated device does not compute on".into()));
     }
-    // SAFETY: the run is over; nothing writes the arena now.
+    // SAFETY: `st` is borrowed mutably for `'s`, so no engine runs on this state and
+    // nothing can write its arena while the two shared references live; the indices are
+    // bounds-checked by `get`.
     let (shape, mem) = unsafe { (st.arena.get(slots[2 * k]), st.arena.get(slots[2 * k + 1])) };
     match (shape, mem) {
         (Value::Shape(s), Value::Mem(m)) => Ok((s, m)),

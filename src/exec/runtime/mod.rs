@@ -64,10 +64,14 @@ pub struct ExecState {
     pub(crate) mt: Option<engine_mt::MtPool>,
 }
 
-// SAFETY: node states are touched only by their node's kernel while it runs, which the
-// schedule serializes as it does value slots (see `value::Arena`).
+// SAFETY: the `UnsafeCell`s shared this way are the arena's (`Sync` under its own
+// contract) and `states`: a node's state is reached only through `engine::call` for that
+// node, whose contract (the schedule, as for value slots: see `value::Arena`) has one
+// thread run the node at a time, after the previous run's accesses happened before.
+// `NodeState` is `Send`, so a state used by one thread and then another is sound. The
+// other fields are mutated only through `&mut ExecState`. (`Send` needs no `unsafe impl`:
+// every field is `Send`.)
 unsafe impl Sync for ExecState {}
-unsafe impl Send for ExecState {}
 
 /// Why loading or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -139,10 +139,12 @@ fn cast_f32_mut<T: Scalar>(ys: &mut [T]) -> Option<&mut [f32]> {
 /// Softmax of each `len`-long row of `xs` into `ys`, with the widest vectors this CPU
 /// has.
 fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
-    // SAFETY: each branch runs the version compiled for the set `Isa::detect` found.
+    // Each branch runs the version compiled for the set `Isa::detect` found.
     #[cfg(target_arch = "x86_64")]
     match Isa::detect() {
+        // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `rows_avx512` needs.
         Some(Isa::Avx512) => unsafe { rows_avx512(xs, ys, len) },
+        // SAFETY: `Isa::detect` found AVX2 (with FMA) on this CPU; `rows_avx2` needs AVX2.
         Some(Isa::Avx2) => unsafe { rows_avx2(xs, ys, len) },
         None => rows_any(xs, ys, len),
     }
@@ -150,12 +152,22 @@ fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
     rows_any(xs, ys, len)
 }
 
+/// [`rows_any`] compiled for AVX-512F.
+///
+/// # Safety
+/// This CPU has AVX-512F. (The body is safe code; only the instructions it compiles to
+/// need the feature.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn rows_avx512(xs: &[f32], ys: &mut [f32], len: usize) {
     rows_any(xs, ys, len)
 }
 
+/// [`rows_any`] compiled for AVX2.
+///
+/// # Safety
+/// This CPU has AVX2. (The body is safe code; only the instructions it compiles to need
+/// the feature.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn rows_avx2(xs: &[f32], ys: &mut [f32], len: usize) {

@@ -250,7 +250,10 @@ impl MtData {
             let slots = Slots(frees.as_mut_ptr(), total);
             parts.par_iter_mut().for_each(|p| p.scatter(plan, &slots));
         }
-        // SAFETY: all `total` slots were written above (see the comment there).
+        // SAFETY: the capacity is `total`, and all `total` slots were initialized above:
+        // the ranges' cursors partition `0..total` (see the comment there) and
+        // `par_iter_mut` returned only after every range's writes. `u32` needs nothing
+        // else to be valid.
         unsafe { frees.set_len(total) };
         let gated: Vec<u32> = parts.iter().flat_map(|p| p.gated.iter().copied()).collect();
         data.meta = meta.into();
@@ -416,14 +419,17 @@ impl RelationPart {
 /// The CSR's Free array while the ranges fill it: its start and capacity.
 struct Slots(*mut u32, usize);
 
-// SAFETY: the ranges write disjoint slots (their cursors partition the array), and
-// nothing reads it until every range is done.
+// SAFETY: a shared `Slots` only allows `write`, and the ranges that share it write
+// disjoint slots (their cursors partition the array, each slot written once); nothing
+// reads the array until `par_iter_mut` has joined every range.
 unsafe impl Sync for Slots {}
 
 impl Slots {
     fn write(&self, i: usize, v: u32) {
         assert!(i < self.1, "a cursor past the relations");
-        // SAFETY: in bounds (checked), and no other range writes slot `i`.
+        // SAFETY: `i` is below the capacity `self.1` (the assert) of the live vector
+        // `self.0` points into, and no other range writes slot `i`, so this plain write
+        // races with nothing.
         unsafe { self.0.add(i).write(v) }
     }
 }
@@ -446,21 +452,26 @@ pub(crate) struct PlanWork {
     data: *const MtData,
 }
 
-// SAFETY: the pointees are `Sync` (`Env` and `Plan` are plain shared data, `ExecState`
-// is `Sync` under the arena's contract, which the scheduler keeps) and outlive every use
-// (see the type's doc).
+// SAFETY: sharing a `PlanWork` shares `&Env`, `&Plan`, `&ExecState` and `&MtData`
+// across the participants, and all four are `Sync` (`ExecState` under the arena's
+// contract, which the scheduler keeps). The pointees outlive every use: the scheduler
+// dereferences them only inside the gate, while `run` holds the borrows they came from
+// (see the type's doc). (It is not `Send`, and need not be: the scheduler keeps only a
+// pointer to it.)
 unsafe impl Sync for PlanWork {}
-unsafe impl Send for PlanWork {}
 
 impl PlanWork {
     #[inline(always)]
     fn plan(&self) -> &Plan {
-        // SAFETY: see the type's doc.
+        // SAFETY: `plan` came from `run`'s `&Plan`, which outlives every use of this
+        // `PlanWork` (the scheduler's gate, see the type's doc); nothing mutates a plan
+        // while it runs.
         unsafe { &*self.plan }
     }
     #[inline(always)]
     fn data(&self) -> &MtData {
-        // SAFETY: see the type's doc.
+        // SAFETY: `data` came from `run`'s `&MtData`, borrowed from the plan, which
+        // outlives every use of this `PlanWork` (see `plan`).
         unsafe { &*self.data }
     }
 }
@@ -498,8 +509,9 @@ impl Work for PlanWork {
     }
     #[inline(always)]
     unsafe fn run(&self, id: u32) -> Result<(), KernelError> {
-        // SAFETY: the scheduler's contract (every producer completed and is visible, and
-        // only this thread runs `id`) is `call`'s; the pointers are live (type doc).
+        // SAFETY: this function's contract (every predecessor completed and is visible,
+        // and nobody else runs `id`) is `call`'s; the four pointers are live while the
+        // scheduler runs work (the type's doc), and `st` is only shared, as `call` takes it.
         unsafe { call(&*self.env, &*self.plan, &*self.st, id) }
     }
 }
@@ -519,8 +531,9 @@ pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(
             .filter(|&&s| st.indegree[s as usize] == 0),
     );
     while let Some(id) = st.queue.pop_front() {
-        // SAFETY: a node is queued once its last predecessor (and related launch)
-        // completed, on this thread.
+        // SAFETY: `id` was queued once, when its last predecessor (and related launch)
+        // completed; every run is on this thread, so those writes are visible and
+        // nothing else runs `id`.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
         let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
         for &s in plan.succ[a as usize..b as usize]

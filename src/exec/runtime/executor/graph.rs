@@ -78,8 +78,8 @@ impl ModelV2Executor {
             .collect();
         let mut refills = Vec::new();
         for (node, rec) in self.main.recs.iter().enumerate() {
-            // SAFETY: the run is over; nothing else touches the node states.
-            let state = unsafe { &*st.states[node].get() };
+            // `st` is borrowed mutably: the run is over and no engine holds the state.
+            let state = st.states[node].get_mut();
             if let NodeState::Staging(Some(buf)) = state
                 && rec.in_len > 0
                 && let Some(&(_, k)) = data_slots
@@ -92,11 +92,7 @@ impl ModelV2Executor {
         // A Data value read by anything but an upload steered the host side of the run.
         let mut pinned: Vec<(usize, Vec<u8>)> = Vec::new();
         for (node, rec) in self.main.recs.iter().enumerate() {
-            // SAFETY: as above.
-            let uploads = matches!(
-                unsafe { &*st.states[node].get() },
-                NodeState::Staging(Some(_))
-            );
+            let uploads = matches!(st.states[node].get_mut(), NodeState::Staging(Some(_)));
             let ins =
                 &self.main.slots_in[rec.in_start as usize..(rec.in_start + rec.in_len) as usize];
             for (slot, k) in &data_slots {
