@@ -12,7 +12,6 @@
 //! that finds a difference. Outputs are written only after every execution succeeded,
 //! each file whole or not at all.
 
-use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, PoisonError};
@@ -24,9 +23,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::cmd::check::{self, Comparison, Tolerance};
+use crate::cmd::format::{ReportFormat, table};
 use crate::cmd::input;
 use crate::cmd::progress::Progress;
-use crate::cmd::{CheckFailure, ReportFormat, Status, diagnostics, npy, output, random};
+use crate::cmd::status::{CheckFailure, Status};
+use crate::cmd::{diagnostics, npy, output, random};
 use crate::exec::runtime::subscribers::{
     DumpedTensor, NodeRecorder, Profile, Recording, TensorDumper,
 };
@@ -778,43 +779,7 @@ fn repeat(
 
 /// The file name (without `.npy`) of each output; see `--output-dir`.
 fn output_file_names(ios: &[ModelIo]) -> Vec<String> {
-    safe_file_names(ios.iter().map(|io| io.name.as_str()), "output")
-}
-
-/// Distinct file names for `names`: characters other than ASCII letters, digits, `.`,
-/// `-` and `_` become `_`, as does a leading `.`; an empty name becomes `<empty>_K`, and
-/// a name already taken gets `_K` appended (K the name's position).
-pub(crate) fn safe_file_names<'a>(
-    names: impl Iterator<Item = &'a str>,
-    empty: &str,
-) -> Vec<String> {
-    let mut taken = HashSet::new();
-    names
-        .enumerate()
-        .map(|(k, name)| {
-            let mut s: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            if s.starts_with('.') {
-                s.replace_range(..1, "_");
-            }
-            if s.is_empty() {
-                s = format!("{empty}_{k}");
-            }
-            if !taken.insert(s.clone()) {
-                s = format!("{s}_{k}");
-                taken.insert(s.clone());
-            }
-            s
-        })
-        .collect()
+    output::safe_file_names(ios.iter().map(|io| io.name.as_str()), "output")
 }
 
 /// Writes each output to `dir/<name>.npy`; the paths written.
@@ -958,7 +923,7 @@ impl Report<'_> {
             a.warmup,
             a.streams
         );
-        let mut t = crate::cmd::inspect::table();
+        let mut t = table();
         t.set_header(["input", "dtype", "shape", "from"]);
         for ((io, x), s) in self.eg.inputs.iter().zip(self.inputs).zip(self.sources) {
             t.add_row([
@@ -969,7 +934,7 @@ impl Report<'_> {
             ]);
         }
         out += &format!("{t}\n");
-        let mut t = crate::cmd::inspect::table();
+        let mut t = table();
         let mut header = vec!["output", "dtype", "shape"];
         if self.paths.is_some() {
             header.push("path");
