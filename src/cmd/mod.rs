@@ -13,6 +13,7 @@ pub mod compile;
 pub mod completions;
 pub mod diagnostics;
 pub mod dump;
+pub mod feed;
 pub mod format;
 pub mod input;
 pub mod inspect;
