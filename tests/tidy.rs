@@ -642,18 +642,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "src/npu/device/task.rs",
     ],
     &[
-        "src/cmd/mod.rs",
-        "src/cmd/capture.rs",
-        "src/cmd/compile.rs",
-        "src/cmd/diagnostics.rs",
-        "src/cmd/dump.rs",
-        "src/cmd/input.rs",
-        "src/cmd/inspect.rs",
-        "src/cmd/lower.rs",
-        "src/cmd/replay.rs",
-        "src/cmd/run.rs",
-    ],
-    &[
         "src/exec/runtime/mod.rs",
         "src/exec/runtime/context.rs",
         "src/exec/runtime/engine.rs",

@@ -18,6 +18,7 @@ pub mod executor;
 pub mod kernels;
 pub mod plan;
 pub mod registry;
+pub mod session;
 pub mod subscriber;
 pub mod subscribers;
 pub mod value;
