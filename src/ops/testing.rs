@@ -1,7 +1,7 @@
-//! What the families' unit tests share: small constructors and the one driver of an op's
-//! inference.
+//! What the families' unit tests share: small constructors, the one driver of an op's
+//! inference and the one driver of its host kernel.
 
-use super::{Attr, Attrs, DType, HostTensor, InferCtx, OpError, OpRegistry, TensorMeta};
+use super::{Attr, Attrs, DType, HostTensor, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
 
 /// A 1-D int64 host tensor, for tests.
 pub(crate) fn i64s(v: &[i64]) -> HostTensor {
@@ -53,4 +53,69 @@ pub(crate) fn infer_for_test(
         attrs: &attrs,
         outputs,
     })
+}
+
+/// The first output of `op`'s inference: [`infer_for_test`] for single-output ops.
+pub(crate) fn infer1(
+    op: &str,
+    inputs: &[TensorMeta],
+    values: &[Option<&HostTensor>],
+    attrs: &[(&str, Attr)],
+) -> Result<TensorMeta, OpError> {
+    Ok(infer_for_test(op, inputs, values, attrs, 1)?.remove(0))
+}
+
+/// Runs `op` on the host with `attrs` and `inputs`, asking for `outputs` results: the one
+/// driver of the families' kernel tests.
+pub(crate) fn try_run(
+    op: &str,
+    attrs: &[(&str, Attr)],
+    inputs: &[Tensor],
+    outputs: usize,
+) -> Result<Vec<Tensor>, OpError> {
+    OpRegistry::new().run_on_host(op, &test_attrs(attrs), inputs, outputs)
+}
+
+/// [`try_run`] for a case that must succeed: panics with the op's name and the error.
+pub(crate) fn run(
+    op: &str,
+    attrs: &[(&str, Attr)],
+    inputs: &[Tensor],
+    outputs: usize,
+) -> Vec<Tensor> {
+    try_run(op, attrs, inputs, outputs).unwrap_or_else(|e| panic!("{op}: {e}"))
+}
+
+/// The single output of a one-output `op`.
+pub(crate) fn run1(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
+    run(op, attrs, inputs, 1).remove(0)
+}
+
+/// Every output of `op` as `f32` values.
+pub(crate) fn run_f32s(
+    op: &str,
+    attrs: &[(&str, Attr)],
+    inputs: &[Tensor],
+    outputs: usize,
+) -> Vec<Vec<f32>> {
+    run(op, attrs, inputs, outputs)
+        .iter()
+        .map(|t| t.slice::<f32>().unwrap().to_vec())
+        .collect()
+}
+
+/// The single output of a one-output `op` as `f32` values.
+pub(crate) fn run_f32(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
+    run_f32s(op, attrs, inputs, 1).remove(0)
+}
+
+/// The single output of a one-output `op`: its shape and its `f32` values.
+pub(crate) fn run_f32_with_shape(
+    op: &str,
+    attrs: &[(&str, Attr)],
+    inputs: &[Tensor],
+) -> (Vec<usize>, Vec<f32>) {
+    let out = run1(op, attrs, inputs);
+    let values = out.slice::<f32>().unwrap().to_vec();
+    (out.shape, values)
 }

@@ -551,26 +551,20 @@ fn gemm_typed<T: Scalar>(
 mod tests {
     use super::*;
     use crate::ops::Attr;
-    use crate::ops::{Attrs, OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap();
-        out[0].slice::<f32>().unwrap().to_vec()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run;
+    use crate::ops::testing::run_f32;
 
     #[test]
     fn matmul_broadcasts_and_promotes_vectors() {
         let a = Tensor::from_vec(&[2, 1, 2], &[1.0f32, 2.0, 3.0, 4.0]);
         let b = Tensor::from_vec(&[2, 1], &[10.0f32, 100.0]);
         // [1,2].[10,100] = 210, [3,4].[10,100] = 430
-        assert_eq!(run("MatMul", &[], &[a, b]), [210.0, 430.0]);
+        assert_eq!(run_f32("MatMul", &[], &[a, b]), [210.0, 430.0]);
         let v = Tensor::from_vec(&[2], &[1.0f32, -1.0]);
         let m = Tensor::from_vec(&[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(run("MatMul", &[], &[v.clone(), m]), [-3.0, -3.0, -3.0]);
-        assert_eq!(run("MatMul", &[], &[v.clone(), v]), [2.0]);
+        assert_eq!(run_f32("MatMul", &[], &[v.clone(), m]), [-3.0, -3.0, -3.0]);
+        assert_eq!(run_f32("MatMul", &[], &[v.clone(), v]), [2.0]);
     }
 
     #[test]
@@ -578,9 +572,7 @@ mod tests {
         use half::f16;
         let a = Tensor::from_vec(&[1, 2], &[f16::from_f32(0.5), f16::from_f32(2.0)]);
         let b = Tensor::from_vec(&[2, 1], &[f16::from_f32(3.0), f16::from_f32(0.25)]);
-        let out = OpRegistry::new()
-            .run_on_host("MatMul", &Attrs::default(), &[a, b], 1)
-            .unwrap();
+        let out = run("MatMul", &[], &[a, b], 1);
         assert_eq!(out[0].slice::<f16>().unwrap(), [f16::from_f32(2.0)]);
     }
 
@@ -595,7 +587,7 @@ mod tests {
             ("alpha", Attr::Float(2.0)),
             ("beta", Attr::Float(0.5)),
         ];
-        assert_eq!(run("Gemm", &attrs, &[a, b, c]), [7.0, 14.0, 11.0, 18.0]);
+        assert_eq!(run_f32("Gemm", &attrs, &[a, b, c]), [7.0, 14.0, 11.0, 18.0]);
     }
 
     /// C rows closer together than n would overlap: refused, since a block of rows given
