@@ -12,31 +12,9 @@ use crate::npu::device::{Device, StreamId};
 use crate::ops::{DType, HostTensor};
 
 use super::Env;
+use super::error::KernelError;
 use super::plan::{NodeInfo, NodeState};
 use super::value::{Arena, DeviceAllocator, Mem, Value};
-
-/// A kernel's failure; the engine wraps it with the graph and the node.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct KernelError(pub String);
-
-impl KernelError {
-    pub fn new(msg: impl Into<String>) -> Self {
-        KernelError(msg.into())
-    }
-}
-
-impl From<crate::npu::device::NpuError> for KernelError {
-    fn from(e: crate::npu::device::NpuError) -> Self {
-        KernelError(e.to_string())
-    }
-}
-
-impl From<crate::ops::OpError> for KernelError {
-    fn from(e: crate::ops::OpError) -> Self {
-        KernelError(e.to_string())
-    }
-}
 
 pub type KernelResult = Result<(), KernelError>;
 
@@ -94,7 +72,7 @@ impl<'a> KernelContext<'a> {
     /// Output `i`, to write.
     pub fn output(&mut self, i: usize) -> Result<&mut Value, KernelError> {
         if i >= self.out_len as usize {
-            return Err(KernelError(format!(
+            return Err(KernelError::new(format!(
                 "output {i} is missing: the node has {}",
                 self.out_len
             )));
@@ -115,7 +93,7 @@ impl<'a> KernelContext<'a> {
     #[cold]
     #[inline(never)]
     fn missing(&self, i: usize) -> KernelError {
-        KernelError(format!(
+        KernelError::new(format!(
             "input {i} is missing: the node has {}",
             self.inputs.len()
         ))
@@ -124,7 +102,7 @@ impl<'a> KernelContext<'a> {
     #[cold]
     #[inline(never)]
     fn wrong(&self, i: usize, want: &str, got: &Value) -> KernelError {
-        KernelError(format!("input {i} is {}, expected {want}", got.kind()))
+        KernelError::new(format!("input {i} is {}, expected {want}", got.kind()))
     }
 
     #[inline]
@@ -176,14 +154,14 @@ impl<'a> KernelContext<'a> {
             .attrs
             .get(key)
             .and_then(|a| a.as_int())
-            .ok_or_else(|| KernelError(format!("attribute {key:?} (an integer) is missing")))
+            .ok_or_else(|| KernelError::new(format!("attribute {key:?} (an integer) is missing")))
     }
     pub fn attr_dtype(&self, key: &str) -> Result<DType, KernelError> {
         match self.info.attrs.get(key) {
             Some(crate::ops::Attr::DType(d)) => Ok(*d),
             Some(crate::ops::Attr::Str(s)) => DType::from_name(s)
-                .ok_or_else(|| KernelError(format!("attribute {key:?}: unknown dtype {s:?}"))),
-            _ => Err(KernelError(format!(
+                .ok_or_else(|| KernelError::new(format!("attribute {key:?}: unknown dtype {s:?}"))),
+            _ => Err(KernelError::new(format!(
                 "attribute {key:?} (a dtype) is missing"
             ))),
         }

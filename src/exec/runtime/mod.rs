@@ -14,6 +14,7 @@
 pub mod context;
 pub mod engine;
 mod engine_mt;
+pub mod error;
 pub mod executor;
 pub mod kernels;
 pub mod plan;
@@ -30,9 +31,10 @@ use std::sync::Arc;
 use crate::npu::device::Device;
 use crate::ops::OpRegistry;
 
-pub use context::{KernelContext, KernelError, KernelResult};
+pub use context::{KernelContext, KernelResult};
 pub use engine::ExecutorType;
 pub use engine_mt::MtData;
+pub use error::{ExecError, ExecutorStatus, IoError, KernelError, LoadError, StateError};
 pub use executor::{
     ExecutorOptions, ModelExecuteArg, ModelV2Executor, OutputTensor, StreamExecutor,
 };
@@ -73,27 +75,3 @@ pub struct ExecState {
 // other fields are mutated only through `&mut ExecState`. (`Send` needs no `unsafe impl`:
 // every field is `Send`.)
 unsafe impl Sync for ExecState {}
-
-/// Why loading or running failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ExecError {
-    #[error("{graph}: node {node:?}: {msg}")]
-    Load {
-        graph: String,
-        node: String,
-        msg: String,
-    },
-    #[error("{graph}: node {node:?} ({kernel}): {source}")]
-    Kernel {
-        graph: String,
-        node: String,
-        kernel: &'static str,
-        source: KernelError,
-    },
-    #[error("{0}")]
-    State(String),
-    #[error("{0}")]
-    Io(String),
-    #[error("{0}")]
-    Device(#[from] crate::npu::device::NpuError),
-}

@@ -20,9 +20,10 @@ use crate::npu::device::{HostBuf, Launch, StreamRef};
 use crate::ops::{AttrMap, DType};
 use crate::ops::{OpRegistry, OpSpec, TensorMeta};
 
+use super::ExecState;
+use super::error::{ExecError, LoadError};
 use super::registry::{KernelFn, KernelFuncs, KernelRegistry, Role};
 use super::value::{Arena, Value};
-use super::{ExecError, ExecState};
 
 /// What one node calls: the hot part.
 #[derive(Clone, Copy)]
@@ -211,10 +212,10 @@ pub fn prepare(
     ops: &OpRegistry,
 ) -> Result<Plan, ExecError> {
     let n = g.nodes.len();
-    let load_error = |i: usize, msg: String| ExecError::Load {
+    let load_error = |i: usize, source: LoadError| ExecError::Load {
         graph: path.to_string(),
         node: g.nodes[i].name.to_string(),
-        msg,
+        source,
     };
     let mut out_start = Vec::with_capacity(n + 1);
     let mut total: u64 = 0;
@@ -226,7 +227,7 @@ pub fn prepare(
         return Err(ExecError::Load {
             graph: path.to_string(),
             node: String::new(),
-            msg: format!("{total} values are more than the engines address"),
+            source: LoadError::Invalid(format!("{total} values are more than the engines address")),
         });
     }
     let mut recs = Vec::with_capacity(n);
@@ -238,22 +239,16 @@ pub fn prepare(
     let mut consts = Vec::new();
     let mut output = None;
     for (i, node) in g.nodes.iter().enumerate() {
-        let (kernel, info) = reg.find_named(&node.kernel).ok_or_else(|| {
-            load_error(
-                i,
-                format!(
-                    "kernel type {:?} has no implementation in rt2's kernel registry",
-                    node.kernel
-                ),
-            )
-        })?;
+        let (kernel, info) = reg
+            .find_named(&node.kernel)
+            .ok_or_else(|| load_error(i, LoadError::NoKernel(node.kernel.to_string())))?;
         let in_start = slots_in.len() as u32;
         for v in &node.inputs {
             let p = v.node.index();
             if p >= n || v.output >= g.nodes[p].outputs || p == i {
                 return Err(load_error(
                     i,
-                    format!("input {}:{} is not a value of this graph", v.node, v.output),
+                    format!("input {}:{} is not a value of this graph", v.node, v.output).into(),
                 ));
             }
             slots_in.push(out_start[p] + v.output);
@@ -279,7 +274,7 @@ pub fn prepare(
             Role::Const => {
                 let mut vals = vec![Value::None; node.outputs as usize];
                 if let Some(f) = info.funcs.outputs_creator {
-                    f(node, &mut vals).map_err(|m| load_error(i, m))?;
+                    f(node, &mut vals).map_err(|e| load_error(i, e))?;
                 }
                 consts.extend(
                     vals.into_iter()
@@ -403,7 +398,9 @@ pub fn prepare(
                 return Err(ExecError::Load {
                     graph: path.to_string(),
                     node: String::new(),
-                    msg: format!("relation (e{f}, e{l}) names a node out of range"),
+                    source: LoadError::Invalid(format!(
+                        "relation (e{f}, e{l}) names a node out of range"
+                    )),
                 });
             }
             off[f as usize + 1] += 1;

@@ -13,16 +13,17 @@ use crate::exec::{ExecNode, KernelClass};
 use crate::ops::OpRegistry;
 
 use super::context::{KernelContext, KernelResult};
+use super::error::LoadError;
 use super::plan::NodeData;
 use super::value::Value;
 
 /// Runs the kernel: GE's `KernelFunc`.
 pub type KernelFn = fn(&mut KernelContext<'_>) -> KernelResult;
 /// Creates a node's outputs once, at load (GE's `CreateOutputsFunc`): a constant's value.
-pub type OutputsCreator = fn(&ExecNode, &mut [Value]) -> Result<(), String>;
+pub type OutputsCreator = fn(&ExecNode, &mut [Value]) -> Result<(), LoadError>;
 /// Resolves what a node needs at run time from its attributes, once, at load (GE's kernel
 /// extend info and compute node info): the op of a launch, its dtypes.
-pub type Prepare = fn(&ExecNode, &OpRegistry) -> Result<NodeData, String>;
+pub type Prepare = fn(&ExecNode, &OpRegistry) -> Result<NodeData, LoadError>;
 /// Lines describing a node's current inputs and outputs, for the trace (GE's
 /// `TracePrinter`).
 pub type TracePrinter = fn(&KernelContext<'_>) -> Vec<String>;

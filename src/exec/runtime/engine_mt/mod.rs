@@ -46,10 +46,12 @@ use std::cell::Cell;
 
 use crate::exec::KernelClass;
 
-use super::context::KernelError;
+use super::Env;
+use super::ExecState;
 use super::engine::{call, node_error};
+use super::error::KernelError;
+use super::error::{ExecError, LoadError};
 use super::plan::Plan;
-use super::{Env, ExecError, ExecState};
 use sched::{
     CLASS_MASK, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT, Shape,
     StdPrims, Work,
@@ -119,7 +121,7 @@ impl MtData {
         let refuse = |node: u32, msg: String| ExecError::Load {
             graph: plan.path.clone(),
             node: plan.infos[node as usize].name.clone(),
-            msg,
+            source: msg.into(),
         };
         let mut sections: Vec<&'static str> = Vec::new();
         let mut meta = Vec::with_capacity(n);
@@ -152,7 +154,10 @@ impl MtData {
             return Err(ExecError::Load {
                 graph: plan.path.clone(),
                 node: String::new(),
-                msg: format!("{} nodes are more than the engine runs", plan.order.len()),
+                source: LoadError::Invalid(format!(
+                    "{} nodes are more than the engine runs",
+                    plan.order.len()
+                )),
             });
         }
         let mut per_class = [0u32; 3];

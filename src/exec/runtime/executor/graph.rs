@@ -23,9 +23,9 @@ use crate::npu::device::{HostBuf, Model, ModelId, StreamId, Task};
 use crate::ops::HostTensor;
 
 use super::super::engine;
+use super::super::error::{ExecError, ExecutorStatus, IoError, StateError};
 use super::super::plan::NodeState;
-use super::{ModelExecuteArg, ModelV2Executor, OutputTensor, Status, state_error};
-use crate::exec::runtime::ExecError;
+use super::{ModelExecuteArg, ModelV2Executor, OutputTensor, state_error};
 
 /// A captured Main.
 pub(super) struct Graph {
@@ -42,19 +42,19 @@ pub(super) struct Graph {
     outputs: Vec<OutputTensor>,
 }
 
-fn not_capturable(msg: impl std::fmt::Display) -> ExecError {
-    ExecError::State(format!("graph mode: {msg}"))
+fn not_capturable(msg: impl Into<String>) -> ExecError {
+    ExecError::State(StateError::NotCapturable(msg.into()))
 }
 
 impl ModelV2Executor {
     /// Captures one execution of Main with `inputs` (nothing runs); later executions are
     /// [`Self::replay_sync`]s until [`Self::release_graph`].
     pub fn capture_main(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
-        if self.status != Status::Loaded {
+        if self.status != ExecutorStatus::Loaded {
             return Err(state_error("capture", self.status));
         }
         if self.graph.is_some() {
-            return Err(ExecError::State("a graph is captured already".into()));
+            return Err(ExecError::State(StateError::GraphExists));
         }
         let stream = self.bind_stream(&ModelExecuteArg::default())?;
         self.bind_inputs(inputs)?;
@@ -65,7 +65,7 @@ impl ModelV2Executor {
         let st = self.main_state.as_mut().expect("loaded");
         let run = engine::run(&self.env, &self.main, st);
         let tasks = device.end_capture(stream);
-        run.map_err(not_capturable)?;
+        run.map_err(|e| ExecError::State(StateError::CaptureRun(Box::new(e))))?;
         let tasks = tasks?;
 
         // Each Data node's host value slot, by input index.
@@ -144,7 +144,7 @@ impl ModelV2Executor {
         let g = self
             .graph
             .as_ref()
-            .ok_or_else(|| ExecError::State("no graph is captured".into()))?;
+            .ok_or(ExecError::State(StateError::NoGraph))?;
         self.check_inputs(inputs)?;
         for (i, (t, io)) in inputs.iter().zip(&self.inputs).enumerate() {
             if t.shape != g.shapes[i] {
@@ -180,7 +180,7 @@ impl ModelV2Executor {
             out.shape.clear();
             out.shape.extend_from_slice(&o.shape);
             let bytes = super::super::kernels::tensor_bytes(o.dtype, &o.shape)
-                .map_err(|e| ExecError::Io(e.to_string()))?;
+                .map_err(|e| ExecError::Io(IoError::Size(e)))?;
             out.data.resize(bytes, 0);
             device.memcpy_d2h(&mut out.data, o.mem.ptr)?;
         }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use crate::exec::KernelClass;
 use crate::ops::{DType, HostTensor};
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::context::{KernelContext, KernelResult};
 use super::super::engine;
+use super::super::error::KernelError;
 use super::super::plan::NodeState;
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
@@ -109,7 +110,7 @@ fn run_sub(
         })?;
         *st.arena.slot_mut(slot) = v.clone();
     }
-    engine::run(env, plan, st).map_err(|e| KernelError::new(e.to_string()))?;
+    engine::run(env, plan, st).map_err(|e| KernelError::Subgraph(Box::new(e)))?;
     let outs: Vec<Value> = plan
         .output_slots()
         .iter()

@@ -14,13 +14,15 @@ use crate::npu::device::{DevicePtr, Launch, Task, TensorArg};
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpRegistry, TensorMeta};
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::context::{KernelContext, KernelResult};
+use super::super::error::KernelError;
+use super::super::error::LoadError;
 use super::super::plan::{LaunchSlot, NodeData, NodeState, OpData};
 use super::super::registry::{KernelInfo, KernelRegistry, ProfilingInfo};
 use super::super::value::{Mem, Value};
 use super::{dims_of, tensor_bytes};
 
-fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, String> {
+fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, LoadError> {
     let s = node
         .attrs
         .get(key)
@@ -34,12 +36,12 @@ fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, String> {
             "" => Ok(None),
             n => DType::from_name(n)
                 .map(Some)
-                .ok_or_else(|| format!("attribute {key:?}: unknown dtype {n:?}")),
+                .ok_or_else(|| format!("attribute {key:?}: unknown dtype {n:?}").into()),
         })
         .collect()
 }
 
-fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, String> {
+fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
     let spec = super::op_spec(node, ops, "_op_type")?;
     let inputs = dtypes(node, "_in_dtypes")?;
     let outputs = dtypes(node, "_out_dtypes")?

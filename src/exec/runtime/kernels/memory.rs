@@ -11,7 +11,9 @@ use crate::exec::{ExecNode, KernelClass};
 use crate::npu::device::{HostBuf, Task};
 use crate::ops::OpRegistry;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::context::{KernelContext, KernelResult};
+use super::super::error::KernelError;
+use super::super::error::LoadError;
 use super::super::plan::{NodeData, NodeState};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
@@ -27,7 +29,7 @@ fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
 /// A size known at lowering (`AllocMemHbm(allocator)` with attribute `size`) is read once,
 /// here: looking the attribute up by name at every execution cost more than the
 /// allocation itself.
-fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, String> {
+fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, LoadError> {
     if node.inputs.len() > 1 {
         return Ok(NodeData::None);
     }
@@ -36,7 +38,7 @@ fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, String> {
         .ok_or("attribute \"size\" (an integer) is missing")?;
     usize::try_from(size)
         .map(NodeData::Bytes)
-        .map_err(|_| format!("size {size} is negative"))
+        .map_err(|_| format!("size {size} is negative").into())
 }
 
 /// `AllocMemHbm(allocator[, size])`: device memory of the size, from the allocator.

@@ -12,6 +12,7 @@ mod launch;
 mod memory;
 mod resource;
 
+use super::error::LoadError;
 use super::registry::KernelRegistry;
 
 pub(crate) fn register_all(r: &mut KernelRegistry) {
@@ -27,7 +28,7 @@ pub(crate) fn dims_of(
     shape: &[i64],
 ) -> Result<impl Iterator<Item = usize> + '_, super::KernelError> {
     if let Some(d) = shape.iter().find(|&&d| d < 0) {
-        return Err(super::KernelError(format!(
+        return Err(super::KernelError::new(format!(
             "shape {shape:?} has the unknown dim {d} at run time"
         )));
     }
@@ -41,7 +42,7 @@ pub(crate) fn tensor_bytes(
 ) -> Result<usize, super::KernelError> {
     dims_of(shape)?
         .try_fold(dtype.size(), |n, d| n.checked_mul(d))
-        .ok_or_else(|| super::KernelError(format!("a {dtype} tensor of {shape:?} overflows")))
+        .ok_or_else(|| super::KernelError::new(format!("a {dtype} tensor of {shape:?} overflows")))
 }
 
 /// The op named by attribute `key` in the op library.
@@ -49,7 +50,7 @@ pub(crate) fn op_spec(
     node: &crate::exec::ExecNode,
     ops: &crate::ops::OpRegistry,
     key: &str,
-) -> Result<crate::ops::OpSpec, String> {
+) -> Result<crate::ops::OpSpec, LoadError> {
     let op = node
         .attrs
         .get(key)
@@ -57,5 +58,5 @@ pub(crate) fn op_spec(
         .ok_or_else(|| format!("attribute {key:?} is missing"))?;
     ops.get(op)
         .copied()
-        .ok_or_else(|| format!("op {op:?} is not in the op library"))
+        .ok_or_else(|| LoadError::UnknownOp(op.to_string()))
 }

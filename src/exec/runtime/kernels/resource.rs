@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::exec::{ExecNode, KernelClass};
 use crate::ops::OpRegistry;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::context::{KernelContext, KernelResult};
+use super::super::error::KernelError;
+use super::super::error::LoadError;
 use super::super::plan::{NodeData, OpData};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{CachingAllocator, Value};
@@ -96,7 +98,7 @@ fn destroy_allocator(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
-fn prepare_infer(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, String> {
+fn prepare_infer(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
     let spec = super::op_spec(node, ops, "op_type")?;
     Ok(NodeData::Op(Box::new(OpData {
         spec,

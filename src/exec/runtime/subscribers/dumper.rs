@@ -15,7 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use crate::npu::device::{HostBuf, StreamId};
 use crate::ops::DType;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
+use super::super::context::{KernelContext, KernelResult};
+use super::super::error::KernelError;
 use super::super::plan::Plan;
 use super::super::subscriber::Subscriber;
 use super::super::value::Value;
