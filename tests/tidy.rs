@@ -301,6 +301,11 @@ fn blank_test_modules(code: &str) -> String {
 /// Every path the code names: `use` trees expanded (`a::{b, c::d}` is `a::b` and
 /// `a::c::d`, `self` inside braces the prefix itself), and every other `x::y::z` in code.
 fn paths(code: &str) -> Vec<Vec<String>> {
+    located_paths(code).into_iter().map(|(_, p)| p).collect()
+}
+
+/// [`paths`], each with the byte offset it starts at.
+fn located_paths(code: &str) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
     let b = code.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
@@ -309,7 +314,9 @@ fn paths(code: &str) -> Vec<Vec<String>> {
         let at_word = i == 0 || !ident(b[i - 1]);
         if at_word && code[i..].starts_with("use ") {
             let end = code[i..].find(';').map_or(code.len(), |e| i + e);
-            expand_use(&code[i + 4..end], &mut Vec::new(), &mut out);
+            let mut expanded = Vec::new();
+            expand_use(&code[i + 4..end], &mut Vec::new(), &mut expanded);
+            out.extend(expanded.into_iter().map(|p| (i, p)));
             i = end;
             continue;
         }
@@ -330,7 +337,7 @@ fn paths(code: &str) -> Vec<Vec<String>> {
                 }
             }
             if segs.len() > 1 {
-                out.push(segs);
+                out.push((i, segs));
             }
             i = j;
             continue;
@@ -382,6 +389,56 @@ fn expand_use(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) 
     }
 }
 
+/// The inline modules (`mod name { ... }`) of the code: (name, body start, body end).
+fn inline_modules(code: &str) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("mod ") {
+        let at = from + p;
+        from = at + 4;
+        if at > 0 && ident(b[at - 1]) {
+            continue;
+        }
+        let name: String = code[at + 4..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = at + 4 + name.len();
+        if name.is_empty() || !code[after..].trim_start().starts_with('{') {
+            continue;
+        }
+        let open = after + code[after..].find('{').unwrap_or(0);
+        let mut depth = 0;
+        let mut end = code.len();
+        for (k, c) in code[open..].bytes().enumerate() {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push((name, open, end));
+    }
+    out
+}
+
+/// The inline modules enclosing byte `at`, outermost first.
+fn enclosing(inline: &[(String, usize, usize)], at: usize) -> Vec<String> {
+    inline
+        .iter()
+        .filter(|(_, open, end)| *open < at && at < *end)
+        .map(|(name, _, _)| name.clone())
+        .collect()
+}
+
 /// A path as seen from `from` made absolute (`crate` first), or `None` for a path that
 /// does not lead into rt2 (std, a dependency, a local item).
 fn absolute(
@@ -389,7 +446,19 @@ fn absolute(
     from: &Source,
     all: &BTreeMap<Vec<String>, Source>,
 ) -> Option<Vec<String>> {
+    absolute_in(path, from, &[], all)
+}
+
+/// [`absolute`] for a path written inside the inline modules `inline` of `from`: their
+/// `self` and `super` are relative to the inline module, not the file.
+fn absolute_in(
+    path: &[String],
+    from: &Source,
+    inline: &[String],
+    all: &BTreeMap<Vec<String>, Source>,
+) -> Option<Vec<String>> {
     let mut here = from.module.clone();
+    here.extend(inline.iter().cloned());
     let mut rest = path;
     match rest.first()?.as_str() {
         "crate" => here.clear(),
@@ -404,6 +473,9 @@ fn absolute(
         }
         first => {
             // A child module's path, relative to this file's module.
+            if !inline.is_empty() {
+                return None;
+            }
             let mut child = from.module.clone();
             child.push(first.to_string());
             if !all.contains_key(&child) {
@@ -472,8 +544,9 @@ fn imports(all: &BTreeMap<Vec<String>, Source>) -> BTreeMap<Vec<String>, BTreeSe
     let mut edges = BTreeMap::new();
     for (m, s) in all {
         let mut to = BTreeSet::new();
-        for p in paths(&s.code) {
-            let Some(abs) = absolute(&p, s, all) else {
+        let inline = inline_modules(&s.code);
+        for (at, p) in located_paths(&s.code) {
+            let Some(abs) = absolute_in(&p, s, &enclosing(&inline, at), all) else {
                 continue;
             };
             let Some(file) = defining_file(&abs, all, 0) else {
@@ -667,11 +740,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "src/ops/linalg/norm.rs",
         "src/ops/linalg/sgemm.rs",
     ],
-    &[
-        "src/ops/nn.rs",
-        "src/ops/nn/conv.rs",
-        "src/ops/nn/conv_direct.rs",
-    ],
 ];
 
 #[test]
@@ -720,6 +788,27 @@ fn the_layer_check_finds_a_planted_cycle() {
     edges.insert(m("x::d"), BTreeSet::from([m("x::a")]));
     edges.insert(m("y::z"), BTreeSet::from([m("x::d")]));
     assert_eq!(cycles(&edges), vec![vec![m("x::a"), m("x::b"), m("x::c")]]);
+}
+
+#[test]
+fn super_in_an_inline_module_is_relative_to_it() {
+    let code = strip(
+        "fn a() {}\nmod x86 {\n    use super::a;\n    mod deep { use super::super::b; }\n}\nuse super::c;\n",
+    );
+    let inline = inline_modules(&code);
+    let got: Vec<(Vec<String>, Vec<String>)> = located_paths(&code)
+        .into_iter()
+        .map(|(at, p)| (enclosing(&inline, at), p))
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got,
+        vec![
+            (s(&["x86"]), s(&["super", "a"])),
+            (s(&["x86", "deep"]), s(&["super", "super", "b"])),
+            (s(&[]), s(&["super", "c"])),
+        ]
+    );
 }
 
 #[test]
