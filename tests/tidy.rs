@@ -251,6 +251,25 @@ fn declared_modules(code: &str) -> Vec<(String, bool)> {
     out
 }
 
+/// The offset of the `}` that closes the `{` at `open` (the code's comments and literals
+/// already blanked, so every brace left is a real one).
+fn closing_brace(code: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, c) in code[open..].bytes().enumerate() {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(open + k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The code with every inline `#[cfg(test)] mod name { ... }` blanked out.
 fn blank_test_modules(code: &str) -> String {
     let mut out = code.as_bytes().to_vec();
@@ -273,21 +292,7 @@ fn blank_test_modules(code: &str) -> String {
         if code.as_bytes()[open] == b';' {
             continue;
         }
-        let mut depth = 0;
-        let mut end = code.len();
-        for (i, c) in code[open..].bytes().enumerate() {
-            match c {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + i + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = closing_brace(code, open).map_or(code.len(), |c| c + 1);
         for c in &mut out[at..end] {
             if *c != b'\n' {
                 *c = b' ';
@@ -410,21 +415,7 @@ fn inline_modules(code: &str) -> Vec<(String, usize, usize)> {
             continue;
         }
         let open = after + code[after..].find('{').unwrap_or(0);
-        let mut depth = 0;
-        let mut end = code.len();
-        for (k, c) in code[open..].bytes().enumerate() {
-            match c {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + k;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = closing_brace(code, open).unwrap_or(code.len());
         out.push((name, open, end));
     }
     out
@@ -901,21 +892,7 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
             }
         }
         let Some(open) = open else { continue };
-        let mut depth = 0;
-        let mut close = code.len();
-        for (i, c) in code[open..].bytes().enumerate() {
-            match c {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = open + i;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let close = closing_brace(code, open).unwrap_or(code.len());
         let first = code[..at].lines().count() + 1;
         let lines = code[at..=close.min(code.len() - 1)].lines().count();
         out.push((name, first, lines));
