@@ -1,7 +1,7 @@
 //! Op kernels: `InferShape`, `LaunchKernelWithHandle`, `LaunchKernelAllocOutputs`.
 //!
 //! Each resolves its op at load (`_op_type`, and the element types `_in_dtypes` and
-//! `_out_dtypes`, where an empty name is an omitted optional input with no slots). A launch
+//! `_out_dtypes`, dtype lists where `None` is an omitted optional input with no slots). A launch
 //! keeps its launch record across executions and rebinds it in place once the device has
 //! dropped it (`Launch::rebind`), so a steady-state launch allocates nothing; an omitted
 //! input is passed as an empty 1-D tensor of the first input's type, as the op library
@@ -47,30 +47,20 @@ struct InferState {
     metas: Vec<TensorMeta>,
 }
 
-fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, LoadError> {
-    let s = node
-        .attrs
+/// The operand element types of attribute `key` (`None` for an omitted optional input),
+/// as lowering typed them.
+fn dtypes<'n>(node: &'n ExecNode, key: &str) -> Result<&'n [Option<DType>], LoadError> {
+    node.attrs
         .get(key)
-        .and_then(|a| a.as_str())
-        .ok_or_else(|| format!("attribute {key:?} is missing"))?;
-    if s.is_empty() {
-        return Ok(Vec::new());
-    }
-    s.split(',')
-        .map(|n| match n {
-            "" => Ok(None),
-            n => DType::from_name(n)
-                .map(Some)
-                .ok_or_else(|| format!("attribute {key:?}: unknown dtype {n:?}").into()),
-        })
-        .collect()
+        .and_then(|a| a.as_dtypes())
+        .ok_or_else(|| format!("attribute {key:?} (a dtype list) is missing").into())
 }
 
 fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
     let spec = op_spec(node, ops, "_op_type")?;
-    let inputs = dtypes(node, "_in_dtypes")?;
+    let inputs = dtypes(node, "_in_dtypes")?.to_vec();
     let outputs = dtypes(node, "_out_dtypes")?
-        .into_iter()
+        .iter()
         .map(|d| d.ok_or("an output has no dtype"))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(NodeData::Op(Box::new(OpData {
