@@ -260,6 +260,14 @@ fn json_attr(a: &ExecAttr) -> Value {
         ExecAttr::Strs(v) => ("strs", json!(v)),
         ExecAttr::Bytes(b) => ("bytes", json!(hex(b))),
         ExecAttr::DType(d) => ("dtype", json!(d.name())),
+        ExecAttr::DTypes(v) => (
+            "dtypes",
+            json!(
+                v.iter()
+                    .map(|d| d.map_or("", |d| d.name()))
+                    .collect::<Vec<_>>()
+            ),
+        ),
         ExecAttr::Tensor(t) => (
             "tensor",
             json!({"dtype": t.dtype.name(), "shape": t.shape, "data": hex(&t.data)}),
@@ -402,7 +410,7 @@ mod tests {
         let eg = sample();
         let text = to_text(&eg);
         assert!(
-            text.starts_with("magic: \"rt2.exeg\"\nformat_version: 2\n"),
+            text.starts_with("magic: \"rt2.exeg\"\nformat_version: 3\n"),
             "{text}"
         );
         assert!(text.contains("class: KERNEL_CLASS_LAUNCH"));

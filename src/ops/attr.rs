@@ -84,6 +84,9 @@ pub enum Attr {
     Strs(Vec<String>),
     Bytes(Vec<u8>),
     DType(DType),
+    /// An element type per operand, `None` where an optional operand is omitted (an op
+    /// kernel's input and output types).
+    DTypes(Vec<Option<DType>>),
     Tensor(HostTensor),
 }
 
@@ -115,6 +118,12 @@ impl Attr {
     pub fn as_tensor(&self) -> Option<&HostTensor> {
         match self {
             Attr::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+    pub fn as_dtypes(&self) -> Option<&[Option<DType>]> {
+        match self {
+            Attr::DTypes(v) => Some(v),
             _ => None,
         }
     }
@@ -248,6 +257,7 @@ impl std::hash::Hash for AttrKey {
                 Attr::Strs(v) => v.hash(h),
                 Attr::Bytes(b) => b.hash(h),
                 Attr::DType(d) => d.hash(h),
+                Attr::DTypes(v) => v.hash(h),
                 Attr::Tensor(t) => {
                     t.dtype.hash(h);
                     t.shape.hash(h);

@@ -19,14 +19,13 @@ use crate::npu::device::{Device, StreamId};
 use crate::ops::OpRegistry;
 use crate::ops::{DType, HostTensor};
 
-use super::Env;
-use super::ExecState;
-use super::engine::{self, ExecutorType};
+use super::context::{Env, ExecutorType, Subscriber};
+use super::engine;
 use super::error::{ExecError, ExecutorStatus, IoError, LoadError, StateError};
-use super::plan::{Plan, prepare};
+use super::kernels::tensor_bytes;
+use super::plan::{ExecState, Plan, prepare};
 use super::registry::KernelRegistry;
-use super::subscriber::Subscriber;
-use super::value::{CachingAllocator, DeviceAllocator, Mem, Value};
+use super::value::{CachingAllocator, DeviceAllocator, Mem, OutputTensor, Value};
 
 mod graph;
 
@@ -39,15 +38,6 @@ pub struct ModelExecuteArg {
     /// External allocators come all or none; the emulated device has only device memory,
     /// so this is the one there is.
     pub allocator: Option<Arc<dyn DeviceAllocator>>,
-}
-
-/// A model output in device memory; the caller owns the memory and frees it through
-/// `mem.allocator` once done (after synchronizing the stream it was computed on).
-#[derive(Debug, Clone)]
-pub struct OutputTensor {
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    pub mem: Mem,
 }
 
 /// How an executor is built.
@@ -414,7 +404,7 @@ impl ModelV2Executor {
             out.dtype = dtype;
             out.shape.clear();
             out.shape.extend_from_slice(shape);
-            let bytes = super::kernels::tensor_bytes(dtype, shape)
+            let bytes = tensor_bytes(dtype, shape)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
             out.data.resize(bytes, 0);
             let r = self
@@ -452,6 +442,59 @@ impl ModelV2Executor {
         self.allocator_slots.clear();
         self.stream_allocators.clear();
         Ok(())
+    }
+}
+
+/// Graph mode (`graph.rs` has the mechanics).
+impl ModelV2Executor {
+    /// Captures one execution of Main with `inputs` (nothing runs); later executions are
+    /// [`Self::replay_sync`]s until [`Self::release_graph`].
+    pub fn capture_main(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+        if self.status != ExecutorStatus::Loaded {
+            return Err(state_error("capture", self.status));
+        }
+        if self.graph.is_some() {
+            return Err(ExecError::State(StateError::GraphExists));
+        }
+        let stream = self.bind_stream(&ModelExecuteArg::default())?;
+        self.bind_inputs(inputs)?;
+        let st = self.main_state.as_mut().expect("loaded");
+        let captured = graph::capture(&self.env, &self.main, st, stream, inputs)?;
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        self.output_tensors(&mut outputs)?;
+        let g = captured.load(&self.env.device, &self.name, stream, inputs, outputs)?;
+        self.graph = Some(g);
+        Ok(())
+    }
+
+    /// One execution of the captured Main with `inputs` (of the captured types and
+    /// shapes), waited for, its outputs downloaded into `outputs`.
+    pub fn replay_sync(
+        &mut self,
+        inputs: &[&HostTensor],
+        outputs: &mut Vec<HostTensor>,
+    ) -> Result<(), ExecError> {
+        let g = self
+            .graph
+            .as_ref()
+            .ok_or(ExecError::State(StateError::NoGraph))?;
+        self.check_inputs(inputs)?;
+        g.replay(&self.env.device, &self.inputs, inputs, outputs)?;
+        self.iterations += 1;
+        Ok(())
+    }
+
+    /// Drops the captured graph: its device model, and the outputs' memory.
+    pub fn release_graph(&mut self) -> Result<(), ExecError> {
+        match self.graph.take() {
+            Some(g) => g.release(&self.env.device),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a graph is captured.
+    pub fn has_graph(&self) -> bool {
+        self.graph.is_some()
     }
 }
 
@@ -511,7 +554,7 @@ fn check_input(i: usize, t: &HostTensor, io: &ModelIo) -> Result<(), ExecError> 
     if t.shape.iter().any(|&d| d < 0) {
         return Err(bad(format!("shape {:?} has a negative dim", t.shape)));
     }
-    let bytes = super::kernels::tensor_bytes(t.dtype, &t.shape).map_err(|source| {
+    let bytes = tensor_bytes(t.dtype, &t.shape).map_err(|source| {
         ExecError::Io(IoError::InputSize {
             index: i,
             name: io.name.clone(),

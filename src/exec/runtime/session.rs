@@ -17,11 +17,11 @@ use std::time::Instant;
 
 use crate::exec::ExecuteGraph;
 use crate::exec::runtime::ExecError;
-use crate::exec::runtime::engine::ExecutorType;
+use crate::exec::runtime::context::ExecutorType;
+use crate::exec::runtime::context::Subscriber;
 use crate::exec::runtime::executor::{
     ExecutorOptions, ModelExecuteArg, ModelV2Executor, StreamExecutor,
 };
-use crate::exec::runtime::subscriber::Subscriber;
 use crate::exec::runtime::subscribers::{DumpedTensor, NodeRecorder, Recording, TensorDumper};
 use crate::npu::device::{Device, StreamId, TaskRecord};
 use crate::ops::HostTensor;

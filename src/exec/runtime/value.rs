@@ -135,6 +135,15 @@ pub struct Mem {
     pub allocator: Arc<dyn DeviceAllocator>,
 }
 
+/// A model output in device memory; the caller owns the memory and frees it through
+/// `mem.allocator` once done (after synchronizing the stream it was computed on).
+#[derive(Debug, Clone)]
+pub struct OutputTensor {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub mem: Mem,
+}
+
 /// One value slot.
 #[derive(Debug, Clone, Default)]
 pub enum Value {

@@ -17,7 +17,8 @@
 //! [`sched`]). A launch is submitted when its kernel returns: the device orders work on a
 //! stream, so a reuse submitted after the Free runs after the launch.
 //!
-//! Execution data, built once per plan ([`MtData`], cached in the plan): a meta word per
+//! Execution data, built once per state ([`MtData`], kept in the state's slot of this
+//! engine, which the plan knows nothing of): a meta word per
 //! node (queue, gate flags, critical section), the relations reversed (launch to gated
 //! Frees) as a CSR, and the gated Frees. Building validates every relation (both ends are
 //! run nodes, the Free is Memory-class, the launch Launch-class) and proves the gates
@@ -42,19 +43,16 @@ mod model_check;
 mod tests;
 
 use rayon::prelude::*;
-use std::cell::Cell;
 
 use crate::exec::KernelClass;
 
-use super::Env;
-use super::ExecState;
-use super::engine::{call, node_error};
-use super::error::KernelError;
-use super::error::{ExecError, LoadError};
-use super::plan::Plan;
+use super::context::Env;
+use super::error::{ExecError, KernelError, LoadError};
+use super::plan::{ExecState, Plan, call, node_error};
+pub(crate) use sched::nested;
 use sched::{
-    CLASS_MASK, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT, Shape,
-    StdPrims, Work,
+    CLASS_MASK, CallerMark, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT,
+    Shape, StdPrims, Work,
 };
 
 pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
@@ -64,39 +62,8 @@ pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
 /// gigabytes); `build` refuses a longer one rather than mistake a position for a mark.
 const MEMORY_POS: u32 = 1 << 31;
 
-thread_local! {
-    /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
-    /// one): a subgraph run from here uses the plain topological engine.
-    static IN_MT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether a run starting on this thread is nested in a topo-mt execution.
-pub(crate) fn nested() -> bool {
-    IN_MT.with(Cell::get)
-}
-
-/// Marks a worker thread for its whole life.
-fn mark_worker() {
-    IN_MT.with(|c| c.set(true));
-}
-
-/// Marks the calling thread while it runs an execution.
-struct CallerMark(bool);
-
-impl CallerMark {
-    fn enter() -> Self {
-        CallerMark(IN_MT.with(|c| c.replace(true)))
-    }
-}
-
-impl Drop for CallerMark {
-    fn drop(&mut self) {
-        IN_MT.with(|c| c.set(self.0));
-    }
-}
-
 /// The multi-thread execution data of one plan (GE's relation CSR plus the per-node words
-/// the scheduler reads), built once and shared by every state of the plan.
+/// the scheduler reads), built at a state's first run and kept with it ([`MtState`]).
 #[derive(Debug)]
 pub struct MtData {
     /// Per node: queue (class), [`FREE_REL`], [`LAUNCH_REL`], critical section.
@@ -439,12 +406,22 @@ impl Slots {
     }
 }
 
-/// The plan's data, built on first use.
-fn mt_data(plan: &Plan) -> Result<&MtData, ExecError> {
-    plan.mt
-        .get_or_init(|| MtData::build(plan))
-        .as_ref()
-        .map_err(Clone::clone)
+/// What this engine keeps in an [`ExecState`] (its opaque `mt` slot): the plan's data,
+/// built at the state's first run, and the pool, made then too. Both are taken out for an
+/// execution and put back after it (moves, no allocation), so the running work can point
+/// at the data while it borrows the rest of the state.
+#[derive(Default)]
+struct MtState {
+    data: Option<MtData>,
+    pool: Option<MtPool>,
+}
+
+/// The state's data, built on first use, taken out of it.
+fn take_data(plan: &Plan, st: &mut ExecState) -> Result<MtData, ExecError> {
+    match st.mt.get_or_insert_with(MtState::default).data.take() {
+        Some(d) => Ok(d),
+        None => MtData::build(plan),
+    }
 }
 
 /// One execution of a plan, as the scheduler sees it. Raw pointers because the worker
@@ -524,7 +501,13 @@ impl Work for PlanWork {
 /// Runs `plan` once on the calling thread, a gated Free after its related launches: the
 /// topological engine over the plan's edges plus the relations (see the module doc).
 pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
-    let data = mt_data(plan)?;
+    let data = take_data(plan, st)?;
+    let r = nested_with(env, plan, st, &data);
+    st.mt.get_or_insert_with(MtState::default).data = Some(data);
+    r
+}
+
+fn nested_with(env: &Env, plan: &Plan, st: &mut ExecState, data: &MtData) -> Result<(), ExecError> {
     st.indegree.copy_from_slice(&plan.indegree);
     for &f in &data.gated {
         st.indegree[f as usize] += plan.related_launches(f).len() as u32;
@@ -557,11 +540,11 @@ pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(
 
 /// Runs `plan` once on the state's pool; the first failing node's error is returned.
 pub(crate) fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
-    let data = mt_data(plan)?;
     if plan.order.is_empty() {
         return Ok(());
     }
-    let mut pool = match st.mt.take() {
+    let data = take_data(plan, st)?;
+    let mut pool = match st.mt.get_or_insert_with(MtState::default).pool.take() {
         Some(p) if p.shape() == data.shape => p,
         _ => MtPool::new(data.shape),
     };
@@ -569,12 +552,14 @@ pub(crate) fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), Exec
         env,
         plan,
         st: &*st,
-        data,
+        data: &data,
     };
     let mark = CallerMark::enter();
     let r = pool.execute(&work);
     drop(mark);
-    st.mt = Some(pool);
+    let mt = st.mt.get_or_insert_with(MtState::default);
+    mt.data = Some(data);
+    mt.pool = Some(pool);
     r.map_err(|f| match f {
         Failure::Error(id, e) => node_error(plan, id, e),
         Failure::Panic(p) => std::panic::resume_unwind(p),

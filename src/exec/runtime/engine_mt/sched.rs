@@ -66,7 +66,7 @@
 //! unpark pair costs microseconds and a producer is usually about to push.
 
 use std::any::Any;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{self, AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -183,7 +183,7 @@ impl Prims for StdPrims {
         let j = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                super::mark_worker();
+                mark_worker();
                 f()
             })
             .expect("spawning a topo-mt worker thread");
@@ -193,6 +193,37 @@ impl Prims for StdPrims {
         // A worker catches kernel panics, so a join error is a scheduler bug already
         // reported by the panic hook; dropping the state must not panic again.
         let _ = j.join();
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
+    /// one): a subgraph run from here uses the plain topological engine.
+    static IN_MT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a run starting on this thread is nested in a topo-mt execution.
+pub(crate) fn nested() -> bool {
+    IN_MT.with(Cell::get)
+}
+
+/// Marks a worker thread for its whole life.
+fn mark_worker() {
+    IN_MT.with(|c| c.set(true));
+}
+
+/// Marks the calling thread while it runs an execution.
+pub(crate) struct CallerMark(bool);
+
+impl CallerMark {
+    pub(crate) fn enter() -> Self {
+        CallerMark(IN_MT.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for CallerMark {
+    fn drop(&mut self) {
+        IN_MT.with(|c| c.set(self.0));
     }
 }
 

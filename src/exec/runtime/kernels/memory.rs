@@ -11,13 +11,17 @@ use crate::exec::{ExecNode, KernelClass};
 use crate::npu::device::{HostBuf, Task};
 use crate::ops::OpRegistry;
 
-use super::super::context::{KernelContext, KernelResult};
-use super::super::error::KernelError;
-use super::super::error::LoadError;
-use super::super::plan::{NodeData, NodeState};
+use super::super::context::{KernelContext, KernelResult, NodeData};
+use super::super::error::{KernelError, LoadError};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
-use super::tensor_bytes;
+use super::tensor::tensor_bytes;
+
+/// An uploading node's state: the staging buffer of its host-to-device copies, reused
+/// while the device is done with it. Graph mode reads it to find the buffers a captured
+/// upload reads.
+#[derive(Default)]
+pub(crate) struct Staging(pub(crate) Option<HostBuf>);
 
 fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     let dtype = cx.attr_dtype("dtype")?;
@@ -114,13 +118,7 @@ fn upload(
         return Ok(());
     }
     let device = cx.device().clone();
-    let state = cx.state();
-    if !matches!(state, NodeState::Staging(_)) {
-        *state = NodeState::Staging(None);
-    }
-    let NodeState::Staging(slot) = state else {
-        unreachable!()
-    };
+    let Staging(slot) = cx.state::<Staging>();
     let reusable = slot
         .as_ref()
         .is_some_and(|b| b.is_unique() && b.len() >= bytes.len());

@@ -15,10 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use crate::npu::device::{HostBuf, StreamId};
 use crate::ops::DType;
 
-use super::super::context::{KernelContext, KernelResult};
+use super::super::context::{KernelContext, KernelResult, Subscriber};
 use super::super::error::KernelError;
-use super::super::plan::Plan;
-use super::super::subscriber::Subscriber;
 use super::super::value::Value;
 use super::recorder::served_op;
 
@@ -67,7 +65,7 @@ impl TensorDumper {
         ))
     }
 
-    fn dump(&self, plan: &Plan, cx: &KernelContext<'_>) -> Result<(), KernelError> {
+    fn dump(&self, graph: &str, cx: &KernelContext<'_>) -> Result<(), KernelError> {
         let info = cx.info();
         let Some(op) = info.data.op() else {
             return Ok(());
@@ -142,7 +140,7 @@ impl TensorDumper {
                 .push(DumpedTensor {
                     op: op_name.clone(),
                     op_type: op_type.clone(),
-                    graph: plan.path.clone(),
+                    graph: graph.to_string(),
                     output: o,
                     dtype,
                     shape: shape.to_vec(),
@@ -154,17 +152,15 @@ impl TensorDumper {
 }
 
 impl Subscriber for TensorDumper {
-    fn node_end(&self, plan: &Plan, cx: &KernelContext<'_>, result: &KernelResult) {
+    fn node_end(&self, graph: &str, cx: &KernelContext<'_>, result: &KernelResult) {
         if result.is_err() {
             return;
         }
-        if let Err(e) = self.dump(plan, cx) {
+        if let Err(e) = self.dump(graph, cx) {
             self.error
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(|| {
-                    format!("{}: node {:?}: dumping: {e}", plan.path, cx.info().name)
-                });
+                .get_or_insert_with(|| format!("{graph}: node {:?}: dumping: {e}", cx.info().name));
         }
     }
 }
