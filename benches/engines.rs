@@ -41,15 +41,20 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// SAFETY: forwards to mimalloc unchanged; the counters are plain atomics.
+// SAFETY: every method forwards to mimalloc with the caller's arguments unchanged, so
+// mimalloc's guarantees are this allocator's; the counters are plain atomics and never
+// allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let live = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
         PEAK.fetch_max(live, Ordering::Relaxed);
+        // SAFETY: `alloc`'s contract (a non-zero-sized layout) is the caller's.
         unsafe { INNER.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: the caller's `p` came from this allocator, that is from mimalloc, with
+        // layout `l`.
         unsafe { INNER.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
@@ -59,6 +64,8 @@ unsafe impl GlobalAlloc for Counting {
         } else {
             LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
         }
+        // SAFETY: the caller's `p` came from mimalloc (through this allocator) with
+        // layout `l`, and `new` meets `realloc`'s contract, as the caller ensures.
         unsafe { INNER.realloc(p, l, new) }
     }
 }

@@ -252,6 +252,25 @@ fn declared_modules(code: &str) -> Vec<(String, bool)> {
     out
 }
 
+/// The offset of the `}` that closes the `{` at `open` (the code's comments and literals
+/// already blanked, so every brace left is a real one).
+fn closing_brace(code: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, c) in code[open..].bytes().enumerate() {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(open + k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The code with every inline `#[cfg(test)] mod name { ... }` blanked out.
 fn blank_test_modules(code: &str) -> String {
     let mut out = code.as_bytes().to_vec();
@@ -274,21 +293,7 @@ fn blank_test_modules(code: &str) -> String {
         if code.as_bytes()[open] == b';' {
             continue;
         }
-        let mut depth = 0;
-        let mut end = code.len();
-        for (i, c) in code[open..].bytes().enumerate() {
-            match c {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + i + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = closing_brace(code, open).map_or(code.len(), |c| c + 1);
         for c in &mut out[at..end] {
             if *c != b'\n' {
                 *c = b' ';
@@ -302,6 +307,11 @@ fn blank_test_modules(code: &str) -> String {
 /// Every path the code names: `use` trees expanded (`a::{b, c::d}` is `a::b` and
 /// `a::c::d`, `self` inside braces the prefix itself), and every other `x::y::z` in code.
 fn paths(code: &str) -> Vec<Vec<String>> {
+    located_paths(code).into_iter().map(|(_, p)| p).collect()
+}
+
+/// [`paths`], each with the byte offset it starts at.
+fn located_paths(code: &str) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
     let b = code.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
@@ -310,7 +320,9 @@ fn paths(code: &str) -> Vec<Vec<String>> {
         let at_word = i == 0 || !ident(b[i - 1]);
         if at_word && code[i..].starts_with("use ") {
             let end = code[i..].find(';').map_or(code.len(), |e| i + e);
-            expand_use(&code[i + 4..end], &mut Vec::new(), &mut out);
+            let mut expanded = Vec::new();
+            expand_use(&code[i + 4..end], &mut Vec::new(), &mut expanded);
+            out.extend(expanded.into_iter().map(|p| (i, p)));
             i = end;
             continue;
         }
@@ -331,7 +343,7 @@ fn paths(code: &str) -> Vec<Vec<String>> {
                 }
             }
             if segs.len() > 1 {
-                out.push(segs);
+                out.push((i, segs));
             }
             i = j;
             continue;
@@ -383,6 +395,42 @@ fn expand_use(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) 
     }
 }
 
+/// The inline modules (`mod name { ... }`) of the code: (name, body start, body end).
+fn inline_modules(code: &str) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("mod ") {
+        let at = from + p;
+        from = at + 4;
+        if at > 0 && ident(b[at - 1]) {
+            continue;
+        }
+        let name: String = code[at + 4..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = at + 4 + name.len();
+        if name.is_empty() || !code[after..].trim_start().starts_with('{') {
+            continue;
+        }
+        let open = after + code[after..].find('{').unwrap_or(0);
+        let end = closing_brace(code, open).unwrap_or(code.len());
+        out.push((name, open, end));
+    }
+    out
+}
+
+/// The inline modules enclosing byte `at`, outermost first.
+fn enclosing(inline: &[(String, usize, usize)], at: usize) -> Vec<String> {
+    inline
+        .iter()
+        .filter(|(_, open, end)| *open < at && at < *end)
+        .map(|(name, _, _)| name.clone())
+        .collect()
+}
+
 /// A path as seen from `from` made absolute (`crate` first), or `None` for a path that
 /// does not lead into rt2 (std, a dependency, a local item).
 fn absolute(
@@ -390,7 +438,19 @@ fn absolute(
     from: &Source,
     all: &BTreeMap<Vec<String>, Source>,
 ) -> Option<Vec<String>> {
+    absolute_in(path, from, &[], all)
+}
+
+/// [`absolute`] for a path written inside the inline modules `inline` of `from`: their
+/// `self` and `super` are relative to the inline module, not the file.
+fn absolute_in(
+    path: &[String],
+    from: &Source,
+    inline: &[String],
+    all: &BTreeMap<Vec<String>, Source>,
+) -> Option<Vec<String>> {
     let mut here = from.module.clone();
+    here.extend(inline.iter().cloned());
     let mut rest = path;
     match rest.first()?.as_str() {
         "crate" => here.clear(),
@@ -405,6 +465,9 @@ fn absolute(
         }
         first => {
             // A child module's path, relative to this file's module.
+            if !inline.is_empty() {
+                return None;
+            }
             let mut child = from.module.clone();
             child.push(first.to_string());
             if !all.contains_key(&child) {
@@ -473,8 +536,9 @@ fn imports(all: &BTreeMap<Vec<String>, Source>) -> BTreeMap<Vec<String>, BTreeSe
     let mut edges = BTreeMap::new();
     for (m, s) in all {
         let mut to = BTreeSet::new();
-        for p in paths(&s.code) {
-            let Some(abs) = absolute(&p, s, all) else {
+        let inline = inline_modules(&s.code);
+        for (at, p) in located_paths(&s.code) {
+            let Some(abs) = absolute_in(&p, s, &enclosing(&inline, at), all) else {
                 continue;
             };
             let Some(file) = defining_file(&abs, all, 0) else {
@@ -635,94 +699,20 @@ fn cycles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<S
 /// listed cycle into smaller ones passes), and a listed cycle of which no part is left
 /// must be deleted from the list.
 const KNOWN_CYCLES: &[&[&str]] = &[
-    &["src/capture/rim.rs", "src/capture/runner.rs"],
-    &[
-        "src/cmd/mod.rs",
-        "src/cmd/capture.rs",
-        "src/cmd/compile.rs",
-        "src/cmd/diagnostics.rs",
-        "src/cmd/dump.rs",
-        "src/cmd/input.rs",
-        "src/cmd/inspect.rs",
-        "src/cmd/lower.rs",
-        "src/cmd/replay.rs",
-        "src/cmd/run.rs",
-    ],
-    &["src/exec/exeg.rs", "src/exec/wire.rs"],
-    &[
-        "src/exec/runtime/mod.rs",
-        "src/exec/runtime/context.rs",
-        "src/exec/runtime/engine.rs",
-        "src/exec/runtime/engine_mt/mod.rs",
-        "src/exec/runtime/engine_mt/sched.rs",
-        "src/exec/runtime/executor.rs",
-        "src/exec/runtime/executor/graph.rs",
-        "src/exec/runtime/kernels/mod.rs",
-        "src/exec/runtime/kernels/boundary.rs",
-        "src/exec/runtime/kernels/control.rs",
-        "src/exec/runtime/kernels/launch.rs",
-        "src/exec/runtime/kernels/memory.rs",
-        "src/exec/runtime/kernels/resource.rs",
-        "src/exec/runtime/plan.rs",
-        "src/exec/runtime/registry.rs",
-        "src/exec/runtime/subscriber.rs",
-    ],
-    &["src/lower/mod.rs", "src/lower/convert.rs"],
     &[
         "src/npu/device/mod.rs",
-        "src/npu/device/access.rs",
-        "src/npu/device/error.rs",
-        "src/npu/device/memory.rs",
         "src/npu/device/model.rs",
         "src/npu/device/recorder.rs",
         "src/npu/device/stream.rs",
-        "src/npu/device/sync.rs",
         "src/npu/device/task.rs",
     ],
-    &["src/om/onnx/mod.rs", "src/om/onnx/import.rs"],
     &[
-        "src/ops/mod.rs",
-        "src/ops/attention.rs",
-        "src/ops/attr.rs",
-        "src/ops/elementwise.rs",
-        "src/ops/elementwise/binary.rs",
-        "src/ops/elementwise/cast.rs",
-        "src/ops/elementwise/normalize.rs",
-        "src/ops/elementwise/num.rs",
-        "src/ops/elementwise/quant.rs",
-        "src/ops/elementwise/unary.rs",
-        "src/ops/gather.rs",
-        "src/ops/gather/kernels.rs",
         "src/ops/linalg.rs",
         "src/ops/linalg/einsum.rs",
         "src/ops/linalg/integer.rs",
         "src/ops/linalg/layout.rs",
         "src/ops/linalg/norm.rs",
         "src/ops/linalg/sgemm.rs",
-        "src/ops/loss.rs",
-        "src/ops/nn.rs",
-        "src/ops/nn/conv.rs",
-        "src/ops/nn/conv_direct.rs",
-        "src/ops/nn/dropout.rs",
-        "src/ops/nn/gemm.rs",
-        "src/ops/nn/norm.rs",
-        "src/ops/nn/pool.rs",
-        "src/ops/nn/resize.rs",
-        "src/ops/nn/scalar.rs",
-        "src/ops/nn/softmax.rs",
-        "src/ops/nn/window.rs",
-        "src/ops/reduce.rs",
-        "src/ops/reduce/accumulate.rs",
-        "src/ops/reduce/kernels.rs",
-        "src/ops/rnn.rs",
-        "src/ops/rnn/recurrence.rs",
-        "src/ops/shape.rs",
-        "src/ops/shape/args.rs",
-        "src/ops/shape/indices.rs",
-        "src/ops/shape/kernels.rs",
-        "src/ops/slicing.rs",
-        "src/ops/slicing/kernels.rs",
-        "src/ops/tensor.rs",
     ],
 ];
 
@@ -772,6 +762,27 @@ fn the_layer_check_finds_a_planted_cycle() {
     edges.insert(m("x::d"), BTreeSet::from([m("x::a")]));
     edges.insert(m("y::z"), BTreeSet::from([m("x::d")]));
     assert_eq!(cycles(&edges), vec![vec![m("x::a"), m("x::b"), m("x::c")]]);
+}
+
+#[test]
+fn super_in_an_inline_module_is_relative_to_it() {
+    let code = strip(
+        "fn a() {}\nmod x86 {\n    use super::a;\n    mod deep { use super::super::b; }\n}\nuse super::c;\n",
+    );
+    let inline = inline_modules(&code);
+    let got: Vec<(Vec<String>, Vec<String>)> = located_paths(&code)
+        .into_iter()
+        .map(|(at, p)| (enclosing(&inline, at), p))
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got,
+        vec![
+            (s(&["x86"]), s(&["super", "a"])),
+            (s(&["x86", "deep"]), s(&["super", "super", "b"])),
+            (s(&[]), s(&["super", "c"])),
+        ]
+    );
 }
 
 #[test]
@@ -826,11 +837,7 @@ fn exempt_from_sizes(s: &Source) -> bool {
 
 /// Files still over the limit, with the most lines each may have until it is split. The
 /// list only shrinks: a file under the limit must be deleted from it.
-const KNOWN_LONG_FILES: &[(&str, usize)] = &[
-    ("src/capture/acl.rs", 1567),
-    ("src/capture/script.rs", 2676),
-    ("src/lower/convert.rs", 1543),
-];
+const KNOWN_LONG_FILES: &[(&str, usize)] = &[("src/lower/convert.rs", 1539)];
 
 #[test]
 fn no_source_file_over_1500_lines() {
@@ -893,21 +900,7 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
             }
         }
         let Some(open) = open else { continue };
-        let mut depth = 0;
-        let mut close = code.len();
-        for (i, c) in code[open..].bytes().enumerate() {
-            match c {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = open + i;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let close = closing_brace(code, open).unwrap_or(code.len());
         let first = code[..at].lines().count() + 1;
         let lines = code[at..=close.min(code.len() - 1)].lines().count();
         out.push((name, first, lines));
@@ -918,7 +911,6 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
 /// Functions still over the limit: (file, function, the most lines it may have until it
 /// is split). The list only shrinks.
 const KNOWN_LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("src/capture/script.rs", "call", 204),
     ("src/exec/runtime/plan.rs", "prepare", 236),
     ("src/ops/attention.rs", "attention", 219),
     ("src/ops/rnn/recurrence.rs", "recurrence", 230),

@@ -17,20 +17,28 @@ struct Counting;
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees are this allocator's; counting touches only atomics and never
+// allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
+        // SAFETY: `alloc`'s contract (a non-zero-sized `layout`) is the caller's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's `ptr` came from this allocator, that is from `System`, with
+        // `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
+        // SAFETY: the caller's `ptr` came from `System` (through this allocator) with
+        // `layout`, and `new_size` meets `realloc`'s contract, as the caller ensures.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

@@ -1,8 +1,10 @@
 //! ACL Graph emulation: stream capture on the emulated device.
 
 pub mod acl;
+pub mod buffers;
 pub mod error;
 pub mod kernels;
+pub mod names;
 pub mod report;
 pub mod rim;
 pub mod runner;

@@ -8,9 +8,12 @@ use std::fmt::Write as _;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde_json::{Value, json};
 
-use super::acl::{ModelSnapshot, RecTask};
+use super::acl::{CondHandle, ModelRI, ModelSnapshot, RecStream, RecTask};
+use super::buffers::BufferReport;
+use super::error::AclError;
 use super::kernels::{Buf, KernelCall};
-use super::runner::{BufferReport, ModelReport, Names, Report, Verdict};
+use super::names::Names;
+use super::runner::{ModelReport, Report, Verdict};
 use super::types::Scalar;
 
 fn scalar_json(v: &Scalar) -> Value {
@@ -34,9 +37,9 @@ fn buf_name(names: &Names, b: &Buf) -> String {
 }
 
 /// A kernel call in words, e.g. `add_scalar(dst=x, src=x, value=1)`.
-pub fn kernel_text(names: &Names, call: &KernelCall<super::acl::CondHandle>) -> String {
+pub fn kernel_text(names: &Names, call: &KernelCall<CondHandle>) -> String {
     let b = |x: &Buf| buf_name(names, x);
-    let h = |h: &super::acl::CondHandle| {
+    let h = |h: &CondHandle| {
         names
             .handles
             .get(h)
@@ -70,7 +73,7 @@ pub fn kernel_text(names: &Names, call: &KernelCall<super::acl::CondHandle>) -> 
     format!("{}({args})", call.name())
 }
 
-fn model_name(names: &Names, m: &super::acl::ModelRI) -> String {
+fn model_name(names: &Names, m: &ModelRI) -> String {
     names
         .models
         .get(m)
@@ -119,7 +122,7 @@ pub fn task_text(names: &Names, t: &RecTask) -> String {
     }
 }
 
-fn stream_name(names: &Names, s: &super::acl::RecStream) -> String {
+fn stream_name(names: &Names, s: &RecStream) -> String {
     s.user
         .and_then(|u| names.streams.get(&u).cloned())
         .unwrap_or_else(|| "-".into())
@@ -219,7 +222,7 @@ fn buffers_json(buffers: &[BufferReport]) -> Value {
     Value::Object(map)
 }
 
-fn result_text(r: &Result<String, super::error::AclError>) -> String {
+fn result_text(r: &Result<String, AclError>) -> String {
     match r {
         Ok(d) if d.is_empty() => "ok".into(),
         Ok(d) => format!("ok: {d}"),

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use crate::npu::device::{CondKind, DevicePtr, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, ModelRI, RecStream, RecTask};
+use super::buffers::{BufferReport, read};
 use super::error::AclError;
-use super::kernels::{Buf, KernelCall};
-use super::runner::{BufferReport, Names, read};
-use super::script::Kernel;
+use super::kernels::{Buf, Kernel, KernelCall};
+use super::names::Names;
 use super::types::{self, BufDtype, Scalar};
 
 /// The `format` value of a saved model.

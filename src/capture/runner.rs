@@ -15,11 +15,13 @@ use std::sync::mpsc;
 use crate::npu::device::{EventId, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, ModelRI, ModelSnapshot, TaskGroup};
+use super::buffers::{BufferReport, read};
 use super::error::AclError;
-use super::kernels::{Buf, KernelCall};
+use super::kernels::{Buf, Kernel, KernelCall};
+use super::names::Names;
 use super::rim::{self, RimFile};
-use super::script::{Call, Kernel, Script, Step};
-use super::types::{self, BufDtype, CaptureMode, CaptureStatus, Scalar};
+use super::script::{Call, Script, Step};
+use super::types::{self, CaptureMode, CaptureStatus, Scalar};
 
 /// How one step came out.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,14 +56,6 @@ pub struct ExpectReport {
     pub actual: Vec<Scalar>,
 }
 
-/// A buffer's final contents.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BufferReport {
-    pub name: String,
-    pub dtype: BufDtype,
-    pub values: Vec<Scalar>,
-}
-
 /// A top-level model the script bound a name to, as it is at the end of the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReport {
@@ -91,18 +85,6 @@ impl Report {
         self.steps.iter().all(|s| s.verdict == Verdict::Ok)
             && self.expectations.iter().all(|e| e.passed)
     }
-}
-
-/// The script's names of the ids a run created.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Names {
-    pub streams: HashMap<StreamId, String>,
-    pub events: HashMap<EventId, String>,
-    pub models: HashMap<ModelRI, String>,
-    pub handles: HashMap<CondHandle, String>,
-    pub groups: HashMap<TaskGroup, String>,
-    /// Buffers by device address.
-    pub buffers: HashMap<crate::npu::device::DevicePtr, String>,
 }
 
 /// A top-level model as its capture ended, with the buffers it uses as they were then.
@@ -199,13 +181,6 @@ impl Session {
     pub fn names(&self) -> Names {
         self.t.names()
     }
-}
-
-/// A buffer's contents now (after the streams that are not capturing ran their work).
-pub fn read(acl: &Acl, b: Buf) -> Result<Vec<Scalar>, AclError> {
-    let mut bytes = vec![0u8; b.len * b.dtype.size()];
-    acl.read(b.ptr, &mut bytes)?;
-    Ok(types::decode(b.dtype, &bytes))
 }
 
 impl Tables {

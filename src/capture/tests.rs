@@ -1,5 +1,5 @@
 //! Tests of the capture feature as a whole: every fixture script against its golden JSON
-//! report (`UPDATE_EXPECT=1` rewrites them), saved models that survive a round trip
+//! report (`RT2_BLESS=1` rewrites them), saved models that survive a round trip
 //! through JSON and replay, and a property test that random valid scripts' models give
 //! the same buffers replayed from their saved form as executed where they were captured.
 
@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 
+use super::buffers::BufferReport;
 use super::kernels::Buf;
 use super::report;
 use super::rim;
@@ -35,7 +36,7 @@ fn run_fixture(path: &Path) -> (runner::Report, runner::Session) {
 fn fixtures_match_their_golden_reports() {
     let paths = fixtures();
     assert!(paths.len() >= 20, "{} fixture scripts", paths.len());
-    let update = std::env::var_os("UPDATE_EXPECT").is_some();
+    let update = std::env::var_os("RT2_BLESS").is_some_and(|v| v == "1");
     let mut stale = Vec::new();
     for path in &paths {
         let (report, _) = run_fixture(path);
@@ -57,7 +58,7 @@ fn fixtures_match_their_golden_reports() {
     }
     assert!(
         stale.is_empty(),
-        "reports differ from their golden files (UPDATE_EXPECT=1 rewrites them): {stale:?}"
+        "reports differ from their golden files (RT2_BLESS=1 rewrites them): {stale:?}"
     );
 }
 
@@ -447,7 +448,7 @@ fn gen_strategy() -> impl Strategy<Value = Gen> {
     })
 }
 
-fn values_by_name(bufs: &[runner::BufferReport]) -> Vec<(String, Vec<Scalar>)> {
+fn values_by_name(bufs: &[BufferReport]) -> Vec<(String, Vec<Scalar>)> {
     bufs.iter()
         .map(|b| (b.name.clone(), b.values.clone()))
         .collect()

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::capture::{report, runner, script};
-use crate::cmd::{ReportFormat, Status, output};
+use crate::cmd::format::ReportFormat;
+use crate::cmd::output;
+use crate::cmd::status::Status;
 
 /// How `rt2 capture` shows the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

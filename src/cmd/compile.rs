@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::cmd::progress::Progress;
-use crate::cmd::{Status, input, output};
+use crate::cmd::status::Status;
+use crate::cmd::{input, output};
 use crate::om::file::{FileKind, ReadOptions};
 use crate::om::om_writer::{OmBuildOptions, build_om};
 use crate::om::onnx::ImportOptions;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
+use crate::cmd::format::table;
 use crate::cmd::{npy, output};
 use crate::exec::runtime::subscribers::{
     DumpedTensor, Profile, ProfileRow, Recording, chrome_trace,
@@ -51,7 +52,7 @@ pub fn profile_json(p: &Profile, iterations: usize) -> Value {
 }
 
 fn rows_table(title: &str, first: &[&str], rows: &[ProfileRow], all: Duration) -> String {
-    let mut t = crate::cmd::inspect::table();
+    let mut t = table();
     let mut header = first.to_vec();
     header.extend(["count", "total (us)", "mean (us)", "share"]);
     t.set_header(header);
@@ -122,7 +123,7 @@ pub fn write_dumps(dir: &Path, dumps: &[DumpedTensor]) -> anyhow::Result<()> {
         let e = last.entry((&d.op, d.output)).or_insert((d, 0));
         *e = (d, e.1 + 1);
     }
-    let files = super::run::safe_file_names(ops.iter().copied(), "op");
+    let files = output::safe_file_names(ops.iter().copied(), "op");
     let mut index = Vec::new();
     for (op, file) in ops.iter().zip(&files) {
         for (&(_, o), &(d, calls)) in last.range((*op, 0)..=(*op, usize::MAX)) {

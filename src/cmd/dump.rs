@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use crate::cmd::input::{self, Input};
+use crate::cmd::output;
 use crate::cmd::progress::Progress;
-use crate::cmd::{Status, output};
+use crate::cmd::status::Status;
 use crate::exec::ExecuteGraph;
 use crate::exec::view::{self, GraphSelect};
 use crate::om::file::ReadOptions;

@@ -97,7 +97,7 @@ pub fn lower_model(
         let msg = format!("{}: {e}", path.display());
         match e {
             crate::lower::LowerError::Unsupported(_) => {
-                anyhow::Error::new(crate::cmd::CheckFailure(msg))
+                anyhow::Error::new(crate::cmd::status::CheckFailure(msg))
             }
             _ => anyhow::anyhow!(msg),
         }

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::cmd::format::{ReportFormat, table};
 use crate::cmd::input::Input;
 use crate::cmd::progress::Progress;
-use crate::cmd::{ReportFormat, Status, input, output};
+use crate::cmd::status::Status;
+use crate::cmd::{input, output};
 use crate::exec::{ExecGraph, ExecuteGraph, GraphKind, ModelIo};
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::file::{ModelFile, ReadOptions};
@@ -239,12 +240,6 @@ fn om_details(om: &OmFile, report: &mut Report) -> crate::om::Result<()> {
         report.inout = Some(inout);
     }
     Ok(())
-}
-
-pub fn table() -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t
 }
 
 fn shape(s: &[i64]) -> String {

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use crate::cmd::format::{ReportFormat, table};
 use crate::cmd::input;
+use crate::cmd::output;
 use crate::cmd::progress::Progress;
-use crate::cmd::{ReportFormat, Status, output};
+use crate::cmd::status::Status;
 use crate::exec::{ExecuteGraph, GraphKind, exeg};
 use crate::lower::LowerOptions;
 
@@ -103,7 +105,7 @@ pub fn summary_table(eg: &ExecuteGraph, output: &str) -> String {
     let mut kernels: Vec<&String> = hist.iter().flat_map(|h| h.keys()).collect();
     kernels.sort_unstable();
     kernels.dedup();
-    let mut t = crate::cmd::inspect::table();
+    let mut t = table();
     t.set_header(["kernel", "Init", "Main", "DeInit"]);
     for k in kernels {
         let mut row = vec![k.clone()];

@@ -5,24 +5,30 @@
 //! (see [`output`]). Exit status: 0 success, 1 a check failed (the command ran), 2 bad
 //! usage or an input that cannot be read.
 
-use std::process::ExitCode;
-
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub mod capture;
 pub mod check;
 pub mod compile;
+pub mod completions;
 pub mod diagnostics;
 pub mod dump;
+pub mod feed;
+pub mod format;
 pub mod input;
 pub mod inspect;
 pub mod lower;
+pub mod man;
 pub mod npy;
 pub mod output;
 pub mod progress;
 pub mod random;
 pub mod replay;
 pub mod run;
+pub mod status;
+
+pub use format::ReportFormat;
+pub use status::{CheckFailure, Status, exit_status_of};
 
 /// rt2: build, inspect and debug Ascend Graph Engine models without an NPU.
 #[derive(Debug, Parser)]
@@ -48,39 +54,10 @@ pub enum Command {
     Capture(capture::Args),
     /// Load a saved captured model (`.rim.json`) onto a fresh device and execute it.
     Replay(replay::Args),
-}
-
-/// How a command that ran to the end came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Exit 0.
-    Success,
-    /// Exit 1: the command ran but a check failed.
-    CheckFailed,
-}
-
-impl From<Status> for ExitCode {
-    fn from(s: Status) -> ExitCode {
-        match s {
-            Status::Success => ExitCode::SUCCESS,
-            Status::CheckFailed => ExitCode::from(1),
-        }
-    }
-}
-
-/// An error that means "the command ran, and what it checked failed" (exit 1) rather than
-/// "the input could not be used" (exit 2, every other error).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CheckFailure(pub String);
-
-/// The exit status for an error that reached `main`.
-pub fn exit_status_of(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<CheckFailure>()) {
-        1
-    } else {
-        2
-    }
+    /// Print a shell completion script for rt2 (bash, zsh, fish, powershell, elvish).
+    Completions(completions::Args),
+    /// Print rt2's manual page or a subcommand's (roff), or write them all into a directory.
+    Man(man::Args),
 }
 
 /// Runs one command.
@@ -93,15 +70,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Run(args) => run::run(args),
         Command::Capture(args) => capture::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Completions(args) => {
+            completions::run(args, Cli::command()).map(|()| Status::Success)
+        }
+        Command::Man(args) => man::run(args, Cli::command()).map(|()| Status::Success),
     }
-}
-
-/// `--format` for commands that print a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum ReportFormat {
-    /// Tables for people.
-    #[default]
-    Table,
-    /// One JSON object for scripts.
-    Json,
 }

@@ -3,7 +3,10 @@
 //! Every file rt2 writes goes through [`write_atomic`]: the bytes go to a temporary file in
 //! the destination's directory, which is renamed over the destination only once complete.
 //! A failure at any point leaves no partial file behind, and an existing file untouched.
+//! Files named after model tensors or ops get safe, distinct names from
+//! [`safe_file_names`].
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
@@ -53,4 +56,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Writes to `path` if given, else to standard output.
 pub fn write_or_print(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     write_atomic(path.unwrap_or(Path::new("-")), bytes)
+}
+
+/// Distinct file names for `names`: characters other than ASCII letters, digits, `.`,
+/// `-` and `_` become `_`, as does a leading `.`; an empty name becomes `<empty>_K`, and
+/// a name already taken gets `_K` appended (K the name's position).
+pub fn safe_file_names<'a>(names: impl Iterator<Item = &'a str>, empty: &str) -> Vec<String> {
+    let mut taken = HashSet::new();
+    names
+        .enumerate()
+        .map(|(k, name)| {
+            let mut s: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if s.starts_with('.') {
+                s.replace_range(..1, "_");
+            }
+            if s.is_empty() {
+                s = format!("{empty}_{k}");
+            }
+            if !taken.insert(s.clone()) {
+                s = format!("{s}_{k}");
+                taken.insert(s.clone());
+            }
+            s
+        })
+        .collect()
 }

@@ -7,7 +7,8 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::capture::{report, rim};
-use crate::cmd::{CheckFailure, ReportFormat, Status};
+use crate::cmd::format::ReportFormat;
+use crate::cmd::status::{CheckFailure, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -38,11 +38,17 @@ pub const END_MARKER: u32 = u32::from_le_bytes(*b"exeg");
 
 /// The format version [`encode`] writes. Version 2 (rt2 0.x, the first with `rt2 lower`)
 /// gave `NetOutput` a (shape, memory) pair per output and added the file-level tables; a
-/// version-1 file would be misread, so it is refused.
-pub const FORMAT_VERSION: u32 = 2;
+/// version-1 file would be misread, so it is refused. Version 3 types an op kernel's
+/// operand element types (`_in_dtypes`, `_out_dtypes`) as a `dtypes` attribute, which a
+/// version-2 reader would not know.
+pub const FORMAT_VERSION: u32 = 3;
 
-/// The format versions [`decode`] reads.
-pub const SUPPORTED_VERSIONS: &[u32] = &[2];
+/// The format versions [`decode`] reads. A version-2 file's operand types, written as
+/// comma-separated names in a string, are read as the `dtypes` attribute they are now.
+pub const SUPPORTED_VERSIONS: &[u32] = &[2, 3];
+
+/// The attributes version 2 wrote as comma-separated dtype names.
+const V2_DTYPE_LISTS: &[&str] = &["_in_dtypes", "_out_dtypes"];
 
 /// Why an `.exeg` file (or its text form) could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -400,7 +406,7 @@ impl<'a> Tables<'a> {
     fn node_to(&mut self, n: &'a ExecNode) -> pb::Node {
         let mut node = pb::Node {
             name: n.name.to_string(),
-            class: class_to(n.class) as i32,
+            class: wire::class_number(n.class),
             inputs: n
                 .inputs
                 .iter()
@@ -440,19 +446,6 @@ fn origin_to(o: &Origin) -> pb::Origin {
     }
 }
 
-/// The `KernelClass` enum number of `c` in the file.
-pub(crate) fn class_number(c: KernelClass) -> i32 {
-    class_to(c) as i32
-}
-
-fn class_to(c: KernelClass) -> pb::KernelClass {
-    match c {
-        KernelClass::Memory => pb::KernelClass::Memory,
-        KernelClass::Launch => pb::KernelClass::Launch,
-        KernelClass::Normal => pb::KernelClass::Normal,
-    }
-}
-
 fn attr_to(a: &ExecAttr) -> pb::attr::Value {
     use pb::attr::Value as V;
     match a {
@@ -465,6 +458,12 @@ fn attr_to(a: &ExecAttr) -> pb::attr::Value {
         ExecAttr::Strs(v) => V::Strs(pb::StringList { values: v.clone() }),
         ExecAttr::Bytes(b) => V::Bytes(b.clone()),
         ExecAttr::DType(d) => V::Dtype(d.name().to_string()),
+        ExecAttr::DTypes(v) => V::Dtypes(pb::DTypeList {
+            values: v
+                .iter()
+                .map(|d| d.map_or_else(String::new, |d| d.name().to_string()))
+                .collect(),
+        }),
         ExecAttr::Tensor(t) => V::Tensor(pb::Tensor {
             dtype: t.dtype.name().to_string(),
             shape: t.shape.clone(),
@@ -527,11 +526,13 @@ fn from_parts(
         attr_sets: Vec::new(),
     };
     let empty = FileTables::default();
+    let v2 = file.format_version == 2;
     let mut cv = Converter {
         t: &empty,
         problems: Vec::new(),
         inline_origins: HashMap::new(),
         local_attrs: HashMap::default(),
+        v2,
     };
     for (k, set) in file.attr_sets.into_iter().enumerate() {
         let a = cv.attr_set(set.attrs, &format!("attr_sets[{k}]"), None);
@@ -542,6 +543,7 @@ fn from_parts(
         problems: cv.problems,
         inline_origins: HashMap::new(),
         local_attrs: HashMap::default(),
+        v2,
     };
     let resources = file.resources.unwrap_or_default();
     let [init, main, deinit] = graphs;
@@ -588,6 +590,8 @@ struct Converter<'t> {
     inline_origins: HashMap<Origin, Arc<Origin>>,
     /// This converter's copies of the attribute sets its nodes use, by table index.
     local_attrs: HashMap<u32, crate::ops::AttrMap, foldhash::fast::FixedState>,
+    /// Whether the file is of version 2, whose dtype lists are strings.
+    v2: bool,
 }
 
 /// Nodes per task when a large graph's nodes are converted in parallel.
@@ -675,7 +679,7 @@ impl Converter<'_> {
         // copied together afterwards: at this size, fresh pages cost as much as the work).
         // Problems and decode errors are rare; they go through a lock, tagged with the
         // node, and are put back in node order.
-        let t = self.t;
+        let (t, v2) = (self.t, self.v2);
         let problems: Mutex<Vec<(u32, Vec<Problem>)>> = Mutex::new(Vec::new());
         let failed: Mutex<Option<(u32, prost::DecodeError)>> = Mutex::new(None);
         let mut nodes = Vec::with_capacity(nodes_wire.len());
@@ -689,6 +693,7 @@ impl Converter<'_> {
                     problems: Vec::new(),
                     inline_origins: HashMap::new(),
                     local_attrs: HashMap::default(),
+                    v2,
                 },
                 |cv, (i, w)| {
                     let i = i as u32;
@@ -890,6 +895,7 @@ impl Converter<'_> {
         key: &str,
     ) -> Option<ExecAttr> {
         use pb::attr::Value as V;
+        let v2 = self.v2;
         let mut dtype = |name: &str| {
             let d = DType::from_name(name);
             if d.is_none() {
@@ -907,10 +913,22 @@ impl Converter<'_> {
             V::Float(f) => ExecAttr::Float(f),
             V::Floats(l) => ExecAttr::Floats(l.values),
             V::Bool(b) => ExecAttr::Bool(b),
+            V::Str(s) if v2 && V2_DTYPE_LISTS.contains(&key) => {
+                let names: Vec<&str> = if s.is_empty() {
+                    Vec::new()
+                } else {
+                    s.split(',').collect()
+                };
+                ExecAttr::DTypes(dtype_list(&names, &mut dtype)?)
+            }
             V::Str(s) => ExecAttr::Str(s),
             V::Strs(l) => ExecAttr::Strs(l.values),
             V::Bytes(b) => ExecAttr::Bytes(b),
             V::Dtype(d) => ExecAttr::DType(dtype(&d)?),
+            V::Dtypes(l) => {
+                let names: Vec<&str> = l.values.iter().map(String::as_str).collect();
+                ExecAttr::DTypes(dtype_list(&names, &mut dtype)?)
+            }
             V::Tensor(t) => ExecAttr::Tensor(ExecTensor {
                 dtype: dtype(&t.dtype)?,
                 shape: t.shape,
@@ -918,6 +936,23 @@ impl Converter<'_> {
             }),
         })
     }
+}
+
+/// Operand element types by name, an empty name for an omitted operand.
+fn dtype_list(
+    names: &[&str],
+    dtype: &mut impl FnMut(&str) -> Option<DType>,
+) -> Option<Vec<Option<DType>>> {
+    names
+        .iter()
+        .map(|n| {
+            if n.is_empty() {
+                Some(None)
+            } else {
+                dtype(n).map(Some)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1061,15 +1096,61 @@ pub(crate) mod tests {
         assert!(err.contains("attr_sets index 77 is out of range"), "{err}");
     }
 
+    /// Version 2 wrote an op kernel's operand types as comma-separated names; they are
+    /// read as the dtype lists version 3 writes.
+    #[test]
+    fn version_2_dtype_lists_are_read_as_dtype_lists() {
+        use pb::attr::Value as V;
+        let mut eg = sample();
+        let lists = [
+            ("_in_dtypes", vec![Some(DType::F32), None, Some(DType::I64)]),
+            ("_out_dtypes", vec![Some(DType::Bool)]),
+        ];
+        for (k, v) in &lists {
+            eg.main.nodes[0]
+                .attrs
+                .insert((*k).into(), ExecAttr::DTypes(v.clone()));
+        }
+        // Both forms: attributes inline on the nodes, and in the file's table.
+        let as_v2 = |form: Form| {
+            let mut file = to_file_as(&eg, form);
+            let main = file.main.as_mut().expect("main");
+            let inline = main.nodes.iter_mut().flat_map(|n| &mut n.attrs);
+            let tables = file.attr_sets.iter_mut().flat_map(|s| &mut s.attrs);
+            let mut rewritten = 0;
+            for a in inline.chain(tables) {
+                if let Some(V::Dtypes(l)) = &a.value
+                    && a.name.starts_with('_')
+                {
+                    a.value = Some(V::Str(l.values.join(",")));
+                    rewritten += 1;
+                }
+            }
+            assert_eq!(rewritten, 2);
+            file.format_version = 2;
+            file
+        };
+        assert_eq!(decode(&as_v2(Form::Tables).encode_to_vec()).unwrap(), eg);
+        let mut file = as_v2(Form::Inline);
+        assert_eq!(decode(&file.encode_to_vec()).unwrap(), eg);
+        // In version 3 a string is a string.
+        file.format_version = 3;
+        let back = decode(&file.encode_to_vec()).unwrap();
+        assert_eq!(
+            back.main.nodes[0].attrs.get("_in_dtypes"),
+            Some(&ExecAttr::Str("float32,,int64".into()))
+        );
+    }
+
     #[test]
     fn newer_format_version_is_refused_naming_supported_ones() {
         let mut file = to_file(&sample());
-        file.format_version = 3;
+        file.format_version = 4;
         let err = decode(&file.encode_to_vec()).unwrap_err();
-        assert!(matches!(err, ExegError::UnsupportedVersion { found: 3 }));
+        assert!(matches!(err, ExegError::UnsupportedVersion { found: 4 }));
         assert_eq!(
             err.to_string(),
-            "field format_version: version 3 is not supported, this reader supports 2"
+            "field format_version: version 4 is not supported, this reader supports 2, 3"
         );
         file.format_version = 1;
         let err = decode(&file.encode_to_vec()).unwrap_err();

@@ -98,6 +98,10 @@ pub fn sample() -> ExecuteGraph {
             }),
         ),
         ("k_zero", ExecAttr::Int(0)),
+        (
+            "l_dtypes",
+            ExecAttr::DTypes(vec![Some(DType::F32), None, Some(DType::I64)]),
+        ),
     ];
     for (k, v) in attrs {
         launch.attrs.insert(k.into(), v);

@@ -12,7 +12,7 @@
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use crate::exec::{ExecGraph, ExecNode, ExecNodeId, NodeName, Origin, ValueRef};
+use crate::exec::{ExecGraph, ExecNode, ExecNodeId, KernelClass, NodeName, Origin, ValueRef};
 use crate::proto::exeg as pb;
 
 /// A graph to convert: a decoded message (text form, small subgraphs), or its wire bytes.
@@ -38,6 +38,16 @@ pub(crate) struct NodeRest<'a> {
 }
 
 /// A decoded node message as a node (its direct fields set) and the rest.
+/// A kernel class's number in `proto/exeg.proto`, as both encoders write it.
+pub(crate) fn class_number(c: KernelClass) -> i32 {
+    let class = match c {
+        KernelClass::Memory => pb::KernelClass::Memory,
+        KernelClass::Launch => pb::KernelClass::Launch,
+        KernelClass::Normal => pb::KernelClass::Normal,
+    };
+    class as i32
+}
+
 pub(crate) fn from_message(n: pb::Node) -> (ExecNode, NodeRest<'static>) {
     let node = ExecNode {
         name: n.name.into(),
@@ -318,7 +328,7 @@ fn put_node<'g>(out: &mut Vec<u8>, n: &'g ExecNode, indices: &mut Indices<'_, 'g
     if !n.name.is_empty() {
         put_len_delimited(out, 1, n.name.as_bytes());
     }
-    put_varint(out, 3, super::exeg::class_number(n.class) as u64);
+    put_varint(out, 3, class_number(n.class) as u64);
     let mut v = [0u8; 20];
     for i in &n.inputs {
         let mut body: &mut [u8] = &mut v;

@@ -649,19 +649,8 @@ impl Builder {
     }
 }
 
-/// A dtype list attribute value: NumPy names joined by commas, an empty name for an omitted
-/// input (`"float32,,int64"`). One string, not a list of them: a launch carries two such
-/// lists, and a 100,000-node model loads faster with one allocation each than with one per
-/// name.
-pub fn dtype_names(metas: impl IntoIterator<Item = Option<DType>>) -> ExecAttr {
-    let mut s = String::new();
-    for (i, d) in metas.into_iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        if let Some(d) = d {
-            s.push_str(d.name());
-        }
-    }
-    ExecAttr::Str(s)
+/// A dtype list attribute value: an element type per operand, `None` for an omitted
+/// input. Typed, so the runtime reads it as it is and parses nothing at load.
+pub fn dtype_list(metas: impl IntoIterator<Item = Option<DType>>) -> ExecAttr {
+    ExecAttr::DTypes(metas.into_iter().collect())
 }

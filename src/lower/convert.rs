@@ -26,9 +26,9 @@ use compact_str::format_compact;
 use smallvec::smallvec;
 
 use super::attrs::{self, dtype};
-use super::builder::{Builder, Global, TVal, dtype_names, node};
+use super::builder::{Builder, Global, TVal, dtype_list, node};
+use super::error::{LowerError, NO_CONVERTER, Unsupported};
 use super::fold;
-use super::{LowerError, Unsupported};
 use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Inputs, Origin, ValueRef};
 use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
 use crate::om::onnx::{LOOP_CARRIED, PARENT_NODE_INDEX};
@@ -66,9 +66,6 @@ pub fn converter_for(reg: &OpRegistry, op_type: &str) -> Option<Converter> {
         _ => return None,
     })
 }
-
-/// Why an op is unsupported when rt2 simply does not have it.
-pub const NO_CONVERTER: &str = "no converter or op library entry";
 
 /// How a graph's `Data` nodes get their values.
 pub enum Bind<'a> {
@@ -702,11 +699,11 @@ impl<'r> Lowering<'r> {
         kernel_attrs.insert("_op_type".into(), ExecAttr::Str(spec.name.into()));
         kernel_attrs.insert(
             "_in_dtypes".into(),
-            dtype_names(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
+            dtype_list(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
         );
         kernel_attrs.insert(
             "_out_dtypes".into(),
-            dtype_names(outs.iter().map(|m| Some(m.dtype))),
+            dtype_list(outs.iter().map(|m| Some(m.dtype))),
         );
         let kernel_attrs = self.b.share(kernel_attrs);
         let order: BTreeSet<ExecNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();

@@ -15,8 +15,6 @@
 //! output: no hash-map iteration reaches the output); it uses `om`'s ComputeGraph,
 //! `exec`'s graph types and `npu`'s op registry, and never `capture` or `cmd`.
 
-use std::fmt;
-
 use crate::exec::{ExecGraph, ExecuteGraph, ModelIo, Resources, check::check};
 use crate::om::ComputeModel;
 use crate::om::summary::graph_outputs;
@@ -25,8 +23,11 @@ use crate::ops::OpRegistry;
 pub mod attrs;
 pub mod builder;
 pub mod convert;
+pub mod error;
 pub mod fold;
 pub mod passes;
+
+pub use error::{LowerError, Unsupported};
 
 use convert::{Bind, Lowering};
 
@@ -42,58 +43,6 @@ pub struct LowerOptions {
     /// ([`passes::memory`]): one feature memory block from Init instead of an
     /// allocation and a free per tensor per execution.
     pub static_memory: bool,
-}
-
-/// An op rt2 cannot lower.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unsupported {
-    /// Path of the compute graph: the root's name, then `/<node>.<subgraph>` per level.
-    pub graph: String,
-    pub node: String,
-    pub op_type: String,
-    pub reason: String,
-}
-
-impl fmt::Display for Unsupported {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{} ({})", self.graph, self.node, self.op_type)?;
-        if self.reason != convert::NO_CONVERTER {
-            write!(f, ": {}", self.reason)?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a model does not lower.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LowerError {
-    /// Ops rt2 has no converter for: every one of them, in graph order.
-    #[error("{} unsupported op(s): {}", .0.len(), list(.0))]
-    Unsupported(Vec<Unsupported>),
-    /// A node the converters cannot make sense of (bad shapes, bad attributes).
-    #[error("{graph}: node {node:?} ({op_type}): {message}")]
-    Node {
-        graph: String,
-        node: String,
-        op_type: String,
-        message: String,
-    },
-    /// A graph-level problem (a cycle, a dangling edge).
-    #[error("{graph}: {message}")]
-    Graph { graph: String, message: String },
-    /// The verifier rejected what a pass produced: a bug in rt2, not in the model.
-    #[error("internal error after {pass}: {}", .problems.join("; "))]
-    Internal {
-        pass: &'static str,
-        problems: Vec<String>,
-    },
-}
-
-fn list(u: &[Unsupported]) -> String {
-    u.iter()
-        .map(|u| u.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Lowers `model` with the full op library.
@@ -171,10 +120,7 @@ fn verify(eg: &ExecuteGraph, pass: &'static str) -> Result<(), LowerError> {
     if cfg!(debug_assertions) {
         let problems = check(eg);
         if !problems.is_empty() {
-            return Err(LowerError::Internal {
-                pass,
-                problems: problems.iter().map(|p| p.to_string()).collect(),
-            });
+            return Err(LowerError::Internal { pass, problems });
         }
     }
     Ok(())

@@ -729,14 +729,9 @@ fn swish<T: Real>(
 mod tests {
     use super::*;
     use crate::ops::Attr;
-    use crate::ops::{Attrs, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outputs: usize) -> Vec<Tensor> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, outputs)
-            .unwrap()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run;
+    use crate::ops::testing::try_run;
 
     use crate::ops::assert_close as close;
 
@@ -851,10 +846,8 @@ mod tests {
         let bad = Tensor::from_vec(&[1, 1], &[7i64]);
         let x = Tensor::from_vec(&[1, 1, 1, 4], &[1.0f32; 4]);
         let cos = Tensor::from_vec(&[2, 2], &[1.0f32; 4]);
-        let attrs = Attrs::default();
         assert!(
-            OpRegistry::new()
-                .run_on_host("RotaryEmbedding", &attrs, &[x, cos.clone(), cos, bad], 1)
+            try_run("RotaryEmbedding", &[], &[x, cos.clone(), cos, bad], 1)
                 .unwrap_err()
                 .to_string()
                 .contains("position id")

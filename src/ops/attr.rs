@@ -25,6 +25,15 @@ impl HostTensor {
             usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
         })
     }
+    /// The integer values of an int64 or int32 tensor; `None` for any other type.
+    pub fn int_values(&self) -> Option<Vec<i64>> {
+        if !matches!(self.dtype, DType::I64 | DType::I32) {
+            return None;
+        }
+        (0..self.data.len() / self.dtype.size())
+            .map(|k| self.int_at(k))
+            .collect()
+    }
     /// Element `k` of an integer or bool tensor, as i64: `None` past the end, for a float
     /// type, or for a u64 above i64's range.
     pub fn int_at(&self, k: usize) -> Option<i64> {
@@ -75,6 +84,9 @@ pub enum Attr {
     Strs(Vec<String>),
     Bytes(Vec<u8>),
     DType(DType),
+    /// An element type per operand, `None` where an optional operand is omitted (an op
+    /// kernel's input and output types).
+    DTypes(Vec<Option<DType>>),
     Tensor(HostTensor),
 }
 
@@ -106,6 +118,12 @@ impl Attr {
     pub fn as_tensor(&self) -> Option<&HostTensor> {
         match self {
             Attr::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+    pub fn as_dtypes(&self) -> Option<&[Option<DType>]> {
+        match self {
+            Attr::DTypes(v) => Some(v),
             _ => None,
         }
     }
@@ -239,6 +257,7 @@ impl std::hash::Hash for AttrKey {
                 Attr::Strs(v) => v.hash(h),
                 Attr::Bytes(b) => b.hash(h),
                 Attr::DType(d) => d.hash(h),
+                Attr::DTypes(v) => v.hash(h),
                 Attr::Tensor(t) => {
                     t.dtype.hash(h);
                     t.shape.hash(h);

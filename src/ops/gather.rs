@@ -5,7 +5,6 @@
 mod kernels;
 
 use crate::ops::DType;
-use crate::ops::shape::int_values;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
@@ -110,7 +109,7 @@ fn infer_one_hot(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         return Ok(vec![TensorMeta::unknown_rank(dtype)]);
     };
     let depth = match ctx.values.get(1).copied().flatten() {
-        Some(t) => match int_values(t) {
+        Some(t) => match t.int_values() {
             Some(v) => v.first().copied().unwrap_or(UNKNOWN),
             None => crate::ops::slicing::scalar_value(t)
                 .map(|f| f as i64)

@@ -74,8 +74,9 @@ pub trait Acc:
     /// The product of this width: [`sgemm::sgemm`] or matrixmultiply's `dgemm`.
     ///
     /// # Safety
-    /// As matrixmultiply's `sgemm`/`dgemm`: every element the strides address is inside
-    /// the buffers. [`gemm`] checks that before calling.
+    /// As matrixmultiply's `sgemm`/`dgemm`: every element the dims and strides address is
+    /// inside live memory, C's elements are distinct and alias neither A nor B, and C's
+    /// are initialized unless `beta` is zero. [`gemm`] checks the extents before calling.
     #[allow(clippy::too_many_arguments)]
     unsafe fn gemm_raw(
         m: usize,
@@ -148,7 +149,8 @@ macro_rules! acc {
                 rsc: isize,
                 csc: isize,
             ) {
-                // SAFETY: the caller's contract is matrixmultiply's.
+                // SAFETY: `gemm_raw`'s contract is the one `$gemm` states (matrixmultiply's,
+                // which rt2's `sgemm` repeats), and this forwards every argument unchanged.
                 unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
             }
         }
@@ -303,9 +305,14 @@ pub fn gemm<A: Acc>(
     if m == 0 || n == 0 {
         return;
     }
-    // SAFETY: the asserts above keep every addressed element inside its slice (`fits`),
-    // and `c` is borrowed mutably, so it aliases neither `a` nor `b`. matrixmultiply
-    // does not read C when beta is zero, and reads no A or B element when k is zero.
+    // SAFETY: the asserts above keep every addressed element inside its slice (`fits`,
+    // which also keeps the strides within `isize`), and `c` is borrowed mutably, so it
+    // aliases neither `a` nor `b`; its elements are initialized, as a slice's are. With
+    // m and n non-zero, `lc.offset` is inside `c`; A's and B's offsets are clamped to
+    // their slices, since with k zero no element of A or B is read. That `lc` addresses
+    // distinct elements is the callers' layouts' (`dense`, or `rows` at least `cols`
+    // apart), not checked here: an overlap would give wrong sums, not an unsound access,
+    // since neither product splits C across threads or makes references into it.
     unsafe {
         A::gemm_raw(
             m,

@@ -185,14 +185,9 @@ fn log_softmax<A: Acc>(x: &mut [A], n: usize, c: usize, inner: usize) {
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{Attrs, OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outputs: usize) -> Vec<Tensor> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, outputs)
-            .unwrap()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run;
+    use crate::ops::testing::try_run;
 
     use crate::ops::assert_close as close;
 
@@ -242,9 +237,7 @@ mod tests {
         close(out[1].slice::<f32>().unwrap(), &[-l2, -l2, -l2, -l2]);
         let bad = Tensor::from_vec(&[1, 1], &[5i64]);
         let x = Tensor::from_vec(&[1, 2, 1], &[0.0f32, 0.0]);
-        let e = OpRegistry::new()
-            .run_on_host("SoftmaxCrossEntropyLoss", &Attrs::default(), &[x, bad], 1)
-            .unwrap_err();
+        let e = try_run("SoftmaxCrossEntropyLoss", &[], &[x, bad], 1).unwrap_err();
         assert!(e.to_string().contains("label 5 is outside 0..2"), "{e}");
     }
 }

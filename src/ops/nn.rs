@@ -406,7 +406,8 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }
     let mut out = s.clone();
     if let Some(t) = value(sizes_at) {
-        let sizes = crate::ops::shape::int_values(t)
+        let sizes = t
+            .int_values()
             .ok_or_else(|| ctx.input_error(sizes_at, "sizes are int64"))?;
         if sizes.len() != axes.len() {
             return Err(ctx.input_error(

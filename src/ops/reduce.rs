@@ -10,7 +10,6 @@ pub(crate) mod accumulate;
 mod kernels;
 
 use crate::ops::DType;
-use crate::ops::shape::int_values;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 const REDUCTIONS: &[&str] = &[
@@ -71,7 +70,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         ),
         None if ctx.inputs.len() > 1 => match ctx.values.get(1).copied().flatten() {
             Some(t) => Some(
-                int_values(t)
+                t.int_values()
                     .ok_or_else(|| ctx.input_error(1, format!("is {}, axes are int64", t.dtype)))?,
             ),
             // Axes known only at run time: with keepdims the rank is known.
@@ -122,16 +121,8 @@ fn infer_cumsum(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::testing::infer1;
     use crate::ops::{Attr, HostTensor};
-
-    fn run(
-        op: &str,
-        inputs: &[TensorMeta],
-        values: &[Option<&HostTensor>],
-        attrs: &[(&str, Attr)],
-    ) -> Result<TensorMeta, OpError> {
-        Ok(crate::ops::infer_for_test(op, inputs, values, attrs, 1)?.remove(0))
-    }
 
     fn f32(shape: &[i64]) -> TensorMeta {
         TensorMeta::new(DType::F32, shape)
@@ -141,7 +132,7 @@ mod tests {
     fn reductions() {
         let x = f32(&[2, 3, 4]);
         assert_eq!(
-            run(
+            infer1(
                 "ReduceMean",
                 std::slice::from_ref(&x),
                 &[],
@@ -152,11 +143,11 @@ mod tests {
         );
         let drop = [("axes", Attr::Ints(vec![0, 2])), ("keepdims", Attr::Int(0))];
         assert_eq!(
-            run("ReduceMax", std::slice::from_ref(&x), &[], &drop).unwrap(),
+            infer1("ReduceMax", std::slice::from_ref(&x), &[], &drop).unwrap(),
             f32(&[3])
         );
         assert_eq!(
-            run(
+            infer1(
                 "ReduceSum",
                 std::slice::from_ref(&x),
                 &[],
@@ -172,7 +163,7 @@ mod tests {
         };
         let i = TensorMeta::new(DType::I64, &[1]);
         assert_eq!(
-            run(
+            infer1(
                 "ReduceSum",
                 &[x.clone(), i.clone()],
                 &[None, Some(&axes)],
@@ -182,11 +173,11 @@ mod tests {
             f32(&[2, 1, 4])
         );
         assert_eq!(
-            run("ReduceSum", &[x.clone(), i], &[], &[]).unwrap(),
+            infer1("ReduceSum", &[x.clone(), i], &[], &[]).unwrap(),
             f32(&[-1, -1, -1])
         );
         assert!(
-            run(
+            infer1(
                 "ReduceL2",
                 std::slice::from_ref(&x),
                 &[],
@@ -196,7 +187,7 @@ mod tests {
         );
         let noop = [("noop_with_empty_axes", Attr::Int(1))];
         assert_eq!(
-            run("ReduceSum", std::slice::from_ref(&x), &[], &noop).unwrap(),
+            infer1("ReduceSum", std::slice::from_ref(&x), &[], &noop).unwrap(),
             x
         );
     }
@@ -205,7 +196,7 @@ mod tests {
     fn arg_and_cumsum() {
         let x = f32(&[2, 3]);
         assert_eq!(
-            run(
+            infer1(
                 "ArgMax",
                 std::slice::from_ref(&x),
                 &[],
@@ -216,11 +207,11 @@ mod tests {
         );
         let drop = [("axis", Attr::Int(0)), ("keepdims", Attr::Int(0))];
         assert_eq!(
-            run("ArgMin", std::slice::from_ref(&x), &[], &drop).unwrap(),
+            infer1("ArgMin", std::slice::from_ref(&x), &[], &drop).unwrap(),
             TensorMeta::new(DType::I64, &[3])
         );
         assert_eq!(
-            run(
+            infer1(
                 "CumSum",
                 &[x.clone(), TensorMeta::new(DType::I64, &[])],
                 &[],

@@ -14,7 +14,7 @@ mod kernels;
 pub(crate) mod movement;
 
 use crate::ops::elementwise::broadcast;
-use crate::ops::{Attr, DType, HostTensor};
+use crate::ops::{Attr, DType};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
@@ -51,16 +51,6 @@ pub fn register(reg: &mut OpRegistry) {
             .reading(&[0])
             .computes(k::constant_of_shape),
     );
-}
-
-/// The integer values of a host tensor (int64 or int32).
-pub fn int_values(t: &HostTensor) -> Option<Vec<i64>> {
-    if !matches!(t.dtype, DType::I64 | DType::I32) {
-        return None;
-    }
-    (0..t.data.len() / t.dtype.size())
-        .map(|k| t.int_at(k))
-        .collect()
 }
 
 /// Reshape: 0 copies the input dim (unless `allowzero`), one -1 is inferred.
@@ -403,19 +393,9 @@ fn infer_constant_of_shape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::testing::infer1;
 
     use crate::ops::i64s;
-
-    fn run(
-        op: &str,
-        inputs: &[TensorMeta],
-        values: &[Option<&HostTensor>],
-        attrs: &[(&str, Attr)],
-    ) -> Result<Option<Vec<i64>>, OpError> {
-        Ok(crate::ops::infer_for_test(op, inputs, values, attrs, 1)?
-            .remove(0)
-            .shape)
-    }
 
     fn f32(shape: &[i64]) -> TensorMeta {
         TensorMeta::new(DType::F32, shape)
@@ -429,33 +409,38 @@ mod tests {
     fn reshape() {
         let t = i64s(&[0, -1]);
         assert_eq!(
-            run(
+            infer1(
                 "Reshape",
                 &[f32(&[2, 3, 4]), idx(2)],
                 &[None, Some(&t)],
                 &[]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![2, 12])
         );
         let t = i64s(&[-1, 8]);
         assert_eq!(
-            run(
+            infer1(
                 "Reshape",
                 &[f32(&[-1, 4, 2]), idx(2)],
                 &[None, Some(&t)],
                 &[]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![-1, 8])
         );
         assert_eq!(
-            run("Reshape", &[f32(&[2, 3]), idx(3)], &[], &[]).unwrap(),
+            infer1("Reshape", &[f32(&[2, 3]), idx(3)], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![-1, -1, -1])
         );
         let t = i64s(&[5, -1]);
         assert!(
-            run("Reshape", &[f32(&[2, 3]), idx(2)], &[None, Some(&t)], &[])
+            infer1("Reshape", &[f32(&[2, 3]), idx(2)], &[None, Some(&t)], &[])
+                .map(|m| m.shape)
                 .unwrap_err()
                 .to_string()
                 .contains("cannot reshape 6")
@@ -465,78 +450,92 @@ mod tests {
     #[test]
     fn squeeze_unsqueeze_flatten_transpose() {
         assert_eq!(
-            run("Squeeze", &[f32(&[1, 3, 1, 2])], &[], &[]).unwrap(),
+            infer1("Squeeze", &[f32(&[1, 3, 1, 2])], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![3, 2])
         );
         assert_eq!(
-            run(
+            infer1(
                 "Squeeze",
                 &[f32(&[1, 3, 1])],
                 &[],
                 &[("axes", Attr::Ints(vec![-1]))]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![1, 3])
         );
         let axes = i64s(&[0, 3]);
         assert_eq!(
-            run(
+            infer1(
                 "Unsqueeze",
                 &[f32(&[3, 4]), idx(2)],
                 &[None, Some(&axes)],
                 &[]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![1, 3, 4, 1])
         );
         assert_eq!(
-            run("Unsqueeze", &[f32(&[3, 4]), idx(2)], &[], &[]).unwrap(),
+            infer1("Unsqueeze", &[f32(&[3, 4]), idx(2)], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             None
         );
         assert!(
-            run(
+            infer1(
                 "Squeeze",
                 &[f32(&[2, 3])],
                 &[],
                 &[("axes", Attr::Ints(vec![0]))]
             )
+            .map(|m| m.shape)
             .is_err()
         );
         assert_eq!(
-            run("Flatten", &[f32(&[2, 3, 4])], &[], &[]).unwrap(),
+            infer1("Flatten", &[f32(&[2, 3, 4])], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![2, 12])
         );
         assert_eq!(
-            run(
+            infer1(
                 "Flatten",
                 &[f32(&[-1, 3, 4])],
                 &[],
                 &[("axis", Attr::Int(2))]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![-1, 4])
         );
         assert_eq!(
-            run(
+            infer1(
                 "Transpose",
                 &[f32(&[2, 3, 4])],
                 &[],
                 &[("perm", Attr::Ints(vec![1, 2, 0]))]
             )
+            .map(|m| m.shape)
             .unwrap(),
             Some(vec![3, 4, 2])
         );
         assert_eq!(
-            run("Transpose", &[f32(&[2, 3])], &[], &[]).unwrap(),
+            infer1("Transpose", &[f32(&[2, 3])], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![3, 2])
         );
         assert!(
-            run(
+            infer1(
                 "Transpose",
                 &[f32(&[2, 3])],
                 &[],
                 &[("perm", Attr::Ints(vec![0, 0]))]
             )
+            .map(|m| m.shape)
             .is_err()
         );
     }
@@ -545,34 +544,52 @@ mod tests {
     fn concat_shape_gather_expand() {
         let axis = [("axis", Attr::Int(1))];
         assert_eq!(
-            run("Concat", &[f32(&[2, 3]), f32(&[2, 5])], &[], &axis).unwrap(),
+            infer1("Concat", &[f32(&[2, 3]), f32(&[2, 5])], &[], &axis)
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![2, 8])
         );
         assert_eq!(
-            run("Concat", &[f32(&[-1, 3]), f32(&[4, -1])], &[], &axis).unwrap(),
+            infer1("Concat", &[f32(&[-1, 3]), f32(&[4, -1])], &[], &axis)
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![4, -1])
         );
-        assert!(run("Concat", &[f32(&[2, 3]), f32(&[3, 3])], &[], &axis).is_err());
+        assert!(
+            infer1("Concat", &[f32(&[2, 3]), f32(&[3, 3])], &[], &axis)
+                .map(|m| m.shape)
+                .is_err()
+        );
         assert_eq!(
-            run("Shape", &[f32(&[2, 3, 4])], &[], &[("start", Attr::Int(1))]).unwrap(),
+            infer1("Shape", &[f32(&[2, 3, 4])], &[], &[("start", Attr::Int(1))])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![2])
         );
         assert_eq!(
-            run("Size", &[f32(&[2, 3])], &[], &[]).unwrap(),
+            infer1("Size", &[f32(&[2, 3])], &[], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![])
         );
         assert_eq!(
-            run("Gather", &[f32(&[5, 6, 7]), idx(3)], &[], &axis).unwrap(),
+            infer1("Gather", &[f32(&[5, 6, 7]), idx(3)], &[], &axis)
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![5, 3, 7])
         );
         let s = i64s(&[3, 1, 4]);
         assert_eq!(
-            run("Expand", &[f32(&[2, 1]), idx(3)], &[None, Some(&s)], &[]).unwrap(),
+            infer1("Expand", &[f32(&[2, 1]), idx(3)], &[None, Some(&s)], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![3, 2, 4])
         );
         let s = i64s(&[2, 3]);
         assert_eq!(
-            run("ConstantOfShape", &[idx(2)], &[Some(&s)], &[]).unwrap(),
+            infer1("ConstantOfShape", &[idx(2)], &[Some(&s)], &[])
+                .map(|m| m.shape)
+                .unwrap(),
             Some(vec![2, 3])
         );
     }

@@ -5,6 +5,10 @@
 //! `#[inline(always)]` methods and their intrinsics inline into straight vector code.
 
 /// An instruction set the micro-kernels have a version for.
+///
+/// The kernels' `unsafe` entry points take an `Isa` as the evidence that this CPU has the
+/// set: every value they are given comes from [`Isa::detect`] or [`Isa::available`],
+/// which test for it at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Isa {
     /// AVX-512F.
@@ -44,49 +48,95 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// float32 vectors of one instruction set.
-    pub(crate) trait Simd {
+    ///
+    /// # Safety
+    /// An implementation promises that `V` holds exactly `LANES` floats, that `load`
+    /// reads and `store` writes exactly the `LANES` floats from `p` on and no other
+    /// memory, with no alignment required, and that its methods use no instruction
+    /// outside the set its type names (`Avx512`: AVX-512F; `Avx2`: AVX2 and FMA). The
+    /// kernels size their bounds from `LANES` and rely on this.
+    ///
+    /// Every method is `unsafe` to call: the caller ensures that this CPU has the set,
+    /// holding an [`Isa`](super::Isa) for it from `Isa::detect` or `Isa::available`.
+    /// For vector code the methods should be called from a function compiled with that
+    /// set's `#[target_feature]`, where their `#[inline(always)]` bodies inline; that is
+    /// for speed, not soundness.
+    pub(crate) unsafe trait Simd {
         /// Floats per vector.
         const LANES: usize;
         type V: Copy;
+        /// All lanes zero.
+        ///
+        /// # Safety
+        /// This CPU has the set (see the trait).
         unsafe fn zero() -> Self::V;
         /// An unaligned load of `LANES` floats.
+        ///
+        /// # Safety
+        /// This CPU has the set, and `p .. p + LANES` is valid for reads (any alignment).
         unsafe fn load(p: *const f32) -> Self::V;
+        /// Every lane `v`.
+        ///
+        /// # Safety
+        /// This CPU has the set.
         unsafe fn splat(v: f32) -> Self::V;
         /// `a * b + c`, rounded once.
+        ///
+        /// # Safety
+        /// This CPU has the set.
         unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+        /// `a * b`, lane by lane.
+        ///
+        /// # Safety
+        /// This CPU has the set.
         unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
         /// An unaligned store of `LANES` floats.
+        ///
+        /// # Safety
+        /// This CPU has the set, and `p .. p + LANES` is valid for writes (any alignment)
+        /// with no live reference to those floats.
         unsafe fn store(p: *mut f32, v: Self::V);
     }
 
     /// AVX-512F: 16 floats, 32 registers.
     pub(crate) struct Avx512;
 
-    impl Simd for Avx512 {
+    // SAFETY: `__m512` is 16 floats and `LANES` is 16; the `_mm512_loadu_ps` and
+    // `_mm512_storeu_ps` below touch exactly those 16 floats at any alignment, and every
+    // intrinsic used is AVX-512F.
+    unsafe impl Simd for Avx512 {
         const LANES: usize = 16;
         type V = __m512;
         #[inline(always)]
         unsafe fn zero() -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_setzero_ps() }
         }
         #[inline(always)]
         unsafe fn load(p: *const f32) -> __m512 {
+            // SAFETY: the caller ensures AVX-512F and that the 16 floats from `p` are
+            // readable; `loadu` needs no alignment.
             unsafe { _mm512_loadu_ps(p) }
         }
         #[inline(always)]
         unsafe fn splat(v: f32) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_set1_ps(v) }
         }
         #[inline(always)]
         unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_fmadd_ps(a, b, c) }
         }
         #[inline(always)]
         unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_mul_ps(a, b) }
         }
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: __m512) {
+            // SAFETY: the caller ensures AVX-512F and that the 16 floats from `p` are
+            // writable and unaliased; `storeu` needs no alignment.
             unsafe { _mm512_storeu_ps(p, v) }
         }
     }
@@ -94,31 +144,45 @@ mod x86 {
     /// AVX2 with FMA: 8 floats, 16 registers.
     pub(crate) struct Avx2;
 
-    impl Simd for Avx2 {
+    // SAFETY: `__m256` is 8 floats and `LANES` is 8; the `_mm256_loadu_ps` and
+    // `_mm256_storeu_ps` below touch exactly those 8 floats at any alignment, and every
+    // intrinsic used is AVX (loads, stores, set, mul) or FMA (`_mm256_fmadd_ps`).
+    unsafe impl Simd for Avx2 {
         const LANES: usize = 8;
         type V = __m256;
         #[inline(always)]
         unsafe fn zero() -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 and FMA (the trait's contract),
+            // which include the AVX this intrinsic needs.
             unsafe { _mm256_setzero_ps() }
         }
         #[inline(always)]
         unsafe fn load(p: *const f32) -> __m256 {
+            // SAFETY: the caller ensures AVX2 (so AVX) and that the 8 floats from `p` are
+            // readable; `loadu` needs no alignment.
             unsafe { _mm256_loadu_ps(p) }
         }
         #[inline(always)]
         unsafe fn splat(v: f32) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 and FMA (the trait's contract),
+            // which include the AVX this intrinsic needs.
             unsafe { _mm256_set1_ps(v) }
         }
         #[inline(always)]
         unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has FMA (with AVX2: the trait's contract).
             unsafe { _mm256_fmadd_ps(a, b, c) }
         }
         #[inline(always)]
         unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 and FMA (the trait's contract),
+            // which include the AVX this intrinsic needs.
             unsafe { _mm256_mul_ps(a, b) }
         }
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: __m256) {
+            // SAFETY: the caller ensures AVX2 (so AVX) and that the 8 floats from `p` are
+            // writable and unaliased; `storeu` needs no alignment.
             unsafe { _mm256_storeu_ps(p, v) }
         }
     }

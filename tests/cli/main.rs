@@ -6,6 +6,7 @@
 
 mod capture;
 mod compile;
+mod completions;
 mod dump;
 mod errors;
 mod exeg;

@@ -12,6 +12,9 @@
 //! calling thread: pools never nest); the engines themselves need no branch logic,
 //! so all four take every model.
 //!
+//! Control flow reaches the engines through [`Subgraph`], implemented here for [`Plan`]:
+//! the kernels below know the trait, not the plan or the engines.
+//!
 //! The loops allocate nothing: the queue and heap are sized at prepare and kept in the
 //! state; a step is a bounds-checked index, one indirect call and a few counter updates.
 //! A subscriber costs the plain path one predictable branch per node (`call` tests
@@ -19,93 +22,17 @@
 
 use std::collections::VecDeque;
 
-use super::context::{KernelContext, KernelResult};
-use super::plan::Plan;
-use super::{Env, ExecError, ExecState};
-
-/// GE's `ExecutorType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ExecutorType {
-    Sequential,
-    #[default]
-    Topological,
-    TopologicalPriority,
-    TopologicalMultiThread,
-}
-
-impl ExecutorType {
-    pub const ALL: [ExecutorType; 4] = [
-        ExecutorType::Sequential,
-        ExecutorType::Topological,
-        ExecutorType::TopologicalPriority,
-        ExecutorType::TopologicalMultiThread,
-    ];
-    /// The command line's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ExecutorType::Sequential => "seq",
-            ExecutorType::Topological => "topo",
-            ExecutorType::TopologicalPriority => "topo-prio",
-            ExecutorType::TopologicalMultiThread => "topo-mt",
-        }
-    }
-    /// GE's name.
-    pub fn ge_name(self) -> &'static str {
-        match self {
-            ExecutorType::Sequential => "kSequentialPriority",
-            ExecutorType::Topological => "kTopological",
-            ExecutorType::TopologicalPriority => "kTopologicalPriority",
-            ExecutorType::TopologicalMultiThread => "kTopologicalMultiThread",
-        }
-    }
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.name() == s)
-    }
-}
-
-/// Calls node `id`'s kernel.
-///
-/// # Safety
-/// The schedule's rule (see `value::Arena`): every producer of `id`'s inputs has
-/// completed, and no other thread runs `id` now.
-#[inline(always)]
-pub(crate) unsafe fn call(env: &Env, plan: &Plan, st: &ExecState, id: u32) -> KernelResult {
-    let r = &plan.recs[id as usize];
-    let mut cx = KernelContext {
-        env,
-        info: &plan.infos[id as usize],
-        // SAFETY: only node `id`'s kernel touches its state, and it runs once at a time.
-        state: unsafe { &mut *st.states[id as usize].get() },
-        values: &st.arena,
-        inputs: &plan.slots_in[r.in_start as usize..(r.in_start + r.in_len) as usize],
-        out_start: r.out_start,
-        out_len: r.out_len,
-    };
-    match &env.subscriber {
-        None => (r.run)(&mut cx),
-        Some(s) => {
-            s.node_start(plan, &cx);
-            let result = (r.run)(&mut cx);
-            s.node_end(plan, &cx, &result);
-            result
-        }
-    }
-}
-
-pub(crate) fn node_error(plan: &Plan, id: u32, e: super::KernelError) -> ExecError {
-    let info = &plan.infos[id as usize];
-    ExecError::Kernel {
-        graph: plan.path.clone(),
-        node: info.name.clone(),
-        kernel: info.kernel,
-        source: e,
-    }
-}
+use super::context::{Env, ExecutorType, Subgraph};
+use super::engine_mt;
+use super::error::{ExecError, KernelError};
+use super::plan::{ExecState, Plan, call, node_error};
+use super::state::NodeState;
+use super::value::Value;
 
 /// Runs `plan` once with `env`'s engine; the first failing node ends the run.
 pub fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
     if let Some(s) = &env.subscriber {
-        s.model_start(plan);
+        s.model_start(&plan.path);
     }
     let r = match env.executor {
         ExecutorType::Sequential => sequential(env, plan, st),
@@ -113,23 +40,56 @@ pub fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> 
         ExecutorType::TopologicalPriority => priority(env, plan, st),
         // A subgraph run from inside a topo-mt execution (an owner kernel) stays on the
         // calling thread: one pool per top-level execution, never nested.
-        ExecutorType::TopologicalMultiThread if super::engine_mt::nested() => {
-            super::engine_mt::run_nested(env, plan, st)
+        ExecutorType::TopologicalMultiThread if engine_mt::nested() => {
+            engine_mt::run_nested(env, plan, st)
         }
-        ExecutorType::TopologicalMultiThread => super::engine_mt::run(env, plan, st),
+        ExecutorType::TopologicalMultiThread => engine_mt::run(env, plan, st),
     };
     if let Some(s) = &env.subscriber {
-        s.model_end(plan, r.is_ok());
+        s.model_end(&plan.path, r.is_ok());
     }
     r
 }
 
 fn sequential(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
     for &id in &plan.order {
-        // SAFETY: the run order is topological and this thread runs every node.
+        // SAFETY: the run order is topological, so every producer of `id` ran before it, on
+        // this thread; `st` is borrowed mutably, so nobody else runs a node of it.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
     }
     Ok(())
+}
+
+/// An owner kernel's subgraph: bound, run with the executor's engine, read.
+impl Subgraph for Plan {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn run(
+        &self,
+        env: &Env,
+        state: &mut NodeState,
+        bind: &[Value],
+    ) -> Result<Vec<Value>, KernelError> {
+        let st = state.get_or_insert_with(|| self.new_state());
+        for &(index, slot) in &self.inner_data {
+            let v = bind.get(index).ok_or_else(|| {
+                KernelError::new(format!(
+                    "{}: InnerData index {index} is beyond the {} owner inputs",
+                    self.path,
+                    bind.len()
+                ))
+            })?;
+            *st.arena.slot_mut(slot) = v.clone();
+        }
+        run(env, self, st).map_err(|e| KernelError::Subgraph(Box::new(e)))?;
+        Ok(self
+            .output_slots()
+            .iter()
+            .map(|&s| st.arena.slot(s).clone())
+            .collect())
+    }
 }
 
 /// The ready nodes of a topological engine.
@@ -258,7 +218,8 @@ fn with_ready<R: Ready>(
         ready.push(plan, s);
     }
     while let Some(id) = ready.pop() {
-        // SAFETY: a node is ready once its last predecessor completed, on this thread.
+        // SAFETY: a node is ready once its last predecessor completed, on this thread, and
+        // is popped once; `st` is borrowed mutably, so nobody else runs a node of it.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
         let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
         for &s in &plan.succ[a as usize..b as usize] {

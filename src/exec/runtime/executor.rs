@@ -19,12 +19,13 @@ use crate::npu::device::{Device, StreamId};
 use crate::ops::OpRegistry;
 use crate::ops::{DType, HostTensor};
 
-use super::engine::{self, ExecutorType};
-use super::plan::{Plan, prepare};
+use super::context::{Env, ExecutorType, Subscriber};
+use super::engine;
+use super::error::{ExecError, ExecutorStatus, IoError, LoadError, StateError};
+use super::kernels::tensor_bytes;
+use super::plan::{ExecState, Plan, prepare};
 use super::registry::KernelRegistry;
-use super::subscriber::Subscriber;
-use super::value::{CachingAllocator, DeviceAllocator, Mem, Value};
-use super::{Env, ExecError, ExecState};
+use super::value::{CachingAllocator, DeviceAllocator, Mem, OutputTensor, Value};
 
 mod graph;
 
@@ -39,15 +40,6 @@ pub struct ModelExecuteArg {
     pub allocator: Option<Arc<dyn DeviceAllocator>>,
 }
 
-/// A model output in device memory; the caller owns the memory and frees it through
-/// `mem.allocator` once done (after synchronizing the stream it was computed on).
-#[derive(Debug, Clone)]
-pub struct OutputTensor {
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    pub mem: Mem,
-}
-
 /// How an executor is built.
 #[derive(Clone, Default)]
 pub struct ExecutorOptions {
@@ -55,23 +47,6 @@ pub struct ExecutorOptions {
     pub subscriber: Option<Arc<dyn Subscriber>>,
     /// The kernels; `None`: [`KernelRegistry::builtin`].
     pub kernels: Option<Arc<KernelRegistry>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Created,
-    Loaded,
-    Unloaded,
-}
-
-impl Status {
-    fn name(self) -> &'static str {
-        match self {
-            Status::Created => "created (not loaded)",
-            Status::Loaded => "loaded",
-            Status::Unloaded => "unloaded",
-        }
-    }
 }
 
 pub struct ModelV2Executor {
@@ -84,7 +59,7 @@ pub struct ModelV2Executor {
     deinit: Plan,
     main_state: Option<ExecState>,
     exports: Vec<Value>,
-    status: Status,
+    status: ExecutorStatus,
     /// Main's slots holding the streams and the allocator, as Init made them.
     stream_slots: Vec<(u32, Arc<[StreamId]>)>,
     allocator_slots: Vec<(u32, Arc<dyn DeviceAllocator>)>,
@@ -111,8 +86,8 @@ impl std::fmt::Debug for ModelV2Executor {
     }
 }
 
-fn state_error(what: &str, status: Status) -> ExecError {
-    ExecError::State(format!("cannot {what}: the executor is {}", status.name()))
+fn state_error(action: &'static str, status: ExecutorStatus) -> ExecError {
+    ExecError::State(StateError::Status { action, status })
 }
 
 impl ModelV2Executor {
@@ -137,7 +112,9 @@ impl ModelV2Executor {
                 return Err(ExecError::Load {
                     graph: "model".into(),
                     node: io.name.clone(),
-                    msg: format!("input {i} has a type the emulated device does not compute on"),
+                    source: LoadError::Invalid(format!(
+                        "input {i} has a type the emulated device does not compute on"
+                    )),
                 });
             }
         }
@@ -156,7 +133,7 @@ impl ModelV2Executor {
             outputs: eg.outputs.clone(),
             main_state: None,
             exports: Vec::new(),
-            status: Status::Created,
+            status: ExecutorStatus::Created,
             stream_slots: Vec::new(),
             allocator_slots: Vec::new(),
             bound_stream: None,
@@ -198,7 +175,7 @@ impl ModelV2Executor {
 
     /// Runs Init, then binds its exports into Main and DeInit.
     pub fn load(&mut self) -> Result<(), ExecError> {
-        if self.status != Status::Created {
+        if self.status != ExecutorStatus::Created {
             return Err(state_error("load", self.status));
         }
         let mut st = self.init.new_state();
@@ -229,7 +206,7 @@ impl ModelV2Executor {
         self.bound_stream = self.stream_slots.first().map(|(_, s)| s[0]);
         self.fixed_memory = self.init.infos.iter().any(|n| n.kernel == "MemoryView");
         self.main_state = Some(main);
-        self.status = Status::Loaded;
+        self.status = ExecutorStatus::Loaded;
         Ok(())
     }
 
@@ -242,16 +219,15 @@ impl ModelV2Executor {
     fn bind_stream(&mut self, arg: &ModelExecuteArg) -> Result<StreamId, ExecError> {
         let own = self
             .model_stream()
-            .ok_or_else(|| ExecError::State("the model has no stream".into()))?;
+            .ok_or(ExecError::State(StateError::NoStream))?;
         let stream = arg.stream.unwrap_or(own);
         if let Some(a) = &arg.allocator
             && a.stream() != stream
         {
-            return Err(ExecError::State(format!(
-                "the allocator serves stream {}, the execution runs on stream {}",
-                a.stream().0,
-                stream.0
-            )));
+            return Err(ExecError::State(StateError::AllocatorStream {
+                allocator: a.stream().0,
+                stream: stream.0,
+            }));
         }
         if self.bound_stream == Some(stream) && arg.allocator.is_none() {
             return Ok(stream);
@@ -293,11 +269,10 @@ impl ModelV2Executor {
     /// Checks the inputs' count, types and shapes against the model's.
     fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
         if inputs.len() != self.inputs.len() {
-            return Err(ExecError::Io(format!(
-                "the model has {} inputs, {} were given",
-                self.inputs.len(),
-                inputs.len()
-            )));
+            return Err(ExecError::Io(IoError::InputCount {
+                expected: self.inputs.len(),
+                given: inputs.len(),
+            }));
         }
         for (i, (t, io)) in inputs.iter().zip(&self.inputs).enumerate() {
             check_input(i, t, io)?;
@@ -310,12 +285,10 @@ impl ModelV2Executor {
         self.check_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         for &(index, node) in &self.main.data {
-            let t = inputs.get(index).ok_or_else(|| {
-                ExecError::Io(format!(
-                    "Data index {index} is beyond the {} inputs",
-                    inputs.len()
-                ))
-            })?;
+            let t = inputs.get(index).ok_or(ExecError::Io(IoError::DataIndex {
+                index,
+                inputs: inputs.len(),
+            }))?;
             let first = self.main.recs[node as usize].out_start;
             st.arena.slot_mut(first).set_shape(t.shape.iter().copied());
             if self.main.recs[node as usize].out_len > 1 {
@@ -337,13 +310,11 @@ impl ModelV2Executor {
         inputs: &[&HostTensor],
         outputs: &mut Vec<OutputTensor>,
     ) -> Result<StreamId, ExecError> {
-        if self.status != Status::Loaded {
+        if self.status != ExecutorStatus::Loaded {
             return Err(state_error("execute", self.status));
         }
         if self.graph.is_some() {
-            return Err(ExecError::State(
-                "cannot execute: a graph is captured (replay it, or release it first)".into(),
-            ));
+            return Err(ExecError::State(StateError::GraphCaptured));
         }
         let stream = self.bind_stream(arg)?;
         // Executions on one stream are ordered by it; one on another stream would share
@@ -368,12 +339,10 @@ impl ModelV2Executor {
         let st = self.main_state.as_mut().expect("loaded");
         let slots = self.main.output_slots();
         if slots.len() != 2 * self.outputs.len() {
-            return Err(ExecError::Io(format!(
-                "NetOutput has {} values, the model's {} outputs need {}",
-                slots.len(),
-                self.outputs.len(),
-                2 * self.outputs.len()
-            )));
+            return Err(ExecError::Io(IoError::OutputCount {
+                values: slots.len(),
+                outputs: self.outputs.len(),
+            }));
         }
         outputs.clear();
         for (k, io) in self.outputs.iter().enumerate() {
@@ -405,13 +374,11 @@ impl ModelV2Executor {
         inputs: &[&HostTensor],
         outputs: &mut Vec<HostTensor>,
     ) -> Result<(), ExecError> {
-        if self.status != Status::Loaded {
+        if self.status != ExecutorStatus::Loaded {
             return Err(state_error("execute", self.status));
         }
         if self.graph.is_some() {
-            return Err(ExecError::State(
-                "cannot execute: a graph is captured (replay it, or release it first)".into(),
-            ));
+            return Err(ExecError::State(StateError::GraphCaptured));
         }
         let stream = self.bind_stream(arg)?;
         self.bind_inputs(inputs)?;
@@ -437,8 +404,8 @@ impl ModelV2Executor {
             out.dtype = dtype;
             out.shape.clear();
             out.shape.extend_from_slice(shape);
-            let bytes = super::kernels::tensor_bytes(dtype, shape)
-                .map_err(|e| ExecError::Io(format!("output {k}: {e}")))?;
+            let bytes = tensor_bytes(dtype, shape)
+                .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
             out.data.resize(bytes, 0);
             let r = self
                 .env
@@ -458,11 +425,11 @@ impl ModelV2Executor {
 
     /// Runs DeInit: everything Init made is released.
     pub fn unload(&mut self) -> Result<(), ExecError> {
-        if self.status != Status::Loaded {
+        if self.status != ExecutorStatus::Loaded {
             return Err(state_error("unload", self.status));
         }
         self.release_graph()?;
-        self.status = Status::Unloaded;
+        self.status = ExecutorStatus::Unloaded;
         if let Some(s) = self.model_stream() {
             self.env.device.synchronize(s)?;
         }
@@ -478,9 +445,62 @@ impl ModelV2Executor {
     }
 }
 
+/// Graph mode (`graph.rs` has the mechanics).
+impl ModelV2Executor {
+    /// Captures one execution of Main with `inputs` (nothing runs); later executions are
+    /// [`Self::replay_sync`]s until [`Self::release_graph`].
+    pub fn capture_main(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+        if self.status != ExecutorStatus::Loaded {
+            return Err(state_error("capture", self.status));
+        }
+        if self.graph.is_some() {
+            return Err(ExecError::State(StateError::GraphExists));
+        }
+        let stream = self.bind_stream(&ModelExecuteArg::default())?;
+        self.bind_inputs(inputs)?;
+        let st = self.main_state.as_mut().expect("loaded");
+        let captured = graph::capture(&self.env, &self.main, st, stream, inputs)?;
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        self.output_tensors(&mut outputs)?;
+        let g = captured.load(&self.env.device, &self.name, stream, inputs, outputs)?;
+        self.graph = Some(g);
+        Ok(())
+    }
+
+    /// One execution of the captured Main with `inputs` (of the captured types and
+    /// shapes), waited for, its outputs downloaded into `outputs`.
+    pub fn replay_sync(
+        &mut self,
+        inputs: &[&HostTensor],
+        outputs: &mut Vec<HostTensor>,
+    ) -> Result<(), ExecError> {
+        let g = self
+            .graph
+            .as_ref()
+            .ok_or(ExecError::State(StateError::NoGraph))?;
+        self.check_inputs(inputs)?;
+        g.replay(&self.env.device, &self.inputs, inputs, outputs)?;
+        self.iterations += 1;
+        Ok(())
+    }
+
+    /// Drops the captured graph: its device model, and the outputs' memory.
+    pub fn release_graph(&mut self) -> Result<(), ExecError> {
+        match self.graph.take() {
+            Some(g) => g.release(&self.env.device),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a graph is captured.
+    pub fn has_graph(&self) -> bool {
+        self.graph.is_some()
+    }
+}
+
 impl Drop for ModelV2Executor {
     fn drop(&mut self) {
-        if self.status == Status::Loaded {
+        if self.status == ExecutorStatus::Loaded {
             // Nothing to report to: the resources go back as far as they can.
             let _ = self.unload();
         }
@@ -492,10 +512,10 @@ fn bind_exports(plan: &Plan, st: &mut ExecState, exports: &[Value]) -> Result<()
         let v = exports.get(index).ok_or_else(|| ExecError::Load {
             graph: plan.path.clone(),
             node: String::new(),
-            msg: format!(
+            source: LoadError::Invalid(format!(
                 "InnerData index {index} is beyond Init's {} exports",
                 exports.len()
-            ),
+            )),
         })?;
         *st.arena.slot_mut(slot) = v.clone();
     }
@@ -503,7 +523,13 @@ fn bind_exports(plan: &Plan, st: &mut ExecState, exports: &[Value]) -> Result<()
 }
 
 fn check_input(i: usize, t: &HostTensor, io: &ModelIo) -> Result<(), ExecError> {
-    let bad = |msg: String| ExecError::Io(format!("input {i} {:?}: {msg}", io.name));
+    let bad = |msg: String| {
+        ExecError::Io(IoError::Input {
+            index: i,
+            name: io.name.clone(),
+            msg,
+        })
+    };
     if Some(t.dtype) != io.dtype {
         return Err(bad(format!(
             "dtype {} differs from the model's {}",
@@ -528,7 +554,13 @@ fn check_input(i: usize, t: &HostTensor, io: &ModelIo) -> Result<(), ExecError> 
     if t.shape.iter().any(|&d| d < 0) {
         return Err(bad(format!("shape {:?} has a negative dim", t.shape)));
     }
-    let bytes = super::kernels::tensor_bytes(t.dtype, &t.shape).map_err(|e| bad(e.to_string()))?;
+    let bytes = tensor_bytes(t.dtype, &t.shape).map_err(|source| {
+        ExecError::Io(IoError::InputSize {
+            index: i,
+            name: io.name.clone(),
+            source,
+        })
+    })?;
     if t.data.len() != bytes {
         return Err(bad(format!(
             "{} bytes of data, its shape needs {bytes}",
@@ -544,11 +576,19 @@ fn output_pair<'s>(
     k: usize,
     io: &ModelIo,
 ) -> Result<(&'s [i64], &'s Mem), ExecError> {
-    let bad = |msg: String| ExecError::Io(format!("output {k} {:?}: {msg}", io.name));
+    let bad = |msg: String| {
+        ExecError::Io(IoError::Output {
+            index: k,
+            name: io.name.clone(),
+            msg,
+        })
+    };
     if io.dtype.is_none() {
         return Err(bad("a type the emulated device does not compute on".into()));
     }
-    // SAFETY: the run is over; nothing writes the arena now.
+    // SAFETY: `st` is borrowed mutably for `'s`, so no engine runs on this state and
+    // nothing can write its arena while the two shared references live; the indices are
+    // bounds-checked by `get`.
     let (shape, mem) = unsafe { (st.arena.get(slots[2 * k]), st.arena.get(slots[2 * k + 1])) };
     match (shape, mem) {
         (Value::Shape(s), Value::Mem(m)) => Ok((s, m)),

@@ -2,93 +2,44 @@
 //! model executor (GE's `gert` runtime: `ModelV2Executor`, `StreamExecutor`, the
 //! sequential and topological executors, `KernelRegistry`).
 //!
-//! Layers, top down:
+//! The files form layers; each uses only those below it:
 //! - [`executor`]: [`ModelV2Executor`] (Load runs Init and prepares Main; Execute binds
-//!   inputs, runs Main, hands out outputs; UnLoad runs DeInit) and [`StreamExecutor`].
-//! - [`engine`]: the four executor types over a prepared graph.
-//! - [`plan`]: a graph prepared once per load: node records, value slots, run order,
-//!   successor lists, relations.
-//! - [`kernels`]: what each kernel type does, on the emulated device.
-//! - [`registry`], [`context`], [`value`]: the kernel interface.
+//!   inputs, runs Main, hands out outputs; UnLoad runs DeInit) and [`StreamExecutor`];
+//!   `executor/graph.rs` below it, graph mode.
+//! - [`engine`]: the four executor types over a prepared graph, and the subgraph runs
+//!   of owner kernels; `engine_mt` below it, the multi-thread engine.
+//! - [`kernels`]: the builtin registry (`kernels/mod.rs`) over what each kernel type does
+//!   on the emulated device (one file per family, each owning its kernels' state types).
+//! - [`plan`]: a graph prepared once per load (node records, value slots, run order,
+//!   successor lists, relations) and one executor's state of it.
+//! - [`registry`]: kernel type names to kernels.
+//! - [`context`]: the kernel interface (context, functions, node info, environment,
+//!   subscribers, subgraphs); [`state`]: the opaque per-node state; [`value`]: values;
+//!   [`error`]: the errors.
+//!
+//! This file only declares and re-exports.
 
 pub mod context;
 pub mod engine;
 mod engine_mt;
+pub mod error;
 pub mod executor;
 pub mod kernels;
 pub mod plan;
 pub mod registry;
-pub mod subscriber;
+pub mod session;
+pub mod state;
 pub mod subscribers;
 pub mod value;
 
-use std::cell::UnsafeCell;
-use std::collections::VecDeque;
-use std::sync::Arc;
-
-use crate::npu::device::Device;
-use crate::ops::OpRegistry;
-
-pub use context::{KernelContext, KernelError, KernelResult};
-pub use engine::ExecutorType;
-pub use engine_mt::MtData;
-pub use executor::{
-    ExecutorOptions, ModelExecuteArg, ModelV2Executor, OutputTensor, StreamExecutor,
+pub use context::{
+    Env, ExecutorType, KernelContext, KernelFuncs, KernelResult, NodeData, NodeInfo, OpData,
+    ProfilingInfo, Subgraph, Subscriber,
 };
-pub use plan::{NodeData, NodeInfo, NodeState, OpData, Plan, prepare};
-pub use registry::{KernelFuncs, KernelInfo, KernelRegistry, ProfilingInfo, Role};
-pub use subscriber::Subscriber;
-pub use value::{CachingAllocator, DeviceAllocator, Mem, Value};
-
-/// What every kernel call of one executor shares.
-pub struct Env {
-    pub device: Device,
-    pub ops: Arc<OpRegistry>,
-    pub executor: ExecutorType,
-    /// Called around every node when set (the engines' callback variant).
-    pub subscriber: Option<Arc<dyn Subscriber>>,
-}
-
-/// A prepared graph's mutable side, one per executor (per stream).
-pub struct ExecState {
-    pub(crate) arena: value::Arena,
-    pub(crate) states: Box<[UnsafeCell<NodeState>]>,
-    /// The topological engines' counters, reset in place per execution.
-    pub(crate) indegree: Vec<u32>,
-    pub(crate) queue: VecDeque<u32>,
-    /// The topological-priority engine's ready nodes: a binary min-heap of the plan's
-    /// packed keys (`Plan::prio_key`).
-    pub(crate) heap: Vec<u64>,
-    /// The multi-thread engine's pool (counters, queues, worker threads), made at the
-    /// state's first topo-mt run; dropping it joins the workers.
-    pub(crate) mt: Option<engine_mt::MtPool>,
-}
-
-// SAFETY: node states are touched only by their node's kernel while it runs, which the
-// schedule serializes as it does value slots (see `value::Arena`).
-unsafe impl Sync for ExecState {}
-unsafe impl Send for ExecState {}
-
-/// Why loading or running failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ExecError {
-    #[error("{graph}: node {node:?}: {msg}")]
-    Load {
-        graph: String,
-        node: String,
-        msg: String,
-    },
-    #[error("{graph}: node {node:?} ({kernel}): {source}")]
-    Kernel {
-        graph: String,
-        node: String,
-        kernel: &'static str,
-        source: KernelError,
-    },
-    #[error("{0}")]
-    State(String),
-    #[error("{0}")]
-    Io(String),
-    #[error("{0}")]
-    Device(#[from] crate::npu::device::NpuError),
-}
+pub use engine_mt::MtData;
+pub use error::{ExecError, ExecutorStatus, IoError, KernelError, LoadError, StateError};
+pub use executor::{ExecutorOptions, ModelExecuteArg, ModelV2Executor, StreamExecutor};
+pub use plan::{ExecState, Plan, prepare};
+pub use registry::{KernelInfo, KernelRegistry, Role};
+pub use state::NodeState;
+pub use value::{CachingAllocator, DeviceAllocator, Mem, OutputTensor, Value};

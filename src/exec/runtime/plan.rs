@@ -9,20 +9,25 @@
 //! (topological), priorities, and the Free-to-Launch relations as a CSR (multi-thread).
 //!
 //! The hot record is [`NodeRec`]: a function pointer and four `u32`s, in one array in
-//! node-id order, so an engine's step is an index, a call and nothing else.
+//! node-id order, so an engine's step is an index, a call ([`call`]) and nothing else.
+//!
+//! The plan knows slots and function pointers, not what kernels keep: each node's kernel
+//! state is an opaque [`NodeState`] the kernel's module types, and the multi-thread
+//! engine's per-state data sits in an opaque slot of the [`ExecState`] it owns. An owner
+//! node's subgraphs are held as `dyn Subgraph`, which the engines implement for `Plan`.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::exec::{ExecGraph, KernelClass, Origin};
-use crate::npu::device::{HostBuf, Launch, StreamRef};
-use crate::ops::{AttrMap, DType};
-use crate::ops::{OpRegistry, OpSpec, TensorMeta};
+use crate::exec::{ExecGraph, KernelClass};
+use crate::ops::OpRegistry;
 
-use super::registry::{KernelFn, KernelFuncs, KernelRegistry, Role};
+use super::context::{Env, KernelContext, KernelFn, KernelResult, NodeData, NodeInfo, Subgraph};
+use super::error::{ExecError, KernelError, LoadError};
+use super::registry::{KernelRegistry, Role};
+use super::state::NodeState;
 use super::value::{Arena, Value};
-use super::{ExecError, ExecState};
 
 /// What one node calls: the hot part.
 #[derive(Clone, Copy)]
@@ -34,77 +39,25 @@ pub(crate) struct NodeRec {
     pub out_len: u32,
 }
 
-/// What a kernel resolved at load from its node's attributes.
-#[derive(Debug, Clone, Default)]
-pub enum NodeData {
-    #[default]
-    None,
-    Op(Box<OpData>),
-    /// A byte count read from an attribute (`AllocMemHbm`'s `size`).
-    Bytes(usize),
+/// A prepared graph's mutable side, one per executor (per stream).
+pub struct ExecState {
+    pub(crate) arena: Arena,
+    pub(crate) states: Box<[UnsafeCell<NodeState>]>,
+    /// The topological engines' counters, reset in place per execution.
+    pub(crate) indegree: Vec<u32>,
+    pub(crate) queue: VecDeque<u32>,
+    /// The topological-priority engine's ready nodes: a binary min-heap of the plan's
+    /// packed keys (`Plan::prio_key`).
+    pub(crate) heap: Vec<u64>,
+    /// The multi-thread engine's data for this state (its execution data and its pool of
+    /// counters, queues and worker threads), made at the state's first topo-mt run, of a
+    /// type only that engine names; dropping it joins the workers.
+    pub(crate) mt: NodeState,
 }
 
-/// An op kernel's resolved op: the spec, the element types of its present inputs (`None`
-/// for an omitted optional input, which has no slots) and of its outputs.
-#[derive(Debug, Clone)]
-pub struct OpData {
-    pub spec: OpSpec,
-    pub inputs: Vec<Option<DType>>,
-    pub outputs: Vec<DType>,
-}
-
-impl NodeData {
-    pub fn op(&self) -> Option<&OpData> {
-        match self {
-            NodeData::Op(o) => Some(o),
-            NodeData::None | NodeData::Bytes(_) => None,
-        }
-    }
-}
-
-/// Where a launch kernel keeps its launch record between executions.
-#[derive(Default)]
-pub enum LaunchSlot {
-    #[default]
-    Empty,
-    /// Every launch so far ran on the issuing thread, so the record is this node's alone.
-    Here(Box<Launch>),
-    /// Handed to a stream's worker at least once: rebound in place when the device has
-    /// dropped its reference, copied when it still holds one.
-    Shared(Arc<Launch>),
-}
-
-/// A kernel's mutable state across executions.
-#[derive(Default)]
-pub enum NodeState {
-    #[default]
-    None,
-    /// A launch record rebound each execution (`Launch::rebind`), and the stream it was
-    /// last launched on, kept so a launch needs no look-up in the device's stream table.
-    Launch(LaunchSlot, Option<StreamRef>),
-    /// A staging buffer for host-to-device copies, reused while the device is done with it.
-    Staging(Option<HostBuf>),
-    /// Shape inference's scratch: input metas.
-    Infer(Vec<TensorMeta>),
-    /// An owner node's subgraphs, each prepared once and then reused.
-    Subgraphs(Vec<Option<Box<ExecState>>>),
-}
-
-/// The cold part of a node: what errors, traces and profiles name, and what kernels read.
-#[derive(Debug)]
-pub struct NodeInfo {
-    pub id: u32,
-    pub name: String,
-    pub kernel: &'static str,
-    pub class: KernelClass,
-    pub funcs: KernelFuncs,
-    pub critical_section: &'static str,
-    pub attrs: AttrMap,
-    pub origin: Option<Arc<Origin>>,
-    pub priority: i64,
-    pub data: NodeData,
-    pub subgraphs: Vec<Arc<Plan>>,
-}
+// SAFETY: node states are touched only by their node's kernel while it runs, which the
+// schedule serializes as it does value slots (see `value::Arena`).
+unsafe impl Sync for ExecState {}
 
 /// One prepared graph.
 pub struct Plan {
@@ -139,9 +92,6 @@ pub struct Plan {
     /// indexes `rel_launch`. Empty when the graph has none.
     pub(crate) rel_off: Vec<u32>,
     pub(crate) rel_launch: Vec<u32>,
-    /// The multi-thread engine's data, built at its first run on this plan (and cached:
-    /// the plan is immutable, so it never changes).
-    pub(crate) mt: std::sync::OnceLock<Result<super::engine_mt::MtData, ExecError>>,
     /// Each node's kernel class and whether it has a critical section: what the
     /// multi-thread engine's data is built from, two bytes a node (reading them out of
     /// the 200-byte `NodeInfo`s touched a cache line or two per node).
@@ -193,13 +143,53 @@ impl Plan {
         ExecState {
             arena,
             states: (0..self.recs.len())
-                .map(|_| UnsafeCell::new(NodeState::None))
+                .map(|_| UnsafeCell::new(NodeState::default()))
                 .collect(),
             indegree: self.indegree.clone(),
             queue: VecDeque::with_capacity(self.recs.len()),
             heap: Vec::with_capacity(self.recs.len()),
-            mt: None,
+            mt: NodeState::default(),
         }
+    }
+}
+
+/// Calls node `id`'s kernel.
+///
+/// # Safety
+/// The schedule's rule (see `value::Arena`): every producer of `id`'s inputs has
+/// completed, and no other thread runs `id` now.
+#[inline(always)]
+pub(crate) unsafe fn call(env: &Env, plan: &Plan, st: &ExecState, id: u32) -> KernelResult {
+    let r = &plan.recs[id as usize];
+    let mut cx = KernelContext {
+        env,
+        info: &plan.infos[id as usize],
+        // SAFETY: only node `id`'s kernel touches its state, and it runs once at a time.
+        state: unsafe { &mut *st.states[id as usize].get() },
+        values: &st.arena,
+        inputs: &plan.slots_in[r.in_start as usize..(r.in_start + r.in_len) as usize],
+        out_start: r.out_start,
+        out_len: r.out_len,
+    };
+    match &env.subscriber {
+        None => (r.run)(&mut cx),
+        Some(s) => {
+            s.node_start(&plan.path, &cx);
+            let result = (r.run)(&mut cx);
+            s.node_end(&plan.path, &cx, &result);
+            result
+        }
+    }
+}
+
+/// Node `id`'s failure, named.
+pub(crate) fn node_error(plan: &Plan, id: u32, e: KernelError) -> ExecError {
+    let info = &plan.infos[id as usize];
+    ExecError::Kernel {
+        graph: plan.path.clone(),
+        node: info.name.clone(),
+        kernel: info.kernel,
+        source: e,
     }
 }
 
@@ -211,10 +201,10 @@ pub fn prepare(
     ops: &OpRegistry,
 ) -> Result<Plan, ExecError> {
     let n = g.nodes.len();
-    let load_error = |i: usize, msg: String| ExecError::Load {
+    let load_error = |i: usize, source: LoadError| ExecError::Load {
         graph: path.to_string(),
         node: g.nodes[i].name.to_string(),
-        msg,
+        source,
     };
     let mut out_start = Vec::with_capacity(n + 1);
     let mut total: u64 = 0;
@@ -226,7 +216,7 @@ pub fn prepare(
         return Err(ExecError::Load {
             graph: path.to_string(),
             node: String::new(),
-            msg: format!("{total} values are more than the engines address"),
+            source: LoadError::Invalid(format!("{total} values are more than the engines address")),
         });
     }
     let mut recs = Vec::with_capacity(n);
@@ -238,22 +228,16 @@ pub fn prepare(
     let mut consts = Vec::new();
     let mut output = None;
     for (i, node) in g.nodes.iter().enumerate() {
-        let (kernel, info) = reg.find_named(&node.kernel).ok_or_else(|| {
-            load_error(
-                i,
-                format!(
-                    "kernel type {:?} has no implementation in rt2's kernel registry",
-                    node.kernel
-                ),
-            )
-        })?;
+        let (kernel, info) = reg
+            .find_named(&node.kernel)
+            .ok_or_else(|| load_error(i, LoadError::NoKernel(node.kernel.to_string())))?;
         let in_start = slots_in.len() as u32;
         for v in &node.inputs {
             let p = v.node.index();
             if p >= n || v.output >= g.nodes[p].outputs || p == i {
                 return Err(load_error(
                     i,
-                    format!("input {}:{} is not a value of this graph", v.node, v.output),
+                    format!("input {}:{} is not a value of this graph", v.node, v.output).into(),
                 ));
             }
             slots_in.push(out_start[p] + v.output);
@@ -279,7 +263,7 @@ pub fn prepare(
             Role::Const => {
                 let mut vals = vec![Value::None; node.outputs as usize];
                 if let Some(f) = info.funcs.outputs_creator {
-                    f(node, &mut vals).map_err(|m| load_error(i, m))?;
+                    f(node, &mut vals).map_err(|e| load_error(i, e))?;
                 }
                 consts.extend(
                     vals.into_iter()
@@ -303,7 +287,9 @@ pub fn prepare(
                 sub.name.clone()
             };
             let sub_path = format!("{path}/{}.{sub_name}", node.name);
-            subgraphs.push(Arc::new(prepare(sub, &sub_path, reg, ops)?));
+            // Held as the kernels see it; the engines implement `Subgraph` for `Plan`.
+            let plan: Arc<dyn Subgraph> = Arc::new(prepare(sub, &sub_path, reg, ops)?);
+            subgraphs.push(plan);
         }
         recs.push(NodeRec {
             run: info.funcs.run,
@@ -403,7 +389,9 @@ pub fn prepare(
                 return Err(ExecError::Load {
                     graph: path.to_string(),
                     node: String::new(),
-                    msg: format!("relation (e{f}, e{l}) names a node out of range"),
+                    source: LoadError::Invalid(format!(
+                        "relation (e{f}, e{l}) names a node out of range"
+                    )),
                 });
             }
             off[f as usize + 1] += 1;
@@ -436,7 +424,6 @@ pub fn prepare(
         output,
         rel_off,
         rel_launch,
-        mt: std::sync::OnceLock::new(),
         classes,
     })
 }

@@ -5,36 +5,15 @@
 //! pointers and never look a name up again. The registry is plain data, so a test or a
 //! benchmark can build its own with extra kernels (`KernelRegistry::builtin` plus
 //! [`KernelRegistry::register`]), as GE's `REGISTER_KERNEL` adds to the global one.
+//! It knows no kernel: the builtin registry is assembled above both, in `kernels`.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
-use crate::exec::{ExecNode, KernelClass};
-use crate::ops::OpRegistry;
+use crate::exec::KernelClass;
 
-use super::context::{KernelContext, KernelResult};
-use super::plan::NodeData;
-use super::value::Value;
-
-/// Runs the kernel: GE's `KernelFunc`.
-pub type KernelFn = fn(&mut KernelContext<'_>) -> KernelResult;
-/// Creates a node's outputs once, at load (GE's `CreateOutputsFunc`): a constant's value.
-pub type OutputsCreator = fn(&ExecNode, &mut [Value]) -> Result<(), String>;
-/// Resolves what a node needs at run time from its attributes, once, at load (GE's kernel
-/// extend info and compute node info): the op of a launch, its dtypes.
-pub type Prepare = fn(&ExecNode, &OpRegistry) -> Result<NodeData, String>;
-/// Lines describing a node's current inputs and outputs, for the trace (GE's
-/// `TracePrinter`).
-pub type TracePrinter = fn(&KernelContext<'_>) -> Vec<String>;
-/// The op a node's time is attributed to in the profile (GE's profiling filler).
-pub type ProfilingFiller = for<'a> fn(&KernelContext<'a>) -> Option<ProfilingInfo<'a>>;
-
-/// What a [`ProfilingFiller`] names: the op type and the op (compute node) a kernel serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProfilingInfo<'a> {
-    pub op_type: &'a str,
-    pub op_name: &'a str,
-}
+use super::context::{
+    KernelFn, KernelFuncs, OutputsCreator, Prepare, ProfilingFiller, TracePrinter,
+};
 
 /// What a kernel's node does in the schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,15 +26,6 @@ pub enum Role {
     Const,
     /// The graph's outputs: the binder reads its inputs after the run.
     Output,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct KernelFuncs {
-    pub run: KernelFn,
-    pub outputs_creator: Option<OutputsCreator>,
-    pub prepare: Option<Prepare>,
-    pub trace_printer: Option<TracePrinter>,
-    pub profiling_filler: Option<ProfilingFiller>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -116,15 +86,6 @@ pub struct KernelRegistry {
 }
 
 impl KernelRegistry {
-    /// Every kernel rt2 implements (`super::kernels`).
-    pub fn builtin() -> &'static KernelRegistry {
-        static REG: OnceLock<KernelRegistry> = OnceLock::new();
-        REG.get_or_init(|| {
-            let mut r = KernelRegistry::default();
-            super::kernels::register_all(&mut r);
-            r
-        })
-    }
     /// Adds a kernel; a later registration of the same name replaces the earlier.
     pub fn register(&mut self, name: &'static str, info: KernelInfo) {
         self.kernels.insert(name, info);

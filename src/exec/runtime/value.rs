@@ -135,6 +135,15 @@ pub struct Mem {
     pub allocator: Arc<dyn DeviceAllocator>,
 }
 
+/// A model output in device memory; the caller owns the memory and frees it through
+/// `mem.allocator` once done (after synchronizing the stream it was computed on).
+#[derive(Debug, Clone)]
+pub struct OutputTensor {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub mem: Mem,
+}
+
 /// One value slot.
 #[derive(Debug, Clone, Default)]
 pub enum Value {
@@ -214,8 +223,10 @@ pub(crate) struct Arena {
     slots: Box<[UnsafeCell<Value>]>,
 }
 
-// SAFETY: see the type's doc: the engines serialize every write to a slot with every read
-// of it through their schedule.
+// SAFETY: sharing an `Arena` lets threads reach its `Value`s through `get` and `get_mut`,
+// whose contracts (the schedule of the type's doc) order every write to a slot before
+// and after every other access to it, with happens-before across threads. `Value` is
+// `Send + Sync`, so handing one thread's value to another by reference is sound.
 unsafe impl Sync for Arena {}
 
 impl Arena {
@@ -224,15 +235,26 @@ impl Arena {
             slots: (0..len).map(|_| UnsafeCell::new(Value::None)).collect(),
         }
     }
+    /// Slot `i` to read. Panics if there is no such slot.
+    ///
     /// # Safety
-    /// No one writes slot `i` while the reference lives (the schedule's rule).
+    /// No one writes slot `i` while the reference lives, and its last write happened
+    /// before this call (the schedule's rule, see the type's doc).
     pub unsafe fn get(&self, i: u32) -> &Value {
+        // SAFETY: the index is bounds-checked; the caller guarantees that no `&mut` to
+        // this slot exists or is made while the shared reference lives.
         unsafe { &*self.slots[i as usize].get() }
     }
+    /// Slot `i` to write. Panics if there is no such slot.
+    ///
     /// # Safety
-    /// The caller is slot `i`'s producer, running now, or the binder before the run.
+    /// The caller is slot `i`'s producer, running now, or the binder before the run, and
+    /// holds no other reference to the slot: no one else reads or writes it while the
+    /// reference lives.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn get_mut(&self, i: u32) -> &mut Value {
+        // SAFETY: the index is bounds-checked; the caller guarantees that this is the
+        // only reference to the slot while it lives.
         unsafe { &mut *self.slots[i as usize].get() }
     }
     /// Exclusive access, no schedule needed.

@@ -109,6 +109,14 @@ fn json_attr(a: &ExecAttr) -> Value {
         ExecAttr::Strs(v) => ("strs", json!(v)),
         ExecAttr::Bytes(b) => ("bytes", json!(hex(b))),
         ExecAttr::DType(d) => ("dtype", json!(d.name())),
+        ExecAttr::DTypes(v) => (
+            "dtypes",
+            json!(
+                v.iter()
+                    .map(|d| d.map_or("", |d| d.name()))
+                    .collect::<Vec<_>>()
+            ),
+        ),
         ExecAttr::Tensor(t) => (
             "tensor",
             json!({"dtype": t.dtype.name(), "shape": t.shape, "data": hex(&t.data)}),

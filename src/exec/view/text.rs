@@ -140,7 +140,7 @@ mod tests {
         let eg = sample();
         let text = to_text(&eg);
         assert!(
-            text.starts_with("magic: \"rt2.exeg\"\nformat_version: 2\n"),
+            text.starts_with("magic: \"rt2.exeg\"\nformat_version: 3\n"),
             "{text}"
         );
         assert!(text.contains("class: KERNEL_CLASS_LAUNCH"));

@@ -62,16 +62,12 @@ struct Tensor {
 }
 
 /// Where a launch's output pairs start: after the stream and a (shape, memory) pair per
-/// present op input (`_in_dtypes`, an empty name for an omitted input). `None` when the
-/// node's inputs are not the pairs its dtype lists announce.
+/// present op input (`_in_dtypes`, `None` for an omitted input). `None` when the node's
+/// inputs are not the pairs its dtype lists announce.
 fn outputs_from(n: &crate::exec::ExecNode) -> Option<usize> {
     let count = |key: &str, present: bool| -> Option<usize> {
-        let s = n.attrs.get(key)?.as_str()?;
-        Some(if s.is_empty() {
-            0
-        } else {
-            s.split(',').filter(|d| !present || !d.is_empty()).count()
-        })
+        let v = n.attrs.get(key)?.as_dtypes()?;
+        Some(v.iter().filter(|d| !present || d.is_some()).count())
     };
     let (ins, outs) = (count("_in_dtypes", true)?, count("_out_dtypes", false)?);
     (n.inputs.len() == 1 + 2 * (ins + outs)).then_some(1 + 2 * ins)

@@ -26,7 +26,7 @@ use parking_lot::lock_api::RawRwLock as _;
 
 use crate::ops::Buffer;
 
-use super::NpuError;
+use super::error::NpuError;
 use super::memory::{Segment, Span};
 
 /// The segments a task has locked (the first `n` of a plan's, each for writing when
@@ -223,18 +223,24 @@ pub(crate) fn with_plan<R>(
         n: 0,
     };
     for (seg, write) in &plan.segments {
-        // SAFETY (`raw`): the lock is released by `locked`, as taken.
+        // SAFETY: `raw` is unsafe because a raw unlock could pull the lock from under a
+        // guard; no guard of this lock exists here, and the only unlock is `locked`'s
+        // drop, which releases it as it is taken below (shared or exclusive), after
+        // every slice made from the buffer is gone.
         let raw = unsafe { seg.data.raw() };
         let data = seg.data.data_ptr();
         let base = if *write {
             raw.lock_exclusive();
             locked.n += 1;
-            // SAFETY: write-locked: no other reference to the buffer exists.
+            // SAFETY: write-locked just above, so no other reference to the buffer exists;
+            // the `&mut` lives only for this expression, and the pointer taken from it is
+            // what the slices below are carved from.
             unsafe { (*data).as_bytes_mut().as_mut_ptr() }
         } else {
             raw.lock_shared();
             locked.n += 1;
-            // SAFETY: read-locked: the buffer is only read while the lock is held.
+            // SAFETY: read-locked just above, so nobody writes the buffer while the lock is
+            // held; the pointer taken from this shared reference is only read through.
             unsafe { (*data).as_bytes().as_ptr().cast_mut() }
         };
         bases.push(base as usize);
@@ -246,8 +252,9 @@ pub(crate) fn with_plan<R>(
     if plan.need > 0 {
         for a in ins.iter().filter(|a| a.copy != ArgAt::IN_PLACE) {
             // SAFETY: the segment is locked (for writing, as it holds an output) and
-            // `offset + len <= segment.len` was checked when the span was resolved; the
-            // bytes are read before any output slice exists.
+            // `offset + len <= segment.len` was checked when the span was resolved
+            // (`memory::resolve_in`), the buffer being `segment.len` bytes since it was
+            // mapped; the bytes are read before any output slice exists.
             let src = unsafe {
                 std::slice::from_raw_parts((bases[a.segment] as *const u8).add(a.offset), a.len)
             };

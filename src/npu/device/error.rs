@@ -9,7 +9,7 @@
 
 use crate::ops::OpError;
 
-use super::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
+use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 
 /// Codes of `rt_error_codes.h` (hicann/runtime `include/external/acl/error_codes/`), the
 /// values `aclError` carries. Only the ones the device reports.

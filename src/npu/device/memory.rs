@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::ops::Buffer;
 
-use super::{DevicePtr, NpuError, StreamId};
+use super::error::NpuError;
+use super::ids::{DevicePtr, StreamId};
 
 /// The smallest block, and the granule requests are rounded to.
 pub const MIN_BLOCK: usize = 512;
@@ -551,19 +552,6 @@ impl Memory {
         }
         let map = self.segments.read().unwrap_or_else(PoisonError::into_inner);
         resolve_in(&map, ptr, len).map(Some)
-    }
-
-    /// Resolves a launch's arguments into `ins` and `outs` (emptied first).
-    pub fn resolve_launch(
-        &self,
-        l: &super::Launch,
-        ins: &mut Vec<Option<Span>>,
-        outs: &mut Vec<Option<Span>>,
-    ) -> Result<(), NpuError> {
-        ins.clear();
-        outs.clear();
-        self.resolve_all(l.inputs().iter().map(super::TensorArg::range), ins)?;
-        self.resolve_all(l.outputs().iter().map(super::TensorArg::range), outs)
     }
 
     /// Resolves several ranges under one lock of the segment map.

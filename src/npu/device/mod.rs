@@ -58,6 +58,7 @@ use crate::ops::{OpRegistry, OpSpec};
 pub mod access;
 pub mod error;
 pub mod host;
+pub mod ids;
 pub mod memory;
 pub mod model;
 pub mod recorder;
@@ -67,6 +68,7 @@ pub mod task;
 
 pub use error::{NpuError, code};
 pub use host::HostBuf;
+pub use ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 pub use memory::MemoryStats;
 pub use model::{Model, ModelBuilder, ModelStream};
 pub use recorder::TaskRecord;
@@ -81,57 +83,6 @@ use model::ModelInner;
 use stream::StreamState;
 use sync::{EventState, NotifyState};
 use task::Job;
-
-macro_rules! id {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub u32);
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, concat!($prefix, "{}"), self.0)
-            }
-        }
-    };
-}
-id!(
-    /// A stream of a device.
-    StreamId,
-    "s"
-);
-id!(
-    /// An event of a device.
-    EventId,
-    "e"
-);
-id!(
-    /// A notify of a device.
-    NotifyId,
-    "n"
-);
-id!(
-    /// A loaded model of a device.
-    ModelId,
-    "m"
-);
-
-/// A device memory address. Never 0; addresses inside an allocation are valid arguments
-/// too, so `ptr.offset(bytes)` names a sub-range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DevicePtr(pub u64);
-
-impl DevicePtr {
-    /// The address `bytes` further on.
-    pub fn offset(self, bytes: u64) -> DevicePtr {
-        DevicePtr(self.0.wrapping_add(bytes))
-    }
-}
-
-impl fmt::Display for DevicePtr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
 
 /// How a device is set up.
 #[derive(Debug, Clone)]

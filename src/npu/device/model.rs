@@ -186,7 +186,7 @@ impl Prepared {
             return None;
         }
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
-        core.memory.resolve_launch(l, &mut ins, &mut outs).ok()?;
+        l.resolve(&core.memory, &mut ins, &mut outs).ok()?;
         let mut plan = Plan::default();
         access::plan(&ins, &outs, &mut plan).ok()?;
         let special = l.choose_special(&spec);

@@ -594,7 +594,7 @@ impl Exec<'_> {
             let spec = self.core.op_spec(l.op())?;
             // The spans are only needed to make the plan, which keeps what a run reads.
             let (mut ins, mut outs) = self.take_spans();
-            let r = memory.resolve_launch(l, &mut ins, &mut outs);
+            let r = l.resolve(memory, &mut ins, &mut outs);
             let r = r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan));
             self.keep_spans(ins, outs);
             r?;
@@ -798,10 +798,8 @@ impl Exec<'_> {
         let spec = self.core.op_spec(l.op())?;
         let (mut ins, mut outs) = self.take_spans();
         let mut p = std::mem::take(&mut self.lane.scratch.plan);
-        let r = self
-            .core
-            .memory
-            .resolve_launch(l, &mut ins, &mut outs)
+        let r = l
+            .resolve(&self.core.memory, &mut ins, &mut outs)
             .and_then(|()| plan(&ins, &outs, &mut p));
         self.keep_spans(ins, outs);
         // A shared record (queued) keeps no choice: choosing costs a few comparisons, a

@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::{EventId, NpuError};
+use super::error::NpuError;
+use super::ids::EventId;
 
 /// How often a blocked wait looks at the shutdown flag (shutdown also wakes it at once).
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);

@@ -19,6 +19,7 @@ use crate::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
 
 use super::access::Plan;
 use super::host::HostBuf;
+use super::memory::{Memory, Span};
 use super::model::{ModelInner, ModelPlan, ModelRun};
 use super::sync::{EventState, NotifyState};
 use super::{DevicePtr, EventId, ModelId, NotifyId, NpuError};
@@ -145,6 +146,19 @@ impl fmt::Debug for Resolved {
 }
 
 impl Launch {
+    /// Resolves the launch's arguments in `memory` into `ins` and `outs` (emptied first).
+    pub(crate) fn resolve(
+        &self,
+        memory: &Memory,
+        ins: &mut Vec<Option<Span>>,
+        outs: &mut Vec<Option<Span>>,
+    ) -> Result<(), NpuError> {
+        ins.clear();
+        outs.clear();
+        memory.resolve_all(self.inputs().iter().map(TensorArg::range), ins)?;
+        memory.resolve_all(self.outputs().iter().map(TensorArg::range), outs)
+    }
+
     /// `op` on `inputs`, writing `outputs` (already allocated, shaped as inference says).
     pub fn new(
         op: impl Into<Cow<'static, str>>,

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use prost::Message;
 
-use super::ImportOptions;
 use super::ops::{NCHW_OPS, NodeFacts, apply_defaults, ge_type};
 use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
@@ -23,6 +22,17 @@ use crate::proto::ge_ir::attr_def::Value;
 use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, OpDef, TensorDef, TensorDescriptor};
 use crate::proto::onnx::attribute_proto::AttributeType;
 use crate::proto::onnx::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
+
+/// What the caller may decide about an import.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The model name; `None` takes the ONNX graph's name.
+    pub name: Option<String>,
+    /// Fixed shapes for named root-graph inputs (`--input-shape`). The rank must match
+    /// the model's when the model knows it; `-1` keeps a dim dynamic. Naming an input
+    /// the graph does not have is an error.
+    pub input_shapes: Vec<(String, Vec<i64>)>,
+}
 
 /// The attr holding the parent op's input (on subgraph `Data`) or output (on subgraph
 /// `NetOutput` input descs) index, GE's `ATTR_NAME_PARENT_NODE_INDEX`.

@@ -26,20 +26,9 @@ pub mod builder;
 #[cfg(test)]
 mod tests;
 
-pub use import::{LOOP_CARRIED, PARENT_NODE_INDEX, import};
+pub use import::{ImportOptions, LOOP_CARRIED, PARENT_NODE_INDEX, import};
 pub use ops::{NCHW_OPS, OP_TYPES};
 pub use tensor::SYMBOLIC_DIMS_ATTR;
-
-/// What the caller may decide about an import.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImportOptions {
-    /// The model name; `None` takes the ONNX graph's name.
-    pub name: Option<String>,
-    /// Fixed shapes for named root-graph inputs (`--input-shape`). The rank must match
-    /// the model's when the model knows it; `-1` keeps a dim dynamic. Naming an input
-    /// the graph does not have is an error.
-    pub input_shapes: Vec<(String, Vec<i64>)>,
-}
 
 /// An ONNX `TensorProto` from its bytes (a backend test's `input_0.pb`), as a model tensor
 /// with raw little-endian data, whatever field ONNX held it in. `place` names the file in

@@ -59,18 +59,14 @@ fn cast(ctx: &InferCtx, x: &TensorRef, out: &mut TensorMut) -> Result<(), OpErro
 
 #[cfg(test)]
 mod tests {
+    use crate::ops::testing::run1;
     use half::{bf16, f16};
 
+    use crate::ops::Tensor;
     use crate::ops::{Attr, DType};
-    use crate::ops::{Attrs, OpRegistry, Tensor};
 
     fn cast(x: Tensor, to: DType) -> Tensor {
-        let mut attrs = Attrs::new();
-        attrs.insert("to".into(), Attr::DType(to));
-        OpRegistry::new()
-            .run_on_host("Cast", &attrs, &[x], 1)
-            .unwrap()
-            .remove(0)
+        run1("Cast", &[("to", Attr::DType(to))], &[x])
     }
 
     #[test]
@@ -123,10 +119,7 @@ mod tests {
     fn cast_like_takes_the_second_input_type() {
         let x = Tensor::from_vec(&[2], &[1.5f32, -1.5]);
         let like = Tensor::from_vec(&[1], &[0i16]);
-        let y = OpRegistry::new()
-            .run_on_host("CastLike", &Attrs::new(), &[x, like], 1)
-            .unwrap()
-            .remove(0);
+        let y = run1("CastLike", &[], &[x, like]);
         assert_eq!(y.slice::<i16>().unwrap(), &[1, -1]);
     }
 }

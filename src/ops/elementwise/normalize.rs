@@ -105,42 +105,39 @@ pub fn compute_mvn(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, &[x], 1)
-            .unwrap()
-            .remove(0)
-            .slice::<f32>()
-            .unwrap()
-            .to_vec()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32;
 
     #[test]
     fn hardmax_marks_the_first_maximum() {
         let x = Tensor::from_vec(&[2, 3], &[1.0f32, 3.0, 3.0, -1.0, -2.0, -5.0]);
         assert_eq!(
-            run("Hardmax", &[], x.clone()),
+            run_f32("Hardmax", &[], std::slice::from_ref(&x)),
             [0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
         );
         assert_eq!(
-            run("Hardmax", &[("axis", Attr::Int(0))], x.clone()),
+            run_f32(
+                "Hardmax",
+                &[("axis", Attr::Int(0))],
+                std::slice::from_ref(&x)
+            ),
             [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
         );
         // Opset 11, axis 0: the whole tensor is one row.
         let old = [("onnx_opset", Attr::Int(11)), ("axis", Attr::Int(0))];
-        assert_eq!(run("Hardmax", &old, x), [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            run_f32("Hardmax", &old, &[x]),
+            [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+        );
     }
 
     #[test]
     fn mvn_standardizes_over_axes() {
         let x = Tensor::from_vec(&[2, 2], &[1.0f32, 3.0, 10.0, 30.0]);
-        let y = run(
+        let y = run_f32(
             "MeanVarianceNormalization",
             &[("axes", Attr::Ints(vec![1]))],
-            x,
+            &[x],
         );
         for (g, w) in y.iter().zip([-1.0, 1.0, -1.0, 1.0]) {
             assert!((g - w).abs() < 1e-6, "{y:?}");

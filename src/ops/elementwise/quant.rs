@@ -205,29 +205,23 @@ pub fn compute_dequantize(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{Attrs, OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap_or_else(|e| panic!("{op}: {e}"))
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run1;
+    use crate::ops::testing::try_run;
 
     #[test]
     fn per_tensor_rounds_half_to_even_and_saturates() {
         let x = Tensor::from_vec(&[5], &[0.0f32, 1.0, 3.0, -1.0, 1000.0]);
         let scale = Tensor::from_vec(&[], &[2.0f32]);
         let zp = Tensor::from_vec(&[], &[10u8]);
-        let y = run("QuantizeLinear", &[], &[x, scale.clone(), zp.clone()]);
+        let y = run1("QuantizeLinear", &[], &[x, scale.clone(), zp.clone()]);
         // 0.5 -> 0, 1.5 -> 2, -0.5 -> -0.
         assert_eq!(y.slice::<u8>().unwrap(), &[10, 10, 12, 10, 255]);
-        let back = run("DequantizeLinear", &[], &[y, scale, zp]);
+        let back = run1("DequantizeLinear", &[], &[y, scale, zp]);
         assert_eq!(back.slice::<f32>().unwrap(), &[0.0, 0.0, 4.0, 0.0, 490.0]);
         // Without a zero point: uint8, zero 0.
         let x = Tensor::from_vec(&[2], &[-3.0f32, 3.0]);
-        let y = run(
+        let y = run1(
             "QuantizeLinear",
             &[],
             &[x, Tensor::from_vec(&[], &[1.0f32])],
@@ -240,7 +234,7 @@ mod tests {
         let x = Tensor::from_vec(&[2, 4], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
         let scale = Tensor::from_vec(&[2], &[1.0f32, 0.5]);
         let zp = Tensor::from_vec(&[2], &[0i8, -1]);
-        let y = run(
+        let y = run1(
             "QuantizeLinear",
             &[("axis", Attr::Int(0))],
             &[x.clone(), scale, zp],
@@ -250,16 +244,16 @@ mod tests {
         let scale = Tensor::from_vec(&[2, 2], &[1.0f32, 2.0, 4.0, 8.0]);
         let attrs = [("axis", Attr::Int(1)), ("block_size", Attr::Int(2))];
         let zp = Tensor::from_vec(&[2, 2], &[0i16, 0, 0, 0]);
-        let y = run("QuantizeLinear", &attrs, &[x, scale.clone(), zp.clone()]);
+        let y = run1("QuantizeLinear", &attrs, &[x, scale.clone(), zp.clone()]);
         assert_eq!(y.slice::<i16>().unwrap(), &[1, 2, 2, 2, 1, 2, 1, 1]);
-        let back = run("DequantizeLinear", &attrs, &[y, scale, zp]);
+        let back = run1("DequantizeLinear", &attrs, &[y, scale, zp]);
         assert_eq!(
             back.slice::<f32>().unwrap(),
             &[1.0, 2.0, 4.0, 4.0, 4.0, 8.0, 8.0, 8.0]
         );
-        let bad = OpRegistry::new().run_on_host(
+        let bad = try_run(
             "DequantizeLinear",
-            &Attrs::new(),
+            &[],
             &[
                 Tensor::from_vec(&[2, 3], &[0i8; 6]),
                 Tensor::from_vec(&[2], &[1.0f32, 1.0]),

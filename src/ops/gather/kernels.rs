@@ -482,25 +482,8 @@ fn unique_typed<T: crate::ops::Elem + PartialOrd>(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run_n(
-        op: &str,
-        inputs: &[Tensor],
-        attrs: &[(&str, Attr)],
-        n: usize,
-    ) -> Result<Vec<Tensor>, String> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, n)
-            .map_err(|e| e.to_string())
-    }
-
-    fn run(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)]) -> Tensor {
-        run_n(op, inputs, attrs, 1)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::{run, run1, try_run};
 
     fn iota(shape: &[usize]) -> Tensor {
         let n: usize = shape.iter().product();
@@ -510,27 +493,28 @@ mod tests {
     #[test]
     fn gather_elements_and_nd() {
         let idx = Tensor::from_vec(&[2, 2], &[0i64, -1, 1, 0]);
-        let y = run(
+        let y = run1(
             "GatherElements",
-            &[iota(&[2, 3]), idx],
             &[("axis", Attr::Int(1))],
+            &[iota(&[2, 3]), idx],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [0, 2, 4, 3]);
         let idx = Tensor::from_vec(&[2, 1], &[1i64, 0]);
-        let y = run("GatherND", &[iota(&[2, 2]), idx], &[]);
+        let y = run1("GatherND", &[], &[iota(&[2, 2]), idx]);
         assert_eq!(y.slice::<i32>().unwrap(), [2, 3, 0, 1]);
         // One batch dim: batch b picks data[b, idx].
         let idx = Tensor::from_vec(&[2, 1], &[1i64, 0]);
-        let y = run(
+        let y = run1(
             "GatherND",
-            &[iota(&[2, 2]), idx],
             &[("batch_dims", Attr::Int(1))],
+            &[iota(&[2, 2]), idx],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [1, 2]);
         let bad = Tensor::from_vec(&[1, 1], &[2i64]);
         assert!(
-            run_n("GatherND", &[iota(&[2, 2]), bad], &[], 1)
+            try_run("GatherND", &[], &[iota(&[2, 2]), bad], 1)
                 .unwrap_err()
+                .to_string()
                 .contains("out of range")
         );
     }
@@ -541,23 +525,23 @@ mod tests {
         let idx = Tensor::from_vec(&[1, 3], &[1i64, 3, 1]);
         let upd = Tensor::from_vec(&[1, 3], &[2.0f32, 3.0, 4.0]);
         let axis = ("axis", Attr::Int(1));
-        let y = run(
+        let y = run1(
             "ScatterElements",
-            &[data.clone(), idx.clone(), upd.clone()],
             std::slice::from_ref(&axis),
+            &[data.clone(), idx.clone(), upd.clone()],
         );
         assert_eq!(y.slice::<f32>().unwrap(), [1.0, 4.0, 1.0, 3.0]);
         let add = ("reduction", Attr::Str("add".into()));
-        let y = run(
+        let y = run1(
             "ScatterElements",
-            &[data.clone(), idx.clone(), upd.clone()],
             &[axis.clone(), add],
+            &[data.clone(), idx.clone(), upd.clone()],
         );
         assert_eq!(y.slice::<f32>().unwrap(), [1.0, 7.0, 1.0, 4.0]);
         let idx = Tensor::from_vec(&[2, 1], &[1i64, -2]);
         let upd = Tensor::from_vec(&[2, 2], &[5i32, 6, 7, 8]);
         let mul = ("reduction", Attr::Str("mul".into()));
-        let y = run("ScatterND", &[iota(&[2, 2]), idx, upd], &[mul]);
+        let y = run1("ScatterND", &[mul], &[iota(&[2, 2]), idx, upd]);
         assert_eq!(y.slice::<i32>().unwrap(), [0, 8, 10, 18]);
     }
 
@@ -566,7 +550,7 @@ mod tests {
         let idx = Tensor::from_vec(&[3], &[0i64, -1, 5]);
         let depth = Tensor::from_vec(&[], &[3i64]);
         let values = Tensor::from_vec(&[2], &[0i32, 1]);
-        let y = run("OneHot", &[idx, depth, values], &[]);
+        let y = run1("OneHot", &[], &[idx, depth, values]);
         assert_eq!(y.shape, [3, 3]);
         assert_eq!(y.slice::<i32>().unwrap(), [1, 0, 0, 0, 0, 1, 0, 0, 0]);
         let cond = Tensor::from_vec(&[2], &[0u8, 1]);
@@ -574,32 +558,31 @@ mod tests {
             dtype: crate::ops::DType::Bool,
             ..cond
         };
-        let y = run(
+        let y = run1(
             "Compress",
-            &[iota(&[2, 2]), cond.clone()],
             &[("axis", Attr::Int(1))],
+            &[iota(&[2, 2]), cond.clone()],
         );
         assert_eq!(y.shape, [2, 1]);
         assert_eq!(y.slice::<i32>().unwrap(), [1, 3]);
-        let y = run("Compress", &[iota(&[2, 2]), cond], &[]);
+        let y = run1("Compress", &[], &[iota(&[2, 2]), cond]);
         assert_eq!(y.slice::<i32>().unwrap(), [1]);
         let x = Tensor::from_vec(&[5], &[2.0f32, 1.0, 2.0, 3.0, 1.0]);
-        let ys = run_n(
+        let ys = run(
             "Unique",
-            std::slice::from_ref(&x),
             &[("sorted", Attr::Int(0))],
+            std::slice::from_ref(&x),
             4,
-        )
-        .unwrap();
+        );
         assert_eq!(ys[0].slice::<f32>().unwrap(), [2.0, 1.0, 3.0]);
         assert_eq!(ys[1].slice::<i64>().unwrap(), [0, 1, 3]);
         assert_eq!(ys[2].slice::<i64>().unwrap(), [0, 1, 0, 2, 1]);
         assert_eq!(ys[3].slice::<i64>().unwrap(), [2, 2, 1]);
-        let ys = run_n("Unique", &[x], &[], 4).unwrap();
+        let ys = run("Unique", &[], &[x], 4);
         assert_eq!(ys[0].slice::<f32>().unwrap(), [1.0, 2.0, 3.0]);
         assert_eq!(ys[2].slice::<i64>().unwrap(), [1, 0, 1, 2, 0]);
         let rows = Tensor::from_vec(&[3, 2], &[1i32, 2, 0, 5, 1, 2]);
-        let ys = run_n("Unique", &[rows], &[("axis", Attr::Int(0))], 4).unwrap();
+        let ys = run("Unique", &[("axis", Attr::Int(0))], &[rows], 4);
         assert_eq!(ys[0].shape, [2, 2]);
         assert_eq!(ys[0].slice::<i32>().unwrap(), [0, 5, 1, 2]);
         assert_eq!(ys[3].slice::<i64>().unwrap(), [1, 2]);

@@ -494,17 +494,8 @@ fn einsum<T: Real>(
 mod tests {
     use super::*;
     use crate::ops::Attr;
-    use crate::ops::{Attrs, Tensor};
-
-    fn run(eq: &str, inputs: &[Tensor]) -> Tensor {
-        let attrs: Attrs = [("equation".to_string(), Attr::Str(eq.into()))]
-            .into_iter()
-            .collect();
-        OpRegistry::new()
-            .run_on_host("Einsum", &attrs, inputs, 1)
-            .unwrap()
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run1;
 
     #[test]
     fn equations_label_broadcast_dims_and_implicit_outputs() {
@@ -526,43 +517,79 @@ mod tests {
     fn einsum_matmul_trace_diagonal_and_sum() {
         let a = Tensor::from_vec(&[2, 2], &[1.0f64, 2.0, 3.0, 4.0]);
         let b = Tensor::from_vec(&[2, 2], &[5.0f64, 6.0, 7.0, 8.0]);
-        let mm = run("ij,jk->ik", &[a.clone(), b.clone()]);
+        let mm = run1(
+            "Einsum",
+            &[("equation", Attr::Str("ij,jk->ik".into()))],
+            &[a.clone(), b.clone()],
+        );
         assert_eq!(mm.slice::<f64>().unwrap(), &[19.0, 22.0, 43.0, 50.0]);
         // Transposed result: (AB)^T.
-        let t = run("ij,jk->ki", &[a.clone(), b]);
+        let t = run1(
+            "Einsum",
+            &[("equation", Attr::Str("ij,jk->ki".into()))],
+            &[a.clone(), b],
+        );
         assert_eq!(t.slice::<f64>().unwrap(), &[19.0, 43.0, 22.0, 50.0]);
         assert_eq!(
-            run("ii", std::slice::from_ref(&a)).slice::<f64>().unwrap(),
+            run1(
+                "Einsum",
+                &[("equation", Attr::Str("ii".into()))],
+                std::slice::from_ref(&a)
+            )
+            .slice::<f64>()
+            .unwrap(),
             &[5.0]
         );
         assert_eq!(
-            run("ii->i", std::slice::from_ref(&a))
-                .slice::<f64>()
-                .unwrap(),
+            run1(
+                "Einsum",
+                &[("equation", Attr::Str("ii->i".into()))],
+                std::slice::from_ref(&a)
+            )
+            .slice::<f64>()
+            .unwrap(),
             &[1.0, 4.0]
         );
         assert_eq!(
-            run("ij->j", std::slice::from_ref(&a))
-                .slice::<f64>()
-                .unwrap(),
+            run1(
+                "Einsum",
+                &[("equation", Attr::Str("ij->j".into()))],
+                std::slice::from_ref(&a)
+            )
+            .slice::<f64>()
+            .unwrap(),
             &[4.0, 6.0]
         );
         // Outer product, then a three-operand chain sum: sum_ijk a_ij b_j c_k.
         let v = Tensor::from_vec(&[2], &[1.0f64, -1.0]);
         assert_eq!(
-            run("i,j->ij", &[v.clone(), v.clone()])
-                .slice::<f64>()
-                .unwrap(),
+            run1(
+                "Einsum",
+                &[("equation", Attr::Str("i,j->ij".into()))],
+                &[v.clone(), v.clone()]
+            )
+            .slice::<f64>()
+            .unwrap(),
             &[1.0, -1.0, -1.0, 1.0]
         );
         assert_eq!(
-            run("ij,j,k->", &[a, v.clone(), v]).slice::<f64>().unwrap(),
+            run1(
+                "Einsum",
+                &[("equation", Attr::Str("ij,j,k->".into()))],
+                &[a, v.clone(), v]
+            )
+            .slice::<f64>()
+            .unwrap(),
             &[0.0]
         );
         // Broadcast batch dims through the ellipsis: [2,1,2] x [3,2] -> [2,3].
         let x = Tensor::from_vec(&[2, 1, 2], &[1.0f32, 0.0, 0.0, 1.0]);
         let y = Tensor::from_vec(&[3, 2], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        let r = run("...j,...j->...", &[x, y]);
+        let r = run1(
+            "Einsum",
+            &[("equation", Attr::Str("...j,...j->...".into()))],
+            &[x, y],
+        );
         assert_eq!(r.shape, [2, 3]);
         assert_eq!(r.slice::<f32>().unwrap(), &[1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
     }

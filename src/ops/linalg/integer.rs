@@ -385,15 +385,8 @@ fn unravel(mut flat: usize, dims: &[usize], out: &mut [usize]) {
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap()
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run1;
 
     #[test]
     fn matmul_integer_subtracts_zero_points() {
@@ -403,13 +396,13 @@ mod tests {
         let b = Tensor::from_vec(&[2, 2], &[1u8, 4, 2, 5]);
         let za = Tensor::from_vec(&[], &[1u8]);
         let zb = Tensor::from_vec(&[2], &[0u8, 2]);
-        let y = run("MatMulInteger", &[], &[a.clone(), b.clone(), za, zb]);
+        let y = run1("MatMulInteger", &[], &[a.clone(), b.clone(), za, zb]);
         assert_eq!(y.shape, [1, 2]);
         assert_eq!(y.slice::<i32>().unwrap(), &[5, 8]);
         // int8, no zero points, 1-D A.
         let a = Tensor::from_vec(&[2], &[-128i8, 127]);
         let b = Tensor::from_vec(&[2, 1], &[-128i8, -128]);
-        let y = run("MatMulInteger", &[], &[a, b]);
+        let y = run1("MatMulInteger", &[], &[a, b]);
         assert_eq!(y.slice::<i32>().unwrap(), &[128]);
     }
 
@@ -420,7 +413,7 @@ mod tests {
         let x = Tensor::from_vec(&[1, 1, 2, 2], &[3u8; 4]);
         let w = Tensor::from_vec(&[1, 1, 2, 2], &[1u8; 4]);
         let zx = Tensor::from_vec(&[], &[1u8]);
-        let y = run(
+        let y = run1(
             "ConvInteger",
             &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
             &[x, w, zx],

@@ -438,26 +438,20 @@ fn unravel(mut flat: usize, dims: &[usize], out: &mut [usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::{Attrs, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Tensor {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap()
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run1;
+    use crate::ops::testing::try_run;
 
     #[test]
     fn eye_like_with_offset_and_type() {
         let x = Tensor::from_vec(&[2, 3], &[7i32; 6]);
-        let y = run(
+        let y = run1(
             "EyeLike",
             &[("k", Attr::Int(1)), ("dtype", Attr::DType(DType::F32))],
             std::slice::from_ref(&x),
         );
         assert_eq!(y.slice::<f32>().unwrap(), &[0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
-        let y = run("EyeLike", &[("k", Attr::Int(-1))], &[x]);
+        let y = run1("EyeLike", &[("k", Attr::Int(-1))], &[x]);
         assert_eq!(y.slice::<i32>().unwrap(), &[0, 0, 0, 1, 0, 0]);
     }
 
@@ -466,19 +460,14 @@ mod tests {
         // time-major [3 steps, 2 batch]: batch 0 reverses 3 steps, batch 1 reverses 2.
         let x = Tensor::from_vec(&[3, 2], &[1i64, 4, 2, 5, 3, 6]);
         let lens = Tensor::from_vec(&[2], &[3i64, 2]);
-        let y = run(
+        let y = run1(
             "ReverseSequence",
             &[("batch_axis", Attr::Int(1)), ("time_axis", Attr::Int(0))],
             &[x.clone(), lens],
         );
         assert_eq!(y.slice::<i64>().unwrap(), &[3, 5, 2, 4, 1, 6]);
         let bad = Tensor::from_vec(&[2], &[4i64, 0]);
-        let attrs: Attrs = Attrs::default();
-        assert!(
-            OpRegistry::new()
-                .run_on_host("ReverseSequence", &attrs, &[x, bad], 1)
-                .is_err()
-        );
+        assert!(try_run("ReverseSequence", &[], &[x, bad], 1).is_err());
     }
 
     #[test]
@@ -486,10 +475,10 @@ mod tests {
         // [5] cropped to 2 starts at 1 (rounded down); [2] padded to 5 puts the odd pad
         // at the end.
         let x = Tensor::from_vec(&[5], &[1.0f32, 2.0, 3.0, 4.0, 5.0]);
-        let y = run("CenterCropPad", &[], &[x, Tensor::from_vec(&[1], &[2i64])]);
+        let y = run1("CenterCropPad", &[], &[x, Tensor::from_vec(&[1], &[2i64])]);
         assert_eq!(y.slice::<f32>().unwrap(), &[2.0, 3.0]);
         let x = Tensor::from_vec(&[2, 1], &[1.0f32, 2.0]);
-        let y = run(
+        let y = run1(
             "CenterCropPad",
             &[("axes", Attr::Ints(vec![0]))],
             &[x, Tensor::from_vec(&[1], &[5i64])],
@@ -505,7 +494,7 @@ mod tests {
         let x = Tensor::from_vec(&[1, 2, 2], &[1.0f32, 10.0, 2.0, 20.0]);
         let image = Tensor::from_vec(&[2], &[1i64, 3]);
         let block = Tensor::from_vec(&[2], &[1i64, 2]);
-        let y = run("Col2Im", &[], &[x, image, block]);
+        let y = run1("Col2Im", &[], &[x, image, block]);
         assert_eq!(y.shape, [1, 1, 1, 3]);
         assert_eq!(y.slice::<f32>().unwrap(), &[1.0, 12.0, 20.0]);
     }

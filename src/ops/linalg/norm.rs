@@ -280,15 +280,8 @@ fn group<T: Real>(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap();
-        out[0].slice::<f32>().unwrap().to_vec()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32;
 
     use crate::ops::assert_close as close;
 
@@ -313,7 +306,7 @@ mod tests {
         let r = 12.5f32.sqrt();
         let eps0 = ("epsilon", Attr::Float(0.0));
         close(
-            &run(
+            &run_f32(
                 "RMSNormalization",
                 std::slice::from_ref(&eps0),
                 &[x.clone(), s],
@@ -325,7 +318,7 @@ mod tests {
         let s = Tensor::from_vec(&[2, 1], &[1.0f32, 10.0]);
         let r = 6.75f32.sqrt();
         close(
-            &run("RMSNormalization", &[("axis", Attr::Int(0)), eps0], &[x, s]),
+            &run_f32("RMSNormalization", &[("axis", Attr::Int(0)), eps0], &[x, s]),
             &[3.0 / r, 4.0 / r, 10.0 / r, 10.0 / r],
         );
     }
@@ -334,7 +327,7 @@ mod tests {
     fn lp_norms_along_an_axis() {
         let x = Tensor::from_vec(&[2, 2], &[3.0f32, 1.0, 4.0, -1.0]);
         close(
-            &run(
+            &run_f32(
                 "LpNormalization",
                 &[("axis", Attr::Int(0))],
                 std::slice::from_ref(&x),
@@ -342,11 +335,11 @@ mod tests {
             &[0.6, 0.5f32.sqrt(), 0.8, -(0.5f32.sqrt())],
         );
         close(
-            &run("LpNormalization", &[("p", Attr::Int(1))], &[x]),
+            &run_f32("LpNormalization", &[("p", Attr::Int(1))], &[x]),
             &[0.75, 0.25, 0.8, -0.2],
         );
         let z = Tensor::from_vec(&[2], &[0.0f32, 0.0]);
-        close(&run("LpNormalization", &[], &[z]), &[0.0, 0.0]);
+        close(&run_f32("LpNormalization", &[], &[z]), &[0.0, 0.0]);
     }
 
     #[test]
@@ -357,7 +350,7 @@ mod tests {
         let bias = Tensor::from_vec(&[2], &[0.0f32, 10.0]);
         let attrs = [("num_groups", Attr::Int(1)), ("epsilon", Attr::Float(0.0))];
         close(
-            &run(
+            &run_f32(
                 "GroupNormalization",
                 &attrs,
                 &[x.clone(), scale.clone(), bias.clone()],
@@ -367,7 +360,7 @@ mod tests {
         // Two groups of one channel each: every value is its group's mean.
         let attrs = [("num_groups", Attr::Int(2)), ("epsilon", Attr::Float(1.0))];
         close(
-            &run("GroupNormalization", &attrs, &[x, scale, bias]),
+            &run_f32("GroupNormalization", &attrs, &[x, scale, bias]),
             &[0.0, 10.0],
         );
     }

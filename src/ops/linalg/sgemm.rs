@@ -64,7 +64,9 @@ fn kernels() -> Option<Isa> {
 ///
 /// # Safety
 /// As matrixmultiply's `sgemm`: every element the dims and strides address lies inside
-/// live memory, C's elements are distinct and alias neither A nor B.
+/// live memory, C's elements are distinct and alias neither A nor B, and C's are
+/// initialized unless `beta` is zero. No reference to C's elements is live during the
+/// call.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm(
     m: usize,
@@ -97,14 +99,18 @@ pub unsafe fn sgemm(
     };
     let done = match kernels() {
         Some(isa) if csb == 1 && csc == 1 && m > 0 && k > 0 => {
-            // SAFETY: forwarded from the caller; `run` only addresses elements inside
-            // the m x k, k x n and m x n blocks the caller vouched for.
+            // SAFETY: `isa` comes from `kernels()`, that is `Isa::detect` (or a test's pick
+            // from `Isa::available`), so this CPU has it; B and C's column strides are 1
+            // and m, k are non-zero (the guard); the elements `run` addresses are those of
+            // the m x k, k x n and m x n blocks this function's caller vouched for.
             unsafe { run(isa, &p, n) }
         }
         _ => 0,
     };
     if done < n {
-        // SAFETY: the columns done.. of B and C are a sub-block of the caller's.
+        // SAFETY: the columns `done..n` of B and C (`done <= n`: `run` returns whole
+        // vectors of columns below n) are a sub-block of the blocks the caller vouched
+        // for, with the same strides; A is the caller's A.
         unsafe {
             matrixmultiply::sgemm(
                 m,
@@ -199,8 +205,9 @@ pub unsafe fn sgemm_packed(
         rsc,
     };
     let done = match kernels() {
-        // SAFETY: forwarded; the kernels address whole vectors of the panels' valid
-        // columns only.
+        // SAFETY: `isa` comes from `Isa::detect` (or a test's pick from
+        // `Isa::available`); m > 0 (returned above) and k > 0 (the guard); A, C and the
+        // packed B are as this function's caller vouched for.
         Some(isa) if k > 0 => unsafe { run_packed(isa, &p, n) },
         _ => 0,
     };
@@ -210,8 +217,10 @@ pub unsafe fn sgemm_packed(
     while j0 < n {
         let panel = j0 / PACK_WIDTH;
         let end = ((panel + 1) * PACK_WIDTH).min(n);
-        // SAFETY: columns j0..end of panel `panel`, rows 0..k, PACK_WIDTH apart, inside
-        // `bp`; the matching columns of C are the caller's.
+        // SAFETY: columns j0..end lie in panel `panel` (end is at most the panel's last
+        // column), whose k rows PACK_WIDTH apart start `panel * k * PACK_WIDTH` floats
+        // into `bp`, inside the `packed_len(k, n)` floats the caller vouched for; the
+        // matching columns of C, and A, are the caller's.
         unsafe {
             matrixmultiply::sgemm(
                 m,
@@ -241,7 +250,7 @@ pub unsafe fn sgemm_packed(
 unsafe fn run_packed(isa: Isa, p: &Product, n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: forwarded.
+        // SAFETY: this function's contract is `x86::run_packed`'s.
         unsafe { x86::run_packed(isa, p, n) }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -286,13 +295,16 @@ unsafe fn run(isa: Isa, p: &Product, n: usize) -> usize {
         if p.m <= 2 * x86::MR && p.alpha == 1.0 && p.beta == 0.0 {
             // A plain product of few rows (activations times weights): k-blocked, so
             // that B streams (see `x86::blocked`).
-            // SAFETY: forwarded; the conditions are those of `run_blocked`.
+            // SAFETY: `isa` and `p` as this function's contract says, which is
+            // `run_blocked`'s; the guard gives the at most two row tiles, alpha 1 and beta
+            // 0 its result needs.
             return unsafe { x86::run_blocked(isa, p, n) };
         }
         let floats = x86::panel_floats(p.k);
         if p.m <= x86::MR {
             // One row tile: nothing reads a panel twice, so nothing is copied.
-            // SAFETY: forwarded; the buffer is not used for a single tile.
+            // SAFETY: `isa` and `p` as this function's contract says; with at most MR
+            // rows `x86::panel` never copies, so the null buffer is never touched.
             return unsafe { x86::run(isa, p, n, std::ptr::null_mut()) };
         }
         if floats > MAX_PANEL_FLOATS {
@@ -305,7 +317,9 @@ unsafe fn run(isa: Isa, p: &Product, n: usize) -> usize {
             if buf.len() < floats {
                 buf = vec![0.0; floats];
             }
-            // SAFETY: forwarded; `buf` holds `panel_floats(k)` floats.
+            // SAFETY: `isa` and `p` as this function's contract says; `buf` holds at
+            // least `panel_floats(k)` floats (grown just above), is this thread's own
+            // (taken out of the thread-local cell) and aliases none of A, B or C.
             let done = unsafe { x86::run(isa, p, n, buf.as_mut_ptr()) };
             cell.set(buf);
             done
@@ -340,17 +354,26 @@ mod x86 {
         ($(#[$doc:meta])* $name:ident => $generic:ident($($arg:ident: $ty:ty),*)) => {
             $(#[$doc])*
             pub(super) unsafe fn $name(isa: Isa, $($arg: $ty),*) -> usize {
+                /// # Safety
+                /// This CPU has AVX-512F, and the operands are as `$name` requires.
                 #[target_feature(enable = "avx512f")]
                 unsafe fn avx512($($arg: $ty),*) -> usize {
-                    // SAFETY: AVX-512F is enabled here; the operands are the caller's.
+                    // SAFETY: this CPU has AVX-512F (this function's contract), which
+                    // `Avx512`'s methods need; the operands are as `$generic` requires
+                    // (`$name`'s contract is `$generic`'s).
                     unsafe { $generic::<Avx512>($($arg),*) }
                 }
+                /// # Safety
+                /// This CPU has AVX2 and FMA, and the operands are as `$name` requires.
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) -> usize {
-                    // SAFETY: AVX2 and FMA are enabled here; the operands are the caller's.
+                    // SAFETY: this CPU has AVX2 and FMA (this function's contract), which
+                    // `Avx2`'s methods need; the operands are as `$generic` requires.
                     unsafe { $generic::<Avx2>($($arg),*) }
                 }
-                // SAFETY: `isa` is available on this CPU (the caller's promise).
+                // SAFETY: the caller promises that this CPU has `isa` (it came from
+                // `Isa::detect` or `Isa::available`), so each arm calls the version whose
+                // features are present; the operands are forwarded under the same contract.
                 unsafe {
                     match isa {
                         Isa::Avx512 => avx512($($arg),*),
@@ -363,20 +386,26 @@ mod x86 {
 
     entry!(
         /// # Safety
-        /// `isa` is available; `p` is as `super::run` requires; `buf` holds
-        /// [`panel_floats`]`(p.k)` floats.
+        /// This CPU has `isa`; `p` is as `super::run` requires (B and C's columns
+        /// contiguous, m and k non-zero, every element of the m x k, k x n and m x n
+        /// blocks inside live memory, C aliasing neither A nor B); when `p.m > MR`,
+        /// `buf` is valid for reads and writes of [`panel_floats`]`(p.k)` floats and
+        /// aliases none of A, B or C.
         run => columns(p: &Product, n: usize, buf: *mut f32)
     );
 
     entry!(
         /// # Safety
-        /// As [`run`]; `p.m` is at most two row tiles, `alpha` 1 and `beta` 0.
+        /// As [`run`], without the buffer. (A correct result also needs `alpha` 1 and
+        /// `beta` 0; `p.m` of at most two row tiles is what the blocking is for.)
         run_blocked => blocked(p: &Product, n: usize)
     );
 
     entry!(
         /// # Safety
-        /// As `super::run_packed`.
+        /// As `super::run_packed`: this CPU has `isa`, m and k are non-zero, A and C as
+        /// in [`run`], and `p.b` holds B packed by `pack_b`, `packed_len(k, n)` floats
+        /// (`p.rsb` is `PACK_WIDTH`).
         run_packed => packed(p: &Product, n: usize)
     );
 
@@ -413,6 +442,15 @@ mod x86 {
     /// sums in C (an earlier block of k) instead of zero. They are constants so that each
     /// variant's loop is straight-line: with a runtime flag the compiler kept the sums on
     /// the stack. Row `i` of A is one pointer plus a loop-invariant offset.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set. Rows `i0..i0 + R` of A and C exist (`i0 + R <= p.m`), C's
+    /// columns `j0..j0 + V * S::LANES` exist, and `k0 + kn <= p.k`; every element of A,
+    /// B and C addressed so is inside live memory and C aliases neither A nor B. For
+    /// each step `t < kn`, the `V * S::LANES` floats at `b.src + t * b.stride` are
+    /// readable (row `k0 + t` of the panel). With `COPY`, `b.copy` is valid for writes of
+    /// `kn * V * S::LANES` floats that alias nothing else read here. With `LOAD`, or
+    /// with `p.beta` non-zero, C's tile is initialized.
     #[inline(always)]
     unsafe fn tile<
         S: Panel,
@@ -428,6 +466,15 @@ mod x86 {
         (k0, kn): (usize, usize),
         b: Source,
     ) {
+        // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
+        // C is read (`LOAD`, `beta`) and written at rows `i0 + i`, `i < R`, columns
+        // `j0 + v * LANES ..` for `v < V`: inside C's block by the contract. A is read at
+        // (i0 + i, k0 + t) for `t < kn`: inside A's m x k block. B is read at `brow`,
+        // which is the contract's row `k0 + t` of the panel at step t, and the copy
+        // written at `copy`, `V * LANES` floats per step, inside the `kn * V * LANES`
+        // floats the contract gives. `a` and `brow` step past their last element after
+        // the last step, and the prefetches run ahead of B's end, so those use wrapping
+        // arithmetic: no pointer outside the allocations is made with `offset`/`add`.
         unsafe {
             let mut acc = [[S::zero(); V]; R];
             if LOAD {
@@ -470,8 +517,8 @@ mod x86 {
                         *s = S::fma(av, *x, *s);
                     }
                 }
-                a = a.offset(p.csa);
-                brow = brow.offset(b.stride);
+                a = a.wrapping_offset(p.csa);
+                brow = brow.wrapping_offset(b.stride);
             }
             let alpha = S::splat(p.alpha);
             let beta = S::splat(p.beta);
@@ -495,6 +542,10 @@ mod x86 {
     }
 
     /// Runs the tile at `i0` for the runtime number of rows left, fewer than [`MR`].
+    ///
+    /// # Safety
+    /// As [`tile`] with `R = p.m - i0` rows, without a copy. (A count of rows outside
+    /// `1..MR` panics.)
     #[inline(always)]
     unsafe fn short_tile<S: Panel, const V: usize, const FETCH: bool, const LOAD: bool>(
         p: &Product,
@@ -503,6 +554,8 @@ mod x86 {
         ks: (usize, usize),
         b: Source,
     ) {
+        // SAFETY: each arm runs `tile` with R equal to `p.m - i0`, the rows this
+        // function's contract covers, and COPY false; the other operands are forwarded.
         unsafe {
             match p.m - i0 {
                 1 => tile::<S, 1, V, FETCH, false, LOAD>(p, i0, j0, ks, b),
@@ -521,9 +574,20 @@ mod x86 {
     /// tile reads B in place, prefetching, and (when other tiles follow) copies the
     /// panel into `buf` as it goes; the others read that dense copy, which the hardware
     /// prefetchers follow and which does not alias in L1 the way rows kilobytes apart do.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `p` is as `run` requires and columns
+    /// `j0..j0 + V * S::LANES` are inside its n; when `p.m > MR`, `buf` is valid for
+    /// reads and writes of `p.k * V * S::LANES` floats and aliases none of A, B or C.
     #[inline(always)]
     unsafe fn panel<S: Panel, const V: usize>(p: &Product, j0: usize, buf: *mut f32) {
         let ks = (0, p.k);
+        // SAFETY: `p.b + j0` is B's element (0, j0), inside B; from it, row t of the
+        // panel is `rsb * t` further, B's row t, columns j0.. inside B for every t < k.
+        // Up to MR rows the tiles do not copy, so `buf` is untouched; beyond, the first
+        // tile copies the panel into `buf` (k rows of `V * LANES` floats, what the
+        // contract gives) and the other row tiles read that copy densely after it is
+        // written. Every tile's rows are below `p.m`.
         unsafe {
             let first = Source {
                 src: p.b.add(j0),
@@ -548,6 +612,9 @@ mod x86 {
 
     /// The row tiles from `i0` on (whole ones, then the short rest) of the `V`-vector
     /// strip at `j0`, reading `b` with neither prefetch nor copy.
+    ///
+    /// # Safety
+    /// As [`tile`] for every row from `i0` to `p.m`, without a copy.
     #[inline(always)]
     unsafe fn tiles_from<S: Panel, const V: usize, const LOAD: bool>(
         p: &Product,
@@ -556,6 +623,9 @@ mod x86 {
         ks: (usize, usize),
         b: Source,
     ) {
+        // SAFETY: the whole tiles cover rows `i0..i0 + MR` with `i0 + MR <= p.m`, the
+        // short one the rest (`i0 < p.m`); the contract covers every row from the first
+        // `i0` to `p.m`.
         unsafe {
             while i0 + MR <= p.m {
                 tile::<S, MR, V, false, false, LOAD>(p, i0, j0, ks, b);
@@ -569,12 +639,20 @@ mod x86 {
 
     /// The `V`-vector panel at `j0` over k in `ks`, for a product of at most two row
     /// tiles (see [`blocked`]): every tile reads B in place, the second from cache.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `p` is as `run` requires, columns `j0..j0 + V * S::LANES`
+    /// are inside its n and `ks.0 + ks.1 <= p.k`. With `LOAD`, C's columns of this panel
+    /// hold the sums of an earlier block (so are initialized).
     #[inline(always)]
     unsafe fn block_panel<S: Panel, const V: usize, const LOAD: bool>(
         p: &Product,
         j0: usize,
         ks: (usize, usize),
     ) {
+        // SAFETY: `p.b + ks.0 * rsb + j0` is B's element (ks.0, j0) with `ks.0 < k`,
+        // inside B, and each of the `ks.1` rows from it (rsb apart) is a row of B below
+        // k; the tiles cover rows 0..m, as `tiles_from` requires.
         unsafe {
             let b = Source {
                 src: p.b.offset(ks.0 as isize * p.rsb).add(j0),
@@ -596,6 +674,10 @@ mod x86 {
     /// and those fetches run into the core's few outstanding-miss slots. The sums of an
     /// earlier block are kept in C and reloaded, which gives the same bits as keeping
     /// them in registers. Returns the columns done.
+    ///
+    /// # Safety
+    /// As `run_blocked`: this CPU has `S`'s set, and `p` with `n` columns is as `run`
+    /// requires.
     #[inline(always)]
     unsafe fn blocked<S: Panel>(p: &Product, n: usize) -> usize {
         let width = S::NV * S::LANES;
@@ -605,7 +687,10 @@ mod x86 {
         while k0 < p.k {
             let ks = (k0, BLOCK_ROWS.min(p.k - k0));
             let mut j0 = 0;
-            // SAFETY (whole block): forwarded from `run`'s caller.
+            // SAFETY: the panels cover columns `j0..j0 + width` with `j0 + width <= full
+            // <= n`, then `rest` vectors from `full`, below n; `ks` is a block of k inside
+            // it (`ks.1 <= p.k - k0`). The first block (`k0 == 0`) starts from zero; the
+            // later ones load the sums the earlier blocks stored into the same columns.
             unsafe {
                 while j0 < full {
                     match (S::NV, k0 == 0) {
@@ -633,10 +718,19 @@ mod x86 {
 
     /// Every whole vector of columns: panels of `S::NV` vectors, then one narrower panel
     /// for what is left of them. Returns the columns done.
+    ///
+    /// # Safety
+    /// As `run`: this CPU has `S`'s set, `p` with `n` columns is as `super::run`
+    /// requires, and when `p.m > MR`, `buf` holds [`panel_floats`]`(p.k)` floats that
+    /// alias none of A, B or C.
     #[inline(always)]
     unsafe fn columns<S: Panel>(p: &Product, n: usize, buf: *mut f32) -> usize {
         let width = S::NV * S::LANES;
         let mut j0 = 0;
+        // SAFETY: each panel covers columns `j0..j0 + V * LANES` below n (whole panels
+        // while `j0 + width <= n`, then `rest < NV` vectors of what is left); a panel
+        // copies at most `k * NV * LANES <= k * 48 = panel_floats(k)` floats into `buf`
+        // (NV * LANES is 48 for AVX-512 and 8 for AVX2).
         unsafe {
             while j0 + width <= n {
                 match S::NV {
@@ -660,6 +754,12 @@ mod x86 {
     /// The `V`-vector strip at column `j0` of a packed product, its rows read at `src`
     /// ([`super::PACK_WIDTH`] floats apart): every row tile over all of k. The first
     /// tile prefetches the strip ahead of itself; the others find it in L2.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; A and C are as `run` requires, C's columns
+    /// `j0..j0 + V * S::LANES` inside its n; for each of the `p.k` rows `t`, the
+    /// `V * S::LANES` floats at `src + t * PACK_WIDTH` are readable (`p.rsb` is
+    /// `PACK_WIDTH`).
     #[inline(always)]
     unsafe fn packed_strip<S: Panel, const V: usize>(p: &Product, j0: usize, src: *const f32) {
         let ks = (0, p.k);
@@ -668,6 +768,9 @@ mod x86 {
             stride: p.rsb,
             copy: std::ptr::null_mut(),
         };
+        // SAFETY: the source's k rows are the strip this function's contract makes
+        // readable; the tiles cover rows 0..m of C's columns j0.., without a copy (so the
+        // null copy pointer is never used).
         unsafe {
             if p.m < MR {
                 return short_tile::<S, V, true, false>(p, 0, j0, ks, b);
@@ -679,19 +782,31 @@ mod x86 {
 
     /// Every whole vector of columns of a packed product, panel by panel, each in strips
     /// of up to `S::NV` vectors. Returns the columns done.
+    ///
+    /// # Safety
+    /// As `run_packed`: this CPU has `S`'s set; m and k are non-zero; A and C (`n`
+    /// columns) are as `run` requires, and `p.b` holds `packed_len(p.k, n)` floats.
     #[inline(always)]
     unsafe fn packed<S: Panel>(p: &Product, n: usize) -> usize {
         let width = super::PACK_WIDTH;
         let mut j0 = 0;
         while j0 < n {
             let vectors = (n - j0).min(width) / S::LANES;
-            // SAFETY: panel j0 / width starts j0 * k floats in; its strips lie inside it.
+            // SAFETY: `j0 < n` is a multiple of PACK_WIDTH, so panel `j0 / PACK_WIDTH` is
+            // one of the `n.div_ceil(PACK_WIDTH)` panels and starts
+            // `(j0 / PACK_WIDTH) * k * PACK_WIDTH = j0 * k` floats into `p.b`.
             let panel = unsafe { p.b.add(j0 * p.k) };
             let mut v = 0;
             while v < vectors {
-                let (jv, src) = (j0 + v * S::LANES, unsafe { panel.add(v * S::LANES) });
+                // SAFETY: `v * LANES < vectors * LANES <= PACK_WIDTH`: a column of the
+                // panel's first row (k > 0), inside the panel.
+                let src = unsafe { panel.add(v * S::LANES) };
+                let jv = j0 + v * S::LANES;
                 let step = (vectors - v).min(S::NV);
-                // SAFETY (each strip): forwarded from `run_packed`'s caller.
+                // SAFETY: the strip is columns `jv..jv + step * LANES`, at most
+                // `j0 + vectors * LANES <= n`, and inside the panel's PACK_WIDTH
+                // columns; its k rows are PACK_WIDTH apart from `src`, inside the panel.
+                // A and C are as this function's contract says.
                 unsafe {
                     match step {
                         3 => packed_strip::<S, 3>(p, jv, src),

@@ -465,18 +465,8 @@ fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> (Vec<usize>, Vec<f32>) {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap();
-        (
-            out[0].shape.clone(),
-            out[0].slice::<f32>().unwrap().to_vec(),
-        )
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32_with_shape;
 
     #[test]
     fn conv_pads_strides_and_bias() {
@@ -491,7 +481,7 @@ mod tests {
             ("pads", Attr::Ints(vec![1, 1, 1, 1])),
             ("strides", Attr::Ints(vec![2, 2])),
         ];
-        let (shape, y) = run("Conv", &attrs, &[x, w, b]);
+        let (shape, y) = run_f32_with_shape("Conv", &attrs, &[x, w, b]);
         assert_eq!(shape, [1, 1, 2, 2]);
         // Windows: {1}, {2,3}, {4,7}, {5,6,8,9}.
         assert_eq!(y, [1.5, 5.5, 11.5, 28.5]);
@@ -503,7 +493,7 @@ mod tests {
         let x = Tensor::from_vec(&[1, 2, 4], &[1.0f32, 2.0, 4.0, 8.0, 0.0, 1.0, 0.0, 3.0]);
         let w = Tensor::from_vec(&[2, 1, 2], &[1.0f32, -1.0, 2.0, 0.0]);
         let attrs = [("group", Attr::Int(2)), ("dilations", Attr::Ints(vec![2]))];
-        let (shape, y) = run("Conv", &attrs, &[x, w]);
+        let (shape, y) = run_f32_with_shape("Conv", &attrs, &[x, w]);
         assert_eq!(shape, [1, 2, 2]);
         assert_eq!(y, [-3.0, -6.0, 0.0, 2.0]);
     }
@@ -624,7 +614,7 @@ mod tests {
             if self.bias {
                 inputs.push(Tensor::from_vec(&[self.m], &b));
             }
-            let (_, got) = run("Conv", &attrs, &inputs);
+            let (_, got) = run_f32_with_shape("Conv", &attrs, &inputs);
             assert_close(&got, &self.reference(&x, &w, &b));
         }
     }
@@ -764,7 +754,7 @@ mod tests {
         // 1-D: x = [1, 2], kernel [1, 1, 1], stride 2 -> [1, 1, 3, 2, 2].
         let x = Tensor::from_vec(&[1, 1, 2], &[1.0f32, 2.0]);
         let w = Tensor::from_vec(&[1, 1, 3], &[1.0f32; 3]);
-        let (shape, y) = run(
+        let (shape, y) = run_f32_with_shape(
             "ConvTranspose",
             &[("strides", Attr::Ints(vec![2]))],
             &[x.clone(), w.clone()],
@@ -776,6 +766,9 @@ mod tests {
             ("strides", Attr::Ints(vec![2])),
             ("pads", Attr::Ints(vec![1, 1])),
         ];
-        assert_eq!(run("ConvTranspose", &attrs, &[x, w]).1, [1.0, 3.0, 2.0]);
+        assert_eq!(
+            run_f32_with_shape("ConvTranspose", &attrs, &[x, w]).1,
+            [1.0, 3.0, 2.0]
+        );
     }
 }

@@ -78,7 +78,9 @@ pub(super) struct Direct {
 
 impl Direct {
     /// The direct plan for `win` over `channels` input channels on `isa`, if it applies:
-    /// unit strides, at most two spatial dims, a non-empty output.
+    /// unit strides, at most two spatial dims, a non-empty output. `isa` must be a set
+    /// this CPU has, from [`Isa::detect`] or [`Isa::available`]: [`Direct::conv`] runs
+    /// that set's kernels.
     pub(super) fn plan(win: &Window, channels: usize, isa: Isa) -> Option<Direct> {
         if win.stride != [1; 3]
             || win.input[0] != 1
@@ -95,6 +97,14 @@ impl Direct {
         if oh == 0 || ow == 0 || kh == 0 || kw == 0 {
             return None;
         }
+        // The kernels' reads are bounded by the padded input's size (see `task`), so that
+        // size, and every offset below it, must not wrap: a window too large to address
+        // (a crafted dilation, say) goes to im2col + GEMM, whose indexing is checked.
+        let hp = (kh - 1).checked_mul(dh)?.checked_add(oh)?;
+        let wp = (kw - 1).checked_mul(dw)?.checked_add(ow)?;
+        channels
+            .checked_mul(hp.checked_mul(wp)?)?
+            .checked_add(MAX_LANES)?;
         Some(Direct {
             isa,
             channels,
@@ -108,8 +118,8 @@ impl Direct {
             dw,
             pt: usize::try_from(win.pad_begin[1]).ok()?,
             pl: usize::try_from(win.pad_begin[2]).ok()?,
-            hp: oh + (kh - 1) * dh,
-            wp: ow + (kw - 1) * dw,
+            hp,
+            wp,
         })
     }
 
@@ -248,12 +258,21 @@ impl Direct {
                         out: tile.as_mut_ptr(),
                         ld: TILE_FLOATS,
                     };
-                    // SAFETY: the last vector of the tile starts below q0 + nv * lanes <=
-                    // nq - 1 + lanes, so the furthest read, channel c0 + cn - 1 under the
-                    // last tap, is below (c0 + cn) * plane + lanes - 1: inside `padded`,
-                    // which has MAX_LANES floats of slack after its last plane. Weights
-                    // read are rows m0..m0 + mr, columns c0 * taps.. (c0 + cn) * taps of
-                    // `w`, and the tile holds mr rows of nv * lanes floats.
+                    // SAFETY: `self.isa` came from `Isa::detect` or `Isa::available` (see
+                    // `plan`), so this CPU has it; `mr <= MR` and `nv <= nv_max`, the
+                    // ISA's tile width. Input: the tile's vectors cover positions
+                    // `q0..q0 + nv * lanes`, and `q0 + nv * lanes <= nq + lanes - 1` (nv
+                    // is `(nq - q0).div_ceil(lanes)` or less). The last tap adds
+                    // `(kh - 1) * dh * wp + (kw - 1) * dw`, and with `nq = (oh - 1) * wp
+                    // + ow` that makes the furthest read of channel c0 + cn - 1 end below
+                    // `(c0 + cn) * plane + lanes - 1 <= channels * plane + MAX_LANES`: inside
+                    // `padded`, which was cut to `scratch_len` above (`plan` checked that
+                    // this size does not wrap, so neither does any offset below it, the
+                    // taps' included: `kh <= hp`, `kw <= wp`). Weights: rows
+                    // `m0..m0 + mr` (below m, the rows of `y`), columns `c0 * taps ..
+                    // (c0 + cn) * taps <= k` of `w`, whose `m * k` floats the assert in
+                    // `conv` checked. Output: the local `tile` holds MR rows of
+                    // TILE_FLOATS >= nv * lanes floats, and nothing else refers to it.
                     unsafe { run_tile(self.isa, mr, nv, &args) };
                     for i in 0..mr {
                         let dst = &mut y[(m0 + i) * olen..][..olen];
@@ -311,11 +330,14 @@ struct TileArgs {
 /// Runs the `mr` x `nv` tile kernel of `isa`.
 ///
 /// # Safety
-/// `isa` is available on this CPU, `mr <= MR`, `nv` at most the ISA's tile width, and
-/// every read and write `args` implies lies inside live memory (see `Direct::task`).
+/// This CPU has `isa` (from [`Isa::detect`] or [`Isa::available`]), `mr` is in `1..=MR`,
+/// `nv` in 1 to the ISA's tile width ([`shape`]), and every read and write `args`
+/// implies for an `mr` x `nv` tile lies inside live memory, the output aliasing neither
+/// input (see `x86::tile`, and `Direct::task` for the bounds).
 unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded from the caller.
+    // SAFETY: each arm calls the kernel compiled for the set `isa` names, which this
+    // CPU has (the contract); `mr`, `nv` and `args` are forwarded under the same terms.
     unsafe {
         match isa {
             Isa::Avx512 => x86::tile_avx512(mr, nv, args),
@@ -337,8 +359,23 @@ mod x86 {
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
     /// The tap loops' bounds are runtime values; the body (NV loads, MR broadcasts,
     /// MR * NV FMAs) is fully unrolled.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set. For every channel `c < t.channels`, tap `(a, b)` below
+    /// `(t.kh, t.kw)` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.plane +
+    /// a * t.row_step + b * t.dw + v * S::LANES` are readable; for every row `i < MR`
+    /// the `t.channels * t.kh * t.kw` floats at `t.w + i * t.w_stride` are readable;
+    /// the `NV * S::LANES` floats at `t.out + i * t.ld` are readable (initialized) and
+    /// writable, and alias neither input.
     #[inline(always)]
     unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
+        // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
+        // The loads at `xp + v * LANES` are the contract's input vectors of channel c,
+        // tap (a, b); the weight read at `wc + i * w_stride` is row i's column
+        // `c * kh * kw + a * kw + b` (`wc` steps by one per tap); the tile's loads and
+        // stores are the contract's output rows. After the last channel `xc` points a
+        // plane past the last one, which may be past the end of the input, so that step
+        // uses wrapping arithmetic and is never dereferenced.
         unsafe {
             let mut acc = [[S::splat(0.0); NV]; MR];
             for (i, row) in acc.iter_mut().enumerate() {
@@ -365,7 +402,7 @@ mod x86 {
                         wc = wc.add(1);
                     }
                 }
-                xc = xc.add(t.plane);
+                xc = xc.wrapping_add(t.plane);
             }
             for (i, row) in acc.iter().enumerate() {
                 for (v, a) in row.iter().enumerate() {
@@ -392,6 +429,9 @@ mod x86 {
     /// AVX-512F is available, and `t` is valid for an `mr` x `nv` tile (see `run_tile`).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn tile_avx512(mr: usize, nv: usize, t: &TileArgs) {
+        // SAFETY: this CPU has AVX-512F (the contract), all `Avx512` needs; the arm run
+        // is `tile::<Avx512, mr, nv>` (other counts panic), whose bounds on `t` are the
+        // caller's.
         unsafe { dispatch!(Avx512, mr, nv, t, [1 2 3 4 5 6]) }
     }
 
@@ -399,6 +439,37 @@ mod x86 {
     /// AVX2 and FMA are available, and `t` is valid for an `mr` x `nv` tile.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn tile_avx2(mr: usize, nv: usize, t: &TileArgs) {
+        // SAFETY: this CPU has AVX2 and FMA (the contract), all `Avx2` needs; the arm run
+        // is `tile::<Avx2, mr, nv>` (other counts panic), whose bounds on `t` are the
+        // caller's.
         unsafe { dispatch!(Avx2, mr, nv, t, [1 2 3]) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dilation whose padded planes' size would wrap around `usize` gets no direct
+    /// plan: the kernels' bounds are computed from that size. (Planned only, never run,
+    /// so the set named need not be this CPU's.)
+    #[test]
+    fn a_window_too_large_to_address_has_no_plan() {
+        let mut win = Window {
+            input: [1, 3, 3],
+            output: [1, 3, 3],
+            kernel: [1, 3, 3],
+            stride: [1; 3],
+            dilation: [1, usize::MAX / 2, 1],
+            pad_begin: [0, 1, 1],
+            pad_end: [0, 1, 1],
+        };
+        assert!(Direct::plan(&win, 4, Isa::Avx2).is_none());
+        win.dilation = [1, 1, usize::MAX / 2];
+        assert!(Direct::plan(&win, 4, Isa::Avx2).is_none());
+        win.dilation = [1, 1, 1];
+        let plan = Direct::plan(&win, 4, Isa::Avx2).expect("a plan");
+        assert_eq!((plan.hp, plan.wp), (5, 5));
+        assert_eq!(plan.scratch_len(), 4 * 25 + MAX_LANES);
     }
 }

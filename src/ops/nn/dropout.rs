@@ -40,14 +40,13 @@ pub fn dropout(
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::{Attrs, OpRegistry, Tensor};
+    use crate::ops::Tensor;
+    use crate::ops::testing::{run, try_run};
 
     #[test]
     fn dropout_is_the_identity_with_a_full_mask() {
         let x = Tensor::from_vec(&[3], &[1.0f32, -2.0, 3.0]);
-        let out = OpRegistry::new()
-            .run_on_host("Dropout", &Attrs::default(), &[x], 2)
-            .unwrap();
+        let out = run("Dropout", &[], &[x], 2);
         assert_eq!(out[0].slice::<f32>().unwrap(), [1.0, -2.0, 3.0]);
         assert_eq!(out[1].slice::<u8>().unwrap(), [1, 1, 1]);
         let x = Tensor::from_vec(&[1], &[1.0f32]);
@@ -55,10 +54,6 @@ mod tests {
         let train = Tensor::from_vec(&[], &[1u8]);
         let mut train = train;
         train.dtype = crate::ops::DType::Bool;
-        assert!(
-            OpRegistry::new()
-                .run_on_host("Dropout", &Attrs::default(), &[x, ratio, train], 2)
-                .is_err()
-        );
+        assert!(try_run("Dropout", &[], &[x, ratio, train], 2).is_err());
     }
 }

@@ -78,10 +78,16 @@ impl<'a, T> Mat<'a, T> {
         }
     }
     /// Whether every element lies inside `data` (what makes the raw-pointer call sound).
+    /// The offset of the last element is computed without wrapping: strides so large
+    /// that it would wrap are out of bounds.
     fn in_bounds(&self) -> bool {
         self.rows == 0
             || self.cols == 0
-            || (self.rows - 1) * self.rs + (self.cols - 1) * self.cs < self.data.len()
+            || (self.rows - 1)
+                .checked_mul(self.rs)
+                .zip((self.cols - 1).checked_mul(self.cs))
+                .and_then(|(r, c)| r.checked_add(c))
+                .is_some_and(|last| last < self.data.len())
     }
 }
 
@@ -89,8 +95,9 @@ impl<'a, T> Mat<'a, T> {
 /// `ldc` elements apart. With `beta == 0` the old contents of `c` are ignored (NaN too).
 /// Large products run in parallel over row blocks.
 ///
-/// Panics if the operands do not fit their slices: callers size them from validated
-/// shapes, so that is an internal error, and memory safety depends on it.
+/// Panics if the operands do not fit their slices, or if C's rows overlap (`ldc < n`):
+/// callers size them from validated shapes, so that is an internal error, and memory
+/// safety depends on it.
 pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T], ldc: usize) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(a.cols == b.rows, "gemm: inner dims {k} and {}", b.rows);
@@ -98,8 +105,20 @@ pub fn gemm<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T],
         a.in_bounds() && b.in_bounds(),
         "gemm: operand out of bounds"
     );
+    // Rows `ldc` apart must not overlap: the product wants C's elements distinct, and
+    // `by_row_blocks` hands each thread `ldc`-long rows of C, which a row of n > ldc
+    // elements would run past into another thread's block.
     assert!(
-        m == 0 || n == 0 || (m - 1) * ldc + n <= c.len(),
+        m == 0 || n == 0 || ldc >= n,
+        "gemm: C's rows of {n} overlap {ldc} apart"
+    );
+    assert!(
+        m == 0
+            || n == 0
+            || (m - 1)
+                .checked_mul(ldc)
+                .and_then(|r| r.checked_add(n))
+                .is_some_and(|end| end <= c.len()),
         "gemm: C too small"
     );
     if m == 0 || n == 0 {
@@ -165,8 +184,11 @@ fn gemm_serial<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [
         }
         DType::F64 => {
             let c = bytemuck::cast_slice_mut::<T, f64>(c);
-            // SAFETY: the operands were checked to lie inside their slices, and C's block
-            // of m rows ldc apart, n wide, inside `c`.
+            // SAFETY: `gemm` checked that A and B lie inside their slices (A's row block
+            // too: it starts `r0 * rs` into the slice that held all m rows), that C's rows
+            // do not overlap (`ldc >= n`), and that C's block of m rows ldc apart, n
+            // wide, lies inside `c`, which `by_row_blocks` cut at whole rows. `c` is
+            // borrowed mutably, so it aliases neither A nor B.
             unsafe {
                 let (a, b) = (a.cast::<f64>(), b.cast::<f64>());
                 matrixmultiply::dgemm(
@@ -223,9 +245,11 @@ fn gemm_serial<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [
 }
 
 fn sgemm(alpha: f32, a: Mat<f32>, b: Mat<f32>, beta: f32, c: &mut [f32], ldc: usize) {
-    // SAFETY: `gemm` checked that A and B lie inside their slices and that C's block of
-    // a.rows rows, ldc apart and b.cols wide, lies inside `c`; the half path builds
-    // contiguous operands of exactly those sizes.
+    // SAFETY: from the f32 arm, `gemm` checked that A and B lie inside their slices
+    // and that C's block of a.rows rows, ldc >= b.cols apart and b.cols wide, lies inside
+    // `c` (see the f64 arm); the half path builds contiguous operands of exactly those
+    // sizes, with ldc = n. `c` is borrowed mutably, so C aliases neither A nor B, and its
+    // elements are initialized, as slices' are.
     unsafe {
         crate::ops::linalg::sgemm::sgemm(
             a.rows,
@@ -431,9 +455,11 @@ pub fn matmul_packed(
     }
     // Row blocks across the threads for large products, as `gemm` splits them.
     by_row_blocks((rows, k, n), out, n, |r0, r1, c| {
-        // SAFETY: rows r0..r1 of A (k floats each, contiguous) and the (r1 - r0) x n
-        // block `c` were checked against the slices above; `bp` holds packed_len(k, n)
-        // floats; `c` is the output, which aliases no input.
+        // SAFETY: rows r0..r1 of A (k floats each, contiguous) lie inside `a`, which
+        // holds `rows * k` floats (checked above); `c` is the (r1 - r0) x n block of
+        // `out` (`rows * n` floats, checked) that `by_row_blocks` cut at whole rows;
+        // `bp` holds `packed_len(k, n)` floats (checked). `c` is a mutable borrow of
+        // the output, so it aliases neither input.
         unsafe {
             sgemm_packed(
                 r1 - r0,
@@ -525,26 +551,20 @@ fn gemm_typed<T: Scalar>(
 mod tests {
     use super::*;
     use crate::ops::Attr;
-    use crate::ops::{Attrs, OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap();
-        out[0].slice::<f32>().unwrap().to_vec()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run;
+    use crate::ops::testing::run_f32;
 
     #[test]
     fn matmul_broadcasts_and_promotes_vectors() {
         let a = Tensor::from_vec(&[2, 1, 2], &[1.0f32, 2.0, 3.0, 4.0]);
         let b = Tensor::from_vec(&[2, 1], &[10.0f32, 100.0]);
         // [1,2].[10,100] = 210, [3,4].[10,100] = 430
-        assert_eq!(run("MatMul", &[], &[a, b]), [210.0, 430.0]);
+        assert_eq!(run_f32("MatMul", &[], &[a, b]), [210.0, 430.0]);
         let v = Tensor::from_vec(&[2], &[1.0f32, -1.0]);
         let m = Tensor::from_vec(&[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(run("MatMul", &[], &[v.clone(), m]), [-3.0, -3.0, -3.0]);
-        assert_eq!(run("MatMul", &[], &[v.clone(), v]), [2.0]);
+        assert_eq!(run_f32("MatMul", &[], &[v.clone(), m]), [-3.0, -3.0, -3.0]);
+        assert_eq!(run_f32("MatMul", &[], &[v.clone(), v]), [2.0]);
     }
 
     #[test]
@@ -552,9 +572,7 @@ mod tests {
         use half::f16;
         let a = Tensor::from_vec(&[1, 2], &[f16::from_f32(0.5), f16::from_f32(2.0)]);
         let b = Tensor::from_vec(&[2, 1], &[f16::from_f32(3.0), f16::from_f32(0.25)]);
-        let out = OpRegistry::new()
-            .run_on_host("MatMul", &Attrs::default(), &[a, b], 1)
-            .unwrap();
+        let out = run("MatMul", &[], &[a, b], 1);
         assert_eq!(out[0].slice::<f16>().unwrap(), [f16::from_f32(2.0)]);
     }
 
@@ -569,7 +587,53 @@ mod tests {
             ("alpha", Attr::Float(2.0)),
             ("beta", Attr::Float(0.5)),
         ];
-        assert_eq!(run("Gemm", &attrs, &[a, b, c]), [7.0, 14.0, 11.0, 18.0]);
+        assert_eq!(run_f32("Gemm", &attrs, &[a, b, c]), [7.0, 14.0, 11.0, 18.0]);
+    }
+
+    /// C rows closer together than n would overlap: refused, since a block of rows given
+    /// to one thread would run into the next block.
+    #[test]
+    #[should_panic(expected = "overlap")]
+    fn c_rows_that_overlap_are_refused() {
+        let (a, b) = ([1.0f32; 2], [1.0f32; 4]);
+        let mut c = [0.0f32; 6];
+        gemm(
+            1.0,
+            Mat::row_major(&a, 2, 1),
+            Mat::row_major(&b, 1, 4),
+            0.0,
+            &mut c,
+            2,
+        );
+    }
+
+    /// Extents whose last offset would wrap around `usize` are out of bounds, not a small
+    /// offset that passes the check.
+    #[test]
+    fn extents_that_would_wrap_are_out_of_bounds() {
+        let data = [0.0f32; 4];
+        let huge = Mat {
+            data: &data,
+            rows: 3,
+            cols: 1,
+            rs: 1 << (usize::BITS - 1),
+            cs: 1,
+        };
+        assert!(!huge.in_bounds());
+        assert!(Mat::row_major(&data, 2, 2).in_bounds());
+        let r = std::panic::catch_unwind(|| {
+            let mut c = [0.0f32; 4];
+            gemm(
+                1.0,
+                Mat::row_major(&data, 3, 1),
+                Mat::row_major(&data, 1, 1),
+                0.0,
+                &mut c,
+                1 << (usize::BITS - 1),
+            );
+        });
+        let msg = r.expect_err("an ldc that wraps is refused");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"gemm: C too small"));
     }
 
     #[test]

@@ -328,17 +328,8 @@ fn lrn_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, outs)
-            .unwrap();
-        out.iter()
-            .map(|t| t.slice::<f32>().unwrap().to_vec())
-            .collect()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32s;
 
     fn v(shape: &[usize], x: &[f32]) -> Tensor {
         Tensor::from_vec(shape, x)
@@ -350,7 +341,7 @@ mod tests {
         let c = |x: f32| v(&[1], &[x]);
         let eps = ("epsilon", Attr::Float(0.0));
         // mean 2, var 4, scale 2, bias 1: (x - 2) / 2 * 2 + 1 = x - 1.
-        let y = run(
+        let y = run_f32s(
             "BatchNormalization",
             std::slice::from_ref(&eps),
             &[x.clone(), c(2.0), c(1.0), c(2.0), c(4.0)],
@@ -363,7 +354,7 @@ mod tests {
             ("training_mode", Attr::Int(1)),
             ("momentum", Attr::Float(0.5)),
         ];
-        let y = run(
+        let y = run_f32s(
             "BatchNormalization",
             &attrs,
             &[x, c(1.0), c(0.0), c(0.0), c(1.0)],
@@ -384,7 +375,7 @@ mod tests {
         // [-1, 1]; scale [2, 1], bias [0, 1].
         let x = v(&[2, 2], &[1.0, 3.0, 0.0, 4.0]);
         let attrs = [("epsilon", Attr::Float(0.0))];
-        let y = run(
+        let y = run_f32s(
             "LayerNormalization",
             &attrs,
             &[x, v(&[2], &[2.0, 1.0]), v(&[2], &[0.0, 1.0])],
@@ -394,7 +385,7 @@ mod tests {
         assert_eq!(y[1], [2.0, 2.0]);
         assert_eq!(y[2], [1.0, 0.5]);
         let x = v(&[1, 1, 2], &[1.0, 3.0]);
-        let y = run(
+        let y = run_f32s(
             "InstanceNormalization",
             &attrs,
             &[x, v(&[1], &[3.0]), v(&[1], &[1.0])],
@@ -413,7 +404,7 @@ mod tests {
             ("beta", Attr::Float(1.0)),
             ("bias", Attr::Float(0.0)),
         ];
-        let y = run("LRN", &attrs, &[x], 1);
+        let y = run_f32s("LRN", &attrs, &[x], 1);
         assert_eq!(y[0], [1.0 / 5.0, 2.0 / 4.0]);
     }
 }

@@ -268,12 +268,8 @@ fn global_pool_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<Tensor> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run;
 
     fn grid() -> Tensor {
         // 1 2 3
@@ -288,10 +284,15 @@ mod tests {
     #[test]
     fn max_pool_values_and_indices() {
         let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
-        let out = run("MaxPool", std::slice::from_ref(&k), grid());
+        let out = run("MaxPool", std::slice::from_ref(&k), &[grid()], 1);
         assert_eq!(out[0].slice::<f32>().unwrap(), [5.0, 6.0, 8.0, 9.0]);
         assert_eq!(out[1].slice::<i64>().unwrap(), [4, 5, 7, 8]);
-        let out = run("MaxPool", &[k, ("storage_order", Attr::Int(1))], grid());
+        let out = run(
+            "MaxPool",
+            &[k, ("storage_order", Attr::Int(1))],
+            &[grid()],
+            1,
+        );
         // Column-major: (h, w) -> h + 3 w.
         assert_eq!(out[1].slice::<i64>().unwrap(), [4, 7, 5, 8]);
     }
@@ -303,28 +304,30 @@ mod tests {
             ("pads", Attr::Ints(vec![1, 1, 0, 0])),
             ("strides", Attr::Ints(vec![2, 2])),
         ];
-        let out = run("AveragePool", &attrs, grid());
+        let out = run("AveragePool", &attrs, &[grid()], 1);
         // Windows {1}, {2,3}, {4,7}, {5,6,8,9}.
         assert_eq!(out[0].slice::<f32>().unwrap(), [1.0, 2.5, 5.5, 7.0]);
         let mut with_pad = attrs.to_vec();
         with_pad.push(("count_include_pad", Attr::Int(1)));
-        let out = run("AveragePool", &with_pad, grid());
+        let out = run("AveragePool", &with_pad, &[grid()], 1);
         assert_eq!(out[0].slice::<f32>().unwrap(), [0.25, 1.25, 2.75, 7.0]);
     }
 
     #[test]
     fn lp_and_global_pools() {
         let x = Tensor::from_vec(&[1, 1, 2], &[3.0f32, -4.0]);
-        let out = run("LpPool", &[("kernel_shape", Attr::Ints(vec![2]))], x);
+        let out = run("LpPool", &[("kernel_shape", Attr::Ints(vec![2]))], &[x], 1);
         assert_eq!(out[0].slice::<f32>().unwrap(), [5.0]);
         assert_eq!(
-            run("GlobalAveragePool", &[], grid())[0]
+            run("GlobalAveragePool", &[], &[grid()], 1)[0]
                 .slice::<f32>()
                 .unwrap(),
             [5.0]
         );
         assert_eq!(
-            run("GlobalMaxPool", &[], grid())[0].slice::<f32>().unwrap(),
+            run("GlobalMaxPool", &[], &[grid()], 1)[0]
+                .slice::<f32>()
+                .unwrap(),
             [9.0]
         );
     }

@@ -355,26 +355,30 @@ fn resize_typed<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32;
 
-    fn run(attrs: &[(&str, Attr)], x: Tensor, scales: &[f32]) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
+    /// Resize of `x` by `scales`, with an empty roi.
+    fn resize(attrs: &[(&str, Attr)], x: Tensor, scales: &[f32]) -> Vec<f32> {
         let roi = Tensor::zeroed(crate::ops::DType::F32, &[0]);
         let s = Tensor::from_vec(&[scales.len()], scales);
-        let out = OpRegistry::new()
-            .run_on_host("Resize", &attrs, &[x, roi, s], 1)
-            .unwrap();
-        out[0].slice::<f32>().unwrap().to_vec()
+        run_f32("Resize", attrs, &[x, roi, s])
     }
 
     #[test]
     fn nearest_and_linear_upsampling() {
         let x = Tensor::from_vec(&[1, 2], &[1.0f32, 3.0]);
         let nearest = [("mode", Attr::Str("nearest".into()))];
-        assert_eq!(run(&nearest, x.clone(), &[1.0, 2.0]), [1.0, 1.0, 3.0, 3.0]);
+        assert_eq!(
+            resize(&nearest, x.clone(), &[1.0, 2.0]),
+            [1.0, 1.0, 3.0, 3.0]
+        );
         // half_pixel linear: sources -0.25, 0.25, 0.75, 1.25 -> clamped edges.
         let linear = [("mode", Attr::Str("linear".into()))];
-        assert_eq!(run(&linear, x.clone(), &[1.0, 2.0]), [1.0, 1.5, 2.5, 3.0]);
+        assert_eq!(
+            resize(&linear, x.clone(), &[1.0, 2.0]),
+            [1.0, 1.5, 2.5, 3.0]
+        );
         let corners = [
             ("mode", Attr::Str("linear".into())),
             (
@@ -383,7 +387,7 @@ mod tests {
             ),
         ];
         // Scale 1.5 gives 3 outputs; align_corners maps the ends onto the ends.
-        assert_eq!(run(&corners, x, &[1.0, 1.5]), [1.0, 2.0, 3.0]);
+        assert_eq!(resize(&corners, x, &[1.0, 1.5]), [1.0, 2.0, 3.0]);
     }
 
     #[test]
@@ -397,7 +401,7 @@ mod tests {
             ),
         ];
         // Keys' kernel reproduces a linear ramp away from the edges.
-        let y = run(&cubic, x, &[1.0, 2.0]);
+        let y = resize(&cubic, x, &[1.0, 2.0]);
         assert!(
             (y[3] - 1.5).abs() < 1e-6 && (y[2] - 1.0).abs() < 1e-6,
             "{y:?}"

@@ -139,10 +139,12 @@ fn cast_f32_mut<T: Scalar>(ys: &mut [T]) -> Option<&mut [f32]> {
 /// Softmax of each `len`-long row of `xs` into `ys`, with the widest vectors this CPU
 /// has.
 fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
-    // SAFETY: each branch runs the version compiled for the set `Isa::detect` found.
+    // Each branch runs the version compiled for the set `Isa::detect` found.
     #[cfg(target_arch = "x86_64")]
     match Isa::detect() {
+        // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `rows_avx512` needs.
         Some(Isa::Avx512) => unsafe { rows_avx512(xs, ys, len) },
+        // SAFETY: `Isa::detect` found AVX2 (with FMA) on this CPU; `rows_avx2` needs AVX2.
         Some(Isa::Avx2) => unsafe { rows_avx2(xs, ys, len) },
         None => rows_any(xs, ys, len),
     }
@@ -150,12 +152,22 @@ fn rows_f32(xs: &[f32], ys: &mut [f32], len: usize) {
     rows_any(xs, ys, len)
 }
 
+/// [`rows_any`] compiled for AVX-512F.
+///
+/// # Safety
+/// This CPU has AVX-512F. (The body is safe code; only the instructions it compiles to
+/// need the feature.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn rows_avx512(xs: &[f32], ys: &mut [f32], len: usize) {
     rows_any(xs, ys, len)
 }
 
+/// [`rows_any`] compiled for AVX2.
+///
+/// # Safety
+/// This CPU has AVX2. (The body is safe code; only the instructions it compiles to need
+/// the feature.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn rows_avx2(xs: &[f32], ys: &mut [f32], len: usize) {
@@ -254,13 +266,8 @@ pub fn exp_f32(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], x: Tensor) -> Vec<f32> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new().run_on_host(op, &attrs, &[x], 1).unwrap();
-        out[0].slice::<f32>().unwrap().to_vec()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::{run_f32, run1};
 
     fn close(a: &[f32], b: &[f32]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6)
@@ -273,16 +280,16 @@ mod tests {
         let x = Tensor::from_vec(&[1, 2, 2], &[0.0f32, 0.0, ln2, 0.0]);
         let a = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(13))];
         assert!(close(
-            &run("Softmax", &a, x.clone()),
+            &run_f32("Softmax", &a, std::slice::from_ref(&x)),
             &[1.0 / 3.0, 0.5, 2.0 / 3.0, 0.5]
         ));
         // Opset 11, axis 1: the 4 trailing values form one row.
         let old = [("axis", Attr::Int(1)), ("onnx_opset", Attr::Int(11))];
         assert!(close(
-            &run("Softmax", &old, x.clone()),
+            &run_f32("Softmax", &old, std::slice::from_ref(&x)),
             &[0.2, 0.2, 0.4, 0.2]
         ));
-        let l = run("LogSoftmax", &old, x);
+        let l = run_f32("LogSoftmax", &old, &[x]);
         assert!(close(
             &l,
             &[0.2f32.ln(), 0.2f32.ln(), 0.4f32.ln(), 0.2f32.ln()]
@@ -292,7 +299,7 @@ mod tests {
     #[test]
     fn large_inputs_do_not_overflow() {
         let x = Tensor::from_vec(&[1, 2], &[1000.0f32, 1000.0]);
-        assert_eq!(run("Softmax", &[], x), [0.5, 0.5]);
+        assert_eq!(run_f32("Softmax", &[], &[x]), [0.5, 0.5]);
     }
 
     #[test]
@@ -325,13 +332,10 @@ mod tests {
             {
                 let op = "Softmax";
                 let a = [("axis", Attr::Int(-1)), ("onnx_opset", Attr::Int(13))];
-                let got = run(op, &a, Tensor::from_vec(&[rows, len], &x));
+                let got = run_f32(op, &a, &[Tensor::from_vec(&[rows, len], &x)]);
                 let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-                let attrs = crate::ops::test_attrs(&a);
-                let want = OpRegistry::new()
-                    .run_on_host(op, &attrs, &[Tensor::from_vec(&[rows, len], &x64)], 1)
-                    .unwrap();
-                let want = want[0].slice::<f64>().unwrap();
+                let want = run1(op, &a, &[Tensor::from_vec(&[rows, len], &x64)]);
+                let want = want.slice::<f64>().unwrap();
                 for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
                     let tol = 1e-6 * (1.0 + w.abs());
                     assert!(
@@ -349,7 +353,7 @@ mod tests {
             }
         }
         let x = [f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::NAN];
-        let out = run("Softmax", &[], Tensor::from_vec(&[2, 2], &x));
+        let out = run_f32("Softmax", &[], &[Tensor::from_vec(&[2, 2], &x)]);
         assert!(out.iter().all(|v| v.is_nan()), "{out:?}");
     }
 }

@@ -401,15 +401,8 @@ fn cumulate<T: Num>(
 mod tests {
     use super::*;
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)]) -> Tensor {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, 1)
-            .unwrap_or_else(|e| panic!("{op}: {e}"))
-            .remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run1;
 
     fn x234() -> Tensor {
         Tensor::from_vec(&[2, 3, 4], &(0..24).map(|v| v as f32).collect::<Vec<_>>())
@@ -455,39 +448,39 @@ mod tests {
 
     #[test]
     fn reductions_over_middle_and_split_axes() {
-        let y = run(
+        let y = run1(
             "ReduceSum",
-            &[x234()],
             &[("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))],
+            &[x234()],
         );
         assert_eq!(y.shape, [2, 4]);
         assert_eq!(
             y.slice::<f32>().unwrap(),
             [12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]
         );
-        let y = run("ReduceMax", &[x234()], &[("axes", Attr::Ints(vec![0, 2]))]);
+        let y = run1("ReduceMax", &[("axes", Attr::Ints(vec![0, 2]))], &[x234()]);
         assert_eq!(y.shape, [1, 3, 1]);
         assert_eq!(y.slice::<f32>().unwrap(), [15.0, 19.0, 23.0]);
         let axes = Tensor::from_vec(&[1], &[-1i64]);
-        let y = run("ReduceMean", &[x234(), axes], &[]);
+        let y = run1("ReduceMean", &[], &[x234(), axes]);
         assert_eq!(&y.slice::<f32>().unwrap()[..2], [1.5, 5.5]);
         let x = Tensor::from_vec(&[2], &[3.0f32, 4.0]);
         assert_eq!(
-            run("ReduceL2", std::slice::from_ref(&x), &[])
+            run1("ReduceL2", &[], std::slice::from_ref(&x))
                 .slice::<f32>()
                 .unwrap(),
             [5.0]
         );
         assert_eq!(
-            run("ReduceSumSquare", std::slice::from_ref(&x), &[])
+            run1("ReduceSumSquare", &[], std::slice::from_ref(&x))
                 .slice::<f32>()
                 .unwrap(),
             [25.0]
         );
-        let lse = run(
+        let lse = run1(
             "ReduceLogSumExp",
-            &[Tensor::from_vec(&[2], &[1000.0f32, 1000.0])],
             &[],
+            &[Tensor::from_vec(&[2], &[1000.0f32, 1000.0])],
         );
         assert!((lse.slice::<f32>().unwrap()[0] - (1000.0 + 2f32.ln())).abs() < 1e-3);
     }
@@ -497,26 +490,26 @@ mod tests {
         let x = Tensor::zeroed(crate::ops::DType::F32, &[2, 0]);
         let ax = [("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))];
         assert_eq!(
-            run("ReduceSum", std::slice::from_ref(&x), &ax)
+            run1("ReduceSum", &ax, std::slice::from_ref(&x))
                 .slice::<f32>()
                 .unwrap(),
             [0.0, 0.0]
         );
         assert_eq!(
-            run("ReduceProd", std::slice::from_ref(&x), &ax)
+            run1("ReduceProd", &ax, std::slice::from_ref(&x))
                 .slice::<f32>()
                 .unwrap(),
             [1.0, 1.0]
         );
         assert_eq!(
-            run("ReduceMax", std::slice::from_ref(&x), &ax)
+            run1("ReduceMax", &ax, std::slice::from_ref(&x))
                 .slice::<f32>()
                 .unwrap(),
             [f32::NEG_INFINITY; 2]
         );
         let i = Tensor::zeroed(crate::ops::DType::I32, &[1, 0]);
         assert_eq!(
-            run("ReduceMin", &[i], &ax).slice::<i32>().unwrap(),
+            run1("ReduceMin", &ax, &[i]).slice::<i32>().unwrap(),
             [i32::MAX]
         );
     }
@@ -524,12 +517,12 @@ mod tests {
     #[test]
     fn integers_wrap_and_halves_accumulate_in_f32() {
         let x = Tensor::from_vec(&[2], &[100i8, 100]);
-        assert_eq!(run("ReduceSum", &[x], &[]).slice::<i8>().unwrap(), [-56]);
+        assert_eq!(run1("ReduceSum", &[], &[x]).slice::<i8>().unwrap(), [-56]);
         let h: Vec<f16> = [2048.0f32, 1.0, 1.0]
             .iter()
             .map(|&v| f16::from_f32(v))
             .collect();
-        let y = run("ReduceSum", &[Tensor::from_vec(&[3], &h)], &[]);
+        let y = run1("ReduceSum", &[], &[Tensor::from_vec(&[3], &h)]);
         assert_eq!(y.slice::<f16>().unwrap(), [f16::from_f32(2050.0)]);
     }
 
@@ -542,34 +535,34 @@ mod tests {
         };
         let ax = [("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))];
         assert_eq!(
-            run("ReduceMin", std::slice::from_ref(&b), &ax)
+            run1("ReduceMin", &ax, std::slice::from_ref(&b))
                 .slice::<u8>()
                 .unwrap(),
             [0, 1]
         );
-        assert_eq!(run("ReduceMax", &[b], &ax).slice::<u8>().unwrap(), [1, 1]);
+        assert_eq!(run1("ReduceMax", &ax, &[b]).slice::<u8>().unwrap(), [1, 1]);
     }
 
     #[test]
     fn arg_extremes_break_ties_by_index() {
         let x = Tensor::from_vec(&[2, 3], &[1.0f32, 5.0, 5.0, 7.0, 2.0, 7.0]);
-        let y = run(
+        let y = run1(
             "ArgMax",
-            std::slice::from_ref(&x),
             &[("axis", Attr::Int(1))],
+            std::slice::from_ref(&x),
         );
         assert_eq!(y.shape, [2, 1]);
         assert_eq!(y.slice::<i64>().unwrap(), [1, 0]);
-        let y = run(
+        let y = run1(
             "ArgMax",
-            std::slice::from_ref(&x),
             &[("axis", Attr::Int(1)), ("select_last_index", Attr::Int(1))],
+            std::slice::from_ref(&x),
         );
         assert_eq!(y.slice::<i64>().unwrap(), [2, 2]);
-        let y = run(
+        let y = run1(
             "ArgMin",
-            &[x],
             &[("axis", Attr::Int(0)), ("keepdims", Attr::Int(0))],
+            &[x],
         );
         assert_eq!(y.slice::<i64>().unwrap(), [0, 1, 0]);
     }
@@ -578,15 +571,15 @@ mod tests {
     fn cumulative_sums_and_products() {
         let x = Tensor::from_vec(&[2, 3], &[1i32, 2, 3, 4, 5, 6]);
         let axis = Tensor::from_vec(&[], &[1i64]);
-        let y = run("CumSum", &[x.clone(), axis.clone()], &[]);
+        let y = run1("CumSum", &[], &[x.clone(), axis.clone()]);
         assert_eq!(y.slice::<i32>().unwrap(), [1, 3, 6, 4, 9, 15]);
-        let y = run(
+        let y = run1(
             "CumSum",
-            &[x.clone(), axis.clone()],
             &[("exclusive", Attr::Int(1)), ("reverse", Attr::Int(1))],
+            &[x.clone(), axis.clone()],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [5, 3, 0, 11, 6, 0]);
-        let y = run("CumProd", &[x.clone(), Tensor::from_vec(&[], &[0i32])], &[]);
+        let y = run1("CumProd", &[], &[x.clone(), Tensor::from_vec(&[], &[0i32])]);
         assert_eq!(y.slice::<i32>().unwrap(), [1, 2, 3, 4, 10, 18]);
     }
 }

@@ -398,17 +398,8 @@ pub fn recurrence(
 mod tests {
     use crate::ops::Attr;
     use crate::ops::DType;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outs: usize) -> Vec<Vec<f32>> {
-        let attrs = crate::ops::test_attrs(attrs);
-        let out = OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, outs)
-            .unwrap();
-        out.iter()
-            .map(|t| t.slice::<f32>().unwrap().to_vec())
-            .collect()
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::run_f32s;
 
     fn t(shape: &[usize], v: &[f32]) -> Tensor {
         Tensor::from_vec(shape, v)
@@ -428,7 +419,7 @@ mod tests {
             ("hidden_size", Attr::Int(1)),
             ("activations", Attr::Strs(vec!["Relu".into()])),
         ];
-        let y = run(
+        let y = run_f32s(
             "RNN",
             &attrs,
             &[x.clone(), w.clone(), r.clone(), none(), lens.clone()],
@@ -438,7 +429,7 @@ mod tests {
         assert_eq!(y[0], [1.0, 4.0, 2.5, 0.0]);
         assert_eq!(y[1], [2.5, 4.0]);
         attrs.push(("direction", Attr::Str("reverse".into())));
-        let y = run("RNN", &attrs, &[x, w, r, none(), lens], 2);
+        let y = run_f32s("RNN", &attrs, &[x, w, r, none(), lens], 2);
         // Reverse: batch 0 sees 2 then 1 + 0.5 * 2; batch 1 only its step 0.
         assert_eq!(y[0], [2.0, 4.0, 2.0, 0.0]);
         assert_eq!(y[1], [2.0, 4.0]);
@@ -452,12 +443,12 @@ mod tests {
         // GRU: z = 0.5 and the candidate is tanh(0) = 0, so H halves each step.
         let attrs = [("hidden_size", Attr::Int(1))];
         let gru_in = [x.clone(), zeros(3), zeros(3), none(), none(), h0.clone()];
-        let y = run("GRU", &attrs, &gru_in, 2);
+        let y = run_f32s("GRU", &attrs, &gru_in, 2);
         assert_eq!((y[0].clone(), y[1].clone()), (vec![2.0, 1.0], vec![1.0]));
         // LSTM: every gate is 0.5 and the cell input tanh(0) = 0: C halves, H = 0.5 tanh(C).
         let c0 = t(&[1, 1, 1], &[2.0]);
         let lstm_in = [x, zeros(4), zeros(4), none(), none(), h0, c0];
-        let y = run("LSTM", &attrs, &lstm_in, 3);
+        let y = run_f32s("LSTM", &attrs, &lstm_in, 3);
         let h = |c: f32| 0.5 * c.tanh();
         assert!((y[0][0] - h(1.0)).abs() < 1e-6 && (y[0][1] - h(0.5)).abs() < 1e-6);
         assert_eq!(y[2], [0.5]);

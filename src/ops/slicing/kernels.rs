@@ -497,18 +497,8 @@ pub fn trilu(
 #[cfg(test)]
 mod tests {
     use crate::ops::Attr;
-    use crate::ops::{OpRegistry, Tensor};
-
-    fn run_n(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)], n: usize) -> Vec<Tensor> {
-        let attrs = crate::ops::test_attrs(attrs);
-        OpRegistry::new()
-            .run_on_host(op, &attrs, inputs, n)
-            .unwrap_or_else(|e| panic!("{op}: {e}"))
-    }
-
-    fn run(op: &str, inputs: &[Tensor], attrs: &[(&str, Attr)]) -> Tensor {
-        run_n(op, inputs, attrs, 1).remove(0)
-    }
+    use crate::ops::Tensor;
+    use crate::ops::testing::{run, run1};
 
     fn iota(shape: &[usize]) -> Tensor {
         let n: usize = shape.iter().product();
@@ -522,8 +512,9 @@ mod tests {
     #[test]
     fn slices_step_backwards_and_clamp() {
         // Rows from the last down by 2, columns 1.. (the end clamped).
-        let y = run(
+        let y = run1(
             "Slice",
+            &[],
             &[
                 iota(&[4, 3]),
                 i64s(&[-1, 1]),
@@ -531,7 +522,6 @@ mod tests {
                 i64s(&[0, 1]),
                 i64s(&[-2, 1]),
             ],
-            &[],
         );
         assert_eq!(y.shape, [2, 2]);
         assert_eq!(y.slice::<i32>().unwrap(), [10, 11, 4, 5]);
@@ -539,23 +529,23 @@ mod tests {
 
     #[test]
     fn split_tile_and_pad() {
-        let ys = run_n(
+        let ys = run(
             "Split",
-            &[iota(&[2, 3])],
             &[("axis", Attr::Int(1)), ("split", Attr::Ints(vec![1, 2]))],
+            &[iota(&[2, 3])],
             2,
         );
         assert_eq!(ys[0].slice::<i32>().unwrap(), [0, 3]);
         assert_eq!(ys[1].slice::<i32>().unwrap(), [1, 2, 4, 5]);
-        let y = run("Tile", &[iota(&[1, 2]), i64s(&[2, 2])], &[]);
+        let y = run1("Tile", &[], &[iota(&[1, 2]), i64s(&[2, 2])]);
         assert_eq!(y.slice::<i32>().unwrap(), [0, 1, 0, 1, 0, 1, 0, 1]);
         let x = Tensor::from_vec(&[3], &[1.0f32, 2.0, 3.0]);
         let pads = i64s(&[2, 1]);
         let pad = |mode: &str| {
-            let y = run(
+            let y = run1(
                 "Pad",
-                &[x.clone(), pads.clone()],
                 &[("mode", Attr::Str(mode.into()))],
+                &[x.clone(), pads.clone()],
             );
             y.slice::<f32>().unwrap().to_vec()
         };
@@ -564,7 +554,7 @@ mod tests {
         assert_eq!(pad("edge"), [1.0, 1.0, 1.0, 2.0, 3.0, 3.0]);
         assert_eq!(pad("wrap"), [2.0, 3.0, 1.0, 2.0, 3.0, 1.0]);
         let value = Tensor::from_vec(&[], &[9.0f32]);
-        let y = run("Pad", &[x.clone(), i64s(&[-1, 1]), value], &[]);
+        let y = run1("Pad", &[], &[x.clone(), i64s(&[-1, 1]), value]);
         assert_eq!(y.slice::<f32>().unwrap(), [2.0, 3.0, 9.0]);
     }
 
@@ -574,10 +564,10 @@ mod tests {
         let (h, w) = (300usize, 200usize);
         let x = iota(&[h, w]);
         let pads = i64s(&[3, -2, 4, 5]);
-        let y = run(
+        let y = run1(
             "Pad",
-            &[x.clone(), pads],
             &[("mode", Attr::Str("reflect".into()))],
+            &[x.clone(), pads],
         );
         assert_eq!(y.shape, [h + 7, w + 3]);
         let reflect = |i: i64, n: i64| {
@@ -590,10 +580,10 @@ mod tests {
             let (sr, sc) = (reflect(r - 3, h as i64), reflect(c + 2, w as i64));
             assert_eq!(v as i64, sr * w as i64 + sc, "at {r},{c}");
         }
-        let y = run(
+        let y = run1(
             "Slice",
-            &[x, i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[1]), i64s(&[-1])],
             &[],
+            &[x, i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[1]), i64s(&[-1])],
         );
         let got = y.slice::<i32>().unwrap();
         assert_eq!(&got[..3], [199, 198, 197]);
@@ -603,29 +593,29 @@ mod tests {
     #[test]
     fn range_nonzero_trilu() {
         let s = |v: i32| Tensor::from_vec(&[], &[v]);
-        let y = run("Range", &[s(10), s(4), s(-3)], &[]);
+        let y = run1("Range", &[], &[s(10), s(4), s(-3)]);
         assert_eq!(y.slice::<i32>().unwrap(), [10, 7]);
         let x = Tensor::from_vec(&[2, 2], &[0.0f32, 2.0, -0.0, f32::NAN]);
-        let y = run("NonZero", &[x], &[]);
+        let y = run1("NonZero", &[], &[x]);
         assert_eq!(y.shape, [2, 2]);
         assert_eq!(y.slice::<i64>().unwrap(), [0, 1, 1, 1]);
-        let y = run(
+        let y = run1(
             "Trilu",
-            &[iota(&[3, 3]), Tensor::from_vec(&[], &[1i64])],
             &[("upper", Attr::Int(0))],
+            &[iota(&[3, 3]), Tensor::from_vec(&[], &[1i64])],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [0, 1, 0, 3, 4, 5, 6, 7, 8]);
-        let y = run("Trilu", &[iota(&[2, 3])], &[]);
+        let y = run1("Trilu", &[], &[iota(&[2, 3])]);
         assert_eq!(y.slice::<i32>().unwrap(), [0, 1, 2, 0, 4, 5]);
     }
 
     #[test]
     fn top_k_prefers_the_lower_index_on_ties() {
         let x = Tensor::from_vec(&[1, 5], &[3.0f32, 7.0, 3.0, 7.0, 1.0]);
-        let ys = run_n("TopK", &[x.clone(), i64s(&[3])], &[], 2);
+        let ys = run("TopK", &[], &[x.clone(), i64s(&[3])], 2);
         assert_eq!(ys[0].slice::<f32>().unwrap(), [7.0, 7.0, 3.0]);
         assert_eq!(ys[1].slice::<i64>().unwrap(), [1, 3, 0]);
-        let ys = run_n("TopK", &[x, i64s(&[2])], &[("largest", Attr::Int(0))], 2);
+        let ys = run("TopK", &[("largest", Attr::Int(0))], &[x, i64s(&[2])], 2);
         assert_eq!(ys[1].slice::<i64>().unwrap(), [4, 0]);
     }
 
@@ -633,7 +623,7 @@ mod tests {
     fn depth_and_space_round_trip() {
         let x = iota(&[1, 8, 1, 1]);
         let bs = [("blocksize", Attr::Int(2))];
-        let y = run("DepthToSpace", std::slice::from_ref(&x), &bs);
+        let y = run1("DepthToSpace", &bs, std::slice::from_ref(&x));
         assert_eq!(y.shape, [1, 2, 2, 2]);
         // DCR: channel (b1 * 2 + b2) * 2 + c lands at pixel (b1, b2) of channel c.
         assert_eq!(y.slice::<i32>().unwrap(), [0, 2, 4, 6, 1, 3, 5, 7]);
@@ -642,12 +632,12 @@ mod tests {
             ("mode", Attr::Str("CRD".into())),
         ];
         assert_eq!(
-            run("DepthToSpace", std::slice::from_ref(&x), &crd)
+            run1("DepthToSpace", &crd, std::slice::from_ref(&x))
                 .slice::<i32>()
                 .unwrap(),
             [0, 1, 2, 3, 4, 5, 6, 7]
         );
-        let back = run("SpaceToDepth", &[y], &bs);
+        let back = run1("SpaceToDepth", &bs, &[y]);
         assert_eq!(back.slice::<i32>().unwrap(), x.slice::<i32>().unwrap());
     }
 }

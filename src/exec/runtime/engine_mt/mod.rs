@@ -17,7 +17,8 @@
 //! [`sched`]). A launch is submitted when its kernel returns: the device orders work on a
 //! stream, so a reuse submitted after the Free runs after the launch.
 //!
-//! Execution data, built once per plan ([`MtData`], cached in the plan): a meta word per
+//! Execution data, built once per state ([`MtData`], kept in the state's slot of this
+//! engine, which the plan knows nothing of): a meta word per
 //! node (queue, gate flags, critical section), the relations reversed (launch to gated
 //! Frees) as a CSR, and the gated Frees. Building validates every relation (both ends are
 //! run nodes, the Free is Memory-class, the launch Launch-class) and proves the gates
@@ -42,17 +43,16 @@ mod model_check;
 mod tests;
 
 use rayon::prelude::*;
-use std::cell::Cell;
 
 use crate::exec::KernelClass;
 
-use super::context::KernelError;
-use super::engine::{call, node_error};
-use super::plan::Plan;
-use super::{Env, ExecError, ExecState};
+use super::context::Env;
+use super::error::{ExecError, KernelError, LoadError};
+use super::plan::{ExecState, Plan, call, node_error};
+pub(crate) use sched::nested;
 use sched::{
-    CLASS_MASK, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT, Shape,
-    StdPrims, Work,
+    CLASS_MASK, CallerMark, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, SECTION_SHIFT,
+    Shape, StdPrims, Work,
 };
 
 pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
@@ -62,39 +62,8 @@ pub(crate) type MtPool = sched::Pool<StdPrims, PlanWork>;
 /// gigabytes); `build` refuses a longer one rather than mistake a position for a mark.
 const MEMORY_POS: u32 = 1 << 31;
 
-thread_local! {
-    /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
-    /// one): a subgraph run from here uses the plain topological engine.
-    static IN_MT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether a run starting on this thread is nested in a topo-mt execution.
-pub(crate) fn nested() -> bool {
-    IN_MT.with(Cell::get)
-}
-
-/// Marks a worker thread for its whole life.
-fn mark_worker() {
-    IN_MT.with(|c| c.set(true));
-}
-
-/// Marks the calling thread while it runs an execution.
-struct CallerMark(bool);
-
-impl CallerMark {
-    fn enter() -> Self {
-        CallerMark(IN_MT.with(|c| c.replace(true)))
-    }
-}
-
-impl Drop for CallerMark {
-    fn drop(&mut self) {
-        IN_MT.with(|c| c.set(self.0));
-    }
-}
-
 /// The multi-thread execution data of one plan (GE's relation CSR plus the per-node words
-/// the scheduler reads), built once and shared by every state of the plan.
+/// the scheduler reads), built at a state's first run and kept with it ([`MtState`]).
 #[derive(Debug)]
 pub struct MtData {
     /// Per node: queue (class), [`FREE_REL`], [`LAUNCH_REL`], critical section.
@@ -119,7 +88,7 @@ impl MtData {
         let refuse = |node: u32, msg: String| ExecError::Load {
             graph: plan.path.clone(),
             node: plan.infos[node as usize].name.clone(),
-            msg,
+            source: msg.into(),
         };
         let mut sections: Vec<&'static str> = Vec::new();
         let mut meta = Vec::with_capacity(n);
@@ -152,7 +121,10 @@ impl MtData {
             return Err(ExecError::Load {
                 graph: plan.path.clone(),
                 node: String::new(),
-                msg: format!("{} nodes are more than the engine runs", plan.order.len()),
+                source: LoadError::Invalid(format!(
+                    "{} nodes are more than the engine runs",
+                    plan.order.len()
+                )),
             });
         }
         let mut per_class = [0u32; 3];
@@ -250,7 +222,10 @@ impl MtData {
             let slots = Slots(frees.as_mut_ptr(), total);
             parts.par_iter_mut().for_each(|p| p.scatter(plan, &slots));
         }
-        // SAFETY: all `total` slots were written above (see the comment there).
+        // SAFETY: the capacity is `total`, and all `total` slots were initialized above:
+        // the ranges' cursors partition `0..total` (see the comment there) and
+        // `par_iter_mut` returned only after every range's writes. `u32` needs nothing
+        // else to be valid.
         unsafe { frees.set_len(total) };
         let gated: Vec<u32> = parts.iter().flat_map(|p| p.gated.iter().copied()).collect();
         data.meta = meta.into();
@@ -416,24 +391,37 @@ impl RelationPart {
 /// The CSR's Free array while the ranges fill it: its start and capacity.
 struct Slots(*mut u32, usize);
 
-// SAFETY: the ranges write disjoint slots (their cursors partition the array), and
-// nothing reads it until every range is done.
+// SAFETY: a shared `Slots` only allows `write`, and the ranges that share it write
+// disjoint slots (their cursors partition the array, each slot written once); nothing
+// reads the array until `par_iter_mut` has joined every range.
 unsafe impl Sync for Slots {}
 
 impl Slots {
     fn write(&self, i: usize, v: u32) {
         assert!(i < self.1, "a cursor past the relations");
-        // SAFETY: in bounds (checked), and no other range writes slot `i`.
+        // SAFETY: `i` is below the capacity `self.1` (the assert) of the live vector
+        // `self.0` points into, and no other range writes slot `i`, so this plain write
+        // races with nothing.
         unsafe { self.0.add(i).write(v) }
     }
 }
 
-/// The plan's data, built on first use.
-fn mt_data(plan: &Plan) -> Result<&MtData, ExecError> {
-    plan.mt
-        .get_or_init(|| MtData::build(plan))
-        .as_ref()
-        .map_err(Clone::clone)
+/// What this engine keeps in an [`ExecState`] (its opaque `mt` slot): the plan's data,
+/// built at the state's first run, and the pool, made then too. Both are taken out for an
+/// execution and put back after it (moves, no allocation), so the running work can point
+/// at the data while it borrows the rest of the state.
+#[derive(Default)]
+struct MtState {
+    data: Option<MtData>,
+    pool: Option<MtPool>,
+}
+
+/// The state's data, built on first use, taken out of it.
+fn take_data(plan: &Plan, st: &mut ExecState) -> Result<MtData, ExecError> {
+    match st.mt.get_or_insert_with(MtState::default).data.take() {
+        Some(d) => Ok(d),
+        None => MtData::build(plan),
+    }
 }
 
 /// One execution of a plan, as the scheduler sees it. Raw pointers because the worker
@@ -446,21 +434,26 @@ pub(crate) struct PlanWork {
     data: *const MtData,
 }
 
-// SAFETY: the pointees are `Sync` (`Env` and `Plan` are plain shared data, `ExecState`
-// is `Sync` under the arena's contract, which the scheduler keeps) and outlive every use
-// (see the type's doc).
+// SAFETY: sharing a `PlanWork` shares `&Env`, `&Plan`, `&ExecState` and `&MtData`
+// across the participants, and all four are `Sync` (`ExecState` under the arena's
+// contract, which the scheduler keeps). The pointees outlive every use: the scheduler
+// dereferences them only inside the gate, while `run` holds the borrows they came from
+// (see the type's doc). (It is not `Send`, and need not be: the scheduler keeps only a
+// pointer to it.)
 unsafe impl Sync for PlanWork {}
-unsafe impl Send for PlanWork {}
 
 impl PlanWork {
     #[inline(always)]
     fn plan(&self) -> &Plan {
-        // SAFETY: see the type's doc.
+        // SAFETY: `plan` came from `run`'s `&Plan`, which outlives every use of this
+        // `PlanWork` (the scheduler's gate, see the type's doc); nothing mutates a plan
+        // while it runs.
         unsafe { &*self.plan }
     }
     #[inline(always)]
     fn data(&self) -> &MtData {
-        // SAFETY: see the type's doc.
+        // SAFETY: `data` came from `run`'s `&MtData`, borrowed from the plan, which
+        // outlives every use of this `PlanWork` (see `plan`).
         unsafe { &*self.data }
     }
 }
@@ -498,8 +491,9 @@ impl Work for PlanWork {
     }
     #[inline(always)]
     unsafe fn run(&self, id: u32) -> Result<(), KernelError> {
-        // SAFETY: the scheduler's contract (every producer completed and is visible, and
-        // only this thread runs `id`) is `call`'s; the pointers are live (type doc).
+        // SAFETY: this function's contract (every predecessor completed and is visible,
+        // and nobody else runs `id`) is `call`'s; the four pointers are live while the
+        // scheduler runs work (the type's doc), and `st` is only shared, as `call` takes it.
         unsafe { call(&*self.env, &*self.plan, &*self.st, id) }
     }
 }
@@ -507,7 +501,13 @@ impl Work for PlanWork {
 /// Runs `plan` once on the calling thread, a gated Free after its related launches: the
 /// topological engine over the plan's edges plus the relations (see the module doc).
 pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
-    let data = mt_data(plan)?;
+    let data = take_data(plan, st)?;
+    let r = nested_with(env, plan, st, &data);
+    st.mt.get_or_insert_with(MtState::default).data = Some(data);
+    r
+}
+
+fn nested_with(env: &Env, plan: &Plan, st: &mut ExecState, data: &MtData) -> Result<(), ExecError> {
     st.indegree.copy_from_slice(&plan.indegree);
     for &f in &data.gated {
         st.indegree[f as usize] += plan.related_launches(f).len() as u32;
@@ -519,8 +519,9 @@ pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(
             .filter(|&&s| st.indegree[s as usize] == 0),
     );
     while let Some(id) = st.queue.pop_front() {
-        // SAFETY: a node is queued once its last predecessor (and related launch)
-        // completed, on this thread.
+        // SAFETY: `id` was queued once, when its last predecessor (and related launch)
+        // completed; every run is on this thread, so those writes are visible and
+        // nothing else runs `id`.
         unsafe { call(env, plan, st, id) }.map_err(|e| node_error(plan, id, e))?;
         let (a, b) = (plan.succ_off[id as usize], plan.succ_off[id as usize + 1]);
         for &s in plan.succ[a as usize..b as usize]
@@ -539,11 +540,11 @@ pub(crate) fn run_nested(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(
 
 /// Runs `plan` once on the state's pool; the first failing node's error is returned.
 pub(crate) fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), ExecError> {
-    let data = mt_data(plan)?;
     if plan.order.is_empty() {
         return Ok(());
     }
-    let mut pool = match st.mt.take() {
+    let data = take_data(plan, st)?;
+    let mut pool = match st.mt.get_or_insert_with(MtState::default).pool.take() {
         Some(p) if p.shape() == data.shape => p,
         _ => MtPool::new(data.shape),
     };
@@ -551,12 +552,14 @@ pub(crate) fn run(env: &Env, plan: &Plan, st: &mut ExecState) -> Result<(), Exec
         env,
         plan,
         st: &*st,
-        data,
+        data: &data,
     };
     let mark = CallerMark::enter();
     let r = pool.execute(&work);
     drop(mark);
-    st.mt = Some(pool);
+    let mt = st.mt.get_or_insert_with(MtState::default);
+    mt.data = Some(data);
+    mt.pool = Some(pool);
     r.map_err(|f| match f {
         Failure::Error(id, e) => node_error(plan, id, e),
         Failure::Panic(p) => std::panic::resume_unwind(p),

@@ -66,7 +66,7 @@
 //! unpark pair costs microseconds and a producer is usually about to push.
 
 use std::any::Any;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{self, AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -183,7 +183,7 @@ impl Prims for StdPrims {
         let j = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                super::mark_worker();
+                mark_worker();
                 f()
             })
             .expect("spawning a topo-mt worker thread");
@@ -193,6 +193,37 @@ impl Prims for StdPrims {
         // A worker catches kernel panics, so a join error is a scheduler bug already
         // reported by the panic hook; dropping the state must not panic again.
         let _ = j.join();
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside a topo-mt execution (a worker, or a caller running
+    /// one): a subgraph run from here uses the plain topological engine.
+    static IN_MT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a run starting on this thread is nested in a topo-mt execution.
+pub(crate) fn nested() -> bool {
+    IN_MT.with(Cell::get)
+}
+
+/// Marks a worker thread for its whole life.
+fn mark_worker() {
+    IN_MT.with(|c| c.set(true));
+}
+
+/// Marks the calling thread while it runs an execution.
+pub(crate) struct CallerMark(bool);
+
+impl CallerMark {
+    pub(crate) fn enter() -> Self {
+        CallerMark(IN_MT.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for CallerMark {
+    fn drop(&mut self) {
+        IN_MT.with(|c| c.set(self.0));
     }
 }
 
@@ -290,7 +321,8 @@ impl<P: Prims> Queue<P> {
     /// Called by the queue's consumer only.
     #[inline(always)]
     unsafe fn has_work(&self) -> bool {
-        // SAFETY: as in `pop`.
+        // SAFETY: the caller is the only consumer (the contract), so nobody writes `head`
+        // while it is read.
         let head = unsafe { *self.head.get() };
         self.slots
             .get(head as usize)
@@ -300,7 +332,8 @@ impl<P: Prims> Queue<P> {
     /// The gate is closed and empty: nobody else touches the queue.
     unsafe fn reset(&self) {
         let tail = (self.tail.load(Relaxed) as usize).min(self.slots.len());
-        // SAFETY: the caller's exclusivity.
+        // SAFETY: the gate is closed and empty (the contract), so nobody else touches
+        // `head`.
         let head = unsafe { &mut *self.head.get() };
         for s in &self.slots[(*head as usize).min(tail)..tail] {
             s.store(0, Relaxed);
@@ -340,11 +373,19 @@ struct Core<P: Prims, W: Work> {
 }
 
 // SAFETY: the `UnsafeCell`s are written by the caller only while the gate is closed and
-// empty (`execute`), and read by workers only inside the gate; `failure` is written once
-// per execution by the winner of the `failed` CAS and read by the caller after the gate
-// closed. The job pointer is dereferenced only inside the gate, while `execute` keeps the
-// work alive.
+// empty (`execute`), and read by workers only inside the gate; a queue's `head` is
+// touched only by that queue's one consumer, or by `reset` while the gate is closed and
+// empty (`Queue::pop`'s and `reset`'s contracts); `failure` is written once per execution
+// by the winner of the `failed` CAS and read by the caller after the gate closed. The
+// job pointer is dereferenced only inside the gate, while `execute` keeps the work alive,
+// and only as `&W`, which `W: Sync` lets any thread hold. Everything else is atomics
+// (`Atomic32: Send + Sync`) and `P::Thread` (`Send + Sync`).
 unsafe impl<P: Prims, W: Work> Sync for Core<P, W> {}
+// SAFETY: the workers own the core through `Arc`s and the last one drops it on any
+// thread. What it owns may move threads: `P::Thread` and the atomics are `Send`, and a
+// `Failure` holds a `W::Error` (`Send` by `Work`'s bound) or a `Send` panic payload. The
+// one field that is not `Send`, the job pointer, is only a borrow of the work (see the
+// `Sync` impl), never owned or dropped through.
 unsafe impl<P: Prims, W: Work> Send for Core<P, W> {}
 
 /// One participant's view of the running execution.
@@ -488,7 +529,7 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
                 continue;
             }
             let mut spins = P::SPINS;
-            // SAFETY: as above.
+            // SAFETY: this participant is `q`'s only consumer.
             while spins > 0 && !unsafe { q.has_work() } && !self.stop() {
                 // Every 64th step gives the processor away: with more runnable threads
                 // than cores, the producer this participant waits for may need it.
@@ -503,7 +544,7 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
                 continue;
             }
             sleeping.store(1, SeqCst);
-            // SAFETY: as above.
+            // SAFETY: this participant is `q`'s only consumer.
             if unsafe { q.has_work() } || self.stop() {
                 sleeping.store(0, Relaxed);
                 continue;
@@ -609,7 +650,8 @@ impl<P: Prims, W: Work> Pool<P, W> {
     /// The epoch of the last execution and whether Free `f` executed in it.
     #[cfg(test)]
     pub fn free_executed(&self, f: u32) -> bool {
-        // SAFETY: no execution runs (`&self` outside `execute` in the tests' use).
+        // SAFETY: only `execute` writes `epoch`, and it takes `&mut self`, so it cannot
+        // run while this `&self` lives; workers only read it.
         let epoch = unsafe { *self.core.epoch.get() };
         self.core.free_gen[f as usize].load(Acquire) == epoch
     }
@@ -619,9 +661,9 @@ impl<P: Prims, W: Work> Pool<P, W> {
     pub fn execute(&mut self, work: &W) -> Result<(), Failure<W::Error>> {
         let core = &*self.core;
         debug_assert_eq!(work.indegree().len(), self.shape.nodes as usize);
-        // Reset in place. SAFETY (for the cells): the gate is closed and empty since the
-        // last `execute` returned; a worker that raced into `busy` sees `open == 0` and
-        // touches nothing.
+        // Reset in place. The gate is closed and empty since the last `execute` returned
+        // (or since the pool was made): a worker that raced into `busy` sees `open == 0`
+        // and touches nothing, so this thread is the only one touching the cells below.
         for (d, &v) in core.indeg.iter().zip(work.indegree()) {
             d.store(v, Relaxed);
         }
@@ -629,14 +671,15 @@ impl<P: Prims, W: Work> Pool<P, W> {
             core.unmet[f as usize].store(work.related_launches(f).len() as u32 + 1, Relaxed);
         }
         for q in &core.queues {
-            // SAFETY: see above.
+            // SAFETY: the gate is closed and empty (see above), as `reset` requires.
             unsafe { q.reset() };
         }
         core.remaining.store(work.run_count(), Relaxed);
         core.abort.store(0, Relaxed);
         core.failed.store(NONE, Relaxed);
         let epoch;
-        // SAFETY: see above.
+        // SAFETY: the gate is closed and empty (see above), so no worker reads `failure`,
+        // `epoch`, `job` or `threads` until the `open` store below publishes these writes.
         unsafe {
             *core.failure.get() = None;
             let e = &mut *core.epoch.get();

@@ -10,6 +10,7 @@ use crate::exec::{ExecNode, KernelClass};
 use crate::ops::Attr;
 
 use super::super::context::{KernelContext, KernelResult};
+use super::super::error::LoadError;
 use super::super::registry::{KernelInfo, KernelRegistry, Role};
 use super::super::value::Value;
 
@@ -18,9 +19,9 @@ fn nothing(_: &mut KernelContext<'_>) -> KernelResult {
 }
 
 /// A `Const` holds a host tensor (`value`) or a shape (`shape`).
-fn const_outputs(node: &ExecNode, out: &mut [Value]) -> Result<(), String> {
+fn const_outputs(node: &ExecNode, out: &mut [Value]) -> Result<(), LoadError> {
     let [slot] = out else {
-        return Err(format!("a Const has one output, this one {}", out.len()));
+        return Err(format!("a Const has one output, this one {}", out.len()).into());
     };
     *slot = match (node.attrs.get("value"), node.attrs.get("shape")) {
         (Some(Attr::Tensor(t)), _) => Value::Host(Arc::new(t.clone())),

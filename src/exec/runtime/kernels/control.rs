@@ -1,7 +1,7 @@
 //! Control flow: the branch selectors and the owner kernels that run subgraphs.
 //!
-//! An owner kernel (`If`, `Case`, `While`, `Loop`) runs a subgraph's plan with the
-//! executor's own engine: it binds the subgraph's `InnerData` from its own inputs (index
+//! An owner kernel (`If`, `Case`, `While`, `Loop`) runs a subgraph with the executor's
+//! own engine, through the [`Subgraph`](super::super::context::Subgraph) trait: it binds the subgraph's `InnerData` from its own inputs (index
 //! `i` reads owner input `i`), runs it, and takes the subgraph's `InnerNetOutput` inputs as
 //! its outputs. Each subgraph's state is made on first use and kept, so later executions
 //! reuse its slots. Values are handles; who frees what is the lowering's contract.
@@ -11,11 +11,16 @@ use std::sync::Arc;
 use crate::exec::KernelClass;
 use crate::ops::{DType, HostTensor};
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::engine;
-use super::super::plan::NodeState;
+use super::super::context::{KernelContext, KernelResult};
+use super::super::error::KernelError;
 use super::super::registry::{KernelInfo, KernelRegistry};
+use super::super::state::NodeState;
 use super::super::value::{Mem, Value};
+
+/// An owner node's state: one execution state per subgraph, each made on first use and
+/// kept, so later executions reuse its slots.
+#[derive(Default)]
+struct Subgraphs(Vec<NodeState>);
 
 /// Whether a one-element host tensor is true (any nonzero number).
 fn truthy(t: &HostTensor) -> Result<bool, KernelError> {
@@ -84,38 +89,17 @@ fn run_sub(
     k: usize,
     bind: &[Value],
 ) -> Result<Vec<Value>, KernelError> {
-    let plan: &Arc<super::super::plan::Plan> = cx
-        .info()
+    let info = cx.info();
+    let sub = info
         .subgraphs
         .get(k)
         .ok_or_else(|| KernelError::new(format!("the node has no subgraph {k}")))?;
-    let env = cx.env;
-    let count = cx.info().subgraphs.len();
-    let state = cx.state();
-    if !matches!(state, NodeState::Subgraphs(_)) {
-        *state = NodeState::Subgraphs((0..count).map(|_| None).collect());
+    let env = cx.env();
+    let Subgraphs(states) = cx.state::<Subgraphs>();
+    if states.len() != info.subgraphs.len() {
+        states.resize_with(info.subgraphs.len(), NodeState::default);
     }
-    let NodeState::Subgraphs(states) = state else {
-        unreachable!()
-    };
-    let st = states[k].get_or_insert_with(|| Box::new(plan.new_state()));
-    for &(index, slot) in &plan.inner_data {
-        let v = bind.get(index).ok_or_else(|| {
-            KernelError::new(format!(
-                "{}: InnerData index {index} is beyond the {} owner inputs",
-                plan.path,
-                bind.len()
-            ))
-        })?;
-        *st.arena.slot_mut(slot) = v.clone();
-    }
-    engine::run(env, plan, st).map_err(|e| KernelError::new(e.to_string()))?;
-    let outs: Vec<Value> = plan
-        .output_slots()
-        .iter()
-        .map(|&s| st.arena.slot(s).clone())
-        .collect();
-    Ok(outs)
+    sub.run(env, &mut states[k], bind)
 }
 
 fn inputs(cx: &KernelContext<'_>) -> Result<Vec<Value>, KernelError> {

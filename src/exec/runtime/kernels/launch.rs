@@ -1,7 +1,7 @@
 //! Op kernels: `InferShape`, `LaunchKernelWithHandle`, `LaunchKernelAllocOutputs`.
 //!
 //! Each resolves its op at load (`_op_type`, and the element types `_in_dtypes` and
-//! `_out_dtypes`, where an empty name is an omitted optional input with no slots). A launch
+//! `_out_dtypes`, dtype lists where `None` is an omitted optional input with no slots). A launch
 //! keeps its launch record across executions and rebinds it in place once the device has
 //! dropped it (`Launch::rebind`), so a steady-state launch allocates nothing; an omitted
 //! input is passed as an empty 1-D tensor of the first input's type, as the op library
@@ -10,40 +10,57 @@
 use std::sync::Arc;
 
 use crate::exec::{ExecNode, KernelClass};
-use crate::npu::device::{DevicePtr, Launch, Task, TensorArg};
+use crate::npu::device::{DevicePtr, Launch, StreamRef, Task, TensorArg};
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpRegistry, TensorMeta};
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::{LaunchSlot, NodeData, NodeState, OpData};
-use super::super::registry::{KernelInfo, KernelRegistry, ProfilingInfo};
+use super::super::context::{KernelContext, KernelResult, NodeData, OpData, ProfilingInfo};
+use super::super::error::{KernelError, LoadError};
+use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
-use super::{dims_of, tensor_bytes};
+use super::tensor::{dims_of, op_spec, tensor_bytes};
 
-fn dtypes(node: &ExecNode, key: &str) -> Result<Vec<Option<DType>>, String> {
-    let s = node
-        .attrs
-        .get(key)
-        .and_then(|a| a.as_str())
-        .ok_or_else(|| format!("attribute {key:?} is missing"))?;
-    if s.is_empty() {
-        return Ok(Vec::new());
-    }
-    s.split(',')
-        .map(|n| match n {
-            "" => Ok(None),
-            n => DType::from_name(n)
-                .map(Some)
-                .ok_or_else(|| format!("attribute {key:?}: unknown dtype {n:?}")),
-        })
-        .collect()
+/// Where a launch kernel keeps its launch record between executions.
+#[derive(Default)]
+enum LaunchSlot {
+    #[default]
+    Empty,
+    /// Every launch so far ran on the issuing thread, so the record is this node's alone.
+    Here(Box<Launch>),
+    /// Handed to a stream's worker at least once: rebound in place when the device has
+    /// dropped its reference, copied when it still holds one.
+    Shared(Arc<Launch>),
 }
 
-fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, String> {
-    let spec = super::op_spec(node, ops, "_op_type")?;
-    let inputs = dtypes(node, "_in_dtypes")?;
+/// A launch node's state: its launch record, rebound each execution (`Launch::rebind`),
+/// and the stream it was last launched on, kept so a launch needs no look-up in the
+/// device's stream table.
+#[derive(Default)]
+struct LaunchState {
+    slot: LaunchSlot,
+    stream: Option<StreamRef>,
+}
+
+/// Shape inference's state: its scratch of input metas.
+#[derive(Default)]
+struct InferState {
+    metas: Vec<TensorMeta>,
+}
+
+/// The operand element types of attribute `key` (`None` for an omitted optional input),
+/// as lowering typed them.
+fn dtypes<'n>(node: &'n ExecNode, key: &str) -> Result<&'n [Option<DType>], LoadError> {
+    node.attrs
+        .get(key)
+        .and_then(|a| a.as_dtypes())
+        .ok_or_else(|| format!("attribute {key:?} (a dtype list) is missing").into())
+}
+
+fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
+    let spec = op_spec(node, ops, "_op_type")?;
+    let inputs = dtypes(node, "_in_dtypes")?.to_vec();
     let outputs = dtypes(node, "_out_dtypes")?
-        .into_iter()
+        .iter()
         .map(|d| d.ok_or("an output has no dtype"))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(NodeData::Op(Box::new(OpData {
@@ -135,10 +152,10 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
         )));
     }
     let stream = cx.input_stream(0)?;
-    let (slot, kept) = match std::mem::take(cx.state()) {
-        NodeState::Launch(slot, kept) => (slot, kept),
-        _ => (LaunchSlot::Empty, None),
-    };
+    // The state is taken out for the call and put back after it (two moves of two words
+    // and one type check each way; see `NodeState`), so the closures below can borrow
+    // the context while the record is rebound.
+    let LaunchState { slot, stream: kept } = std::mem::take(cx.state::<LaunchState>());
     // The stream's handle, looked up once per node (and again if the stream changes).
     let kept = match kept {
         Some(s) if s.id() == stream => Some(s),
@@ -201,7 +218,7 @@ fn launch_kernel_with_handle(cx: &mut KernelContext<'_>) -> KernelResult {
             }
         }
     };
-    *cx.state() = NodeState::Launch(slot, kept);
+    *cx.state::<LaunchState>() = LaunchState { slot, stream: kept };
     r
 }
 
@@ -339,10 +356,7 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
         shape: vec![0],
         data: Vec::new(),
     };
-    let mut metas = match std::mem::take(cx.state()) {
-        NodeState::Infer(m) => m,
-        _ => Vec::new(),
-    };
+    let mut metas = std::mem::take(&mut cx.state::<InferState>().metas);
     metas.clear();
     let mut values = Vec::with_capacity(op.inputs.len());
     let mut k = 1;
@@ -397,7 +411,7 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
             .ok_or_else(|| KernelError::new(format!("output {o} is not concrete: {m}")))?;
         cx.output(o)?.set_shape(dims.iter().copied());
     }
-    *cx.state() = NodeState::Infer(metas);
+    cx.state::<InferState>().metas = metas;
     Ok(())
 }
 

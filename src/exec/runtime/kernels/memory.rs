@@ -11,11 +11,17 @@ use crate::exec::{ExecNode, KernelClass};
 use crate::npu::device::{HostBuf, Task};
 use crate::ops::OpRegistry;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::{NodeData, NodeState};
+use super::super::context::{KernelContext, KernelResult, NodeData};
+use super::super::error::{KernelError, LoadError};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
-use super::tensor_bytes;
+use super::tensor::tensor_bytes;
+
+/// An uploading node's state: the staging buffer of its host-to-device copies, reused
+/// while the device is done with it. Graph mode reads it to find the buffers a captured
+/// upload reads.
+#[derive(Default)]
+pub(crate) struct Staging(pub(crate) Option<HostBuf>);
 
 fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     let dtype = cx.attr_dtype("dtype")?;
@@ -27,7 +33,7 @@ fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
 /// A size known at lowering (`AllocMemHbm(allocator)` with attribute `size`) is read once,
 /// here: looking the attribute up by name at every execution cost more than the
 /// allocation itself.
-fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, String> {
+fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, LoadError> {
     if node.inputs.len() > 1 {
         return Ok(NodeData::None);
     }
@@ -36,7 +42,7 @@ fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, String> {
         .ok_or("attribute \"size\" (an integer) is missing")?;
     usize::try_from(size)
         .map(NodeData::Bytes)
-        .map_err(|_| format!("size {size} is negative"))
+        .map_err(|_| format!("size {size} is negative").into())
 }
 
 /// `AllocMemHbm(allocator[, size])`: device memory of the size, from the allocator.
@@ -112,13 +118,7 @@ fn upload(
         return Ok(());
     }
     let device = cx.device().clone();
-    let state = cx.state();
-    if !matches!(state, NodeState::Staging(_)) {
-        *state = NodeState::Staging(None);
-    }
-    let NodeState::Staging(slot) = state else {
-        unreachable!()
-    };
+    let Staging(slot) = cx.state::<Staging>();
     let reusable = slot
         .as_ref()
         .is_some_and(|b| b.is_unique() && b.len() >= bytes.len());

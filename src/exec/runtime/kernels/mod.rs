@@ -1,5 +1,7 @@
-//! What each kernel type does, on the emulated device. One file per family, each with a
-//! `register` that adds its kernels to the registry (as tract registers op families).
+//! What each kernel type does, on the emulated device, and the builtin registry of them.
+//! One file per family, each with a `register` that adds its kernels to the registry (as
+//! tract registers op families) and each owning the state types its kernels keep in their
+//! nodes' [`NodeState`](super::state::NodeState)s; this file only assembles them.
 //!
 //! Every kernel type of `crate::exec::kernels` that lowering emits has an implementation
 //! here; `Tiling`, `FindTilingFunc`, `TilingParse` and `AllocMemHost` have none yet (no op
@@ -11,9 +13,16 @@ mod control;
 mod launch;
 mod memory;
 mod resource;
+mod tensor;
+
+use std::sync::OnceLock;
 
 use super::registry::KernelRegistry;
 
+pub(crate) use memory::Staging;
+pub(crate) use tensor::tensor_bytes;
+
+/// Adds every kernel rt2 implements to `r`.
 pub(crate) fn register_all(r: &mut KernelRegistry) {
     boundary::register(r);
     resource::register(r);
@@ -22,40 +31,15 @@ pub(crate) fn register_all(r: &mut KernelRegistry) {
     control::register(r);
 }
 
-/// The dims of a shape as device dims; a negative dim is an error naming it.
-pub(crate) fn dims_of(
-    shape: &[i64],
-) -> Result<impl Iterator<Item = usize> + '_, super::KernelError> {
-    if let Some(d) = shape.iter().find(|&&d| d < 0) {
-        return Err(super::KernelError(format!(
-            "shape {shape:?} has the unknown dim {d} at run time"
-        )));
+impl KernelRegistry {
+    /// Every kernel rt2 implements. Assembled here, above both the registry and the
+    /// kernel families, so neither imports the other.
+    pub fn builtin() -> &'static KernelRegistry {
+        static REG: OnceLock<KernelRegistry> = OnceLock::new();
+        REG.get_or_init(|| {
+            let mut r = KernelRegistry::default();
+            register_all(&mut r);
+            r
+        })
     }
-    Ok(shape.iter().map(|&d| d as usize))
-}
-
-/// Bytes of a tensor of `dtype` and `shape`, checked.
-pub(crate) fn tensor_bytes(
-    dtype: crate::ops::DType,
-    shape: &[i64],
-) -> Result<usize, super::KernelError> {
-    dims_of(shape)?
-        .try_fold(dtype.size(), |n, d| n.checked_mul(d))
-        .ok_or_else(|| super::KernelError(format!("a {dtype} tensor of {shape:?} overflows")))
-}
-
-/// The op named by attribute `key` in the op library.
-pub(crate) fn op_spec(
-    node: &crate::exec::ExecNode,
-    ops: &crate::ops::OpRegistry,
-    key: &str,
-) -> Result<crate::ops::OpSpec, String> {
-    let op = node
-        .attrs
-        .get(key)
-        .and_then(|a| a.as_str())
-        .ok_or_else(|| format!("attribute {key:?} is missing"))?;
-    ops.get(op)
-        .copied()
-        .ok_or_else(|| format!("op {op:?} is not in the op library"))
 }

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use crate::exec::{ExecNode, KernelClass};
 use crate::ops::OpRegistry;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::{NodeData, OpData};
+use super::super::context::{KernelContext, KernelResult, NodeData, OpData};
+use super::super::error::{KernelError, LoadError};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{CachingAllocator, Value};
+use super::tensor::op_spec;
 
 fn count(cx: &KernelContext<'_>) -> Result<usize, KernelError> {
     let n = cx.attr_int("count")?;
@@ -96,8 +97,8 @@ fn destroy_allocator(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
-fn prepare_infer(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, String> {
-    let spec = super::op_spec(node, ops, "op_type")?;
+fn prepare_infer(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
+    let spec = op_spec(node, ops, "op_type")?;
     Ok(NodeData::Op(Box::new(OpData {
         spec,
         inputs: Vec::new(),

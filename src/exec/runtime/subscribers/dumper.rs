@@ -15,9 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use crate::npu::device::{HostBuf, StreamId};
 use crate::ops::DType;
 
-use super::super::context::{KernelContext, KernelError, KernelResult};
-use super::super::plan::Plan;
-use super::super::subscriber::Subscriber;
+use super::super::context::{KernelContext, KernelResult, Subscriber};
+use super::super::error::KernelError;
 use super::super::value::Value;
 use super::recorder::served_op;
 
@@ -66,7 +65,7 @@ impl TensorDumper {
         ))
     }
 
-    fn dump(&self, plan: &Plan, cx: &KernelContext<'_>) -> Result<(), KernelError> {
+    fn dump(&self, graph: &str, cx: &KernelContext<'_>) -> Result<(), KernelError> {
         let info = cx.info();
         let Some(op) = info.data.op() else {
             return Ok(());
@@ -82,19 +81,33 @@ impl TensorDumper {
                     Ok((cx.input(base)?, cx.input(base + 1)?))
                 })
                 .collect::<Result<_, KernelError>>()?,
-            "LaunchKernelAllocOutputs" => (0..op.outputs.len() as u32)
-                .map(|o| {
-                    // SAFETY: the node has completed and wrote these, its own output
-                    // slots; nothing else writes them before its successors run, which
-                    // is after this call returns.
-                    unsafe {
-                        (
-                            cx.values.get(cx.out_start + 2 * o),
-                            cx.values.get(cx.out_start + 2 * o + 1),
-                        )
-                    }
-                })
-                .collect(),
+            "LaunchKernelAllocOutputs" => {
+                // The pairs are read from the node's own output slots, so there must be
+                // as many as the op has outputs: a kernel registered under this name
+                // need not have refused a node with fewer.
+                if 2 * op.outputs.len() > cx.out_len as usize {
+                    return Err(KernelError::new(format!(
+                        "the node has {} outputs, not a [shape, memory] pair for each of \
+                         the op's {}",
+                        cx.out_len,
+                        op.outputs.len()
+                    )));
+                }
+                (0..op.outputs.len() as u32)
+                    .map(|o| {
+                        // SAFETY: `2 * o + 1 < out_len` (checked above), so these are
+                        // this node's own output slots, which no other node writes;
+                        // `node_end` runs after the node's kernel returned, and nothing
+                        // else writes them before its next run. `get` checks the index.
+                        unsafe {
+                            (
+                                cx.values.get(cx.out_start + 2 * o),
+                                cx.values.get(cx.out_start + 2 * o + 1),
+                            )
+                        }
+                    })
+                    .collect()
+            }
             _ => return Ok(()),
         };
         let stream: StreamId = cx.input_stream(0)?;
@@ -127,7 +140,7 @@ impl TensorDumper {
                 .push(DumpedTensor {
                     op: op_name.clone(),
                     op_type: op_type.clone(),
-                    graph: plan.path.clone(),
+                    graph: graph.to_string(),
                     output: o,
                     dtype,
                     shape: shape.to_vec(),
@@ -139,17 +152,65 @@ impl TensorDumper {
 }
 
 impl Subscriber for TensorDumper {
-    fn node_end(&self, plan: &Plan, cx: &KernelContext<'_>, result: &KernelResult) {
+    fn node_end(&self, graph: &str, cx: &KernelContext<'_>, result: &KernelResult) {
         if result.is_err() {
             return;
         }
-        if let Err(e) = self.dump(plan, cx) {
+        if let Err(e) = self.dump(graph, cx) {
             self.error
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(|| {
-                    format!("{}: node {:?}: dumping: {e}", plan.path, cx.info().name)
-                });
+                .get_or_insert_with(|| format!("{graph}: node {:?}: dumping: {e}", cx.info().name));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::exec::runtime::{Env, ExecutorType, KernelRegistry, engine, prepare};
+    use crate::exec::{ExecAttr, ExecGraph, ExecNode, KernelClass};
+    use crate::npu::device::{Device, DeviceConfig};
+    use crate::ops::OpRegistry;
+
+    /// A kernel registered as `LaunchKernelAllocOutputs` that succeeds without writing
+    /// anything, on a node with no output slots for the op's one output: the dumper
+    /// reports it instead of reading slots past the node's own (here, past the arena).
+    #[test]
+    fn an_alloc_launch_without_its_output_slots_is_reported() {
+        fn writes_nothing(_: &mut KernelContext<'_>) -> KernelResult {
+            Ok(())
+        }
+        let mut reg = KernelRegistry::builtin().clone();
+        let mut info = *reg
+            .find("LaunchKernelAllocOutputs")
+            .expect("a builtin kernel");
+        info.funcs.run = writes_nothing;
+        reg.register("LaunchKernelAllocOutputs", info);
+        let mut node = ExecNode::new("relu", "LaunchKernelAllocOutputs", KernelClass::Launch);
+        for (key, value) in [
+            ("_op_type", "Relu"),
+            ("_in_dtypes", "float32"),
+            ("_out_dtypes", "float32"),
+        ] {
+            node.attrs.insert(key.into(), ExecAttr::Str(value.into()));
+        }
+        let mut graph = ExecGraph::new("Main");
+        graph.add(node);
+        let ops = Arc::new(OpRegistry::new());
+        let plan = prepare(&graph, "Main", &reg, &ops).expect("prepared");
+        let dumper = Arc::new(TensorDumper::new());
+        let env = Env {
+            device: Device::new(DeviceConfig::default()),
+            ops,
+            executor: ExecutorType::Sequential,
+            subscriber: Some(dumper.clone()),
+        };
+        let mut st = plan.new_state();
+        engine::run(&env, &plan, &mut st).expect("the kernel succeeds");
+        let err = dumper.take().expect_err("the dump is refused");
+        assert!(err.contains("not a [shape, memory] pair"), "{err}");
     }
 }

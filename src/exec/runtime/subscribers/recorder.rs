@@ -21,9 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::super::context::{KernelContext, KernelResult};
-use super::super::plan::Plan;
-use super::super::subscriber::Subscriber;
+use super::super::context::{KernelContext, KernelResult, Subscriber};
 
 /// One node call.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +120,7 @@ pub(crate) fn served_op(cx: &KernelContext<'_>) -> Option<(String, String)> {
 }
 
 impl Subscriber for NodeRecorder {
-    fn node_start(&self, _plan: &Plan, _cx: &KernelContext<'_>) {
+    fn node_start(&self, _graph: &str, _cx: &KernelContext<'_>) {
         if !self.on.load(Ordering::Relaxed) {
             return;
         }
@@ -134,7 +132,7 @@ impl Subscriber for NodeRecorder {
         });
     }
 
-    fn node_end(&self, plan: &Plan, cx: &KernelContext<'_>, result: &KernelResult) {
+    fn node_end(&self, graph: &str, cx: &KernelContext<'_>, result: &KernelResult) {
         if !self.on.load(Ordering::Relaxed) {
             return;
         }
@@ -153,7 +151,7 @@ impl Subscriber for NodeRecorder {
         let info = cx.info();
         let span = NodeSpan {
             thread: thread_number(),
-            graph: plan.path.clone(),
+            graph: graph.to_string(),
             node: info.name.clone(),
             kernel: info.kernel,
             op: served_op(cx),

@@ -1,0 +1,274 @@
+//! The inputs of `rt2 run`: from files (`--input`, `.npy` or an ONNX TensorProto), from an
+//! ONNX backend-test data set (`--check DIR`, which also holds the expected outputs), or
+//! from the seeded generator of [`random`] with shapes from the model and `--shape`. Every
+//! input is read and checked against the model's dtype and shape before anything runs,
+//! so a bad input is an exit-2 error naming it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+
+use crate::cmd::{input, npy, random};
+use crate::exec::ModelIo;
+use crate::ops::{DType, HostTensor};
+
+/// Where an input came from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    File(PathBuf),
+    Random,
+}
+
+impl Source {
+    pub fn describe(&self, seed: u64) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Random => format!("random (seed {seed})"),
+        }
+    }
+}
+
+/// The names of the model's inputs, for error messages.
+fn names(ios: &[ModelIo]) -> String {
+    ios.iter()
+        .map(|io| format!("{:?}", io.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Position of the input called `name`, or an error listing the model's inputs.
+fn find_input(ios: &[ModelIo], flag: &str, name: &str, file: &Path) -> anyhow::Result<usize> {
+    ios.iter().position(|io| io.name == name).ok_or_else(|| {
+        anyhow!(
+            "{}: {flag} {name}: the model has no input {name:?}; its inputs: {}",
+            file.display(),
+            names(ios)
+        )
+    })
+}
+
+pub fn shape_text(shape: &[i64]) -> String {
+    if shape == [-2] {
+        return "[unknown rank]".into();
+    }
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Why `shape` does not fit the model's `want` (`-1` unknown dims, `[-2]` unknown rank).
+pub(crate) fn misfit(shape: &[i64], want: &[i64]) -> Option<String> {
+    if want == [-2] {
+        return None;
+    }
+    if shape.len() != want.len() {
+        return Some(format!(
+            "rank {} where the model's shape {} has rank {}",
+            shape.len(),
+            shape_text(want),
+            want.len()
+        ));
+    }
+    let k = shape
+        .iter()
+        .zip(want)
+        .position(|(&d, &w)| w >= 0 && d != w)?;
+    Some(format!(
+        "dim {k} is {} where the model's shape {} has {}",
+        shape[k],
+        shape_text(want),
+        want[k]
+    ))
+}
+
+/// Checks a tensor read from `file` against input `io`.
+fn fit(file: &Path, io: &ModelIo, t: &HostTensor) -> anyhow::Result<()> {
+    let at = || format!("{}: input {:?}", file.display(), io.name);
+    if Some(t.dtype) != io.dtype {
+        bail!(
+            "{}: element type {} where the model takes {}",
+            at(),
+            t.dtype,
+            io.dtype
+                .map_or("a type the device does not compute on", DType::name)
+        );
+    }
+    if let Some(why) = misfit(&t.shape, &io.shape) {
+        bail!("{}: shape {}: {why}", at(), shape_text(&t.shape));
+    }
+    Ok(())
+}
+
+/// Reads an input tensor file: `.npy`, or an ONNX TensorProto.
+fn read_tensor_file(path: &Path, expect: Option<DType>) -> anyhow::Result<HostTensor> {
+    let bytes = input::read_bytes(path)?;
+    let at = || path.display().to_string();
+    if npy::is_npy(&bytes) {
+        return npy::read(&bytes, expect).with_context(at);
+    }
+    let t = crate::om::onnx::read_tensor(&bytes, &at())
+        .map_err(|e| anyhow!("{e} (neither a .npy file nor an ONNX TensorProto)"))?;
+    crate::lower::attrs::tensor(&t).ok_or_else(|| {
+        anyhow!(
+            "{}: ONNX tensor of element type {:?} and shape {:?}: not a tensor the device \
+             computes on, or its data does not fill its shape",
+            at(),
+            t.desc.dtype,
+            t.desc.shape
+        )
+    })
+}
+
+/// The inputs from `--input` (`specs`) and `--shape` (`shapes`), the rest random from
+/// `seed`; `file` is the model, for error messages.
+pub fn given_inputs(
+    file: &Path,
+    specs: &[String],
+    shapes_given: &[String],
+    seed: u64,
+    ios: &[ModelIo],
+) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
+    let mut given: Vec<Option<(PathBuf, HostTensor)>> = vec![None; ios.len()];
+    for spec in specs {
+        let (name, path) = spec
+            .split_once('=')
+            .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+            .ok_or_else(|| anyhow!("--input {spec:?}: expected NAME=PATH"))?;
+        let k = find_input(ios, "--input", name, file)?;
+        if given[k].is_some() {
+            bail!("--input {name}: given twice");
+        }
+        let path = PathBuf::from(path);
+        let t = read_tensor_file(&path, ios[k].dtype)?;
+        fit(&path, &ios[k], &t)?;
+        given[k] = Some((path, t));
+    }
+    let mut shapes: Vec<Option<Vec<i64>>> = vec![None; ios.len()];
+    for spec in shapes_given {
+        let (name, dims) =
+            input::parse_named_shape(spec, '=').map_err(|e| anyhow!("--shape {e}"))?;
+        let k = find_input(ios, "--shape", &name, file)?;
+        if shapes[k].is_some() {
+            bail!("--shape {name}: given twice");
+        }
+        if let Some(d) = dims.iter().position(|&d| d < 0) {
+            bail!("--shape {spec}: dim {d} is unknown; --shape gives every dim");
+        }
+        if let Some(why) = misfit(&dims, &ios[k].shape) {
+            bail!("{}: --shape {spec}: input {name:?}: {why}", file.display());
+        }
+        if let Some((path, t)) = &given[k]
+            && t.shape != dims
+        {
+            bail!(
+                "--shape {spec}: input {name:?} from {} has shape {}",
+                path.display(),
+                shape_text(&t.shape)
+            );
+        }
+        shapes[k] = Some(dims);
+    }
+    let mut inputs = Vec::with_capacity(ios.len());
+    let mut sources = Vec::with_capacity(ios.len());
+    for (k, (io, g)) in ios.iter().zip(given).enumerate() {
+        if let Some((path, t)) = g {
+            inputs.push(t);
+            sources.push(Source::File(path));
+            continue;
+        }
+        let at = || format!("{}: input {:?}", file.display(), io.name);
+        let Some(dtype) = io.dtype else {
+            bail!("{}: an element type the device does not compute on", at());
+        };
+        let shape = match shapes[k].take() {
+            Some(s) => s,
+            None if io.shape == [-2] => bail!(
+                "{}: the rank is unknown; give the shape with --shape {}=D0,D1,...",
+                at(),
+                io.name
+            ),
+            None => {
+                if let Some(d) = io.shape.iter().position(|&d| d < 0) {
+                    let dims: Vec<String> = (0..io.shape.len()).map(|i| format!("D{i}")).collect();
+                    bail!(
+                        "{}: shape {}: dim {d} is unknown; give the shape with --shape {}={}",
+                        at(),
+                        shape_text(&io.shape),
+                        io.name,
+                        dims.join(",")
+                    );
+                }
+                io.shape.clone()
+            }
+        };
+        let t = random::tensor(dtype, &shape, seed, k)
+            .ok_or_else(|| anyhow!("{}: shape {shape:?} is too large", at()))?;
+        inputs.push(t);
+        sources.push(Source::Random);
+    }
+    Ok((inputs, sources))
+}
+
+/// The `PREFIX_K.pb` files of a data set (K from 0 while they exist), one per model
+/// input or output `ios`.
+fn data_set_files(dir: &Path, prefix: &str, ios: &[ModelIo]) -> anyhow::Result<Vec<PathBuf>> {
+    let files: Vec<PathBuf> = (0..)
+        .map(|k| dir.join(format!("{prefix}_{k}.pb")))
+        .take_while(|p| p.is_file())
+        .collect();
+    if files.len() != ios.len() {
+        bail!(
+            "--check {}: {} {prefix}_K.pb file(s), the model has {} {prefix}(s): {}",
+            dir.display(),
+            files.len(),
+            ios.len(),
+            names(ios)
+        );
+    }
+    Ok(files)
+}
+
+/// The inputs of an ONNX backend-test data set, by position.
+pub fn data_set_inputs(
+    dir: &Path,
+    ios: &[ModelIo],
+) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
+    if !dir.is_dir() {
+        bail!("--check {}: not a directory", dir.display());
+    }
+    let files = data_set_files(dir, "input", ios)?;
+    let mut inputs = Vec::with_capacity(files.len());
+    for (path, io) in files.iter().zip(ios) {
+        let t = read_tensor_file(path, io.dtype)?;
+        fit(path, io, &t)?;
+        inputs.push(t);
+    }
+    Ok((inputs, files.into_iter().map(Source::File).collect()))
+}
+
+/// The expected outputs of an ONNX backend-test data set, by position.
+pub fn data_set_outputs(dir: &Path, ios: &[ModelIo]) -> anyhow::Result<Vec<HostTensor>> {
+    data_set_files(dir, "output", ios)?
+        .iter()
+        .zip(ios)
+        .map(|(p, io)| read_tensor_file(p, io.dtype))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_fit_or_say_why() {
+        assert_eq!(misfit(&[2, 3], &[-1, 3]), None);
+        assert_eq!(misfit(&[2, 3, 4], &[-2]), None);
+        assert_eq!(
+            misfit(&[2, 4], &[-1, 3]).unwrap(),
+            "dim 1 is 4 where the model's shape [?, 3] has 3"
+        );
+        assert!(misfit(&[2], &[-1, 3]).unwrap().contains("rank 1"));
+    }
+}

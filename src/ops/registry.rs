@@ -1,0 +1,412 @@
+//! The op library's registry: per op type, its shape and dtype inference (what the
+//! runtime's InferShape kernel calls and what lowering asks to decide which ops exist and
+//! which shapes it can know ahead of time), its compute, and its optional hooks.
+//!
+//! An op's inference works on [`TensorMeta`]s whose dims may be unknown (-1) or whose
+//! rank may be unknown (`None`): lowering runs it on the model's declared shapes to learn
+//! what is static, and the runtime runs it on concrete shapes. Inference never panics on
+//! any input; a bad combination is an [`OpError`] naming the input or attribute.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::attr::{Attr, AttrMap, HostTensor};
+use super::dtype::DType;
+use super::error::OpError;
+use super::tensor::{Tensor, TensorMut, TensorRef};
+
+/// Dimension value for an unknown dim.
+pub const UNKNOWN: i64 = -1;
+
+/// What shape inference knows of a tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorMeta {
+    pub dtype: DType,
+    /// `None`: unknown rank. A dim of -1: unknown.
+    pub shape: Option<Vec<i64>>,
+}
+
+impl TensorMeta {
+    pub fn new(dtype: DType, shape: &[i64]) -> Self {
+        TensorMeta {
+            dtype,
+            shape: Some(shape.to_vec()),
+        }
+    }
+    pub fn unknown_rank(dtype: DType) -> Self {
+        TensorMeta { dtype, shape: None }
+    }
+    /// Every dim known.
+    pub fn is_static(&self) -> bool {
+        self.shape
+            .as_ref()
+            .is_some_and(|s| s.iter().all(|&d| d >= 0))
+    }
+}
+
+impl fmt::Display for TensorMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.shape {
+            None => write!(f, "{} [?]", self.dtype),
+            Some(s) => write!(f, "{} {s:?}", self.dtype),
+        }
+    }
+}
+
+/// The one output of an op, as inference returns it.
+pub fn meta(dtype: DType, shape: Option<Vec<i64>>) -> Vec<TensorMeta> {
+    vec![TensorMeta { dtype, shape }]
+}
+
+/// Attributes by name.
+pub type Attrs = AttrMap;
+
+/// What an op's inference is given. An optional input left out in the middle (Resize's
+/// roi, Clip's min) is given as an empty 1-D tensor of input 0's type whose (empty) value
+/// is known, ONNX's own spelling of "no value": inference treats an empty value as absent.
+pub struct InferCtx<'a> {
+    pub op: &'a str,
+    pub inputs: &'a [TensorMeta],
+    /// Values of inputs known ahead of time (constants, folded shapes), by input index.
+    pub values: &'a [Option<&'a HostTensor>],
+    pub attrs: &'a Attrs,
+    /// How many outputs the node has (Split divides into that many).
+    pub outputs: usize,
+}
+
+impl InferCtx<'_> {
+    /// Checks the input count is within `min..=max`.
+    pub fn arity(&self, min: usize, max: usize) -> Result<(), OpError> {
+        let got = self.inputs.len();
+        if got < min || got > max {
+            let expected = if min == max {
+                min.to_string()
+            } else {
+                format!("{min} to {max}")
+            };
+            return Err(OpError::Arity {
+                op: self.op.to_string(),
+                expected,
+                got,
+            });
+        }
+        Ok(())
+    }
+    pub fn input_error(&self, index: usize, msg: impl Into<String>) -> OpError {
+        OpError::Input {
+            op: self.op.to_string(),
+            index,
+            msg: msg.into(),
+        }
+    }
+
+    pub fn attr_error(&self, name: &str, msg: impl Into<String>) -> OpError {
+        OpError::Attribute {
+            op: self.op.to_string(),
+            name: name.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// An int attribute, `default` when absent.
+    pub fn attr_int(&self, name: &str, default: i64) -> Result<i64, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Int(v)) => Ok(*v),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not an int"))),
+        }
+    }
+
+    /// A list-of-ints attribute, `None` when absent.
+    pub fn attr_ints(&self, name: &str) -> Result<Option<&[i64]>, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::Ints(v)) => Ok(Some(v)),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a list of ints"))),
+        }
+    }
+
+    /// A list-of-ints attribute, or `len` copies of `fill` when absent (ONNX's defaults
+    /// for strides, dilations, pads and output padding).
+    pub fn attr_ints_or(&self, name: &str, fill: i64, len: usize) -> Result<Vec<i64>, OpError> {
+        Ok(self
+            .attr_ints(name)?
+            .map_or_else(|| vec![fill; len], <[i64]>::to_vec))
+    }
+
+    /// A possibly negative axis, normalized for `rank`; `name` is the attribute it came from.
+    pub fn axis(&self, axis: i64, rank: usize, name: &str) -> Result<usize, OpError> {
+        let r = rank as i64;
+        let a = if axis < 0 { axis + r } else { axis };
+        if a < 0 || a >= r {
+            return Err(
+                self.attr_error(name, format!("axis {axis} is out of range for rank {rank}"))
+            );
+        }
+        Ok(a as usize)
+    }
+
+    /// A failure while computing, naming the op.
+    pub fn compute_error(&self, msg: impl Into<String>) -> OpError {
+        OpError::Compute {
+            op: self.op.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// A float attribute, `default` when absent (an int is taken as its value).
+    pub fn attr_float(&self, name: &str, default: f32) -> Result<f32, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Float(v)) => Ok(*v as f32),
+            Some(Attr::Int(v)) => Ok(*v as f32),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a float"))),
+        }
+    }
+
+    /// A string attribute, `default` when absent.
+    pub fn attr_str<'s>(&'s self, name: &str, default: &'s str) -> Result<&'s str, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Str(v)) => Ok(v),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a string"))),
+        }
+    }
+
+    /// The integer value of input `i`, when known ahead of time.
+    pub fn value_ints(&self, i: usize) -> Result<Option<Vec<i64>>, OpError> {
+        match self.values.get(i).copied().flatten() {
+            None => Ok(None),
+            Some(t) => t.int_values().map(Some).ok_or_else(|| {
+                self.input_error(i, format!("is {}, expected int64 values", t.dtype))
+            }),
+        }
+    }
+}
+
+/// An op's shape and dtype inference.
+pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorMeta>, OpError>;
+
+/// An op's CPU compute into outputs the runtime allocated from inference: the context
+/// (attributes, and the inputs' metas with any values inference read), the inputs, and
+/// the outputs, shaped as inference said.
+pub type ComputeFn = fn(&InferCtx, &[TensorRef], &mut [TensorMut]) -> Result<(), OpError>;
+
+/// The compute of an op whose output shapes depend on the data (NonZero, Unique): it
+/// allocates its outputs itself, and the runtime copies them to device memory.
+pub type ComputeAllocFn = fn(&InferCtx, &[TensorRef]) -> Result<Vec<Tensor>, OpError>;
+
+/// A kernel specialized for one launch's exact operands, chosen once by the op's
+/// [`SpecializeFn`] when the launch is bound, and then called with the operands' bytes
+/// alone: no dtype dispatch, no op-name match, no shape checks, no tensor views. This is
+/// RT2's division of labour at its smallest grain: what a launch's types and shapes decide
+/// is decided ahead of the run, so a small launch in steady state is its arithmetic.
+///
+/// It checks the byte lengths it is given against its own assumptions and returns `false`
+/// without writing anything when they do not hold; the caller then runs the op's
+/// general compute, which produces the result or names the error. So a specialization can
+/// make a launch faster but never wrong. It writes exactly what the general compute would
+/// (the same per-element functions), bit for bit.
+pub type SpecialFn = fn(&[&[u8]], &mut [&mut [u8]]) -> bool;
+
+/// Chooses an op's [`SpecialFn`] for a launch: the context (op name, attributes, the
+/// inputs' metas) and the outputs' metas, all concrete. `None`: no specialization for
+/// this case (the general compute runs). Cheap and allocation-free, as it runs whenever
+/// a launch is rebound to new shapes.
+pub type SpecializeFn = fn(&InferCtx, &[TensorMeta]) -> Option<SpecialFn>;
+
+/// How an op computes.
+#[derive(Clone, Copy)]
+pub enum Compute {
+    Into(ComputeFn),
+    Alloc(ComputeAllocFn),
+}
+
+/// A constant input re-laid out once, ahead of every launch: what an op's [`PrepackFn`]
+/// asks of whoever prepares the graph (lowering). GE's ATC stores weights in the Cube
+/// unit's fractal formats for the same reason: a weight is constant for the model's life,
+/// so rearranging it belongs with the work moved out of execution.
+#[derive(Debug, Clone)]
+pub struct Prepack {
+    /// The op launched instead, on the prepared input.
+    pub op: &'static str,
+    /// Which input is prepared; it must be a constant.
+    pub input: usize,
+    /// Attributes the launched op takes beside the node's own.
+    pub attrs: Vec<(&'static str, Attr)>,
+    /// The input's new layout, from its value; `None` when the value does not fit after
+    /// all (lowering then keeps the node as it is). A constant read by several launches
+    /// is prepared once per `op`.
+    pub pack: fn(&HostTensor) -> Option<HostTensor>,
+}
+
+/// Chooses a prepared layout for one of a launch's constant inputs, from the launch's
+/// input metas, known values and attributes; `None` keeps the inputs as they are.
+pub type PrepackFn = fn(&InferCtx) -> Option<Prepack>;
+
+/// One op type of the library.
+#[derive(Clone, Copy)]
+pub struct OpSpec {
+    pub name: &'static str,
+    pub infer: InferFn,
+    /// `None` while the op has shape inference only (lowering takes it; running it is an
+    /// error naming the op).
+    pub compute: Option<Compute>,
+    /// Inputs whose *values* inference needs (Reshape's shape, Expand's shape): when they
+    /// are not constants, the output shape is only known at run time.
+    pub value_inputs: &'static [usize],
+    /// The output shape depends on the data itself (NonZero, Unique): known only after the
+    /// op has run.
+    pub data_dependent: bool,
+    /// Chooses a kernel specialized for a launch's operands, if the op has any.
+    pub specialize: Option<SpecializeFn>,
+    /// Chooses a layout for a constant input to be prepared in ahead of time, if the op
+    /// has one.
+    pub prepack: Option<PrepackFn>,
+}
+
+impl OpSpec {
+    /// An op whose inference needs shapes only and whose output shape does not depend on
+    /// the data.
+    pub const fn new(name: &'static str, infer: InferFn) -> Self {
+        OpSpec {
+            name,
+            infer,
+            compute: None,
+            value_inputs: &[],
+            data_dependent: false,
+            specialize: None,
+            prepack: None,
+        }
+    }
+    /// The op computes into outputs shaped by inference.
+    pub const fn computes(mut self, f: ComputeFn) -> Self {
+        self.compute = Some(Compute::Into(f));
+        self
+    }
+    /// The op computes outputs it allocates (data-dependent shapes).
+    pub const fn computes_alloc(mut self, f: ComputeAllocFn) -> Self {
+        self.compute = Some(Compute::Alloc(f));
+        self
+    }
+    /// Inference also reads the values of these inputs.
+    pub const fn reading(mut self, value_inputs: &'static [usize]) -> Self {
+        self.value_inputs = value_inputs;
+        self
+    }
+    /// The output shape depends on the data.
+    pub const fn data_dependent(mut self) -> Self {
+        self.data_dependent = true;
+        self
+    }
+    /// The op has kernels specialized for some launches (see [`SpecialFn`]).
+    pub const fn specializes(mut self, f: SpecializeFn) -> Self {
+        self.specialize = Some(f);
+        self
+    }
+    /// The op would rather read a constant input in a layout prepared ahead of time (see
+    /// [`Prepack`]).
+    pub const fn prepacks(mut self, f: PrepackFn) -> Self {
+        self.prepack = Some(f);
+        self
+    }
+    /// The kernel specialized for a launch of this op on `ctx`'s inputs into `outputs`,
+    /// if there is one.
+    pub fn special(&self, ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<SpecialFn> {
+        self.specialize.and_then(|f| f(ctx, outputs))
+    }
+}
+
+impl fmt::Debug for OpSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpSpec")
+            .field("name", &self.name)
+            .field("value_inputs", &self.value_inputs)
+            .field("data_dependent", &self.data_dependent)
+            .field("computes", &self.compute.is_some())
+            .field("specializes", &self.specialize.is_some())
+            .field("prepacks", &self.prepack.is_some())
+            .finish()
+    }
+}
+
+/// Every op type the library has.
+#[derive(Debug, Default)]
+pub struct OpRegistry {
+    /// foldhash, not SipHash: every launch a stream worker runs looks its op up here.
+    ops: HashMap<&'static str, OpSpec, foldhash::fast::FixedState>,
+}
+
+impl OpRegistry {
+    /// Adds an op; a later registration of the same name replaces the earlier.
+    pub fn add(&mut self, spec: OpSpec) {
+        self.ops.insert(spec.name, spec);
+    }
+    pub fn get(&self, name: &str) -> Option<&OpSpec> {
+        self.ops.get(name)
+    }
+    /// Runs `op` on host tensors, the way a launch runs it on device memory: infers the
+    /// outputs from the inputs' concrete shapes (and the values of the inputs inference
+    /// reads), allocates them, and computes. An optional input left out is an empty 1-D
+    /// tensor, as [`InferCtx`] says. The reference driver for tests and the conformance
+    /// harness.
+    pub fn run_on_host(
+        &self,
+        op: &str,
+        attrs: &Attrs,
+        inputs: &[Tensor],
+        outputs: usize,
+    ) -> Result<Vec<Tensor>, OpError> {
+        let spec = self
+            .get(op)
+            .ok_or_else(|| OpError::NoCompute { op: op.to_string() })?;
+        let metas: Vec<TensorMeta> = inputs
+            .iter()
+            .map(|t| {
+                let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+                TensorMeta::new(t.dtype, &dims)
+            })
+            .collect();
+        let hosts: Vec<Option<HostTensor>> = (0..inputs.len())
+            .map(|i| spec.value_inputs.contains(&i).then(|| inputs[i].to_host()))
+            .collect();
+        let values: Vec<Option<&HostTensor>> = hosts.iter().map(Option::as_ref).collect();
+        let ctx = InferCtx {
+            op,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs,
+        };
+        let refs: Vec<TensorRef> = inputs.iter().map(Tensor::as_ref).collect();
+        match spec.compute {
+            None => Err(OpError::NoCompute { op: op.to_string() }),
+            Some(Compute::Alloc(f)) => f(&ctx, &refs),
+            Some(Compute::Into(f)) => {
+                let out_metas = (spec.infer)(&ctx)?;
+                let mut outs = Vec::with_capacity(out_metas.len());
+                for (index, m) in out_metas.iter().enumerate() {
+                    let shape: Option<Vec<usize>> = m
+                        .shape
+                        .as_ref()
+                        .and_then(|s| s.iter().map(|&d| usize::try_from(d).ok()).collect());
+                    let shape = shape.ok_or_else(|| OpError::NotConcrete {
+                        op: op.to_string(),
+                        index,
+                        meta: m.to_string(),
+                    })?;
+                    outs.push(Tensor::zeroed(m.dtype, &shape));
+                }
+                let mut muts: Vec<TensorMut> = outs.iter_mut().map(Tensor::as_mut).collect();
+                f(&ctx, &refs, &mut muts)?;
+                Ok(outs)
+            }
+        }
+    }
+    /// Op type names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.ops.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
