@@ -11,20 +11,20 @@
 //! - [`CUT_OP`], a marker that the graph goes on: it feeds a node whose producers were left
 //!   out, or is fed by a node whose consumers were, with attribute `nodes` (how many).
 //!
-//! This file flattens the model for [`super::focus`], which decides what to show, and
-//! builds the result from its plan. Must not: change the model it is given, or depend on
-//! hash order.
+//! This file flattens the model for [`crate::graphview::focus`], which decides what to
+//! show, and builds the result from its plan. Must not: change the model it is given, or
+//! depend on hash order.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::graphview::focus::{self, Item, Plan};
+use crate::graphview::fold::{Flat, Key};
 use crate::om::NodeId;
-use crate::om::focus::{self, Item, Plan};
-use crate::om::fold::{Flat, Key};
 use crate::om::graph::{
     AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, OutPort, is_data_type,
 };
 
-pub use crate::om::focus::{FilterError, ViewFilter};
+pub use crate::graphview::focus::{FilterError, ViewFilter};
 
 /// The op type of a summary node.
 pub const FOLDED_OP: &str = "rt2.Folded";

@@ -13,8 +13,6 @@ pub mod dtype;
 pub mod error;
 pub mod file;
 pub mod filter;
-pub mod focus;
-pub mod fold;
 pub mod graph;
 pub mod inout;
 pub mod ir;

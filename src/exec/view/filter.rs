@@ -12,9 +12,9 @@
 //! - [`CUT_KERNEL`], a marker that the graph goes on: it feeds a node whose producers were
 //!   left out, or is fed by a node whose consumers were, with attribute `nodes` (how many).
 //!
-//! This file flattens the selected graphs for [`super::focus`], which decides what to show,
-//! and builds the result from its plan. Must not: change the graph it is given, or depend
-//! on hash order.
+//! This file flattens the selected graphs for [`crate::graphview::focus`], which decides
+//! what to show, and builds the result from its plan. Must not: change the graph it is
+//! given, or depend on hash order.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,11 +22,11 @@ use crate::exec::graph::{
     ControlInputs, ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecuteGraph, GraphKind, KernelClass,
     ValueRef,
 };
-use crate::exec::view::focus::{self, Item, Plan};
-use crate::exec::view::fold::{Flat, Key};
 use crate::exec::view::select::GraphSelect;
+use crate::graphview::focus::{self, Item, Plan};
+use crate::graphview::fold::{Flat, Key};
 
-pub use crate::exec::view::focus::{FilterError, ViewFilter};
+pub use crate::graphview::focus::{FilterError, ViewFilter};
 
 /// The kernel type of a summary node.
 pub const FOLDED_KERNEL: &str = "rt2.Folded";

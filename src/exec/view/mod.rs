@@ -9,8 +9,6 @@
 
 pub mod dot;
 pub mod filter;
-pub mod focus;
-pub mod fold;
 pub mod json;
 pub mod select;
 pub mod text;

@@ -1,11 +1,8 @@
-//! What a view of a large ExecuteGraph shows: the filter (`--subgraph`, `--owner`,
-//! `--around`, `--depth`, `--max-nodes`), and the plan it comes to on a [`Flat`] graph:
-//! which nodes show as themselves, which fold into which summary, where cut markers go,
-//! graph by graph. [`super::filter`] builds the smaller ExecuteGraph from the plan.
-//!
-//! `om::focus` is this file again for ComputeGraphs, line for line below this doc
-//! (`tests/tidy.rs` holds them equal), for the reason `super::fold` gives. Change both or
-//! neither.
+//! What a view of a large model shows: the filter (`--subgraph`, `--owner`, `--around`,
+//! `--depth`, `--max-nodes`), and the plan it comes to on a [`Flat`] graph: which nodes
+//! show as themselves, which fold into which summary, where cut markers go, graph by
+//! graph. The caller (`om::filter`, `exec::view::filter`) flattens its graph and builds
+//! the smaller one from the plan.
 
 use super::fold::{self, Cuts, Flat, Folding, Key};
 

@@ -2,14 +2,10 @@
 //! nodes into summary nodes so that a view stays within a node budget.
 //!
 //! Works on a [`Flat`] graph (nodes numbered in view order, each with the graph it is drawn
-//! in, and directed edges between them), so it knows nothing of ComputeGraphs:
-//! [`super::filter`] flattens a model, [`super::focus`] decides what to keep with these
-//! functions, and [`super::filter`] rebuilds a model from the answer.
-//!
-//! `exec::view::fold` is this file again for ExecuteGraphs, line for line below this
-//! doc (`tests/tidy.rs` holds them equal): the dependency table keeps `om` and `exec` from
-//! sharing code (`om` uses nothing else of rt2, `exec` must not use `om`), and the
-//! algorithm is small enough to keep twice. Change both or neither.
+//! in, and directed edges between them), so it knows nothing of ComputeGraphs or
+//! ExecuteGraphs: a caller (`om::filter`, `exec::view::filter`) flattens its graph,
+//! [`super::focus`] decides what to keep with these functions, and the caller rebuilds a
+//! graph of its own type from the answer.
 //!
 //! Deterministic: the answers depend on node order and edges only, never on hash order.
 
