@@ -9,10 +9,7 @@
 //!   single task with the host waiting for it.
 //!
 //! `cargo bench --bench device`; besides criterion's report it prints ns per task.
-//!
-//! Recorded (2 shared cores, load average about 9 from parallel builds, so noisy; best of
-//! five): memset 155 ns per task, tiny launch 0.7-0.9 us, event round trip 13-16 us,
-//! memset + synchronize 12-14 us.
+//! docs/PERFORMANCE.md holds the recorded numbers.
 
 // The allocator the rt2 binary uses, so the numbers are the ones users get.
 #[global_allocator]

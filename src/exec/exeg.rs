@@ -642,7 +642,7 @@ impl Converter<'_> {
     }
 
     /// A graph from its wire bytes, one node message at a time: no vector of decoded node
-    /// messages is built and then moved, which was most of loading a large file's time.
+    /// messages is built and then moved, which would dominate loading a large file.
     fn graph_wire(&mut self, mut buf: &[u8], path: &str) -> Result<ExecGraph, ExegError> {
         let whole = buf;
         let mut name = String::new();

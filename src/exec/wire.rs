@@ -1,10 +1,9 @@
 //! The `.exeg` binary form's hot path by hand: graphs and nodes written to and read from
 //! wire bytes directly, without a protobuf struct per node.
 //!
-//! Going through prost's generated structs cost every node its name, its input list and
+//! Going through prost's generated structs costs every node its name, its input list and
 //! its control list twice (once as message fields, once as the graph model) and two passes
-//! to size nested messages; on a 100,000-node model that was most of encoding and a third
-//! of loading. The bytes are exactly what prost writes for `proto/exeg.proto` (fields in
+//! to size nested messages, a large share of encoding and loading a large model. The bytes are exactly what prost writes for `proto/exeg.proto` (fields in
 //! number order, defaults left out, `repeated uint32` packed); a test compares them. The
 //! rest of the file (header, tables, model inputs and outputs) stays with prost, and a
 //! node this reader does not take is handed to prost, which takes it or names the error.
@@ -202,7 +201,7 @@ pub(crate) fn read_node<'a>(mut buf: &'a [u8], n: &mut ExecNode) -> Option<NodeR
     let mut rest = NodeRest::default();
     // The fields in the order the encoder writes them, unrolled so that each
     // `node_field` call has constant arguments and its match folds away (a loop over a
-    // key table compiled to a jump-table dispatch per field, a fifth slower).
+    // key table compiles to a slower jump-table dispatch per field).
     macro_rules! in_order {
         ($(($tag:literal, $wire:ident, $repeated:literal)),*) => {$(
             while buf.first() == Some(&(($tag << 3) | $wire)) {

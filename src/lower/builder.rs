@@ -32,8 +32,8 @@ use crate::ops::TensorMeta;
 use crate::ops::attr::AttrKey;
 use crate::ops::{AttrMap, DType, HostTensor};
 
-/// Lowering's lookup maps: foldhash, not SipHash (no untrusted keys here, and hashing was a
-/// tenth of lowering's time); fixed seed, though no map's order reaches the output.
+/// Lowering's lookup maps: foldhash, not SipHash (no untrusted keys here, and hashing is a
+/// noticeable part of lowering's time); fixed seed, though no map's order reaches the output.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// A value created once in Init and exported to every level that asks for it.

@@ -34,7 +34,7 @@ use super::memory::{Segment, Span};
 ///
 /// The locks are taken and released raw, with no guard per segment: guards would have to
 /// live in a vector kept between tasks, and moving them in and out of it, and dropping
-/// each, was a tenth of a small launch's instructions.
+/// each, is a noticeable part of a small launch's instructions.
 struct Locked<'p> {
     segments: &'p [(Arc<Segment>, bool)],
     n: usize,
@@ -263,8 +263,8 @@ pub(crate) fn with_plan<R>(
     }
     let copies: &[u8] = copies;
 
-    // Plain loops, not `extend`: its fold is not inlined, and a call per vector was a
-    // few percent of a small launch.
+    // Plain loops, not `extend`: its fold is not inlined, and a call per vector shows in
+    // a small launch's cost.
     let mut inputs: Vec<&[u8]> = reuse(std::mem::take(&mut scratch.inputs));
     for a in ins {
         inputs.push(if a.segment == ArgAt::EMPTY {

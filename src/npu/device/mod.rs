@@ -679,8 +679,8 @@ impl Device {
     }
 
     /// [`Device::launch_here`] through a kept handle: no look-up in the stream table,
-    /// whose read lock (two atomic read-modify-writes) was a tenth of a small launch's
-    /// cost. A handle of another device, or of a stream destroyed since, runs nothing
+    /// whose read lock (two atomic read-modify-writes) is a noticeable part of a small
+    /// launch's cost. A handle of another device, or of a stream destroyed since, runs nothing
     /// (`None`); submitting by id then reports what is wrong.
     pub fn launch_on(
         &self,

@@ -42,7 +42,7 @@ const SPIN_YIELDS: usize = 32;
 /// Makes the lazy state of a blocking receive now: the calling thread's channel context
 /// and the receiver's waiter list (which keeps its capacity). Without this, the first
 /// time a worker finds its queue empty (which under load can be many executions in) it
-/// allocates, and a steady-state execution is no longer allocation-free. On an empty
+/// allocates, and a steady-state execution would not be allocation-free. On an empty
 /// channel a non-blocking select registers the receive and withdraws it at once.
 fn warm_receiver<T>(rx: &Receiver<T>) {
     let mut sel = crossbeam_channel::Select::new();
@@ -422,8 +422,7 @@ struct Exec<'a> {
 ///   runs on the thread that has it, once that thread is the only thread of a rayon pool
 ///   of its own ([`own_pool`]): the kernel's parallel loops then run in order, right
 ///   there. Handing such a kernel to the one core thread costs two wake-ups of a sleeping
-///   thread, some 10 microseconds each on this machine: the encoder block at sequence 16
-///   (about 20 large kernels) took 1.9 ms with the hand-offs and 1.5 ms without.
+///   thread, which for a block of large kernels is a sizeable part of its time.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Here {
     /// No kernel: a stream worker outside any pool enters the compute cores for each;

@@ -6,9 +6,8 @@
 //! before multiplying, on every call. For the products a model is made of, B is a weight
 //! matrix and A a few rows of activations: an encoder's projections at sequence 16 are
 //! 16 x 512 times 512 x 2048. There each element of B is used only 16 times, so the pack
-//! (read B, write the panel, read it again) costs more than the multiply: a profile of
-//! the encoder block showed 33% of its time in packing and 28% in the kernel. Here B is
-//! read where it is:
+//! (read B, write the panel, read it again) costs more than the multiply. Here B is read
+//! where it is:
 //!
 //! - A micro-kernel keeps an `MR` rows x `NV` vectors tile of C in registers (AVX-512:
 //!   8 x 3 vectors of 16, 24 of the 32 registers). Per step of k it loads `NV`
@@ -19,14 +18,12 @@
 //!   activations) run k in blocks of 16 rows outermost and the column panels inside: each
 //!   block reads its 16 rows of B front to back, as the hardware prefetchers expect. With
 //!   the panels outermost each row of B is a separate strided visit per panel, whose
-//!   misses queue on the core's few outstanding-miss slots: 5.5 to 7 GB/s of B against
-//!   10 to 20 GB/s blocked (`16 x 512 x 2048`: 0.61 ms unblocked, 0.42 ms blocked;
-//!   a single row: 0.31 and 0.21 ms). A block's partial sums wait in C.
+//!   misses queue on the core's few outstanding-miss slots, so B streams markedly slower
+//!   than blocked. A block's partial sums wait in C.
 //! - Larger products run the column panels outermost and every row tile over all of k:
 //!   the first tile reads the panel in place, prefetching rows ahead, and copies it as it
 //!   goes into a per-thread buffer the other tiles read densely (rows of B kilobytes
-//!   apart alias in L1; reading them in place for every tile doubled the time at 128
-//!   rows).
+//!   apart alias in L1, so reading them in place for every tile is slow for many rows).
 //! - Each element of C is the sum over k in order, one FMA per term, whichever path and
 //!   tile computes it, and a block's partial sum is stored and reloaded exactly: the
 //!   result does not depend on the shape of the product around an element or on the
@@ -36,9 +33,8 @@
 //! ([`pack_b`]), into panels of [`PACK_WIDTH`] columns stored one after another, each its
 //! k rows dense; [`sgemm_packed`] then runs every row tile over all of k reading one
 //! panel front to back, which the hardware prefetchers stream at close to a plain read's
-//! rate. Read in place, the same weight is one strided visit per row and panel (above).
-//! For the encoder's 16 x 512 x 2048 product: 0.31 to 0.33 ms packed, 0.42 to 0.52 ms
-//! read in place (`examples`-style timing loop over six rotating weights).
+//! rate. Read in place, the same weight is one strided visit per row and panel (above),
+//! which is slower.
 //!
 //! Whatever the kernels do not cover goes to matrixmultiply: a B or C whose columns are
 //! not contiguous, the last `n % LANES` columns, more than one row tile over a k whose
