@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 
 use rt2::capture::acl::{Acl, AclConfig, CondHandle, ModelRI};
-use rt2::capture::kernels::{Buf, KernelCall};
+use rt2::capture::device_kernels::{Buf, DeviceKernelCall};
 use rt2::capture::{BufDtype, CaptureMode, Scalar};
 use rt2::npu::device::StreamId;
 
@@ -26,7 +26,7 @@ const TASKS: usize = 10_000;
 struct Setup {
     acl: Acl,
     s: StreamId,
-    call: KernelCall<CondHandle>,
+    call: DeviceKernelCall<CondHandle>,
     model: ModelRI,
 }
 
@@ -39,7 +39,7 @@ fn setup() -> Setup {
         dtype: BufDtype::Float32,
         len: 16,
     };
-    let call = KernelCall::AddScalar {
+    let call = DeviceKernelCall::AddScalar {
         dst: x,
         src: x,
         value: Scalar::Float(1.0),

@@ -30,7 +30,7 @@ use rt2::exec::runtime::{
     Env, ExecutorType, KernelContext, KernelInfo, KernelRegistry, KernelResult, MtData, Plan,
     engine, prepare,
 };
-use rt2::exec::{ExecGraph, ExecNode, ExecNodeId, KernelClass, ValueRef};
+use rt2::exec::{KernelClass, KernelGraph, KernelNode, KernelNodeId, ValueRef};
 use rt2::npu::device::{Device, DeviceConfig};
 use rt2::ops::OpRegistry;
 
@@ -98,16 +98,16 @@ fn kernel(c: KernelClass) -> &'static str {
 
 /// A graph of `NODES` no-op nodes; node `i` has class `class(i)` and reads output 0 of
 /// each of `preds(i)`.
-fn graph(class: impl Fn(usize) -> KernelClass, preds: impl Fn(usize) -> Vec<usize>) -> ExecGraph {
-    let mut g = ExecGraph::new("Main");
+fn graph(class: impl Fn(usize) -> KernelClass, preds: impl Fn(usize) -> Vec<usize>) -> KernelGraph {
+    let mut g = KernelGraph::new("Main");
     for i in 0..NODES {
         let c = class(i);
-        let mut n = ExecNode::new(format!("n{i}"), kernel(c), c);
+        let mut n = KernelNode::new(format!("n{i}"), kernel(c), c);
         n.outputs = 1;
         n.inputs = preds(i)
             .into_iter()
             .map(|p| ValueRef {
-                node: ExecNodeId(p as u32),
+                node: KernelNodeId(p as u32),
                 output: 0,
             })
             .collect();
@@ -120,7 +120,7 @@ fn graph(class: impl Fn(usize) -> KernelClass, preds: impl Fn(usize) -> Vec<usiz
 /// halves); Free `k` is related to launches `k .. k + 20` (modulo 50,000). `ordered`: the
 /// launches come first in the run order; otherwise the Frees do (still live: no launch
 /// depends on a Free, but proving it takes the graph walk).
-fn relation_graph(ordered: bool) -> ExecGraph {
+fn relation_graph(ordered: bool) -> KernelGraph {
     let half = NODES / 2;
     let (launch0, free0) = if ordered { (0, half) } else { (half, 0) };
     let mut g = graph(
@@ -138,13 +138,13 @@ fn relation_graph(ordered: bool) -> ExecGraph {
         for j in 0..PER_FREE {
             let l = launch0 + (k + j) % half;
             g.free_launch
-                .push((ExecNodeId((free0 + k) as u32), ExecNodeId(l as u32)));
+                .push((KernelNodeId((free0 + k) as u32), KernelNodeId(l as u32)));
         }
     }
     g
 }
 
-fn plan_of(g: &ExecGraph) -> Plan {
+fn plan_of(g: &KernelGraph) -> Plan {
     prepare(g, "Main", &registry(), &OpRegistry::default()).unwrap()
 }
 

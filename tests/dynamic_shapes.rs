@@ -233,7 +233,7 @@ fn launched_ops(eg: &rt2::exec::ExecuteGraph) -> Vec<String> {
         .iter()
         .filter(|n| n.kernel == "LaunchKernelWithHandle")
         .filter_map(|n| match n.attrs.get("_op_type") {
-            Some(rt2::exec::ExecAttr::Str(op)) => Some(op.to_string()),
+            Some(rt2::exec::KernelAttr::Str(op)) => Some(op.to_string()),
             _ => None,
         })
         .collect()

@@ -592,7 +592,7 @@ const LOWER_MAY_USE: &[&[&str]] = &[
     &["ops", "meta"],
     &["exec"],
     &["exec", "graph"],
-    &["exec", "kernels"],
+    &["exec", "kernel_types"],
     &["exec", "check"],
 ];
 

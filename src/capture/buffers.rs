@@ -2,8 +2,8 @@
 //! buffer's name, type and values as a run or a replay reports them.
 
 use super::acl::Acl;
+use super::device_kernels::Buf;
 use super::error::AclError;
-use super::kernels::Buf;
 use super::types::{self, BufDtype, Scalar};
 
 /// A buffer's final contents.

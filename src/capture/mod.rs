@@ -2,8 +2,8 @@
 
 pub mod acl;
 pub mod buffers;
+pub mod device_kernels;
 pub mod error;
-pub mod kernels;
 pub mod names;
 pub mod report;
 pub mod rim;

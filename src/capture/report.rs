@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::acl::{CondHandle, ModelRI, ModelSnapshot, RecStream, RecTask};
 use super::buffers::BufferReport;
+use super::device_kernels::{Buf, DeviceKernelCall};
 use super::error::AclError;
-use super::kernels::{Buf, KernelCall};
 use super::names::Names;
 use super::runner::{ModelReport, Report, Verdict};
 use super::types::Scalar;
@@ -37,7 +37,7 @@ fn buf_name(names: &Names, b: &Buf) -> String {
 }
 
 /// A kernel call in words, e.g. `add_scalar(dst=x, src=x, value=1)`.
-pub fn kernel_text(names: &Names, call: &KernelCall<CondHandle>) -> String {
+pub fn kernel_text(names: &Names, call: &DeviceKernelCall<CondHandle>) -> String {
     let b = |x: &Buf| buf_name(names, x);
     let h = |h: &CondHandle| {
         names
@@ -47,19 +47,22 @@ pub fn kernel_text(names: &Names, call: &KernelCall<CondHandle>) -> String {
             .unwrap_or_else(|| format!("handle{}", h.0))
     };
     let args = match call {
-        KernelCall::Fill { dst, value } => format!("dst={}, value={value}", b(dst)),
-        KernelCall::Copy { dst, src } => format!("dst={}, src={}", b(dst), b(src)),
-        KernelCall::Add { dst, a, b: bb } => format!("dst={}, a={}, b={}", b(dst), b(a), b(bb)),
-        KernelCall::AddScalar { dst, src, value } | KernelCall::MulScalar { dst, src, value } => {
+        DeviceKernelCall::Fill { dst, value } => format!("dst={}, value={value}", b(dst)),
+        DeviceKernelCall::Copy { dst, src } => format!("dst={}, src={}", b(dst), b(src)),
+        DeviceKernelCall::Add { dst, a, b: bb } => {
+            format!("dst={}, a={}, b={}", b(dst), b(a), b(bb))
+        }
+        DeviceKernelCall::AddScalar { dst, src, value }
+        | DeviceKernelCall::MulScalar { dst, src, value } => {
             format!("dst={}, src={}, value={value}", b(dst), b(src))
         }
-        KernelCall::Increment { dst, index, by } => {
+        DeviceKernelCall::Increment { dst, index, by } => {
             format!("dst={}, index={index}, by={by}", b(dst))
         }
-        KernelCall::SetCond { cond, src, index } => {
+        DeviceKernelCall::SetCond { cond, src, index } => {
             format!("handle={}, src={}, index={index}", h(cond), b(src))
         }
-        KernelCall::SetCondLt {
+        DeviceKernelCall::SetCondLt {
             cond,
             src,
             index,
@@ -84,7 +87,7 @@ fn model_name(names: &Names, m: &ModelRI) -> String {
 /// A recorded task in words.
 pub fn task_text(names: &Names, t: &RecTask) -> String {
     match t {
-        RecTask::Kernel {
+        RecTask::DeviceKernel {
             call,
             enabled,
             group,
@@ -166,7 +169,7 @@ pub fn model_json(names: &Names, m: &ModelReport) -> Value {
                         .iter()
                         .enumerate()
                         .filter_map(move |(ti, t)| match t {
-                            RecTask::Kernel {
+                            RecTask::DeviceKernel {
                                 group: Some(tg), ..
                             } if tg == g => Some(json!([si, ti])),
                             _ => None,
@@ -412,7 +415,7 @@ fn model_dot(out: &mut String, names: &Names, m: &ModelReport, path: &str) {
         }
         for (ti, t) in x.tasks.iter().enumerate() {
             let shape = match t {
-                RecTask::Kernel { .. } => "box",
+                RecTask::DeviceKernel { .. } => "box",
                 RecTask::Cond { .. } => "diamond",
                 _ => "ellipse",
             };

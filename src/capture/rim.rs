@@ -16,8 +16,8 @@ use crate::npu::device::{CondKind, DevicePtr, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, ModelRI, RecStream, RecTask};
 use super::buffers::{BufferReport, read};
+use super::device_kernels::{Buf, DeviceKernel, DeviceKernelCall};
 use super::error::AclError;
-use super::kernels::{Buf, Kernel, KernelCall};
 use super::names::Names;
 use super::types::{self, BufDtype, Scalar};
 
@@ -81,8 +81,8 @@ pub struct RimStream {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "task", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RimTask {
-    Kernel {
-        call: Kernel,
+    DeviceKernel {
+        call: DeviceKernel,
         enabled: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
@@ -153,47 +153,47 @@ impl Saver<'_> {
             .unwrap_or_else(|| format!("handle{}", h.0))
     }
 
-    fn kernel(&mut self, call: &KernelCall<CondHandle>) -> Kernel {
+    fn kernel(&mut self, call: &DeviceKernelCall<CondHandle>) -> DeviceKernel {
         match *call {
-            KernelCall::Fill { dst, value } => Kernel::Fill {
+            DeviceKernelCall::Fill { dst, value } => DeviceKernel::Fill {
                 dst: self.buf(dst),
                 value,
             },
-            KernelCall::Copy { dst, src } => Kernel::Copy {
+            DeviceKernelCall::Copy { dst, src } => DeviceKernel::Copy {
                 dst: self.buf(dst),
                 src: self.buf(src),
             },
-            KernelCall::Add { dst, a, b } => Kernel::Add {
+            DeviceKernelCall::Add { dst, a, b } => DeviceKernel::Add {
                 dst: self.buf(dst),
                 a: self.buf(a),
                 b: self.buf(b),
             },
-            KernelCall::AddScalar { dst, src, value } => Kernel::AddScalar {
+            DeviceKernelCall::AddScalar { dst, src, value } => DeviceKernel::AddScalar {
                 dst: self.buf(dst),
                 src: self.buf(src),
                 value,
             },
-            KernelCall::MulScalar { dst, src, value } => Kernel::MulScalar {
+            DeviceKernelCall::MulScalar { dst, src, value } => DeviceKernel::MulScalar {
                 dst: self.buf(dst),
                 src: self.buf(src),
                 value,
             },
-            KernelCall::Increment { dst, index, by } => Kernel::Increment {
+            DeviceKernelCall::Increment { dst, index, by } => DeviceKernel::Increment {
                 dst: self.buf(dst),
                 index,
                 by,
             },
-            KernelCall::SetCond { cond, src, index } => Kernel::SetCond {
+            DeviceKernelCall::SetCond { cond, src, index } => DeviceKernel::SetCond {
                 handle: self.handle(cond),
                 src: self.buf(src),
                 index,
             },
-            KernelCall::SetCondLt {
+            DeviceKernelCall::SetCondLt {
                 cond,
                 src,
                 index,
                 limit,
-            } => Kernel::SetCondLt {
+            } => DeviceKernel::SetCondLt {
                 handle: self.handle(cond),
                 src: self.buf(src),
                 index,
@@ -219,11 +219,11 @@ impl Saver<'_> {
             let mut tasks = Vec::with_capacity(x.tasks.len());
             for t in &x.tasks {
                 tasks.push(match t {
-                    RecTask::Kernel {
+                    RecTask::DeviceKernel {
                         call,
                         enabled,
                         group,
-                    } => RimTask::Kernel {
+                    } => RimTask::DeviceKernel {
                         call: self.kernel(call),
                         enabled: *enabled,
                         group: group.map(|g| {
@@ -399,8 +399,13 @@ impl<'a> Loader<'a> {
             .ok_or_else(|| rim_err(place, format!("no condition handle {name:?} in the file")))
     }
 
-    fn kernel(&self, place: &str, k: &Kernel) -> Result<KernelCall<CondHandle>, RimError> {
-        let call = KernelCall::from_named(k, |n| self.buf(place, n), |n| self.handle(place, n))?;
+    fn kernel(
+        &self,
+        place: &str,
+        k: &DeviceKernel,
+    ) -> Result<DeviceKernelCall<CondHandle>, RimError> {
+        let call =
+            DeviceKernelCall::from_named(k, |n| self.buf(place, n), |n| self.handle(place, n))?;
         call.check().map_err(|_| {
             rim_err(
                 place,
@@ -477,7 +482,7 @@ impl<'a> Loader<'a> {
             for (ti, t) in s.tasks.iter().enumerate() {
                 let at = format!("{place}.streams[{si}].tasks[{ti}]");
                 tasks.push(match t {
-                    RimTask::Kernel { call, enabled, .. } => RecTask::Kernel {
+                    RimTask::DeviceKernel { call, enabled, .. } => RecTask::DeviceKernel {
                         call: self.kernel(&at, call)?,
                         enabled: *enabled,
                         group: None,

@@ -16,8 +16,8 @@ use crate::npu::device::{EventId, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, ModelRI, ModelSnapshot, TaskGroup};
 use super::buffers::{BufferReport, read};
+use super::device_kernels::{Buf, DeviceKernel, DeviceKernelCall};
 use super::error::AclError;
-use super::kernels::{Buf, Kernel, KernelCall};
 use super::names::Names;
 use super::rim::{self, RimFile};
 use super::script::{Call, Script, Step};
@@ -226,8 +226,8 @@ impl Tables {
             .ok_or(AclError::InvalidParam)
     }
 
-    fn kernel(&self, k: &Kernel) -> Result<KernelCall<CondHandle>, AclError> {
-        KernelCall::from_named(k, |n| self.buf(n), |n| self.handle(n))
+    fn kernel(&self, k: &DeviceKernel) -> Result<DeviceKernelCall<CondHandle>, AclError> {
+        DeviceKernelCall::from_named(k, |n| self.buf(n), |n| self.handle(n))
     }
 
     fn all_buffers(&self, acl: &Acl) -> Vec<BufferReport> {

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 
 use super::buffers::BufferReport;
-use super::kernels::Buf;
+use super::device_kernels::Buf;
 use super::report;
 use super::rim;
 use super::runner::{self, Verdict};
-use super::script::{self, BufferDecl, Call, DeviceSettings, Kernel, Script, Step};
+use super::script::{self, BufferDecl, Call, DeviceKernel, DeviceSettings, Script, Step};
 use super::types::{BufDtype, CaptureMode, CondKind, Scalar};
 
 fn fixtures() -> Vec<PathBuf> {
@@ -163,7 +163,7 @@ struct Gen {
 #[derive(Debug, Clone)]
 enum Op {
     /// A kernel on buffer `a` (and `b` when it needs a second one of the same type).
-    Kernel {
+    DeviceKernel {
         which: u8,
         a: usize,
         b: usize,
@@ -201,7 +201,7 @@ fn buf_name(i: usize) -> String {
 }
 
 /// A kernel over buffers of the script; `a` and `b` are indices, fixed up to agree.
-fn kernel(g: &Gen, which: u8, a: usize, b: usize, v: i64) -> Kernel {
+fn kernel(g: &Gen, which: u8, a: usize, b: usize, v: i64) -> DeviceKernel {
     let a = a % g.buffers.len();
     let (da, la) = (g.buffers[a].0, g.buffers[a].1.len());
     // A partner of the same type and length, or `a` itself.
@@ -211,27 +211,27 @@ fn kernel(g: &Gen, which: u8, a: usize, b: usize, v: i64) -> Kernel {
         .unwrap_or(a);
     let (dst, src) = (buf_name(a), buf_name(b));
     match which % 6 {
-        0 => Kernel::Fill {
+        0 => DeviceKernel::Fill {
             dst,
             value: value(da, v),
         },
-        1 => Kernel::Copy { dst, src },
-        2 => Kernel::Add {
+        1 => DeviceKernel::Copy { dst, src },
+        2 => DeviceKernel::Add {
             dst,
             a: src.clone(),
             b: src,
         },
-        3 => Kernel::AddScalar {
+        3 => DeviceKernel::AddScalar {
             dst,
             src,
             value: value(da, v),
         },
-        4 => Kernel::MulScalar {
+        4 => DeviceKernel::MulScalar {
             dst,
             src,
             value: value(da, v % 3),
         },
-        _ => Kernel::Increment {
+        _ => DeviceKernel::Increment {
             dst,
             index: (v.unsigned_abs() as usize) % la,
             by: value(da, v),
@@ -248,7 +248,7 @@ fn step(call: Call) -> Step {
     }
 }
 
-fn launch(stream: &str, kernel: Kernel) -> Step {
+fn launch(stream: &str, kernel: DeviceKernel) -> Step {
     step(Call::Launch {
         stream: stream.into(),
         kernel,
@@ -272,7 +272,7 @@ fn script_of(g: &Gen) -> Script {
     let mut deferred = Vec::new();
     for (i, op) in g.ops.iter().enumerate() {
         match op {
-            Op::Kernel { which, a, b, v } => {
+            Op::DeviceKernel { which, a, b, v } => {
                 steps.push(launch("s0", kernel(g, *which, *a, *b, *v)))
             }
             Op::Fork { which, a, b, v } => {
@@ -320,14 +320,14 @@ fn script_of(g: &Gen) -> Script {
                     let n = bodies[0].3.unsigned_abs() % 4;
                     steps.push(launch(
                         "s0",
-                        Kernel::Fill {
+                        DeviceKernel::Fill {
                             dst: "counter".into(),
                             value: Scalar::Int(n as i64),
                         },
                     ));
                     steps.push(launch(
                         "s0",
-                        Kernel::SetCond {
+                        DeviceKernel::SetCond {
                             handle: h.clone(),
                             src: "counter".into(),
                             index: 0,
@@ -336,7 +336,7 @@ fn script_of(g: &Gen) -> Script {
                 } else {
                     steps.push(launch(
                         "s0",
-                        Kernel::SetCond {
+                        DeviceKernel::SetCond {
                             handle: h.clone(),
                             src: buf_name(src),
                             index: 0,
@@ -361,7 +361,7 @@ fn script_of(g: &Gen) -> Script {
                     if kind == CondKind::While {
                         body.push(launch(
                             "sub",
-                            Kernel::AddScalar {
+                            DeviceKernel::AddScalar {
                                 dst: "counter".into(),
                                 src: "counter".into(),
                                 value: Scalar::Int(-1),
@@ -369,7 +369,7 @@ fn script_of(g: &Gen) -> Script {
                         ));
                         body.push(launch(
                             "sub",
-                            Kernel::SetCond {
+                            DeviceKernel::SetCond {
                                 handle: h.clone(),
                                 src: "counter".into(),
                                 index: 0,
@@ -435,7 +435,7 @@ fn gen_strategy() -> impl Strategy<Value = Gen> {
     let body = (any::<u8>(), any::<usize>(), any::<usize>(), -5i64..6);
     let op = prop_oneof![
         4 => (any::<u8>(), any::<usize>(), any::<usize>(), -5i64..6)
-            .prop_map(|(which, a, b, v)| Op::Kernel { which, a, b, v }),
+            .prop_map(|(which, a, b, v)| Op::DeviceKernel { which, a, b, v }),
         1 => (any::<u8>(), any::<usize>(), any::<usize>(), -5i64..6)
             .prop_map(|(which, a, b, v)| Op::Fork { which, a, b, v }),
         1 => (any::<u8>(), any::<usize>(), prop::collection::vec(body, 1..4))
@@ -482,7 +482,7 @@ fn kernel_checks_refuse_disagreeing_arguments() {
         dtype,
         len,
     };
-    type K = super::kernels::KernelCall<super::acl::CondHandle>;
+    type K = super::device_kernels::DeviceKernelCall<super::acl::CondHandle>;
     let ok: K = K::Add {
         dst: b(BufDtype::Int32, 3),
         a: b(BufDtype::Int32, 3),

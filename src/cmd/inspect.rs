@@ -14,7 +14,7 @@ use crate::cmd::input::Input;
 use crate::cmd::progress::Progress;
 use crate::cmd::status::Status;
 use crate::cmd::{input, output};
-use crate::exec::{ExecGraph, ExecuteGraph, GraphKind, ModelIo};
+use crate::exec::{ExecuteGraph, GraphKind, KernelGraph, ModelIo};
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::file::{ModelFile, ReadOptions};
 use crate::om::inout::InOutInfo;
@@ -395,7 +395,7 @@ fn io_summary(io: &[ModelIo]) -> Vec<TensorSummary> {
         .collect()
 }
 
-fn subgraph_names(g: &ExecGraph) -> Vec<String> {
+fn subgraph_names(g: &KernelGraph) -> Vec<String> {
     let mut names = Vec::new();
     g.walk(&mut |s| {
         if !std::ptr::eq(s, g) {

@@ -31,8 +31,10 @@ use foldhash::fast::FixedState;
 use rayon::prelude::*;
 use std::hash::BuildHasher;
 
-use crate::exec::graph::{ExecAttr, ExecGraph, ExecNode, ExecuteGraph, GraphKind, KernelClass};
-use crate::exec::kernels::kernel_type;
+use crate::exec::graph::{
+    ExecuteGraph, GraphKind, KernelAttr, KernelClass, KernelGraph, KernelNode,
+};
+use crate::exec::kernel_types::kernel_type;
 
 /// One violated rule, with the place it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +62,7 @@ enum Place<'a> {
     Root(GraphKind),
     /// Subgraph `index` of `owner`.
     Sub {
-        owner: &'a ExecNode,
+        owner: &'a KernelNode,
         index: usize,
     },
 }
@@ -110,7 +112,7 @@ fn name_bucket(h: u64) -> usize {
 /// the other checks together); a name that only shares another's hash is compared by
 /// string. Equal names have equal hashes and so meet in one bucket, which sees its nodes
 /// in order: the result does not depend on how the work was split.
-fn names(g: &ExecGraph, path: &str, scans: &[Scan]) -> Vec<Problem> {
+fn names(g: &KernelGraph, path: &str, scans: &[Scan]) -> Vec<Problem> {
     let mut problems: Vec<Problem> = (0..NAME_BUCKETS)
         .into_par_iter()
         // A small graph is one task.
@@ -186,7 +188,7 @@ pub fn check(eg: &ExecuteGraph) -> Vec<Problem> {
 }
 
 impl<'a> Checker<'a> {
-    fn push(&mut self, path: &str, node: Option<(usize, &ExecNode)>, message: String) {
+    fn push(&mut self, path: &str, node: Option<(usize, &KernelNode)>, message: String) {
         self.problems.push(Problem {
             graph: path.to_string(),
             node: node.map(|(i, n)| (i as u32, n.name.to_string())),
@@ -194,7 +196,7 @@ impl<'a> Checker<'a> {
         });
     }
 
-    fn graph(&mut self, g: &'a ExecGraph, path: &str, place: Place<'a>) {
+    fn graph(&mut self, g: &'a KernelGraph, path: &str, place: Place<'a>) {
         // One pass over the nodes, on all cores in chunks for a large graph: each node's
         // own checks, its name's hash (bucketed for the unique-name check), whether an
         // edge points forward (a graph without one needs no cycle search) and which nodes
@@ -263,8 +265,8 @@ impl<'a> Checker<'a> {
     }
 
     /// The checks of one node that need nothing but the node and its graph; whether the
-    /// node has a predecessor after it in the array (over [`ExecGraph::predecessors`]).
-    fn node(&mut self, g: &ExecGraph, path: &str, i: usize, n: &ExecNode) -> bool {
+    /// node has a predecessor after it in the array (over [`KernelGraph::predecessors`]).
+    fn node(&mut self, g: &KernelGraph, path: &str, i: usize, n: &KernelNode) -> bool {
         let len = g.nodes.len();
         let mut forward = false;
         let at = Some((i, n));
@@ -322,9 +324,9 @@ impl<'a> Checker<'a> {
         forward
     }
 
-    fn attrs(&mut self, path: &str, i: usize, n: &ExecNode) {
+    fn attrs(&mut self, path: &str, i: usize, n: &KernelNode) {
         for (key, a) in &n.attrs {
-            let ExecAttr::Tensor(t) = a else { continue };
+            let KernelAttr::Tensor(t) = a else { continue };
             if let Some(d) = t.shape.iter().find(|d| **d < 0) {
                 self.push(
                     path,
@@ -350,7 +352,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn subgraph_count(&mut self, path: &str, i: usize, n: &ExecNode) {
+    fn subgraph_count(&mut self, path: &str, i: usize, n: &KernelNode) {
         let have = n.subgraphs.len();
         let ok = match n.kernel.as_ref() {
             "If" | "While" => have == 2,
@@ -378,7 +380,7 @@ impl<'a> Checker<'a> {
 
     /// The nodes a topological order cannot reach lie on or behind a cycle; walking back
     /// through left-over predecessors finds one cycle to name.
-    fn cycles(&mut self, g: &ExecGraph, path: &str) {
+    fn cycles(&mut self, g: &KernelGraph, path: &str) {
         let len = g.nodes.len();
         // A graph whose every edge points backwards in the array has no cycle; lowering
         // writes graphs sorted, so loading one costs a scan, not a sort.
@@ -428,7 +430,7 @@ impl<'a> Checker<'a> {
         );
     }
 
-    fn free_launch(&mut self, g: &ExecGraph, path: &str) {
+    fn free_launch(&mut self, g: &KernelGraph, path: &str) {
         let len = g.nodes.len();
         for (r, (free, launch)) in g.free_launch.iter().enumerate() {
             let (f, l) = (free.index(), launch.index());
@@ -464,7 +466,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn index_attr(&mut self, path: &str, i: usize, n: &ExecNode) -> Option<i64> {
+    fn index_attr(&mut self, path: &str, i: usize, n: &KernelNode) -> Option<i64> {
         let idx = n.attr_int("index");
         if idx.is_none() {
             self.push(
@@ -477,7 +479,7 @@ impl<'a> Checker<'a> {
     }
 
     /// The boundary rules; `candidates`: the nodes [`is_boundary`] picked, in order.
-    fn boundaries(&mut self, g: &ExecGraph, path: &str, place: Place<'a>, candidates: &[usize]) {
+    fn boundaries(&mut self, g: &KernelGraph, path: &str, place: Place<'a>, candidates: &[usize]) {
         let is_main = matches!(place, Place::Root(GraphKind::Main));
         let mut data: Vec<(i64, usize)> = Vec::new();
         let mut data_nodes = 0usize;
@@ -626,7 +628,7 @@ impl<'a> Checker<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::graph::{ExecNodeId, ExecTensor, ModelIo};
+    use crate::exec::graph::{ExecTensor, KernelNodeId, ModelIo};
     use crate::exec::testdata::sample;
     use crate::ops::DType;
 
@@ -641,8 +643,8 @@ mod tests {
         assert_eq!(problems(edit), [want]);
     }
 
-    fn id(i: u32) -> ExecNodeId {
-        ExecNodeId(i)
+    fn id(i: u32) -> KernelNodeId {
+        KernelNodeId(i)
     }
 
     #[test]
@@ -760,7 +762,7 @@ mod tests {
                 for (name, index) in [("x1", 0), ("x2", 5)] {
                     let mut d = eg.main.nodes[0].clone();
                     d.name = name.into();
-                    d.attrs.insert("index".into(), ExecAttr::Int(index));
+                    d.attrs.insert("index".into(), KernelAttr::Int(index));
                     eg.main.add(d);
                     eg.inputs.push(ModelIo::default());
                 }
@@ -786,7 +788,7 @@ mod tests {
             |eg| {
                 eg.deinit.nodes[0]
                     .attrs
-                    .insert("index".into(), ExecAttr::Int(2));
+                    .insert("index".into(), KernelAttr::Int(2));
             },
             "DeInit: node 0 \"streams\": InnerData index 2 is out of range 0..2 of Init's InnerNetOutput inputs",
         );
@@ -798,7 +800,7 @@ mod tests {
             |eg| {
                 eg.main.nodes[6].subgraphs[0].nodes[0]
                     .attrs
-                    .insert("index".into(), ExecAttr::Int(-1));
+                    .insert("index".into(), KernelAttr::Int(-1));
             },
             "Main/if.then: node 0 \"in\": InnerData index -1 is out of range 0..2 of owner inputs",
         );
@@ -930,7 +932,7 @@ mod tests {
         assert_eq!(
             problems(|eg| {
                 let t = |shape: Vec<i64>| {
-                    ExecAttr::Tensor(ExecTensor {
+                    KernelAttr::Tensor(ExecTensor {
                         dtype: DType::F32,
                         shape,
                         data: vec![0; 4],

@@ -19,10 +19,10 @@ use rayon::prelude::*;
 
 use crate::exec::check::{Problem, check};
 use crate::exec::graph::{
-    ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind, KernelClass,
-    ModelIo, Origin, Resources,
+    ExecTensor, ExecuteGraph, GraphKind, KernelAttr, KernelClass, KernelGraph, KernelNode,
+    KernelNodeId, ModelIo, Origin, Resources,
 };
-use crate::exec::kernels;
+use crate::exec::kernel_types;
 use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
 use crate::ops::DType;
 use crate::proto::exeg as pb;
@@ -133,7 +133,7 @@ pub fn encode<'a>(eg: &'a ExecuteGraph) -> Vec<u8> {
     let mut graphs = Vec::with_capacity(3);
     for g in [&eg.init, &eg.main, &eg.deinit] {
         let mut body = Vec::with_capacity(64 * g.nodes.len());
-        wire::put_graph(&mut body, g, &mut |n: &'a ExecNode| {
+        wire::put_graph(&mut body, g, &mut |n: &'a KernelNode| {
             (
                 t.kernel_index(&n.kernel),
                 t.attrs_index(&n.attrs),
@@ -328,7 +328,7 @@ struct Tables<'a> {
     /// By shared origin: lowering makes one per compute node, and a text form read back
     /// shares equal ones again (see `Converter::inline_origins`).
     origin_at: HashMap<*const Origin, u32>,
-    _graph: std::marker::PhantomData<&'a ExecGraph>,
+    _graph: std::marker::PhantomData<&'a KernelGraph>,
     kernels: Vec<String>,
     kernel_at: HashMap<String, u32>,
     attr_sets: Vec<pb::AttrSet>,
@@ -388,7 +388,7 @@ impl<'a> Tables<'a> {
         i
     }
 
-    fn graph_to(&mut self, g: &'a ExecGraph) -> pb::Graph {
+    fn graph_to(&mut self, g: &'a KernelGraph) -> pb::Graph {
         pb::Graph {
             name: g.name.clone(),
             nodes: g.nodes.iter().map(|n| self.node_to(n)).collect(),
@@ -403,7 +403,7 @@ impl<'a> Tables<'a> {
         }
     }
 
-    fn node_to(&mut self, n: &'a ExecNode) -> pb::Node {
+    fn node_to(&mut self, n: &'a KernelNode) -> pb::Node {
         let mut node = pb::Node {
             name: n.name.to_string(),
             class: wire::class_number(n.class),
@@ -446,25 +446,25 @@ fn origin_to(o: &Origin) -> pb::Origin {
     }
 }
 
-fn attr_to(a: &ExecAttr) -> pb::attr::Value {
+fn attr_to(a: &KernelAttr) -> pb::attr::Value {
     use pb::attr::Value as V;
     match a {
-        ExecAttr::Int(i) => V::Int(*i),
-        ExecAttr::Ints(v) => V::Ints(pb::IntList { values: v.clone() }),
-        ExecAttr::Float(f) => V::Float(*f),
-        ExecAttr::Floats(v) => V::Floats(pb::FloatList { values: v.clone() }),
-        ExecAttr::Bool(b) => V::Bool(*b),
-        ExecAttr::Str(s) => V::Str(s.clone()),
-        ExecAttr::Strs(v) => V::Strs(pb::StringList { values: v.clone() }),
-        ExecAttr::Bytes(b) => V::Bytes(b.clone()),
-        ExecAttr::DType(d) => V::Dtype(d.name().to_string()),
-        ExecAttr::DTypes(v) => V::Dtypes(pb::DTypeList {
+        KernelAttr::Int(i) => V::Int(*i),
+        KernelAttr::Ints(v) => V::Ints(pb::IntList { values: v.clone() }),
+        KernelAttr::Float(f) => V::Float(*f),
+        KernelAttr::Floats(v) => V::Floats(pb::FloatList { values: v.clone() }),
+        KernelAttr::Bool(b) => V::Bool(*b),
+        KernelAttr::Str(s) => V::Str(s.clone()),
+        KernelAttr::Strs(v) => V::Strs(pb::StringList { values: v.clone() }),
+        KernelAttr::Bytes(b) => V::Bytes(b.clone()),
+        KernelAttr::DType(d) => V::Dtype(d.name().to_string()),
+        KernelAttr::DTypes(v) => V::Dtypes(pb::DTypeList {
             values: v
                 .iter()
                 .map(|d| d.map_or_else(String::new, |d| d.name().to_string()))
                 .collect(),
         }),
-        ExecAttr::Tensor(t) => V::Tensor(pb::Tensor {
+        KernelAttr::Tensor(t) => V::Tensor(pb::Tensor {
             dtype: t.dtype.name().to_string(),
             shape: t.shape.clone(),
             data: t.data.clone(),
@@ -522,7 +522,7 @@ fn from_parts(
     }
     let mut tables = FileTables {
         origins,
-        kernels: file.kernels.into_iter().map(kernels::intern).collect(),
+        kernels: file.kernels.into_iter().map(kernel_types::intern).collect(),
         attr_sets: Vec::new(),
     };
     let empty = FileTables::default();
@@ -634,7 +634,7 @@ impl Converter<'_> {
         out
     }
 
-    fn source(&mut self, g: Source, path: &str) -> Result<ExecGraph, ExegError> {
+    fn source(&mut self, g: Source, path: &str) -> Result<KernelGraph, ExegError> {
         match g {
             Source::Message(g) => Ok(self.graph(g, path)),
             Source::Wire(bytes) => self.graph_wire(bytes, path),
@@ -643,7 +643,7 @@ impl Converter<'_> {
 
     /// A graph from its wire bytes, one node message at a time: no vector of decoded node
     /// messages is built and then moved, which would dominate loading a large file.
-    fn graph_wire(&mut self, mut buf: &[u8], path: &str) -> Result<ExecGraph, ExegError> {
+    fn graph_wire(&mut self, mut buf: &[u8], path: &str) -> Result<KernelGraph, ExegError> {
         let whole = buf;
         let mut name = String::new();
         let mut nodes_wire = Vec::new();
@@ -669,7 +669,7 @@ impl Converter<'_> {
                     free_launch.extend(
                         part.free_launch
                             .iter()
-                            .map(|r| (ExecNodeId(r.free), ExecNodeId(r.launch))),
+                            .map(|r| (KernelNodeId(r.free), KernelNodeId(r.launch))),
                     );
                 }
             }
@@ -697,7 +697,7 @@ impl Converter<'_> {
                 },
                 |cv, (i, w)| {
                     let i = i as u32;
-                    let mut node = ExecNode::default();
+                    let mut node = KernelNode::default();
                     let rest = match read_node(w, &mut node) {
                         Some(r) => Ok(r),
                         // prost names what is wrong (or takes what this reader does not).
@@ -734,14 +734,14 @@ impl Converter<'_> {
         problems.sort_by_key(|(i, _)| *i);
         self.problems
             .extend(problems.into_iter().flat_map(|(_, p)| p));
-        Ok(ExecGraph {
+        Ok(KernelGraph {
             name,
             nodes,
             free_launch,
         })
     }
 
-    fn graph(&mut self, g: pb::Graph, path: &str) -> ExecGraph {
+    fn graph(&mut self, g: pb::Graph, path: &str) -> KernelGraph {
         let mut nodes = Vec::with_capacity(g.nodes.len());
         for (i, n) in g.nodes.into_iter().enumerate() {
             // A message node has no wire bytes left to be malformed.
@@ -750,20 +750,26 @@ impl Converter<'_> {
                 nodes.push(node);
             }
         }
-        ExecGraph {
+        KernelGraph {
             name: g.name,
             nodes,
             free_launch: g
                 .free_launch
                 .iter()
-                .map(|r| (ExecNodeId(r.free), ExecNodeId(r.launch)))
+                .map(|r| (KernelNodeId(r.free), KernelNodeId(r.launch)))
                 .collect(),
         }
     }
 
     /// Completes node `i` of `path`, its direct fields already read: kernel type, class,
     /// attributes and origin from the file's tables (or inline), and its subgraphs.
-    fn node(&mut self, n: &mut ExecNode, r: NodeRest, path: &str, i: u32) -> Result<(), ExegError> {
+    fn node(
+        &mut self,
+        n: &mut KernelNode,
+        r: NodeRest,
+        path: &str,
+        i: u32,
+    ) -> Result<(), ExegError> {
         n.class = match pb::KernelClass::try_from(r.class) {
             Ok(pb::KernelClass::Memory) => KernelClass::Memory,
             Ok(pb::KernelClass::Launch) => KernelClass::Launch,
@@ -795,7 +801,7 @@ impl Converter<'_> {
             },
         };
         n.kernel = match r.kernel_index {
-            0 => kernels::intern(r.kernel),
+            0 => kernel_types::intern(r.kernel),
             k => self.entry(|c| &c.kernels, k, "kernels", path, at),
         };
         n.origin = match (r.origin_index, r.origin) {
@@ -877,7 +883,7 @@ impl Converter<'_> {
                 None => self.problem(path, node, format!("attribute {:?} has no value", a.name)),
             }
         }
-        v.sort_by(|a: &(String, ExecAttr), b| a.0.cmp(&b.0));
+        v.sort_by(|a: &(String, KernelAttr), b| a.0.cmp(&b.0));
         for w in v.windows(2) {
             if w[0].0 == w[1].0 {
                 self.problem(path, node, format!("attribute {:?} appears twice", w[0].0));
@@ -893,7 +899,7 @@ impl Converter<'_> {
         path: &str,
         node: Option<(u32, &str)>,
         key: &str,
-    ) -> Option<ExecAttr> {
+    ) -> Option<KernelAttr> {
         use pb::attr::Value as V;
         let v2 = self.v2;
         let mut dtype = |name: &str| {
@@ -908,28 +914,28 @@ impl Converter<'_> {
             d
         };
         Some(match v {
-            V::Int(i) => ExecAttr::Int(i),
-            V::Ints(l) => ExecAttr::Ints(l.values),
-            V::Float(f) => ExecAttr::Float(f),
-            V::Floats(l) => ExecAttr::Floats(l.values),
-            V::Bool(b) => ExecAttr::Bool(b),
+            V::Int(i) => KernelAttr::Int(i),
+            V::Ints(l) => KernelAttr::Ints(l.values),
+            V::Float(f) => KernelAttr::Float(f),
+            V::Floats(l) => KernelAttr::Floats(l.values),
+            V::Bool(b) => KernelAttr::Bool(b),
             V::Str(s) if v2 && V2_DTYPE_LISTS.contains(&key) => {
                 let names: Vec<&str> = if s.is_empty() {
                     Vec::new()
                 } else {
                     s.split(',').collect()
                 };
-                ExecAttr::DTypes(dtype_list(&names, &mut dtype)?)
+                KernelAttr::DTypes(dtype_list(&names, &mut dtype)?)
             }
-            V::Str(s) => ExecAttr::Str(s),
-            V::Strs(l) => ExecAttr::Strs(l.values),
-            V::Bytes(b) => ExecAttr::Bytes(b),
-            V::Dtype(d) => ExecAttr::DType(dtype(&d)?),
+            V::Str(s) => KernelAttr::Str(s),
+            V::Strs(l) => KernelAttr::Strs(l.values),
+            V::Bytes(b) => KernelAttr::Bytes(b),
+            V::Dtype(d) => KernelAttr::DType(dtype(&d)?),
             V::Dtypes(l) => {
                 let names: Vec<&str> = l.values.iter().map(String::as_str).collect();
-                ExecAttr::DTypes(dtype_list(&names, &mut dtype)?)
+                KernelAttr::DTypes(dtype_list(&names, &mut dtype)?)
             }
-            V::Tensor(t) => ExecAttr::Tensor(ExecTensor {
+            V::Tensor(t) => KernelAttr::Tensor(ExecTensor {
                 dtype: dtype(&t.dtype)?,
                 shape: t.shape,
                 data: t.data,
@@ -1014,16 +1020,16 @@ pub(crate) mod tests {
         let mut eg = sample();
         // A second graph's worth of edge cases: index and output 0 (default, left out),
         // large ids, negative priorities, control lists, a node with no name.
-        let mut n = ExecNode::new("", "Const", KernelClass::Normal);
+        let mut n = KernelNode::new("", "Const", KernelClass::Normal);
         n.priority = i64::MIN / 2;
-        n.control_inputs = vec![ExecNodeId(0), ExecNodeId(300), ExecNodeId(u32::MAX)].into();
+        n.control_inputs = vec![KernelNodeId(0), KernelNodeId(300), KernelNodeId(u32::MAX)].into();
         n.inputs = smallvec::smallvec![
             ValueRef {
-                node: ExecNodeId(0),
+                node: KernelNodeId(0),
                 output: 0,
             },
             ValueRef {
-                node: ExecNodeId(70_000),
+                node: KernelNodeId(70_000),
                 output: 3,
             },
         ];
@@ -1050,7 +1056,7 @@ pub(crate) mod tests {
             while !buf.is_empty() {
                 let f = next_field(&mut buf).unwrap();
                 if f.tag == 2 {
-                    let mut node = ExecNode::default();
+                    let mut node = KernelNode::default();
                     let parts = read_node(f.payload, &mut node).unwrap();
                     let (msg_node, msg) = wire::from_message(m.nodes[k].clone());
                     assert_eq!(node, msg_node);
@@ -1109,7 +1115,7 @@ pub(crate) mod tests {
         for (k, v) in &lists {
             eg.main.nodes[0]
                 .attrs
-                .insert((*k).into(), ExecAttr::DTypes(v.clone()));
+                .insert((*k).into(), KernelAttr::DTypes(v.clone()));
         }
         // Both forms: attributes inline on the nodes, and in the file's table.
         let as_v2 = |form: Form| {
@@ -1138,7 +1144,7 @@ pub(crate) mod tests {
         let back = decode(&file.encode_to_vec()).unwrap();
         assert_eq!(
             back.main.nodes[0].attrs.get("_in_dtypes"),
-            Some(&ExecAttr::Str("float32,,int64".into()))
+            Some(&KernelAttr::Str("float32,,int64".into()))
         );
     }
 

@@ -3,7 +3,7 @@
 //! As in GE's RT2, an [`ExecuteGraph`] holds three graphs: **Init** (create streams,
 //! events, notifies and allocators, upload constants, look up infer and tiling functions),
 //! **Main** (the per-execution work) and **DeInit** (release what Init created). Each is an
-//! [`ExecGraph`] of [`ExecNode`]s: a node is one kernel call, with ordered input value slots
+//! [`KernelGraph`] of [`KernelNode`]s: a node is one kernel call, with ordered input value slots
 //! (each the output of another node of the same graph), a number of outputs, control
 //! predecessors, attributes, the compute node it was lowered from, a priority and a
 //! [`KernelClass`]. Control-flow nodes own subgraphs.
@@ -28,15 +28,15 @@ use crate::ops::DType;
 
 /// Index of a node in its graph's `nodes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ExecNodeId(pub u32);
+pub struct KernelNodeId(pub u32);
 
-impl ExecNodeId {
+impl KernelNodeId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
 }
 
-impl fmt::Display for ExecNodeId {
+impl fmt::Display for KernelNodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "e{}", self.0)
     }
@@ -45,7 +45,7 @@ impl fmt::Display for ExecNodeId {
 /// One output of one node of the same graph: an input value slot's source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueRef {
-    pub node: ExecNodeId,
+    pub node: KernelNodeId,
     pub output: u32,
 }
 
@@ -102,7 +102,7 @@ impl GraphKind {
 
 /// Exec-node attributes are the device's attributes: the kernels hand them to the op
 /// library as they are.
-pub use crate::ops::attr::{Attr as ExecAttr, HostTensor as ExecTensor};
+pub use crate::ops::attr::{Attr as KernelAttr, HostTensor as ExecTensor};
 
 /// A node's name: up to 24 bytes held inline (lowering's names, `n23/AllocMemHbm_0`,
 /// `const/287`, are nearly all that short), so a large graph is not one heap allocation
@@ -114,7 +114,7 @@ pub type Inputs = smallvec::SmallVec<[ValueRef; 2]>;
 
 /// A node's control predecessors: lowering gives a node at most two (a Free its launch, a
 /// launch its stream's previous one), held inline.
-pub type ControlInputs = smallvec::SmallVec<[ExecNodeId; 2]>;
+pub type ControlInputs = smallvec::SmallVec<[KernelNodeId; 2]>;
 
 /// The compute node an exec node was lowered from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -129,7 +129,7 @@ pub struct Origin {
 
 /// One kernel call.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExecNode {
+pub struct KernelNode {
     /// Unique within its graph.
     pub name: NodeName,
     /// A kernel type the kernel registry knows (`AllocMemHbm`, `LaunchKernelWithHandle`, ...).
@@ -149,16 +149,16 @@ pub struct ExecNode {
     /// Lower runs first among ready nodes (`kTopologicalPriority`).
     pub priority: i64,
     /// Subgraphs this node owns (If: then, else; Case: branches; While: cond, body).
-    pub subgraphs: Vec<ExecGraph>,
+    pub subgraphs: Vec<KernelGraph>,
 }
 
-impl ExecNode {
+impl KernelNode {
     pub fn new(
         name: impl Into<NodeName>,
         kernel: impl Into<Cow<'static, str>>,
         class: KernelClass,
     ) -> Self {
-        ExecNode {
+        KernelNode {
             name: name.into(),
             kernel: kernel.into(),
             class,
@@ -166,38 +166,38 @@ impl ExecNode {
         }
     }
     pub fn attr_int(&self, key: &str) -> Option<i64> {
-        self.attrs.get(key).and_then(ExecAttr::as_int)
+        self.attrs.get(key).and_then(KernelAttr::as_int)
     }
 }
 
 /// A graph of exec nodes: Init, Main, DeInit, or a subgraph owned by a node.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExecGraph {
+pub struct KernelGraph {
     pub name: String,
-    pub nodes: Vec<ExecNode>,
+    pub nodes: Vec<KernelNode>,
     /// Exact (Free, Launch) relations of this owner graph, recorded by the multi-thread
     /// passes: the Free may not reuse memory before the Launch's submitted work is done.
     /// Relations never cross owner graphs.
-    pub free_launch: Vec<(ExecNodeId, ExecNodeId)>,
+    pub free_launch: Vec<(KernelNodeId, KernelNodeId)>,
 }
 
-impl ExecGraph {
+impl KernelGraph {
     pub fn new(name: impl Into<String>) -> Self {
-        ExecGraph {
+        KernelGraph {
             name: name.into(),
             ..Default::default()
         }
     }
-    pub fn node(&self, id: ExecNodeId) -> &ExecNode {
+    pub fn node(&self, id: KernelNodeId) -> &KernelNode {
         &self.nodes[id.index()]
     }
     /// Appends a node and returns its id.
-    pub fn add(&mut self, node: ExecNode) -> ExecNodeId {
+    pub fn add(&mut self, node: KernelNode) -> KernelNodeId {
         self.nodes.push(node);
-        ExecNodeId(self.nodes.len() as u32 - 1)
+        KernelNodeId(self.nodes.len() as u32 - 1)
     }
     /// Visits this graph and every subgraph below it, parents first.
-    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a ExecGraph)) {
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a KernelGraph)) {
         f(self);
         for n in &self.nodes {
             for s in &n.subgraphs {
@@ -223,9 +223,9 @@ impl ExecGraph {
             .filter(move |&p| p < len && p != i)
     }
 
-    /// Whether every edge (over [`ExecGraph::predecessors`]) points from a lower to a
+    /// Whether every edge (over [`KernelGraph::predecessors`]) points from a lower to a
     /// higher id: then the array order is a topological order, and the lowest-id-first
-    /// order [`ExecGraph::topological_order`] would compute is the identity.
+    /// order [`KernelGraph::topological_order`] would compute is the identity.
     pub fn is_sorted(&self) -> bool {
         (0..self.nodes.len()).all(|i| self.predecessors(i).all(|p| p < i))
     }
@@ -234,10 +234,10 @@ impl ExecGraph {
     /// edges; among nodes ready together the lowest id goes first, so the order is
     /// deterministic and keeps the array order where edges allow. `Err` holds the nodes
     /// left over: each lies on a cycle or behind one.
-    pub fn topological_order(&self) -> Result<Vec<ExecNodeId>, Vec<ExecNodeId>> {
+    pub fn topological_order(&self) -> Result<Vec<KernelNodeId>, Vec<KernelNodeId>> {
         kahn_order(self.nodes.len(), |i| self.predecessors(i))
-            .map(|o| o.into_iter().map(ExecNodeId).collect())
-            .map_err(|left| left.into_iter().map(ExecNodeId).collect())
+            .map(|o| o.into_iter().map(KernelNodeId).collect())
+            .map_err(|left| left.into_iter().map(KernelNodeId).collect())
     }
 
     /// Kernel type -> node count over this graph and its subgraphs.
@@ -274,9 +274,9 @@ pub struct Resources {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExecuteGraph {
     pub name: String,
-    pub init: ExecGraph,
-    pub main: ExecGraph,
-    pub deinit: ExecGraph,
+    pub init: KernelGraph,
+    pub main: KernelGraph,
+    pub deinit: KernelGraph,
     pub resources: Resources,
     pub inputs: Vec<ModelIo>,
     pub outputs: Vec<ModelIo>,
@@ -285,7 +285,7 @@ pub struct ExecuteGraph {
 }
 
 impl ExecuteGraph {
-    pub fn graph(&self, kind: GraphKind) -> &ExecGraph {
+    pub fn graph(&self, kind: GraphKind) -> &KernelGraph {
         match kind {
             GraphKind::Init => &self.init,
             GraphKind::Main => &self.main,
@@ -297,7 +297,7 @@ impl ExecuteGraph {
 /// A topological order of `len` nodes whose predecessors (all `< len`) `preds` gives,
 /// lowest index first among nodes ready together, so the order is deterministic and keeps
 /// the array order where edges allow. `Err` holds the nodes left over: each lies on a
-/// cycle or behind one. Shared by the ExecGraph sort and lowering's walk of a
+/// cycle or behind one. Shared by the KernelGraph sort and lowering's walk of a
 /// ComputeGraph.
 pub fn kahn_order<I: Iterator<Item = usize>>(
     len: usize,

@@ -6,7 +6,7 @@
 pub mod check;
 pub mod exeg;
 pub mod graph;
-pub mod kernels;
+pub mod kernel_types;
 pub mod runtime;
 pub mod testdata;
 pub mod view;
@@ -15,7 +15,7 @@ pub(crate) mod wire;
 pub use check::{Problem, check};
 pub use exeg::{ExegError, check_or_err, decode, encode, is_exeg};
 pub use graph::{
-    ControlInputs, ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, GraphKind,
-    Inputs, KernelClass, ModelIo, NodeName, Origin, Resources, ValueRef,
+    ControlInputs, ExecTensor, ExecuteGraph, GraphKind, Inputs, KernelAttr, KernelClass,
+    KernelGraph, KernelNode, KernelNodeId, ModelIo, NodeName, Origin, Resources, ValueRef,
 };
 pub use view::{GraphSelect, from_text, to_dot, to_json, to_text};

@@ -3,28 +3,28 @@
 //! relations, resources and model inputs and outputs. It is valid: `check` finds nothing.
 
 use crate::exec::{
-    ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecTensor, ExecuteGraph, KernelClass, ModelIo,
-    Origin, Resources, ValueRef,
+    ExecTensor, ExecuteGraph, KernelAttr, KernelClass, KernelGraph, KernelNode, KernelNodeId,
+    ModelIo, Origin, Resources, ValueRef,
 };
 use crate::ops::DType;
 use smallvec::smallvec;
 use std::sync::Arc;
 
-fn node(name: &str, kernel: &str, class: KernelClass) -> ExecNode {
-    let mut n = crate::exec::kernels::exec_node(name, kernel);
+fn node(name: &str, kernel: &str, class: KernelClass) -> KernelNode {
+    let mut n = crate::exec::kernel_types::exec_node(name, kernel);
     n.class = class;
     n
 }
 
 fn vr(node: u32, output: u32) -> ValueRef {
     ValueRef {
-        node: ExecNodeId(node),
+        node: KernelNodeId(node),
         output,
     }
 }
 
-fn with_index(mut n: ExecNode, index: i64) -> ExecNode {
-    n.attrs.insert("index".into(), ExecAttr::Int(index));
+fn with_index(mut n: KernelNode, index: i64) -> KernelNode {
+    n.attrs.insert("index".into(), KernelAttr::Int(index));
     n
 }
 
@@ -33,16 +33,16 @@ fn with_index(mut n: ExecNode, index: i64) -> ExecNode {
 /// resources and model IO.
 pub fn sample() -> ExecuteGraph {
     use KernelClass::{Launch, Memory, Normal};
-    let mut init = ExecGraph::new("init");
+    let mut init = KernelGraph::new("init");
     let mut streams = node("streams", "SplitRtStreams", Memory);
     streams.outputs = 1;
-    streams.attrs.insert("count".into(), ExecAttr::Int(1));
+    streams.attrs.insert("count".into(), KernelAttr::Int(1));
     init.add(streams);
     let mut c = node("w", "Const", Normal);
     c.outputs = 1;
     c.attrs.insert(
         "value".into(),
-        ExecAttr::Tensor(ExecTensor {
+        KernelAttr::Tensor(ExecTensor {
             dtype: DType::F32,
             shape: vec![2],
             data: vec![0, 0, 128, 63, 0, 0, 0, 64],
@@ -52,13 +52,13 @@ pub fn sample() -> ExecuteGraph {
     let mut up = node("w_dev", "CopyH2D", Memory);
     up.inputs = smallvec![vr(1, 0)];
     up.outputs = 1;
-    up.control_inputs = vec![ExecNodeId(0)].into();
+    up.control_inputs = vec![KernelNodeId(0)].into();
     init.add(up);
     let mut out = node("exports", "InnerNetOutput", Normal);
     out.inputs = smallvec![vr(0, 0), vr(2, 0)];
     init.add(out);
 
-    let mut main = ExecGraph::new("main");
+    let mut main = KernelGraph::new("main");
     let mut x = with_index(node("x", "Data", Normal), 0);
     x.outputs = 1;
     main.add(x);
@@ -80,27 +80,27 @@ pub fn sample() -> ExecuteGraph {
     launch.priority = 7;
     launch.origin = Some(Arc::new(Origin::default()));
     let attrs = [
-        ("a_int", ExecAttr::Int(-5)),
-        ("b_ints", ExecAttr::Ints(vec![1, -2, i64::MAX])),
-        ("c_float", ExecAttr::Float(0.25)),
-        ("d_floats", ExecAttr::Floats(vec![1.5, -0.0, 1e300])),
-        ("e_bool", ExecAttr::Bool(true)),
-        ("f_str", ExecAttr::Str("quo\"te\\ new\nline é".into())),
-        ("g_strs", ExecAttr::Strs(vec!["a".into(), String::new()])),
-        ("h_bytes", ExecAttr::Bytes(vec![0, 255, b'"'])),
-        ("i_dtype", ExecAttr::DType(DType::Bf16)),
+        ("a_int", KernelAttr::Int(-5)),
+        ("b_ints", KernelAttr::Ints(vec![1, -2, i64::MAX])),
+        ("c_float", KernelAttr::Float(0.25)),
+        ("d_floats", KernelAttr::Floats(vec![1.5, -0.0, 1e300])),
+        ("e_bool", KernelAttr::Bool(true)),
+        ("f_str", KernelAttr::Str("quo\"te\\ new\nline é".into())),
+        ("g_strs", KernelAttr::Strs(vec!["a".into(), String::new()])),
+        ("h_bytes", KernelAttr::Bytes(vec![0, 255, b'"'])),
+        ("i_dtype", KernelAttr::DType(DType::Bf16)),
         (
             "j_tensor",
-            ExecAttr::Tensor(ExecTensor {
+            KernelAttr::Tensor(ExecTensor {
                 dtype: DType::I64,
                 shape: vec![1, 1],
                 data: 9i64.to_le_bytes().to_vec(),
             }),
         ),
-        ("k_zero", ExecAttr::Int(0)),
+        ("k_zero", KernelAttr::Int(0)),
         (
             "l_dtypes",
-            ExecAttr::DTypes(vec![Some(DType::F32), None, Some(DType::I64)]),
+            KernelAttr::DTypes(vec![Some(DType::F32), None, Some(DType::I64)]),
         ),
     ];
     for (k, v) in attrs {
@@ -112,14 +112,14 @@ pub fn sample() -> ExecuteGraph {
     main.add(ws);
     let mut free = node("ws_free", "FreeMemoryHoldAddr", Memory);
     free.inputs = smallvec![vr(4, 0)];
-    free.control_inputs = vec![ExecNodeId(3)].into();
+    free.control_inputs = vec![KernelNodeId(3)].into();
     main.add(free);
     let mut iff = node("if", "If", Normal);
     iff.inputs = smallvec![vr(0, 0), vr(2, 0)];
     iff.outputs = 2;
-    iff.control_inputs = vec![ExecNodeId(3)].into();
+    iff.control_inputs = vec![KernelNodeId(3)].into();
     for (name, index) in [("then", 1), ("else", 0)] {
-        let mut g = ExecGraph::new(name);
+        let mut g = KernelGraph::new(name);
         let mut d = with_index(node("in", "InnerData", Normal), index);
         d.outputs = 1;
         g.add(d);
@@ -132,9 +132,9 @@ pub fn sample() -> ExecuteGraph {
     let mut net = node("out", "NetOutput", Normal);
     net.inputs = smallvec![vr(6, 0), vr(6, 1)];
     main.add(net);
-    main.free_launch = vec![(ExecNodeId(5), ExecNodeId(3))];
+    main.free_launch = vec![(KernelNodeId(5), KernelNodeId(3))];
 
-    let mut deinit = ExecGraph::new("deinit");
+    let mut deinit = KernelGraph::new("deinit");
     let mut s = with_index(node("streams", "InnerData", Normal), 0);
     s.outputs = 1;
     deinit.add(s);

@@ -3,15 +3,16 @@
 //!
 //! Going through prost's generated structs costs every node its name, its input list and
 //! its control list twice (once as message fields, once as the graph model) and two passes
-//! to size nested messages, a large share of encoding and loading a large model. The bytes are exactly what prost writes for `proto/exeg.proto` (fields in
-//! number order, defaults left out, `repeated uint32` packed); a test compares them. The
-//! rest of the file (header, tables, model inputs and outputs) stays with prost, and a
-//! node this reader does not take is handed to prost, which takes it or names the error.
+//! to size nested messages, a large share of encoding and loading a large model. The bytes are
+//! exactly what prost writes for `proto/exeg.proto` (fields in number order, defaults left out,
+//! `repeated uint32` packed); a test compares them. The rest of the file (header, tables, model
+//! inputs and outputs) stays with prost, and a node this reader does not take is handed to prost,
+//! which takes it or names the error.
 
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use crate::exec::{ExecGraph, ExecNode, ExecNodeId, KernelClass, NodeName, Origin, ValueRef};
+use crate::exec::{KernelClass, KernelGraph, KernelNode, KernelNodeId, NodeName, Origin, ValueRef};
 use crate::proto::exeg as pb;
 
 /// A graph to convert: a decoded message (text form, small subgraphs), or its wire bytes.
@@ -20,7 +21,7 @@ pub(crate) enum Source<'a> {
     Wire(&'a [u8]),
 }
 
-/// What a node message holds besides the fields that go straight into its [`ExecNode`]
+/// What a node message holds besides the fields that go straight into its [`KernelNode`]
 /// (name, inputs, outputs, control inputs, priority): the fields the converter resolves
 /// against the file's tables or checks. The inline ones (kernel, attributes, origin) are
 /// empty in the binary form, so this stays cheap to build and move per node.
@@ -47,19 +48,19 @@ pub(crate) fn class_number(c: KernelClass) -> i32 {
     class as i32
 }
 
-pub(crate) fn from_message(n: pb::Node) -> (ExecNode, NodeRest<'static>) {
-    let node = ExecNode {
+pub(crate) fn from_message(n: pb::Node) -> (KernelNode, NodeRest<'static>) {
+    let node = KernelNode {
         name: n.name.into(),
         inputs: n
             .inputs
             .iter()
             .map(|v| ValueRef {
-                node: ExecNodeId(v.node),
+                node: KernelNodeId(v.node),
                 output: v.output,
             })
             .collect(),
         outputs: n.outputs,
-        control_inputs: n.control_inputs.iter().map(|&c| ExecNodeId(c)).collect(),
+        control_inputs: n.control_inputs.iter().map(|&c| KernelNodeId(c)).collect(),
         priority: n.priority,
         ..Default::default()
     };
@@ -159,7 +160,7 @@ fn node_field<'a>(
     tag: u8,
     wire: u8,
     buf: &mut &'a [u8],
-    n: &mut ExecNode,
+    n: &mut KernelNode,
     rest: &mut NodeRest<'a>,
 ) -> Option<()> {
     match (tag, wire) {
@@ -170,10 +171,10 @@ fn node_field<'a>(
             let mut packed = payload(buf)?;
             while !packed.is_empty() {
                 n.control_inputs
-                    .push(ExecNodeId(varint(&mut packed)? as u32));
+                    .push(KernelNodeId(varint(&mut packed)? as u32));
             }
         }
-        (6, VARINT) => n.control_inputs.push(ExecNodeId(varint(buf)? as u32)),
+        (6, VARINT) => n.control_inputs.push(KernelNodeId(varint(buf)? as u32)),
         (9, VARINT) => n.priority = varint(buf)? as i64,
         (3, VARINT) => rest.class = varint(buf)? as i32,
         (11, VARINT) => rest.origin_index = varint(buf)? as u32,
@@ -197,7 +198,7 @@ fn node_field<'a>(
 /// for whatever is left (another writer's order, unknown fields), any order, dispatching
 /// on the key byte (keys of fields below 16 are one byte). Both read fields in file order,
 /// so a repeated scalar's last value wins, as protobuf says.
-pub(crate) fn read_node<'a>(mut buf: &'a [u8], n: &mut ExecNode) -> Option<NodeRest<'a>> {
+pub(crate) fn read_node<'a>(mut buf: &'a [u8], n: &mut KernelNode) -> Option<NodeRest<'a>> {
     let mut rest = NodeRest::default();
     // The fields in the order the encoder writes them, unrolled so that each
     // `node_field` call has constant arguments and its match folds away (a loop over a
@@ -261,14 +262,14 @@ pub(crate) fn read_origin(mut buf: &[u8]) -> Option<Origin> {
 #[inline(always)]
 fn read_value_ref(mut buf: &[u8]) -> Option<ValueRef> {
     let mut v = ValueRef {
-        node: ExecNodeId(0),
+        node: KernelNodeId(0),
         output: 0,
     };
     while let Some(&key) = buf.first() {
         match key {
             0x08 => {
                 buf = &buf[1..];
-                v.node = ExecNodeId(varint(&mut buf)? as u32);
+                v.node = KernelNodeId(varint(&mut buf)? as u32);
             }
             0x10 => {
                 buf = &buf[1..];
@@ -287,7 +288,7 @@ fn read_value_ref(mut buf: &[u8]) -> Option<ValueRef> {
 
 /// The table indices a node is written with: kernel, attribute set, origin (1-based, 0
 /// for none).
-pub(crate) type Indices<'a, 'g> = dyn FnMut(&'g ExecNode) -> (u32, u32, u32) + 'a;
+pub(crate) type Indices<'a, 'g> = dyn FnMut(&'g KernelNode) -> (u32, u32, u32) + 'a;
 
 fn put_len_delimited(out: &mut Vec<u8>, tag: u32, body: &[u8]) {
     encode_key(tag, WireType::LengthDelimited, out);
@@ -303,7 +304,7 @@ fn put_varint(out: &mut Vec<u8>, tag: u32, v: u64) {
 }
 
 /// Appends the body of a `Graph` message for `g`, nodes by table index.
-pub(crate) fn put_graph<'g>(out: &mut Vec<u8>, g: &'g ExecGraph, indices: &mut Indices<'_, 'g>) {
+pub(crate) fn put_graph<'g>(out: &mut Vec<u8>, g: &'g KernelGraph, indices: &mut Indices<'_, 'g>) {
     if !g.name.is_empty() {
         put_len_delimited(out, 1, g.name.as_bytes());
     }
@@ -322,7 +323,7 @@ pub(crate) fn put_graph<'g>(out: &mut Vec<u8>, g: &'g ExecGraph, indices: &mut I
     }
 }
 
-fn put_node<'g>(out: &mut Vec<u8>, n: &'g ExecNode, indices: &mut Indices<'_, 'g>) {
+fn put_node<'g>(out: &mut Vec<u8>, n: &'g KernelNode, indices: &mut Indices<'_, 'g>) {
     let (kernel, attrs, origin) = indices(n);
     if !n.name.is_empty() {
         put_len_delimited(out, 1, n.name.as_bytes());
@@ -440,7 +441,7 @@ mod tests {
         ) {
             let written = m.encode_to_vec();
             let bytes = if in_order { written } else { reordered(&written, &order) };
-            let mut node = ExecNode::default();
+            let mut node = KernelNode::default();
             let rest = read_node(&bytes, &mut node).expect("the reader takes every field");
             let (want, want_rest) = from_message(pb::Node::decode(&bytes[..]).unwrap());
             prop_assert_eq!(node, want);

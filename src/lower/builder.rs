@@ -27,7 +27,7 @@ use std::sync::Arc;
 use compact_str::format_compact;
 use smallvec::smallvec;
 
-use crate::exec::{ExecAttr, ExecGraph, ExecNode, ExecNodeId, ValueRef};
+use crate::exec::{KernelAttr, KernelGraph, KernelNode, KernelNodeId, ValueRef};
 use crate::ops::TensorMeta;
 use crate::ops::attr::AttrKey;
 use crate::ops::{AttrMap, DType, HostTensor};
@@ -63,7 +63,7 @@ pub struct TVal {
     pub host: Option<ValueRef>,
     /// The node whose device work writes the tensor: whatever launches work reading it is
     /// submitted after this node.
-    pub order: Option<ExecNodeId>,
+    pub order: Option<KernelNodeId>,
 }
 
 impl TVal {
@@ -92,7 +92,7 @@ impl TVal {
 struct Owned {
     mem: ValueRef,
     /// The launch that writes it, which its Free must follow.
-    writer: Option<ExecNodeId>,
+    writer: Option<KernelNodeId>,
     /// Leaves the level (an output, or taken over by a loop): not freed here.
     kept: bool,
 }
@@ -107,7 +107,7 @@ pub struct Captures {
 
 /// One graph being emitted.
 struct Level {
-    graph: ExecGraph,
+    graph: KernelGraph,
     globals: HashMap<Global, ValueRef>,
     owned: Vec<Owned>,
     /// Position in `owned` by memory value: lookups are per launch, so no scan.
@@ -135,7 +135,7 @@ impl Level {
 
     fn new(name: &str) -> Self {
         Level {
-            graph: ExecGraph::new(name),
+            graph: KernelGraph::new(name),
             globals: HashMap::default(),
             owned: Vec::new(),
             owned_at: HashMap::default(),
@@ -148,7 +148,7 @@ impl Level {
 
 /// The state of one lowering.
 pub struct Builder {
-    pub init: ExecGraph,
+    pub init: KernelGraph,
     exports: Vec<ValueRef>,
     export_of: BTreeMap<Global, u32>,
     init_stream: ValueRef,
@@ -168,12 +168,12 @@ pub struct Builder {
     attr_sets: HashMap<AttrKey, ()>,
 }
 
-fn vr(node: ExecNodeId, output: u32) -> ValueRef {
+fn vr(node: KernelNodeId, output: u32) -> ValueRef {
     ValueRef { node, output }
 }
 
 /// An exec node of `kernel`, with the class the kernel table gives it.
-pub use crate::exec::kernels::exec_node as node;
+pub use crate::exec::kernel_types::exec_node as node;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -185,28 +185,28 @@ impl Builder {
     /// A builder whose Init creates the stream and the device allocator, and whose Main
     /// level is open.
     pub fn new() -> Self {
-        let mut init = ExecGraph::new("Init");
+        let mut init = KernelGraph::new("Init");
         let mut streams = node("SplitRtStreams", "SplitRtStreams");
         streams.outputs = 1;
-        streams.attrs.insert("count".into(), ExecAttr::Int(1));
+        streams.attrs.insert("count".into(), KernelAttr::Int(1));
         let s = init.add(streams);
         let mut alloc = node("CreateAllocator", "CreateAllocator");
         alloc.inputs = smallvec![vr(s, 0)];
         alloc.outputs = 1;
         alloc
             .attrs
-            .insert("placement".into(), ExecAttr::Str("hbm".into()));
+            .insert("placement".into(), KernelAttr::Str("hbm".into()));
         let a = init.add(alloc);
         // The lowering is single-stream, so it needs no events or notifies; Init still
         // creates the (empty) sets, so every model has the same lifecycle and an engine
         // never special-cases their absence.
         let mut events = node("CreateEvents", "CreateEvents");
         events.outputs = 1;
-        events.attrs.insert("count".into(), ExecAttr::Int(0));
+        events.attrs.insert("count".into(), KernelAttr::Int(0));
         let e = init.add(events);
         let mut notifies = node("CreateNotifies", "CreateNotifies");
         notifies.outputs = 1;
-        notifies.attrs.insert("count".into(), ExecAttr::Int(0));
+        notifies.attrs.insert("count".into(), KernelAttr::Int(0));
         let nt = init.add(notifies);
         Builder {
             init,
@@ -259,17 +259,17 @@ impl Builder {
     }
 
     /// The graph being emitted.
-    pub fn graph(&self) -> &ExecGraph {
+    pub fn graph(&self) -> &KernelGraph {
         &self.levels.last().expect("Main is always open").graph
     }
 
     /// Adds a node to the current level under a name unique in it; returns its id.
-    pub fn add(&mut self, n: ExecNode) -> ExecNodeId {
+    pub fn add(&mut self, n: KernelNode) -> KernelNodeId {
         let depth = self.depth();
         self.add_at(depth, n)
     }
 
-    fn add_at(&mut self, depth: usize, mut n: ExecNode) -> ExecNodeId {
+    fn add_at(&mut self, depth: usize, mut n: KernelNode) -> KernelNodeId {
         let level = &mut self.levels[depth];
         if level.name_taken(&n.name) {
             let base = std::mem::take(&mut n.name);
@@ -292,12 +292,16 @@ impl Builder {
     }
 
     /// A node of the current level.
-    pub fn node_mut(&mut self, id: ExecNodeId) -> &mut ExecNode {
+    pub fn node_mut(&mut self, id: KernelNodeId) -> &mut KernelNode {
         &mut self.top().graph.nodes[id.index()]
     }
 
     /// Orders node `id` of the current level after `before` (no duplicates, no self edge).
-    pub fn add_control(&mut self, id: ExecNodeId, before: &std::collections::BTreeSet<ExecNodeId>) {
+    pub fn add_control(
+        &mut self,
+        id: KernelNodeId,
+        before: &std::collections::BTreeSet<KernelNodeId>,
+    ) {
         let n = self.node_mut(id);
         for &b in before {
             if b != id && !n.control_inputs.contains(&b) {
@@ -324,7 +328,7 @@ impl Builder {
 
     /// Closes the current subgraph level (the owner's captures stay open for siblings):
     /// frees what it owns and returns the graph.
-    pub fn pop_level(&mut self) -> ExecGraph {
+    pub fn pop_level(&mut self) -> KernelGraph {
         self.emit_frees();
         let level = self.levels.pop().expect("a subgraph level is open");
         level.graph
@@ -337,9 +341,9 @@ impl Builder {
     }
 
     /// Closes Main: frees what it owns and returns it.
-    pub fn finish_main(&mut self) -> ExecGraph {
+    pub fn finish_main(&mut self) -> KernelGraph {
         self.emit_frees();
-        std::mem::replace(&mut self.top().graph, ExecGraph::new("Main"))
+        std::mem::replace(&mut self.top().graph, KernelGraph::new("Main"))
     }
 
     /// A global as a value of the current level.
@@ -375,7 +379,7 @@ impl Builder {
         };
         let mut n = node(name, "InnerData");
         n.outputs = 1;
-        n.attrs.insert("index".into(), ExecAttr::Int(index));
+        n.attrs.insert("index".into(), KernelAttr::Int(index));
         let v = vr(self.add_at(depth, n), 0);
         self.levels[depth].globals.insert(g, v);
         v
@@ -406,14 +410,15 @@ impl Builder {
                     "FindInferShapeFunc",
                 );
                 n.outputs = 1;
-                n.attrs.insert("op_type".into(), ExecAttr::Str(op.clone()));
+                n.attrs
+                    .insert("op_type".into(), KernelAttr::Str(op.clone()));
                 vr(self.init.add(n), 0)
             }
             Global::ConstMem(id) => {
                 let t = self.consts[*id as usize].as_ref().clone();
                 let mut c = node(format_compact!("const/{id}"), "Const");
                 c.outputs = 1;
-                c.attrs.insert("value".into(), ExecAttr::Tensor(t));
+                c.attrs.insert("value".into(), KernelAttr::Tensor(t));
                 let c = self.init.add(c);
                 let mut up = node(format_compact!("const/{id}/CopyH2D"), "CopyH2D");
                 up.inputs = smallvec![vr(c, 0), self.init_stream, self.init_allocator];
@@ -435,7 +440,7 @@ impl Builder {
         let mut n = node(format_compact!("shape{dims:?}"), "Const");
         n.outputs = 1;
         n.attrs
-            .insert("shape".into(), ExecAttr::Ints(dims.to_vec()));
+            .insert("shape".into(), KernelAttr::Ints(dims.to_vec()));
         let v = vr(self.add(n), 0);
         self.top().const_shapes.insert(dims.to_vec(), v);
         v
@@ -488,7 +493,7 @@ impl Builder {
                 n.outputs = 1;
                 n.attrs.insert(
                     "value".into(),
-                    ExecAttr::Tensor(self.consts[id as usize].as_ref().clone()),
+                    KernelAttr::Tensor(self.consts[id as usize].as_ref().clone()),
                 );
                 let v = vr(self.add(n), 0);
                 self.top().const_hosts.insert(id, v);
@@ -502,7 +507,7 @@ impl Builder {
             n.inputs = smallvec![stream, shape, mem];
             n.outputs = 1;
             n.attrs
-                .insert("dtype".into(), ExecAttr::Str(t.meta.dtype.name().into()));
+                .insert("dtype".into(), KernelAttr::Str(t.meta.dtype.name().into()));
             n.control_inputs.extend(t.order);
             vr(self.add(n), 0)
         };
@@ -511,7 +516,7 @@ impl Builder {
     }
 
     /// Records `mem` as allocated by the current level, written by `writer`.
-    pub fn own(&mut self, mem: ValueRef, writer: Option<ExecNodeId>) {
+    pub fn own(&mut self, mem: ValueRef, writer: Option<KernelNodeId>) {
         let level = self.top();
         if level.owned_at.contains_key(&mem) {
             return;
@@ -543,7 +548,7 @@ impl Builder {
     }
 
     /// Sets the launch that writes owned `mem`.
-    pub fn set_writer(&mut self, mem: ValueRef, writer: ExecNodeId) {
+    pub fn set_writer(&mut self, mem: ValueRef, writer: KernelNodeId) {
         if let Some(o) = self.owned_mut(mem) {
             o.writer = Some(writer);
         }
@@ -560,13 +565,13 @@ impl Builder {
         }
         let index: HashMap<ValueRef, usize> =
             owned.iter().enumerate().map(|(i, o)| (o.mem, i)).collect();
-        let mut readers: Vec<Vec<ExecNodeId>> = vec![Vec::new(); owned.len()];
+        let mut readers: Vec<Vec<KernelNodeId>> = vec![Vec::new(); owned.len()];
         for (j, n) in level.graph.nodes.iter().enumerate() {
             for v in &n.inputs {
                 if let Some(&i) = index.get(v) {
                     let r = &mut readers[i];
-                    if r.last() != Some(&ExecNodeId(j as u32)) {
-                        r.push(ExecNodeId(j as u32));
+                    if r.last() != Some(&KernelNodeId(j as u32)) {
+                        r.push(KernelNodeId(j as u32));
                     }
                 }
             }
@@ -590,7 +595,7 @@ impl Builder {
     /// Closes Init (one `InnerNetOutput` of the exports) and builds DeInit, which frees
     /// the uploaded constants, destroys the events, notifies and allocator, then the
     /// streams.
-    pub fn finish_init(&mut self) -> (ExecGraph, ExecGraph) {
+    pub fn finish_init(&mut self) -> (KernelGraph, KernelGraph) {
         // The resources are always exported: DeInit releases them.
         for g in [
             Global::Stream,
@@ -605,11 +610,12 @@ impl Builder {
         out.inputs = self.exports.as_slice().into();
         init.add(out);
 
-        let mut de = ExecGraph::new("DeInit");
-        let read = |de: &mut ExecGraph, name: String, index: u32| {
+        let mut de = KernelGraph::new("DeInit");
+        let read = |de: &mut KernelGraph, name: String, index: u32| {
             let mut n = node(name, "InnerData");
             n.outputs = 1;
-            n.attrs.insert("index".into(), ExecAttr::Int(index as i64));
+            n.attrs
+                .insert("index".into(), KernelAttr::Int(index as i64));
             vr(de.add(n), 0)
         };
         let mut frees = Vec::new();
@@ -651,6 +657,6 @@ impl Builder {
 
 /// A dtype list attribute value: an element type per operand, `None` for an omitted
 /// input. Typed, so the runtime reads it as it is and parses nothing at load.
-pub fn dtype_list(metas: impl IntoIterator<Item = Option<DType>>) -> ExecAttr {
-    ExecAttr::DTypes(metas.into_iter().collect())
+pub fn dtype_list(metas: impl IntoIterator<Item = Option<DType>>) -> KernelAttr {
+    KernelAttr::DTypes(metas.into_iter().collect())
 }

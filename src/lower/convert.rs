@@ -15,7 +15,7 @@
 //! - **Data-dependent** (NonZero, Unique, ...): `LaunchKernelAllocOutputs` runs the op and
 //!   allocates each output once its shape is known.
 //!
-//! Before any of that, a node whose inputs are all known is folded ([`super::fold`]) and
+//! Before any of that, a node whose inputs are all known is folded ([`super::const_eval`]) and
 //! emits nothing. Launches are ordered after the launches that write their inputs by
 //! control edges, since the device runs one stream's tasks in submission order.
 
@@ -27,9 +27,9 @@ use smallvec::smallvec;
 
 use super::attrs::{self, dtype};
 use super::builder::{Builder, Global, TVal, dtype_list, node};
+use super::const_eval;
 use super::error::{LowerError, NO_CONVERTER, Unsupported};
-use super::fold;
-use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, Inputs, Origin, ValueRef};
+use crate::exec::{Inputs, KernelAttr, KernelGraph, KernelNodeId, Origin, ValueRef};
 use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
 use crate::om::onnx::{LOOP_CARRIED, PARENT_NODE_INDEX};
 use crate::om::{Shape, TensorDesc};
@@ -215,7 +215,7 @@ fn unsupported_type(n: &ComputeNode, attrs: &Attrs) -> Option<String> {
 /// nowhere, since the trial's graph is thrown away.
 fn stub(m: &TensorMeta) -> Option<TVal> {
     let nowhere = ValueRef {
-        node: ExecNodeId(0),
+        node: KernelNodeId(0),
         output: 0,
     };
     let mut t = TVal::new(m.clone());
@@ -393,13 +393,13 @@ impl<'r> Lowering<'r> {
         vals: &[Vec<Option<TVal>>],
         outs: &[Option<TVal>],
     ) {
-        let before: BTreeSet<ExecNodeId> = n
+        let before: BTreeSet<KernelNodeId> = n
             .control_inputs
             .iter()
             .filter(|c| c.index() < g.nodes.len())
             .flat_map(|c| vals[c.index()].iter().flatten().filter_map(|t| t.order))
             .collect();
-        let after: BTreeSet<ExecNodeId> = outs.iter().flatten().filter_map(|t| t.order).collect();
+        let after: BTreeSet<KernelNodeId> = outs.iter().flatten().filter_map(|t| t.order).collect();
         for a in after {
             self.b.add_control(a, &before);
         }
@@ -423,7 +423,8 @@ impl<'r> Lowering<'r> {
                 self.root_inputs.push((n.name.clone(), meta.clone()));
                 let mut d = node(n.name.clone(), "Data");
                 d.outputs = 2;
-                d.attrs.insert("index".into(), ExecAttr::Int(index as i64));
+                d.attrs
+                    .insert("index".into(), KernelAttr::Int(index as i64));
                 let id = self.b.add(d);
                 let mut t = TVal::new(meta);
                 t.shape = Some(ValueRef {
@@ -644,7 +645,7 @@ impl<'r> Lowering<'r> {
         if !outs.iter().all(TensorMeta::is_static) {
             return None;
         }
-        let shapes_only = fold::needs_only_shapes(spec.name);
+        let shapes_only = const_eval::needs_only_shapes(spec.name);
         if !shapes_only && !ins.iter().flatten().all(|t| t.konst.is_some()) {
             return None;
         }
@@ -667,7 +668,7 @@ impl<'r> Lowering<'r> {
                     .map(|id| self.b.consts[id as usize].as_ref())
             })
             .collect();
-        let folded = fold::fold(spec.name, attrs, &values, &metas, outs)?;
+        let folded = const_eval::fold(spec.name, attrs, &values, &metas, outs)?;
         Some(
             folded
                 .into_iter()
@@ -696,7 +697,7 @@ impl<'r> Lowering<'r> {
         // The op's own attributes (`attrs::op_attrs`), owned, so the kernel's are added in
         // place; then shared with every node configured alike.
         let mut kernel_attrs = attrs;
-        kernel_attrs.insert("_op_type".into(), ExecAttr::Str(spec.name.into()));
+        kernel_attrs.insert("_op_type".into(), KernelAttr::Str(spec.name.into()));
         kernel_attrs.insert(
             "_in_dtypes".into(),
             dtype_list(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
@@ -706,8 +707,8 @@ impl<'r> Lowering<'r> {
             dtype_list(outs.iter().map(|m| Some(m.dtype))),
         );
         let kernel_attrs = self.b.share(kernel_attrs);
-        let order: BTreeSet<ExecNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
-        let with_origin = |mut e: crate::exec::ExecNode| {
+        let order: BTreeSet<KernelNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
+        let with_origin = |mut e: crate::exec::KernelNode| {
             e.origin = origin.clone();
             e
         };
@@ -795,11 +796,11 @@ impl<'r> Lowering<'r> {
             a.inputs = smallvec![alloc];
             match m.shape.as_deref().and_then(|s| m.dtype.tensor_bytes(s)) {
                 // A static size is known now: the allocation carries it, as the constant
-                // folding pass would leave it (see `passes::fold`), without making a
+                // folding pass would leave it (see `passes::const_fold`), without making a
                 // CalcTensorSizeFromShape only to fold it away.
                 Some(bytes) if m.is_static() => {
                     let mut size = crate::ops::AttrMap::new();
-                    size.insert("size".into(), ExecAttr::Int(bytes as i64));
+                    size.insert("size".into(), KernelAttr::Int(bytes as i64));
                     a.attrs = self.b.share(size);
                 }
                 _ => {
@@ -810,7 +811,7 @@ impl<'r> Lowering<'r> {
                     calc.inputs = smallvec![out_shapes[o]];
                     calc.outputs = 1;
                     calc.attrs
-                        .insert("dtype".into(), ExecAttr::Str(m.dtype.name().into()));
+                        .insert("dtype".into(), KernelAttr::Str(m.dtype.name().into()));
                     calc.attrs = self.b.share(std::mem::take(&mut calc.attrs));
                     let size = self.b.add(calc);
                     a.inputs.push(ValueRef {
@@ -891,7 +892,7 @@ impl<'r> Lowering<'r> {
     }
 
     /// Closes the current level with an `InnerNetOutput` of `inputs`.
-    fn inner_output(&mut self, inputs: Vec<ValueRef>, outs: &[TVal]) -> ExecGraph {
+    fn inner_output(&mut self, inputs: Vec<ValueRef>, outs: &[TVal]) -> KernelGraph {
         self.output_node("InnerNetOutput", inputs, outs);
         self.b.pop_level()
     }
@@ -901,7 +902,7 @@ impl<'r> Lowering<'r> {
     pub fn output_node(&mut self, kernel: &str, inputs: Vec<ValueRef>, outs: &[TVal]) {
         let mut o = node(kernel, kernel);
         o.inputs = inputs.into();
-        let after: BTreeSet<ExecNodeId> = outs.iter().filter_map(|t| t.order).collect();
+        let after: BTreeSet<KernelNodeId> = outs.iter().filter_map(|t| t.order).collect();
         o.control_inputs = after.into_iter().collect();
         self.b.add(o);
     }
@@ -957,7 +958,8 @@ impl<'r> Lowering<'r> {
     fn inner_data(&mut self, name: &str, index: usize) -> ValueRef {
         let mut d = node(name, "InnerData");
         d.outputs = 1;
-        d.attrs.insert("index".into(), ExecAttr::Int(index as i64));
+        d.attrs
+            .insert("index".into(), KernelAttr::Int(index as i64));
         ValueRef {
             node: self.b.add(d),
             output: 0,
@@ -974,17 +976,17 @@ impl<'r> Lowering<'r> {
         mut inputs: Vec<ValueRef>,
         captures: Vec<Global>,
         outputs: u32,
-        subgraphs: Vec<ExecGraph>,
+        subgraphs: Vec<KernelGraph>,
         ins: &[Option<TVal>],
         origin: &Arc<Origin>,
-    ) -> ExecNodeId {
+    ) -> KernelNodeId {
         inputs.extend(self.b.capture_inputs(&captures));
         let mut o = node(name, kernel);
         o.inputs = inputs.into();
         o.outputs = outputs;
         o.subgraphs = subgraphs;
         o.origin = Some(origin.clone());
-        let order: BTreeSet<ExecNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
+        let order: BTreeSet<KernelNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
         o.control_inputs = order.into_iter().collect();
         self.b.add(o)
     }
@@ -992,7 +994,7 @@ impl<'r> Lowering<'r> {
     /// The owner's outputs as tensors of the current level, which owns their memory.
     fn owner_outputs(
         &mut self,
-        id: ExecNodeId,
+        id: KernelNodeId,
         metas: &[TensorMeta],
         first: u32,
     ) -> Vec<Option<TVal>> {
@@ -1076,7 +1078,7 @@ impl<'r> Lowering<'r> {
         gi.origin = Some(origin.clone());
         if conv == Converter::Case {
             gi.attrs
-                .insert("branches".into(), ExecAttr::Int(count as i64));
+                .insert("branches".into(), KernelAttr::Int(count as i64));
         }
         let gi = self.b.add(gi);
         let mut owner_inputs = vec![ValueRef {
@@ -1473,7 +1475,7 @@ impl<'r> Lowering<'r> {
         self.b
             .node_mut(id)
             .attrs
-            .insert("carried".into(), ExecAttr::Int(nv as i64));
+            .insert("carried".into(), KernelAttr::Int(nv as i64));
         Ok(self.owner_outputs(id, &all, 0))
     }
 }

@@ -15,16 +15,16 @@
 //! output: no hash-map iteration reaches the output); it uses `om`'s ComputeGraph,
 //! `exec`'s graph types and `npu`'s op registry, and never `capture` or `cmd`.
 
-use crate::exec::{ExecGraph, ExecuteGraph, ModelIo, Resources, check::check};
+use crate::exec::{ExecuteGraph, KernelGraph, ModelIo, Resources, check::check};
 use crate::om::ComputeModel;
 use crate::om::summary::graph_outputs;
 use crate::ops::OpRegistry;
 
 pub mod attrs;
 pub mod builder;
+pub mod const_eval;
 pub mod convert;
 pub mod error;
-pub mod fold;
 pub mod passes;
 
 pub use error::{LowerError, Unsupported};
@@ -128,14 +128,14 @@ fn verify(eg: &ExecuteGraph, pass: &'static str) -> Result<(), LowerError> {
 
 fn each_graph(
     eg: &mut ExecuteGraph,
-    f: &mut impl FnMut(&mut ExecGraph) -> Result<(), LowerError>,
+    f: &mut impl FnMut(&mut KernelGraph) -> Result<(), LowerError>,
 ) -> Result<(), LowerError> {
     f(&mut eg.init)?;
     f(&mut eg.main)?;
     f(&mut eg.deinit)
 }
 
-fn sort(g: &mut ExecGraph) -> Result<(), LowerError> {
+fn sort(g: &mut KernelGraph) -> Result<(), LowerError> {
     passes::topo::sort(g).map_err(|e| LowerError::Graph {
         graph: e.graph.clone(),
         message: e.to_string(),
@@ -145,7 +145,7 @@ fn sort(g: &mut ExecGraph) -> Result<(), LowerError> {
 /// The offline passes in GE's order.
 fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerError> {
     each_graph(eg, &mut |g| {
-        passes::fold::fold_constants(g);
+        passes::const_fold::fold_constants(g);
         Ok(())
     })?;
     verify(eg, "constant folding")?;

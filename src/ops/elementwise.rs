@@ -6,10 +6,10 @@
 //! unknown one must be it or 1); against a 1 or another unknown the result stays unknown.
 //! An unknown rank anywhere makes the result's rank unknown.
 //!
-//! Compute lives in the submodules: [`broadcast`](mod@broadcast) is the one broadcasting engine every
-//! multi-input kernel runs on, [`num`] says what the arithmetic means per element type,
-//! and the kernels are grouped by shape of work (unary maps, broadcasting ops, casts,
-//! quantization, the axis-wise Hardmax and MeanVarianceNormalization).
+//! Compute lives in the submodules: [`broadcast`](mod@broadcast) is the one broadcasting engine
+//! every multi-input compute function runs on, [`num`] says what the arithmetic means per element
+//! type, and the compute functions are grouped by shape of work (unary maps, broadcasting ops,
+//! casts, quantization, the axis-wise Hardmax and MeanVarianceNormalization).
 
 mod binary;
 pub mod broadcast;

@@ -1,15 +1,15 @@
 //! Indexing ops: GatherElements, GatherND, ScatterElements, ScatterND (and GE's
 //! TensorScatterUpdate), OneHot, Compress and Unique. Shape and dtype inference here,
-//! compute in [`kernels`].
+//! compute in [`compute`].
 
-mod kernels;
+mod compute;
 
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    use kernels as k;
+    use compute as k;
     reg.add(OpSpec::new("GatherElements", infer_gather_elements).computes(k::gather_elements));
     reg.add(OpSpec::new("GatherND", infer_gather_nd).computes(k::gather_nd));
     for name in ["ScatterElements", "Scatter"] {

@@ -1,7 +1,7 @@
 //! Neural-network ops: MatMul, Gemm, Conv, the pools, Softmax, the normalizations,
 //! Resize. Shape and dtype inference lives here, with ONNX's attribute names and
 //! defaults (the importer applies the opset's defaults; missing attributes here take
-//! ONNX's current ones); the CPU compute lives in the submodules, one per kind of kernel.
+//! ONNX's current ones); the CPU compute lives in the submodules, one per kind of work.
 
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};

@@ -1,5 +1,5 @@
 //! Reductions (ReduceSum, ReduceMean, ... ), ArgMax/ArgMin, CumSum and CumProd. Shape
-//! and dtype inference here, compute in [`kernels`], the element arithmetic they share
+//! and dtype inference here, compute in [`compute`], the element arithmetic they share
 //! (also with the scatter reductions) in [`accumulate`].
 //!
 //! Reduction axes come from the `axes` attribute, or from input 1 in later opsets
@@ -7,7 +7,7 @@
 //! `noop_with_empty_axes` is set. `keepdims` (default 1) keeps reduced axes as 1.
 
 pub(crate) mod accumulate;
-mod kernels;
+mod compute;
 
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
@@ -31,14 +31,14 @@ pub fn register(reg: &mut OpRegistry) {
         reg.add(
             OpSpec::new(name, infer_reduce)
                 .reading(&[1])
-                .computes(kernels::reduce),
+                .computes(compute::reduce),
         );
     }
     for name in ["ArgMax", "ArgMin"] {
-        reg.add(OpSpec::new(name, infer_arg).computes(kernels::arg_extreme));
+        reg.add(OpSpec::new(name, infer_arg).computes(compute::arg_extreme));
     }
     for name in ["CumSum", "CumProd"] {
-        reg.add(OpSpec::new(name, infer_cumsum).computes(kernels::cumulative));
+        reg.add(OpSpec::new(name, infer_cumsum).computes(compute::cumulative));
     }
 }
 

@@ -196,7 +196,7 @@ pub type ComputeFn = fn(&InferCtx, &[TensorRef], &mut [TensorMut]) -> Result<(),
 /// allocates its outputs itself, and the runtime copies them to device memory.
 pub type ComputeAllocFn = fn(&InferCtx, &[TensorRef]) -> Result<Vec<Tensor>, OpError>;
 
-/// A kernel specialized for one launch's exact operands, chosen once by the op's
+/// A compute function specialized for one launch's exact operands, chosen once by the op's
 /// [`SpecializeFn`] when the launch is bound, and then called with the operands' bytes
 /// alone: no dtype dispatch, no op-name match, no shape checks, no tensor views. This is
 /// RT2's division of labour at its smallest grain: what a launch's types and shapes decide
@@ -258,7 +258,7 @@ pub struct OpSpec {
     /// The output shape depends on the data itself (NonZero, Unique): known only after the
     /// op has run.
     pub data_dependent: bool,
-    /// Chooses a kernel specialized for a launch's operands, if the op has any.
+    /// Chooses a compute function specialized for a launch's operands, if the op has any.
     pub specialize: Option<SpecializeFn>,
     /// Chooses a layout for a constant input to be prepared in ahead of time, if the op
     /// has one.
@@ -299,7 +299,7 @@ impl OpSpec {
         self.data_dependent = true;
         self
     }
-    /// The op has kernels specialized for some launches (see [`SpecialFn`]).
+    /// The op has compute functions specialized for some launches (see [`SpecialFn`]).
     pub const fn specializes(mut self, f: SpecializeFn) -> Self {
         self.specialize = Some(f);
         self
@@ -310,7 +310,7 @@ impl OpSpec {
         self.prepack = Some(f);
         self
     }
-    /// The kernel specialized for a launch of this op on `ctx`'s inputs into `outputs`,
+    /// The compute function specialized for a launch of this op on `ctx`'s inputs into `outputs`,
     /// if there is one.
     pub fn special(&self, ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<SpecialFn> {
         self.specialize.and_then(|f| f(ctx, outputs))

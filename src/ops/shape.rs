@@ -1,7 +1,7 @@
 //! Shape-manipulation ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
 //! Shape, Size, Expand, Gather, ConstantOfShape. Shape and dtype inference here, compute
-//! in [`kernels`]; [`movement`], [`indices`] and [`args`] are what every data-movement
-//! kernel of the library shares (strided copies, index reading, checked argument access).
+//! in [`compute`]; [`movement`], [`indices`] and [`args`] are what every data-movement
+//! compute function of the library shares (strided copies, index reading, checked argument access).
 //!
 //! Several of these read an input's *value* (Reshape's target shape, Expand's shape,
 //! Squeeze's and Unsqueeze's axes from opset 13). When lowering knows that value (a
@@ -9,8 +9,8 @@
 //! tell (often the rank) and the rest is found at run time.
 
 pub(crate) mod args;
+mod compute;
 pub(crate) mod indices;
-mod kernels;
 pub(crate) mod movement;
 
 use crate::ops::elementwise::broadcast;
@@ -19,7 +19,7 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, met
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    use kernels as k;
+    use compute as k;
     reg.add(
         OpSpec::new("Reshape", infer_reshape)
             .reading(&[1])

@@ -1,19 +1,19 @@
 //! Ops that cut, repeat, pad or generate: Slice, Split, Tile, Pad, Range, NonZero, TopK,
 //! DepthToSpace, SpaceToDepth, Trilu. Shape and dtype inference here, compute in
-//! [`kernels`].
+//! [`compute`].
 //!
 //! Most read an input's value (Slice's starts and ends, Tile's repeats, Pad's pads, TopK's
 //! k, Range's bounds); without it the output's rank is still known. NonZero's output shape
 //! depends on the data itself and is only known after it has run.
 
-mod kernels;
+mod compute;
 
 use crate::ops::{Attr, DType, HostTensor};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    use kernels as k;
+    use compute as k;
     reg.add(
         OpSpec::new("Slice", infer_slice)
             .reading(&[1, 2, 3, 4])

@@ -1,10 +1,10 @@
 //! What an op's CPU compute works on: typed views over raw tensor bytes.
 //!
-//! A launch gives a kernel its inputs as [`TensorRef`]s and its outputs as [`TensorMut`]s
+//! A launch gives a compute function its inputs as [`TensorRef`]s and its outputs as [`TensorMut`]s
 //! over memory the runtime already allocated (the sizes came from shape inference and
-//! CalcTensorSize), so a kernel writes its results in place and allocates nothing for them.
-//! Bytes are little-endian elements of the tensor's [`DType`]; `bool` is one byte, 0 or 1,
-//! and kernels see it as `u8`. A view is typed with [`Elem`]: the element type must match
+//! CalcTensorSize), so a compute function writes its results in place and allocates nothing for
+//! them. Bytes are little-endian elements of the tensor's [`DType`]; `bool` is one byte, 0 or 1,
+//! and compute functions see it as `u8`. A view is typed with [`Elem`]: the element type must match
 //! the tensor's and the bytes must be aligned for it, which every device and host buffer
 //! ([`Buffer`]) is.
 
@@ -15,7 +15,7 @@ use crate::ops::{DType, HostTensor};
 
 use super::OpError;
 
-/// A Rust element type a kernel computes with, and the device type it stands for.
+/// A Rust element type a compute function computes with, and the device type it stands for.
 pub trait Elem: bytemuck::Pod + Send + Sync + std::fmt::Debug + PartialEq + 'static {
     const DTYPE: DType;
 }
@@ -96,7 +96,7 @@ impl<'a> TensorRef<'a> {
     }
 }
 
-/// An output the kernel writes: element type, dims, and its bytes.
+/// An output the compute function writes: element type, dims, and its bytes.
 #[derive(Debug)]
 pub struct TensorMut<'a> {
     pub dtype: DType,
@@ -255,7 +255,7 @@ impl Tensor {
 }
 
 /// Runs `$body` with `$T` bound to the Rust type of `$dtype`, among the listed types;
-/// `$else` for any other. Kernels use it to turn a runtime dtype into a monomorphized
+/// `$else` for any other. Compute functions use it to turn a runtime dtype into a monomorphized
 /// loop.
 ///
 /// ```ignore

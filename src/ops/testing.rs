@@ -1,5 +1,5 @@
 //! What the families' unit tests share: small constructors, the one driver of an op's
-//! inference and the one driver of its host kernel.
+//! inference and the one driver of its host compute function.
 
 use super::{Attr, Attrs, DType, HostTensor, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
 
@@ -21,7 +21,7 @@ pub(crate) fn test_attrs(attrs: &[(&str, Attr)]) -> Attrs {
 }
 
 /// Asserts `got` is elementwise within 1e-5 of `want`, relative to `|want|` or absolute
-/// below 1, for kernel tests.
+/// below 1, for compute function tests.
 pub(crate) fn assert_close(got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
@@ -66,7 +66,7 @@ pub(crate) fn infer1(
 }
 
 /// Runs `op` on the host with `attrs` and `inputs`, asking for `outputs` results: the one
-/// driver of the families' kernel tests.
+/// driver of the families' compute function tests.
 pub(crate) fn try_run(
     op: &str,
     attrs: &[(&str, Attr)],

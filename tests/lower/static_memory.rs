@@ -5,7 +5,7 @@
 //! flow and an LSTM.
 
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
-use rt2::exec::{ExecGraph, ExecuteGraph};
+use rt2::exec::{ExecuteGraph, KernelGraph};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
 use rt2::om::file::{ReadOptions, read};
@@ -18,11 +18,11 @@ fn lowered(onnx: &[u8], opts: LowerOptions) -> ExecuteGraph {
     lower(&model, &opts).expect("lowers")
 }
 
-fn count(g: &ExecGraph, kernel: &str) -> usize {
+fn count(g: &KernelGraph, kernel: &str) -> usize {
     g.nodes.iter().filter(|n| n.kernel == kernel).count()
 }
 
-fn index_of(g: &ExecGraph, name: &str) -> usize {
+fn index_of(g: &KernelGraph, name: &str) -> usize {
     g.nodes
         .iter()
         .position(|n| n.name == name)

@@ -63,7 +63,7 @@ impl Acl {
                     {
                         return Err(AclError::InvalidParam);
                     }
-                    RecTask::Kernel { call, .. } => {
+                    RecTask::DeviceKernel { call, .. } => {
                         call.check()?;
                         st.handle_ptrs(call)?;
                     }

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use crate::npu::device::{Device, DeviceConfig, DevicePtr, EventId, StreamId};
 use crate::ops::OpRegistry;
 
-use crate::capture::kernels;
+use crate::capture::device_kernels;
 
 use super::model::{CondHandle, HandleInfo, ModelRI, ModelSnapshot, TaskGroup};
 use super::state::{R, State, dev};
@@ -46,7 +46,7 @@ impl Acl {
     pub fn new(config: AclConfig) -> Acl {
         // A capture device runs every op of the library and the scripts' own kernels.
         let mut ops = OpRegistry::new();
-        kernels::register(&mut ops);
+        device_kernels::register(&mut ops);
         let device = Device::new(DeviceConfig {
             memory_bytes: config.memory_bytes,
             ops: Some(std::sync::Arc::new(ops)),

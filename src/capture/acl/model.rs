@@ -5,7 +5,7 @@
 
 use crate::npu::device::{CondKind, DevicePtr, StreamId};
 
-use crate::capture::kernels::KernelCall;
+use crate::capture::device_kernels::DeviceKernelCall;
 
 /// A model (`aclmdlRI`): captured, a sub-model of a conditional task, or built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,8 +55,8 @@ impl ModelStatus {
 /// A recorded task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecTask {
-    Kernel {
-        call: KernelCall<CondHandle>,
+    DeviceKernel {
+        call: DeviceKernelCall<CondHandle>,
         /// `aclmdlRITaskDisable` clears it: the task is skipped, as an empty one.
         enabled: bool,
         group: Option<TaskGroup>,
@@ -78,7 +78,7 @@ impl RecTask {
     /// The task type's name in reports.
     pub fn kind(&self) -> &'static str {
         match self {
-            RecTask::Kernel { .. } => "kernel",
+            RecTask::DeviceKernel { .. } => "kernel",
             RecTask::EventRecord(_) => "event_record",
             RecTask::EventWait(_) => "event_wait",
             RecTask::Activate(_) => "stream_activate",

@@ -8,8 +8,8 @@ use std::thread::ThreadId;
 
 use crate::npu::device::{DevicePtr, EventId, ModelId, NotifyId, NpuError, StreamId};
 
+use crate::capture::device_kernels::DeviceKernelCall;
 use crate::capture::error::AclError;
-use crate::capture::kernels::KernelCall;
 use crate::capture::types::CaptureMode;
 
 use super::model::{CondHandle, HandleInfo, ModelRI, ModelStatus, RecStream, TaskGroup};
@@ -24,7 +24,7 @@ pub(super) enum GroupState {
     /// Between `task_update_begin` and `task_update_end`: the new parameters so far.
     Update {
         group: TaskGroup,
-        calls: Vec<KernelCall<CondHandle>>,
+        calls: Vec<DeviceKernelCall<CondHandle>>,
     },
 }
 
@@ -179,7 +179,10 @@ impl State {
         slot(&self.handles, h.0).map(|e| e.info)
     }
 
-    pub(super) fn handle_ptrs(&self, call: &KernelCall<CondHandle>) -> R<KernelCall<DevicePtr>> {
+    pub(super) fn handle_ptrs(
+        &self,
+        call: &DeviceKernelCall<CondHandle>,
+    ) -> R<DeviceKernelCall<DevicePtr>> {
         call.map_cond(|h| self.handle(h).map(|i| i.ptr))
     }
 

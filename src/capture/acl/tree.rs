@@ -75,8 +75,8 @@ impl State {
             let mut tasks = Vec::with_capacity(s.tasks.len());
             for t in &s.tasks {
                 tasks.push(match t {
-                    RecTask::Kernel { enabled: false, .. } => continue,
-                    RecTask::Kernel { call, .. } => {
+                    RecTask::DeviceKernel { enabled: false, .. } => continue,
+                    RecTask::DeviceKernel { call, .. } => {
                         Task::Launch(std::sync::Arc::new(self.handle_ptrs(call)?.launch()))
                     }
                     RecTask::EventRecord(i) => Task::EventRecord(events[*i as usize]),

@@ -5,8 +5,8 @@
 
 use crate::npu::device::StreamId;
 
+use crate::capture::device_kernels::DeviceKernelCall;
 use crate::capture::error::AclError;
-use crate::capture::kernels::KernelCall;
 
 use super::context::Acl;
 use super::model::{CondHandle, ModelRI, ModelStatus, RecTask, TaskGroup};
@@ -45,7 +45,7 @@ impl Acl {
         }
         let g = TaskGroup(st.groups.len() as u32);
         for &(s, t) in &tasks {
-            if let Some(RecTask::Kernel { group, .. }) =
+            if let Some(RecTask::DeviceKernel { group, .. }) =
                 st.model_mut(m)?.streams[s].tasks.get_mut(t)
             {
                 *group = Some(g);
@@ -99,7 +99,7 @@ impl Acl {
         let (model, tasks) = (g.model, g.tasks.clone());
         let entry = st.model_mut(model)?;
         for (&(s, t), new) in tasks.iter().zip(calls) {
-            if let Some(RecTask::Kernel { call, .. }) = entry.streams[s].tasks.get_mut(t) {
+            if let Some(RecTask::DeviceKernel { call, .. }) = entry.streams[s].tasks.get_mut(t) {
                 *call = new;
             }
         }
@@ -124,7 +124,7 @@ impl Acl {
         model: ModelRI,
         stream: usize,
         task: usize,
-        f: impl FnOnce(&mut KernelCall<CondHandle>, &mut bool),
+        f: impl FnOnce(&mut DeviceKernelCall<CondHandle>, &mut bool),
     ) -> R<()> {
         let mut st = self.state();
         Self::editable(&st, model)?;
@@ -134,7 +134,7 @@ impl Acl {
             .get_mut(stream)
             .and_then(|s| s.tasks.get_mut(task))
             .ok_or(AclError::InvalidParam)?;
-        let RecTask::Kernel { call, enabled, .. } = t else {
+        let RecTask::DeviceKernel { call, enabled, .. } = t else {
             return Err(AclError::TaskTypeNotSupport);
         };
         f(call, enabled);
@@ -153,7 +153,7 @@ impl Acl {
         model: ModelRI,
         stream: usize,
         task: usize,
-        new: KernelCall<CondHandle>,
+        new: DeviceKernelCall<CondHandle>,
     ) -> R<()> {
         new.check()?;
         self.state().handle_ptrs(&new)?;

@@ -5,8 +5,8 @@
 
 use crate::npu::device::{Device, EventId, NpuError, StreamId};
 
+use crate::capture::device_kernels::{Buf, DeviceKernelCall};
 use crate::capture::error::AclError;
-use crate::capture::kernels::{Buf, KernelCall};
 use crate::capture::types::{CaptureMode, Scalar};
 
 use super::context::Acl;
@@ -16,7 +16,7 @@ use super::state::{GroupState, Join, R, State, dev};
 impl Acl {
     /// `aclrtLaunchKernel` of a built-in kernel: run at once, recorded while capturing,
     /// or taken as a task group's new parameters while updating.
-    pub fn launch_kernel(&self, stream: StreamId, call: KernelCall<CondHandle>) -> R<()> {
+    pub fn launch_kernel(&self, stream: StreamId, call: DeviceKernelCall<CondHandle>) -> R<()> {
         call.check()?;
         let mut st = self.state();
         let resolved = call.map_cond(|h| st.handle(h).map(|i| i.ptr))?;
@@ -35,7 +35,7 @@ impl Acl {
         if st.cap(stream).status.is_some() {
             return st.record(
                 stream,
-                RecTask::Kernel {
+                RecTask::DeviceKernel {
                     call,
                     enabled: true,
                     group: None,

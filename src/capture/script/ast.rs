@@ -3,8 +3,8 @@
 //! filled in and every name checked. Plain values: the parser makes them, the runner runs
 //! them, tests build them directly.
 
+use crate::capture::device_kernels::DeviceKernel;
 use crate::capture::error::AclError;
-use crate::capture::kernels::Kernel;
 use crate::capture::types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scalar};
 
 /// A parsed and statically checked capture script.
@@ -99,7 +99,10 @@ pub enum Call {
     /// `rtStreamAddToModel`.
     StreamAddToModel { stream: String, model: String },
     /// `aclrtLaunchKernel` of a built-in kernel.
-    Launch { stream: String, kernel: Kernel },
+    Launch {
+        stream: String,
+        kernel: DeviceKernel,
+    },
     /// `aclrtMemcpy` between two buffers of one dtype and length.
     Memcpy { dst: String, src: String },
     /// `aclrtMemset`, element-wise.
@@ -133,7 +136,7 @@ pub enum Call {
         model: String,
         stream: usize,
         task: usize,
-        kernel: Kernel,
+        kernel: DeviceKernel,
     },
     /// `aclmdlRICondHandleCreate` on the model being captured; binds `handle`.
     CondHandleCreate {

@@ -8,19 +8,19 @@
 
 use toml::de::DeValue;
 
-use crate::capture::kernels::Kernel;
+use crate::capture::device_kernels::DeviceKernel;
 use crate::capture::types::{CaptureMode, CaptureStatus, CondKind};
 
 use super::args::{COND_KINDS, Checker, MODES, STATUSES, fitted};
 use super::ast::Call;
+use super::device_kernels::DeviceKernelSpec;
 use super::error::{ScriptError, shown};
 use super::fields::Fields;
-use super::kernels::KernelSpec;
 
 /// Reads a step's fields into its call. The kernel is the step's entry in the kernel table
 /// when the call has a `kernel` field.
 pub(super) type ReadCall =
-    fn(&mut Checker<'_>, &Fields<'_, '_>, Option<&KernelSpec>) -> Result<Call, ScriptError>;
+    fn(&mut Checker<'_>, &Fields<'_, '_>, Option<&DeviceKernelSpec>) -> Result<Call, ScriptError>;
 
 /// One call of the script format.
 pub(super) struct CallSpec {
@@ -104,8 +104,8 @@ fn mode(f: &Fields<'_, '_>, key: &str) -> Result<CaptureMode, ScriptError> {
 fn kernel_of(
     c: &Checker<'_>,
     f: &Fields<'_, '_>,
-    kernel: Option<&KernelSpec>,
-) -> Result<Kernel, ScriptError> {
+    kernel: Option<&DeviceKernelSpec>,
+) -> Result<DeviceKernel, ScriptError> {
     match kernel {
         Some(k) => (k.read)(c, f),
         None => Err(f.missing("kernel")),
@@ -115,7 +115,7 @@ fn kernel_of(
 fn capture_begin(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::CaptureBegin {
         stream: stream(f)?,
@@ -126,7 +126,7 @@ fn capture_begin(
 fn capture_end(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let stream = stream(f)?;
     let model = f.opt_name("model")?.map(|(n, _)| n);
@@ -139,7 +139,7 @@ fn capture_end(
 fn capture_get_info(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let stream = stream(f)?;
     let expect_status = f.choice("expect_status", CaptureStatus::from_name, STATUSES)?;
@@ -157,7 +157,7 @@ fn capture_get_info(
 fn capture_to_model_begin(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::CaptureToModelBegin {
         stream: stream(f)?,
@@ -169,7 +169,7 @@ fn capture_to_model_begin(
 fn thread_exchange_mode(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::ThreadExchangeMode {
         mode: mode(f, "mode")?,
@@ -180,7 +180,7 @@ fn thread_exchange_mode(
 fn stream_add_to_model(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::StreamAddToModel {
         stream: stream(f)?,
@@ -191,7 +191,7 @@ fn stream_add_to_model(
 fn launch(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    kernel: Option<&KernelSpec>,
+    kernel: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::Launch {
         stream: stream(f)?,
@@ -202,7 +202,7 @@ fn launch(
 fn memcpy(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let dst = c.buffer(f, "dst")?;
     let src = c.buffer(f, "src")?;
@@ -216,7 +216,7 @@ fn memcpy(
 fn memset(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let dst = c.buffer(f, "dst")?;
     let value = c.scalar_for(f, "value", &dst, None)?;
@@ -229,7 +229,7 @@ fn memset(
 fn synchronize(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::Synchronize { stream: stream(f)? })
 }
@@ -237,7 +237,7 @@ fn synchronize(
 fn event_record(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::EventRecord {
         event: f.name("event")?.0,
@@ -248,7 +248,7 @@ fn event_record(
 fn event_wait(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::EventWait {
         event: f.name("event")?.0,
@@ -259,7 +259,7 @@ fn event_wait(
 fn task_group_begin(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::TaskGroupBegin { stream: stream(f)? })
 }
@@ -267,7 +267,7 @@ fn task_group_begin(
 fn task_group_end(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let stream = stream(f)?;
     let (group, _) = f.name("group")?;
@@ -278,7 +278,7 @@ fn task_group_end(
 fn task_update_begin(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let stream = stream(f)?;
     let (group, span) = f.name("group")?;
@@ -297,7 +297,7 @@ fn task_update_begin(
 fn task_update_end(
     _: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::TaskUpdateEnd { stream: stream(f)? })
 }
@@ -305,7 +305,7 @@ fn task_update_end(
 fn model_update(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::ModelUpdate {
         model: c.bound_model(f)?,
@@ -315,7 +315,7 @@ fn model_update(
 fn task_disable(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::TaskDisable {
         model: c.bound_model(f)?,
@@ -327,7 +327,7 @@ fn task_disable(
 fn task_set_params(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    kernel: Option<&KernelSpec>,
+    kernel: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::TaskSetParams {
         model: c.bound_model(f)?,
@@ -340,7 +340,7 @@ fn task_set_params(
 fn cond_handle_create(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let model = c.bound_model(f)?;
     let (handle, _) = f.name("handle")?;
@@ -358,7 +358,7 @@ fn cond_handle_create(
 fn add_cond_task(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let stream = stream(f)?;
     let handle = c.bound_handle(f)?;
@@ -394,7 +394,7 @@ fn add_cond_task(
 fn execute(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::Execute {
         model: c.bound_model(f)?,
@@ -406,7 +406,7 @@ fn execute(
 fn model_destroy(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     Ok(Call::ModelDestroy {
         model: c.bound_model(f)?,
@@ -416,7 +416,7 @@ fn model_destroy(
 fn expect(
     c: &mut Checker<'_>,
     f: &Fields<'_, '_>,
-    _: Option<&KernelSpec>,
+    _: Option<&DeviceKernelSpec>,
 ) -> Result<Call, ScriptError> {
     let buffer = c.buffer(f, "buffer")?;
     let (items, span) = f.array("equals")?.ok_or_else(|| f.missing("equals"))?;

@@ -8,12 +8,12 @@
 pub mod args;
 pub mod ast;
 pub mod calls;
+pub mod device_kernels;
 pub mod error;
 pub mod fields;
-pub mod kernels;
 pub mod parse;
 
-pub use crate::capture::kernels::Kernel;
+pub use crate::capture::device_kernels::DeviceKernel;
 pub use ast::{BufferDecl, Call, DeviceSettings, Script, Step};
 pub use error::ScriptError;
 pub use parse::parse;

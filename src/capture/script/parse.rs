@@ -24,9 +24,9 @@ use crate::capture::types::{BufDtype, Scalar};
 use super::args::{Checker, DTYPES, fitted};
 use super::ast::{BufferDecl, DeviceSettings, Script, Step};
 use super::calls::CALLS;
+use super::device_kernels::DEVICE_KERNELS;
 use super::error::{ScriptError, error_at, position, shown, type_phrase};
 use super::fields::{Fields, Value, int_value};
-use super::kernels::KERNELS;
 
 /// Parses and statically checks a capture script (see the module doc for what is checked).
 pub fn parse(text: &str) -> Result<Script, ScriptError> {
@@ -247,10 +247,10 @@ impl Checker<'_> {
         f.what = &what;
         let kernel = if spec.fields.contains(&"kernel") {
             let (name, span) = f.string("kernel")?.ok_or_else(|| f.missing("kernel"))?;
-            match KERNELS.iter().find(|k| k.name == name) {
+            match DEVICE_KERNELS.iter().find(|k| k.name == name) {
                 Some(k) => Some(k),
                 None => {
-                    let names: Vec<_> = KERNELS.iter().map(|k| k.name).collect();
+                    let names: Vec<_> = DEVICE_KERNELS.iter().map(|k| k.name).collect();
                     return Err(self.err(
                         span.start,
                         format!(

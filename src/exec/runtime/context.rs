@@ -17,7 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::exec::{ExecNode, KernelClass, Origin};
+use crate::exec::{KernelClass, KernelNode, Origin};
 use crate::npu::device::{Device, StreamId};
 use crate::ops::{AttrMap, DType, HostTensor, OpRegistry, OpSpec};
 
@@ -30,10 +30,10 @@ pub type KernelResult = Result<(), KernelError>;
 /// Runs the kernel: GE's `KernelFunc`.
 pub type KernelFn = fn(&mut KernelContext<'_>) -> KernelResult;
 /// Creates a node's outputs once, at load (GE's `CreateOutputsFunc`): a constant's value.
-pub type OutputsCreator = fn(&ExecNode, &mut [Value]) -> Result<(), LoadError>;
+pub type OutputsCreator = fn(&KernelNode, &mut [Value]) -> Result<(), LoadError>;
 /// Resolves what a node needs at run time from its attributes, once, at load (GE's kernel
 /// extend info and compute node info): the op of a launch, its dtypes.
-pub type Prepare = fn(&ExecNode, &OpRegistry) -> Result<NodeData, LoadError>;
+pub type Prepare = fn(&KernelNode, &OpRegistry) -> Result<NodeData, LoadError>;
 /// Lines describing a node's current inputs and outputs, for the trace (GE's
 /// `TracePrinter`).
 pub type TracePrinter = fn(&KernelContext<'_>) -> Vec<String>;

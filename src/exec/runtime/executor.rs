@@ -27,7 +27,7 @@ use super::plan::{ExecState, Plan, prepare};
 use super::registry::KernelRegistry;
 use super::value::{CachingAllocator, DeviceAllocator, Mem, OutputTensor, Value};
 
-mod graph;
+mod graph_mode;
 
 /// Where and with what an execution runs (GE's `ModelExecuteArg`).
 #[derive(Debug, Clone, Default)]
@@ -69,7 +69,7 @@ pub struct ModelV2Executor {
     stream_allocators: Vec<(StreamId, Arc<dyn DeviceAllocator>)>,
     iterations: u64,
     /// Main captured for replay (graph mode).
-    graph: Option<graph::Graph>,
+    graph: Option<graph_mode::Graph>,
     /// Whether Main's tensors have places in a feature memory block (static memory
     /// planning, `lower::passes::memory`): then every execution uses the same bytes.
     fixed_memory: bool,
@@ -459,7 +459,7 @@ impl ModelV2Executor {
         let stream = self.bind_stream(&ModelExecuteArg::default())?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
-        let captured = graph::capture(&self.env, &self.main, st, stream, inputs)?;
+        let captured = graph_mode::capture(&self.env, &self.main, st, stream, inputs)?;
         let mut outputs = Vec::with_capacity(self.outputs.len());
         self.output_tensors(&mut outputs)?;
         let g = captured.load(&self.env.device, &self.name, stream, inputs, outputs)?;

@@ -5,7 +5,7 @@
 //! The files form layers; each uses only those below it:
 //! - [`executor`]: [`ModelV2Executor`] (Load runs Init and prepares Main; Execute binds
 //!   inputs, runs Main, hands out outputs; UnLoad runs DeInit) and [`StreamExecutor`];
-//!   `executor/graph.rs` below it, graph mode.
+//!   `executor/graph_mode.rs` below it, graph mode.
 //! - [`engine`]: the four executor types over a prepared graph, and the subgraph runs
 //!   of owner kernels; `engine_mt` below it, the multi-thread engine.
 //! - [`kernels`]: the builtin registry (`kernels/mod.rs`) over what each kernel type does

@@ -20,7 +20,7 @@ use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::exec::{ExecGraph, KernelClass};
+use crate::exec::{KernelClass, KernelGraph};
 use crate::ops::OpRegistry;
 
 use super::context::{Env, KernelContext, KernelFn, KernelResult, NodeData, NodeInfo, Subgraph};
@@ -195,7 +195,7 @@ pub(crate) fn node_error(plan: &Plan, id: u32, e: KernelError) -> ExecError {
 
 /// Prepares `g` (and its subgraphs) with `reg`'s kernels and `ops`' op library.
 pub fn prepare(
-    g: &ExecGraph,
+    g: &KernelGraph,
     path: &str,
     reg: &KernelRegistry,
     ops: &OpRegistry,

@@ -10,7 +10,7 @@
 //! each consumer, where its edges start, instead of sending a fan of long edges across the
 //! drawing.
 
-use crate::exec::graph::{ExecGraph, ExecNode, ExecuteGraph, KernelClass};
+use crate::exec::graph::{ExecuteGraph, KernelClass, KernelGraph, KernelNode};
 use crate::exec::view::filter::{CUT_KERNEL, is_synthetic, synthetic_label};
 use crate::exec::view::select::GraphSelect;
 
@@ -63,7 +63,7 @@ pub fn to_dot(eg: &ExecuteGraph, which: GraphSelect) -> String {
     out
 }
 
-fn dot_graph(out: &mut String, g: &ExecGraph, label: &str, id: &str, depth: usize) {
+fn dot_graph(out: &mut String, g: &KernelGraph, label: &str, id: &str, depth: usize) {
     let pad = "  ".repeat(depth);
     out.push_str(&format!("{pad}subgraph cluster_{id} {{\n"));
     out.push_str(&format!("{pad}  label=\"{}\";\n", dot_escape(label)));
@@ -96,7 +96,7 @@ fn dot_graph(out: &mut String, g: &ExecGraph, label: &str, id: &str, depth: usiz
 
 /// Writes the edges into node `i` of graph `g` (cluster `id`); one from a hub starts at a
 /// reference to the hub beside node `i`.
-fn edges_into(out: &mut String, g: &ExecGraph, id: &str, i: usize, hubs: &[bool], pad: &str) {
+fn edges_into(out: &mut String, g: &KernelGraph, id: &str, i: usize, hubs: &[bool], pad: &str) {
     let n = &g.nodes[i];
     let mut refs = Vec::new();
     let mut from = |out: &mut String, s: usize| {
@@ -150,7 +150,7 @@ fn edges_into(out: &mut String, g: &ExecGraph, id: &str, i: usize, hubs: &[bool]
 const HUB_FANOUT: usize = 8;
 
 /// Which nodes feed more than [`HUB_FANOUT`] distinct nodes of the graph.
-fn hubs(g: &ExecGraph) -> Vec<bool> {
+fn hubs(g: &KernelGraph) -> Vec<bool> {
     let mut fanout = vec![0usize; g.nodes.len()];
     let mut sources = Vec::new();
     for i in 0..g.nodes.len() {
@@ -166,7 +166,7 @@ fn hubs(g: &ExecGraph) -> Vec<bool> {
 }
 
 /// How a reference names a hub: by its name, or a summary by its first and last member.
-fn reference(n: &ExecNode) -> String {
+fn reference(n: &KernelNode) -> String {
     match synthetic_label(n) {
         Some(label) => label.lines().last().unwrap_or_default().to_string(),
         None => n.name.to_string(),
@@ -174,7 +174,7 @@ fn reference(n: &ExecNode) -> String {
 }
 
 /// The attributes of a node statement: label, shape and colour.
-fn node_attrs(n: &ExecNode) -> String {
+fn node_attrs(n: &KernelNode) -> String {
     if let Some(label) = synthetic_label(n) {
         return match &*n.kernel {
             CUT_KERNEL => format!(
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn hubs_are_named_beside_each_consumer() {
         use crate::exec::graph::ValueRef;
-        use crate::exec::kernels::exec_node;
+        use crate::exec::kernel_types::exec_node;
         let mut eg = ExecuteGraph::default();
         let s = eg.main.add(exec_node("stream", "InnerData"));
         for i in 0..9 {

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::exec::graph::{
-    ControlInputs, ExecAttr, ExecGraph, ExecNode, ExecNodeId, ExecuteGraph, GraphKind, KernelClass,
-    ValueRef,
+    ControlInputs, ExecuteGraph, GraphKind, KernelAttr, KernelClass, KernelGraph, KernelNode,
+    KernelNodeId, ValueRef,
 };
 use crate::exec::view::select::GraphSelect;
 use crate::graphview::focus::{self, Item, Plan};
@@ -58,9 +58,9 @@ pub fn filter(
     };
     let mut out = ExecuteGraph {
         name: eg.name.clone(),
-        init: ExecGraph::new(eg.init.name.clone()),
-        main: ExecGraph::new(eg.main.name.clone()),
-        deinit: ExecGraph::new(eg.deinit.name.clone()),
+        init: KernelGraph::new(eg.init.name.clone()),
+        main: KernelGraph::new(eg.main.name.clone()),
+        deinit: KernelGraph::new(eg.deinit.name.clone()),
         resources: eg.resources,
         inputs: eg.inputs.clone(),
         outputs: eg.outputs.clone(),
@@ -92,14 +92,14 @@ pub fn filter(
 #[derive(Default)]
 struct Layout<'a> {
     flat: Flat,
-    graphs: Vec<&'a ExecGraph>,
-    nodes: Vec<&'a ExecNode>,
+    graphs: Vec<&'a KernelGraph>,
+    nodes: Vec<&'a KernelNode>,
 }
 
 impl<'a> Layout<'a> {
     /// Adds `g` and its subgraphs; a subgraph answers to its own name and to
     /// `owner.#index`, and an unnamed one is called by the latter in messages.
-    fn add(&mut self, g: &'a ExecGraph, names: Vec<String>, owner: Option<usize>) {
+    fn add(&mut self, g: &'a KernelGraph, names: Vec<String>, owner: Option<usize>) {
         let offset = self.flat.len();
         self.flat.add_graph(names, owner, g.nodes.len());
         self.graphs.push(g);
@@ -143,14 +143,14 @@ impl Rebuild<'_> {
         self.plan.folding.key(i)
     }
 
-    fn graph(&self, g: usize) -> ExecGraph {
+    fn graph(&self, g: usize) -> KernelGraph {
         let src = self.layout.graphs[g];
         let offset = self.layout.flat.graphs[g].offset;
         let items = self.plan.items(&self.layout.flat, g);
-        let ids: BTreeMap<Item, ExecNodeId> = items
+        let ids: BTreeMap<Item, KernelNodeId> = items
             .iter()
             .enumerate()
-            .map(|(i, &it)| (it, ExecNodeId(i as u32)))
+            .map(|(i, &it)| (it, KernelNodeId(i as u32)))
             .collect();
         // What shows an edge from flat node `src` into view node `to` in this graph.
         let source = |src: usize, to: Key| match self.key(src) {
@@ -175,7 +175,7 @@ impl Rebuild<'_> {
             })
             .collect();
         // Free-Launch relations between nodes shown as themselves stay.
-        let kept = |n: ExecNodeId| {
+        let kept = |n: KernelNodeId| {
             let key = Key::Node((offset + n.index()) as u32);
             (n.index() < src.nodes.len() && self.key(offset + n.index()) == Some(key))
                 .then(|| ids[&Item::View(key)])
@@ -185,7 +185,7 @@ impl Rebuild<'_> {
             .iter()
             .filter_map(|&(f, l)| Some((kept(f)?, kept(l)?)))
             .collect();
-        ExecGraph {
+        KernelGraph {
             name: src.name.clone(),
             nodes,
             free_launch,
@@ -201,7 +201,7 @@ impl Rebuild<'_> {
     }
 
     /// The visible subgraphs of flat node `i`, rebuilt.
-    fn subgraphs(&self, i: usize) -> impl Iterator<Item = ExecGraph> + '_ {
+    fn subgraphs(&self, i: usize) -> impl Iterator<Item = KernelGraph> + '_ {
         self.layout.flat.owned[i]
             .iter()
             .filter(|&&g| self.plan.visible(&self.layout.flat, g as usize))
@@ -209,7 +209,7 @@ impl Rebuild<'_> {
     }
 
     /// A kept node, its edges pointed at what shows their other ends.
-    fn kept(&self, i: usize, source: &impl Fn(usize, Key) -> ExecNodeId) -> ExecNode {
+    fn kept(&self, i: usize, source: &impl Fn(usize, Key) -> KernelNodeId) -> KernelNode {
         let n = self.layout.nodes[i];
         let fg = self.layout.flat.graph_of(i);
         let me = Key::Node(i as u32);
@@ -221,7 +221,7 @@ impl Rebuild<'_> {
             }
         }
         let inputs = n.inputs.iter().filter(|v| v.node.index() < fg.len);
-        ExecNode {
+        KernelNode {
             name: n.name.clone(),
             kernel: n.kernel.clone(),
             class: n.class,
@@ -241,10 +241,10 @@ impl Rebuild<'_> {
     }
 
     /// Summary node `k`: one input per distinct source outside it, its members' subgraphs.
-    fn summary(&self, k: u32, source: &impl Fn(usize, Key) -> ExecNodeId) -> ExecNode {
+    fn summary(&self, k: u32, source: &impl Fn(usize, Key) -> KernelNodeId) -> KernelNode {
         let members = &self.plan.folding.folds[k as usize];
         let me = Key::Fold(k);
-        let mut node = ExecNode::new(self.name(me), FOLDED_KERNEL, KernelClass::Normal);
+        let mut node = KernelNode::new(self.name(me), FOLDED_KERNEL, KernelClass::Normal);
         let (mut data, mut control) = (BTreeSet::new(), BTreeSet::new());
         let mut kernels: BTreeMap<&str, i64> = BTreeMap::new();
         for &m in members {
@@ -276,16 +276,16 @@ impl Rebuild<'_> {
             .iter()
             .map(|&m| self.layout.nodes[m as usize].name.to_string());
         let attrs = [
-            ("nodes", ExecAttr::Int(members.len() as i64)),
+            ("nodes", KernelAttr::Int(members.len() as i64)),
             (
                 "kernels",
-                ExecAttr::Strs(kernels.iter().map(|t| t.0.to_string()).collect()),
+                KernelAttr::Strs(kernels.iter().map(|t| t.0.to_string()).collect()),
             ),
             (
                 "kernel_counts",
-                ExecAttr::Ints(kernels.iter().map(|t| t.1).collect()),
+                KernelAttr::Ints(kernels.iter().map(|t| t.1).collect()),
             ),
-            ("members", ExecAttr::Strs(names.collect())),
+            ("members", KernelAttr::Strs(names.collect())),
         ];
         for (k, v) in attrs {
             node.attrs.insert(k.to_string(), v);
@@ -295,30 +295,31 @@ impl Rebuild<'_> {
 }
 
 /// A cut marker standing for `nodes` left-out nodes.
-fn cut(name: &str, nodes: usize) -> ExecNode {
-    let mut c = ExecNode::new(name, CUT_KERNEL, KernelClass::Normal);
-    c.attrs.insert("nodes".into(), ExecAttr::Int(nodes as i64));
+fn cut(name: &str, nodes: usize) -> KernelNode {
+    let mut c = KernelNode::new(name, CUT_KERNEL, KernelClass::Normal);
+    c.attrs
+        .insert("nodes".into(), KernelAttr::Int(nodes as i64));
     c
 }
 
 /// Whether `n` is a summary or a cut marker rather than a node of the graph.
-pub fn is_synthetic(n: &ExecNode) -> bool {
+pub fn is_synthetic(n: &KernelNode) -> bool {
     n.kernel == FOLDED_KERNEL || n.kernel == CUT_KERNEL
 }
 
 /// The label of a summary or cut node in a drawing: how many nodes, which kernel types,
 /// the first and last member. `None` for an ordinary node.
-pub fn synthetic_label(n: &ExecNode) -> Option<String> {
+pub fn synthetic_label(n: &KernelNode) -> Option<String> {
     let count = || n.attr_int("nodes").unwrap_or(0);
     match &*n.kernel {
         CUT_KERNEL => Some(format!("… {} more", count())),
         FOLDED_KERNEL => {
             let strs = |key: &str| match n.attrs.get(key) {
-                Some(ExecAttr::Strs(v)) => v.as_slice(),
+                Some(KernelAttr::Strs(v)) => v.as_slice(),
                 _ => &[],
             };
             let counts = match n.attrs.get("kernel_counts") {
-                Some(ExecAttr::Ints(v)) => v.as_slice(),
+                Some(KernelAttr::Ints(v)) => v.as_slice(),
                 _ => &[],
             };
             let kinds = strs("kernels");
@@ -347,7 +348,7 @@ mod tests {
     use super::*;
     use crate::exec::testdata::sample;
 
-    fn names(g: &ExecGraph) -> Vec<&str> {
+    fn names(g: &KernelGraph) -> Vec<&str> {
         g.nodes.iter().map(|n| n.name.as_str()).collect()
     }
 
@@ -357,12 +358,13 @@ mod tests {
 
     /// Main: x (Data), then `len` nodes each of the one before; Init and DeInit empty.
     fn chain(len: usize) -> ExecuteGraph {
-        let mut main = ExecGraph::new("main");
-        main.add(crate::exec::kernels::exec_node("x", "Data"));
+        let mut main = KernelGraph::new("main");
+        main.add(crate::exec::kernel_types::exec_node("x", "Data"));
         for i in 0..len {
-            let mut n = crate::exec::kernels::exec_node(format!("n{i}").as_str(), "AllocMemHbm");
+            let mut n =
+                crate::exec::kernel_types::exec_node(format!("n{i}").as_str(), "AllocMemHbm");
             n.inputs.push(ValueRef {
-                node: ExecNodeId(i as u32),
+                node: KernelNodeId(i as u32),
                 output: 0,
             });
             main.add(n);
@@ -400,7 +402,7 @@ mod tests {
                 iff.inputs.iter().map(|v| v.node.0).collect::<Vec<_>>(),
                 [0, 0]
             );
-            assert_eq!(iff.control_inputs.as_slice(), [ExecNodeId(0)]);
+            assert_eq!(iff.control_inputs.as_slice(), [KernelNodeId(0)]);
             let subs: Vec<Vec<String>> = iff
                 .subgraphs
                 .iter()
@@ -452,7 +454,7 @@ mod tests {
         // NetOutput and the two branches' inputs, which are not shown.
         assert_eq!(eg.main.nodes[7].attr_int("nodes"), Some(3));
         assert!(eg.main.nodes[6].subgraphs.is_empty());
-        assert_eq!(eg.main.free_launch, [(ExecNodeId(5), ExecNodeId(3))]);
+        assert_eq!(eg.main.free_launch, [(KernelNodeId(5), KernelNodeId(3))]);
         let f = ViewFilter {
             around: Some("in".into()),
             depth: 0,
@@ -512,14 +514,14 @@ mod tests {
 
     /// The names a folded graph shows, each kept node by itself and each summary by its
     /// members, and its edges by name.
-    fn shown(g: &ExecGraph) -> (Vec<String>, BTreeSet<(String, String)>) {
+    fn shown(g: &KernelGraph) -> (Vec<String>, BTreeSet<(String, String)>) {
         let mut names = Vec::new();
         let mut edges = BTreeSet::new();
         g.walk(&mut |g| {
             for n in &g.nodes {
                 match &*n.kernel {
                     FOLDED_KERNEL => match n.attrs.get("members") {
-                        Some(ExecAttr::Strs(v)) => names.extend(v.iter().cloned()),
+                        Some(KernelAttr::Strs(v)) => names.extend(v.iter().cloned()),
                         other => panic!("members: {other:?}"),
                     },
                     CUT_KERNEL => panic!("folding alone cuts nothing"),

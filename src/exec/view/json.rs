@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::exec::graph::{ExecAttr, ExecGraph, ExecNode, ExecuteGraph};
+use crate::exec::graph::{ExecuteGraph, KernelAttr, KernelGraph, KernelNode};
 use crate::exec::view::select::GraphSelect;
 
 /// A readable JSON view of the selected graphs: model name, flags, resources, model IO,
@@ -39,7 +39,7 @@ pub fn to_json(eg: &ExecuteGraph, which: GraphSelect) -> Value {
     })
 }
 
-fn json_graph(g: &ExecGraph) -> Value {
+fn json_graph(g: &KernelGraph) -> Value {
     let name_of = |i: usize| g.nodes.get(i).map(|n| n.name.as_str());
     let nodes: Vec<Value> = g
         .nodes
@@ -60,7 +60,7 @@ fn json_graph(g: &ExecGraph) -> Value {
     json!({ "name": g.name, "nodes": nodes, "free_launch": rel })
 }
 
-fn json_node<'a>(i: usize, n: &ExecNode, name_of: &impl Fn(usize) -> Option<&'a str>) -> Value {
+fn json_node<'a>(i: usize, n: &KernelNode, name_of: &impl Fn(usize) -> Option<&'a str>) -> Value {
     let inputs: Vec<Value> = n
         .inputs
         .iter()
@@ -98,18 +98,18 @@ fn hex(bytes: &[u8]) -> String {
 
 /// `{"type": ..., "value": ...}`; bytes and tensor data as lowercase hex. Non-finite floats
 /// become `null` (JSON has no NaN); the text form keeps them exactly.
-fn json_attr(a: &ExecAttr) -> Value {
+fn json_attr(a: &KernelAttr) -> Value {
     let (ty, value) = match a {
-        ExecAttr::Int(i) => ("int", json!(i)),
-        ExecAttr::Ints(v) => ("ints", json!(v)),
-        ExecAttr::Float(f) => ("float", json!(f)),
-        ExecAttr::Floats(v) => ("floats", json!(v)),
-        ExecAttr::Bool(b) => ("bool", json!(b)),
-        ExecAttr::Str(s) => ("str", json!(s)),
-        ExecAttr::Strs(v) => ("strs", json!(v)),
-        ExecAttr::Bytes(b) => ("bytes", json!(hex(b))),
-        ExecAttr::DType(d) => ("dtype", json!(d.name())),
-        ExecAttr::DTypes(v) => (
+        KernelAttr::Int(i) => ("int", json!(i)),
+        KernelAttr::Ints(v) => ("ints", json!(v)),
+        KernelAttr::Float(f) => ("float", json!(f)),
+        KernelAttr::Floats(v) => ("floats", json!(v)),
+        KernelAttr::Bool(b) => ("bool", json!(b)),
+        KernelAttr::Str(s) => ("str", json!(s)),
+        KernelAttr::Strs(v) => ("strs", json!(v)),
+        KernelAttr::Bytes(b) => ("bytes", json!(hex(b))),
+        KernelAttr::DType(d) => ("dtype", json!(d.name())),
+        KernelAttr::DTypes(v) => (
             "dtypes",
             json!(
                 v.iter()
@@ -117,7 +117,7 @@ fn json_attr(a: &ExecAttr) -> Value {
                     .collect::<Vec<_>>()
             ),
         ),
-        ExecAttr::Tensor(t) => (
+        KernelAttr::Tensor(t) => (
             "tensor",
             json!({"dtype": t.dtype.name(), "shape": t.shape, "data": hex(&t.data)}),
         ),

@@ -1,17 +1,17 @@
-//! Dead-node elimination on ExecGraphs: removes pure nodes whose outputs nobody reads.
+//! Dead-node elimination on KernelGraphs: removes pure nodes whose outputs nobody reads.
 //!
 //! A node can go when its kernel type is pure (it only computes outputs from inputs and
-//! attributes; see `exec::kernels`) and no node of its graph reads any of its outputs.
+//! attributes; see `exec::kernel_types`) and no node of its graph reads any of its outputs.
 //! Removing one can make its producers dead too, so the pass runs to a fixed point; a
 //! control edge from a removed node is dropped with it (ordering after a node that no
 //! longer runs orders nothing). Nodes of an unknown kernel type are kept: the verifier
 //! reports them. Subgraphs are cleaned the same way; their boundary nodes are not pure.
 
-use crate::exec::ExecGraph;
-use crate::exec::kernels::kernel_type;
+use crate::exec::KernelGraph;
+use crate::exec::kernel_types::kernel_type;
 
 /// Removes dead nodes from `g` and its subgraphs; returns how many were removed.
-pub fn eliminate(g: &mut ExecGraph) -> usize {
+pub fn eliminate(g: &mut KernelGraph) -> usize {
     let mut removed = 0;
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
@@ -27,7 +27,7 @@ pub fn eliminate(g: &mut ExecGraph) -> usize {
             }
         }
     }
-    let removable = |i: usize, g: &ExecGraph| {
+    let removable = |i: usize, g: &KernelGraph| {
         kernel_type(&g.nodes[i].kernel).is_some_and(|k| k.pure) && g.nodes[i].subgraphs.is_empty()
     };
     let mut dead = vec![false; len];
@@ -55,15 +55,15 @@ pub fn eliminate(g: &mut ExecGraph) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{ExecNode, ExecNodeId};
+    use crate::exec::{KernelNode, KernelNodeId};
 
-    fn node(name: &str, kernel: &str, inputs: &[u32]) -> ExecNode {
+    fn node(name: &str, kernel: &str, inputs: &[u32]) -> KernelNode {
         crate::lower::passes::test_node(name, kernel, inputs, &[])
     }
 
     #[test]
     fn removes_chains_of_unread_pure_nodes_and_keeps_effects() {
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("shape_src", "InnerData", &[])); // 0: read only by dead nodes
         g.add(node("infer", "InferShape", &[0])); // 1: dead
         g.add(node("size", "CalcTensorSizeFromShape", &[1])); // 2: dead, unread
@@ -71,10 +71,10 @@ mod tests {
         g.add(node("alloc", "AllocMemHbm", &[])); // 4: not pure
         g.add(node("launch", "LaunchKernelWithHandle", &[3, 4])); // 5: effect
         let mut free = node("free", "FreeMemory", &[4]); // 6
-        free.control_inputs.push(ExecNodeId(1)); // ordered after a dead node: edge dropped
-        free.control_inputs.push(ExecNodeId(5));
+        free.control_inputs.push(KernelNodeId(1)); // ordered after a dead node: edge dropped
+        free.control_inputs.push(KernelNodeId(5));
         g.add(free);
-        g.free_launch.push((ExecNodeId(6), ExecNodeId(5)));
+        g.free_launch.push((KernelNodeId(6), KernelNodeId(5)));
         assert_eq!(eliminate(&mut g), 3);
         let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["x", "alloc", "launch", "free"]);
@@ -86,8 +86,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             [0, 1]
         );
-        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(2)]);
-        assert_eq!(g.free_launch, vec![(ExecNodeId(3), ExecNodeId(2))]);
+        assert_eq!(g.nodes[3].control_inputs[..], [KernelNodeId(2)]);
+        assert_eq!(g.free_launch, vec![(KernelNodeId(3), KernelNodeId(2))]);
         assert_eq!(eliminate(&mut g), 0, "a fixed point");
     }
 }

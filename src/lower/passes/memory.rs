@@ -32,8 +32,8 @@ use std::collections::HashMap;
 use compact_str::format_compact;
 use smallvec::smallvec;
 
-use crate::exec::kernels::exec_node;
-use crate::exec::{ExecAttr, ExecGraph, ExecNodeId, ExecuteGraph, ValueRef};
+use crate::exec::kernel_types::exec_node;
+use crate::exec::{ExecuteGraph, KernelAttr, KernelGraph, KernelNodeId, ValueRef};
 
 /// Offsets in the feature memory are multiples of this: every element type is aligned,
 /// and so is every vector load of a kernel.
@@ -64,7 +64,7 @@ struct Tensor {
 /// Where a launch's output pairs start: after the stream and a (shape, memory) pair per
 /// present op input (`_in_dtypes`, `None` for an omitted input). `None` when the node's
 /// inputs are not the pairs its dtype lists announce.
-fn outputs_from(n: &crate::exec::ExecNode) -> Option<usize> {
+fn outputs_from(n: &crate::exec::KernelNode) -> Option<usize> {
     let count = |key: &str, present: bool| -> Option<usize> {
         let v = n.attrs.get(key)?.as_dtypes()?;
         Some(v.iter().filter(|d| !present || d.is_some()).count())
@@ -74,7 +74,7 @@ fn outputs_from(n: &crate::exec::ExecNode) -> Option<usize> {
 }
 
 /// Finds Main's plannable tensors, all from the allocator Main reads at one Init export.
-fn candidates(main: &ExecGraph) -> (Vec<Tensor>, Option<u32>) {
+fn candidates(main: &KernelGraph) -> (Vec<Tensor>, Option<u32>) {
     let n = main.nodes.len();
     // Per AllocMemHbm of one input: its node index, by position.
     let mut alloc_at = vec![u32::MAX; n];
@@ -222,13 +222,13 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
         // Free waited for, and any other reader of its memory). All of them come before
         // the Free, which comes before this allocation, so an edge from them to the
         // writer points forward; a place for which that fails to hold is not reused.
-        let touched = |last: &Tensor| -> Option<Vec<ExecNodeId>> {
-            let mut t: Vec<ExecNodeId> = main.nodes[last.free]
+        let touched = |last: &Tensor| -> Option<Vec<KernelNodeId>> {
+            let mut t: Vec<KernelNodeId> = main.nodes[last.free]
                 .control_inputs
                 .iter()
                 .copied()
-                .chain(last.readers.iter().map(|&r| ExecNodeId(r as u32)))
-                .chain([ExecNodeId(last.writer as u32)])
+                .chain(last.readers.iter().map(|&r| KernelNodeId(r as u32)))
+                .chain([KernelNodeId(last.writer as u32)])
                 .filter(|c| c.index() != last.alloc && c.index() != writer)
                 .collect();
             t.sort_unstable();
@@ -278,7 +278,9 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
     let mut block = exec_node("feature_memory", "AllocMemHbm");
     block.inputs = smallvec![init_allocator];
     block.outputs = 1;
-    block.attrs.insert("size".into(), ExecAttr::Int(end as i64));
+    block
+        .attrs
+        .insert("size".into(), KernelAttr::Int(end as i64));
     let block = ValueRef {
         node: eg.init.add(block),
         output: 0,
@@ -292,9 +294,9 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
         view.inputs = smallvec![block];
         view.outputs = 1;
         view.attrs
-            .insert("offset".into(), ExecAttr::Int(t.offset as i64));
+            .insert("offset".into(), KernelAttr::Int(t.offset as i64));
         view.attrs
-            .insert("size".into(), ExecAttr::Int(t.size as i64));
+            .insert("size".into(), KernelAttr::Int(t.size as i64));
         exported.push(ValueRef {
             node: eg.init.add(view),
             output: 0,
@@ -306,7 +308,7 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
         read.origin = a.origin.take();
         read.attrs.insert(
             "index".into(),
-            ExecAttr::Int((export_base + k as u32) as i64),
+            KernelAttr::Int((export_base + k as u32) as i64),
         );
         *a = read;
     }
@@ -323,7 +325,7 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
     let mut read = exec_node("feature_memory", "InnerData");
     read.outputs = 1;
     read.attrs
-        .insert("index".into(), ExecAttr::Int(block_export as i64));
+        .insert("index".into(), KernelAttr::Int(block_export as i64));
     let read = eg.deinit.add(read);
     let mut free = exec_node("feature_memory/FreeMemory", "FreeMemory");
     free.inputs = smallvec![ValueRef {

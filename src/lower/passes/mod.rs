@@ -1,9 +1,9 @@
-//! Passes over ExecGraphs, each followed by the verifier in tests and debug builds:
-//! constant folding, dead-node elimination, topological sort, priority calculation, and the two multi-thread
-//! passes.
+//! Passes over KernelGraphs, each followed by the verifier in tests and debug builds:
+//! constant folding, dead-node elimination, topological sort, priority calculation, and the two
+//! multi-thread passes.
 
+pub mod const_fold;
 pub mod dce;
-pub mod fold;
 pub mod memory;
 pub mod multi_thread;
 pub mod priority;
@@ -13,8 +13,8 @@ pub mod topo;
 /// The survivors keep their relative order, so a topological order stays one. A control
 /// edge from a removed node is dropped with it; no data edge may name one (the caller's
 /// guarantee), and no Free-Launch relation either.
-pub(crate) fn remove_nodes(g: &mut crate::exec::ExecGraph, dead: &[bool]) -> usize {
-    use crate::exec::ExecNodeId;
+pub(crate) fn remove_nodes(g: &mut crate::exec::KernelGraph, dead: &[bool]) -> usize {
+    use crate::exec::KernelNodeId;
     let count = dead.iter().filter(|&&d| d).count();
     if count == 0 {
         return 0;
@@ -35,7 +35,7 @@ pub(crate) fn remove_nodes(g: &mut crate::exec::ExecGraph, dead: &[bool]) -> usi
         .filter(|(_, d)| !**d)
         .map(|(n, _)| n)
         .collect();
-    let remap = |id: ExecNodeId| ExecNodeId(new_id[id.index()]);
+    let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
     for n in &mut g.nodes {
         n.control_inputs
             .retain(|c| !dead.get(c.index()).copied().unwrap_or(false));
@@ -61,17 +61,17 @@ pub(crate) fn test_node(
     kernel: &str,
     inputs: &[u32],
     control: &[u32],
-) -> crate::exec::ExecNode {
-    use crate::exec::{ExecNodeId, ValueRef, kernels::exec_node};
+) -> crate::exec::KernelNode {
+    use crate::exec::{KernelNodeId, ValueRef, kernel_types::exec_node};
     let mut n = exec_node(name, kernel);
     n.inputs = inputs
         .iter()
         .map(|&i| ValueRef {
-            node: ExecNodeId(i),
+            node: KernelNodeId(i),
             output: 0,
         })
         .collect();
-    n.control_inputs = control.iter().map(|&i| ExecNodeId(i)).collect();
+    n.control_inputs = control.iter().map(|&i| KernelNodeId(i)).collect();
     n.outputs = 1;
     n
 }

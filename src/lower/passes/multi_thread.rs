@@ -36,14 +36,14 @@
 
 use std::collections::BTreeSet;
 
-use crate::exec::kernels::kernel_type;
-use crate::exec::{ExecAttr, ExecGraph, ExecNode, ExecNodeId, KernelClass, ValueRef};
+use crate::exec::kernel_types::kernel_type;
+use crate::exec::{KernelAttr, KernelClass, KernelGraph, KernelNode, KernelNodeId, ValueRef};
 use compact_str::format_compact;
 use smallvec::smallvec;
 
 /// Splits every `CopyH2D` of `g` and its subgraphs; returns how many were split. The new
 /// nodes are appended; run the topological sort afterwards.
-pub fn split_mixed_launch_memory(g: &mut ExecGraph) -> usize {
+pub fn split_mixed_launch_memory(g: &mut KernelGraph) -> usize {
     let mut count = 0;
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
@@ -64,7 +64,7 @@ fn class_of(kernel: &str) -> KernelClass {
     kernel_type(kernel).map(|k| k.class).unwrap_or_default()
 }
 
-fn split_one(g: &mut ExecGraph, i: usize) {
+fn split_one(g: &mut KernelGraph, i: usize) {
     let copy = g.nodes[i].clone();
     // CopyH2D reads (host tensor, stream, allocator).
     let host = copy.inputs.first().copied();
@@ -73,7 +73,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     let base = copy.name.clone();
     // The Calc node takes the CopyH2D's place (same id), so nothing that ordered itself
     // after the copy through a control edge loses that order; it is re-targeted below.
-    let mut calc = ExecNode::new(
+    let mut calc = KernelNode::new(
         format_compact!("{base}/CalcDeviceCopySizes"),
         "CalcDeviceCopySizes",
         class_of("CalcDeviceCopySizes"),
@@ -84,9 +84,9 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     calc.attrs = copy.attrs.clone();
     calc.origin = copy.origin.clone();
     g.nodes[i] = calc;
-    let calc_id = ExecNodeId(i as u32);
+    let calc_id = KernelNodeId(i as u32);
 
-    let mut alloc = ExecNode::new(
+    let mut alloc = KernelNode::new(
         format_compact!("{base}/AllocMemHbm"),
         "AllocMemHbm",
         class_of("AllocMemHbm"),
@@ -102,7 +102,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     alloc.origin = copy.origin.clone();
     let alloc_id = g.add(alloc);
 
-    let mut share = ExecNode::new(
+    let mut share = KernelNode::new(
         format_compact!("{base}/ShareH2DCopyResult"),
         "ShareH2DCopyResult",
         class_of("ShareH2DCopyResult"),
@@ -121,7 +121,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     share.origin = copy.origin.clone();
     let share_id = g.add(share);
 
-    let mut launch = ExecNode::new(
+    let mut launch = KernelNode::new(
         format_compact!("{base}/LaunchH2DCopy"),
         "LaunchH2DCopy",
         class_of("LaunchH2DCopy"),
@@ -143,7 +143,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     launch.outputs = 0;
     launch
         .attrs
-        .insert("split_from".into(), ExecAttr::Str(base.into()));
+        .insert("split_from".into(), KernelAttr::Str(base.into()));
     launch.origin = copy.origin;
     let launch_id = g.add(launch);
 
@@ -151,7 +151,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
     // submission (see the module doc: every reader needs it, not only launches).
     let own = [calc_id, alloc_id, share_id, launch_id];
     for (j, n) in g.nodes.iter_mut().enumerate() {
-        if own.contains(&ExecNodeId(j as u32)) {
+        if own.contains(&KernelNodeId(j as u32)) {
             continue;
         }
         let mut reads = false;
@@ -176,7 +176,7 @@ fn split_one(g: &mut ExecGraph, i: usize) {
 }
 
 /// Whether the Free at `f` qualifies (see the module doc).
-pub fn free_qualifies(g: &ExecGraph, f: ExecNodeId) -> bool {
+pub fn free_qualifies(g: &KernelGraph, f: KernelNodeId) -> bool {
     let free = g.node(f);
     if free.kernel != "FreeMemory" {
         return false;
@@ -196,7 +196,7 @@ pub fn free_qualifies(g: &ExecGraph, f: ExecNodeId) -> bool {
 
 /// Turns qualifying Launch-to-Free edges of `g` and its subgraphs into exact relations;
 /// returns how many relations were recorded.
-pub fn remove_launch_free_edge(g: &mut ExecGraph) -> usize {
+pub fn remove_launch_free_edge(g: &mut KernelGraph) -> usize {
     let mut count = 0;
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
@@ -206,9 +206,9 @@ pub fn remove_launch_free_edge(g: &mut ExecGraph) -> usize {
     let len = g.nodes.len();
     // Launch -> the qualifying Frees it has an edge to, decided before anything changes so
     // that each Free is judged on the graph as lowering made it.
-    let mut frees_of: Vec<Vec<ExecNodeId>> = vec![Vec::new(); len];
+    let mut frees_of: Vec<Vec<KernelNodeId>> = vec![Vec::new(); len];
     for f in 0..len {
-        let fid = ExecNodeId(f as u32);
+        let fid = KernelNodeId(f as u32);
         if !free_qualifies(g, fid) {
             continue;
         }
@@ -221,13 +221,14 @@ pub fn remove_launch_free_edge(g: &mut ExecGraph) -> usize {
             }
         }
     }
-    let mut relations: BTreeSet<(ExecNodeId, ExecNodeId)> = g.free_launch.iter().copied().collect();
+    let mut relations: BTreeSet<(KernelNodeId, KernelNodeId)> =
+        g.free_launch.iter().copied().collect();
     for (l, frees) in frees_of.into_iter().enumerate() {
         if frees.is_empty() {
             continue;
         }
-        let lid = ExecNodeId(l as u32);
-        let producers: BTreeSet<ExecNodeId> = g.nodes[l]
+        let lid = KernelNodeId(l as u32);
+        let producers: BTreeSet<KernelNodeId> = g.nodes[l]
             .inputs
             .iter()
             .map(|v| v.node)
@@ -270,8 +271,8 @@ mod tests {
 
     /// One lowered compute node: shape, size, alloc, launch reading `x` and the alloc, and
     /// the Free of the alloc ordered after the launch.
-    fn lowered() -> ExecGraph {
-        let mut g = ExecGraph::new("Main");
+    fn lowered() -> KernelGraph {
+        let mut g = KernelGraph::new("Main");
         g.add(node("x", "Data", &[], &[])); // 0
         g.add(node("size", "CalcTensorSizeFromShape", &[0], &[])); // 1
         g.add(node("alloc", "AllocMemHbm", &[1], &[])); // 2
@@ -292,7 +293,7 @@ mod tests {
         // The Launch's memory-class producer is `alloc`, already an input of the Free: no
         // duplicate edge; the Launch edge is gone.
         assert!(free.control_inputs.is_empty(), "{:?}", free.control_inputs);
-        assert_eq!(g.free_launch, vec![(ExecNodeId(4), ExecNodeId(3))]);
+        assert_eq!(g.free_launch, vec![(KernelNodeId(4), KernelNodeId(3))]);
         assert_eq!(
             remove_launch_free_edge(&mut g),
             0,
@@ -307,11 +308,11 @@ mod tests {
         // A second memory-class producer the launch reads (a workspace).
         g.add(node("ws", "AllocMemHbm", &[1], &[])); // 5
         g.nodes[3].inputs.push(ValueRef {
-            node: ExecNodeId(5),
+            node: KernelNodeId(5),
             output: 0,
         });
         remove_launch_free_edge(&mut g);
-        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(5)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [KernelNodeId(5)]);
     }
 
     #[test]
@@ -321,7 +322,7 @@ mod tests {
         g.nodes[2].kernel = "AllocMemHost".into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
         assert_eq!(g.nodes[4].kernel, "FreeMemory");
-        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(3)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [KernelNodeId(3)]);
         // A producer that is not memory-class.
         let mut g = lowered();
         g.nodes[2].class = KernelClass::Normal;
@@ -330,32 +331,32 @@ mod tests {
         let mut g = lowered();
         g.nodes[4].kernel = "FreeMemoryHoldAddr".into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
-        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(3)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [KernelNodeId(3)]);
         // A control edge from something that does not launch stays.
         let mut g = lowered();
-        g.nodes[4].control_inputs = vec![ExecNodeId(1)].into();
+        g.nodes[4].control_inputs = vec![KernelNodeId(1)].into();
         assert_eq!(remove_launch_free_edge(&mut g), 0);
-        assert_eq!(g.nodes[4].control_inputs[..], [ExecNodeId(1)]);
+        assert_eq!(g.nodes[4].control_inputs[..], [KernelNodeId(1)]);
     }
 
     #[test]
     fn relations_stay_in_their_owner_graph() {
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("cond", "Data", &[], &[]));
         let mut iff = node("if", "If", &[0], &[]);
-        iff.subgraphs = vec![lowered(), ExecGraph::new("else")];
+        iff.subgraphs = vec![lowered(), KernelGraph::new("else")];
         g.add(iff);
         assert_eq!(remove_launch_free_edge(&mut g), 1);
         assert!(g.free_launch.is_empty());
         assert_eq!(
             g.nodes[1].subgraphs[0].free_launch,
-            vec![(ExecNodeId(4), ExecNodeId(3))]
+            vec![(KernelNodeId(4), KernelNodeId(3))]
         );
     }
 
     #[test]
     fn copy_h2d_is_split_and_readers_follow_the_launch() {
-        let mut g = ExecGraph::new("Init");
+        let mut g = KernelGraph::new("Init");
         g.add(node("w", "Const", &[], &[])); // 0
         g.add(node("upload", "CopyH2D", &[0], &[])); // 1
         let mut launch = node("conv", "LaunchKernelWithHandle", &[1], &[]);
@@ -380,13 +381,13 @@ mod tests {
         assert_eq!(
             g.nodes[2].inputs.as_slice(),
             [ValueRef {
-                node: ExecNodeId(5),
+                node: KernelNodeId(5),
                 output: 0
             }]
         );
-        assert_eq!(g.nodes[2].control_inputs[..], [ExecNodeId(6)]);
+        assert_eq!(g.nodes[2].control_inputs[..], [KernelNodeId(6)]);
         // A control edge to the copy now points at its launch.
-        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(6)]);
+        assert_eq!(g.nodes[3].control_inputs[..], [KernelNodeId(6)]);
         assert_eq!(g.nodes[6].outputs, 0);
         assert_eq!(g.nodes[6].class, KernelClass::Launch);
         crate::lower::passes::topo::sort(&mut g).unwrap();
@@ -403,14 +404,14 @@ mod tests {
 
     #[test]
     fn every_reader_of_a_copy_follows_its_launch() {
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("x", "Data", &[], &[])); // 0
         g.add(node("upload", "CopyH2D", &[0], &[])); // 1
         // A data-dependent op: a memory kernel that reads the copied bytes.
         g.add(node("nonzero", "LaunchKernelAllocOutputs", &[1], &[])); // 2
         g.add(node("free", "FreeMemory", &[1], &[2])); // 3
         split_mixed_launch_memory(&mut g);
-        let launch = ExecNodeId(
+        let launch = KernelNodeId(
             g.nodes
                 .iter()
                 .position(|n| n.kernel == "LaunchH2DCopy")
@@ -421,7 +422,7 @@ mod tests {
         }
         // The Free's wait for the copy becomes an exact relation.
         assert_eq!(remove_launch_free_edge(&mut g), 1);
-        assert_eq!(g.free_launch, vec![(ExecNodeId(3), launch)]);
+        assert_eq!(g.free_launch, vec![(KernelNodeId(3), launch)]);
         assert_eq!(g.nodes[3].kernel, "FreeMemoryHoldAddr");
     }
 }

@@ -7,14 +7,14 @@
 //! length of the longest path from it to a sink, so the critical path runs first and the
 //! device gets long chains of work early. Subgraphs get their own priorities.
 
-use crate::exec::ExecGraph;
+use crate::exec::KernelGraph;
 
 /// The priority of memory-releasing kernels: below any critical-path value.
 pub const RELEASE_PRIORITY: i64 = i64::MIN / 2;
 
 /// Sets `priority` on every node of `g` and its subgraphs. `g` must be topologically
 /// sorted (every input before its reader).
-pub fn assign(g: &mut ExecGraph) {
+pub fn assign(g: &mut KernelGraph) {
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
             assign(s);
@@ -50,15 +50,15 @@ pub fn assign(g: &mut ExecGraph) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::ExecNode;
+    use crate::exec::KernelNode;
 
-    fn node(kernel: &str, inputs: &[u32]) -> ExecNode {
+    fn node(kernel: &str, inputs: &[u32]) -> KernelNode {
         crate::lower::passes::test_node(kernel, kernel, inputs, &[])
     }
 
     #[test]
     fn critical_path_first_and_frees_at_once() {
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("Data", &[])); // 0: a -> b -> c -> out: depth 3
         g.add(node("InferShape", &[0])); // 1: depth 2
         g.add(node("AllocMemHbm", &[])); // 2: -> launch -> out: depth 2

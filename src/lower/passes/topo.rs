@@ -1,4 +1,4 @@
-//! Topological sort: renumbers an ExecGraph's nodes so that every node comes after the
+//! Topological sort: renumbers an KernelGraph's nodes so that every node comes after the
 //! nodes it reads from or is ordered after.
 //!
 //! Lowering emits nodes in whatever order its converters find convenient; every dependency
@@ -9,7 +9,7 @@
 //!
 //! Then every Free goes right after the last node it waits for (see [`place_frees`]).
 
-use crate::exec::{ExecGraph, ExecNodeId};
+use crate::exec::{KernelGraph, KernelNodeId};
 
 /// A cycle was found; the names are some of the nodes on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +21,7 @@ pub struct CycleError {
 }
 
 /// Sorts `g` and every subgraph below it in place.
-pub fn sort(g: &mut ExecGraph) -> Result<(), CycleError> {
+pub fn sort(g: &mut KernelGraph) -> Result<(), CycleError> {
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
             sort(s)?;
@@ -46,7 +46,7 @@ pub fn sort(g: &mut ExecGraph) -> Result<(), CycleError> {
 /// fresh blocks instead of the few its free lists hold, and no launch would ever see the
 /// same addresses twice. A Free that another node waits for stays where it is. `g` must
 /// be sorted; the result is.
-fn place_frees(g: &mut ExecGraph) {
+fn place_frees(g: &mut KernelGraph) {
     let n = g.nodes.len();
     let mut waited_for = vec![false; n];
     for node in &g.nodes {
@@ -58,7 +58,7 @@ fn place_frees(g: &mut ExecGraph) {
         }
     }
     // The Frees to place after each node, in their old order.
-    let mut after: Vec<Vec<ExecNodeId>> = vec![Vec::new(); n];
+    let mut after: Vec<Vec<KernelNodeId>> = vec![Vec::new(); n];
     let mut moved = vec![false; n];
     let mut any = false;
     for (j, node) in g.nodes.iter().enumerate() {
@@ -74,7 +74,7 @@ fn place_frees(g: &mut ExecGraph) {
         if let Some(last) = last
             && last + 1 < j
         {
-            after[last].push(ExecNodeId(j as u32));
+            after[last].push(KernelNodeId(j as u32));
             moved[j] = true;
             any = true;
         }
@@ -85,7 +85,7 @@ fn place_frees(g: &mut ExecGraph) {
     let mut order = Vec::with_capacity(n);
     for j in 0..n {
         if !moved[j] {
-            order.push(ExecNodeId(j as u32));
+            order.push(KernelNodeId(j as u32));
         }
         order.append(&mut after[j]);
     }
@@ -97,7 +97,7 @@ fn is_free(kernel: &str) -> bool {
 }
 
 /// The topological order of `g`'s nodes (old ids), ties broken by old id.
-pub fn order(g: &ExecGraph) -> Result<Vec<ExecNodeId>, CycleError> {
+pub fn order(g: &KernelGraph) -> Result<Vec<KernelNodeId>, CycleError> {
     g.topological_order().map_err(|left| CycleError {
         graph: g.name.clone(),
         count: left.len(),
@@ -111,14 +111,14 @@ pub fn order(g: &ExecGraph) -> Result<Vec<ExecNodeId>, CycleError> {
 
 /// Reorders `g`'s nodes to `order` (a permutation of old ids) and rewrites every id that
 /// refers to them: inputs, control inputs and Free-Launch relations.
-pub fn apply(g: &mut ExecGraph, order: &[ExecNodeId]) {
+pub fn apply(g: &mut KernelGraph, order: &[KernelNodeId]) {
     debug_assert_eq!(order.len(), g.nodes.len());
     let mut new_id = vec![0u32; order.len()];
     for (new, old) in order.iter().enumerate() {
         new_id[old.index()] = new as u32;
     }
-    let remap = |id: ExecNodeId| ExecNodeId(new_id[id.index()]);
-    let mut old: Vec<Option<crate::exec::ExecNode>> =
+    let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
+    let mut old: Vec<Option<crate::exec::KernelNode>> =
         std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
     g.nodes = order
         .iter()
@@ -141,39 +141,39 @@ pub fn apply(g: &mut ExecGraph, order: &[ExecNodeId]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::ExecNode;
+    use crate::exec::KernelNode;
 
-    fn node(name: &str, inputs: &[u32], control: &[u32]) -> ExecNode {
+    fn node(name: &str, inputs: &[u32], control: &[u32]) -> KernelNode {
         crate::lower::passes::test_node(name, "InferShape", inputs, control)
     }
 
-    fn names(g: &ExecGraph) -> Vec<&str> {
+    fn names(g: &KernelGraph) -> Vec<&str> {
         g.nodes.iter().map(|n| n.name.as_str()).collect()
     }
 
     #[test]
     fn sorts_and_remaps_every_reference() {
         // Emitted out of order: c reads b reads a; d is ordered after c by a control edge.
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("c", &[2], &[])); // 0
         g.add(node("d", &[], &[0])); // 1
         g.add(node("b", &[3], &[])); // 2
         g.add(node("a", &[], &[])); // 3
-        g.free_launch.push((ExecNodeId(1), ExecNodeId(2)));
+        g.free_launch.push((KernelNodeId(1), KernelNodeId(2)));
         sort(&mut g).unwrap();
         assert_eq!(names(&g), ["a", "b", "c", "d"]);
-        assert_eq!(g.nodes[1].inputs[0].node, ExecNodeId(0));
-        assert_eq!(g.nodes[2].inputs[0].node, ExecNodeId(1));
-        assert_eq!(g.nodes[3].control_inputs[..], [ExecNodeId(2)]);
-        assert_eq!(g.free_launch, vec![(ExecNodeId(3), ExecNodeId(1))]);
+        assert_eq!(g.nodes[1].inputs[0].node, KernelNodeId(0));
+        assert_eq!(g.nodes[2].inputs[0].node, KernelNodeId(1));
+        assert_eq!(g.nodes[3].control_inputs[..], [KernelNodeId(2)]);
+        assert_eq!(g.free_launch, vec![(KernelNodeId(3), KernelNodeId(1))]);
     }
 
     #[test]
     fn ties_keep_emission_order_and_subgraphs_are_sorted() {
-        let mut sub = ExecGraph::new("Main/if.then");
+        let mut sub = KernelGraph::new("Main/if.then");
         sub.add(node("y", &[1], &[]));
         sub.add(node("x", &[], &[]));
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("p", &[], &[]));
         let mut q = node("q", &[], &[]);
         q.subgraphs.push(sub);
@@ -188,7 +188,7 @@ mod tests {
     fn each_free_goes_right_after_what_it_waits_for() {
         use crate::lower::passes::test_node;
         // A chain as lowering emits it: allocations and launches, then the level's Frees.
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(test_node("alloc1", "AllocMemHbm", &[], &[])); // 0
         g.add(test_node("launch1", "LaunchKernelWithHandle", &[0], &[])); // 1
         g.add(test_node("alloc2", "AllocMemHbm", &[], &[])); // 2
@@ -211,7 +211,7 @@ mod tests {
         // A Free something waits for keeps its place.
         g.add(test_node("free3", "FreeMemory", &[4], &[6])); // 9
         g.add(test_node("after", "NetOutput", &[], &[9])); // 10
-        g.free_launch.push((ExecNodeId(8), ExecNodeId(5)));
+        g.free_launch.push((KernelNodeId(8), KernelNodeId(5)));
         sort(&mut g).unwrap();
         assert_eq!(
             names(&g),
@@ -222,17 +222,17 @@ mod tests {
         );
         assert_eq!(
             g.nodes[4].control_inputs[..],
-            [ExecNodeId(1), ExecNodeId(3)]
+            [KernelNodeId(1), KernelNodeId(3)]
         );
-        assert_eq!(g.nodes[7].inputs[0].node, ExecNodeId(2));
-        assert_eq!(g.nodes[10].control_inputs[..], [ExecNodeId(9)]);
-        assert_eq!(g.free_launch, vec![(ExecNodeId(7), ExecNodeId(6))]);
+        assert_eq!(g.nodes[7].inputs[0].node, KernelNodeId(2));
+        assert_eq!(g.nodes[10].control_inputs[..], [KernelNodeId(9)]);
+        assert_eq!(g.free_launch, vec![(KernelNodeId(7), KernelNodeId(6))]);
         assert!(g.is_sorted());
     }
 
     #[test]
     fn cycles_are_errors_naming_nodes() {
-        let mut g = ExecGraph::new("Main");
+        let mut g = KernelGraph::new("Main");
         g.add(node("a", &[1], &[]));
         g.add(node("b", &[0], &[]));
         g.add(node("c", &[], &[]));

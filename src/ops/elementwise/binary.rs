@@ -1,8 +1,9 @@
-//! Broadcasting kernels: arithmetic (Add ... Mod, Pow, PRelu), the variadic Max, Min, Sum
+//! Broadcasting compute functions: arithmetic (Add ... Mod, Pow, PRelu), the variadic Max, Min, Sum
 //! and Mean, comparisons, logic, the bitwise ops and BitShift, Where and Clip.
 //!
-//! Every kernel is a per-element function handed to the broadcasting engine
-//! ([`super::broadcast`](mod@super::broadcast)); the op is matched once per launch, never per element.
+//! Every compute function is a per-element function handed to the broadcasting engine
+//! ([`super::broadcast`](mod@super::broadcast)); the op is matched once per launch, never per
+//! element.
 
 use half::{bf16, f16};
 
@@ -71,7 +72,7 @@ pub fn compute_arithmetic(
     }
 }
 
-/// Chooses a kernel specialized for a two-input Add, Sub, Mul, Div, Max, Min or Sum
+/// Chooses a compute function specialized for a two-input Add, Sub, Mul, Div, Max, Min or Sum
 /// launch (see [`SpecialFn`]) whose operands and output share one numeric dtype, each
 /// operand read whole (the output's dims) or as one element, into a small output: the
 /// case `zip` takes its shortcut for, decided once here instead of at every run. Larger
@@ -549,7 +550,7 @@ mod tests {
     }
 
     /// What a device does with a launch of `op` on `inputs` into a tensor shaped like
-    /// `out`: chooses the op's specialized kernel and runs it on the bytes. `None` when
+    /// `out`: chooses the op's specialized compute function and runs it on the bytes. `None` when
     /// none is chosen.
     fn specialized(op: &str, inputs: &[Tensor], out: &Tensor) -> Option<Tensor> {
         let reg = OpRegistry::new();

@@ -1,4 +1,4 @@
-//! The broadcasting engine every binary, ternary and variadic elementwise kernel runs on:
+//! The broadcasting engine every binary, ternary and variadic elementwise compute function runs on:
 //! NumPy broadcasting of up to a few inputs into one output, as a walk over runs of
 //! output elements.
 //!
@@ -6,20 +6,20 @@
 //! output's size-1 dims and merges neighbouring dims that every input steps through
 //! contiguously (or not at all), so equal shapes collapse to one dim, `[n, c] + [c]` to
 //! two, and the innermost dim left is a *run*: along it each input either advances by one
-//! element or stands still (stride 1 or 0). Kernels get runs, never single elements, so
+//! element or stands still (stride 1 or 0). Compute functions get runs, never single elements, so
 //! their inner loops are plain slice loops the compiler vectorizes; the multi-index walk
 //! only happens once per run. [`par_runs`] splits the output into chunks for rayon above
 //! [`PAR_MIN`] elements; a chunk may begin and end mid-run, so the equal-shape case (one
 //! run) still spreads over every thread.
 //!
-//! [`zip`], [`zip3`], [`expand`] and [`accumulate`] are the drivers kernels call: each
+//! [`zip`], [`zip3`], [`expand`] and [`accumulate`] are the drivers compute functions call: each
 //! builds the layout, checks every input holds the elements its shape says, and runs a
 //! per-element function over the runs. [`par_map`] is the unary map without broadcasting.
 
 use rayon::prelude::*;
 use smallvec::{SmallVec, smallvec};
 
-/// Output elements below which a kernel stays on the calling thread: smaller work does
+/// Output elements below which a compute function stays on the calling thread: smaller work does
 /// not repay rayon's hand-off. Also the smallest chunk a parallel run gets.
 pub const PAR_MIN: usize = 1 << 14;
 
@@ -30,7 +30,7 @@ pub struct Mismatch {
     pub input: usize,
 }
 
-/// Ranks up to this keep a layout on the stack: a kernel call on a small tensor is then
+/// Ranks up to this keep a layout on the stack: a compute function call on a small tensor is then
 /// free of heap allocation, which a steady-state execution relies on.
 const MAX_INLINE_RANK: usize = 8;
 
@@ -222,7 +222,7 @@ fn check_len<T>(input: usize, data: &[T], shape: &[usize]) -> Result<(), Mismatc
 }
 
 /// Whether `a` and `b` are the same dims but for leading 1s (the same elements in the same
-/// order): concrete dims here, and the dims of metas when a kernel is specialized.
+/// order): concrete dims here, and the dims of metas when a compute function is specialized.
 pub(super) fn same_dims<D: Copy + PartialEq + From<u8>>(a: &[D], b: &[D]) -> bool {
     let one = D::from(1);
     let strip = |s: &[D]| s.iter().position(|&d| d != one).map_or(0, |k| s.len() - k);
@@ -232,10 +232,10 @@ pub(super) fn same_dims<D: Copy + PartialEq + From<u8>>(a: &[D], b: &[D]) -> boo
     na == nb && a[a.len() - na..].iter().eq(&b[b.len() - nb..])
 }
 
-/// One run of a binary kernel: `o[t] = f(a[t * sa], b[t * sb])` for `step = [sa, sb]`,
+/// One run of a binary compute function: `o[t] = f(a[t * sa], b[t * sb])` for `step = [sa, sb]`,
 /// each stride 0 or 1. One loop per stride pair, each a plain zip over slices with any
 /// broadcast operand hoisted, so the compiler vectorizes all four. Shared by [`zip`] and
-/// the kernels specialized at load (`binary::specialize_arithmetic`), which must write
+/// the compute functions specialized at load (`binary::specialize_arithmetic`), which must write
 /// what `zip` writes bit for bit.
 #[inline(always)]
 pub(super) fn zip_run<A: Copy, B: Copy, O>(
@@ -284,7 +284,7 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
         zip_run(o, &a[i..], &b[j..], step, &f);
     };
     // Small outputs whose operands are whole (the output's shape) or one element: one run
-    // without building a layout, which costs more than such a kernel's work.
+    // without building a layout, which costs more than such a compute function's work.
     let len: usize = out_shape.iter().product();
     if len < 2 * PAR_MIN && len <= out.len() {
         let whole_a = same_dims(a_shape, out_shape);

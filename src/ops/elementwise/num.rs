@@ -1,4 +1,4 @@
-//! Element arithmetic for the elementwise kernels: what `+`, `/`, `%`, max and the
+//! Element arithmetic for the elementwise compute functions: what `+`, `/`, `%`, max and the
 //! conversions mean for each device type, written once per kind of number.
 //!
 //! - [`Num`]: every numeric device type (bool travels as `u8`). Integers wrap as NumPy's

@@ -1,4 +1,4 @@
-//! Unary kernels: the math functions and activations (one generic map over a slice per
+//! Unary compute functions: the math functions and activations (one generic map over a slice per
 //! op), the integer forms of Abs, Neg, Sign and Relu, BitwiseNot, Not, IsNaN, IsInf and
 //! Identity.
 //!

@@ -1,7 +1,7 @@
 //! Dropout as inference runs it: the identity, with a mask that keeps everything.
 //!
 //! Training-mode dropout with a positive ratio draws random numbers; no deterministic
-//! kernel can reproduce another runtime's draw, so that combination is an error rather
+//! compute function can reproduce another runtime's draw, so that combination is an error rather
 //! than a silently different result.
 
 use super::scalar::read_f64s;

@@ -1,4 +1,4 @@
-//! The element types the neural-network kernels compute on, and how each converts to the
+//! The element types the neural-network compute functions compute on, and how each converts to the
 //! precision the arithmetic runs in.
 //!
 //! Pools, normalizations, resampling and recurrences read each element as `f64`, compute,

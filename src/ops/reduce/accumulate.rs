@@ -1,4 +1,4 @@
-//! Element types as arithmetic kernels (reductions, cumulative sums, scatter reductions)
+//! Element types as arithmetic compute functions (reductions, cumulative sums, scatter reductions)
 //! see them: each [`Num`] element type accumulates in an [`Acc`] type.
 //!
 //! Half-precision types accumulate in f32 and are rounded once per output element, as ONNX
@@ -74,7 +74,7 @@ macro_rules! int_acc {
 }
 int_acc!(i64 => i64::wrapping_abs, u64 => std::convert::identity);
 
-/// An element type arithmetic kernels compute on.
+/// An element type arithmetic compute functions compute on.
 pub trait Num: Elem + PartialOrd {
     type Acc: Acc;
     fn to_acc(self) -> Self::Acc;

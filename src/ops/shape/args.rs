@@ -1,5 +1,5 @@
-//! A kernel's inputs and outputs fetched by position, as exactly the bytes their shapes
-//! cover: a missing tensor or a short buffer is an [`OpError`] naming the op, so kernels
+//! A compute function's inputs and outputs fetched by position, as exactly the bytes their shapes
+//! cover: a missing tensor or a short buffer is an [`OpError`] naming the op, so compute functions
 //! index nothing that came from a caller unchecked.
 
 use crate::ops::shape::movement::MoveError;

@@ -1,9 +1,9 @@
-//! Integer inputs as kernels read them: index tensors (Gather's indices, Slice's starts,
+//! Integer inputs as compute functions read them: index tensors (Gather's indices, Slice's starts,
 //! Pad's pads, an axes input) widened to i64 whatever their integer type, and ONNX's
 //! negative indices resolved against a dim.
 //!
 //! Reading widens once per op into one `Vec`, never per element; resolving is checked,
-//! so an index out of range is `None` for the kernel to turn into an error.
+//! so an index out of range is `None` for the compute function to turn into an error.
 
 use half::{bf16, f16};
 

@@ -5,14 +5,14 @@
 
 use proptest::prelude::*;
 
+use crate::capture::device_kernels::DeviceKernel;
 use crate::capture::error::AclError;
-use crate::capture::kernels::Kernel;
 use crate::capture::types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scalar};
 
 use super::ast::{BufferDecl, Call, DeviceSettings, Script, Step};
 use super::calls::CALLS;
+use super::device_kernels::DEVICE_KERNELS;
 use super::error::position;
-use super::kernels::KERNELS;
 use super::parse::parse;
 
 mod call_table;
@@ -293,21 +293,21 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::Fill {
+            kernel: DeviceKernel::Fill {
                 dst: s("x"),
                 value: Scalar::Int(7),
             },
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::Copy {
+            kernel: DeviceKernel::Copy {
                 dst: s("x"),
                 src: s("y"),
             },
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::Add {
+            kernel: DeviceKernel::Add {
                 dst: s("x"),
                 a: s("x"),
                 b: s("y"),
@@ -315,7 +315,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::AddScalar {
+            kernel: DeviceKernel::AddScalar {
                 dst: s("f"),
                 src: s("f"),
                 value: Scalar::Float(1.0),
@@ -323,7 +323,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::MulScalar {
+            kernel: DeviceKernel::MulScalar {
                 dst: s("f"),
                 src: s("f"),
                 value: Scalar::Float(0.5),
@@ -331,7 +331,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::Increment {
+            kernel: DeviceKernel::Increment {
                 dst: s("x"),
                 index: 0,
                 by: Scalar::Int(1),
@@ -339,7 +339,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::Increment {
+            kernel: DeviceKernel::Increment {
                 dst: s("f"),
                 index: 1,
                 by: Scalar::Float(-2.0),
@@ -371,7 +371,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::SetCond {
+            kernel: DeviceKernel::SetCond {
                 handle: s("h"),
                 src: s("c"),
                 index: 0,
@@ -379,7 +379,7 @@ fn full_script_parses_into_every_call_and_kernel() {
         },
         Call::Launch {
             stream: s("s0"),
-            kernel: Kernel::SetCondLt {
+            kernel: DeviceKernel::SetCondLt {
                 handle: s("h"),
                 src: s("x"),
                 index: 3,
@@ -437,7 +437,7 @@ fn full_script_parses_into_every_call_and_kernel() {
             model: s("m0"),
             stream: 1,
             task: 0,
-            kernel: Kernel::Increment {
+            kernel: DeviceKernel::Increment {
                 dst: s("x"),
                 index: 0,
                 by: Scalar::Int(5),
@@ -531,20 +531,20 @@ fn names_match_the_script_spelling() {
             _ => None,
         })
         .collect();
-    for kernel in KERNELS.iter().map(|k| k.name) {
+    for kernel in DEVICE_KERNELS.iter().map(|k| k.name) {
         assert!(kernels.contains(&kernel), "{kernel} missing from FULL");
     }
 }
 
 #[test]
 fn kernel_buffers() {
-    let add = Kernel::Add {
+    let add = DeviceKernel::Add {
         dst: s("d"),
         a: s("a"),
         b: s("b"),
     };
     assert_eq!(add.buffers(), ["d", "a", "b"]);
-    let lt = Kernel::SetCondLt {
+    let lt = DeviceKernel::SetCondLt {
         handle: s("h"),
         src: s("x"),
         index: 0,
@@ -576,7 +576,7 @@ fn defaults() {
         step.call,
         Call::Launch {
             stream: s("s"),
-            kernel: Kernel::Increment {
+            kernel: DeviceKernel::Increment {
                 dst: s("x"),
                 index: 0,
                 by: Scalar::Float(1.0)

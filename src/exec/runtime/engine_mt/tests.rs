@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::exec::runtime::{KernelContext, KernelInfo, KernelRegistry, KernelResult, prepare};
-use crate::exec::{ExecGraph, ExecNode, ExecNodeId, ValueRef};
+use crate::exec::{KernelGraph, KernelNode, KernelNodeId, ValueRef};
 use crate::ops::OpRegistry;
 
 fn noop(_: &mut KernelContext<'_>) -> KernelResult {
@@ -22,13 +22,13 @@ fn registry() -> KernelRegistry {
 /// `launches` launches in a chain, then `frees` memory nodes in a chain; Free `k` is
 /// related to the launches `rel[k]`.
 fn plan(launches: usize, rel: &[Vec<usize>]) -> Plan {
-    let mut g = ExecGraph::new("Main");
-    let chain = |g: &mut ExecGraph, name: String, kernel: &'static str, class, prev: bool| {
-        let mut n = ExecNode::new(name, kernel, class);
+    let mut g = KernelGraph::new("Main");
+    let chain = |g: &mut KernelGraph, name: String, kernel: &'static str, class, prev: bool| {
+        let mut n = KernelNode::new(name, kernel, class);
         n.outputs = 1;
         if prev {
             n.inputs.push(ValueRef {
-                node: ExecNodeId(g.nodes.len() as u32 - 1),
+                node: KernelNodeId(g.nodes.len() as u32 - 1),
                 output: 0,
             });
         }
@@ -52,7 +52,7 @@ fn plan(launches: usize, rel: &[Vec<usize>]) -> Plan {
             k > 0,
         );
         for &l in ls {
-            g.free_launch.push((f, ExecNodeId(l as u32)));
+            g.free_launch.push((f, KernelNodeId(l as u32)));
         }
     }
     prepare(&g, "Main", &registry(), &OpRegistry::default()).unwrap()

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::exec::{ExecNode, KernelClass};
+use crate::exec::{KernelClass, KernelNode};
 use crate::ops::Attr;
 
 use super::super::context::{KernelContext, KernelResult};
@@ -19,7 +19,7 @@ fn nothing(_: &mut KernelContext<'_>) -> KernelResult {
 }
 
 /// A `Const` holds a host tensor (`value`) or a shape (`shape`).
-fn const_outputs(node: &ExecNode, out: &mut [Value]) -> Result<(), LoadError> {
+fn const_outputs(node: &KernelNode, out: &mut [Value]) -> Result<(), LoadError> {
     let [slot] = out else {
         return Err(format!("a Const has one output, this one {}", out.len()).into());
     };

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::exec::{ExecNode, KernelClass};
+use crate::exec::{KernelClass, KernelNode};
 use crate::npu::device::{DevicePtr, Launch, StreamRef, Task, TensorArg};
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpRegistry, TensorMeta};
@@ -49,14 +49,14 @@ struct InferState {
 
 /// The operand element types of attribute `key` (`None` for an omitted optional input),
 /// as lowering typed them.
-fn dtypes<'n>(node: &'n ExecNode, key: &str) -> Result<&'n [Option<DType>], LoadError> {
+fn dtypes<'n>(node: &'n KernelNode, key: &str) -> Result<&'n [Option<DType>], LoadError> {
     node.attrs
         .get(key)
         .and_then(|a| a.as_dtypes())
         .ok_or_else(|| format!("attribute {key:?} (a dtype list) is missing").into())
 }
 
-fn prepare_op(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
+fn prepare_op(node: &KernelNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
     let spec = op_spec(node, ops, "_op_type")?;
     let inputs = dtypes(node, "_in_dtypes")?.to_vec();
     let outputs = dtypes(node, "_out_dtypes")?

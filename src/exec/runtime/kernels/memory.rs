@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::exec::{ExecNode, KernelClass};
+use crate::exec::{KernelClass, KernelNode};
 use crate::npu::device::{HostBuf, Task};
 use crate::ops::OpRegistry;
 
@@ -33,7 +33,7 @@ fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
 /// A size known at lowering (`AllocMemHbm(allocator)` with attribute `size`) is read once,
 /// here: looking the attribute up by name at every execution cost more than the
 /// allocation itself.
-fn prepare_alloc(node: &ExecNode, _: &OpRegistry) -> Result<NodeData, LoadError> {
+fn prepare_alloc(node: &KernelNode, _: &OpRegistry) -> Result<NodeData, LoadError> {
     if node.inputs.len() > 1 {
         return Ok(NodeData::None);
     }

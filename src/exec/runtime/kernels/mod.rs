@@ -3,7 +3,7 @@
 //! tract registers op families) and each owning the state types its kernels keep in their
 //! nodes' [`NodeState`](super::state::NodeState)s; this file only assembles them.
 //!
-//! Every kernel type of `crate::exec::kernels` that lowering emits has an implementation
+//! Every kernel type of `crate::exec::kernel_types` that lowering emits has an implementation
 //! here; `Tiling`, `FindTilingFunc`, `TilingParse` and `AllocMemHost` have none yet (no op
 //! of the library needs tiling or host outputs), and a graph naming them fails to load,
 //! naming the node.

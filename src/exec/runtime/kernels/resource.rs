@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::exec::{ExecNode, KernelClass};
+use crate::exec::{KernelClass, KernelNode};
 use crate::ops::OpRegistry;
 
 use super::super::context::{KernelContext, KernelResult, NodeData, OpData};
@@ -97,7 +97,7 @@ fn destroy_allocator(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
-fn prepare_infer(node: &ExecNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
+fn prepare_infer(node: &KernelNode, ops: &OpRegistry) -> Result<NodeData, LoadError> {
     let spec = op_spec(node, ops, "op_type")?;
     Ok(NodeData::Op(Box::new(OpData {
         spec,

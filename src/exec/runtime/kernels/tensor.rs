@@ -1,7 +1,7 @@
 //! What the kernel families share: a shape's dims and a tensor's bytes checked at run
 //! time, and the op a node names looked up at load.
 
-use crate::exec::ExecNode;
+use crate::exec::KernelNode;
 use crate::ops::{DType, OpRegistry, OpSpec};
 
 use super::super::error::{KernelError, LoadError};
@@ -24,7 +24,7 @@ pub(crate) fn tensor_bytes(dtype: DType, shape: &[i64]) -> Result<usize, KernelE
 }
 
 /// The op named by attribute `key` in the op library.
-pub(crate) fn op_spec(node: &ExecNode, ops: &OpRegistry, key: &str) -> Result<OpSpec, LoadError> {
+pub(crate) fn op_spec(node: &KernelNode, ops: &OpRegistry, key: &str) -> Result<OpSpec, LoadError> {
     let op = node
         .attrs
         .get(key)

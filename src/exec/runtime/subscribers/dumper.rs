@@ -171,7 +171,7 @@ mod tests {
 
     use super::*;
     use crate::exec::runtime::{Env, ExecutorType, KernelRegistry, engine, prepare};
-    use crate::exec::{ExecAttr, ExecGraph, ExecNode, KernelClass};
+    use crate::exec::{KernelAttr, KernelClass, KernelGraph, KernelNode};
     use crate::npu::device::{Device, DeviceConfig};
     use crate::ops::OpRegistry;
 
@@ -189,15 +189,15 @@ mod tests {
             .expect("a builtin kernel");
         info.funcs.run = writes_nothing;
         reg.register("LaunchKernelAllocOutputs", info);
-        let mut node = ExecNode::new("relu", "LaunchKernelAllocOutputs", KernelClass::Launch);
+        let mut node = KernelNode::new("relu", "LaunchKernelAllocOutputs", KernelClass::Launch);
         for (key, value) in [
             ("_op_type", "Relu"),
             ("_in_dtypes", "float32"),
             ("_out_dtypes", "float32"),
         ] {
-            node.attrs.insert(key.into(), ExecAttr::Str(value.into()));
+            node.attrs.insert(key.into(), KernelAttr::Str(value.into()));
         }
-        let mut graph = ExecGraph::new("Main");
+        let mut graph = KernelGraph::new("Main");
         graph.add(node);
         let ops = Arc::new(OpRegistry::new());
         let plan = prepare(&graph, "Main", &reg, &ops).expect("prepared");

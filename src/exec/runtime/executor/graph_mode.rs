@@ -2,9 +2,9 @@
 //! replayed, the way PyTorch's NPUGraph or CUDA Graphs replay a captured step.
 //!
 //! `ModelV2Executor::capture_main` runs Main once with the model's stream capturing
-//! ([`Device::begin_capture`](crate::npu::Device::begin_capture)): the host kernels run as usual (shape inference,
-//! allocation, launch records), every device task is recorded instead of run, and the
-//! recorded list becomes a one-stream device model. A replay
+//! ([`Device::begin_capture`](crate::npu::Device::begin_capture)): the host kernels run as usual
+//! (shape inference, allocation, launch records), every device task is recorded instead of run, and
+//! the recorded list becomes a one-stream device model. A replay
 //! (`ModelV2Executor::replay_sync`) writes the new inputs into the staging buffers the
 //! captured uploads read, executes the model, and downloads the outputs from the memory
 //! the capture allocated for them: no engine, no kernel function, no allocation on the

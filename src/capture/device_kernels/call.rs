@@ -1,6 +1,6 @@
 //! One launch of a built-in kernel: [`Buf`], a buffer of device memory as a kernel sees
-//! it, and [`KernelCall`], a kernel with its resolved arguments: the checks
-//! `aclrtLaunchKernel` makes, name resolution from a [`Kernel`], and the device
+//! it, and [`DeviceKernelCall`], a kernel with its resolved arguments: the checks
+//! `aclrtLaunchKernel` makes, name resolution from a [`DeviceKernel`], and the device
 //! [`Launch`] of the op that computes it (the ops are in [`super::ops`]).
 
 use crate::npu::device::{DevicePtr, Launch, TensorArg};
@@ -9,7 +9,7 @@ use crate::ops::{Attr, AttrMap, DType};
 use crate::capture::error::AclError;
 use crate::capture::types::{BufDtype, Scalar};
 
-use super::named::Kernel;
+use super::named::DeviceKernel;
 
 /// A buffer of device memory as a kernel sees it: `len` elements of `dtype` at `ptr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,7 +36,7 @@ fn device_dtype(d: BufDtype) -> DType {
 /// One launch of a built-in kernel (`aclrtLaunchKernel` with the kernel's arguments).
 /// `cond` is the device address of a condition handle's value.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum KernelCall<H = DevicePtr> {
+pub enum DeviceKernelCall<H = DevicePtr> {
     Fill {
         dst: Buf,
         value: Scalar,
@@ -78,41 +78,50 @@ pub enum KernelCall<H = DevicePtr> {
     },
 }
 
-impl<H: Copy> KernelCall<H> {
+impl<H: Copy> DeviceKernelCall<H> {
     /// The kernel's name (its op name on the device).
     pub fn name(&self) -> &'static str {
         match self {
-            KernelCall::Fill { .. } => "fill",
-            KernelCall::Copy { .. } => "copy",
-            KernelCall::Add { .. } => "add",
-            KernelCall::AddScalar { .. } => "add_scalar",
-            KernelCall::MulScalar { .. } => "mul_scalar",
-            KernelCall::Increment { .. } => "increment",
-            KernelCall::SetCond { .. } => "set_cond",
-            KernelCall::SetCondLt { .. } => "set_cond_lt",
+            DeviceKernelCall::Fill { .. } => "fill",
+            DeviceKernelCall::Copy { .. } => "copy",
+            DeviceKernelCall::Add { .. } => "add",
+            DeviceKernelCall::AddScalar { .. } => "add_scalar",
+            DeviceKernelCall::MulScalar { .. } => "mul_scalar",
+            DeviceKernelCall::Increment { .. } => "increment",
+            DeviceKernelCall::SetCond { .. } => "set_cond",
+            DeviceKernelCall::SetCondLt { .. } => "set_cond_lt",
         }
     }
 
     /// The same call with its condition handle mapped (`f` may fail).
-    pub fn map_cond<G, E>(self, f: impl FnOnce(H) -> Result<G, E>) -> Result<KernelCall<G>, E> {
+    pub fn map_cond<G, E>(
+        self,
+        f: impl FnOnce(H) -> Result<G, E>,
+    ) -> Result<DeviceKernelCall<G>, E> {
         Ok(match self {
-            KernelCall::Fill { dst, value } => KernelCall::Fill { dst, value },
-            KernelCall::Copy { dst, src } => KernelCall::Copy { dst, src },
-            KernelCall::Add { dst, a, b } => KernelCall::Add { dst, a, b },
-            KernelCall::AddScalar { dst, src, value } => KernelCall::AddScalar { dst, src, value },
-            KernelCall::MulScalar { dst, src, value } => KernelCall::MulScalar { dst, src, value },
-            KernelCall::Increment { dst, index, by } => KernelCall::Increment { dst, index, by },
-            KernelCall::SetCond { cond, src, index } => KernelCall::SetCond {
+            DeviceKernelCall::Fill { dst, value } => DeviceKernelCall::Fill { dst, value },
+            DeviceKernelCall::Copy { dst, src } => DeviceKernelCall::Copy { dst, src },
+            DeviceKernelCall::Add { dst, a, b } => DeviceKernelCall::Add { dst, a, b },
+            DeviceKernelCall::AddScalar { dst, src, value } => {
+                DeviceKernelCall::AddScalar { dst, src, value }
+            }
+            DeviceKernelCall::MulScalar { dst, src, value } => {
+                DeviceKernelCall::MulScalar { dst, src, value }
+            }
+            DeviceKernelCall::Increment { dst, index, by } => {
+                DeviceKernelCall::Increment { dst, index, by }
+            }
+            DeviceKernelCall::SetCond { cond, src, index } => DeviceKernelCall::SetCond {
                 cond: f(cond)?,
                 src,
                 index,
             },
-            KernelCall::SetCondLt {
+            DeviceKernelCall::SetCondLt {
                 cond,
                 src,
                 index,
                 limit,
-            } => KernelCall::SetCondLt {
+            } => DeviceKernelCall::SetCondLt {
                 cond: f(cond)?,
                 src,
                 index,
@@ -124,12 +133,16 @@ impl<H: Copy> KernelCall<H> {
     /// The buffers the call touches, in argument order.
     pub fn buffers(&self) -> Vec<Buf> {
         match *self {
-            KernelCall::Fill { dst, .. } | KernelCall::Increment { dst, .. } => vec![dst],
-            KernelCall::Copy { dst, src }
-            | KernelCall::AddScalar { dst, src, .. }
-            | KernelCall::MulScalar { dst, src, .. } => vec![dst, src],
-            KernelCall::Add { dst, a, b } => vec![dst, a, b],
-            KernelCall::SetCond { src, .. } | KernelCall::SetCondLt { src, .. } => vec![src],
+            DeviceKernelCall::Fill { dst, .. } | DeviceKernelCall::Increment { dst, .. } => {
+                vec![dst]
+            }
+            DeviceKernelCall::Copy { dst, src }
+            | DeviceKernelCall::AddScalar { dst, src, .. }
+            | DeviceKernelCall::MulScalar { dst, src, .. } => vec![dst, src],
+            DeviceKernelCall::Add { dst, a, b } => vec![dst, a, b],
+            DeviceKernelCall::SetCond { src, .. } | DeviceKernelCall::SetCondLt { src, .. } => {
+                vec![src]
+            }
         }
     }
 
@@ -140,14 +153,14 @@ impl<H: Copy> KernelCall<H> {
         let same = |x: Buf, y: Buf| x.dtype == y.dtype && x.len == y.len;
         let fits = |v: Scalar, b: Buf| v.fit(b.dtype).is_ok();
         let ok = match *self {
-            KernelCall::Fill { dst, value } => fits(value, dst),
-            KernelCall::Copy { dst, src } => same(dst, src),
-            KernelCall::Add { dst, a, b } => same(dst, a) && same(dst, b),
-            KernelCall::AddScalar { dst, src, value }
-            | KernelCall::MulScalar { dst, src, value } => same(dst, src) && fits(value, dst),
-            KernelCall::Increment { dst, index, by } => index < dst.len && fits(by, dst),
-            KernelCall::SetCond { src, index, .. } => index < src.len,
-            KernelCall::SetCondLt {
+            DeviceKernelCall::Fill { dst, value } => fits(value, dst),
+            DeviceKernelCall::Copy { dst, src } => same(dst, src),
+            DeviceKernelCall::Add { dst, a, b } => same(dst, a) && same(dst, b),
+            DeviceKernelCall::AddScalar { dst, src, value }
+            | DeviceKernelCall::MulScalar { dst, src, value } => same(dst, src) && fits(value, dst),
+            DeviceKernelCall::Increment { dst, index, by } => index < dst.len && fits(by, dst),
+            DeviceKernelCall::SetCond { src, index, .. } => index < src.len,
+            DeviceKernelCall::SetCondLt {
                 src, index, limit, ..
             } => index < src.len && fits(limit, src),
         };
@@ -160,54 +173,54 @@ impl<H: Copy> KernelCall<H> {
     }
 }
 
-impl<H> KernelCall<H> {
+impl<H> DeviceKernelCall<H> {
     /// A script kernel (buffers and handles by name) with its names resolved: `buf` and
     /// `cond` look a buffer or a handle up, or fail with the caller's error.
     pub fn from_named<E>(
-        k: &Kernel,
+        k: &DeviceKernel,
         buf: impl Fn(&str) -> Result<Buf, E>,
         cond: impl Fn(&str) -> Result<H, E>,
-    ) -> Result<KernelCall<H>, E> {
+    ) -> Result<DeviceKernelCall<H>, E> {
         Ok(match k {
-            Kernel::Fill { dst, value } => KernelCall::Fill {
+            DeviceKernel::Fill { dst, value } => DeviceKernelCall::Fill {
                 dst: buf(dst)?,
                 value: *value,
             },
-            Kernel::Copy { dst, src } => KernelCall::Copy {
+            DeviceKernel::Copy { dst, src } => DeviceKernelCall::Copy {
                 dst: buf(dst)?,
                 src: buf(src)?,
             },
-            Kernel::Add { dst, a, b } => KernelCall::Add {
+            DeviceKernel::Add { dst, a, b } => DeviceKernelCall::Add {
                 dst: buf(dst)?,
                 a: buf(a)?,
                 b: buf(b)?,
             },
-            Kernel::AddScalar { dst, src, value } => KernelCall::AddScalar {
+            DeviceKernel::AddScalar { dst, src, value } => DeviceKernelCall::AddScalar {
                 dst: buf(dst)?,
                 src: buf(src)?,
                 value: *value,
             },
-            Kernel::MulScalar { dst, src, value } => KernelCall::MulScalar {
+            DeviceKernel::MulScalar { dst, src, value } => DeviceKernelCall::MulScalar {
                 dst: buf(dst)?,
                 src: buf(src)?,
                 value: *value,
             },
-            Kernel::Increment { dst, index, by } => KernelCall::Increment {
+            DeviceKernel::Increment { dst, index, by } => DeviceKernelCall::Increment {
                 dst: buf(dst)?,
                 index: *index,
                 by: *by,
             },
-            Kernel::SetCond { handle, src, index } => KernelCall::SetCond {
+            DeviceKernel::SetCond { handle, src, index } => DeviceKernelCall::SetCond {
                 cond: cond(handle)?,
                 src: buf(src)?,
                 index: *index,
             },
-            Kernel::SetCondLt {
+            DeviceKernel::SetCondLt {
                 handle,
                 src,
                 index,
                 limit,
-            } => KernelCall::SetCondLt {
+            } => DeviceKernelCall::SetCondLt {
                 cond: cond(handle)?,
                 src: buf(src)?,
                 index: *index,
@@ -217,8 +230,8 @@ impl<H> KernelCall<H> {
     }
 }
 
-impl KernelCall<DevicePtr> {
-    /// The device launch. Call [`KernelCall::check`] first.
+impl DeviceKernelCall<DevicePtr> {
+    /// The device launch. Call [`DeviceKernelCall::check`] first.
     pub fn launch(&self) -> Launch {
         let mut attrs = AttrMap::new();
         let scalar = |attrs: &mut AttrMap, key: &str, v: Scalar| {
@@ -232,7 +245,7 @@ impl KernelCall<DevicePtr> {
         };
         let cond_arg = |p: DevicePtr| TensorArg::new(p, DType::U64, &[1]);
         let (inputs, outputs) = match *self {
-            KernelCall::Fill { dst, value } => {
+            DeviceKernelCall::Fill { dst, value } => {
                 scalar(&mut attrs, "value", value);
                 // The output's length rides in an attribute: inference has no input to
                 // take it from.
@@ -240,23 +253,23 @@ impl KernelCall<DevicePtr> {
                 attrs.insert("dtype".into(), Attr::DType(device_dtype(dst.dtype)));
                 (vec![], vec![dst.arg()])
             }
-            KernelCall::Copy { dst, src } => (vec![src.arg()], vec![dst.arg()]),
-            KernelCall::Add { dst, a, b } => (vec![a.arg(), b.arg()], vec![dst.arg()]),
-            KernelCall::AddScalar { dst, src, value }
-            | KernelCall::MulScalar { dst, src, value } => {
+            DeviceKernelCall::Copy { dst, src } => (vec![src.arg()], vec![dst.arg()]),
+            DeviceKernelCall::Add { dst, a, b } => (vec![a.arg(), b.arg()], vec![dst.arg()]),
+            DeviceKernelCall::AddScalar { dst, src, value }
+            | DeviceKernelCall::MulScalar { dst, src, value } => {
                 scalar(&mut attrs, "value", value);
                 (vec![src.arg()], vec![dst.arg()])
             }
-            KernelCall::Increment { dst, index, by } => {
+            DeviceKernelCall::Increment { dst, index, by } => {
                 attrs.insert("index".into(), Attr::Int(index as i64));
                 scalar(&mut attrs, "by", by);
                 (vec![dst.arg()], vec![dst.arg()])
             }
-            KernelCall::SetCond { cond, src, index } => {
+            DeviceKernelCall::SetCond { cond, src, index } => {
                 attrs.insert("index".into(), Attr::Int(index as i64));
                 (vec![src.arg()], vec![cond_arg(cond)])
             }
-            KernelCall::SetCondLt {
+            DeviceKernelCall::SetCondLt {
                 cond,
                 src,
                 index,

@@ -1,6 +1,6 @@
-//! A built-in kernel as scripts and saved models write it: [`Kernel`], its buffers and
+//! A built-in kernel as scripts and saved models write it: [`DeviceKernel`], its buffers and
 //! condition handle by name. The parser makes them, saved models store them, and
-//! [`super::call::KernelCall::from_named`] resolves the names into a launch's arguments.
+//! [`super::call::DeviceKernelCall::from_named`] resolves the names into a launch's arguments.
 //! No device and no parsing here: the names are checked by whoever made the value.
 
 use crate::capture::types::Scalar;
@@ -10,7 +10,7 @@ use crate::capture::types::Scalar;
 /// (`.rim.json`) write kernels in this form too, tagged by `"kernel"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kernel", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Kernel {
+pub enum DeviceKernel {
     /// Every element of `dst` becomes `value`.
     Fill { dst: String, value: Scalar },
     /// `dst = src`, one dtype and length.
@@ -50,30 +50,30 @@ pub enum Kernel {
     },
 }
 
-impl Kernel {
+impl DeviceKernel {
     /// The kernel's name in scripts (`"fill"`, ...).
     pub fn name(&self) -> &'static str {
         match self {
-            Kernel::Fill { .. } => "fill",
-            Kernel::Copy { .. } => "copy",
-            Kernel::Add { .. } => "add",
-            Kernel::AddScalar { .. } => "add_scalar",
-            Kernel::MulScalar { .. } => "mul_scalar",
-            Kernel::Increment { .. } => "increment",
-            Kernel::SetCond { .. } => "set_cond",
-            Kernel::SetCondLt { .. } => "set_cond_lt",
+            DeviceKernel::Fill { .. } => "fill",
+            DeviceKernel::Copy { .. } => "copy",
+            DeviceKernel::Add { .. } => "add",
+            DeviceKernel::AddScalar { .. } => "add_scalar",
+            DeviceKernel::MulScalar { .. } => "mul_scalar",
+            DeviceKernel::Increment { .. } => "increment",
+            DeviceKernel::SetCond { .. } => "set_cond",
+            DeviceKernel::SetCondLt { .. } => "set_cond_lt",
         }
     }
 
     /// The buffers the kernel reads or writes, destination first.
     pub fn buffers(&self) -> Vec<&str> {
         match self {
-            Kernel::Fill { dst, .. } | Kernel::Increment { dst, .. } => vec![dst],
-            Kernel::Copy { dst, src }
-            | Kernel::AddScalar { dst, src, .. }
-            | Kernel::MulScalar { dst, src, .. } => vec![dst, src],
-            Kernel::Add { dst, a, b } => vec![dst, a, b],
-            Kernel::SetCond { src, .. } | Kernel::SetCondLt { src, .. } => vec![src],
+            DeviceKernel::Fill { dst, .. } | DeviceKernel::Increment { dst, .. } => vec![dst],
+            DeviceKernel::Copy { dst, src }
+            | DeviceKernel::AddScalar { dst, src, .. }
+            | DeviceKernel::MulScalar { dst, src, .. } => vec![dst, src],
+            DeviceKernel::Add { dst, a, b } => vec![dst, a, b],
+            DeviceKernel::SetCond { src, .. } | DeviceKernel::SetCondLt { src, .. } => vec![src],
         }
     }
 }

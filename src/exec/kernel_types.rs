@@ -204,10 +204,10 @@ pub const KERNEL_TYPES: &[KernelType] = &[
 
 /// A node calling `kernel`, with the class the table gives it (Normal for a kernel type
 /// rt2 does not know, which the checks then report).
-pub fn exec_node(name: impl Into<crate::exec::NodeName>, kernel: &str) -> crate::exec::ExecNode {
+pub fn exec_node(name: impl Into<crate::exec::NodeName>, kernel: &str) -> crate::exec::KernelNode {
     match kernel_type(kernel) {
-        Some(k) => crate::exec::ExecNode::new(name, k.name, k.class),
-        None => crate::exec::ExecNode::new(name, kernel.to_string(), KernelClass::Normal),
+        Some(k) => crate::exec::KernelNode::new(name, k.name, k.class),
+        None => crate::exec::KernelNode::new(name, kernel.to_string(), KernelClass::Normal),
     }
 }
 

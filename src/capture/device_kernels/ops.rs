@@ -2,7 +2,7 @@
 //! add_scalar, mul_scalar, increment, set_cond, set_cond_lt), registered into the
 //! device's op library beside the ONNX ops (their lowercase names cannot collide with
 //! ONNX's CamelCase ones). They know tensors and attributes, not buffers or scripts:
-//! [`super::call::KernelCall::launch`] is what turns a call into their attributes.
+//! [`super::call::DeviceKernelCall::launch`] is what turns a call into their attributes.
 //!
 //! Every kernel is an ordinary device launch, so it runs wherever a launch runs: at once on
 //! a stream that is not capturing, or later, recorded in a captured model. Arithmetic

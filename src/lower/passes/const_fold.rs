@@ -1,4 +1,4 @@
-//! Constant folding on ExecGraphs: a pure kernel whose inputs are all `Const` nodes is
+//! Constant folding on KernelGraphs: a pure kernel whose inputs are all `Const` nodes is
 //! evaluated at lowering time and replaced by a `Const` of its result.
 //!
 //! The converters already give a static tensor's `AllocMemHbm` its byte size as an
@@ -9,11 +9,11 @@
 //! folded node keeps its id, so nothing that reads it changes; its former producers may
 //! become dead and go with dead-node elimination.
 
-use crate::exec::{ExecAttr, ExecGraph};
+use crate::exec::{KernelAttr, KernelGraph};
 use crate::ops::DType;
 
 /// Folds the foldable nodes of `g` and its subgraphs; returns how many were folded.
-pub fn fold_constants(g: &mut ExecGraph) -> usize {
+pub fn fold_constants(g: &mut KernelGraph) -> usize {
     let mut count = 0;
     for n in &mut g.nodes {
         for s in &mut n.subgraphs {
@@ -31,11 +31,11 @@ pub fn fold_constants(g: &mut ExecGraph) -> usize {
         let (Some(dims), Some(dtype)) = (
             src.attrs
                 .get("shape")
-                .and_then(ExecAttr::as_ints)
+                .and_then(KernelAttr::as_ints)
                 .filter(|_| src.kernel == "Const"),
             n.attrs
                 .get("dtype")
-                .and_then(ExecAttr::as_str)
+                .and_then(KernelAttr::as_str)
                 .and_then(DType::from_name),
         ) else {
             continue;
@@ -49,7 +49,7 @@ pub fn fold_constants(g: &mut ExecGraph) -> usize {
         n.inputs.clear();
         n.control_inputs.clear();
         n.attrs.clear();
-        n.attrs.insert("size".into(), ExecAttr::Int(size));
+        n.attrs.insert("size".into(), KernelAttr::Int(size));
         count += 1;
     }
     // An allocation of a constant size carries the size as its attribute: one node and one
@@ -69,7 +69,7 @@ pub fn fold_constants(g: &mut ExecGraph) -> usize {
         };
         let n = &mut g.nodes[i];
         n.inputs.truncate(1);
-        n.attrs.insert("size".into(), ExecAttr::Int(size));
+        n.attrs.insert("size".into(), KernelAttr::Int(size));
         count += 1;
     }
     count
@@ -82,20 +82,20 @@ mod tests {
 
     #[test]
     fn size_of_a_constant_shape_becomes_a_constant() {
-        let mut g = ExecGraph::new("g");
+        let mut g = KernelGraph::new("g");
         let mut shape = test_node("s", "Const", &[], &[]);
         shape
             .attrs
-            .insert("shape".into(), ExecAttr::Ints(vec![2, 3]));
+            .insert("shape".into(), KernelAttr::Ints(vec![2, 3]));
         g.add(shape);
         let mut calc = test_node("c", "CalcTensorSizeFromShape", &[0], &[]);
         calc.attrs
-            .insert("dtype".into(), ExecAttr::Str("float16".into()));
+            .insert("dtype".into(), KernelAttr::Str("float16".into()));
         g.add(calc);
         let mut dynamic = test_node("c2", "CalcTensorSizeFromShape", &[2], &[]);
         dynamic
             .attrs
-            .insert("dtype".into(), ExecAttr::Str("float32".into()));
+            .insert("dtype".into(), KernelAttr::Str("float32".into()));
         g.add(test_node("infer", "InferShape", &[], &[]));
         g.add(dynamic);
         g.add(test_node("allocator", "InnerData", &[], &[]));

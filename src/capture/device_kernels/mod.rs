@@ -6,6 +6,6 @@ pub mod call;
 pub mod named;
 pub mod ops;
 
-pub use call::{Buf, KernelCall};
-pub use named::Kernel;
+pub use call::{Buf, DeviceKernelCall};
+pub use named::DeviceKernel;
 pub use ops::register;

@@ -1,7 +1,7 @@
 //! CPU compute of the reduction family: one reducer for the ten Reduce ops, ArgMax and
 //! ArgMin, CumSum and CumProd.
 //!
-//! Every kernel works on the input seen as `(outer, reduced, inner)`: the reduced axes
+//! Every compute function works on the input seen as `(outer, reduced, inner)`: the reduced axes
 //! are one block of dims, the dims before it are `outer`, those after it `inner`. When the
 //! reduced axes are not adjacent, the input is first copied with its kept axes moved in
 //! front of the reduced ones (one strided copy), which makes them adjacent. The inner
