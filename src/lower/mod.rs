@@ -23,6 +23,7 @@ use crate::ops::OpRegistry;
 pub mod attrs;
 pub mod builder;
 pub mod const_eval;
+pub mod control;
 pub mod convert;
 pub mod error;
 pub mod passes;

@@ -313,6 +313,59 @@ pub fn prepare(
         });
     }
 
+    let Schedule {
+        succ_off,
+        succ,
+        indegree,
+        starts,
+        order,
+    } = schedule(g, &roles)
+        .map_err(|stuck| load_error(stuck, "the node lies on a cycle".into()))?;
+    // The output node runs last (its kernel does nothing but must follow its inputs).
+    let prio_key = priority_keys(&infos);
+
+    let (rel_off, rel_launch) = free_launch_csr(g, path)?;
+
+    let classes = infos
+        .iter()
+        .map(|i| (i.class, !i.critical_section.is_empty()))
+        .collect();
+    Ok(Plan {
+        path: path.to_string(),
+        recs,
+        slots_in,
+        infos,
+        slot_count: total as u32,
+        order,
+        succ_off,
+        succ,
+        indegree,
+        starts,
+        prio_key,
+        data: plan_data,
+        inner_data,
+        consts,
+        output,
+        rel_off,
+        rel_launch,
+        classes,
+    })
+}
+
+/// The engines' view of a graph's dependencies: successors over data and control edges
+/// between run nodes (and into the output node), deduplicated, as a CSR; in-degrees; the
+/// nodes ready at the start; and the run order.
+struct Schedule {
+    succ_off: Vec<u32>,
+    succ: Vec<u32>,
+    indegree: Vec<u32>,
+    starts: Vec<u32>,
+    order: Vec<u32>,
+}
+
+/// Works out `g`'s [`Schedule`] from its nodes' `roles`; a node on a cycle is the error.
+fn schedule(g: &KernelGraph, roles: &[Role]) -> Result<Schedule, usize> {
+    let n = g.nodes.len();
     // Edges between run nodes (and into the output node), deduplicated per node.
     let runs = |i: usize| matches!(roles[i], Role::Run | Role::Output);
     let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -370,62 +423,43 @@ pub fn prepare(
     }
     let run_total = (0..n).filter(|&i| runs(i)).count();
     if order.len() != run_total {
-        let stuck = (0..n).find(|&i| runs(i) && deg[i] > 0).unwrap_or(0);
-        return Err(load_error(stuck, "the node lies on a cycle".into()));
+        return Err((0..n).find(|&i| runs(i) && deg[i] > 0).unwrap_or(0));
     }
-    // The output node runs last (its kernel does nothing but must follow its inputs).
-    let prio_key = priority_keys(&infos);
-
-    // Free-to-Launch relations as a CSR over Free ids.
-    let (rel_off, rel_launch) = if g.free_launch.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        let mut rel: Vec<(u32, u32)> = g.free_launch.iter().map(|(f, l)| (f.0, l.0)).collect();
-        rel.sort_unstable();
-        rel.dedup();
-        let mut off = vec![0u32; n + 1];
-        for &(f, l) in &rel {
-            if f as usize >= n || l as usize >= n {
-                return Err(ExecError::Load {
-                    graph: path.to_string(),
-                    node: String::new(),
-                    source: LoadError::Invalid(format!(
-                        "relation (e{f}, e{l}) names a node out of range"
-                    )),
-                });
-            }
-            off[f as usize + 1] += 1;
-        }
-        for i in 0..n {
-            off[i + 1] += off[i];
-        }
-        (off, rel.iter().map(|&(_, l)| l).collect())
-    };
-
-    let classes = infos
-        .iter()
-        .map(|i| (i.class, !i.critical_section.is_empty()))
-        .collect();
-    Ok(Plan {
-        path: path.to_string(),
-        recs,
-        slots_in,
-        infos,
-        slot_count: total as u32,
-        order,
+    Ok(Schedule {
         succ_off,
         succ,
         indegree,
         starts,
-        prio_key,
-        data: plan_data,
-        inner_data,
-        consts,
-        output,
-        rel_off,
-        rel_launch,
-        classes,
+        order,
     })
+}
+
+/// The Free-to-Launch relations of `g` as a CSR over Free ids (empty without relations).
+fn free_launch_csr(g: &KernelGraph, path: &str) -> Result<(Vec<u32>, Vec<u32>), ExecError> {
+    if g.free_launch.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let n = g.nodes.len();
+    let mut rel: Vec<(u32, u32)> = g.free_launch.iter().map(|(f, l)| (f.0, l.0)).collect();
+    rel.sort_unstable();
+    rel.dedup();
+    let mut off = vec![0u32; n + 1];
+    for &(f, l) in &rel {
+        if f as usize >= n || l as usize >= n {
+            return Err(ExecError::Load {
+                graph: path.to_string(),
+                node: String::new(),
+                source: LoadError::Invalid(format!(
+                    "relation (e{f}, e{l}) names a node out of range"
+                )),
+            });
+        }
+        off[f as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    Ok((off, rel.iter().map(|&(_, l)| l).collect()))
 }
 
 /// Each node's heap key for the topological-priority engine: the dense rank of its
