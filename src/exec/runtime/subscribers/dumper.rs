@@ -173,7 +173,7 @@ mod tests {
     use crate::exec::runtime::{Env, ExecutorType, KernelRegistry, engine, prepare};
     use crate::exec::{KernelAttr, KernelClass, KernelGraph, KernelNode};
     use crate::npu::device::{Device, DeviceConfig};
-    use crate::ops::OpRegistry;
+    use crate::ops::{DType, OpRegistry};
 
     /// A kernel registered as `LaunchKernelAllocOutputs` that succeeds without writing
     /// anything, on a node with no output slots for the op's one output: the dumper
@@ -190,12 +190,11 @@ mod tests {
         info.funcs.run = writes_nothing;
         reg.register("LaunchKernelAllocOutputs", info);
         let mut node = KernelNode::new("relu", "LaunchKernelAllocOutputs", KernelClass::Launch);
-        for (key, value) in [
-            ("_op_type", "Relu"),
-            ("_in_dtypes", "float32"),
-            ("_out_dtypes", "float32"),
-        ] {
-            node.attrs.insert(key.into(), KernelAttr::Str(value.into()));
+        node.attrs
+            .insert("_op_type".into(), KernelAttr::Str("Relu".into()));
+        for key in ["_in_dtypes", "_out_dtypes"] {
+            node.attrs
+                .insert(key.into(), KernelAttr::DTypes(vec![Some(DType::F32)]));
         }
         let mut graph = KernelGraph::new("Main");
         graph.add(node);
