@@ -1,9 +1,9 @@
 //! Capture scripts (../shared/specs/capture-script.md): what a parsed script is
 //! ([`ast`]), and [`parse()`], which reads and statically checks one. The layers, from the
 //! bottom: [`error`] (messages and positions), [`fields`] (reading a TOML table),
-//! [`args`] (the checks' state and argument readers), [`kernels`] and [`calls`] (the
-//! tables of kernels and calls, each entry with its reader), [`mod@parse`] (the walk of the
-//! script).
+//! [`args`] (the checks' state and argument readers), [`device_kernels`] and [`calls`] (the
+//! tables of device kernels and calls, each entry with its reader), [`mod@parse`] (the walk
+//! of the script).
 
 pub mod args;
 pub mod ast;

@@ -46,7 +46,7 @@ pub struct ExecState {
     /// The topological engines' counters, reset in place per execution.
     pub(crate) indegree: Vec<u32>,
     pub(crate) queue: VecDeque<u32>,
-    /// The topological-priority engine's ready nodes: a binary min-heap of the plan's
+    /// The topological-priority engine's ready nodes: a 4-ary min-heap of the plan's
     /// packed keys (`Plan::prio_key`).
     pub(crate) heap: Vec<u64>,
     /// The multi-thread engine's data for this state (its execution data and its pool of
