@@ -705,14 +705,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "src/npu/device/stream.rs",
         "src/npu/device/task.rs",
     ],
-    &[
-        "src/ops/linalg.rs",
-        "src/ops/linalg/einsum.rs",
-        "src/ops/linalg/integer.rs",
-        "src/ops/linalg/layout.rs",
-        "src/ops/linalg/norm.rs",
-        "src/ops/linalg/sgemm.rs",
-    ],
 ];
 
 #[test]
