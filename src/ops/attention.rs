@@ -304,6 +304,126 @@ impl<A: Acc> Bias<A> {
     }
 }
 
+/// The caches with the new tokens appended, [batch, kv_heads, total, head]: what the
+/// present outputs are, and what the products read.
+fn present<A: Acc>(s: &Sizes, new: &[A], past: Option<&Vec<A>>, width: usize) -> Vec<A> {
+    let mut out = Vec::with_capacity(s.batch * s.kv_heads * s.total * width);
+    for b in 0..s.batch {
+        for h in 0..s.kv_heads {
+            if let Some(p) = past {
+                let at = (b * s.kv_heads + h) * s.past * width;
+                out.extend_from_slice(&p[at..at + s.past * width]);
+            }
+            let (off, rs) = s.head_rows(b, h, s.kv_heads, s.kv_seq, width);
+            for r in 0..s.kv_seq {
+                out.extend_from_slice(&new[off + r * rs..off + r * rs + width]);
+            }
+        }
+    }
+    out
+}
+
+/// An Attention call's operands and attributes, read and checked: what each query head
+/// computes with.
+struct Heads<'a, A> {
+    s: &'a Sizes,
+    q: &'a [A],
+    /// The caches with the new tokens appended (see [`present`]).
+    keys: &'a [A],
+    values: &'a [A],
+    bias: Option<&'a Bias<A>>,
+    /// `nonpad_kv_seqlen`: each batch entry's key count.
+    lengths: Option<&'a [i64]>,
+    scale: A,
+    softcap: A,
+    /// `qk_matmul_output_mode`: which intermediate the fourth output keeps.
+    mode: i64,
+    causal: bool,
+    /// Query heads per key/value head.
+    group: usize,
+}
+
+impl<A: Acc> Heads<'_, A> {
+    /// One head: scores, the requested intermediate, probabilities, then Y's rows.
+    fn head(&self, idx: usize, sc: &mut [A], stage: Option<&mut [A]>, y: &mut [A]) {
+        let s = self.s;
+        let (t, vp) = (s.total, s.v_head.max(1));
+        let (b, h) = (idx / s.q_heads, idx % s.q_heads);
+        let kv = h / self.group;
+        let (qo, qrs) = s.head_rows(b, h, s.q_heads, s.q_seq, s.head);
+        let lq = MatLayout::rows(s.q_seq, s.head, qo, qrs);
+        let lk = MatLayout::dense(t, s.head, (b * s.kv_heads + kv) * t * s.head).t();
+        // The spec scales Q and K by sqrt(scale) each (against overflow in half
+        // precision); computing in f32 or wider, one scale as gemm's alpha is the same.
+        gemm(
+            self.scale,
+            self.q,
+            lq,
+            self.keys,
+            lk,
+            A::ZERO,
+            sc,
+            MatLayout::dense(s.q_seq, t, 0),
+        );
+        let mut stage = stage;
+        let mut save = |at: i64, sc: &[A]| {
+            if self.mode == at
+                && let Some(st) = stage.as_deref_mut()
+            {
+                st.copy_from_slice(sc);
+            }
+        };
+        save(0, sc);
+        let softcap = self.softcap;
+        if softcap > A::ZERO {
+            for x in sc.iter_mut() {
+                *x = softcap * (*x / softcap).tanh();
+            }
+        }
+        save(1, sc);
+        let len = self
+            .lengths
+            .map_or(t, |l| usize::try_from(l[b]).unwrap_or(0).min(t));
+        for (i, row) in sc.chunks_exact_mut(t).enumerate() {
+            if let Some(m) = self.bias {
+                let base = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x += if j < m.columns {
+                        m.values[base + j * m.strides[3]]
+                    } else {
+                        A::NEG_INFINITY
+                    };
+                }
+            }
+            // Causal: query i (after `past` cached tokens) sees keys up to past + i;
+            // padding: keys from the batch's length on are not there.
+            let visible = if self.causal {
+                (s.past + i + 1).min(len)
+            } else {
+                len
+            };
+            for x in &mut row[visible..] {
+                *x += A::NEG_INFINITY;
+            }
+        }
+        save(2, sc);
+        for row in sc.chunks_exact_mut(t) {
+            softmax(row);
+        }
+        let lv = MatLayout::dense(t, s.v_head, (b * s.kv_heads + kv) * t * s.v_head);
+        gemm(
+            A::ONE,
+            sc,
+            MatLayout::dense(s.q_seq, t, 0),
+            self.values,
+            lv,
+            A::ZERO,
+            y,
+            MatLayout::rows(s.q_seq, s.v_head, 0, vp),
+        );
+    }
+}
+
 fn compute_attention(
     ctx: &InferCtx,
     inputs: &[TensorRef],
@@ -347,24 +467,6 @@ fn attention<T: Real>(
     {
         return Err(ctx.input_error(4, format!("past_key is {:?}", pk.shape)));
     }
-    // The caches with the new tokens appended, [batch, kv_heads, total, head]: what the
-    // present outputs are, and what the products read.
-    let present = |new: &[T::Acc], past: Option<&Vec<T::Acc>>, width: usize| {
-        let mut out = Vec::with_capacity(s.batch * s.kv_heads * s.total * width);
-        for b in 0..s.batch {
-            for h in 0..s.kv_heads {
-                if let Some(p) = past {
-                    let at = (b * s.kv_heads + h) * s.past * width;
-                    out.extend_from_slice(&p[at..at + s.past * width]);
-                }
-                let (off, rs) = s.head_rows(b, h, s.kv_heads, s.kv_seq, width);
-                for r in 0..s.kv_seq {
-                    out.extend_from_slice(&new[off + r * rs..off + r * rs + width]);
-                }
-            }
-        }
-        out
-    };
     let expected = |t: &TensorRef, width: usize| t.len() == s.batch * s.kv_seq * s.kv_heads * width;
     if !expected(&inputs[1], s.head)
         || !expected(&inputs[2], s.v_head)
@@ -372,8 +474,8 @@ fn attention<T: Real>(
     {
         return Err(ctx.input_error(1, "Q, K and V sizes do not agree"));
     }
-    let keys = present(&k, past_k.as_ref(), s.head);
-    let values = present(&v, past_v.as_ref(), s.v_head);
+    let keys = present(&s, &k, past_k.as_ref(), s.head);
+    let values = present(&s, &v, past_v.as_ref(), s.v_head);
     for (o, cache) in [(1, &keys), (2, &values)] {
         if let Some(out) = outputs.get_mut(o) {
             narrow_into::<T>(cache, out.slice_mut::<T>()?);
@@ -411,83 +513,19 @@ fn attention<T: Real>(
         return Ok(());
     }
     let (t, vp) = (s.total, s.v_head.max(1));
-    let group = s.q_heads / s.kv_heads;
-    let (scale, softcap) = (T::Acc::from_f64(scale), T::Acc::from_f64(softcap));
     let want_stage = outputs.len() > 3 && mode < 3;
-    // One head: scores, the requested intermediate, probabilities, then Y's rows.
-    let head = |idx: usize, sc: &mut [T::Acc], stage: Option<&mut [T::Acc]>, y: &mut [T::Acc]| {
-        let (b, h) = (idx / s.q_heads, idx % s.q_heads);
-        let kv = h / group;
-        let (qo, qrs) = s.head_rows(b, h, s.q_heads, s.q_seq, s.head);
-        let lq = MatLayout::rows(s.q_seq, s.head, qo, qrs);
-        let lk = MatLayout::dense(t, s.head, (b * s.kv_heads + kv) * t * s.head).t();
-        // The spec scales Q and K by sqrt(scale) each (against overflow in half
-        // precision); computing in f32 or wider, one scale as gemm's alpha is the same.
-        gemm(
-            scale,
-            &q,
-            lq,
-            &keys,
-            lk,
-            T::Acc::ZERO,
-            sc,
-            MatLayout::dense(s.q_seq, t, 0),
-        );
-        let mut stage = stage;
-        let mut save = |at: i64, sc: &[T::Acc]| {
-            if mode == at
-                && let Some(st) = stage.as_deref_mut()
-            {
-                st.copy_from_slice(sc);
-            }
-        };
-        save(0, sc);
-        if softcap > T::Acc::ZERO {
-            for x in sc.iter_mut() {
-                *x = softcap * (*x / softcap).tanh();
-            }
-        }
-        save(1, sc);
-        let len = lengths
-            .as_ref()
-            .map_or(t, |l| usize::try_from(l[b]).unwrap_or(0).min(t));
-        for (i, row) in sc.chunks_exact_mut(t).enumerate() {
-            if let Some(m) = &bias {
-                let base = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x += if j < m.columns {
-                        m.values[base + j * m.strides[3]]
-                    } else {
-                        T::Acc::NEG_INFINITY
-                    };
-                }
-            }
-            // Causal: query i (after `past` cached tokens) sees keys up to past + i;
-            // padding: keys from the batch's length on are not there.
-            let visible = if causal {
-                (s.past + i + 1).min(len)
-            } else {
-                len
-            };
-            for x in &mut row[visible..] {
-                *x += T::Acc::NEG_INFINITY;
-            }
-        }
-        save(2, sc);
-        for row in sc.chunks_exact_mut(t) {
-            softmax(row);
-        }
-        let lv = MatLayout::dense(t, s.v_head, (b * s.kv_heads + kv) * t * s.v_head);
-        gemm(
-            T::Acc::ONE,
-            sc,
-            MatLayout::dense(s.q_seq, t, 0),
-            &values,
-            lv,
-            T::Acc::ZERO,
-            y,
-            MatLayout::rows(s.q_seq, s.v_head, 0, vp),
-        );
+    let attend = Heads {
+        s: &s,
+        q: &q,
+        keys: &keys,
+        values: &values,
+        bias: bias.as_ref(),
+        lengths: lengths.as_deref(),
+        scale: T::Acc::from_f64(scale),
+        softcap: T::Acc::from_f64(softcap),
+        mode,
+        causal,
+        group: s.q_heads / s.kv_heads,
     };
     // Heads are independent: each job takes enough heads to be worth a thread.
     let per_head = s.q_seq * t * (s.head + s.v_head);
@@ -507,14 +545,14 @@ fn attention<T: Real>(
             .zip(ys.par_chunks_mut(cy))
             .enumerate()
             .with_min_len(jobs)
-            .for_each(|(i, ((sc, st), y))| head(i, sc, Some(st), y));
+            .for_each(|(i, ((sc, st), y))| attend.head(i, sc, Some(st), y));
     } else {
         scores
             .par_chunks_mut(cs)
             .zip(ys.par_chunks_mut(cy))
             .enumerate()
             .with_min_len(jobs)
-            .for_each(|(i, (sc, y))| head(i, sc, None, y));
+            .for_each(|(i, (sc, y))| attend.head(i, sc, None, y));
     }
     // Y from [batch, heads, q_seq, v_head] into the output's layout.
     let y = outputs[0].slice_mut::<T>()?;

@@ -53,15 +53,18 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::ops::{OpRegistry, OpSpec};
+use crate::ops::OpRegistry;
 
 pub mod access;
 pub mod error;
+pub mod execution;
 pub mod host;
 pub mod ids;
 pub mod memory;
 pub mod model;
+pub mod queue;
 pub mod recorder;
+pub mod state;
 pub mod stream;
 pub mod sync;
 pub mod task;
@@ -78,11 +81,10 @@ pub use task::{
 };
 
 use host::HostPool;
-use memory::{Memory, NoRoom};
-use model::ModelInner;
-use stream::StreamState;
-use sync::{EventState, NotifyState};
-use task::Job;
+use memory::Memory;
+use queue::{Job, ModelInner, StreamState};
+use recorder::TaskRecorder;
+use state::{Core, all, insert, remove};
 
 /// How a device is set up.
 #[derive(Debug, Clone)]
@@ -116,249 +118,6 @@ impl Default for DeviceConfig {
             compute_threads: 0,
             max_while_iterations: 1_000_000,
         }
-    }
-}
-
-type Table<T> = RwLock<Vec<Option<Arc<T>>>>;
-
-fn get<T>(table: &Table<T>, i: u32) -> Option<Arc<T>> {
-    table
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(i as usize)
-        .and_then(Clone::clone)
-}
-
-fn insert<T>(table: &Table<T>, v: Arc<T>) -> u32 {
-    let mut t = table.write().unwrap_or_else(PoisonError::into_inner);
-    t.push(Some(v));
-    (t.len() - 1) as u32
-}
-
-fn remove<T>(table: &Table<T>, i: u32) -> Option<Arc<T>> {
-    table
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(i as usize)
-        .and_then(Option::take)
-}
-
-fn all<T>(table: &Table<T>) -> Vec<Arc<T>> {
-    table
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .flatten()
-        .cloned()
-        .collect()
-}
-
-/// What the device's workers share with the handle.
-pub(crate) struct Core {
-    /// Unique among the devices of the process (a launch's cached resolution names it).
-    pub id: u64,
-    pub registry: Arc<OpRegistry>,
-    /// The compute cores: every kernel runs in this pool, so the parallel work a kernel
-    /// splits off never lands on the host's threads. Those may be blocked waiting for this
-    /// device (a host thread of rayon's global pool in `synchronize`, say), and a kernel
-    /// waiting on them would deadlock the device.
-    pub cores: rayon::ThreadPool,
-    pub check_launch_shapes: bool,
-    pub max_while_iterations: u64,
-    queue_depth: usize,
-    pub memory: Memory,
-    host: Arc<HostPool>,
-    streams: Table<StreamState>,
-    events: Table<EventState>,
-    notifies: Table<NotifyState>,
-    models: Table<ModelInner>,
-    pub shutdown: AtomicBool,
-    next_model_stream: AtomicU32,
-    pub recorder: recorder::TaskRecorder,
-    /// Streams capturing: while any is, every submission goes through `record`.
-    capturing: AtomicUsize,
-    /// Each capturing stream's recorded tasks.
-    captured: Mutex<Vec<(StreamId, Vec<Task>)>>,
-}
-
-impl Core {
-    /// A device of one compute core computes every kernel on the thread that runs it
-    /// (see `stream::Here`).
-    pub fn one_core(&self) -> bool {
-        self.cores.current_num_threads() == 1
-    }
-
-    pub fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    fn stream(&self, id: StreamId) -> Result<Arc<StreamState>, NpuError> {
-        get(&self.streams, id.0).ok_or(NpuError::InvalidStream(id))
-    }
-
-    /// The spec of op `op` from the device's library.
-    pub fn op_spec(&self, op: &str) -> Result<OpSpec, NpuError> {
-        self.registry
-            .get(op)
-            .copied()
-            .ok_or_else(|| NpuError::UnknownOp { op: op.to_string() })
-    }
-
-    /// Calls `f` with stream `id`, under the table's read lock (no reference counted).
-    fn with_stream<R>(
-        &self,
-        id: StreamId,
-        f: impl FnOnce(&StreamState) -> R,
-    ) -> Result<R, NpuError> {
-        let table = self.streams.read().unwrap_or_else(PoisonError::into_inner);
-        match table.get(id.0 as usize) {
-            Some(Some(s)) => Ok(f(s)),
-            _ => Err(NpuError::InvalidStream(id)),
-        }
-    }
-
-    pub fn event(&self, id: EventId) -> Result<Arc<EventState>, NpuError> {
-        get(&self.events, id.0).ok_or(NpuError::InvalidEvent(id))
-    }
-
-    pub fn notify(&self, id: NotifyId) -> Result<Arc<NotifyState>, NpuError> {
-        get(&self.notifies, id.0).ok_or(NpuError::InvalidNotify(id))
-    }
-
-    pub(crate) fn model(&self, id: ModelId) -> Result<Arc<ModelInner>, NpuError> {
-        get(&self.models, id.0).ok_or(NpuError::InvalidModel(id))
-    }
-
-    /// Ids for model streams, apart from the table's (they are not submitted to).
-    pub fn model_stream_id(&self) -> StreamId {
-        StreamId(self.next_model_stream.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// Tasks `stream` has completed; a stream that is gone has passed everything.
-    fn completed(&self, stream: StreamId) -> u64 {
-        get(&self.streams, stream.0).map_or(u64::MAX, |s| s.completed())
-    }
-
-    fn try_alloc(&self, size: usize, stream: StreamId) -> Option<DevicePtr> {
-        let mut heap = self.memory.heap();
-        match heap.alloc(size, stream, &|s| self.completed(s)) {
-            Ok((ptr, segment)) => {
-                if let Some(s) = segment {
-                    self.memory.publish(s);
-                }
-                Some(ptr)
-            }
-            Err(NoRoom) => None,
-        }
-    }
-
-    /// The caching allocator with its recovery path (see the module doc); `wait`: whether
-    /// the caller may wait for streams.
-    pub fn alloc(&self, size: usize, stream: StreamId, wait: bool) -> Result<DevicePtr, NpuError> {
-        if let Some(p) = self.try_alloc(size, stream) {
-            return Ok(p);
-        }
-        self.memory.heap().note_recovery();
-        if wait {
-            let targets = self.memory.heap().pending_targets();
-            for (s, seq) in targets {
-                if let Some(s) = get(&self.streams, s.0) {
-                    s.wait_for(seq, &self.shutdown)?;
-                }
-            }
-            self.stream(stream)?.drain(&self.shutdown)?;
-            if let Some(p) = self.try_alloc(size, stream) {
-                return Ok(p);
-            }
-        }
-        {
-            let mut heap = self.memory.heap();
-            heap.settle(&|s| self.completed(s));
-            let unmapped = heap.recycle();
-            self.memory.unpublish(&unmapped);
-        }
-        if let Some(p) = self.try_alloc(size, stream) {
-            return Ok(p);
-        }
-        Err(self.memory.heap().out_of_memory(size))
-    }
-
-    pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
-        let seq = self.stream(stream)?.submitted();
-        self.memory.free(ptr, stream, seq)
-    }
-
-    /// Records a task submitted while some stream captures: onto the capture of `stream`
-    /// after the checks a submission makes; work for any other stream is refused, since a
-    /// replay could not keep its order with the captured work.
-    fn record(&self, stream: StreamId, task: Task) -> Result<(), NpuError> {
-        self.stream(stream)?;
-        let mut captured = self.captured.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((_, tasks)) = captured.iter_mut().find(|(s, _)| *s == stream) else {
-            return Err(NpuError::Capture {
-                stream,
-                msg: "work on another stream while a stream captures",
-            });
-        };
-        task.check_host_range()?;
-        {
-            let heap = self.memory.heap();
-            task.each_range(|ptr, len| heap.check(ptr, len))?;
-        }
-        if matches!(task, Task::StreamActivate(_) | Task::Cond { .. }) {
-            return Err(NpuError::TaskNotSupported {
-                task: task.kind(),
-                context: "outside a model",
-            });
-        }
-        tasks.push(task);
-        Ok(())
-    }
-
-    fn is_capturing(&self, stream: StreamId) -> bool {
-        self.capturing.load(Ordering::Acquire) != 0
-            && self
-                .captured
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .any(|(s, _)| *s == stream)
-    }
-
-    /// Checks a task as it is issued and turns it into the job a worker runs.
-    fn job(&self, task: Task) -> Result<Job, NpuError> {
-        task.check_host_range()?;
-        {
-            let heap = self.memory.heap();
-            task.each_range(|ptr, len| heap.check(ptr, len))?;
-        }
-        Ok(match task {
-            Task::EventRecord(id) => Job::EventRecord {
-                event: self.event(id)?,
-                generation: 0,
-            },
-            Task::EventWait(id) => {
-                let event = self.event(id)?;
-                let generation = event.latest();
-                if generation == 0 {
-                    return Err(NpuError::EventNotRecorded { event: id });
-                }
-                Job::EventWait {
-                    id,
-                    event,
-                    generation,
-                }
-            }
-            Task::NotifyRecord(id) => Job::NotifyRecord(self.notify(id)?),
-            Task::NotifyWait(id) => Job::NotifyWait(self.notify(id)?),
-            Task::StreamActivate(_) | Task::Cond { .. } => {
-                return Err(NpuError::TaskNotSupported {
-                    task: task.kind(),
-                    context: "outside a model",
-                });
-            }
-            t => Job::Task(t),
-        })
     }
 }
 
@@ -502,7 +261,7 @@ impl Device {
             models: RwLock::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_model_stream: AtomicU32::new(1 << 31),
-            recorder: recorder::TaskRecorder::default(),
+            recorder: TaskRecorder::default(),
             capturing: AtomicUsize::new(0),
             captured: Mutex::new(Vec::new()),
         });
@@ -975,7 +734,9 @@ impl Device {
         let core = self.core();
         // Resolved before the table is locked for the push: conditional tasks look their
         // sub-models up in it.
-        let mut inner = ModelInner::load(core, ModelId(u32::MAX), model)?;
+        let mut inner = ModelInner::load(core, ModelId(u32::MAX), model, || {
+            StreamState::spawn(core, core.model_stream_id(), 0)
+        })?;
         let mut table = core.models.write().unwrap_or_else(PoisonError::into_inner);
         let id = ModelId(table.len() as u32);
         inner.id = id;

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use super::StreamId;
-use super::task::{Job, Launch, Task};
+use super::ids::StreamId;
+use super::queue::Job;
+use super::task::{Launch, Task};
 
 /// One job a stream worker ran.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,4 +1,6 @@
-//! Streams: a bounded queue of jobs and the worker thread that runs them in order.
+//! Streams: a bounded queue of jobs and the worker thread that runs them in order. The
+//! queue and its counters are `queue`'s ([`StreamState`]); this file starts a stream's
+//! worker and runs its jobs, inline on the submitting thread when the stream is idle.
 //!
 //! The host submits; the worker runs each job, then counts it completed. The counters are
 //! what everything else orders by: `synchronize` waits until the completed count reaches
@@ -18,85 +20,27 @@
 //! nothing beyond itself on its way through.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::ops::HostTensor;
 use crate::ops::{Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMut, TensorRef};
 
 use super::access::{Plan, Scratch, plan, reuse, with_plan, with_spans};
+use super::error::NpuError;
+use super::ids::StreamId;
 use super::memory::Span;
-use super::model::ModelRun;
+use super::queue::{Job, ModelRun, StreamState, warm_receiver};
 use super::recorder::Started;
-use super::task::{Job, Launch, NO_VALUES, Task};
-use super::{Core, NpuError, StreamId, TensorArg};
-
-const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
-/// Scheduler turns a waiter yields before it sleeps.
-const SPIN_YIELDS: usize = 32;
-
-/// Makes the lazy state of a blocking receive now: the calling thread's channel context
-/// and the receiver's waiter list (which keeps its capacity). Without this, the first
-/// time a worker finds its queue empty (which under load can be many executions in) it
-/// allocates, and a steady-state execution would not be allocation-free. On an empty
-/// channel a non-blocking select registers the receive and withdraws it at once.
-fn warm_receiver<T>(rx: &Receiver<T>) {
-    let mut sel = crossbeam_channel::Select::new();
-    sel.recv(rx);
-    if let Ok(op) = sel.try_select() {
-        // Not empty after all: complete the selected receive; the message is dropped,
-        // which only happens on the private channel (the stream's queue is empty here).
-        let _ = op.recv(rx);
-    }
-}
-
-/// A stream's queue and counters, shared by the submitters and its worker.
-pub(crate) struct StreamState {
-    pub id: StreamId,
-    tx: Sender<Job>,
-    /// 0: unbounded (a model's streams, fed by the device itself).
-    depth: usize,
-    /// Jobs sent. Locked across the send so the count is the job's place in the queue.
-    submitted: Mutex<u64>,
-    completed: AtomicU64,
-    waiters: AtomicUsize,
-    idle: Mutex<()>,
-    cv: Condvar,
-    faulted: AtomicBool,
-    fault: Mutex<Option<NpuError>>,
-    pub handle: Mutex<Option<JoinHandle<()>>>,
-    /// Destroyed: nothing runs inline on it any more (set under `submitted`).
-    retired: AtomicBool,
-}
+use super::state::Core;
+use super::task::{Launch, NO_VALUES, Task, TensorArg};
 
 impl StreamState {
     /// A stream and its worker.
     pub fn spawn(core: &Arc<Core>, id: StreamId, depth: usize) -> Arc<StreamState> {
-        let (tx, rx) = if depth == 0 {
-            crossbeam_channel::unbounded()
-        } else {
-            crossbeam_channel::bounded(depth)
-        };
-        let stream = Arc::new(StreamState {
-            id,
-            tx,
-            depth,
-            submitted: Mutex::new(0),
-            completed: AtomicU64::new(0),
-            waiters: AtomicUsize::new(0),
-            idle: Mutex::new(()),
-            cv: Condvar::new(),
-            faulted: AtomicBool::new(false),
-            fault: Mutex::new(None),
-            handle: Mutex::new(None),
-            retired: AtomicBool::new(false),
-        });
-        // Nobody else holds the sender yet, so the queue is empty and this registers.
-        warm_receiver(&rx);
+        let (stream, rx) = StreamState::new(id, depth);
         let (core, mine) = (core.clone(), stream.clone());
         // Spawning returns once the worker has started and set itself up: a thread's
         // start-up allocates, and a worker that had no job yet (launches on an idle stream
@@ -145,31 +89,6 @@ impl StreamState {
         let _ = started.recv();
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
         stream
-    }
-
-    /// Queues a job; `block`: wait while the queue is full, else fail with `QueueFull`.
-    /// An event record gets its generation here, once the job is sure to be queued.
-    pub fn send(&self, mut job: Job, block: bool) -> Result<(), NpuError> {
-        let mut n = self
-            .submitted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Only this lock's holder adds to the queue, so room seen here stays.
-        if !block && self.depth > 0 && self.tx.len() >= self.depth {
-            return Err(NpuError::QueueFull {
-                stream: self.id,
-                depth: self.depth,
-            });
-        }
-        if let Job::EventRecord {
-            event, generation, ..
-        } = &mut job
-        {
-            *generation = event.issue_record();
-        }
-        self.tx.send(job).map_err(|_| NpuError::DeviceLost)?;
-        *n += 1;
-        Ok(())
     }
 
     /// Issues a job: [`StreamState::send`], except that a small kernel launch or copy
@@ -270,105 +189,6 @@ impl StreamState {
                 Err(_) => run(&mut Lane::default()),
             }
         }))
-    }
-
-    /// Marks the stream destroyed, waiting for an inline run in progress to end.
-    pub fn retire(&self) {
-        let _n = self
-            .submitted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.retired.store(true, Ordering::Relaxed);
-    }
-
-    /// Queues a job when there is room, without counting it (the shutdown wake-up).
-    pub fn nudge(&self) {
-        let _ = self.tx.try_send(Job::Shutdown);
-    }
-
-    pub fn submitted(&self) -> u64 {
-        *self
-            .submitted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub fn completed(&self) -> u64 {
-        self.completed.load(Ordering::SeqCst)
-    }
-
-    /// Waits until `target` jobs have completed.
-    pub fn wait_for(&self, target: u64, shutdown: &AtomicBool) -> Result<(), NpuError> {
-        // A short task is done within a few scheduler turns: yielding that long first
-        // spares the worker a wake-up call and the waiter a sleep (about half the latency
-        // of a synchronize on a short task), and costs little when the wait is long.
-        for _ in 0..SPIN_YIELDS {
-            if self.completed() >= target {
-                return Ok(());
-            }
-            std::thread::yield_now();
-        }
-        let mut g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        // Registered before the check: the worker's add is either seen by the check or
-        // followed by its look at `waiters`, which then wakes us (both are SeqCst).
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut result = Ok(());
-        while self.completed() < target {
-            if shutdown.load(Ordering::Acquire) {
-                result = Err(NpuError::DeviceLost);
-                break;
-            }
-            g = self
-                .cv
-                .wait_timeout(g, SHUTDOWN_POLL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        result
-    }
-
-    /// Waits for everything submitted so far; does not touch the fault.
-    pub fn drain(&self, shutdown: &AtomicBool) -> Result<(), NpuError> {
-        self.wait_for(self.submitted(), shutdown)
-    }
-
-    fn complete_one(&self) {
-        self.completed.fetch_add(1, Ordering::SeqCst);
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            self.cv.notify_all();
-        }
-    }
-
-    pub fn wake(&self) {
-        let _g = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        self.cv.notify_all();
-    }
-
-    fn set_fault(&self, e: NpuError) {
-        let mut f = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
-        if f.is_none() {
-            *f = Some(e);
-        }
-        self.faulted.store(true, Ordering::Release);
-    }
-
-    fn current_fault(&self) -> Option<NpuError> {
-        if !self.faulted.load(Ordering::Acquire) {
-            return None;
-        }
-        self.fault
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Takes the first fault since the last take; the stream works normally again.
-    pub fn take_fault(&self) -> Option<NpuError> {
-        let mut f = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
-        self.faulted.store(false, Ordering::Release);
-        f.take()
     }
 }
 

@@ -1,28 +1,28 @@
-//! What a stream runs: [`Task`]s as the host describes them, and the jobs the stream
-//! workers receive.
+//! What a stream runs: [`Task`]s and kernel [`Launch`]es as the host describes them.
 //!
 //! A [`Task`] is plain data (cloneable, no resolved state), so the same value can be
 //! submitted to a stream, recorded by the capture feature, or preloaded into a model and
 //! run many times. Submission turns it into a job: it checks the task's device ranges
 //! against the allocator and resolves event waits to the record they wait for, which is
-//! what a task must know at the moment the host issued it.
+//! what a task must know at the moment the host issued it. The jobs themselves, which
+//! carry the device's resolved state, live in `queue`, above this file: a task knows
+//! nothing of streams, models or the device.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::ops::HostTensor;
 use crate::ops::{AttrMap, DType};
 use crate::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
 
 use super::access::Plan;
+use super::error::NpuError;
 use super::host::HostBuf;
+use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
 use super::memory::{Memory, Span};
-use super::model::{ModelInner, ModelPlan, ModelRun};
-use super::sync::{EventState, NotifyState};
-use super::{DevicePtr, EventId, ModelId, NotifyId, NpuError};
 
 /// A tensor argument of a launch: where it is in device memory, its element type and dims.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -557,35 +557,4 @@ impl LaunchOutputs {
     pub fn wait(self) -> AllocOutputs {
         self.rx.recv().unwrap_or(Err(NpuError::DeviceLost))
     }
-}
-
-/// What a stream worker receives.
-pub(crate) enum Job {
-    /// A checked task.
-    Task(Task),
-    EventRecord {
-        event: Arc<EventState>,
-        generation: u64,
-    },
-    EventWait {
-        id: EventId,
-        event: Arc<EventState>,
-        generation: u64,
-    },
-    NotifyRecord(Arc<NotifyState>),
-    NotifyWait(Arc<NotifyState>),
-    LaunchAlloc {
-        launch: Arc<Launch>,
-        done: Sender<AllocOutputs>,
-    },
-    /// Runs a model and waits for it, on the stream that executes it, with the task lists
-    /// it had when the execution was issued.
-    Execute(Arc<ModelInner>, Arc<ModelPlan>),
-    /// Runs one stream's preloaded tasks of a model run, on that model stream.
-    RunList {
-        run: Arc<ModelRun>,
-        index: usize,
-    },
-    /// Wakes the worker to see the device shut down.
-    Shutdown,
 }

@@ -16,8 +16,9 @@ use std::collections::BTreeSet;
 
 use half::{bf16, f16};
 
+use super::operands::not_float;
+use super::real::{Acc, MatLayout, Real, gemm, widen_all};
 use crate::dispatch;
-use crate::ops::linalg::{Acc, MatLayout, Real, gemm, not_float, widen_all};
 use crate::ops::tensor::{TensorMut, TensorRef};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 

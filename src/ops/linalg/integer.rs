@@ -5,9 +5,10 @@
 //! ±255, so each product is below 2^16 and f64 sums them exactly for any K below 2^37.
 //! The exact sum is then wrapped to int32 as integer arithmetic would.
 
+use super::operands::{absent, broadcast_offsets};
+use super::real::{MatLayout, gemm};
 use crate::ops::DType;
 use crate::ops::elementwise::broadcast;
-use crate::ops::linalg::{MatLayout, absent, broadcast_offsets, gemm};
 use crate::ops::tensor::{TensorMut, TensorRef};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 

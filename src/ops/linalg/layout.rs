@@ -7,10 +7,11 @@
 
 use half::{bf16, f16};
 
+use super::operands::{index_values, not_float};
+use super::real::{Acc, Real};
 use crate::dispatch;
 use crate::ops::Attr;
 use crate::ops::DType;
-use crate::ops::linalg::{Acc, Real, index_values, not_float};
 use crate::ops::tensor::{TensorMut, TensorRef};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
@@ -423,7 +424,7 @@ fn col2im<T: Real>(
             }
         }
     }
-    crate::ops::linalg::narrow_into::<T>(&acc, outputs[0].slice_mut::<T>()?);
+    super::real::narrow_into::<T>(&acc, outputs[0].slice_mut::<T>()?);
     Ok(())
 }
 

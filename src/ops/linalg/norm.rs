@@ -10,8 +10,9 @@
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+use super::operands::{broadcast_offsets, check_float_type, not_float};
+use super::real::{Acc, Real, min_chunks};
 use crate::dispatch;
-use crate::ops::linalg::{Acc, Real, broadcast_offsets, check_float_type, min_chunks, not_float};
 use crate::ops::tensor::{TensorMut, TensorRef};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, meta};
 

@@ -162,113 +162,157 @@ impl Dims {
     }
 }
 
-/// LSTM, GRU and RNN (the op name picks which).
-pub fn recurrence(
-    ctx: &InferCtx,
-    inputs: &[TensorRef],
-    outputs: &mut [TensorMut],
-) -> Result<(), OpError> {
-    let kind = match ctx.op {
-        "LSTM" => Kind::Lstm,
-        "GRU" => Kind::Gru,
-        _ => Kind::Rnn,
-    };
-    let gates = match kind {
-        Kind::Lstm => 4,
-        Kind::Gru => 3,
-        Kind::Rnn => 1,
-    };
-    let x = &inputs[0];
-    if x.rank() != 3 || inputs.len() < 3 {
-        return Err(ctx.input_error(0, "needs X [seq, batch, input], W and R"));
-    }
-    let hidden = ctx.attr_int("hidden_size", 0)?;
-    let dirs = match ctx.attr_str("direction", "forward")? {
-        "bidirectional" => 2,
-        _ => 1,
-    };
-    let reverse_only = ctx.attr_str("direction", "forward")? == "reverse";
-    let batch_first = ctx.attr_int("layout", 0)? == 1;
-    let (seq, batch) = if batch_first {
-        (x.shape[1], x.shape[0])
-    } else {
-        (x.shape[0], x.shape[1])
-    };
-    let dm = Dims {
-        seq,
-        batch,
-        input: x.shape[2],
-        hidden: usize::try_from(hidden)
-            .map_err(|_| ctx.attr_error("hidden_size", "must be >= 0"))?,
-        dirs,
-        batch_first,
-    };
-    let h = dm.hidden;
-    let gh = gates * h;
-    let present = |i: usize| inputs.get(i).filter(|t| !t.is_empty());
-    let floats = |i: usize, len: usize, what: &str| -> Result<Option<Vec<f64>>, OpError> {
-        let Some(t) = present(i) else { return Ok(None) };
-        let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
-        if v.len() != len {
-            return Err(
-                ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len()))
-            );
-        }
-        Ok(Some(v))
-    };
-    let xv = floats(0, seq * batch * dm.input, "X")?.unwrap_or_default();
-    let w =
-        floats(1, dirs * gh * dm.input, "W")?.ok_or_else(|| ctx.input_error(1, "W is required"))?;
-    let r = floats(2, dirs * gh * h, "R")?.ok_or_else(|| ctx.input_error(2, "R is required"))?;
-    let bias = floats(3, dirs * 2 * gh, "B")?.unwrap_or_else(|| vec![0.0; dirs * 2 * gh]);
-    let lens: Vec<usize> = match present(4) {
-        None => vec![seq; batch],
-        Some(t) => {
-            let v: Vec<i64> = match t.dtype {
-                crate::ops::DType::I32 => t.slice::<i32>()?.iter().map(|&v| v as i64).collect(),
-                _ => t.slice::<i64>()?.to_vec(),
-            };
-            if v.len() != batch {
-                return Err(ctx.input_error(4, "sequence_lens has one value per batch entry"));
-            }
-            v.iter().map(|&l| (l.max(0) as usize).min(seq)).collect()
-        }
-    };
-    let init_h = floats(5, dirs * batch * h, "initial_h")?;
-    let init_c = if kind == Kind::Lstm {
-        floats(6, dirs * batch * h, "initial_c")?
-    } else {
-        None
-    };
-    let peep = if kind == Kind::Lstm {
-        floats(7, dirs * 3 * h, "P")?
-    } else {
-        None
-    };
-    let acts = activations(
-        ctx,
-        dirs,
-        match kind {
-            Kind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
-            Kind::Gru => &["Sigmoid", "Tanh"],
-            Kind::Rnn => &["Tanh"],
-        },
-    )?;
-    let per_dir = acts.len() / dirs;
-    let clip = ctx.attrs.get("clip").and_then(|a| a.as_float());
-    let clamp = |v: f64| clip.map_or(v, |c| v.clamp(-c, c));
-    let input_forget = ctx.attr_int("input_forget", 0)? != 0;
-    let linear_before_reset = ctx.attr_int("linear_before_reset", 0)? != 0;
+/// One call's operands and attributes, read and checked: what every direction runs on.
+struct Recurrence {
+    kind: Kind,
+    dm: Dims,
+    /// Gate values per hidden unit times the hidden size: a row of the projections.
+    gh: usize,
+    xv: Vec<f64>,
+    w: Vec<f64>,
+    r: Vec<f64>,
+    bias: Vec<f64>,
+    /// Each batch entry's step count.
+    lens: Vec<usize>,
+    init_h: Option<Vec<f64>>,
+    init_c: Option<Vec<f64>>,
+    peep: Option<Vec<f64>>,
+    acts: Vec<Act>,
+    reverse_only: bool,
+    clip: Option<f64>,
+    input_forget: bool,
+    linear_before_reset: bool,
+}
 
-    let mut y = vec![0.0f64; seq * dirs * batch * h];
-    let mut y_h = vec![0.0f64; dirs * batch * h];
-    let mut y_c = vec![0.0f64; dirs * batch * h];
-    let rows = seq * batch;
-    for d in 0..dirs {
-        let reverse = reverse_only || d == 1;
-        let act = &acts[d * per_dir..][..per_dir];
-        let wd = Mat::row_major(&w[d * gh * dm.input..][..gh * dm.input], gh, dm.input);
-        let rd = &r[d * gh * h..][..gh * h];
+impl Recurrence {
+    fn read(ctx: &InferCtx, inputs: &[TensorRef]) -> Result<Self, OpError> {
+        let kind = match ctx.op {
+            "LSTM" => Kind::Lstm,
+            "GRU" => Kind::Gru,
+            _ => Kind::Rnn,
+        };
+        let gates = match kind {
+            Kind::Lstm => 4,
+            Kind::Gru => 3,
+            Kind::Rnn => 1,
+        };
+        let x = &inputs[0];
+        if x.rank() != 3 || inputs.len() < 3 {
+            return Err(ctx.input_error(0, "needs X [seq, batch, input], W and R"));
+        }
+        let hidden = ctx.attr_int("hidden_size", 0)?;
+        let dirs = match ctx.attr_str("direction", "forward")? {
+            "bidirectional" => 2,
+            _ => 1,
+        };
+        let reverse_only = ctx.attr_str("direction", "forward")? == "reverse";
+        let batch_first = ctx.attr_int("layout", 0)? == 1;
+        let (seq, batch) = if batch_first {
+            (x.shape[1], x.shape[0])
+        } else {
+            (x.shape[0], x.shape[1])
+        };
+        let dm = Dims {
+            seq,
+            batch,
+            input: x.shape[2],
+            hidden: usize::try_from(hidden)
+                .map_err(|_| ctx.attr_error("hidden_size", "must be >= 0"))?,
+            dirs,
+            batch_first,
+        };
+        let h = dm.hidden;
+        let gh = gates * h;
+        let present = |i: usize| inputs.get(i).filter(|t| !t.is_empty());
+        let floats = |i: usize, len: usize, what: &str| -> Result<Option<Vec<f64>>, OpError> {
+            let Some(t) = present(i) else { return Ok(None) };
+            let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
+            if v.len() != len {
+                return Err(
+                    ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len()))
+                );
+            }
+            Ok(Some(v))
+        };
+        let xv = floats(0, seq * batch * dm.input, "X")?.unwrap_or_default();
+        let w = floats(1, dirs * gh * dm.input, "W")?
+            .ok_or_else(|| ctx.input_error(1, "W is required"))?;
+        let r =
+            floats(2, dirs * gh * h, "R")?.ok_or_else(|| ctx.input_error(2, "R is required"))?;
+        let bias = floats(3, dirs * 2 * gh, "B")?.unwrap_or_else(|| vec![0.0; dirs * 2 * gh]);
+        let lens: Vec<usize> = match present(4) {
+            None => vec![seq; batch],
+            Some(t) => {
+                let v: Vec<i64> = match t.dtype {
+                    crate::ops::DType::I32 => t.slice::<i32>()?.iter().map(|&v| v as i64).collect(),
+                    _ => t.slice::<i64>()?.to_vec(),
+                };
+                if v.len() != batch {
+                    return Err(ctx.input_error(4, "sequence_lens has one value per batch entry"));
+                }
+                v.iter().map(|&l| (l.max(0) as usize).min(seq)).collect()
+            }
+        };
+        let init_h = floats(5, dirs * batch * h, "initial_h")?;
+        let init_c = if kind == Kind::Lstm {
+            floats(6, dirs * batch * h, "initial_c")?
+        } else {
+            None
+        };
+        let peep = if kind == Kind::Lstm {
+            floats(7, dirs * 3 * h, "P")?
+        } else {
+            None
+        };
+        let acts = activations(
+            ctx,
+            dirs,
+            match kind {
+                Kind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+                Kind::Gru => &["Sigmoid", "Tanh"],
+                Kind::Rnn => &["Tanh"],
+            },
+        )?;
+        let clip = ctx.attrs.get("clip").and_then(|a| a.as_float());
+        let input_forget = ctx.attr_int("input_forget", 0)? != 0;
+        let linear_before_reset = ctx.attr_int("linear_before_reset", 0)? != 0;
+        Ok(Recurrence {
+            kind,
+            dm,
+            gh,
+            xv,
+            w,
+            r,
+            bias,
+            lens,
+            init_h,
+            init_c,
+            peep,
+            acts,
+            reverse_only,
+            clip,
+            input_forget,
+            linear_before_reset,
+        })
+    }
+
+    /// A gate's pre-activation clipped to `clip`, when the op has one.
+    fn clamp(&self, v: f64) -> f64 {
+        self.clip.map_or(v, |c| v.clamp(-c, c))
+    }
+
+    /// Runs direction `d` over every step: its outputs into `y`, its last states into
+    /// `y_h` and `y_c`.
+    fn direction(&self, d: usize, y: &mut [f64], y_h: &mut [f64], y_c: &mut [f64]) {
+        let (dm, kind, gh) = (&self.dm, self.kind, self.gh);
+        let (seq, batch, h) = (dm.seq, dm.batch, dm.hidden);
+        let rows = seq * batch;
+        let per_dir = self.acts.len() / dm.dirs;
+        let reverse = self.reverse_only || d == 1;
+        let act = &self.acts[d * per_dir..][..per_dir];
+        let wd = Mat::row_major(&self.w[d * gh * dm.input..][..gh * dm.input], gh, dm.input);
+        let rd = &self.r[d * gh * h..][..gh * h];
+        let bias = &self.bias;
         let (wb, rb) = (&bias[d * 2 * gh..][..gh], &bias[d * 2 * gh + gh..][..gh]);
         // Input projection of every step, biases folded in (GRU's recurrent bias of the
         // candidate gate stays out: with linear_before_reset it is inside the reset).
@@ -286,7 +330,7 @@ pub fn recurrence(
         if rows > 0 && dm.input > 0 {
             gemm(
                 1.0,
-                Mat::row_major(&xv, rows, dm.input),
+                Mat::row_major(&self.xv, rows, dm.input),
                 wd.t(),
                 1.0,
                 &mut xw,
@@ -297,10 +341,10 @@ pub fn recurrence(
         let mut cs = vec![0.0f64; batch * h];
         for b in 0..batch {
             let at = dm.state_at(d, b);
-            if let Some(v) = &init_h {
+            if let Some(v) = &self.init_h {
                 hs[b * h..][..h].copy_from_slice(&v[at..][..h]);
             }
-            if let Some(v) = &init_c {
+            if let Some(v) = &self.init_c {
                 cs[b * h..][..h].copy_from_slice(&v[at..][..h]);
             }
         }
@@ -312,11 +356,11 @@ pub fn recurrence(
             // its candidate gate needs the reset applied to H first).
             let rmat = Mat::row_major(rd, gh, h).t();
             gemm(1.0, Mat::row_major(&hs, batch, h), rmat, 0.0, &mut hr, gh);
-            if kind == Kind::Gru && !linear_before_reset {
+            if kind == Kind::Gru && !self.linear_before_reset {
                 for b in 0..batch {
                     let pre = &xw[dm.x_row(t, b) * gh..][..gh];
                     for j in 0..h {
-                        let rg = act[0].apply(clamp(pre[h + j] + hr[b * gh + h + j]));
+                        let rg = act[0].apply(self.clamp(pre[h + j] + hr[b * gh + h + j]));
                         rh[b * h + j] = rg * hs[b * h + j];
                     }
                 }
@@ -335,46 +379,14 @@ pub fn recurrence(
                 }
             }
             for b in 0..batch {
-                if t >= lens[b] {
+                if t >= self.lens[b] {
                     continue;
                 }
                 let pre = &xw[dm.x_row(t, b) * gh..][..gh];
                 let rec = &hr[b * gh..][..gh];
                 let hb = &mut hs[b * h..][..h];
                 let cb = &mut cs[b * h..][..h];
-                for j in 0..h {
-                    let g = |k: usize| pre[k * h + j] + rec[k * h + j];
-                    match kind {
-                        Kind::Rnn => hb[j] = act[0].apply(clamp(g(0))),
-                        Kind::Gru => {
-                            let z = act[0].apply(clamp(g(0)));
-                            let cand = if linear_before_reset {
-                                let rg = act[0].apply(clamp(g(1)));
-                                pre[2 * h + j] + rg * (rec[2 * h + j] + rb[2 * h + j])
-                            } else {
-                                g(2) + rb[2 * h + j]
-                            };
-                            let n = act[1].apply(clamp(cand));
-                            hb[j] = (1.0 - z) * n + z * hb[j];
-                        }
-                        Kind::Lstm => {
-                            let p =
-                                |k: usize| peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
-                            let c_prev = cb[j];
-                            let i = act[0].apply(clamp(g(0) + p(0) * c_prev));
-                            let f = if input_forget {
-                                1.0 - i
-                            } else {
-                                act[0].apply(clamp(g(2) + p(2) * c_prev))
-                            };
-                            let c_in = act[1].apply(clamp(g(3)));
-                            let c = f * c_prev + i * c_in;
-                            let o = act[0].apply(clamp(g(1) + p(1) * c));
-                            cb[j] = c;
-                            hb[j] = o * act[2].apply(c);
-                        }
-                    }
-                }
+                self.cell(d, act, rb, pre, rec, hb, cb);
                 y[dm.y_at(t, d, b)..][..h].copy_from_slice(hb);
             }
         }
@@ -383,6 +395,72 @@ pub fn recurrence(
             y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
             y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
         }
+    }
+
+    /// One step of one batch entry in direction `d`: the gates from the input projection
+    /// `pre` and the recurrent product `rec`, updating the hidden state `hb` (and the cell
+    /// state `cb`) in place.
+    #[allow(clippy::too_many_arguments)]
+    fn cell(
+        &self,
+        d: usize,
+        act: &[Act],
+        rb: &[f64],
+        pre: &[f64],
+        rec: &[f64],
+        hb: &mut [f64],
+        cb: &mut [f64],
+    ) {
+        let h = self.dm.hidden;
+        for j in 0..h {
+            let g = |k: usize| pre[k * h + j] + rec[k * h + j];
+            match self.kind {
+                Kind::Rnn => hb[j] = act[0].apply(self.clamp(g(0))),
+                Kind::Gru => {
+                    let z = act[0].apply(self.clamp(g(0)));
+                    let cand = if self.linear_before_reset {
+                        let rg = act[0].apply(self.clamp(g(1)));
+                        pre[2 * h + j] + rg * (rec[2 * h + j] + rb[2 * h + j])
+                    } else {
+                        g(2) + rb[2 * h + j]
+                    };
+                    let n = act[1].apply(self.clamp(cand));
+                    hb[j] = (1.0 - z) * n + z * hb[j];
+                }
+                Kind::Lstm => {
+                    let p = |k: usize| self.peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
+                    let c_prev = cb[j];
+                    let i = act[0].apply(self.clamp(g(0) + p(0) * c_prev));
+                    let f = if self.input_forget {
+                        1.0 - i
+                    } else {
+                        act[0].apply(self.clamp(g(2) + p(2) * c_prev))
+                    };
+                    let c_in = act[1].apply(self.clamp(g(3)));
+                    let c = f * c_prev + i * c_in;
+                    let o = act[0].apply(self.clamp(g(1) + p(1) * c));
+                    cb[j] = c;
+                    hb[j] = o * act[2].apply(c);
+                }
+            }
+        }
+    }
+}
+
+/// LSTM, GRU and RNN (the op name picks which).
+pub fn recurrence(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let rec = Recurrence::read(ctx, inputs)?;
+    let dm = &rec.dm;
+    let (dirs, batch, h) = (dm.dirs, dm.batch, dm.hidden);
+    let mut y = vec![0.0f64; dm.seq * dirs * batch * h];
+    let mut y_h = vec![0.0f64; dirs * batch * h];
+    let mut y_c = vec![0.0f64; dirs * batch * h];
+    for d in 0..dirs {
+        rec.direction(d, &mut y, &mut y_h, &mut y_c);
     }
     write_f64s(&mut outputs[0], &y)?;
     if let Some(o) = outputs.get_mut(1) {
