@@ -29,7 +29,7 @@ use crate::ops::Buffer;
 use super::error::NpuError;
 use super::memory::{Segment, Span};
 
-/// The segments a task has locked (the first `n` of a plan's, each for writing when
+/// The segments a task has locked (the first `n` of a lock set's, each for writing when
 /// marked), unlocked when this is dropped: when the task ends, and when it panics.
 ///
 /// The locks are taken and released raw, with no guard per segment: guards would have to
@@ -43,7 +43,7 @@ struct Locked<'p> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         for (seg, write) in &self.segments[..self.n] {
-            // SAFETY: `with_plan` locked this segment (for writing when `write`) and every
+            // SAFETY: `with_span_locks` locked this segment (for writing when `write`) and every
             // slice it made of the segment's bytes is gone: they do not outlive `f`'s call,
             // and this guard is dropped after it.
             unsafe {
@@ -74,16 +74,16 @@ pub(crate) fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
     unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<U>(), 0, v.capacity()) }
 }
 
-/// How one argument set's spans are locked and handed out: worked out by [`plan`] per
+/// How one argument set's spans are locked and handed out: worked out by [`span_locks`] per
 /// task, or once for a launch whose spans stay the same (`task::Resolved`,
 /// `model::Prepared`), so running it does no pairwise overlap test, no sort and no
 /// search.
 ///
-/// Everything a run reads is here, in two arrays: running a kept plan touches no span
-/// and no side table. (A plan kept per launch record is cold by the time its launch comes
+/// Everything a run reads is here, in two arrays: running kept locks touches no span
+/// and no side table. (Locks kept per launch record is cold by the time its launch comes
 /// round again in a long model; each separate array it reads costs a cache miss.)
 #[derive(Clone, Default)]
-pub(crate) struct Plan {
+pub(crate) struct SpanLocks {
     /// The distinct segments in lock order (ascending id), each with whether it is locked
     /// for writing (it holds an output).
     segments: Vec<(Arc<Segment>, bool)>,
@@ -95,10 +95,10 @@ pub(crate) struct Plan {
     need: usize,
 }
 
-/// Where one argument's bytes are, for [`with_plan`].
+/// Where one argument's bytes are, for [`with_span_locks`].
 #[derive(Clone, Copy)]
 struct ArgAt {
-    /// Its segment's position in [`Plan::segments`]; [`ArgAt::EMPTY`] for an empty range.
+    /// Its segment's position in [`SpanLocks::segments`]; [`ArgAt::EMPTY`] for an empty range.
     segment: usize,
     offset: usize,
     len: usize,
@@ -115,10 +115,10 @@ impl ArgAt {
 /// Vectors and copy space kept between tasks.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// The plan of a task run without one of its own, taken out while it runs (by
+    /// The locks of a task run without one of its own, taken out while it runs (by
     /// [`with_spans`], and by a stream's launch that has no record to keep one in).
-    pub plan: Plan,
-    /// Each segment's base pointer, by position in the plan's `segments`.
+    pub locks: SpanLocks,
+    /// Each segment's base pointer, by position in the locks' `segments`.
     bases: Vec<usize>,
     copies: Buffer,
     inputs: Vec<&'static [u8]>,
@@ -129,12 +129,12 @@ fn overlaps(a: &Span, b: &Span) -> bool {
     a.segment.id == b.segment.id && a.offset < b.offset + b.len && b.offset < a.offset + a.len
 }
 
-/// Works out into `plan` how `ins` and `outs` (`None`: an empty range) are locked and
+/// Works out into `locks` how `ins` and `outs` (`None`: an empty range) are locked and
 /// handed out. Errors: outputs that overlap.
-pub(crate) fn plan(
+pub(crate) fn span_locks(
     ins: &[Option<Span>],
     outs: &[Option<Span>],
-    plan: &mut Plan,
+    locks: &mut SpanLocks,
 ) -> Result<(), NpuError> {
     for (a, sa) in outs.iter().enumerate() {
         for (b, sb) in outs.iter().enumerate().skip(a + 1) {
@@ -147,7 +147,7 @@ pub(crate) fn plan(
     }
 
     // The distinct segments, in lock order, each marked write when it holds an output.
-    let segments = &mut plan.segments;
+    let segments = &mut locks.segments;
     segments.clear();
     for (i, s) in ins.iter().chain(outs).enumerate() {
         if let Some(s) = s {
@@ -158,11 +158,11 @@ pub(crate) fn plan(
     segments.dedup_by_key(|(s, _)| s.id);
 
     // Each argument's place; inputs overlapping an output are read from copies.
-    plan.args.clear();
-    plan.inputs = ins.len();
+    locks.args.clear();
+    locks.inputs = ins.len();
     let mut need = 0;
     for (i, s) in ins.iter().chain(outs).enumerate() {
-        plan.args.push(match s {
+        locks.args.push(match s {
             None => ArgAt {
                 segment: ArgAt::EMPTY,
                 offset: 0,
@@ -185,7 +185,7 @@ pub(crate) fn plan(
             },
         });
     }
-    plan.need = need;
+    locks.need = need;
     Ok(())
 }
 
@@ -197,32 +197,32 @@ pub(crate) fn with_spans<R>(
     scratch: &mut Scratch,
     f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
 ) -> Result<R, NpuError> {
-    let mut p = std::mem::take(&mut scratch.plan);
-    let r = plan(ins, outs, &mut p).map(|()| with_plan(&p, scratch, f));
-    scratch.plan = p;
+    let mut p = std::mem::take(&mut scratch.locks);
+    let r = span_locks(ins, outs, &mut p).map(|()| with_span_locks(&p, scratch, f));
+    scratch.locks = p;
     r
 }
 
-/// [`with_spans`] by a plan made by [`plan`] (with nothing remapped since).
+/// [`with_spans`] by a lock set made by [`span_locks`] (with nothing remapped since).
 ///
-/// This runs once per kernel launch, so it is one pass over each of the plan's two arrays
+/// This runs once per kernel launch, so it is one pass over each of the locks' two arrays
 /// and the scratch vectors, with no search and no allocation once the vectors have grown.
-pub(crate) fn with_plan<R>(
-    plan: &Plan,
+pub(crate) fn with_span_locks<R>(
+    locks: &SpanLocks,
     scratch: &mut Scratch,
     f: impl FnOnce(&[&[u8]], &mut [&mut [u8]]) -> R,
 ) -> R {
-    if scratch.copies.len() < plan.need {
-        scratch.copies = Buffer::zeroed(plan.need.next_power_of_two());
+    if scratch.copies.len() < locks.need {
+        scratch.copies = Buffer::zeroed(locks.need.next_power_of_two());
     }
 
     let bases = &mut scratch.bases;
     bases.clear();
     let mut locked = Locked {
-        segments: &plan.segments,
+        segments: &locks.segments,
         n: 0,
     };
-    for (seg, write) in &plan.segments {
+    for (seg, write) in &locks.segments {
         // SAFETY: `raw` is unsafe because a raw unlock could pull the lock from under a
         // guard; no guard of this lock exists here, and the only unlock is `locked`'s
         // drop, which releases it as it is taken below (shared or exclusive), after
@@ -246,10 +246,10 @@ pub(crate) fn with_plan<R>(
         bases.push(base as usize);
     }
     let bases: &[usize] = bases;
-    let (ins, outs) = plan.args.split_at(plan.inputs);
+    let (ins, outs) = locks.args.split_at(locks.inputs);
 
     let copies = scratch.copies.as_bytes_mut();
-    if plan.need > 0 {
+    if locks.need > 0 {
         for a in ins.iter().filter(|a| a.copy != ArgAt::IN_PLACE) {
             // SAFETY: the segment is locked (for writing, as it holds an output) and
             // `offset + len <= segment.len` was checked when the span was resolved
@@ -287,8 +287,8 @@ pub(crate) fn with_plan<R>(
             &mut [][..]
         } else {
             // SAFETY: the segment is write-locked by this task and the range is inside it.
-            // Outputs were checked pairwise disjoint by the plan, and every input slice of
-            // this segment overlapping an output reads from `copies` instead, so this is
+            // Outputs were checked pairwise disjoint when the locks were made, and every input
+            // slice of this segment overlapping an output reads from `copies` instead, so this is
             // the only reference to these bytes. The slice is dropped below, before the
             // segments are unlocked.
             unsafe {

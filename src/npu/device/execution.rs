@@ -1,5 +1,5 @@
 //! Loading and executing models against the device: a [`Model`]'s ids resolved into a
-//! [`ModelPlan`] (its launches prepared once: op spec, specialized kernel, argument
+//! [`ResolvedModel`] (its launches prepared once: op spec, specialized kernel, argument
 //! segments), the checks an execution makes when it is issued, an execution run to
 //! completion on the calling worker, and conditional tasks reading their value and
 //! running the chosen sub-model. The state these act on is `queue`'s; the stream workers
@@ -10,11 +10,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::ops::Compute;
 
-use super::access::{self, Plan, with_spans};
+use super::access::{self, SpanLocks, with_spans};
 use super::error::NpuError;
 use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
 use super::model::Model;
-use super::queue::{ModelInner, ModelPlan, ModelRun, Prepared, StreamState};
+use super::queue::{ModelInner, ModelRun, Prepared, ResolvedModel, StreamState};
 use super::state::Core;
 use super::sync::{EventState, NotifyState};
 use super::task::{COND_VALUE_BYTES, CondKind, Launch, Task};
@@ -27,20 +27,20 @@ impl Prepared {
         }
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
         l.resolve(&core.memory, &mut ins, &mut outs).ok()?;
-        let mut plan = Plan::default();
-        access::plan(&ins, &outs, &mut plan).ok()?;
+        let mut locks = SpanLocks::default();
+        access::span_locks(&ins, &outs, &mut locks).ok()?;
         let special = l.choose_special(&spec);
         Some(Prepared {
             spec,
             special,
-            plan,
+            locks,
         })
     }
 }
 
-impl ModelPlan {
+impl ResolvedModel {
     /// Resolves a model's ids against the device (sub-models among the loaded ones).
-    fn resolve(core: &Core, model: &Model) -> Result<ModelPlan, NpuError> {
+    fn resolve(core: &Core, model: &Model) -> Result<ResolvedModel, NpuError> {
         // Read before any span is resolved: an unmap meanwhile makes the spans stale.
         let epoch = core.memory.unmap_epoch();
         let mut events: Vec<(EventId, Arc<EventState>, bool)> = Vec::new();
@@ -119,7 +119,7 @@ impl ModelPlan {
         let continues = (0..model.streams.len())
             .map(|j| !model.streams[j].active_at_start && activations[j] == 1 && last[j])
             .collect();
-        Ok(ModelPlan {
+        Ok(ResolvedModel {
             prepared,
             epoch,
             continues,
@@ -147,7 +147,7 @@ impl ModelPlan {
             }
         }
         for (_, sub) in &self.subs {
-            sub.plan().check(core)?;
+            sub.resolved().check(core)?;
         }
         Ok(())
     }
@@ -162,12 +162,12 @@ impl ModelInner {
         model: &Model,
         spawn: impl FnMut() -> Arc<StreamState>,
     ) -> Result<Self, NpuError> {
-        let plan = ModelPlan::resolve(core, model)?;
+        let resolved = ResolvedModel::resolve(core, model)?;
         let mut spawn = spawn;
         let workers = (0..model.streams.len()).map(|_| spawn()).collect();
         Ok(ModelInner {
             id,
-            plan: Mutex::new(Arc::new(plan)),
+            resolved: Mutex::new(Arc::new(resolved)),
             workers,
             running: Mutex::new(()),
         })
@@ -176,17 +176,17 @@ impl ModelInner {
     /// The task lists for an execution issued now, its launches resolved again first if a
     /// segment was unmapped since they were: an unmap (out-of-memory recovery, emptying
     /// the cache) would otherwise leave the model on the slow path for good.
-    pub fn plan_for_execution(&self, core: &Core) -> Result<Arc<ModelPlan>, NpuError> {
-        let mut plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
-        if plan.epoch != core.memory.unmap_epoch() {
+    pub fn resolved_for_execution(&self, core: &Core) -> Result<Arc<ResolvedModel>, NpuError> {
+        let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+        if resolved.epoch != core.memory.unmap_epoch() {
             let model = Model {
                 name: String::new(),
-                streams: plan.streams.clone(),
-                start_values: plan.start_values.clone(),
+                streams: resolved.streams.clone(),
+                start_values: resolved.start_values.clone(),
             };
-            *plan = Arc::new(ModelPlan::resolve(core, &model)?);
+            *resolved = Arc::new(ResolvedModel::resolve(core, &model)?);
         }
-        Ok(plan.clone())
+        Ok(resolved.clone())
     }
 
     /// Replaces the task lists for executions issued from now on. The model keeps its
@@ -202,19 +202,23 @@ impl ModelInner {
                 ),
             });
         }
-        let plan = Arc::new(ModelPlan::resolve(core, model)?);
-        *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = plan;
+        let resolved = Arc::new(ResolvedModel::resolve(core, model)?);
+        *self.resolved.lock().unwrap_or_else(PoisonError::into_inner) = resolved;
         Ok(())
     }
 
     /// Runs the model to completion on the calling worker (the executing stream's, or the
     /// stream of the conditional task that chose it).
-    pub fn execute(self: &Arc<Self>, core: &Core, plan: Arc<ModelPlan>) -> Result<(), NpuError> {
+    pub fn execute(
+        self: &Arc<Self>,
+        core: &Core,
+        resolved: Arc<ResolvedModel>,
+    ) -> Result<(), NpuError> {
         let _one_run = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        for &(ptr, value) in &plan.start_values {
+        for &(ptr, value) in &resolved.start_values {
             write_value(core, ptr, value).map_err(|e| self.failed(e))?;
         }
-        let events = plan
+        let events = resolved
             .events
             .iter()
             .map(|(id, e, recorded_here)| {
@@ -228,13 +232,13 @@ impl ModelInner {
             .collect();
         let run = Arc::new(ModelRun {
             model: self.clone(),
-            plan,
+            resolved,
             events,
             active: Mutex::new(0),
             cv: Condvar::new(),
             fault: Mutex::new(None),
         });
-        for (i, s) in run.plan.streams.iter().enumerate() {
+        for (i, s) in run.resolved.streams.iter().enumerate() {
             if s.active_at_start {
                 run.activate(i)?;
             }
@@ -276,7 +280,8 @@ impl ModelRun {
     /// Stream `index`'s prepared launches, by task index; `None` when an unmap since the
     /// model was resolved may have made them stale (then every launch resolves as it runs).
     pub fn prepared(&self, core: &Core, index: usize) -> Option<&[Option<Prepared>]> {
-        (core.memory.unmap_epoch() == self.plan.epoch).then(|| &self.plan.prepared[index][..])
+        (core.memory.unmap_epoch() == self.resolved.epoch)
+            .then(|| &self.resolved.prepared[index][..])
     }
 
     /// Runs a conditional task of this run on the calling worker: reads the value, runs the
@@ -290,12 +295,12 @@ impl ModelRun {
     ) -> Result<(), NpuError> {
         let run_sub = |id: ModelId| -> Result<(), NpuError> {
             let (_, sub) = self
-                .plan
+                .resolved
                 .subs
                 .iter()
                 .find(|(m, _)| *m == id)
                 .expect("loading resolved every sub-model of the model");
-            sub.execute(core, sub.plan())
+            sub.execute(core, sub.resolved())
         };
         let v = read_value(core, value)?;
         match kind {

@@ -55,7 +55,7 @@ pub(crate) struct Segment {
     pub id: u64,
     pub base: u64,
     pub len: usize,
-    /// Its bytes. A `parking_lot` lock: a task locks and unlocks it raw, in plan order, with
+    /// Its bytes. A `parking_lot` lock: a task locks and unlocks it raw, in lock order, with
     /// no guard objects and no poisoning (see `access`).
     pub data: parking_lot::RwLock<Buffer>,
 }

@@ -758,9 +758,9 @@ impl Device {
         let core = self.core();
         let s = core.stream(stream)?;
         let m = core.model(model)?;
-        let plan = m.plan_for_execution(core)?;
-        plan.check(core)?;
-        s.send(Job::Execute(m, plan), true)
+        let resolved = m.resolved_for_execution(core)?;
+        resolved.check(core)?;
+        s.send(Job::Execute(m, resolved), true)
     }
 
     /// Unloads a model after any run of it finished, stopping its streams.

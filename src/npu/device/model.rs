@@ -28,7 +28,7 @@
 //! each execution start ([`ModelBuilder::start_value`]) are written by the executing stream
 //! before any model stream starts (a condition handle's ASSIGN_DEFAULT).
 //!
-//! This file holds the model as plain data. A loaded model's state (its resolved plan,
+//! This file holds the model as plain data. A loaded model's state (its `ResolvedModel`,
 //! its stream workers, a run in progress) is in `queue`, with the jobs that carry it;
 //! loading and executing it against the device is `execution`.
 

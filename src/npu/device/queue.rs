@@ -1,7 +1,7 @@
 //! A stream's queue and what travels through it: [`StreamState`] (the bounded queue, the
 //! submitted and completed counters, the fault slot, the worker's handle), the [`Job`]s a
 //! worker receives, and the loaded-model state those jobs carry ([`ModelInner`],
-//! [`ModelPlan`], [`ModelRun`]): a model's streams are stream queues, and their jobs are
+//! [`ResolvedModel`], [`ModelRun`]): a model's streams are stream queues, and their jobs are
 //! model runs, so these types are one knot and live together, below everything that acts
 //! on them.
 //!
@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::ops::{OpSpec, SpecialFn};
 
-use super::access::Plan;
+use super::access::SpanLocks;
 use super::error::NpuError;
 use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 use super::model::ModelStream;
@@ -238,7 +238,7 @@ pub(crate) enum Job {
     },
     /// Runs a model and waits for it, on the stream that executes it, with the task lists
     /// it had when the execution was issued.
-    Execute(Arc<ModelInner>, Arc<ModelPlan>),
+    Execute(Arc<ModelInner>, Arc<ResolvedModel>),
     /// Runs one stream's preloaded tasks of a model run, on that model stream.
     RunList {
         run: Arc<ModelRun>,
@@ -250,7 +250,7 @@ pub(crate) enum Job {
 
 /// A loaded model's task lists with every id resolved: what one execution runs. Replaced
 /// whole by an update; an execution holds the one it was issued with.
-pub(crate) struct ModelPlan {
+pub(crate) struct ResolvedModel {
     pub(super) streams: Vec<ModelStream>,
     /// Every event the model uses, and whether the model records it.
     pub(super) events: Vec<(EventId, Arc<EventState>, bool)>,
@@ -276,21 +276,21 @@ pub(crate) struct Prepared {
     /// The op's kernel specialized for the launch's operands, if it has one.
     pub special: Option<SpecialFn>,
     /// The arguments' segments and places (their spans are needed only to make it).
-    pub plan: Plan,
+    pub locks: SpanLocks,
 }
 
 /// A loaded model.
 pub(crate) struct ModelInner {
     pub id: ModelId,
-    pub(super) plan: Mutex<Arc<ModelPlan>>,
+    pub(super) resolved: Mutex<Arc<ResolvedModel>>,
     pub(super) workers: Vec<Arc<StreamState>>,
     pub(super) running: Mutex<()>,
 }
 
 impl ModelInner {
     /// The task lists an execution issued now runs.
-    pub fn plan(&self) -> Arc<ModelPlan> {
-        self.plan
+    pub fn resolved(&self) -> Arc<ResolvedModel> {
+        self.resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -332,7 +332,7 @@ impl ModelInner {
 /// One execution of a model.
 pub(crate) struct ModelRun {
     pub(super) model: Arc<ModelInner>,
-    pub(super) plan: Arc<ModelPlan>,
+    pub(super) resolved: Arc<ResolvedModel>,
     /// Each event's generation for this run.
     pub(super) events: Vec<(EventId, Arc<EventState>, u64)>,
     /// Started lists not finished yet.
@@ -343,7 +343,7 @@ pub(crate) struct ModelRun {
 
 impl ModelRun {
     pub fn tasks(&self, index: usize) -> &[Task] {
-        &self.plan.streams[index].tasks
+        &self.resolved.streams[index].tasks
     }
 
     pub fn event(&self, id: EventId) -> (&Arc<EventState>, u64) {
@@ -357,7 +357,7 @@ impl ModelRun {
 
     pub fn notify(&self, id: NotifyId) -> &Arc<NotifyState> {
         &self
-            .plan
+            .resolved
             .notifies
             .iter()
             .find(|(n, _)| *n == id)
@@ -367,7 +367,7 @@ impl ModelRun {
 
     /// Whether stream `index` goes on on the worker whose list's last task activates it.
     pub fn continues(&self, index: usize) -> bool {
-        self.plan.continues[index]
+        self.resolved.continues[index]
     }
 
     /// Counts a list this worker takes over (see [`ModelRun::continues`]).

@@ -28,7 +28,7 @@ use crossbeam_channel::Receiver;
 use crate::ops::HostTensor;
 use crate::ops::{Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMut, TensorRef};
 
-use super::access::{Plan, Scratch, plan, reuse, with_plan, with_spans};
+use super::access::{Scratch, SpanLocks, reuse, span_locks, with_span_locks, with_spans};
 use super::error::NpuError;
 use super::ids::StreamId;
 use super::memory::Span;
@@ -411,10 +411,10 @@ impl Exec<'_> {
         let unmaps = memory.unmap_epoch();
         if l.resolved.spans.is_none_or(|(_, at)| at != unmaps) {
             let spec = self.core.op_spec(l.op())?;
-            // The spans are only needed to make the plan, which keeps what a run reads.
+            // The spans are only needed to make the span locks, which keep what a run reads.
             let (mut ins, mut outs) = self.take_spans();
             let r = l.resolve(memory, &mut ins, &mut outs);
-            let r = r.and_then(|()| plan(&ins, &outs, &mut l.resolved.plan));
+            let r = r.and_then(|()| span_locks(&ins, &outs, &mut l.resolved.locks));
             self.keep_spans(ins, outs);
             r?;
             l.resolved.spans = Some((spec, unmaps));
@@ -422,7 +422,7 @@ impl Exec<'_> {
         let (spec, _) = l.resolved.spans.expect("resolved above");
         let special = l.special(&spec);
         let l = &*l;
-        self.run_launch(l, &spec, special, false, &l.resolved.plan)
+        self.run_launch(l, &spec, special, false, &l.resolved.locks)
             .map(drop)
     }
 
@@ -456,7 +456,7 @@ impl Exec<'_> {
                 if faulted { Ok(()) } else { r.map(drop) }
             }
             Job::Execute(..) if faulted => Ok(()),
-            Job::Execute(model, plan) => model.execute(self.core, plan),
+            Job::Execute(model, resolved) => model.execute(self.core, resolved),
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -516,7 +516,7 @@ impl Exec<'_> {
                 _ if fault.is_some() => Ok(()),
                 Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
                     Some(p) => self
-                        .run_launch(l, &p.spec, p.special, false, &p.plan)
+                        .run_launch(l, &p.spec, p.special, false, &p.locks)
                         .map(drop),
                     None => self.launch(l, false).map(drop),
                 },
@@ -616,16 +616,16 @@ impl Exec<'_> {
     fn launch(&mut self, l: &Launch, allocating: bool) -> Result<Vec<TensorArg>, NpuError> {
         let spec = self.core.op_spec(l.op())?;
         let (mut ins, mut outs) = self.take_spans();
-        let mut p = std::mem::take(&mut self.lane.scratch.plan);
+        let mut p = std::mem::take(&mut self.lane.scratch.locks);
         let r = l
             .resolve(&self.core.memory, &mut ins, &mut outs)
-            .and_then(|()| plan(&ins, &outs, &mut p));
+            .and_then(|()| span_locks(&ins, &outs, &mut p));
         self.keep_spans(ins, outs);
         // A shared record (queued) keeps no choice: choosing costs a few comparisons, a
         // fraction of what the specialized kernel saves.
         let special = l.choose_special(&spec);
         let r = r.and_then(|()| self.run_launch(l, &spec, special, allocating, &p));
-        self.lane.scratch.plan = p;
+        self.lane.scratch.locks = p;
         r
     }
 
@@ -655,7 +655,7 @@ impl Exec<'_> {
         spec: &OpSpec,
         special: Option<SpecialFn>,
         allocating: bool,
-        plan: &Plan,
+        locks: &SpanLocks,
     ) -> Result<Vec<TensorArg>, NpuError> {
         let core = self.core;
         let here = self.here;
@@ -700,7 +700,7 @@ impl Exec<'_> {
                 let ctx = l.context(&NO_VALUES[..l.metas().len()]);
                 check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
             }
-            let run = with_plan(plan, &mut self.lane.scratch, |ins, outs| {
+            let run = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| {
                 std::panic::catch_unwind(AssertUnwindSafe(|| f(ins, outs)))
             });
             match run {
@@ -772,7 +772,7 @@ impl Exec<'_> {
                     Err(p) => Err(kernel_panic(p)),
                 }
             };
-        let computed = with_plan(plan, &mut self.lane.scratch, body)?;
+        let computed = with_span_locks(locks, &mut self.lane.scratch, body)?;
         let Some(tensors) = computed else {
             return Ok(Vec::new());
         };

@@ -18,7 +18,7 @@ use crate::ops::HostTensor;
 use crate::ops::{AttrMap, DType};
 use crate::ops::{InferCtx, OpSpec, SpecialFn, TensorMeta};
 
-use super::access::Plan;
+use super::access::SpanLocks;
 use super::error::NpuError;
 use super::host::HostBuf;
 use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
@@ -102,7 +102,7 @@ pub(crate) struct Resolved {
     /// Spec and spans, when resolved at `unmaps`.
     pub spans: Option<(OpSpec, u64)>,
     /// How the spans are locked and handed out.
-    pub plan: Plan,
+    pub locks: SpanLocks,
     /// The op's kernel specialized for the record's operands, once chosen (see
     /// [`Launch::special`]): `Some(None)` when there is none.
     pub special: Option<Option<SpecialFn>>,
