@@ -24,6 +24,7 @@ Sizes: Graphviz lays out a whole-graph DOT in seconds up to a few hundred nodes;
 ExecuteGraph of a model has several nodes per compute node. Beyond that, narrow the view:
   --max-nodes 200          fold runs of nodes into summary boxes (count, op/kernel types)
   --around NODE --depth 2  only the nodes within 2 edges of NODE, with cut markers
+                           (a node feeding more than 8 is reached, not walked through)
   --subgraph NAME          one (sub)graph
   --owner NODE             the subgraphs of one control-flow node
 The filters combine (scope, then neighbourhood, then folding) and apply to DOT and JSON

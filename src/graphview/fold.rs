@@ -105,10 +105,36 @@ impl Flat {
     }
 }
 
+/// Consumers a node may feed before it counts as a hub: a shared constant, or the stream
+/// and allocator every launch of an ExecuteGraph takes. The DOT views name a hub again
+/// beside each consumer instead of drawing its edges; a neighbourhood reaches a hub but
+/// does not go on through it.
+pub const HUB_FANOUT: usize = 8;
+
+/// Which nodes feed more than [`HUB_FANOUT`] distinct nodes over data or control edges.
+pub fn hubs(flat: &Flat) -> Vec<bool> {
+    let mut succ: Vec<(u32, u32)> = flat
+        .edges
+        .iter()
+        .filter(|e| !e.link)
+        .map(|e| (e.from, e.to))
+        .collect();
+    succ.sort_unstable();
+    succ.dedup();
+    let mut fanout = vec![0usize; flat.len()];
+    for (from, _) in succ {
+        fanout[from as usize] += 1;
+    }
+    fanout.into_iter().map(|f| f > HUB_FANOUT).collect()
+}
+
 /// The nodes within `depth` edges of `center`, following edges either way and stepping
-/// only on nodes for which `allowed` holds (`center` is always in).
+/// only on nodes for which `allowed` holds (`center` is always in). A hub (see [`hubs`])
+/// other than `center` is reached but not walked through: two edges from any consumer of
+/// a shared constant would otherwise be every other consumer of it.
 pub fn neighbourhood(flat: &Flat, allowed: &[bool], center: usize, depth: usize) -> Vec<bool> {
     let adj = flat.adjacency();
+    let hub = hubs(flat);
     let mut seen = vec![false; flat.len()];
     seen[center] = true;
     let mut frontier = vec![center as u32];
@@ -118,7 +144,9 @@ pub fn neighbourhood(flat: &Flat, allowed: &[bool], center: usize, depth: usize)
             for &v in &adj[u as usize] {
                 if allowed[v as usize] && !seen[v as usize] {
                     seen[v as usize] = true;
-                    next.push(v);
+                    if !hub[v as usize] {
+                        next.push(v);
+                    }
                 }
             }
         }
@@ -390,6 +418,44 @@ mod tests {
         let mut allowed = all.clone();
         allowed[1] = false;
         assert_eq!(set(&neighbourhood(&f, &allowed, 2, 3)), [2, 3, 4, 5]);
+    }
+
+    /// A constant `c` (node 0) feeding a chain of adds (nodes 1..=n, each also reading
+    /// the one before it).
+    fn chain_with_shared_constant(n: u32) -> Flat {
+        let e = |from, to| Edge {
+            from,
+            to,
+            link: false,
+        };
+        let mut edges: Vec<Edge> = (1..=n).map(|i| e(0, i)).collect();
+        edges.extend((2..=n).map(|i| e(i - 1, i)));
+        Flat {
+            graph: vec![0; n as usize + 1],
+            edges,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_neighbourhood_reaches_a_hub_but_does_not_walk_through_it() {
+        let f = chain_with_shared_constant(20);
+        assert_eq!(set(&hubs(&f)), [0], "only the constant feeds more than 8");
+        let all = vec![true; f.len()];
+        // From add 10: the constant and adds 8..=12, not the constant's other consumers.
+        assert_eq!(set(&neighbourhood(&f, &all, 10, 2)), [0, 8, 9, 10, 11, 12]);
+        // From the hub itself: its consumers, and theirs.
+        assert_eq!(
+            set(&neighbourhood(&f, &all, 0, 1)),
+            (0..=20).collect::<Vec<_>>()
+        );
+        // Eight consumers are not a hub: the walk goes through.
+        let small = chain_with_shared_constant(8);
+        assert!(hubs(&small).iter().all(|&h| !h));
+        assert_eq!(
+            set(&neighbourhood(&small, &vec![true; small.len()], 4, 2)),
+            (0..=8).collect::<Vec<_>>()
+        );
     }
 
     /// Nodes in the given graphs, without edges.

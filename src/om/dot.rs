@@ -17,6 +17,7 @@
 
 use std::fmt::Write;
 
+use crate::graphview::fold::HUB_FANOUT;
 use crate::om::filter::{self, CUT_OP};
 use crate::om::graph::{ComputeGraph, ComputeModel, ComputeNode, OutPort, TensorDesc};
 
@@ -174,8 +175,6 @@ fn node_attrs(n: &ComputeNode) -> String {
 /// edge starts, rather than drawn with edges across the whole drawing (a constant shared
 /// by a thousand nodes, a stream every launch takes): Graphviz spends minutes laying out
 /// such fans, and they say little the names do not.
-const HUB_FANOUT: usize = 8;
-
 /// Which nodes feed more than [`HUB_FANOUT`] distinct nodes of the graph.
 fn hubs(g: &ComputeGraph) -> Vec<bool> {
     let len = g.nodes.len();

@@ -284,6 +284,39 @@ fn max_nodes_folds_a_large_model_into_a_drawable_view() {
     assert!(nodes.iter().any(|n| n["kernel"] == "rt2.Folded"));
 }
 
+/// Every Add of the chain reads one shared constant: two edges from any Add would be the
+/// whole chain through it, so the walk stops at such a hub (and, in the exe view, at the
+/// stream and allocator every launch takes).
+#[test]
+fn around_does_not_walk_through_a_shared_constant() {
+    let s = Scratch::new();
+    s.write("big.onnx", &builder::add_chain_model(5000, 4));
+    for (view, most) in [("compute", 12), ("exe", 80)] {
+        let out = format!("{view}.dot");
+        let mut args = vec!["dump", "big.onnx", "--view", view];
+        if view == "exe" {
+            args.extend(["--graph", "main"]);
+        }
+        let center = if view == "exe" {
+            "add2500/LaunchKernelWithHandle"
+        } else {
+            "add2500"
+        };
+        args.extend(["--around", center, "--depth", "2", "-o", &out]);
+        s.rt2(&args).ok();
+        let dot = String::from_utf8(s.read(&out)).unwrap();
+        let nodes = dot_nodes(&dot);
+        assert!(
+            nodes.len() <= most,
+            "{view}: {} nodes around one Add of 5000",
+            nodes.len()
+        );
+        assert!(dot.contains("add2500"), "{view}: the center is shown");
+        assert!(!dot.contains("add2510"), "{view}: ten Adds away is not");
+        renders(&s.path(&out));
+    }
+}
+
 #[test]
 fn around_shows_exactly_the_neighbourhood() {
     let s = Scratch::new();
@@ -341,6 +374,7 @@ fn around_shows_exactly_the_neighbourhood() {
         .json();
     let main = whole["graphs"]["Main"]["nodes"].as_array().unwrap();
     let mut adjacent: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut consumers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for n in main {
         let to = n["name"].as_str().unwrap();
         for from in n["inputs"]
@@ -352,8 +386,13 @@ fn around_shows_exactly_the_neighbourhood() {
             let from = from["name"].as_str().unwrap();
             adjacent.entry(from).or_default().insert(to);
             adjacent.entry(to).or_default().insert(from);
+            consumers.entry(from).or_default().insert(to);
         }
     }
+    // A hub (the stream and the allocator every launch takes) is reached, not walked
+    // through.
+    let hub = |n: &str| consumers.get(n).is_some_and(|c| c.len() > 8);
+    assert!(hub("stream"), "every launch takes the stream");
     let center = main
         .iter()
         .find(|n| n["origin"]["node"] == "r10" && n["kernel"] != "AllocMemHbm")
@@ -361,12 +400,17 @@ fn around_shows_exactly_the_neighbourhood() {
         .as_str()
         .unwrap();
     let mut want: BTreeSet<&str> = BTreeSet::from([center]);
+    let mut frontier = vec![center];
     for _ in 0..2 {
-        let next: Vec<&str> = want
-            .iter()
-            .flat_map(|n| adjacent[n].iter().copied())
-            .collect();
-        want.extend(next);
+        let mut next = Vec::new();
+        for n in frontier {
+            for &m in &adjacent[n] {
+                if want.insert(m) && !hub(m) {
+                    next.push(m);
+                }
+            }
+        }
+        frontier = next;
     }
     assert!(want.len() > 3 && want.len() < main.len(), "{want:?}");
     let r = s

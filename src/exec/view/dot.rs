@@ -13,6 +13,7 @@
 use crate::exec::graph::{ExecuteGraph, KernelClass, KernelGraph, KernelNode};
 use crate::exec::view::filter::{CUT_KERNEL, is_synthetic, synthetic_label};
 use crate::exec::view::select::GraphSelect;
+use crate::graphview::fold::HUB_FANOUT;
 
 /// Escapes `s` for a double-quoted DOT string.
 fn dot_escape(s: &str) -> String {
@@ -147,8 +148,6 @@ fn edges_into(out: &mut String, g: &KernelGraph, id: &str, i: usize, hubs: &[boo
 /// edge starts, rather than drawn with edges across the whole drawing (the stream and
 /// allocator every launch takes): Graphviz spends minutes laying out such fans, and they
 /// say little the names do not.
-const HUB_FANOUT: usize = 8;
-
 /// Which nodes feed more than [`HUB_FANOUT`] distinct nodes of the graph.
 fn hubs(g: &KernelGraph) -> Vec<bool> {
     let mut fanout = vec![0usize; g.nodes.len()];
