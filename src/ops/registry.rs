@@ -337,6 +337,10 @@ pub struct OpRegistry {
     ops: HashMap<&'static str, OpSpec, foldhash::fast::FixedState>,
 }
 
+/// The byte [`OpRegistry::run_on_host`] fills outputs with before computing: a NaN in
+/// every float type, -1 in every signed integer type, the maximum in every unsigned one.
+pub const HOST_POISON: u8 = 0xFF;
+
 impl OpRegistry {
     /// Adds an op; a later registration of the same name replaces the earlier.
     pub fn add(&mut self, spec: OpSpec) {
@@ -350,6 +354,10 @@ impl OpRegistry {
     /// reads), allocates them, and computes. An optional input left out is an empty 1-D
     /// tensor, as [`InferCtx`] says. The reference driver for tests and the conformance
     /// harness.
+    ///
+    /// Outputs start poisoned ([`HOST_POISON`] in every byte), as a block the device's
+    /// caching allocator hands out again holds whatever its last tensor left: a compute
+    /// function must write every output element, never add onto what it finds.
     pub fn run_on_host(
         &self,
         op: &str,
@@ -395,7 +403,9 @@ impl OpRegistry {
                         index,
                         meta: m.to_string(),
                     })?;
-                    outs.push(Tensor::zeroed(m.dtype, &shape));
+                    let mut t = Tensor::zeroed(m.dtype, &shape);
+                    t.data.as_bytes_mut().fill(HOST_POISON);
+                    outs.push(t);
                 }
                 let mut muts: Vec<TensorMut> = outs.iter_mut().map(Tensor::as_mut).collect();
                 f(&ctx, &refs, &mut muts)?;

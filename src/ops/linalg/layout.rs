@@ -85,6 +85,8 @@ fn compute_eye_like(
     let out = &mut outputs[0];
     let unit = one(out.dtype);
     let size = unit.len();
+    // Zero bytes are zero in every element type; the output memory may be a reused block.
+    out.data.fill(0);
     for r in 0..rows {
         let c = r as i64 + k;
         if c >= 0 && (c as usize) < cols {
@@ -264,6 +266,10 @@ fn compute_center_crop_pad(
         }
     }
     let size = x.dtype.size();
+    if counts != out_dims {
+        // Padded somewhere: what the copy leaves is zeros, not the reused block's bytes.
+        outputs[0].data.fill(0);
+    }
     copy_box(
         x.data,
         x.shape,

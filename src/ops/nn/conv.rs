@@ -96,8 +96,11 @@ fn init_bias<T: Scalar>(
     plane: usize,
 ) -> Result<bool, OpError> {
     let b = bias_values::<T>(ctx, bias, m)?;
-    if let Some(b) = b {
-        fill_bias(b, y, plane);
+    match b {
+        Some(b) => fill_bias(b, y, plane),
+        // The transposed convolution sums into its output: a reused block's bytes must
+        // not be part of the sum.
+        None => y.fill(T::from_f64(0.0)),
     }
     Ok(b.is_some())
 }
