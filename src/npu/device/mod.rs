@@ -181,7 +181,7 @@ impl Drop for DeviceInner {
             n.wake();
         }
         for s in &streams {
-            join(s);
+            s.join();
         }
         for m in &models {
             m.stop();
@@ -194,19 +194,6 @@ impl Drop for DeviceInner {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-    }
-}
-
-fn join(s: &StreamState) {
-    let handle = s
-        .handle
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
-    if let Some(h) = handle
-        && h.thread().id() != std::thread::current().id()
-    {
-        let _ = h.join();
     }
 }
 
@@ -322,7 +309,7 @@ impl Device {
         let fault = s.take_fault();
         remove(&core.streams, stream.0);
         let _ = s.send(Job::Shutdown, true);
-        join(&s);
+        s.join();
         fault.map_or(Ok(()), Err)
     }
 

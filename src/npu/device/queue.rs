@@ -65,6 +65,21 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
+    /// Waits for the worker thread to end, once it was told to (a worker that ends itself,
+    /// its own handle, is not joined).
+    pub fn join(&self) {
+        let handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
+        }
+    }
+
     /// A stream's queue (bounded by `depth`; 0: unbounded) and counters, with the
     /// receiving end its worker takes.
     pub fn new(id: StreamId, depth: usize) -> (Arc<StreamState>, Receiver<Job>) {
@@ -308,16 +323,7 @@ impl ModelInner {
         let _idle = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for w in &self.workers {
             let _ = w.send(Job::Shutdown, true);
-            let handle = w
-                .handle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            if let Some(h) = handle
-                && h.thread().id() != std::thread::current().id()
-            {
-                let _ = h.join();
-            }
+            w.join();
         }
     }
 
