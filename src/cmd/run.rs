@@ -35,6 +35,10 @@ use crate::lower::LowerOptions;
 use crate::npu::device::{Device, DeviceConfig};
 use crate::ops::HostTensor;
 
+/// The most compute threads `--compute-threads` asks for: far above any core count this
+/// runs on, far below what exhausts the operating system's threads.
+const MAX_COMPUTE_THREADS: i64 = 1024;
+
 // The field docs are `--help` text, where `DIR/<name>` is a placeholder, not HTML.
 #[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, clap::Args)]
@@ -57,9 +61,9 @@ pub struct Args {
     pub static_memory: bool,
     /// Threads of the emulated device's compute cores, which kernels split large work
     /// over; 0: one per CPU. With 1, every kernel computes on the thread that issues it,
-    /// as a one-thread runtime would.
-    #[arg(long, default_value_t = 0)]
-    pub compute_threads: usize,
+    /// as a one-thread runtime would. At most 1024.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=MAX_COMPUTE_THREADS))]
+    pub compute_threads: u16,
     /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
     /// Inputs not given are random (see --seed).
     #[arg(long = "input", value_name = "NAME=PATH")]
@@ -180,7 +184,7 @@ impl Config {
                 static_memory: args.static_memory,
             },
             device: DeviceConfig {
-                compute_threads: args.compute_threads,
+                compute_threads: usize::from(args.compute_threads),
                 ..DeviceConfig::default()
             },
             session: SessionConfig {
@@ -231,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     drop(progress);
 
-    let device = Device::new(config.device.clone());
+    let device = Device::try_new(config.device.clone())?;
     let session = Session::new(&eg, &device, &config.session);
     let refs: Vec<&HostTensor> = inputs.iter().collect();
     let dumps = match &config.dump_tensors {

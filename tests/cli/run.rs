@@ -355,6 +355,11 @@ fn bad_inputs_exit_2_naming_the_file() {
         ],
     );
     run(&["--shape", "x=1,3,8"], &["cnn_bn.onnx", "rank 3"]);
+    // A thread count the operating system could not start is refused before any runs.
+    run(
+        &[&shape[..], &["--compute-threads", "100000"]].concat(),
+        &["--compute-threads", "100000", "0..=1024"],
+    );
     run(
         &["--check", "no_such_dir"],
         &["no_such_dir", "not a directory"],

@@ -124,6 +124,8 @@ pub enum NpuError {
     Capture { stream: StreamId, msg: &'static str },
     #[error("the device shut down")]
     DeviceLost,
+    #[error("the device's {what} threads cannot be started: {msg}")]
+    ThreadStart { what: &'static str, msg: String },
 }
 
 impl NpuError {
@@ -148,7 +150,7 @@ impl NpuError {
             UnknownOp { .. } => code::KERNEL_LOOKUP,
             Kernel { .. } | KernelPanic { .. } => code::AICORE_EXCEPTION,
             TaskNotSupported { .. } => code::TASK_TYPE_NOT_SUPPORT,
-            Callback { .. } | DeviceLost => code::INTERNAL_ERROR,
+            Callback { .. } | DeviceLost | ThreadStart { .. } => code::INTERNAL_ERROR,
             Capture { .. } => code::STREAM_CAPTURED,
             Upstream { source, .. } => source.code(),
             ModelRun { .. } | WhileWatchdog { .. } => code::MODEL_EXECUTE,

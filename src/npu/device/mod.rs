@@ -207,12 +207,24 @@ impl fmt::Debug for Device {
 
 impl Device {
     /// A device with its default stream.
+    ///
+    /// # Panics
+    /// When the compute threads cannot be started; [`Device::try_new`] says so instead.
     pub fn new(config: DeviceConfig) -> Device {
+        Self::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A device with its default stream; [`NpuError::ThreadStart`] when the operating
+    /// system refuses the compute threads (as many as `compute_threads` asks for).
+    pub fn try_new(config: DeviceConfig) -> Result<Device, NpuError> {
         let cores = rayon::ThreadPoolBuilder::new()
             .num_threads(config.compute_threads)
             .thread_name(|i| format!("npu-core{i}"))
             .build()
-            .unwrap_or_else(|e| panic!("the device's compute threads cannot be started: {e}"));
+            .map_err(|e| NpuError::ThreadStart {
+                what: "compute",
+                msg: e.to_string(),
+            })?;
         // Wait until every compute thread has started: a thread's start-up allocates, and
         // on a loaded machine a thread may otherwise first run many executions later.
         // The wait is a plain condition variable, not `ThreadPool::broadcast`: called from
@@ -256,7 +268,7 @@ impl Device {
             inner: Arc::new(DeviceInner { core }),
         };
         device.create_stream();
-        device
+        Ok(device)
     }
 
     fn core(&self) -> &Arc<Core> {
