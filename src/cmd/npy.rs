@@ -71,6 +71,7 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
     if !is_npy(bytes) {
         bail!("not a .npy file (no \\x93NUMPY magic)");
     }
+    check_header_length(bytes)?;
     let file = npyz::NpyFile::new(bytes).context("header")?;
     let NpyDType::Plain(ts) = file.dtype() else {
         bail!("a structured or array element type, not one rt2 computes on");
@@ -116,6 +117,36 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
     Ok(HostTensor { dtype, shape, data })
 }
 
+/// Checks the header length a file claims against the bytes it has, before the header is
+/// read (a reader would otherwise set aside what the file claims, up to 4 GiB): version 1
+/// stores it in two bytes after the magic and version, versions 2 and 3 in four.
+fn check_header_length(bytes: &[u8]) -> anyhow::Result<()> {
+    let Some(&major) = bytes.get(6) else {
+        bail!("the file ends inside the magic");
+    };
+    let (at, width) = match major {
+        1 => (8, 2),
+        2 | 3 => (8, 4),
+        v => bail!("format version {v} is not 1, 2 or 3"),
+    };
+    let Some(field) = bytes.get(at..at + width) else {
+        bail!("the file ends before the header length");
+    };
+    let claimed = field
+        .iter()
+        .rev()
+        .fold(0u64, |n, &b| (n << 8) | u64::from(b));
+    let left = (bytes.len() - at - width) as u64;
+    if claimed > left {
+        bail!("the header claims {claimed} bytes, the file has {left} after the length");
+    }
+    Ok(())
+}
+
+/// The most dims a `.npy` file of rt2's holds: NumPy's own limit (`NPY_MAXDIMS` of NumPy
+/// 2), which every reader of the file takes.
+const MAX_RANK: usize = 64;
+
 /// Reorders elements stored column-major (first axis fastest) into row-major.
 fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> Vec<u8> {
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
@@ -143,6 +174,12 @@ fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> Vec<u8> {
 
 /// The `.npy` bytes of `t`: a version 1.0 header (C order, little-endian) and the data.
 pub fn write(t: &HostTensor) -> anyhow::Result<Vec<u8>> {
+    if t.shape.len() > MAX_RANK {
+        bail!(
+            "rank {} is more than a .npy file holds (NumPy's limit: {MAX_RANK})",
+            t.shape.len()
+        );
+    }
     let ts: TypeStr = type_str(t.dtype)
         .parse()
         .map_err(|e| anyhow::anyhow!("type string {}: {e}", type_str(t.dtype)))?;
@@ -263,5 +300,29 @@ mod tests {
         for cut in [6, 9, 20, 60] {
             assert!(read(&full[..cut], None).is_err(), "cut at {cut}");
         }
+        // A version-2 header claiming 4 GiB is refused before anything is set aside.
+        let mut huge = b"\x93NUMPY\x02\x00".to_vec();
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        huge.extend_from_slice(b"{'descr': '<f4'}");
+        let msg = e(&huge);
+        assert!(msg.contains("claims 4294967295 bytes"), "{msg}");
+        assert!(e(b"\x93NUMPY\x09\x00\x10\x00").contains("version 9"));
+    }
+
+    #[test]
+    fn a_rank_numpy_cannot_hold_is_an_error_not_a_panic() {
+        let t = HostTensor {
+            dtype: DType::F32,
+            shape: vec![1; 100_000],
+            data: vec![0; 4],
+        };
+        let msg = format!("{:#}", write(&t).unwrap_err());
+        assert!(msg.contains("rank 100000"), "{msg}");
+        let ok = HostTensor {
+            shape: vec![1; MAX_RANK],
+            ..t
+        };
+        let back = read(&write(&ok).unwrap(), None).unwrap();
+        assert_eq!(back.shape.len(), MAX_RANK);
     }
 }
