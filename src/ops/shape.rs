@@ -95,6 +95,7 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             _ => return Err(ctx.input_error(1, format!("{target:?} is not a valid shape"))),
         }
     }
+    let overflow = || ctx.input_error(1, format!("{target:?}: the element count overflows"));
     // With a static input every copied dim is known, so the -1 is the element count over
     // the product of the other dims.
     if let (Some(i), Some(total)) = (
@@ -102,14 +103,15 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         x.shape
             .as_ref()
             .filter(|_| x.is_static())
-            .map(|s| s.iter().product::<i64>()),
+            .and_then(|s| elements(s)),
     ) {
-        let known: i64 = out
+        let others: Vec<i64> = out
             .iter()
             .enumerate()
             .filter(|&(j, _)| j != i)
             .map(|(_, &d)| d)
-            .product();
+            .collect();
+        let known = elements(&others).ok_or_else(overflow)?;
         if known > 0 {
             if total % known != 0 {
                 return Err(
@@ -119,13 +121,23 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             out[i] = total / known;
         }
     }
-    if let Some(s) = x.shape.as_ref().filter(|_| x.is_static())
-        && out.iter().all(|&d| d >= 0)
-        && s.iter().product::<i64>() != out.iter().product::<i64>()
-    {
-        return Err(ctx.input_error(1, format!("cannot reshape {s:?} to {out:?}")));
+    if out.iter().all(|&d| d >= 0) {
+        // A wrapped count could equal the input's: [4] to [2^62 + 1, 4] is 4 elements in
+        // wrapping arithmetic.
+        let count = elements(&out).ok_or_else(overflow)?;
+        if let Some(s) = x.shape.as_ref().filter(|_| x.is_static())
+            && elements(s) != Some(count)
+        {
+            return Err(ctx.input_error(1, format!("cannot reshape {s:?} to {out:?}")));
+        }
     }
     Ok(meta(x.dtype, Some(out)))
+}
+
+/// The element count of known `dims`: `None` for a negative dim or past `i64`.
+fn elements(dims: &[i64]) -> Option<i64> {
+    dims.iter()
+        .try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
 }
 
 fn product(dims: &[i64]) -> i64 {
@@ -403,6 +415,28 @@ mod tests {
 
     fn idx(n: i64) -> TensorMeta {
         TensorMeta::new(DType::I64, &[n])
+    }
+
+    #[test]
+    fn reshape_counts_elements_without_wrapping() {
+        // 2^62 + 1 times 4 wraps to 4 in 64-bit arithmetic: the input's count.
+        let huge = i64s(&[(1 << 62) + 1, 4]);
+        let err = infer1("Reshape", &[f32(&[4]), idx(2)], &[None, Some(&huge)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("overflows"), "{err}");
+        // So does an unknown input's target, and an inferred dim over a huge rest.
+        assert!(infer1("Reshape", &[f32(&[-1]), idx(2)], &[None, Some(&huge)], &[]).is_err());
+        let rest = i64s(&[-1, 1 << 40, 1 << 40]);
+        assert!(infer1("Reshape", &[f32(&[4]), idx(3)], &[None, Some(&rest)], &[]).is_err());
+        // A count that fits is unchanged.
+        let fine = i64s(&[2, 2]);
+        assert_eq!(
+            infer1("Reshape", &[f32(&[4]), idx(2)], &[None, Some(&fine)], &[])
+                .unwrap()
+                .shape,
+            Some(vec![2, 2])
+        );
     }
 
     #[test]
