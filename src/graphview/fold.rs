@@ -111,21 +111,25 @@ impl Flat {
 /// does not go on through it.
 pub const HUB_FANOUT: usize = 8;
 
-/// Which nodes feed more than [`HUB_FANOUT`] distinct nodes over data or control edges.
-pub fn hubs(flat: &Flat) -> Vec<bool> {
-    let mut succ: Vec<(u32, u32)> = flat
-        .edges
-        .iter()
-        .filter(|e| !e.link)
-        .map(|e| (e.from, e.to))
-        .collect();
-    succ.sort_unstable();
-    succ.dedup();
-    let mut fanout = vec![0usize; flat.len()];
-    for (from, _) in succ {
-        fanout[from as usize] += 1;
+/// Which of `len` nodes feed more than [`HUB_FANOUT`] distinct others along `edges`
+/// (producer, consumer); an edge from a node out of range is left out, and repeated edges
+/// count once. The DOT views pass their graph's data and control edges.
+pub fn hubs_of(len: usize, edges: impl IntoIterator<Item = (usize, usize)>) -> Vec<bool> {
+    let mut pairs: Vec<(usize, usize)> = edges.into_iter().filter(|&(s, _)| s < len).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut fanout = vec![0usize; len];
+    for (from, _) in pairs {
+        fanout[from] += 1;
     }
     fanout.into_iter().map(|f| f > HUB_FANOUT).collect()
+}
+
+/// [`hubs_of`] a flat graph over its data and control edges (links into subgraphs do not
+/// count).
+pub fn hubs(flat: &Flat) -> Vec<bool> {
+    let edges = flat.edges.iter().filter(|e| !e.link);
+    hubs_of(flat.len(), edges.map(|e| (e.from as usize, e.to as usize)))
 }
 
 /// The nodes within `depth` edges of `center`, following edges either way and stepping

@@ -17,7 +17,7 @@
 
 use std::fmt::Write;
 
-use crate::graphview::fold::HUB_FANOUT;
+use crate::graphview::fold::hubs_of;
 use crate::om::filter::{self, CUT_OP};
 use crate::om::graph::{ComputeGraph, ComputeModel, ComputeNode, OutPort, TensorDesc};
 
@@ -171,27 +171,18 @@ fn node_attrs(n: &ComputeNode) -> String {
     format!("label={}, fillcolor=\"{color}\"", quote(&label))
 }
 
-/// Producers of more nodes than this are named again beside each consumer, where the
-/// edge starts, rather than drawn with edges across the whole drawing (a constant shared
-/// by a thousand nodes, a stream every launch takes): Graphviz spends minutes laying out
-/// such fans, and they say little the names do not.
-/// Which nodes feed more than [`HUB_FANOUT`] distinct nodes of the graph.
+/// Which nodes feed more than [`HUB_FANOUT`](crate::graphview::fold::HUB_FANOUT) distinct
+/// nodes of the graph. Such a producer (a constant shared by a thousand nodes, a stream
+/// every launch takes) is named again beside each consumer, where the edge starts, rather
+/// than drawn with edges across the whole drawing: Graphviz spends minutes laying out such
+/// fans, and they say little the names do not.
 fn hubs(g: &ComputeGraph) -> Vec<bool> {
-    let len = g.nodes.len();
-    let mut fanout = vec![0usize; len];
-    let mut sources = Vec::new();
-    for n in &g.nodes {
-        sources.clear();
+    let edges = g.nodes.iter().enumerate().flat_map(|(i, n)| {
         let data = n.inputs.iter().flatten().map(|p| p.node.index());
-        sources.extend(data.chain(n.control_inputs.iter().map(|c| c.index())));
-        sources.retain(|&s| s < len);
-        sources.sort_unstable();
-        sources.dedup();
-        for &s in &sources {
-            fanout[s] += 1;
-        }
-    }
-    fanout.into_iter().map(|f| f > HUB_FANOUT).collect()
+        data.chain(n.control_inputs.iter().map(|c| c.index()))
+            .map(move |s| (s, i))
+    });
+    hubs_of(g.nodes.len(), edges)
 }
 
 /// How a reference names a hub: by its name, or a summary by its first and last member.

@@ -13,7 +13,7 @@
 use crate::exec::graph::{ExecuteGraph, KernelClass, KernelGraph, KernelNode};
 use crate::exec::view::filter::{CUT_KERNEL, is_synthetic, synthetic_label};
 use crate::exec::view::select::GraphSelect;
-use crate::graphview::fold::HUB_FANOUT;
+use crate::graphview::fold::hubs_of;
 
 /// Escapes `s` for a double-quoted DOT string.
 fn dot_escape(s: &str) -> String {
@@ -144,24 +144,17 @@ fn edges_into(out: &mut String, g: &KernelGraph, id: &str, i: usize, hubs: &[boo
     }
 }
 
-/// Producers of more nodes than this are named again beside each consumer, where the
-/// edge starts, rather than drawn with edges across the whole drawing (the stream and
-/// allocator every launch takes): Graphviz spends minutes laying out such fans, and they
-/// say little the names do not.
-/// Which nodes feed more than [`HUB_FANOUT`] distinct nodes of the graph.
+/// Which nodes feed more than [`HUB_FANOUT`](crate::graphview::fold::HUB_FANOUT) distinct
+/// nodes of the graph. Such a producer (the stream and allocator every launch takes) is
+/// named again beside each consumer, where the edge starts, rather than drawn with edges
+/// across the whole drawing: Graphviz spends minutes laying out such fans, and they say
+/// little the names do not.
 fn hubs(g: &KernelGraph) -> Vec<bool> {
-    let mut fanout = vec![0usize; g.nodes.len()];
-    let mut sources = Vec::new();
-    for i in 0..g.nodes.len() {
-        sources.clear();
-        sources.extend(g.predecessors(i));
-        sources.sort_unstable();
-        sources.dedup();
-        for &s in &sources {
-            fanout[s] += 1;
-        }
-    }
-    fanout.into_iter().map(|f| f > HUB_FANOUT).collect()
+    let len = g.nodes.len();
+    hubs_of(
+        len,
+        (0..len).flat_map(|i| g.predecessors(i).map(move |s| (s, i))),
+    )
 }
 
 /// How a reference names a hub: by its name, or a summary by its first and last member.
