@@ -104,12 +104,17 @@ fn ops() -> Arc<OpRegistry> {
     Arc::new(reg)
 }
 
+/// A device without the sanitizer: these tests pin the device's own mechanics, which the
+/// sanitizer changes on purpose (it withholds a stream's immediate reuse of what it freed,
+/// fills allocations with 0xFF, runs each launch twice), and some misuse memory on
+/// purpose. tests/sanitizer.rs runs the same kinds of work under it.
 fn device_with(memory_bytes: u64, queue_depth: usize) -> Device {
     Device::new(DeviceConfig {
         memory_bytes,
         queue_depth,
         ops: Some(ops()),
         check_launch_shapes: true,
+        sanitize: None,
         ..DeviceConfig::default()
     })
 }
@@ -1227,6 +1232,8 @@ fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
         let dev = Device::new(DeviceConfig {
             ops: Some(ops()),
             compute_threads: threads,
+            // Where a kernel runs, counted: the sanitizer would run it twice.
+            sanitize: None,
             ..DeviceConfig::default()
         });
         let n = 1 << 15;

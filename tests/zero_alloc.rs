@@ -68,8 +68,11 @@ fn steady_state_execution_allocates_nothing() {
             .flat_map(|i| (i as f32 * 0.25 - 8.0).to_le_bytes())
             .collect(),
     };
+    // The steady state of a device without the sanitizer, which allocates per task by
+    // design (its findings, its shadows, each launch's second run).
     let device = Device::new(DeviceConfig {
         check_launch_shapes: false,
+        sanitize: None,
         ..DeviceConfig::default()
     });
     let mut reference: Option<Vec<HostTensor>> = None;

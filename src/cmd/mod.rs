@@ -25,6 +25,7 @@ pub mod progress;
 pub mod random;
 pub mod replay;
 pub mod run;
+pub mod sanitize;
 pub mod status;
 
 pub use format::ReportFormat;

@@ -24,7 +24,7 @@ use crate::cmd::format::{ReportFormat, table};
 use crate::cmd::input;
 use crate::cmd::progress::Progress;
 use crate::cmd::status::{CheckFailure, Status};
-use crate::cmd::{diagnostics, npy, output};
+use crate::cmd::{diagnostics, npy, output, sanitize};
 use crate::exec::runtime::ExecutorType;
 use crate::exec::runtime::session::{
     Measurement, Record, Session, SessionConfig, SessionError, Step,
@@ -32,7 +32,7 @@ use crate::exec::runtime::session::{
 use crate::exec::runtime::subscribers::Profile;
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
-use crate::npu::device::{Device, DeviceConfig};
+use crate::npu::device::{Device, DeviceConfig, SanitizeChecks, SanitizerReport};
 use crate::ops::HostTensor;
 
 /// The most compute threads `--compute-threads` asks for: far above any core count this
@@ -124,6 +124,17 @@ pub struct Args {
     /// plus DIR/index.json listing op, op type, output, dtype, shape and file.
     #[arg(long, value_name = "DIR")]
     pub dump_tensors: Option<PathBuf>,
+    /// Run under the emulated device's sanitizer: `init` (reads of memory nothing wrote
+    /// since its allocation, and kernels whose outputs depend on what their output memory
+    /// held: each launch runs twice, on outputs filled with 0xFF and with zeroes), `mem`
+    /// (accesses outside an allocation, use after free, double free, with the block's
+    /// history), `race` (tasks on different streams touching the same bytes, one writing,
+    /// with no event, notify or stream order between them); a comma-separated list, all
+    /// three when given alone. The findings are a table (or the "sanitizer" key of the
+    /// JSON); any finding exits 1. Debug builds always sanitize.
+    #[arg(long, value_name = "CHECKS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_parser = sanitize::parse_checks)]
+    pub sanitize: Option<SanitizeChecks>,
     /// Graph mode: capture the first execution's device work as a model (NPUGraph, CUDA
     /// Graphs) and replay it for every later one, with no host work per node. Needs
     /// shapes that are static for the inputs and a Main that reads no device memory on
@@ -156,6 +167,8 @@ struct Config {
     profile: bool,
     trace: Option<PathBuf>,
     dump_tensors: Option<PathBuf>,
+    /// `--sanitize` was given (its report is printed even when clean).
+    sanitize: bool,
 }
 
 impl Config {
@@ -185,6 +198,7 @@ impl Config {
             },
             device: DeviceConfig {
                 compute_threads: usize::from(args.compute_threads),
+                sanitize: args.sanitize.or(DeviceConfig::default().sanitize),
                 ..DeviceConfig::default()
             },
             session: SessionConfig {
@@ -206,6 +220,7 @@ impl Config {
             profile: args.profile,
             trace: args.trace,
             dump_tensors: args.dump_tensors,
+            sanitize: args.sanitize.is_some(),
         })
     }
 }
@@ -242,15 +257,19 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         Some(_) => Some(
             session
                 .dump_tensors(&refs)
-                .map_err(|e| session_error(&config, &eg, e))?,
+                .map_err(|e| failed(&config, &eg, &device, e))?,
         ),
         None => None,
     };
     let bar = iteration_bar(&config);
     let outcome = session
         .measure(&refs, &|| bar.inc(1))
-        .map_err(|e| session_error(&config, &eg, e))?;
+        .map_err(|e| failed(&config, &eg, &device, e))?;
     bar.finish_and_clear();
+    // Reported when asked for, or when a debug build's own sanitizer found something.
+    let sanitized = device
+        .take_sanitizer_report()
+        .filter(|r| config.sanitize || !r.is_clean());
 
     let comparisons: Option<Vec<Comparison>> =
         expected
@@ -289,10 +308,14 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         paths: paths.as_deref(),
         comparisons: comparisons.as_deref(),
         profile: profile.as_ref(),
+        sanitized: sanitized.as_ref(),
     };
     match config.format {
         ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report.json())?),
         ReportFormat::Table => print!("{}", report.table()),
+    }
+    if let Some(r) = &sanitized {
+        sanitize::verdict(&at, r)?;
     }
 
     if let (Some(cs), Some((dir, tol))) = (&comparisons, &config.check) {
@@ -332,6 +355,30 @@ fn load_graph(config: &Config, progress: &Progress) -> anyhow::Result<ExecuteGra
         input::release(file);
     }
     Ok(eg)
+}
+
+/// A session's error, after the sanitizer's findings if it has any: those are printed (in
+/// the report's format) and make the error a check failure (exit 1), since a memcheck
+/// finding often is what ended the run.
+fn failed(config: &Config, eg: &ExecuteGraph, device: &Device, e: SessionError) -> anyhow::Error {
+    let error = session_error(config, eg, e);
+    match device.take_sanitizer_report() {
+        Some(r) if !r.is_clean() => {
+            match config.format {
+                ReportFormat::Json => {
+                    let j = serde_json::json!({ "sanitizer": sanitize::to_json(&r) });
+                    println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+                }
+                ReportFormat::Table => print!("{}", sanitize::to_text(&r)),
+            }
+            CheckFailure(format!(
+                "{error:#} ({} sanitizer finding(s) above)",
+                r.findings.len() as u64 + r.dropped
+            ))
+            .into()
+        }
+        _ => error,
+    }
 }
 
 /// A session's error in the command's words: a failed step or a disagreement between
@@ -417,6 +464,7 @@ struct Report<'a> {
     paths: Option<&'a [PathBuf]>,
     comparisons: Option<&'a [Comparison]>,
     profile: Option<&'a Profile>,
+    sanitized: Option<&'a SanitizerReport>,
 }
 
 impl Report<'_> {
@@ -498,6 +546,9 @@ impl Report<'_> {
         }
         if let Some(p) = self.profile {
             j["profile"] = diagnostics::profile_json(p, self.outcome.latencies_us.len());
+        }
+        if let Some(r) = self.sanitized {
+            j["sanitizer"] = sanitize::to_json(r);
         }
         j
     }
@@ -584,6 +635,9 @@ impl Report<'_> {
         }
         if let Some(p) = self.profile {
             out += &diagnostics::profile_table(p, self.outcome.latencies_us.len());
+        }
+        if let Some(r) = self.sanitized {
+            out += &sanitize::to_text(r);
         }
         out
     }

@@ -12,9 +12,10 @@ use crate::ops::Compute;
 
 use super::access::{self, SpanLocks, with_spans};
 use super::error::NpuError;
-use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
+use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 use super::model::Model;
 use super::queue::{ModelInner, ModelRun, Prepared, ResolvedModel, StreamState};
+use super::sanitizer::{LaneKey, Role, Touch};
 use super::state::Core;
 use super::sync::{EventState, NotifyState};
 use super::task::{COND_VALUE_BYTES, CondKind, Launch, Task};
@@ -213,10 +214,21 @@ impl ModelInner {
         self: &Arc<Self>,
         core: &Core,
         resolved: Arc<ResolvedModel>,
+        caller: StreamId,
     ) -> Result<(), NpuError> {
         let _one_run = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for &(ptr, value) in &resolved.start_values {
+            sanitize_value(core, caller, "model start value", ptr, Role::Write);
             write_value(core, ptr, value).map_err(|e| self.failed(e))?;
+        }
+        // The model's streams start where the caller is, and the caller goes on after all
+        // of them (the sanitizer's order; the run itself waits below).
+        if let Some(san) = &core.sanitizer {
+            for (w, s) in self.workers.iter().zip(&resolved.streams) {
+                if s.active_at_start {
+                    san.order(LaneKey::Stream(caller), LaneKey::Stream(w.id));
+                }
+            }
         }
         let events = resolved
             .events
@@ -244,6 +256,11 @@ impl ModelInner {
             }
         }
         run.wait(&core.shutdown)?;
+        if let Some(san) = &core.sanitizer {
+            for w in &self.workers {
+                san.order(LaneKey::Stream(w.id), LaneKey::Stream(caller));
+            }
+        }
         let fault = run
             .fault
             .lock()
@@ -257,6 +274,20 @@ impl ModelInner {
 }
 
 /// Writes a condition value.
+/// Tells the sanitizer, if on, of a condition value read or written on `lane`.
+fn sanitize_value(core: &Core, lane: StreamId, kind: &'static str, ptr: DevicePtr, role: Role) {
+    if let Some(san) = &core.sanitizer {
+        let lane = LaneKey::Stream(lane);
+        let info = san.task_info(lane, kind, None, None);
+        let touch = Touch {
+            ptr,
+            len: COND_VALUE_BYTES,
+            role,
+        };
+        san.run(lane, &info, &[touch]);
+    }
+}
+
 fn write_value(core: &Core, ptr: DevicePtr, value: u64) -> Result<(), NpuError> {
     let out = [core.memory.resolve(ptr, COND_VALUE_BYTES)?];
     let mut scratch = Default::default();
@@ -292,6 +323,7 @@ impl ModelRun {
         kind: CondKind,
         value: DevicePtr,
         models: &[ModelId],
+        lane: StreamId,
     ) -> Result<(), NpuError> {
         let run_sub = |id: ModelId| -> Result<(), NpuError> {
             let (_, sub) = self
@@ -300,7 +332,7 @@ impl ModelRun {
                 .iter()
                 .find(|(m, _)| *m == id)
                 .expect("loading resolved every sub-model of the model");
-            sub.execute(core, sub.resolved())
+            sub.execute(core, sub.resolved(), lane)
         };
         let v = read_value(core, value)?;
         match kind {
@@ -321,6 +353,7 @@ impl ModelRun {
                     }
                     runs += 1;
                     run_sub(models[0])?;
+                    sanitize_value(core, lane, "conditional", value, Role::Read);
                     v = read_value(core, value)?;
                 }
                 Ok(())

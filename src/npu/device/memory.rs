@@ -167,6 +167,11 @@ pub(crate) struct Heap {
     /// Settled free blocks, any stream may take them.
     free: BTreeSet<(usize, u64)>,
     pending: BTreeMap<StreamId, Pending>,
+    /// Whether a stream may take back at once what it freed (see the module doc). Off
+    /// under the sanitizer, which poisons a block when it is allocated: with work that
+    /// used the block still queued on the stream, that would overwrite what the work
+    /// reads.
+    reuse_pending: bool,
     stats: MemoryStats,
 }
 
@@ -177,6 +182,7 @@ fn round(size: usize) -> usize {
 impl Heap {
     fn new(capacity: u64) -> Self {
         Heap {
+            reuse_pending: true,
             capacity,
             next_address: BASE_ADDRESS,
             next_segment: 0,
@@ -222,6 +228,7 @@ impl Heap {
         let own = self
             .pending
             .get(&stream)
+            .filter(|_| self.reuse_pending)
             .and_then(|p| p.by_size.range((rounded, 0)..).next().copied());
         match (shared, own) {
             (Some(a), Some(b)) => Some(if b < a { b.1 } else { a.1 }),
@@ -488,9 +495,14 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
-    pub fn new(capacity: u64) -> Self {
+    /// Device memory of `capacity` bytes; `reuse_pending`: whether a stream may take back
+    /// at once what it freed (see [`Heap`]).
+    pub fn new(capacity: u64, reuse_pending: bool) -> Self {
         Memory {
-            heap: Mutex::new(Heap::new(capacity)),
+            heap: Mutex::new(Heap {
+                reuse_pending,
+                ..Heap::new(capacity)
+            }),
             segments: RwLock::new(BTreeMap::new()),
             unmaps: std::sync::atomic::AtomicU64::new(0),
             frees: std::sync::atomic::AtomicU64::new(0),

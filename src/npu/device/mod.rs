@@ -64,6 +64,7 @@ pub mod memory;
 pub mod model;
 pub mod queue;
 pub mod recorder;
+pub mod sanitizer;
 pub mod state;
 pub mod stream;
 pub mod sync;
@@ -75,6 +76,9 @@ pub use ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 pub use memory::MemoryStats;
 pub use model::{Model, ModelBuilder, ModelStream};
 pub use recorder::TaskRecord;
+pub use sanitizer::{
+    AllocEvent, Check, Finding, SanitizeChecks, SanitizerReport, TaskInfo as SanitizedTask,
+};
 pub use sync::EventStatus;
 pub use task::{
     AllocOutputs, COND_VALUE_BYTES, Callback, CondKind, Launch, LaunchOutputs, Task, TensorArg,
@@ -84,6 +88,7 @@ use host::HostPool;
 use memory::Memory;
 use queue::{Job, ModelInner, StreamState};
 use recorder::TaskRecorder;
+use sanitizer::{LaneKey, Role, Sanitizer, Touch};
 use state::{Core, all, insert, remove};
 
 /// How a device is set up.
@@ -106,6 +111,10 @@ pub struct DeviceConfig {
     /// Body runs one WHILE task may make in one execution before the execution faults
     /// (a watchdog: a body that never clears its condition would hang the stream).
     pub max_while_iterations: u64,
+    /// The sanitizer's checks (`sanitizer`): initcheck, memcheck, racecheck. `None`: off,
+    /// and nothing of it runs. On in debug builds (the test suite runs every device under
+    /// it); `rt2 run --sanitize` and `rt2 capture --sanitize` switch it on in release.
+    pub sanitize: Option<SanitizeChecks>,
 }
 
 impl Default for DeviceConfig {
@@ -117,6 +126,7 @@ impl Default for DeviceConfig {
             check_launch_shapes: cfg!(debug_assertions),
             compute_threads: 0,
             max_while_iterations: 1_000_000,
+            sanitize: cfg!(debug_assertions).then_some(SanitizeChecks::ALL),
         }
     }
 }
@@ -164,6 +174,21 @@ struct DeviceInner {
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         let core = &self.core;
+        // In debug builds (the test suite) findings nobody took fail loudly: every test
+        // that runs a device is a sanitizer test. A command takes the report and says
+        // what it found; a release build never panics here.
+        if cfg!(debug_assertions)
+            && !std::thread::panicking()
+            && let Some(report) = core.sanitizer.as_ref().map(|s| s.take())
+            && !report.is_clean()
+        {
+            let lines: Vec<String> = report.findings.iter().map(Finding::line).collect();
+            panic!(
+                "the device sanitizer found {} problem(s) nobody took (Device::take_sanitizer_report):\n{}",
+                report.findings.len(),
+                lines.join("\n")
+            );
+        }
         core.shutdown.store(true, Ordering::Release);
         let streams = all(&core.streams);
         let models = all(&core.models);
@@ -252,7 +277,8 @@ impl Device {
             check_launch_shapes: config.check_launch_shapes,
             max_while_iterations: config.max_while_iterations.max(1),
             queue_depth: config.queue_depth.max(1),
-            memory: Memory::new(config.memory_bytes),
+            memory: Memory::new(config.memory_bytes, config.sanitize.is_none()),
+            sanitizer: config.sanitize.map(Sanitizer::new),
             host: Arc::new(HostPool::default()),
             streams: RwLock::new(Vec::new()),
             events: RwLock::new(Vec::new()),
@@ -334,7 +360,9 @@ impl Device {
         }
         let core = self.core();
         let s = core.stream(stream)?;
-        s.submit(core, core.job(task)?, true)
+        let job = core.job(task, stream)?;
+        self.sanitize_submit(&s, &job);
+        s.submit(core, job, true)
     }
 
     /// [`Device::submit`] that fails with [`NpuError::QueueFull`] instead of waiting.
@@ -344,7 +372,20 @@ impl Device {
         }
         let core = self.core();
         let s = core.stream(stream)?;
-        s.submit(core, core.job(task)?, false)
+        let job = core.job(task, stream)?;
+        self.sanitize_submit(&s, &job);
+        s.submit(core, job, false)
+    }
+
+    /// Tells the sanitizer, if on, of a job about to be submitted to `s`: it and what
+    /// follows it on the stream are ordered after what this host thread has seen.
+    fn sanitize_submit(&self, s: &StreamState, job: &Job) {
+        if let Some(san) = &self.core().sanitizer {
+            if let Job::Task(Task::Launch(l)) | Job::LaunchAlloc { launch: l, .. } = job {
+                san.issued(&launch_name(l));
+            }
+            san.submitted(s.id, s.submitted() + 1);
+        }
     }
 
     /// Waits for everything submitted to `stream` so far; returns the first fault since the
@@ -358,6 +399,9 @@ impl Device {
         }
         let s = self.core().stream(stream)?;
         s.drain(&self.core().shutdown)?;
+        if let Some(san) = &self.core().sanitizer {
+            san.host_synchronized(stream);
+        }
         s.take_fault().map_or(Ok(()), Err)
     }
 
@@ -422,6 +466,9 @@ impl Device {
         if core.capturing.load(Ordering::Acquire) != 0 {
             return None;
         }
+        if let Some(san) = &core.sanitizer {
+            san.issued(&launch_name(launch));
+        }
         match core.with_stream(stream, |s| s.run_inline(core, launch)) {
             Ok(ran) => ran,
             Err(e) => Some(Err(e)),
@@ -449,6 +496,9 @@ impl Device {
         if stream.device != core.id || core.capturing.load(Ordering::Acquire) != 0 {
             return None;
         }
+        if let Some(san) = &core.sanitizer {
+            san.issued(&launch_name(launch));
+        }
         stream.state.run_inline(core, launch)
     }
 
@@ -468,12 +518,14 @@ impl Device {
             });
         }
         let task = Task::Launch(Arc::new(launch));
-        core.job(task.clone())?;
+        core.job(task.clone(), stream)?;
         let Task::Launch(launch) = task else {
             unreachable!()
         };
         let (done, rx) = crossbeam_channel::bounded(1);
-        s.send(Job::LaunchAlloc { launch, done }, true)?;
+        let job = Job::LaunchAlloc { launch, done };
+        self.sanitize_submit(&s, &job);
+        s.send(job, true)?;
         Ok(LaunchOutputs { rx })
     }
 
@@ -542,6 +594,31 @@ impl Device {
             for &(p, n) in ins.iter().chain(outs) {
                 heap.check(p, n)?;
             }
+        }
+        if let Some(san) = &self.core().sanitizer {
+            // The calling thread's own access: ordered after what it has synchronized
+            // with, and racing what it has not.
+            let touches: Vec<Touch> = ins
+                .iter()
+                .map(|&(ptr, len)| Touch {
+                    ptr,
+                    len,
+                    role: Role::Read,
+                })
+                .chain(outs.iter().map(|&(ptr, len)| Touch {
+                    ptr,
+                    len,
+                    role: Role::Write,
+                }))
+                .collect();
+            let lane = LaneKey::Host;
+            let kind = if outs.is_empty() {
+                "synchronous copy to the host"
+            } else {
+                "synchronous write"
+            };
+            let info = san.task_info(lane, kind, None, None);
+            san.run(lane, &info, &touches);
         }
         // The calling thread's own span lists and scratch, kept between calls: a
         // synchronous copy in an executor's steady state then allocates nothing.
@@ -622,6 +699,22 @@ impl Device {
         core.host.trim();
     }
 
+    /// What the sanitizer has found so far; `None` when it is off.
+    pub fn sanitizer_report(&self) -> Option<SanitizerReport> {
+        self.core().sanitizer.as_ref().map(Sanitizer::report)
+    }
+
+    /// What the sanitizer has found so far, which it then forgets (a debug build's device
+    /// dropped with findings nobody took panics with them); `None` when it is off.
+    pub fn take_sanitizer_report(&self) -> Option<SanitizerReport> {
+        self.core().sanitizer.as_ref().map(Sanitizer::take)
+    }
+
+    /// The sanitizer's checks, when it is on.
+    pub fn sanitize_checks(&self) -> Option<SanitizeChecks> {
+        self.core().sanitizer.as_ref().map(|s| s.checks)
+    }
+
     pub fn memory_stats(&self) -> MemoryStats {
         let mut s = self.core().memory.heap().stats();
         (s.host_in_use, s.host_cached) = self.core().host.usage();
@@ -668,7 +761,11 @@ impl Device {
         if generation == 0 {
             return Err(NpuError::EventNotRecorded { event });
         }
-        e.wait(event, generation, &self.core().shutdown)
+        e.wait(event, generation, &self.core().shutdown)?;
+        if let Some(san) = &self.core().sanitizer {
+            san.host_waited_event(Arc::as_ptr(&e) as usize, generation);
+        }
+        Ok(())
     }
 
     pub fn create_notify(&self) -> NotifyId {
@@ -759,7 +856,9 @@ impl Device {
         let m = core.model(model)?;
         let resolved = m.resolved_for_execution(core)?;
         resolved.check(core)?;
-        s.send(Job::Execute(m, resolved), true)
+        let job = Job::Execute(m, resolved);
+        self.sanitize_submit(&s, &job);
+        s.send(job, true)
     }
 
     /// Unloads a model after any run of it finished, stopping its streams.
@@ -767,5 +866,13 @@ impl Device {
         let m = remove(&self.core().models, model.0).ok_or(NpuError::InvalidModel(model))?;
         m.stop();
         Ok(())
+    }
+}
+
+/// A launch as the sanitizer's allocation history names the work around an allocation.
+fn launch_name(l: &Launch) -> String {
+    match l.label() {
+        Some(label) => format!("{} {label:?}", l.op()),
+        None => l.op().to_string(),
     }
 }

@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::ops::{OpRegistry, OpSpec};
 
+use super::access::with_spans;
 use super::error::NpuError;
 use super::host::HostPool;
 use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 use super::memory::{Memory, NoRoom};
 use super::queue::{Job, ModelInner, StreamState};
 use super::recorder::TaskRecorder;
+use super::sanitizer::{LaneKey, POISON, Sanitizer};
 use super::sync::{EventState, NotifyState};
 use super::task::Task;
 
@@ -79,6 +81,9 @@ pub(crate) struct Core {
     pub(super) capturing: AtomicUsize,
     /// Each capturing stream's recorded tasks.
     pub(super) captured: Mutex<Vec<(StreamId, Vec<Task>)>>,
+    /// The sanitizer, when on: every call site tests this first, so a device without it
+    /// pays one branch per task.
+    pub sanitizer: Option<Sanitizer>,
 }
 
 impl Core {
@@ -155,6 +160,28 @@ impl Core {
     /// The caching allocator with its recovery path (see the module doc); `wait`: whether
     /// the caller may wait for streams.
     pub fn alloc(&self, size: usize, stream: StreamId, wait: bool) -> Result<DevicePtr, NpuError> {
+        let ptr = self.alloc_block(size, stream, wait)?;
+        if let Some(san) = &self.sanitizer {
+            // Fresh or reused, the block holds nothing anyone may rely on: poisoned, and
+            // unwritten in the shadow. (Under the sanitizer a block is reused only once
+            // everything issued before its free has run, so nothing reads it any more.)
+            let out = [self.memory.resolve(ptr, size)?];
+            with_spans(&[], &out, &mut Default::default(), |_, o| {
+                if let Some(o) = o.first_mut() {
+                    o.fill(POISON)
+                }
+            })?;
+            san.alloc(ptr, size, stream);
+        }
+        Ok(ptr)
+    }
+
+    fn alloc_block(
+        &self,
+        size: usize,
+        stream: StreamId,
+        wait: bool,
+    ) -> Result<DevicePtr, NpuError> {
         if let Some(p) = self.try_alloc(size, stream) {
             return Ok(p);
         }
@@ -185,7 +212,37 @@ impl Core {
 
     pub fn free(&self, ptr: DevicePtr, stream: StreamId) -> Result<(), NpuError> {
         let seq = self.stream(stream)?.submitted();
-        self.memory.free(ptr, stream, seq)
+        let r = self.memory.free(ptr, stream, seq);
+        if let Some(san) = &self.sanitizer {
+            san.free(ptr, stream, &r);
+        }
+        r
+    }
+
+    /// Checks a task's device ranges against the allocator as it is issued on `lane`;
+    /// under the sanitizer a refused range is a memcheck finding too.
+    pub(super) fn check_ranges(&self, task: &Task, lane: StreamId) -> Result<(), NpuError> {
+        let r = {
+            let heap = self.memory.heap();
+            task.each_range(|ptr, len| heap.check(ptr, len))
+        };
+        if let (Err(e), Some(san)) = (&r, &self.sanitizer) {
+            let heap = self.memory.heap();
+            if let Some(t) = task
+                .touches()
+                .into_iter()
+                .find(|t| heap.check(t.ptr, t.len).is_err())
+            {
+                drop(heap);
+                let (op, label) = match task {
+                    Task::Launch(l) => (Some(l.op()), l.label()),
+                    _ => (None, None),
+                };
+                let info = san.task_info(LaneKey::Stream(lane), task.kind(), op, label);
+                san.refused(&info, t, e);
+            }
+        }
+        r
     }
 
     /// Records a task submitted while some stream captures: onto the capture of `stream`
@@ -201,10 +258,7 @@ impl Core {
             });
         };
         task.check_host_range()?;
-        {
-            let heap = self.memory.heap();
-            task.each_range(|ptr, len| heap.check(ptr, len))?;
-        }
+        self.check_ranges(&task, stream)?;
         if matches!(task, Task::StreamActivate(_) | Task::Cond { .. }) {
             return Err(NpuError::TaskNotSupported {
                 task: task.kind(),
@@ -226,12 +280,9 @@ impl Core {
     }
 
     /// Checks a task as it is issued and turns it into the job a worker runs.
-    pub(super) fn job(&self, task: Task) -> Result<Job, NpuError> {
+    pub(super) fn job(&self, task: Task, stream: StreamId) -> Result<Job, NpuError> {
         task.check_host_range()?;
-        {
-            let heap = self.memory.heap();
-            task.each_range(|ptr, len| heap.check(ptr, len))?;
-        }
+        self.check_ranges(&task, stream)?;
         Ok(match task {
             Task::EventRecord(id) => Job::EventRecord {
                 event: self.event(id)?,

@@ -34,6 +34,7 @@ use super::ids::StreamId;
 use super::memory::Span;
 use super::queue::{Job, ModelRun, StreamState, warm_receiver};
 use super::recorder::Started;
+use super::sanitizer::{LaneKey, POISON, Role, Sanitizer, TaskInfo, Touch};
 use super::state::Core;
 use super::task::{Launch, NO_VALUES, Task, TensorArg};
 
@@ -135,10 +136,19 @@ impl StreamState {
         // the counts only order what waits on the stream, which was idle and is again.
         // (Counting cost an atomic read-modify-write per launch.)
         self.with_idle(core, here, |exec, _| {
+            // A launch run here is a synchronous call: after what the host did before it,
+            // and before what the host does after it returns.
+            if let Some(san) = &core.sanitizer {
+                san.reached(exec.stream.id, None);
+                san.order(LaneKey::Host, LaneKey::Stream(exec.stream.id));
+            }
             exec.check(l)?;
             let started = exec.core.recorder.start_launch(l);
             let r = exec.cached_launch(l);
             exec.finished(started, r);
+            if let Some(san) = &core.sanitizer {
+                san.order(LaneKey::Stream(exec.stream.id), LaneKey::Host);
+            }
             Ok(())
         })
     }
@@ -180,6 +190,7 @@ impl StreamState {
                     stream: self,
                     lane,
                     here,
+                    clock: self.id,
                 };
                 f(&mut exec, &mut n)
             };
@@ -228,6 +239,9 @@ struct Exec<'a> {
     lane: &'a mut Lane,
     /// Which kernels run on this thread rather than on the compute cores.
     here: Here,
+    /// The sanitizer's lane for the work: the stream's own, or the model stream whose
+    /// list runs (a worker may go on with another list; see `run_one_list`).
+    clock: StreamId,
 }
 
 /// Which kernels a thread computes itself; the others it hands to the device's compute
@@ -347,6 +361,7 @@ impl Worker {
                 stream: &self.stream,
                 lane: &mut self.lane,
                 here,
+                clock: self.stream.id,
             };
             exec.run_job(job);
         }
@@ -359,6 +374,9 @@ impl Worker {
 impl Exec<'_> {
     /// Runs one job of the stream and counts it completed; a failure faults the stream.
     fn run_job(&mut self, job: Job) {
+        if let Some(san) = &self.core.sanitizer {
+            san.reached(self.stream.id, Some(self.stream.completed() + 1));
+        }
         // One relaxed load when the recorder is off (see `recorder`).
         let started = self.core.recorder.start(&job);
         let r = self.job(job);
@@ -392,7 +410,15 @@ impl Exec<'_> {
         }
         let frees = {
             let heap = memory.heap();
-            l.each_range(|ptr, len| heap.check(ptr, len))?;
+            let r = l.each_range(|ptr, len| heap.check(ptr, len));
+            if r.is_err() && self.core.sanitizer.is_some() {
+                drop(heap);
+                // Checked again to report the refusal as a memcheck finding.
+                return self
+                    .core
+                    .check_ranges(&Task::Launch(Arc::new(l.clone())), self.clock);
+            }
+            r?;
             // Read with the heap locked: frees are counted under the lock.
             memory.free_epoch()
         };
@@ -433,6 +459,9 @@ impl Exec<'_> {
             Job::Task(t) if faulted && t.is_data() => Ok(()),
             Job::Task(t) => self.task(&t),
             Job::EventRecord { event, generation } => {
+                if let Some(san) = &self.core.sanitizer {
+                    san.event_record(key(&event), generation, LaneKey::Stream(self.clock));
+                }
                 event.complete(generation, self.stream.current_fault());
                 Ok(())
             }
@@ -440,12 +469,27 @@ impl Exec<'_> {
                 id,
                 event,
                 generation,
-            } => event.wait(id, generation, shutdown),
+            } => {
+                event.wait(id, generation, shutdown)?;
+                if let Some(san) = &self.core.sanitizer {
+                    san.event_wait(key(&event), generation, LaneKey::Stream(self.clock));
+                }
+                Ok(())
+            }
             Job::NotifyRecord(n) => {
+                if let Some(san) = &self.core.sanitizer {
+                    san.notify_record(key(&n), LaneKey::Stream(self.clock));
+                }
                 n.record();
                 Ok(())
             }
-            Job::NotifyWait(n) => n.wait(shutdown),
+            Job::NotifyWait(n) => {
+                n.wait(shutdown)?;
+                if let Some(san) = &self.core.sanitizer {
+                    san.notify_wait(key(&n), LaneKey::Stream(self.clock));
+                }
+                Ok(())
+            }
             Job::LaunchAlloc { launch, done } => {
                 let r = match self.stream.current_fault() {
                     Some(e) => Err(e),
@@ -456,7 +500,7 @@ impl Exec<'_> {
                 if faulted { Ok(()) } else { r.map(drop) }
             }
             Job::Execute(..) if faulted => Ok(()),
-            Job::Execute(model, resolved) => model.execute(self.core, resolved),
+            Job::Execute(model, resolved) => model.execute(self.core, resolved, self.clock),
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -487,6 +531,9 @@ impl Exec<'_> {
         // Checked once per list: the model's launches were resolved at load.
         let prepared = run.prepared(core, index);
         let tasks = run.tasks(index);
+        let san = core.sanitizer.as_ref();
+        let lane = run.model.workers[index].id;
+        let outer = std::mem::replace(&mut self.clock, lane);
         for (i, task) in tasks.iter().enumerate() {
             if self.core.is_shut_down() {
                 fault.get_or_insert(NpuError::DeviceLost);
@@ -495,24 +542,47 @@ impl Exec<'_> {
             let r = match task {
                 Task::EventRecord(id) => {
                     let (event, generation) = run.event(*id);
+                    if let Some(san) = san {
+                        san.event_record(key(event), generation, LaneKey::Stream(lane));
+                    }
                     event.complete(generation, fault.clone());
                     Ok(())
                 }
                 Task::EventWait(id) => {
                     let (event, generation) = run.event(*id);
-                    event.wait(*id, generation, shutdown)
+                    let r = event.wait(*id, generation, shutdown);
+                    if let (Some(san), Ok(())) = (san, &r) {
+                        san.event_wait(key(event), generation, LaneKey::Stream(lane));
+                    }
+                    r
                 }
                 Task::NotifyRecord(id) => {
+                    if let Some(san) = san {
+                        san.notify_record(key(run.notify(*id)), LaneKey::Stream(lane));
+                    }
                     run.notify(*id).record();
                     Ok(())
                 }
-                Task::NotifyWait(id) => run.notify(*id).wait(shutdown),
-                Task::StreamActivate(j) if i + 1 == tasks.len() && run.continues(*j as usize) => {
-                    run.adopt();
-                    next = Some(*j as usize);
-                    Ok(())
+                Task::NotifyWait(id) => {
+                    let r = run.notify(*id).wait(shutdown);
+                    if let (Some(san), Ok(())) = (san, &r) {
+                        san.notify_wait(key(run.notify(*id)), LaneKey::Stream(lane));
+                    }
+                    r
                 }
-                Task::StreamActivate(j) => run.activate(*j as usize),
+                Task::StreamActivate(j) => {
+                    if let Some(san) = san {
+                        let to = run.model.workers[*j as usize].id;
+                        san.order(LaneKey::Stream(lane), LaneKey::Stream(to));
+                    }
+                    if i + 1 == tasks.len() && run.continues(*j as usize) {
+                        run.adopt();
+                        next = Some(*j as usize);
+                        Ok(())
+                    } else {
+                        run.activate(*j as usize)
+                    }
+                }
                 _ if fault.is_some() => Ok(()),
                 Task::Launch(l) => match prepared.and_then(|p| p[i].as_ref()) {
                     Some(p) => self
@@ -524,19 +594,36 @@ impl Exec<'_> {
                     kind,
                     value,
                     models,
-                } => run.cond(core, *kind, *value, models),
+                } => {
+                    self.sanitize(task);
+                    run.cond(core, *kind, *value, models, lane)
+                }
                 t => self.task(t),
             };
             if let Err(e) = r {
                 fault.get_or_insert(e);
             }
         }
+        self.clock = outer;
         run.finish(fault);
         next
     }
 
+    /// Tells the sanitizer, if on, of a task about to touch memory (a launch says more:
+    /// see `run_launch`).
+    fn sanitize(&self, task: &Task) {
+        if let Some(san) = &self.core.sanitizer {
+            let lane = LaneKey::Stream(self.clock);
+            let info = san.task_info(lane, task.kind(), None, None);
+            san.run(lane, &info, &task.touches());
+        }
+    }
+
     /// Runs a task that touches memory (or a callback).
     fn task(&mut self, task: &Task) -> Result<(), NpuError> {
+        if !matches!(task, Task::Launch(_)) {
+            self.sanitize(task);
+        }
         let memory = &self.core.memory;
         let scratch = &mut self.lane.scratch;
         match task {
@@ -688,6 +775,14 @@ impl Exec<'_> {
             _ => {}
         }
 
+        // Under the sanitizer: the launch's accesses are checked, and the kernel runs twice
+        // on differently filled outputs (`twice`).
+        let san = core.sanitizer.as_ref().map(|san| {
+            let lane = LaneKey::Stream(self.clock);
+            let info = san.task_info(lane, "kernel launch", Some(op), l.label());
+            san.run(lane, &info, &l.touches());
+            (san, info)
+        });
         let check_shapes = core.check_launch_shapes;
         // A kernel specialized for these operands (chosen at load, or when the record was
         // last rebound) runs on their bytes alone: no views, no op context, no dispatch.
@@ -700,8 +795,14 @@ impl Exec<'_> {
                 let ctx = l.context(&NO_VALUES[..l.metas().len()]);
                 check_output_shapes(&ctx, (spec.infer)(&ctx), l)?;
             }
-            let run = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| {
+            let special = |ins: &[&[u8]], outs: &mut [&mut [u8]]| {
                 std::panic::catch_unwind(AssertUnwindSafe(|| f(ins, outs)))
+            };
+            let run = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| match &san {
+                Some((san, info)) => {
+                    twice(san, info, l, ins, outs, special, |r| matches!(r, Ok(true)))
+                }
+                None => special(ins, outs),
             });
             match run {
                 Ok(true) => return Ok(Vec::new()),
@@ -710,7 +811,7 @@ impl Exec<'_> {
             }
         }
         let (refs_kept, muts_kept) = (&mut self.lane.refs, &mut self.lane.muts);
-        let body =
+        let mut body =
             |ins: &[&[u8]], outs: &mut [&mut [u8]]| -> Result<Option<Vec<Tensor>>, NpuError> {
                 let mut refs: Vec<TensorRef> = reuse(std::mem::take(refs_kept));
                 refs.extend(
@@ -772,11 +873,29 @@ impl Exec<'_> {
                     Err(p) => Err(kernel_panic(p)),
                 }
             };
-        let computed = with_span_locks(locks, &mut self.lane.scratch, body)?;
+        let computed = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| match &san {
+            Some((san, info)) => twice(san, info, l, ins, outs, &mut body, |r| {
+                matches!(r, Ok(None))
+            }),
+            None => body(ins, outs),
+        })?;
         let Some(tensors) = computed else {
             return Ok(Vec::new());
         };
-        self.place_outputs(tensors)
+        let placed = self.place_outputs(tensors)?;
+        if let Some((san, info)) = &san {
+            let touches: Vec<Touch> = placed
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Touch {
+                    ptr: a.ptr,
+                    len: a.bytes().unwrap_or(0),
+                    role: Role::Output(i),
+                })
+                .collect();
+            san.run(LaneKey::Stream(self.clock), info, &touches);
+        }
+        Ok(placed)
     }
 
     /// Allocates device memory for a data-dependent launch's outputs and copies them in.
@@ -807,6 +926,58 @@ impl Exec<'_> {
         }
         Ok(args)
     }
+}
+
+/// Runs a kernel `f` twice under the sanitizer: first on outputs filled with [`POISON`],
+/// then on outputs filled with zeroes. A kernel computes its outputs from its inputs alone,
+/// so both runs must write the same bytes; a byte that differs is one the kernel left
+/// unwritten or computed from what the output memory held (summing into it, say): the
+/// first such byte of each output is a finding. `ok` says whether a run computed (a
+/// failed or declined first run is returned as it is). The second run's result stands.
+fn twice<R>(
+    san: &Sanitizer,
+    task: &Arc<TaskInfo>,
+    l: &Launch,
+    ins: &[&[u8]],
+    outs: &mut [&mut [u8]],
+    mut f: impl FnMut(&[&[u8]], &mut [&mut [u8]]) -> R,
+    ok: impl Fn(&R) -> bool,
+) -> R {
+    if outs.iter().all(|o| o.is_empty()) {
+        return f(ins, outs);
+    }
+    // Each run gets its own list of the output slices: a kernel may take them out of it.
+    let mut run = |outs: &mut [&mut [u8]], fill: u8| {
+        for o in outs.iter_mut() {
+            o.fill(fill);
+        }
+        let mut mine: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
+        f(ins, &mut mine)
+    };
+    let first = run(outs, POISON);
+    if !ok(&first) {
+        return first;
+    }
+    let kept: Vec<Vec<u8>> = outs.iter().map(|o| o.to_vec()).collect();
+    let second = run(outs, 0);
+    if ok(&second) {
+        san.launch_checked();
+        for (i, (a, b)) in kept.iter().zip(outs.iter()).enumerate() {
+            if let Some(at) = a.iter().zip(b.iter()).position(|(x, y)| x != y) {
+                let ptr = l
+                    .outputs()
+                    .get(i)
+                    .map_or(super::ids::DevicePtr(0), |o| o.ptr);
+                san.unwritten_output(task, i, ptr, a.len(), at);
+            }
+        }
+    }
+    second
+}
+
+/// A shared object's identity, as the sanitizer keys events and notifies.
+fn key<T>(a: &Arc<T>) -> usize {
+    Arc::as_ptr(a) as usize
 }
 
 fn check_output_shapes(

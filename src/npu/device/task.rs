@@ -23,6 +23,7 @@ use super::error::NpuError;
 use super::host::HostBuf;
 use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
 use super::memory::{Memory, Span};
+use super::sanitizer::{Role, Touch};
 
 /// A tensor argument of a launch: where it is in device memory, its element type and dims.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,6 +238,25 @@ impl Launch {
             f(a.ptr, len)?;
         }
         Ok(())
+    }
+    /// Its arguments' ranges as the sanitizer sees them: inputs read, outputs written.
+    pub(crate) fn touches(&self) -> Vec<Touch> {
+        let arg = |a: &TensorArg, role| Touch {
+            ptr: a.ptr,
+            len: a.bytes().unwrap_or(usize::MAX),
+            role,
+        };
+        let ins = self
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| arg(a, Role::Input(i)));
+        let outs = self
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| arg(a, Role::Output(i)));
+        ins.chain(outs).collect()
     }
     /// Notes that the arguments' ranges were checked on `device` at free count `frees`;
     /// anything resolved before is forgotten.
@@ -484,6 +504,24 @@ impl Task {
             Task::Memset { dst, len, .. } => f(*dst, *len),
             Task::Cond { value, .. } => f(*value, COND_VALUE_BYTES),
             _ => Ok(()),
+        }
+    }
+
+    /// The device ranges the task touches, each with what it does to them (for the
+    /// sanitizer).
+    pub(crate) fn touches(&self) -> Vec<Touch> {
+        let t = |ptr, len, role| Touch { ptr, len, role };
+        match self {
+            Task::Launch(l) => l.touches(),
+            Task::MemcpyH2D { dst, len, .. } | Task::Memset { dst, len, .. } => {
+                vec![t(*dst, *len, Role::Write)]
+            }
+            Task::MemcpyD2H { src, len, .. } => vec![t(*src, *len, Role::Read)],
+            Task::MemcpyD2D { dst, src, len } => {
+                vec![t(*src, *len, Role::Read), t(*dst, *len, Role::Write)]
+            }
+            Task::Cond { value, .. } => vec![t(*value, COND_VALUE_BYTES, Role::Read)],
+            _ => Vec::new(),
         }
     }
 
