@@ -243,16 +243,17 @@ pub fn gather(
 }
 
 /// ConstantOfShape: every element is the `value` attribute's one element (0.0f32 when
-/// absent, which the zeroed output already is).
+/// absent). Every output byte is written: the output memory may hold anything.
 pub fn constant_of_shape(
     ctx: &InferCtx,
     _inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
+    let y = output(ctx, outputs, 0)?;
     let Some(Attr::Tensor(v)) = ctx.attrs.get("value") else {
+        bytes_mut(ctx, y)?.fill(0);
         return Ok(());
     };
-    let y = output(ctx, outputs, 0)?;
     let width = y.dtype.size();
     let one = v
         .data
@@ -373,5 +374,14 @@ mod tests {
             &[dims],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [7; 4]);
+    }
+
+    #[test]
+    fn constant_of_shape_without_a_value_is_float_zeros_on_any_memory() {
+        // The driver hands the kernel an output full of 0xFF, as a reused block would be:
+        // the default value is written, not assumed.
+        let dims = Tensor::from_vec(&[2], &[3i64, 2]);
+        let y = run1("ConstantOfShape", &[], &[dims]);
+        assert_eq!(y.slice::<f32>().unwrap(), [0.0; 6]);
     }
 }
