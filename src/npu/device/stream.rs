@@ -410,15 +410,16 @@ impl Exec<'_> {
         }
         let frees = {
             let heap = memory.heap();
-            let r = l.each_range(|ptr, len| heap.check(ptr, len));
-            if r.is_err() && self.core.sanitizer.is_some() {
+            if let Err(e) = l.each_range(|ptr, len| heap.check(ptr, len)) {
                 drop(heap);
-                // Checked again to report the refusal as a memcheck finding.
-                return self
-                    .core
-                    .check_ranges(&Task::Launch(Arc::new(l.clone())), self.clock);
+                if self.core.sanitizer.is_some() {
+                    // Checked again, to report the refusal as a memcheck finding.
+                    let _ = self
+                        .core
+                        .check_ranges(&Task::Launch(Arc::new(l.clone())), self.clock);
+                }
+                return Err(e);
             }
-            r?;
             // Read with the heap locked: frees are counted under the lock.
             memory.free_epoch()
         };
