@@ -25,7 +25,7 @@ use super::args::{Checker, DTYPES, fitted};
 use super::ast::{BufferDecl, DeviceSettings, Script, Step};
 use super::calls::CALLS;
 use super::device_kernels::DEVICE_KERNELS;
-use super::error::{ScriptError, error_at, position, shown, type_phrase};
+use super::error::{ScriptError, error_at, shown, type_phrase};
 use super::fields::{Fields, Value, int_value};
 
 /// Parses and statically checks a capture script (see the module doc for what is checked).
@@ -217,7 +217,7 @@ impl Checker<'_> {
                 name: name.to_owned(),
                 dtype,
                 init,
-                line: position(self.text, at).0,
+                line: self.lines.line(at),
             });
         }
         Ok(decls)
@@ -289,7 +289,7 @@ impl Checker<'_> {
         };
         let call = (spec.read)(self, &f, kernel)?;
         Ok(Step {
-            line: position(self.text, at).0,
+            line: self.lines.line(at),
             thread,
             expect_error,
             call,

@@ -12,7 +12,7 @@ use crate::capture::types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scal
 use super::ast::{BufferDecl, Call, DeviceSettings, Script, Step};
 use super::calls::CALLS;
 use super::device_kernels::DEVICE_KERNELS;
-use super::error::position;
+use super::error::{Lines, position};
 use super::parse::parse;
 
 mod call_table;
@@ -636,6 +636,36 @@ fn no_steps_and_inline_steps() {
     assert_eq!(script.steps.len(), 2);
     assert_eq!(script.steps[1].line, 4);
     assert_eq!(script.steps[1].thread, "t1");
+}
+
+#[test]
+fn the_line_index_agrees_with_counting_newlines() {
+    for text in ["", "\n", "a", "é = 1\nab = ü\n", "x\n\ny\nzz", "\n\nü\n"] {
+        let lines = Lines::new(text);
+        for offset in 0..text.len() + 3 {
+            assert_eq!(
+                lines.line(offset),
+                position(text, offset).0,
+                "{text:?} at {offset}"
+            );
+        }
+    }
+}
+
+/// Steps record their lines through the line index; a long script keeps them right.
+#[test]
+fn step_lines_in_a_long_script() {
+    let mut text = String::from("version = 1\n");
+    for i in 0..3000 {
+        text.push_str(&format!(
+            "\n[[step]]\ncall = \"synchronize\"\nstream = \"s{i}\"\n"
+        ));
+    }
+    let script = parse(&text).unwrap();
+    assert_eq!(script.steps.len(), 3000);
+    for (i, step) in script.steps.iter().enumerate() {
+        assert_eq!(step.line, 3 + 4 * i, "step {i}");
+    }
 }
 
 #[test]
