@@ -354,7 +354,7 @@ pub struct Replay {
 impl Replay {
     /// Executes the model `times` times on a fresh stream and waits.
     pub fn execute(&self, times: u32) -> Result<(), AclError> {
-        let s = self.acl.create_stream();
+        let s = self.acl.create_stream()?;
         for _ in 0..times {
             self.acl.execute_async(self.model, s)?;
         }

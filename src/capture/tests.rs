@@ -148,6 +148,63 @@ fn replay_refuses_bad_references_with_the_place() {
     assert_eq!(e.place, "version");
 }
 
+// ---- threads
+
+/// Threads of this process now.
+fn live_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// 1,500 captures on two host threads, each a fork and join across two streams, each
+/// model executed and never destroyed: loaded models hold no threads, so the run ends with
+/// the threads it started with, its streams' workers and a list worker or two, however
+/// many models it loaded. (A worker per model stream made this 1,500 threads or more.)
+#[test]
+fn many_captures_leave_a_bounded_thread_count() {
+    const PAIRS: usize = 1500;
+    let mut text =
+        String::from("version = 1\nbuffers.x = { dtype = \"int64\", len = 1 }\nstep = [\n");
+    for k in 0..PAIRS {
+        let (t, s, side) = (
+            format!("t{}", k % 2),
+            format!("s{}", k % 2),
+            format!("side{}", k % 2),
+        );
+        for step in [
+            format!("call = \"capture_begin\", stream = \"{s}\", mode = \"global\""),
+            format!("call = \"launch\", stream = \"{s}\", kernel = \"increment\", dst = \"x\""),
+            format!("call = \"event_record\", event = \"fork\", stream = \"{s}\""),
+            format!("call = \"event_wait\", event = \"fork\", stream = \"{side}\""),
+            format!("call = \"launch\", stream = \"{side}\", kernel = \"increment\", dst = \"x\""),
+            format!("call = \"event_record\", event = \"join\", stream = \"{side}\""),
+            format!("call = \"event_wait\", event = \"join\", stream = \"{s}\""),
+            format!("call = \"capture_end\", stream = \"{s}\", model = \"m\""),
+            "call = \"execute\", model = \"m\", stream = \"run\"".to_string(),
+        ] {
+            text.push_str(&format!("  {{ {step}, thread = \"{t}\" }},\n"));
+        }
+    }
+    text.push_str("  { call = \"synchronize\", stream = \"run\" },\n");
+    text.push_str(&format!(
+        "  {{ call = \"expect\", buffer = \"x\", equals = [{}] }},\n]\n",
+        2 * PAIRS
+    ));
+    let script = script::parse(&text).unwrap();
+    let before = live_threads();
+    let (report, session) = runner::run(&script).unwrap();
+    assert!(report.passed(), "{}", report::to_text(&report));
+    assert_eq!(report.steps.len(), 9 * PAIRS + 2);
+    // Each execution started one list beside the executing stream's own, one at a time.
+    let lists = session.acl().device().list_workers();
+    assert_eq!(lists, 1, "list workers");
+    // The whole process, other tests' threads included: far below a thread a model.
+    let after = live_threads();
+    assert!(
+        after < before + 200,
+        "{before} threads before the run, {after} after"
+    );
+}
+
 // ---- the property test
 
 /// A random valid script: buffers, one capture on `s0` of kernels, fork/join through

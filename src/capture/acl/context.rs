@@ -13,6 +13,10 @@ use crate::capture::device_kernels;
 use super::model::{CondHandle, HandleInfo, ModelRI, ModelSnapshot, TaskGroup};
 use super::state::{R, State, dev};
 
+/// The WHILE watchdog when none is asked for: body runs of one WHILE task in one
+/// execution.
+pub const MAX_WHILE_ITERATIONS: u64 = 1_000_000;
+
 /// How a context is set up.
 #[derive(Debug, Clone)]
 pub struct AclConfig {
@@ -29,7 +33,7 @@ impl Default for AclConfig {
     fn default() -> Self {
         AclConfig {
             sq_depth: 1024,
-            max_while_iterations: 1_000_000,
+            max_while_iterations: MAX_WHILE_ITERATIONS,
             memory_bytes: 1 << 30,
         }
     }
@@ -43,21 +47,30 @@ pub struct Acl {
 }
 
 impl Acl {
+    /// # Panics
+    /// When the device's threads cannot be started; [`Acl::try_new`] says so instead.
     pub fn new(config: AclConfig) -> Acl {
+        Self::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A context on a fresh device; ACL_ERROR_RT_INTERNAL_ERROR when the system refuses
+    /// the device's threads.
+    pub fn try_new(config: AclConfig) -> R<Acl> {
         // A capture device runs every op of the library and the scripts' own kernels.
         let mut ops = OpRegistry::new();
         device_kernels::register(&mut ops);
-        let device = Device::new(DeviceConfig {
+        let device = Device::try_new(DeviceConfig {
             memory_bytes: config.memory_bytes,
             ops: Some(std::sync::Arc::new(ops)),
             max_while_iterations: config.max_while_iterations,
             ..DeviceConfig::default()
-        });
-        Acl {
+        })
+        .map_err(dev)?;
+        Ok(Acl {
             device,
             sq_depth: config.sq_depth.max(2),
             state: Mutex::new(State::default()),
-        }
+        })
     }
 
     /// The device under the context.
@@ -71,8 +84,10 @@ impl Acl {
 
     // ---- resources
 
-    pub fn create_stream(&self) -> StreamId {
-        self.device.create_stream()
+    /// `aclrtCreateStream`: ACL_ERROR_RT_INTERNAL_ERROR when the system refuses the
+    /// stream's worker thread.
+    pub fn create_stream(&self) -> R<StreamId> {
+        self.device.try_create_stream().map_err(dev)
     }
 
     /// An event for capture (`aclrtCreateEventExWithFlag`, ACL_EVENT_SYNC).

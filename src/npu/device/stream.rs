@@ -38,8 +38,13 @@ use super::state::Core;
 use super::task::{Launch, NO_VALUES, Task, TensorArg};
 
 impl StreamState {
-    /// A stream and its worker.
-    pub fn spawn(core: &Arc<Core>, id: StreamId, depth: usize) -> Arc<StreamState> {
+    /// A stream and its worker; [`NpuError::ThreadStart`] when the system refuses the
+    /// thread.
+    pub fn spawn(
+        core: &Arc<Core>,
+        id: StreamId,
+        depth: usize,
+    ) -> Result<Arc<StreamState>, NpuError> {
         let (stream, rx) = StreamState::new(id, depth);
         let (core, mine) = (core.clone(), stream.clone());
         // Spawning returns once the worker has started and set itself up: a thread's
@@ -84,11 +89,14 @@ impl StreamState {
                     }
                 }
             })
-            .expect("spawning a stream worker");
+            .map_err(|e| NpuError::ThreadStart {
+                what: "stream worker",
+                msg: e.to_string(),
+            })?;
         // An error means the worker died during its set-up; its handle reports that.
         let _ = started.recv();
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
-        stream
+        Ok(stream)
     }
 
     /// Issues a job: [`StreamState::send`], except that a small kernel launch or copy
@@ -456,7 +464,10 @@ impl Exec<'_> {
                 if faulted { Ok(()) } else { r.map(drop) }
             }
             Job::Execute(..) if faulted => Ok(()),
-            Job::Execute(model, resolved) => model.execute(self.core, resolved),
+            Job::Execute(model, resolved) => {
+                let core = self.core;
+                model.execute(core, resolved, None, &mut |run, i| self.run_list(run, i))
+            }
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -524,7 +535,7 @@ impl Exec<'_> {
                     kind,
                     value,
                     models,
-                } => run.cond(core, *kind, *value, models),
+                } => run.cond(core, *kind, *value, models, &mut |r, j| self.run_list(r, j)),
                 t => self.task(t),
             };
             if let Err(e) = r {
