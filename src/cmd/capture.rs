@@ -34,15 +34,24 @@ pub struct Args {
     /// (for `rt2 replay`).
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
+    /// The WHILE watchdog: body runs one WHILE task may make in one execution before the
+    /// execution faults [default: the script's [device] max_while_iterations, else
+    /// 1000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: Option<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let path = args.script.display().to_string();
     let text =
         std::fs::read_to_string(&args.script).with_context(|| format!("cannot read {path}"))?;
-    let script = script::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    let (report, session) = runner::run(&script)
-        .map_err(|e| anyhow::anyhow!("{path}: the device cannot hold the buffers: {e}"))?;
+    let mut script = script::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    if let Some(n) = args.max_iterations {
+        script.device.max_while_iterations = n;
+    }
+    let (report, session) = runner::run(&script).map_err(|e| {
+        anyhow::anyhow!("{path}: the device cannot be set up with the buffers: {e}")
+    })?;
     if let Some(dir) = &args.save {
         save(dir, session.captured())?;
     }

@@ -20,6 +20,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+    /// The WHILE watchdog: body runs one WHILE task may make in one execution before the
+    /// execution faults [default: the file's max_while_iterations, at most 1000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: Option<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -27,7 +31,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let text =
         std::fs::read_to_string(&args.model).with_context(|| format!("cannot read {path}"))?;
     let file = rim::parse(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    let replay = rim::load(&file).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let replay =
+        rim::load(&file, args.max_iterations).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     replay.execute(args.times).map_err(|e| {
         CheckFailure(format!(
             "{path}: model {:?} failed on the device: {e}",
