@@ -32,7 +32,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let acl = Acl::new(AclConfig::default());
-    let s = acl.create_stream();
+    let s = acl.create_stream().expect("a stream");
     let ptr = acl.malloc(16 * 4).expect("memory");
     let x = Buf {
         ptr,
@@ -44,7 +44,7 @@ fn setup() -> Setup {
         src: x,
         value: Scalar::Float(1.0),
     };
-    let c = acl.create_stream();
+    let c = acl.create_stream().expect("a stream");
     acl.capture_begin(c, CaptureMode::Global).expect("begins");
     for _ in 0..TASKS {
         acl.launch_kernel(c, call).expect("captured");

@@ -260,7 +260,7 @@ pub fn to_json(r: &Report) -> Value {
             o
         })
         .collect();
-    json!({
+    let mut j = json!({
         "name": r.name,
         "passed": r.passed(),
         "steps": steps,
@@ -271,7 +271,12 @@ pub fn to_json(r: &Report) -> Value {
             "buffer": e.buffer,
             "passed": e.passed,
         })).collect::<Vec<_>>(),
-    })
+    });
+    // The sanitizer's report when it found something (a clean one is not news).
+    if let Some(s) = r.sanitizer.as_ref().filter(|s| !s.is_clean()) {
+        j["sanitizer"] = serde_json::to_value(s).unwrap_or(Value::Null);
+    }
+    j
 }
 
 /// Buffers alone as JSON (`rt2 replay --format json`).
@@ -363,6 +368,16 @@ pub fn to_text(r: &Report) -> String {
         }
     }
     let _ = writeln!(out, "\n{}", if r.passed() { "passed" } else { "FAILED" });
+    if let Some(san) = r.sanitizer.as_ref().filter(|s| !s.is_clean()) {
+        let _ = writeln!(
+            out,
+            "sanitizer: {} finding(s)",
+            san.findings.len() as u64 + san.dropped
+        );
+        for f in &san.findings {
+            let _ = writeln!(out, "  {}", f.line());
+        }
+    }
     out
 }
 

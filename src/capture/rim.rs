@@ -6,7 +6,12 @@
 //! The format is JSON, with names where the device had addresses: buffers and handles by
 //! their script names, sub-models by index, events by model-local number. Loading checks
 //! every reference and names the place of a fault (`model.sub_models[0].streams[1]
-//! .tasks[3]`); nothing in a file can make replay panic.
+//! .tasks[3]`); nothing in a file can make replay panic, and nothing in it can make a
+//! replay run forever: before anything is built, every count is checked against what the
+//! file holds (a model cannot have more events than event tasks) and every model of the
+//! tree is checked to finish ([`check_tree`]: no stream activates itself, directly or
+//! through others; every event wait has a record that runs before it). What is left is
+//! a WHILE whose body never clears its condition, which the device's watchdog ends.
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::npu::device::{CondKind, DevicePtr, StreamId};
 
-use super::acl::{Acl, AclConfig, CondHandle, ModelRI, RecStream, RecTask};
+use super::acl::{Acl, AclConfig, CondHandle, MAX_WHILE_ITERATIONS, ModelRI, RecStream, RecTask};
 use super::buffers::{BufferReport, read};
 use super::device_kernels::{Buf, DeviceKernel, DeviceKernelCall};
 use super::error::AclError;
@@ -348,13 +353,15 @@ pub fn parse(text: &str) -> Result<RimFile, RimError> {
 pub struct Replay {
     pub acl: Acl,
     pub model: ModelRI,
+    /// The device's WHILE watchdog.
+    pub max_while_iterations: u64,
     buffers: Vec<(String, Buf)>,
 }
 
 impl Replay {
     /// Executes the model `times` times on a fresh stream and waits.
     pub fn execute(&self, times: u32) -> Result<(), AclError> {
-        let s = self.acl.create_stream();
+        let s = self.acl.create_stream()?;
         for _ in 0..times {
             self.acl.execute_async(self.model, s)?;
         }
@@ -487,25 +494,9 @@ impl<'a> Loader<'a> {
                         enabled: *enabled,
                         group: None,
                     },
-                    RimTask::EventRecord { event } | RimTask::EventWait { event }
-                        if *event >= rim.events =>
-                    {
-                        return Err(rim_err(
-                            at,
-                            format!("event #{event}, the model has {}", rim.events),
-                        ));
-                    }
+                    // Their numbers were checked with the tree (`check_tree`).
                     RimTask::EventRecord { event } => RecTask::EventRecord(*event),
                     RimTask::EventWait { event } => RecTask::EventWait(*event),
-                    RimTask::StreamActivate { stream } if *stream as usize >= rim.streams.len() => {
-                        return Err(rim_err(
-                            at,
-                            format!(
-                                "activates stream {stream}, the model has {}",
-                                rim.streams.len()
-                            ),
-                        ));
-                    }
                     RimTask::StreamActivate { stream } => RecTask::Activate(*stream),
                     RimTask::Cond {
                         kind,
@@ -552,12 +543,20 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// Builds a saved model onto a fresh device with its buffers and handle values.
-pub fn load(f: &RimFile) -> Result<Replay, RimError> {
-    let acl = Acl::new(AclConfig {
-        max_while_iterations: f.max_while_iterations.max(1),
+/// Builds a saved model onto a fresh device with its buffers and handle values, once
+/// the model tree is checked to finish ([`check_tree`]). `max_while_iterations`: the
+/// device's WHILE watchdog; `None`, the file's, but at most [`MAX_WHILE_ITERATIONS`]: the
+/// file's value is only a number in a file, and `u64::MAX` would let a WHILE that never
+/// clears its condition spin for ever.
+pub fn load(f: &RimFile, max_while_iterations: Option<u64>) -> Result<Replay, RimError> {
+    // Before any device or memory exists: a count in the file allocates nothing unchecked.
+    check_tree(&f.model, "model")?;
+    let watchdog = max_while_iterations.unwrap_or(f.max_while_iterations.min(MAX_WHILE_ITERATIONS));
+    let acl = Acl::try_new(AclConfig {
+        max_while_iterations: watchdog.max(1),
         ..AclConfig::default()
-    });
+    })
+    .map_err(|e| rim_err("model", format!("the device cannot start: {e}")))?;
     let mut buffers = Vec::with_capacity(f.buffers.len());
     for (i, b) in f.buffers.iter().enumerate() {
         let place = format!("buffers[{i}]");
@@ -618,6 +617,251 @@ pub fn load(f: &RimFile) -> Result<Replay, RimError> {
     Ok(Replay {
         acl,
         model: root,
+        max_while_iterations: watchdog.max(1),
         buffers,
     })
+}
+
+// ---- checks: every execution of the tree can finish
+
+/// Checks a model and its sub-models, depth first, before anything is built from them:
+/// [`check_model`] for each. (The depth is bounded by the JSON reader's nesting limit.)
+pub fn check_tree(m: &RimModel, place: &str) -> Result<(), RimError> {
+    check_model(m, place)?;
+    for (i, sub) in m.sub_models.iter().enumerate() {
+        check_tree(sub, &format!("{place}.sub_models[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// A task's place in a model: (stream, task index).
+type At = (usize, usize);
+
+/// Checks that one execution of the model can finish: its event count is one the file can
+/// hold (no more events than event tasks), every event and stream number is in range,
+/// each event is recorded once, no stream activates itself (directly or through others),
+/// each activated stream is a cascade stream activated once, and, run as the device runs
+/// it, no stream is left waiting for an event: for a record no task makes, one in a
+/// stream that never starts, or one behind the wait itself (streams waiting on each
+/// other). Conditional tasks run their sub-models, which are checked on their own. Linear
+/// in the model's tasks.
+pub fn check_model(m: &RimModel, place: &str) -> Result<(), RimError> {
+    let at = |(s, t): At| format!("{place}.streams[{s}].tasks[{t}]");
+    let event_tasks = m
+        .streams
+        .iter()
+        .flat_map(|s| &s.tasks)
+        .filter(|t| matches!(t, RimTask::EventRecord { .. } | RimTask::EventWait { .. }))
+        .count();
+    // Each event is made for a record task, so this bounds what loading allocates.
+    if m.events as usize > event_tasks {
+        return Err(rim_err(
+            format!("{place}.events"),
+            format!(
+                "is {}, but the model has {event_tasks} event tasks to use them",
+                m.events
+            ),
+        ));
+    }
+    let n = m.streams.len();
+    let mut recorded_at: Vec<Option<At>> = vec![None; m.events as usize];
+    // Each stream's activate tasks: (task index, stream activated).
+    let mut activates: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (si, s) in m.streams.iter().enumerate() {
+        for (ti, t) in s.tasks.iter().enumerate() {
+            match *t {
+                RimTask::EventRecord { event } | RimTask::EventWait { event }
+                    if event >= m.events =>
+                {
+                    return Err(rim_err(
+                        at((si, ti)),
+                        format!("event #{event}, the model has {}", m.events),
+                    ));
+                }
+                RimTask::EventRecord { event } => {
+                    if let Some(first) = recorded_at[event as usize] {
+                        return Err(rim_err(
+                            at((si, ti)),
+                            format!(
+                                "records event #{event} again ({} records it): an event is \
+                                 recorded once per execution",
+                                at(first)
+                            ),
+                        ));
+                    }
+                    recorded_at[event as usize] = Some((si, ti));
+                }
+                RimTask::StreamActivate { stream } if stream as usize >= n => {
+                    return Err(rim_err(
+                        at((si, ti)),
+                        format!("activates stream {stream}, the model has {n}"),
+                    ));
+                }
+                RimTask::StreamActivate { stream } => activates[si].push((ti, stream as usize)),
+                _ => {}
+            }
+        }
+    }
+    activation_cycle(&activates).map_or(Ok(()), |(closing, cycle)| {
+        let path: Vec<String> = cycle.iter().map(|s| format!("stream {s}")).collect();
+        Err(rim_err(
+            at(closing),
+            format!(
+                "an activation cycle: {} -> stream {}; a stream may not activate itself, \
+                 directly or through others (it would run for ever)",
+                path.join(" -> "),
+                cycle[0]
+            ),
+        ))
+    })?;
+    let mut activated_by: Vec<Option<At>> = vec![None; n];
+    for (si, list) in activates.iter().enumerate() {
+        for &(ti, t) in list {
+            if !m.streams[t].cascade {
+                return Err(rim_err(
+                    at((si, ti)),
+                    format!(
+                        "activates stream {t}, which starts with each execution: a stream \
+                         runs once per execution"
+                    ),
+                ));
+            }
+            if let Some(other) = activated_by[t] {
+                return Err(rim_err(
+                    at((si, ti)),
+                    format!(
+                        "activates stream {t}, which {} activates too: a stream runs once \
+                         per execution",
+                        at(other)
+                    ),
+                ));
+            }
+            activated_by[t] = Some((si, ti));
+        }
+    }
+    match run_to_the_end(m) {
+        None => Ok(()),
+        Some((waiting, event)) => {
+            let why = match recorded_at[event as usize] {
+                None => "which no task of the model records".to_string(),
+                Some(r) if !started(m, &activated_by, r.0) => format!(
+                    "recorded only by {}, in a stream that never starts (no running task \
+                     activates it)",
+                    at(r)
+                ),
+                Some(r) => format!(
+                    "recorded by {}, which runs only after this wait: the streams wait on \
+                     each other",
+                    at(r)
+                ),
+            };
+            Err(rim_err(
+                at(waiting),
+                format!("waits for event #{event}, {why}; the execution would never end"),
+            ))
+        }
+    }
+}
+
+/// Whether stream `s` starts in an execution: it starts with it, or a stream that starts
+/// activates it. (Activations form no cycle and each stream has one activator at most, so
+/// the walk up ends.)
+fn started(m: &RimModel, activated_by: &[Option<At>], s: usize) -> bool {
+    let mut s = s;
+    loop {
+        if !m.streams[s].cascade {
+            return true;
+        }
+        match activated_by[s] {
+            Some((by, _)) => s = by,
+            None => return false,
+        }
+    }
+}
+
+/// A cycle of stream activations, if there is one: the activate task that closes it and
+/// the streams around it, in order. An iterative depth-first search (a file may have many
+/// streams).
+fn activation_cycle(activates: &[Vec<(usize, usize)>]) -> Option<(At, Vec<usize>)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; activates.len()];
+    // The path from the root: (stream, how many of its activations were followed).
+    let mut path: Vec<(usize, usize)> = Vec::new();
+    for root in 0..activates.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        mark[root] = Mark::OnPath;
+        path.push((root, 0));
+        while let Some(&mut (s, ref mut next)) = path.last_mut() {
+            let Some(&(ti, t)) = activates[s].get(*next) else {
+                mark[s] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            match mark[t] {
+                Mark::New => {
+                    mark[t] = Mark::OnPath;
+                    path.push((t, 0));
+                }
+                Mark::OnPath => {
+                    let from = path.iter().position(|&(p, _)| p == t).unwrap_or(0);
+                    let cycle = path[from..].iter().map(|&(p, _)| p).collect();
+                    return Some(((s, ti), cycle));
+                }
+                Mark::Done => {}
+            }
+        }
+    }
+    None
+}
+
+/// Runs the model's task graph as the device would, tasks as steps: streams that start
+/// with the execution go first, an activate task starts its stream, an event wait goes on
+/// once the event's record has run. Returns the first stream left waiting (its waiting
+/// task and the event), if any. Each stream is looked at when it starts and once per
+/// record it waited for, so this is linear in the tasks.
+fn run_to_the_end(m: &RimModel) -> Option<(At, u32)> {
+    let n = m.streams.len();
+    let mut next = vec![0usize; n];
+    let mut started = vec![false; n];
+    let mut recorded = vec![false; m.events as usize];
+    let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); m.events as usize];
+    let mut ready: Vec<usize> = (0..n).filter(|&s| !m.streams[s].cascade).collect();
+    for &s in &ready {
+        started[s] = true;
+    }
+    while let Some(s) = ready.pop() {
+        let tasks = &m.streams[s].tasks;
+        while let Some(t) = tasks.get(next[s]) {
+            match *t {
+                RimTask::EventRecord { event } => {
+                    recorded[event as usize] = true;
+                    ready.append(&mut waiting[event as usize]);
+                }
+                RimTask::EventWait { event } if !recorded[event as usize] => {
+                    waiting[event as usize].push(s);
+                    break;
+                }
+                RimTask::StreamActivate { stream } if !started[stream as usize] => {
+                    started[stream as usize] = true;
+                    ready.push(stream as usize);
+                }
+                _ => {}
+            }
+            next[s] += 1;
+        }
+    }
+    (0..n)
+        .filter(|&s| started[s])
+        .find_map(|s| match m.streams[s].tasks.get(next[s]) {
+            Some(RimTask::EventWait { event }) => Some(((s, next[s]), *event)),
+            _ => None,
+        })
 }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::mpsc;
 
-use crate::npu::device::{EventId, StreamId};
+use crate::npu::device::{EventId, SanitizerReport, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, ModelRI, ModelSnapshot, TaskGroup};
 use super::buffers::{BufferReport, read};
@@ -77,6 +77,8 @@ pub struct Report {
     pub expectations: Vec<ExpectReport>,
     /// Names for ids, for views of the models.
     pub names: Names,
+    /// What the device sanitizer found, when it ran (`--sanitize`; debug builds).
+    pub sanitizer: Option<SanitizerReport>,
 }
 
 impl Report {
@@ -84,6 +86,10 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.steps.iter().all(|s| s.verdict == Verdict::Ok)
             && self.expectations.iter().all(|e| e.passed)
+            && self
+                .sanitizer
+                .as_ref()
+                .is_none_or(SanitizerReport::is_clean)
     }
 }
 
@@ -105,6 +111,9 @@ pub struct Session {
 /// the context while the runner binds names).
 struct Tables {
     buffers: Vec<(String, Buf)>,
+    /// Each buffer's place in `buffers`, by name: steps name buffers, and a script may
+    /// declare many.
+    buffer_index: HashMap<String, usize>,
     streams: HashMap<String, StreamId>,
     events: HashMap<String, EventId>,
     models: HashMap<String, Option<ModelRI>>,
@@ -135,16 +144,19 @@ type Job<'a> = Box<dyn FnOnce() -> Result<Out, AclError> + Send + 'a>;
 impl Session {
     /// A fresh device with the script's buffers allocated and initialized.
     pub fn new(script: &Script) -> Result<Session, AclError> {
-        let acl = Acl::new(AclConfig {
+        let acl = Acl::try_new(AclConfig {
             sq_depth: script.device.sq_depth,
             max_while_iterations: script.device.max_while_iterations,
+            sanitize: script.device.sanitize,
             ..AclConfig::default()
-        });
+        })?;
         let mut buffers = Vec::with_capacity(script.buffers.len());
         for b in &script.buffers {
             let bytes = types::encode(b.dtype, &b.init).map_err(|_| AclError::InvalidParam)?;
-            let ptr = acl.malloc(bytes.len())?;
-            acl.write(ptr, &bytes)?;
+            let ptr = acl.malloc_uninit(bytes.len())?;
+            if !b.uninit {
+                acl.write(ptr, &bytes)?;
+            }
             buffers.push((
                 b.name.clone(),
                 Buf {
@@ -154,8 +166,14 @@ impl Session {
                 },
             ));
         }
+        let buffer_index = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
         let t = Tables {
             buffers,
+            buffer_index,
             streams: HashMap::new(),
             events: HashMap::new(),
             models: HashMap::new(),
@@ -185,20 +203,19 @@ impl Session {
 
 impl Tables {
     fn buf(&self, name: &str) -> Result<Buf, AclError> {
-        self.buffers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, b)| *b)
+        self.buffer_index
+            .get(name)
+            .map(|&i| self.buffers[i].1)
             .ok_or(AclError::InvalidParam)
     }
 
-    fn stream(&mut self, acl: &Acl, name: &str) -> StreamId {
+    fn stream(&mut self, acl: &Acl, name: &str) -> Result<StreamId, AclError> {
         if let Some(s) = self.streams.get(name) {
-            return *s;
+            return Ok(*s);
         }
-        let s = acl.create_stream();
+        let s = acl.create_stream()?;
         self.streams.insert(name.to_string(), s);
-        s
+        Ok(s)
     }
 
     fn event(&mut self, acl: &Acl, name: &str) -> EventId {
@@ -245,17 +262,26 @@ impl Tables {
     /// events are created here, on the runner's thread). The job owns copies of the ids.
     fn job<'s>(&mut self, acl: &'s Acl, call: &Call) -> Job<'s> {
         let fail = |e: AclError| -> Job<'s> { Box::new(move || Err(e)) };
+        // A stream that cannot be created (its worker thread refused) fails the step.
+        macro_rules! or_fail {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(e) => return fail(e),
+                }
+            };
+        }
         match call {
             Call::CaptureBegin { stream, mode } => {
-                let (s, mode) = (self.stream(acl, stream), *mode);
+                let (s, mode) = (or_fail!(self.stream(acl, stream)), *mode);
                 Box::new(move || acl.capture_begin(s, mode).map(|()| Out::Done))
             }
             Call::CaptureEnd { stream, model } => {
-                let (s, want) = (self.stream(acl, stream), model.is_some());
+                let (s, want) = (or_fail!(self.stream(acl, stream)), model.is_some());
                 Box::new(move || acl.capture_end(s, want).map(Out::Model))
             }
             Call::CaptureGetInfo { stream, .. } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 Box::new(move || acl.capture_get_info(s).map(|(st, m)| Out::Info(st, m)))
             }
             Call::CaptureToModelBegin {
@@ -263,7 +289,7 @@ impl Tables {
                 model,
                 mode,
             } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 let (m, mode) = match self.model(model) {
                     Ok(m) => (m, *mode),
                     Err(e) => return fail(e),
@@ -275,7 +301,7 @@ impl Tables {
                 Box::new(move || Ok(Out::Mode(acl.thread_exchange_mode(mode))))
             }
             Call::StreamAddToModel { stream, model } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 let m = match self.model(model) {
                     Ok(m) => m,
                     Err(e) => return fail(e),
@@ -283,7 +309,7 @@ impl Tables {
                 Box::new(move || acl.stream_add_to_model(s, m).map(|()| Out::Done))
             }
             Call::Launch { stream, kernel } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 let k = match self.kernel(kernel) {
                     Ok(k) => k,
                     Err(e) => return fail(e),
@@ -302,34 +328,34 @@ impl Tables {
                 Err(e) => fail(e),
             },
             Call::Synchronize { stream } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 Box::new(move || acl.synchronize(s).map(|()| Out::Done))
             }
             Call::EventRecord { event, stream } => {
-                let (e, s) = (self.event(acl, event), self.stream(acl, stream));
+                let (e, s) = (self.event(acl, event), or_fail!(self.stream(acl, stream)));
                 Box::new(move || acl.record_event(e, s).map(|()| Out::Done))
             }
             Call::EventWait { event, stream } => {
-                let (e, s) = (self.event(acl, event), self.stream(acl, stream));
+                let (e, s) = (self.event(acl, event), or_fail!(self.stream(acl, stream)));
                 Box::new(move || acl.stream_wait_event(s, e).map(|()| Out::Done))
             }
             Call::TaskGroupBegin { stream } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 Box::new(move || acl.task_group_begin(s).map(|()| Out::Done))
             }
             Call::TaskGroupEnd { stream, .. } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 Box::new(move || acl.task_group_end(s).map(Out::Group))
             }
             Call::TaskUpdateBegin { stream, group } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 let Some(Some(g)) = self.groups.get(group).copied() else {
                     return fail(AclError::InvalidParam);
                 };
                 Box::new(move || acl.task_update_begin(s, g).map(|()| Out::Done))
             }
             Call::TaskUpdateEnd { stream } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 Box::new(move || acl.task_update_end(s).map(|()| Out::Done))
             }
             Call::ModelUpdate { model } => match self.model(model) {
@@ -377,7 +403,7 @@ impl Tables {
                 kind,
                 models,
             } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 let h = match self.handle(handle) {
                     Ok(h) => h,
                     Err(e) => return fail(e),
@@ -390,7 +416,7 @@ impl Tables {
                 stream,
                 times,
             } => {
-                let s = self.stream(acl, stream);
+                let s = or_fail!(self.stream(acl, stream));
                 match self.model(model) {
                     Ok(m) => {
                         let times = *times;
@@ -596,23 +622,29 @@ pub fn run(script: &Script) -> Result<(Report, Session), AclError> {
     std::thread::scope(|scope| {
         let mut threads: HashMap<String, HostThread> = HashMap::new();
         for step in &script.steps {
-            let thread = threads.entry(step.thread.clone()).or_insert_with(|| {
+            if !threads.contains_key(&step.thread) {
                 let (tx, rx) = mpsc::channel::<(Job, mpsc::Sender<Result<Out, AclError>>)>();
-                std::thread::Builder::new()
+                let started = std::thread::Builder::new()
                     .name(format!("script-{}", step.thread))
                     .spawn_scoped(scope, move || {
                         for (job, reply) in rx {
                             let _ = reply.send(job());
                         }
-                    })
-                    .unwrap_or_else(|e| panic!("a script thread cannot start: {e}"));
-                HostThread { tx }
-            });
+                    });
+                // A thread the system refuses fails the step (and the script), as a
+                // call failing with ACL_ERROR_RT_INTERNAL_ERROR would.
+                if started.is_ok() {
+                    threads.insert(step.thread.clone(), HostThread { tx });
+                }
+            }
             let job = t.job(&acl, &step.call);
             let (reply_tx, reply_rx) = mpsc::channel();
-            let result = match thread.tx.send((job, reply_tx)) {
-                Ok(()) => reply_rx.recv().unwrap_or(Err(AclError::InternalError)),
-                Err(_) => Err(AclError::InternalError),
+            let result = match threads
+                .get(&step.thread)
+                .map(|h| h.tx.send((job, reply_tx)))
+            {
+                Some(Ok(())) => reply_rx.recv().unwrap_or(Err(AclError::InternalError)),
+                Some(Err(_)) | None => Err(AclError::InternalError),
             };
             let (report, stop) = judge(&acl, &mut t, step, result, &mut expectations);
             steps.push(report);
@@ -634,6 +666,10 @@ pub fn run(script: &Script) -> Result<(Report, Session), AclError> {
                 .map(|m| t.model_report(&acl, name, m))
         })
         .collect();
+    // The script's findings: its last step has run (its work was waited for by an
+    // `expect` or by the buffers' read below, which the sanitizer sees as the host's).
+    acl.device().synchronize_device().ok();
+    let sanitizer = acl.device().take_sanitizer_report();
     let report = Report {
         name: script.name.clone(),
         steps,
@@ -641,7 +677,11 @@ pub fn run(script: &Script) -> Result<(Report, Session), AclError> {
         buffers: t.all_buffers(&acl),
         expectations,
         names: t.names(),
+        sanitizer,
     };
+    // What the report's own read of the buffers found (an `uninit` buffer nothing wrote)
+    // is the runner's doing, not the script's.
+    let _ = acl.device().take_sanitizer_report();
     Ok((report, Session { acl, t }))
 }
 
@@ -711,11 +751,14 @@ fn judge(
 
 /// What a successful call returned, in words for the report.
 fn describe(t: &Tables, out: &Out) -> String {
-    let names = t.names();
+    // One model's name, looked up alone: every step is described, and building every
+    // name's map for each (`Tables::names`) made a run quadratic in the names bound.
     let model = |m: &ModelRI| {
-        names
-            .models
-            .get(m)
+        t.models
+            .iter()
+            .filter(|(_, v)| **v == Some(*m))
+            .map(|(k, _)| k)
+            .min()
             .cloned()
             .unwrap_or_else(|| format!("model{}", m.0))
     };

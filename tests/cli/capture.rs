@@ -197,3 +197,206 @@ fn a_faulting_replay_exits_1() {
     s.rt2(&["replay", &dir.join("spin.rim.json").to_string_lossy()])
         .fails(1, &["spin.rim.json", "ACL_ERROR_RT_MODEL_EXECUTE"]);
 }
+
+/// The cascade fixture's saved model, as JSON to edit: streams 0 -> 1 -> 2 -> 4 chained by
+/// activate tasks, stream 2 forking to stream 3 through event 0 and joined back through
+/// event 1.
+fn saved_chain(s: &Scratch) -> serde_json::Value {
+    let dir = s.path("saved");
+    s.rt2(&[
+        "capture",
+        &script("cascade"),
+        "--save",
+        &dir.to_string_lossy(),
+    ])
+    .ok();
+    let text = std::fs::read_to_string(dir.join("chain.rim.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn replay_refuses_a_model_that_could_never_finish_naming_the_place() {
+    let s = Scratch::new();
+    let good = saved_chain(&s);
+    let edit = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = good.clone();
+        f(&mut v["model"]);
+        s.write(name, v.to_string().as_bytes())
+            .to_string_lossy()
+            .into_owned()
+    };
+    // Stream 2 activates stream 1, which activates stream 2: it would spin for ever.
+    let cycle = edit("cycle.rim.json", &|m| {
+        m["streams"][2]["tasks"][3]["stream"] = 1.into();
+    });
+    s.rt2(&["replay", &cycle]).fails(
+        2,
+        &[
+            "cycle.rim.json",
+            "model.streams[2].tasks[3]",
+            "activation cycle: stream 1 -> stream 2 -> stream 1",
+        ],
+    );
+    // The join's record made a wait: event 1 is recorded nowhere.
+    let unrecorded = edit("unrecorded.rim.json", &|m| {
+        m["streams"][3]["tasks"][2] = serde_json::json!({"task": "event_wait", "event": 0});
+    });
+    s.rt2(&["replay", &unrecorded]).fails(
+        2,
+        &[
+            "unrecorded.rim.json",
+            "model.streams[2].tasks[2]",
+            "waits for event #1, which no task of the model records",
+        ],
+    );
+    // Stream 2 records the fork only after waiting for the join: a deadlock.
+    let deadlock = edit("deadlock.rim.json", &|m| {
+        let tasks = m["streams"][2]["tasks"].as_array_mut().unwrap();
+        tasks.swap(1, 2);
+    });
+    s.rt2(&["replay", &deadlock]).fails(
+        2,
+        &[
+            "deadlock.rim.json",
+            "model.streams[2].tasks[1]",
+            "waits for event #1, recorded by model.streams[3].tasks[2], which runs only after \
+             this wait",
+        ],
+    );
+    // A count the file cannot hold is refused before anything is allocated.
+    let huge = edit("huge.rim.json", &|m| {
+        m["events"] = 2_147_483_648u64.into();
+    });
+    s.rt2(&["replay", &huge]).fails(
+        2,
+        &[
+            "huge.rim.json",
+            "model.events",
+            "is 2147483648, but the model has 4 event tasks",
+        ],
+    );
+}
+
+#[test]
+fn max_iterations_sets_the_while_watchdog() {
+    let s = Scratch::new();
+    // The script's own watchdog is 50; the flag wins.
+    let r = s.rt2(&[
+        "capture",
+        &script("while-watchdog"),
+        "--max-iterations",
+        "7",
+    ]);
+    assert_eq!(r.code(), 1, "{}", r.stdout());
+    assert!(
+        r.stdout().contains("runs FAILED: expected [50], found [7]"),
+        "{}",
+        r.stdout()
+    );
+    let dir = s.path("saved");
+    s.rt2(&[
+        "capture",
+        &script("while-counter"),
+        "--save",
+        &dir.to_string_lossy(),
+    ])
+    .ok();
+    // Three body runs an execution: a watchdog of 2 faults it, 3 lets it finish.
+    let saved = dir.join("m.rim.json").to_string_lossy().into_owned();
+    s.rt2(&["replay", &saved, "--max-iterations", "2"])
+        .fails(1, &["m.rim.json", "ACL_ERROR_RT_MODEL_EXECUTE"]);
+    s.rt2(&["replay", &saved, "--max-iterations", "3"])
+        .ok()
+        .stdout_has(&["[0, 30, 0, 0]"]);
+    // A file claiming an endless watchdog over a loop that never ends: the flag bounds it.
+    s.rt2(&[
+        "capture",
+        &script("while-watchdog"),
+        "--save",
+        &dir.to_string_lossy(),
+    ])
+    .ok();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("spin.rim.json")).unwrap()).unwrap();
+    v["max_while_iterations"] = u64::MAX.into();
+    let endless = s.write("endless.rim.json", v.to_string().as_bytes());
+    s.rt2(&[
+        "replay",
+        &endless.to_string_lossy(),
+        "--max-iterations",
+        "10",
+    ])
+    .fails(1, &["endless.rim.json", "ACL_ERROR_RT_MODEL_EXECUTE"]);
+    let zero = s.rt2(&["replay", &saved, "--max-iterations", "0"]);
+    assert_eq!(zero.code(), 2, "0 is bad usage: {}", zero.stderr());
+}
+
+#[test]
+fn sanitize_reports_each_planted_hazard_and_exits_1() {
+    let s = Scratch::new();
+    // As a failed expectation does, findings exit 1 after the report (no error line).
+    let race = s.rt2(&[
+        "capture",
+        "--sanitize",
+        &script("sanitize-race"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(race.code(), 1, "{}", race.stderr());
+    let findings = race.json()["sanitizer"]["findings"].clone();
+    let lanes: Vec<(String, String)> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert_eq!(f["check"], "race", "{f}");
+            let lane = |t: &serde_json::Value| t["lane"].as_str().unwrap().to_string();
+            (lane(&f["task"]), lane(&f["other"]))
+        })
+        .collect();
+    assert_eq!(
+        lanes,
+        [
+            ("stream 2".to_string(), "stream 1".to_string()),
+            (
+                "model 0 stream 1".to_string(),
+                "model 0 stream 0".to_string()
+            )
+        ],
+        "the two unordered fills of x and the captured model's fills of z; y's are ordered"
+    );
+    let uninit = s.rt2(&["capture", "--sanitize=init", &script("sanitize-uninit")]);
+    assert_eq!(uninit.code(), 1, "{}", uninit.stderr());
+    uninit.stdout_has(&[
+        "sanitizer: 1 finding(s)",
+        "initcheck: uninitialized read by copy launch on stream 1: input 0",
+        "byte 0 was never written since its allocation",
+    ]);
+    // Checks left out find nothing: the race is racecheck's.
+    s.rt2(&[
+        "capture",
+        "--sanitize=init",
+        &script("sanitize-race"),
+        "--format",
+        "json",
+    ])
+    .ok();
+}
+
+#[test]
+fn sanitize_on_a_clean_script_says_what_it_checked() {
+    let s = Scratch::new();
+    let r = s
+        .rt2(&[
+            "capture",
+            "--sanitize",
+            &script("cross-stream"),
+            "--format",
+            "json",
+        ])
+        .ok();
+    let san = &r.json()["sanitizer"];
+    assert_eq!(san["findings"], serde_json::json!([]));
+    assert!(san["accesses_checked"].as_u64().unwrap() > 0, "{san}");
+    assert_eq!(san["checks"], serde_json::json!(["init", "mem", "race"]));
+}

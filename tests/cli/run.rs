@@ -884,3 +884,30 @@ fn graph_mode_replays_to_the_plain_runs_outputs_under_every_executor() {
     sc.rt2(&["run", &model("lstm"), "--graph", "--streams", "2"])
         .fails(2, &["--graph", "--streams"]);
 }
+
+#[test]
+fn sanitize_checks_a_bundled_model_and_finds_nothing() {
+    let sc = Scratch::new();
+    for executor in ["seq", "topo-mt"] {
+        let j = checked(&sc, "cnn_bn", &["--sanitize", "--executor", executor]);
+        let san = &j["sanitizer"];
+        assert_eq!(san["findings"], serde_json::json!([]), "{executor}: {san}");
+        assert!(
+            san["launches_checked"].as_u64().unwrap() > 5,
+            "{executor}: {san}"
+        );
+        assert!(
+            san["accesses_checked"].as_u64().unwrap() > 10,
+            "{executor}: {san}"
+        );
+    }
+    // Asked for one check, it runs that one.
+    let j = checked(&sc, "lstm", &["--sanitize=race"]);
+    assert_eq!(j["sanitizer"]["checks"], serde_json::json!(["race"]));
+    assert_eq!(
+        j["sanitizer"]["launches_checked"], 0,
+        "only initcheck runs launches twice"
+    );
+    sc.rt2(&["run", &model("lstm"), "--sanitize=bogus"])
+        .fails(2, &["unknown check \"bogus\""]);
+}

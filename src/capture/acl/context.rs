@@ -5,13 +5,17 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::npu::device::{Device, DeviceConfig, DevicePtr, EventId, StreamId};
+use crate::npu::device::{Device, DeviceConfig, DevicePtr, EventId, SanitizeChecks, StreamId};
 use crate::ops::OpRegistry;
 
 use crate::capture::device_kernels;
 
 use super::model::{CondHandle, HandleInfo, ModelRI, ModelSnapshot, TaskGroup};
 use super::state::{R, State, dev};
+
+/// The WHILE watchdog when none is asked for: body runs of one WHILE task in one
+/// execution.
+pub const MAX_WHILE_ITERATIONS: u64 = 1_000_000;
 
 /// How a context is set up.
 #[derive(Debug, Clone)]
@@ -23,14 +27,18 @@ pub struct AclConfig {
     pub max_while_iterations: u64,
     /// Device memory in bytes.
     pub memory_bytes: u64,
+    /// The device sanitizer's checks (`DeviceConfig::sanitize`); the device's default is
+    /// on in debug builds.
+    pub sanitize: Option<SanitizeChecks>,
 }
 
 impl Default for AclConfig {
     fn default() -> Self {
         AclConfig {
             sq_depth: 1024,
-            max_while_iterations: 1_000_000,
+            max_while_iterations: MAX_WHILE_ITERATIONS,
             memory_bytes: 1 << 30,
+            sanitize: DeviceConfig::default().sanitize,
         }
     }
 }
@@ -43,21 +51,31 @@ pub struct Acl {
 }
 
 impl Acl {
+    /// # Panics
+    /// When the device's threads cannot be started; [`Acl::try_new`] says so instead.
     pub fn new(config: AclConfig) -> Acl {
+        Self::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A context on a fresh device; ACL_ERROR_RT_INTERNAL_ERROR when the system refuses
+    /// the device's threads.
+    pub fn try_new(config: AclConfig) -> R<Acl> {
         // A capture device runs every op of the library and the scripts' own kernels.
         let mut ops = OpRegistry::new();
         device_kernels::register(&mut ops);
-        let device = Device::new(DeviceConfig {
+        let device = Device::try_new(DeviceConfig {
             memory_bytes: config.memory_bytes,
             ops: Some(std::sync::Arc::new(ops)),
             max_while_iterations: config.max_while_iterations,
+            sanitize: config.sanitize,
             ..DeviceConfig::default()
-        });
-        Acl {
+        })
+        .map_err(dev)?;
+        Ok(Acl {
             device,
             sq_depth: config.sq_depth.max(2),
             state: Mutex::new(State::default()),
-        }
+        })
     }
 
     /// The device under the context.
@@ -71,8 +89,10 @@ impl Acl {
 
     // ---- resources
 
-    pub fn create_stream(&self) -> StreamId {
-        self.device.create_stream()
+    /// `aclrtCreateStream`: ACL_ERROR_RT_INTERNAL_ERROR when the system refuses the
+    /// stream's worker thread.
+    pub fn create_stream(&self) -> R<StreamId> {
+        self.device.try_create_stream().map_err(dev)
     }
 
     /// An event for capture (`aclrtCreateEventExWithFlag`, ACL_EVENT_SYNC).
@@ -82,12 +102,17 @@ impl Acl {
 
     /// Device memory, zero-filled.
     pub fn malloc(&self, bytes: usize) -> R<DevicePtr> {
-        let ptr = self
-            .device
-            .malloc(bytes, self.device.default_stream())
-            .map_err(dev)?;
+        let ptr = self.malloc_uninit(bytes)?;
         self.device.memcpy_h2d(ptr, &vec![0; bytes]).map_err(dev)?;
         Ok(ptr)
+    }
+
+    /// Device memory as `aclrtMalloc` gives it: its contents undefined (0xFF, and
+    /// unwritten to the sanitizer, when it runs).
+    pub fn malloc_uninit(&self, bytes: usize) -> R<DevicePtr> {
+        self.device
+            .malloc(bytes, self.device.default_stream())
+            .map_err(dev)
     }
 
     /// Writes host bytes to device memory now (set-up, not an API call a mode governs).

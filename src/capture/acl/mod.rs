@@ -47,7 +47,7 @@ pub mod tree;
 pub mod update;
 pub mod work;
 
-pub use context::{Acl, AclConfig};
+pub use context::{Acl, AclConfig, MAX_WHILE_ITERATIONS};
 pub use model::{
     CondHandle, HandleInfo, ModelRI, ModelSnapshot, ModelStatus, RecStream, RecTask, TaskGroup,
 };

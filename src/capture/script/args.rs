@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use crate::capture::types::{BufDtype, Scalar};
 
-use super::error::{ScriptError, error_at, shown};
+use super::error::{Lines, ScriptError, error_at, shown};
 use super::fields::{Fields, Value};
 
 /// The spellings of the enums a script names.
@@ -31,6 +31,8 @@ pub(super) struct BufRef {
 /// the names bound so far.
 pub(super) struct Checker<'t> {
     pub(super) text: &'t str,
+    /// The text's line starts, for the line of each step and buffer.
+    pub(super) lines: Lines,
     pub(super) buffers: HashMap<String, (BufDtype, usize)>,
     pub(super) models: HashSet<String>,
     pub(super) handles: HashSet<String>,
@@ -41,6 +43,7 @@ impl<'t> Checker<'t> {
     pub(super) fn new(text: &'t str) -> Self {
         Checker {
             text,
+            lines: Lines::new(text),
             buffers: HashMap::new(),
             models: HashSet::new(),
             handles: HashSet::new(),

@@ -6,6 +6,7 @@
 use crate::capture::device_kernels::DeviceKernel;
 use crate::capture::error::AclError;
 use crate::capture::types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scalar};
+use crate::npu::device::{DeviceConfig, SanitizeChecks};
 
 /// A parsed and statically checked capture script.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,9 @@ pub struct DeviceSettings {
     /// How often a WHILE body may run in one execution before the execution faults (at
     /// least 1).
     pub max_while_iterations: u64,
+    /// The device sanitizer's checks (`rt2 capture --sanitize`; not a script field). The
+    /// device's default: on in debug builds.
+    pub sanitize: Option<SanitizeChecks>,
 }
 
 impl Default for DeviceSettings {
@@ -35,6 +39,7 @@ impl Default for DeviceSettings {
         DeviceSettings {
             sq_depth: 1024,
             max_while_iterations: 1_000_000,
+            sanitize: DeviceConfig::default().sanitize,
         }
     }
 }
@@ -49,6 +54,9 @@ pub struct BufferDecl {
     /// The initial contents: always the buffer's length in values, each already fitted to
     /// `dtype` ([`Scalar::fit`]), zeros when the script gives no `init`.
     pub init: Vec<Scalar>,
+    /// `uninit = true`: allocated and not written; its contents are undefined (0xFF under
+    /// the sanitizer, whose initcheck reports a read before the first write).
+    pub uninit: bool,
     /// The 1-based line of the buffer's key.
     pub line: usize,
 }

@@ -25,7 +25,7 @@ use super::args::{Checker, DTYPES, fitted};
 use super::ast::{BufferDecl, DeviceSettings, Script, Step};
 use super::calls::CALLS;
 use super::device_kernels::DEVICE_KERNELS;
-use super::error::{ScriptError, error_at, position, shown, type_phrase};
+use super::error::{ScriptError, error_at, shown, type_phrase};
 use super::fields::{Fields, Value, int_value};
 
 /// Parses and statically checks a capture script (see the module doc for what is checked).
@@ -45,7 +45,7 @@ const MAX_TOTAL_LEN: usize = 1 << 22;
 
 const TOP_KEYS: &[&str] = &["version", "name", "device", "buffers", "step"];
 const DEVICE_KEYS: &[&str] = &["sq_depth", "max_while_iterations"];
-const BUFFER_KEYS: &[&str] = &["dtype", "len", "init"];
+const BUFFER_KEYS: &[&str] = &["dtype", "len", "init", "uninit"];
 const STEP_KEYS: &[&str] = &["call", "thread", "expect_error"];
 
 impl Checker<'_> {
@@ -123,6 +123,7 @@ impl Checker<'_> {
             max_while_iterations: f
                 .int("max_while_iterations", 1)?
                 .map_or(defaults.max_while_iterations, |(n, _)| n),
+            sanitize: defaults.sanitize,
         })
     }
 
@@ -163,6 +164,10 @@ impl Checker<'_> {
             };
             f.check_known(BUFFER_KEYS)?;
             let dtype = f.required_choice("dtype", BufDtype::from_name, DTYPES)?;
+            let uninit = f.bool("uninit")?.unwrap_or(false);
+            if uninit && bt.contains_key("init") {
+                return Err(self.err(at, format!("{what} cannot be both `uninit` and `init`")));
+            }
             let len = f.int::<usize>("len", 1)?;
             if let Some((n, span)) = &len
                 && *n > MAX_BUFFER_LEN
@@ -217,7 +222,8 @@ impl Checker<'_> {
                 name: name.to_owned(),
                 dtype,
                 init,
-                line: position(self.text, at).0,
+                uninit,
+                line: self.lines.line(at),
             });
         }
         Ok(decls)
@@ -289,7 +295,7 @@ impl Checker<'_> {
         };
         let call = (spec.read)(self, &f, kernel)?;
         Ok(Step {
-            line: position(self.text, at).0,
+            line: self.lines.line(at),
             thread,
             expect_error,
             call,

@@ -3,18 +3,25 @@
 //! segments), the checks an execution makes when it is issued, an execution run to
 //! completion on the calling worker, and conditional tasks reading their value and
 //! running the chosen sub-model. The state these act on is `queue`'s; the stream workers
-//! that call in here are above (`stream`), and a model's workers are spawned by the
-//! device and handed to [`ModelInner::load`].
+//! that call in here are above (`stream`), and hand in how to run a list on the calling
+//! worker (a [`RunHere`]).
+//!
+//! Hot path: a WHILE runs its body's model once per iteration, so a model run costs no
+//! thread hand-off when the model has one stream (the calling worker runs it), and no
+//! allocation once warm (the run is reused, see [`ModelInner::spare`]). With a hand-off per
+//! iteration to the body's stream worker and back, an iteration of a one-launch body cost
+//! about 15 us; without, about a microsecond (docs/PERFORMANCE.md).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::ops::Compute;
 
 use super::access::{self, SpanLocks, with_spans};
 use super::error::NpuError;
-use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
+use super::ids::{DevicePtr, EventId, ModelId, NotifyId};
 use super::model::Model;
-use super::queue::{ModelInner, ModelRun, Prepared, ResolvedModel, StreamState};
+use super::queue::{ListWorkers, ModelInner, ModelRun, Prepared, ResolvedModel};
 use super::sanitizer::{LaneKey, Role, Touch};
 use super::state::Core;
 use super::sync::{EventState, NotifyState};
@@ -154,23 +161,37 @@ impl ResolvedModel {
     }
 }
 
+/// Runs list `index` of a run on the calling worker, to its end (and the cascade lists a
+/// final activate hands over): the stream worker's own loop, handed down from `stream`.
+pub(crate) type RunHere<'a> = &'a mut dyn FnMut(&Arc<ModelRun>, usize);
+
+/// Sub-model nesting up to which a run's first stream runs on the calling worker's stack;
+/// deeper, every stream goes to a list worker (fresh stacks), so a deep tree of
+/// conditional tasks cannot overflow one worker's stack.
+const INLINE_DEPTH: u32 = 16;
+
+/// Top-level executions, numbered: what the WHILE watchdog counts body runs in.
+static EXECUTIONS: AtomicU64 = AtomicU64::new(1);
+
 impl ModelInner {
-    /// Resolves a model's ids against the device and starts its stream workers.
-    /// `spawn` starts one stream worker (the device's: workers sit above this file).
+    /// Resolves a model's ids against the device. Its streams run on the calling worker
+    /// and on `lists`, the device's list workers; loading starts no thread.
     pub fn load(
         core: &Core,
         id: ModelId,
         model: &Model,
-        spawn: impl FnMut() -> Arc<StreamState>,
+        lists: Arc<ListWorkers>,
     ) -> Result<Self, NpuError> {
         let resolved = ResolvedModel::resolve(core, model)?;
-        let mut spawn = spawn;
-        let workers = (0..model.streams.len()).map(|_| spawn()).collect();
         Ok(ModelInner {
             id,
             resolved: Mutex::new(Arc::new(resolved)),
-            workers,
+            streams: model.streams.len(),
+            lists,
             running: Mutex::new(()),
+            retired: AtomicBool::new(false),
+            spare: Mutex::new(None),
+            body_runs: Mutex::new((0, 0)),
         })
     }
 
@@ -193,13 +214,13 @@ impl ModelInner {
     /// Replaces the task lists for executions issued from now on. The model keeps its
     /// streams: the new one must have as many.
     pub fn update(&self, core: &Core, model: &Model) -> Result<(), NpuError> {
-        if model.streams.len() != self.workers.len() {
+        if model.streams.len() != self.streams {
             return Err(NpuError::ModelBuild {
                 model: format!("{:?}", model.name),
                 msg: format!(
                     "an update has {} streams, the loaded model {}",
                     model.streams.len(),
-                    self.workers.len()
+                    self.streams
                 ),
             });
         }
@@ -209,14 +230,22 @@ impl ModelInner {
     }
 
     /// Runs the model to completion on the calling worker (the executing stream's, or the
-    /// stream of the conditional task that chose it).
+    /// stream of the conditional task that chose it): the first stream that starts with
+    /// the model runs right here (`here`), the others on list workers, and the call
+    /// returns when every started list has finished. `parent`: the run of the conditional
+    /// task that runs this model, `None` for a top-level execution.
     pub fn execute(
         self: &Arc<Self>,
         core: &Core,
         resolved: Arc<ResolvedModel>,
-        caller: StreamId,
+        parent: Option<&ModelRun>,
+        here: RunHere<'_>,
+        caller: LaneKey,
     ) -> Result<(), NpuError> {
         let _one_run = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.retired.load(Ordering::Acquire) {
+            return Err(NpuError::InvalidModel(self.id));
+        }
         for &(ptr, value) in &resolved.start_values {
             sanitize_value(core, caller, "model start value", ptr, Role::Write);
             write_value(core, ptr, value).map_err(|e| self.failed(e))?;
@@ -224,41 +253,41 @@ impl ModelInner {
         // The model's streams start where the caller is, and the caller goes on after all
         // of them (the sanitizer's order; the run itself waits below).
         if let Some(san) = &core.sanitizer {
-            for (w, s) in self.workers.iter().zip(&resolved.streams) {
+            for (i, s) in resolved.streams.iter().enumerate() {
                 if s.active_at_start {
-                    san.order(LaneKey::Stream(caller), LaneKey::Stream(w.id));
+                    san.order(caller, LaneKey::ModelStream(self.id, i as u32));
                 }
             }
         }
-        let events = resolved
-            .events
-            .iter()
-            .map(|(id, e, recorded_here)| {
-                let generation = if *recorded_here {
-                    e.issue_record()
-                } else {
-                    e.latest()
-                };
-                (*id, e.clone(), generation)
-            })
-            .collect();
-        let run = Arc::new(ModelRun {
-            model: self.clone(),
-            resolved,
-            events,
-            active: Mutex::new(0),
-            cv: Condvar::new(),
-            fault: Mutex::new(None),
-        });
+        let (execution, depth) = match parent {
+            Some(p) => (p.execution, p.depth + 1),
+            None => (EXECUTIONS.fetch_add(1, Ordering::Relaxed), 0),
+        };
+        let run = self.new_run(resolved, execution, depth);
+        let mut first = (depth < INLINE_DEPTH)
+            .then(|| run.resolved.streams.iter().position(|s| s.active_at_start));
         for (i, s) in run.resolved.streams.iter().enumerate() {
-            if s.active_at_start {
-                run.activate(i)?;
+            if s.active_at_start
+                && first != Some(Some(i))
+                && let Err(e) = run.activate(i)
+            {
+                // Those started run to their end; the one here does not start.
+                run.fail(e);
+                first = None;
+                break;
             }
         }
-        run.wait(&core.shutdown)?;
+        if let Some(Some(i)) = first {
+            run.adopt();
+            here(&run, i);
+        }
+        let waited = run.wait(&core.shutdown);
+        if waited.is_ok() {
+            run.release();
+        }
         if let Some(san) = &core.sanitizer {
-            for w in &self.workers {
-                san.order(LaneKey::Stream(w.id), LaneKey::Stream(caller));
+            for i in 0..run.resolved.streams.len() {
+                san.order(LaneKey::ModelStream(self.id, i as u32), caller);
             }
         }
         let fault = run
@@ -266,18 +295,69 @@ impl ModelInner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        *self.spare.lock().unwrap_or_else(PoisonError::into_inner) = Some(run);
+        waited?;
         match fault {
             Some(e) => Err(self.failed(e)),
             None => Ok(()),
         }
     }
+
+    /// A run of `resolved`: the last one again when nothing else holds it (list workers
+    /// drop theirs as their jobs end), else a new one.
+    fn new_run(&self, resolved: Arc<ResolvedModel>, execution: u64, depth: u32) -> Arc<ModelRun> {
+        let generations = |events: &mut Vec<(EventId, Arc<EventState>, u64)>| {
+            events.clear();
+            events.extend(resolved.events.iter().map(|(id, e, recorded_here)| {
+                let generation = if *recorded_here {
+                    e.issue_record()
+                } else {
+                    e.latest()
+                };
+                (*id, e.clone(), generation)
+            }));
+        };
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut run) = spare
+            && let Some(r) = Arc::get_mut(&mut run)
+        {
+            generations(&mut r.events);
+            *r.active.get_mut().unwrap_or_else(PoisonError::into_inner) = 0;
+            *r.fault.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
+            r.execution = execution;
+            r.depth = depth;
+            r.model = self.id;
+            r.resolved = resolved;
+            r.leases
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+            return run;
+        }
+        let mut events = Vec::with_capacity(resolved.events.len());
+        generations(&mut events);
+        Arc::new(ModelRun {
+            model: self.id,
+            lists: self.lists.clone(),
+            resolved,
+            events,
+            active: Mutex::new(0),
+            cv: Condvar::new(),
+            fault: Mutex::new(None),
+            execution,
+            depth,
+            leases: Mutex::new(Vec::new()),
+        })
+    }
 }
 
-/// Writes a condition value.
 /// Tells the sanitizer, if on, of a condition value read or written on `lane`.
-fn sanitize_value(core: &Core, lane: StreamId, kind: &'static str, ptr: DevicePtr, role: Role) {
+fn sanitize_value(core: &Core, lane: LaneKey, kind: &'static str, ptr: DevicePtr, role: Role) {
     if let Some(san) = &core.sanitizer {
-        let lane = LaneKey::Stream(lane);
         let info = san.task_info(lane, kind, None, None);
         let touch = Touch {
             ptr,
@@ -288,6 +368,7 @@ fn sanitize_value(core: &Core, lane: StreamId, kind: &'static str, ptr: DevicePt
     }
 }
 
+/// Writes a condition value.
 fn write_value(core: &Core, ptr: DevicePtr, value: u64) -> Result<(), NpuError> {
     let out = [core.memory.resolve(ptr, COND_VALUE_BYTES)?];
     let mut scratch = Default::default();
@@ -316,48 +397,208 @@ impl ModelRun {
     }
 
     /// Runs a conditional task of this run on the calling worker: reads the value, runs the
-    /// chosen sub-model to completion; a WHILE reads the value again after each run.
+    /// chosen sub-model to completion (its first stream through `here`, on this worker); a
+    /// WHILE reads the value again after each run. The watchdog bounds the body runs of
+    /// each WHILE in one top-level execution, nested ones included: a WHILE inside a
+    /// WHILE's body cannot multiply the limit.
     pub fn cond(
         &self,
         core: &Core,
         kind: CondKind,
         value: DevicePtr,
         models: &[ModelId],
-        lane: StreamId,
+        here: RunHere<'_>,
+        lane: LaneKey,
     ) -> Result<(), NpuError> {
-        let run_sub = |id: ModelId| -> Result<(), NpuError> {
-            let (_, sub) = self
+        let sub = |id: ModelId| -> &Arc<ModelInner> {
+            &self
                 .resolved
                 .subs
                 .iter()
                 .find(|(m, _)| *m == id)
-                .expect("loading resolved every sub-model of the model");
-            sub.execute(core, sub.resolved(), lane)
+                .expect("loading resolved every sub-model of the model")
+                .1
         };
         let v = read_value(core, value)?;
-        match kind {
-            CondKind::If if v != 0 => run_sub(models[0]),
-            CondKind::If => models.get(1).map_or(Ok(()), |&m| run_sub(m)),
-            CondKind::Switch => match usize::try_from(v).ok().and_then(|i| models.get(i)) {
-                Some(&m) => run_sub(m),
-                None => Ok(()),
-            },
+        let chosen = match kind {
+            CondKind::If if v != 0 => Some(models[0]),
+            CondKind::If => models.get(1).copied(),
+            CondKind::Switch => usize::try_from(v).ok().and_then(|i| models.get(i)).copied(),
             CondKind::While => {
+                let body = sub(models[0]);
                 let mut v = v;
-                let mut runs = 0u64;
                 while v != 0 {
-                    if runs == core.max_while_iterations {
-                        return Err(NpuError::WhileWatchdog {
-                            limit: core.max_while_iterations,
-                        });
-                    }
-                    runs += 1;
-                    run_sub(models[0])?;
+                    body.count_body_run(self.execution, core.max_while_iterations)?;
+                    body.execute(core, body.resolved(), Some(self), &mut *here, lane)?;
                     sanitize_value(core, lane, "conditional", value, Role::Read);
                     v = read_value(core, value)?;
                 }
-                Ok(())
+                None
+            }
+        };
+        match chosen {
+            Some(id) => {
+                let m = sub(id);
+                m.execute(core, m.resolved(), Some(self), here, lane)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::{
+        COND_VALUE_BYTES, CondKind, Device, DeviceConfig, Model, ModelId, NpuError, Task,
+    };
+
+    fn counting(n: &Arc<AtomicUsize>) -> Task {
+        let n = n.clone();
+        Task::Callback(Arc::new(move || {
+            n.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }))
+    }
+
+    #[test]
+    fn loaded_models_hold_no_threads_and_share_the_list_workers() {
+        let d = Device::new(DeviceConfig::default());
+        let s = d.create_stream();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let one = Model::builder()
+            .stream(vec![counting(&runs)])
+            .build()
+            .unwrap();
+        let ones: Vec<ModelId> = (0..50).map(|_| d.load_model(&one).unwrap()).collect();
+        for &m in &ones {
+            d.execute_model(m, s).unwrap();
+        }
+        d.synchronize(s).unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 50);
+        assert_eq!(
+            d.list_workers(),
+            0,
+            "a model of one stream runs on the executing stream's worker"
+        );
+        // Two streams joined by an event; the second's list goes to a list worker.
+        let e = d.create_event();
+        let two = Model::builder()
+            .stream(vec![counting(&runs), Task::EventRecord(e)])
+            .stream(vec![Task::EventWait(e), counting(&runs)])
+            .build()
+            .unwrap();
+        let twos: Vec<ModelId> = (0..50).map(|_| d.load_model(&two).unwrap()).collect();
+        for _ in 0..3 {
+            for &m in &twos {
+                d.execute_model(m, s).unwrap();
             }
         }
+        d.synchronize(s).unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 50 + 3 * 50 * 2);
+        assert_eq!(
+            d.list_workers(),
+            1,
+            "executions one after another: one list beside the executing stream's at a time"
+        );
+    }
+
+    #[test]
+    fn an_execution_queued_before_an_unload_runs_nothing() {
+        let d = Device::new(DeviceConfig::default());
+        let s = d.create_stream();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let m = d
+            .load_model(
+                &Model::builder()
+                    .stream(vec![counting(&runs)])
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        // Hold the stream so the execution is still queued when the model goes.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Mutex::new(rx);
+        d.submit(
+            s,
+            Task::Callback(Arc::new(move || {
+                rx.lock().unwrap().recv().map_err(|e| e.to_string())
+            })),
+        )
+        .unwrap();
+        d.execute_model(m, s).unwrap();
+        d.unload_model(m).unwrap();
+        tx.send(()).unwrap();
+        assert_eq!(d.synchronize(s), Err(NpuError::InvalidModel(m)));
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_streams_list_runs_once_per_execution() {
+        let again = Model::builder()
+            .stream(vec![Task::StreamActivate(0)])
+            .build();
+        assert!(
+            matches!(again, Err(NpuError::ModelBuild { .. })),
+            "{again:?}"
+        );
+        let twice = Model::builder()
+            .stream(vec![Task::StreamActivate(2)])
+            .stream(vec![Task::StreamActivate(2)])
+            .inactive_stream(vec![])
+            .build();
+        assert!(
+            matches!(twice, Err(NpuError::ModelBuild { .. })),
+            "{twice:?}"
+        );
+    }
+
+    /// A WHILE whose body's model has one stream: each iteration runs the body on the
+    /// worker that runs the WHILE (no list worker is started), and the watchdog ends a
+    /// loop whose condition never clears after exactly the limit.
+    #[test]
+    fn a_while_runs_its_body_here_up_to_the_watchdog() {
+        let d = Device::new(DeviceConfig {
+            max_while_iterations: 1000,
+            ..DeviceConfig::default()
+        });
+        let s = d.create_stream();
+        let cond = d.malloc(COND_VALUE_BYTES, s).unwrap();
+        d.memset(cond, 1, COND_VALUE_BYTES).unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let body = d
+            .load_model(
+                &Model::builder()
+                    .stream(vec![counting(&runs)])
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let top = d
+            .load_model(
+                &Model::builder()
+                    .stream(vec![Task::Cond {
+                        kind: CondKind::While,
+                        value: cond,
+                        models: vec![body],
+                    }])
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        for round in 1..=2 {
+            d.execute_model(top, s).unwrap();
+            let e = d.synchronize(s).unwrap_err();
+            assert!(
+                matches!(&e, NpuError::ModelRun { source, .. }
+                    if matches!(**source, NpuError::WhileWatchdog { limit: 1000 })),
+                "{e}"
+            );
+            // Each execution counts afresh.
+            assert_eq!(runs.load(Ordering::SeqCst), 1000 * round);
+        }
+        assert_eq!(d.list_workers(), 0);
     }
 }

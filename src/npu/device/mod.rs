@@ -86,7 +86,7 @@ pub use task::{
 
 use host::HostPool;
 use memory::Memory;
-use queue::{Job, ModelInner, StreamState};
+use queue::{Job, ListWorkers, ModelInner, StreamState};
 use recorder::TaskRecorder;
 use sanitizer::{LaneKey, Role, Sanitizer, Touch};
 use state::{Core, all, insert, remove};
@@ -169,6 +169,8 @@ impl std::fmt::Debug for StreamRef {
 
 struct DeviceInner {
     core: Arc<Core>,
+    /// The workers model streams run on (see `queue::ListWorkers`).
+    lists: Arc<ListWorkers>,
 }
 
 impl Drop for DeviceInner {
@@ -196,9 +198,7 @@ impl Drop for DeviceInner {
             s.nudge();
             s.wake();
         }
-        for m in &models {
-            m.wake();
-        }
+        self.lists.wake();
         for e in all(&core.events) {
             e.wake();
         }
@@ -211,6 +211,7 @@ impl Drop for DeviceInner {
         for m in &models {
             m.stop();
         }
+        self.lists.stop();
         core.streams
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -290,10 +291,17 @@ impl Device {
             capturing: AtomicUsize::new(0),
             captured: Mutex::new(Vec::new()),
         });
+        // The list workers' start-up holds the device weakly: the device's last handle,
+        // not a worker, ends it.
+        let weak = Arc::downgrade(&core);
+        let lists = Arc::new(ListWorkers::new(Box::new(move || {
+            let core = weak.upgrade().ok_or(NpuError::DeviceLost)?;
+            StreamState::spawn(&core, core.model_stream_id(), 0)
+        })));
         let device = Device {
-            inner: Arc::new(DeviceInner { core }),
+            inner: Arc::new(DeviceInner { core, lists }),
         };
-        device.create_stream();
+        device.try_create_stream()?;
         Ok(device)
     }
 
@@ -325,12 +333,28 @@ impl Device {
         StreamId(0)
     }
 
+    /// A new stream with its worker thread.
+    ///
+    /// # Panics
+    /// When the system refuses the thread; [`Device::try_create_stream`] says so instead.
     pub fn create_stream(&self) -> StreamId {
+        self.try_create_stream().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A new stream with its worker thread; [`NpuError::ThreadStart`] when the system
+    /// refuses the thread.
+    pub fn try_create_stream(&self) -> Result<StreamId, NpuError> {
         let core = self.core();
         let mut table = core.streams.write().unwrap_or_else(PoisonError::into_inner);
         let id = StreamId(table.len() as u32);
-        table.push(Some(StreamState::spawn(core, id, core.queue_depth)));
-        id
+        table.push(Some(StreamState::spawn(core, id, core.queue_depth)?));
+        Ok(id)
+    }
+
+    /// Threads started to run model streams so far: the most lists that ran at once
+    /// beside the executing streams' own (models themselves hold no threads).
+    pub fn list_workers(&self) -> usize {
+        self.inner.lists.started()
     }
 
     /// Waits for the stream's work, stops its worker and forgets it; returns its pending
@@ -825,14 +849,13 @@ impl Device {
 
     // ---- models
 
-    /// Loads a model: checks its ids and ops against the device and starts its streams.
+    /// Loads a model: checks its ids and ops against the device (no thread is started:
+    /// its streams run on the executing stream's worker and the device's list workers).
     pub fn load_model(&self, model: &Model) -> Result<ModelId, NpuError> {
         let core = self.core();
         // Resolved before the table is locked for the push: conditional tasks look their
         // sub-models up in it.
-        let mut inner = ModelInner::load(core, ModelId(u32::MAX), model, || {
-            StreamState::spawn(core, core.model_stream_id(), 0)
-        })?;
+        let mut inner = ModelInner::load(core, ModelId(u32::MAX), model, self.inner.lists.clone())?;
         let mut table = core.models.write().unwrap_or_else(PoisonError::into_inner);
         let id = ModelId(table.len() as u32);
         inner.id = id;
@@ -861,7 +884,8 @@ impl Device {
         s.send(job, true)
     }
 
-    /// Unloads a model after any run of it finished, stopping its streams.
+    /// Unloads a model after any run of it finished; executions of it still queued run
+    /// nothing and fault their streams.
     pub fn unload_model(&self, model: ModelId) -> Result<(), NpuError> {
         let m = remove(&self.core().models, model.0).ok_or(NpuError::InvalidModel(model))?;
         m.stop();

@@ -3,10 +3,11 @@
 //!
 //! A [`Model`] is plain data built with [`Model::builder`]: stream `i` is the `i`-th
 //! `stream`/`inactive_stream` call. Loading it ([`super::Device::load_model`]) checks its
-//! ids against the device, gives each model stream its own worker, and keeps the task lists
-//! for every run. Executing it on a stream ([`super::Device::execute_model`]) queues one job
-//! there; when the stream reaches it, the job starts the model's active streams, waits until
-//! every started stream has run its list (a [`Task::StreamActivate`] starts another one and
+//! ids against the device and keeps the task lists for every run; it starts no thread.
+//! Executing it on a stream ([`super::Device::execute_model`]) queues one job there; when
+//! the stream reaches it, the job starts the model's active streams (the first on the
+//! stream's own worker, the others on the device's list workers), waits until every
+//! started stream has run its list (a [`Task::StreamActivate`] starts another one and
 //! counts it in), and reports the run's first fault as the executing stream's fault. So work
 //! queued behind the execution on that stream sees the model's results, and a model runs
 //! as often as it is executed, one run at a time.
@@ -29,7 +30,7 @@
 //! before any model stream starts (a condition handle's ASSIGN_DEFAULT).
 //!
 //! This file holds the model as plain data. A loaded model's state (its `ResolvedModel`,
-//! its stream workers, a run in progress) is in `queue`, with the jobs that carry it;
+//! a run in progress) is in `queue`, with the jobs that carry it;
 //! loading and executing it against the device is `execution`.
 
 use super::error::NpuError;
@@ -102,8 +103,11 @@ impl ModelBuilder {
         self
     }
     /// Checks the model's own consistency: some stream starts, activations name streams
-    /// of the model, each event is recorded at most once, conditional tasks have a model
-    /// count their kind accepts.
+    /// of the model that are not active at start, each at most once (a stream's list runs
+    /// once per execution: a stream activating itself would run for ever, and executions
+    /// run a list on whichever worker is free, so a list must not run twice at once), each
+    /// event is recorded at most once, conditional tasks have a model count their kind
+    /// accepts.
     pub fn build(self) -> Result<Model, NpuError> {
         let m = self.model;
         let bad = |msg: String| NpuError::ModelBuild {
@@ -114,6 +118,7 @@ impl ModelBuilder {
             return Err(bad("no stream is active at start".into()));
         }
         let mut recorded = Vec::new();
+        let mut activated = vec![false; m.streams.len()];
         for (i, s) in m.streams.iter().enumerate() {
             for t in &s.tasks {
                 match t {
@@ -123,6 +128,15 @@ impl ModelBuilder {
                             m.streams.len()
                         )));
                     }
+                    Task::StreamActivate(k) if m.streams[*k as usize].active_at_start => {
+                        return Err(bad(format!(
+                            "stream {i} activates stream {k}, which is active at start"
+                        )));
+                    }
+                    Task::StreamActivate(k) if activated[*k as usize] => {
+                        return Err(bad(format!("stream {k} is activated twice")));
+                    }
+                    Task::StreamActivate(k) => activated[*k as usize] = true,
                     Task::EventRecord(e) if recorded.contains(e) => {
                         return Err(bad(format!(
                             "event {e} is recorded twice; use one event per record"

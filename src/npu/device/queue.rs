@@ -1,9 +1,18 @@
 //! A stream's queue and what travels through it: [`StreamState`] (the bounded queue, the
 //! submitted and completed counters, the fault slot, the worker's handle), the [`Job`]s a
-//! worker receives, and the loaded-model state those jobs carry ([`ModelInner`],
-//! [`ResolvedModel`], [`ModelRun`]): a model's streams are stream queues, and their jobs are
+//! worker receives, the loaded-model state those jobs carry ([`ModelInner`],
+//! [`ResolvedModel`], [`ModelRun`]) and the device's list workers that run model streams
+//! ([`ListWorkers`]): a model's streams run as jobs on stream workers, and their jobs are
 //! model runs, so these types are one knot and live together, below everything that acts
 //! on them.
+//!
+//! Model streams own no threads. A loaded model is data; when it runs, the worker that
+//! executes it runs its first stream itself, and each other stream it starts goes to a
+//! worker leased from the device's [`ListWorkers`] for that one list, returned when the
+//! list is done. So threads follow how many lists run at once, not how many models are
+//! loaded (a thread per loaded model stream made a script of 1,500 captures start 1,500
+//! threads, until the system refused one), and a model of one stream, a WHILE body say,
+//! runs with no thread hand-off at all.
 //!
 //! What is here needs no device: queueing, counting, waiting, faults, and a model run's
 //! bookkeeping (activating its streams, counting finished lists). Running a job is the
@@ -254,7 +263,7 @@ pub(crate) enum Job {
     /// Runs a model and waits for it, on the stream that executes it, with the task lists
     /// it had when the execution was issued.
     Execute(Arc<ModelInner>, Arc<ResolvedModel>),
-    /// Runs one stream's preloaded tasks of a model run, on that model stream.
+    /// Runs one stream's preloaded tasks of a model run, on a list worker leased for it.
     RunList {
         run: Arc<ModelRun>,
         index: usize,
@@ -294,12 +303,132 @@ pub(crate) struct Prepared {
     pub locks: SpanLocks,
 }
 
+/// Starts a list worker (the device's: workers are started above this file).
+pub(crate) type SpawnWorker = Box<dyn Fn() -> Result<Arc<StreamState>, NpuError> + Send + Sync>;
+
+/// The device's list workers: stream workers (unbounded queues) that run the task lists of
+/// model streams, whichever model they belong to. A list is sent to a worker leased for
+/// it alone, idle or started then, so a list never waits behind another (lists wait on
+/// each other's events, and queued behind one it waits for, a list would deadlock); the
+/// worker is idle again once its list has run. The pool grows to the most lists that ever
+/// ran at once and keeps its workers until the device shuts down: a leased worker costs a
+/// pop and a push, no thread start, in a steady state.
+pub(crate) struct ListWorkers {
+    idle: Mutex<Vec<Arc<StreamState>>>,
+    /// Every worker started, for the shutdown.
+    all: Mutex<Vec<Arc<StreamState>>>,
+    spawn: SpawnWorker,
+}
+
+impl ListWorkers {
+    pub fn new(spawn: SpawnWorker) -> ListWorkers {
+        ListWorkers {
+            idle: Mutex::new(Vec::new()),
+            all: Mutex::new(Vec::new()),
+            spawn,
+        }
+    }
+
+    /// A worker for one list: an idle one, or a new one ([`NpuError::ThreadStart`] when
+    /// the system refuses the thread).
+    fn lease(self: &Arc<Self>) -> Result<Lease, NpuError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let worker = match idle {
+            Some(w) => w,
+            None => {
+                let w = (self.spawn)()?;
+                self.all
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(w.clone());
+                w
+            }
+        };
+        Ok(Lease {
+            workers: self.clone(),
+            worker,
+        })
+    }
+
+    /// Threads started so far.
+    pub fn started(&self) -> usize {
+        self.all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Wakes every worker to see the device shut down.
+    pub fn wake(&self) {
+        for w in self
+            .all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            w.nudge();
+            w.wake();
+        }
+    }
+
+    /// Stops and joins every worker (the device is shutting down).
+    pub fn stop(&self) {
+        let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
+        for w in &all {
+            let _ = w.send(Job::Shutdown, true);
+            w.join();
+        }
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// A list worker leased for one list of a run; dropping it makes the worker idle again.
+/// The run keeps its leases until every list it started has finished, and its execution
+/// then drops them: a worker is idle again before the execution returns, so the next one
+/// finds it (returned by the worker itself, as its job ended, a worker could be late for
+/// the next execution, which would start another).
+pub(crate) struct Lease {
+    workers: Arc<ListWorkers>,
+    worker: Arc<StreamState>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Its list has finished (what is left of the job runs no task and waits for
+        // nothing) or was never sent.
+        self.workers
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(self.worker.clone());
+    }
+}
+
 /// A loaded model.
 pub(crate) struct ModelInner {
     pub id: ModelId,
     pub(super) resolved: Mutex<Arc<ResolvedModel>>,
-    pub(super) workers: Vec<Arc<StreamState>>,
+    /// Its stream count, which an update keeps.
+    pub(super) streams: usize,
+    /// Where the streams an execution starts run, besides the first.
+    pub(super) lists: Arc<ListWorkers>,
     pub(super) running: Mutex<()>,
+    /// Unloaded: an execution queued before runs nothing.
+    pub(super) retired: AtomicBool,
+    /// The last finished run, reused by the next when nothing holds it any more: a WHILE
+    /// runs its body's model once per iteration, and a run allocated per iteration
+    /// would make a steady-state loop allocate.
+    pub(super) spare: Mutex<Option<Arc<ModelRun>>>,
+    /// As a WHILE task's body: (the top-level execution, body runs in it so far), for
+    /// the watchdog.
+    pub(super) body_runs: Mutex<(u64, u64)>,
 }
 
 impl ModelInner {
@@ -318,26 +447,37 @@ impl ModelInner {
         }
     }
 
-    /// Stops the model's stream workers (no run is going: the caller holds `running`).
+    /// Waits for a run in progress and retires the model: executions queued before run
+    /// nothing.
     pub fn stop(&self) {
         let _idle = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        for w in &self.workers {
-            let _ = w.send(Job::Shutdown, true);
-            w.join();
-        }
+        self.retired.store(true, Ordering::Release);
     }
 
-    pub fn wake(&self) {
-        for w in &self.workers {
-            w.nudge();
-            w.wake();
+    /// Counts one more run as the body of a WHILE in top-level execution `execution`;
+    /// [`NpuError::WhileWatchdog`] when it would be run `limit` + 1 times in it.
+    pub(super) fn count_body_run(&self, execution: u64, limit: u64) -> Result<(), NpuError> {
+        let mut runs = self
+            .body_runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if runs.0 != execution {
+            *runs = (execution, 0);
         }
+        if runs.1 >= limit {
+            return Err(NpuError::WhileWatchdog { limit });
+        }
+        runs.1 += 1;
+        Ok(())
     }
 }
 
 /// One execution of a model.
 pub(crate) struct ModelRun {
-    pub(super) model: Arc<ModelInner>,
+    /// The model run (its streams are the sanitizer's lanes `(model, index)`).
+    pub(super) model: ModelId,
+    /// Where the lists it starts run.
+    pub(super) lists: Arc<ListWorkers>,
     pub(super) resolved: Arc<ResolvedModel>,
     /// Each event's generation for this run.
     pub(super) events: Vec<(EventId, Arc<EventState>, u64)>,
@@ -345,6 +485,13 @@ pub(crate) struct ModelRun {
     pub(super) active: Mutex<usize>,
     pub(super) cv: Condvar,
     pub(super) fault: Mutex<Option<NpuError>>,
+    /// The top-level execution this run is part of (a sub-model's run shares its
+    /// parent's): what the WHILE watchdog counts in.
+    pub(super) execution: u64,
+    /// Sub-model nesting: 0 for a top-level execution.
+    pub(super) depth: u32,
+    /// The list workers leased for its lists (see [`Lease`]).
+    pub(super) leases: Mutex<Vec<Lease>>,
 }
 
 impl ModelRun {
@@ -381,18 +528,40 @@ impl ModelRun {
         *self.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }
 
-    /// Starts model stream `index` for this run.
+    /// Starts model stream `index` for this run, on a list worker leased for it.
     pub fn activate(self: &Arc<Self>, index: usize) -> Result<(), NpuError> {
+        let lease = self.lists.lease()?;
+        let worker = lease.worker.clone();
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(lease);
         *self.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         let job = Job::RunList {
             run: self.clone(),
             index,
         };
-        if let Err(e) = self.model.workers[index].send(job, true) {
+        if let Err(e) = worker.send(job, true) {
             self.finish(None);
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Makes the workers leased for its lists idle again (every list has finished).
+    pub(super) fn release(&self) {
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Records a fault no list had (a list that could not be started).
+    pub fn fail(&self, e: NpuError) {
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(e);
     }
 
     /// A started list finished, with its first fault.

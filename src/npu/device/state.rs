@@ -221,7 +221,7 @@ impl Core {
 
     /// Checks a task's device ranges against the allocator as it is issued on `lane`;
     /// under the sanitizer a refused range is a memcheck finding too.
-    pub(super) fn check_ranges(&self, task: &Task, lane: StreamId) -> Result<(), NpuError> {
+    pub(super) fn check_ranges(&self, task: &Task, lane: LaneKey) -> Result<(), NpuError> {
         let r = {
             let heap = self.memory.heap();
             task.each_range(|ptr, len| heap.check(ptr, len))
@@ -238,7 +238,7 @@ impl Core {
                     Task::Launch(l) => (Some(l.op()), l.label()),
                     _ => (None, None),
                 };
-                let info = san.task_info(LaneKey::Stream(lane), task.kind(), op, label);
+                let info = san.task_info(lane, task.kind(), op, label);
                 san.refused(&info, t, e);
             }
         }
@@ -258,7 +258,7 @@ impl Core {
             });
         };
         task.check_host_range()?;
-        self.check_ranges(&task, stream)?;
+        self.check_ranges(&task, LaneKey::Stream(stream))?;
         if matches!(task, Task::StreamActivate(_) | Task::Cond { .. }) {
             return Err(NpuError::TaskNotSupported {
                 task: task.kind(),
@@ -282,7 +282,7 @@ impl Core {
     /// Checks a task as it is issued and turns it into the job a worker runs.
     pub(super) fn job(&self, task: Task, stream: StreamId) -> Result<Job, NpuError> {
         task.check_host_range()?;
-        self.check_ranges(&task, stream)?;
+        self.check_ranges(&task, LaneKey::Stream(stream))?;
         Ok(match task {
             Task::EventRecord(id) => Job::EventRecord {
                 event: self.event(id)?,

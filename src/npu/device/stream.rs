@@ -39,8 +39,13 @@ use super::state::Core;
 use super::task::{Launch, NO_VALUES, Task, TensorArg};
 
 impl StreamState {
-    /// A stream and its worker.
-    pub fn spawn(core: &Arc<Core>, id: StreamId, depth: usize) -> Arc<StreamState> {
+    /// A stream and its worker; [`NpuError::ThreadStart`] when the system refuses the
+    /// thread.
+    pub fn spawn(
+        core: &Arc<Core>,
+        id: StreamId,
+        depth: usize,
+    ) -> Result<Arc<StreamState>, NpuError> {
         let (stream, rx) = StreamState::new(id, depth);
         let (core, mine) = (core.clone(), stream.clone());
         // Spawning returns once the worker has started and set itself up: a thread's
@@ -85,11 +90,14 @@ impl StreamState {
                     }
                 }
             })
-            .expect("spawning a stream worker");
+            .map_err(|e| NpuError::ThreadStart {
+                what: "stream worker",
+                msg: e.to_string(),
+            })?;
         // An error means the worker died during its set-up; its handle reports that.
         let _ = started.recv();
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
-        stream
+        Ok(stream)
     }
 
     /// Issues a job: [`StreamState::send`], except that a small kernel launch or copy
@@ -190,7 +198,7 @@ impl StreamState {
                     stream: self,
                     lane,
                     here,
-                    clock: self.id,
+                    clock: LaneKey::Stream(self.id),
                 };
                 f(&mut exec, &mut n)
             };
@@ -241,7 +249,7 @@ struct Exec<'a> {
     here: Here,
     /// The sanitizer's lane for the work: the stream's own, or the model stream whose
     /// list runs (a worker may go on with another list; see `run_one_list`).
-    clock: StreamId,
+    clock: LaneKey,
 }
 
 /// Which kernels a thread computes itself; the others it hands to the device's compute
@@ -361,7 +369,7 @@ impl Worker {
                 stream: &self.stream,
                 lane: &mut self.lane,
                 here,
-                clock: self.stream.id,
+                clock: LaneKey::Stream(self.stream.id),
             };
             exec.run_job(job);
         }
@@ -461,7 +469,7 @@ impl Exec<'_> {
             Job::Task(t) => self.task(&t),
             Job::EventRecord { event, generation } => {
                 if let Some(san) = &self.core.sanitizer {
-                    san.event_record(key(&event), generation, LaneKey::Stream(self.clock));
+                    san.event_record(key(&event), generation, self.clock);
                 }
                 event.complete(generation, self.stream.current_fault());
                 Ok(())
@@ -473,13 +481,13 @@ impl Exec<'_> {
             } => {
                 event.wait(id, generation, shutdown)?;
                 if let Some(san) = &self.core.sanitizer {
-                    san.event_wait(key(&event), generation, LaneKey::Stream(self.clock));
+                    san.event_wait(key(&event), generation, self.clock);
                 }
                 Ok(())
             }
             Job::NotifyRecord(n) => {
                 if let Some(san) = &self.core.sanitizer {
-                    san.notify_record(key(&n), LaneKey::Stream(self.clock));
+                    san.notify_record(key(&n), self.clock);
                 }
                 n.record();
                 Ok(())
@@ -487,7 +495,7 @@ impl Exec<'_> {
             Job::NotifyWait(n) => {
                 n.wait(shutdown)?;
                 if let Some(san) = &self.core.sanitizer {
-                    san.notify_wait(key(&n), LaneKey::Stream(self.clock));
+                    san.notify_wait(key(&n), self.clock);
                 }
                 Ok(())
             }
@@ -501,7 +509,11 @@ impl Exec<'_> {
                 if faulted { Ok(()) } else { r.map(drop) }
             }
             Job::Execute(..) if faulted => Ok(()),
-            Job::Execute(model, resolved) => model.execute(self.core, resolved, self.clock),
+            Job::Execute(model, resolved) => {
+                let (core, caller) = (self.core, self.clock);
+                let here = &mut |run: &Arc<ModelRun>, i| self.run_list(run, i);
+                model.execute(core, resolved, None, here, caller)
+            }
             Job::RunList { run, index } => {
                 self.run_list(&run, index);
                 Ok(())
@@ -533,7 +545,7 @@ impl Exec<'_> {
         let prepared = run.prepared(core, index);
         let tasks = run.tasks(index);
         let san = core.sanitizer.as_ref();
-        let lane = run.model.workers[index].id;
+        let lane = LaneKey::ModelStream(run.model, index as u32);
         let outer = std::mem::replace(&mut self.clock, lane);
         for (i, task) in tasks.iter().enumerate() {
             if self.core.is_shut_down() {
@@ -544,7 +556,7 @@ impl Exec<'_> {
                 Task::EventRecord(id) => {
                     let (event, generation) = run.event(*id);
                     if let Some(san) = san {
-                        san.event_record(key(event), generation, LaneKey::Stream(lane));
+                        san.event_record(key(event), generation, lane);
                     }
                     event.complete(generation, fault.clone());
                     Ok(())
@@ -553,13 +565,13 @@ impl Exec<'_> {
                     let (event, generation) = run.event(*id);
                     let r = event.wait(*id, generation, shutdown);
                     if let (Some(san), Ok(())) = (san, &r) {
-                        san.event_wait(key(event), generation, LaneKey::Stream(lane));
+                        san.event_wait(key(event), generation, lane);
                     }
                     r
                 }
                 Task::NotifyRecord(id) => {
                     if let Some(san) = san {
-                        san.notify_record(key(run.notify(*id)), LaneKey::Stream(lane));
+                        san.notify_record(key(run.notify(*id)), lane);
                     }
                     run.notify(*id).record();
                     Ok(())
@@ -567,14 +579,13 @@ impl Exec<'_> {
                 Task::NotifyWait(id) => {
                     let r = run.notify(*id).wait(shutdown);
                     if let (Some(san), Ok(())) = (san, &r) {
-                        san.notify_wait(key(run.notify(*id)), LaneKey::Stream(lane));
+                        san.notify_wait(key(run.notify(*id)), lane);
                     }
                     r
                 }
                 Task::StreamActivate(j) => {
                     if let Some(san) = san {
-                        let to = run.model.workers[*j as usize].id;
-                        san.order(LaneKey::Stream(lane), LaneKey::Stream(to));
+                        san.order(lane, LaneKey::ModelStream(run.model, *j));
                     }
                     if i + 1 == tasks.len() && run.continues(*j as usize) {
                         run.adopt();
@@ -597,7 +608,8 @@ impl Exec<'_> {
                     models,
                 } => {
                     self.sanitize(task);
-                    run.cond(core, *kind, *value, models, lane)
+                    let here = &mut |r: &Arc<ModelRun>, j| self.run_list(r, j);
+                    run.cond(core, *kind, *value, models, here, lane)
                 }
                 t => self.task(t),
             };
@@ -614,7 +626,7 @@ impl Exec<'_> {
     /// see `run_launch`).
     fn sanitize(&self, task: &Task) {
         if let Some(san) = &self.core.sanitizer {
-            let lane = LaneKey::Stream(self.clock);
+            let lane = self.clock;
             let info = san.task_info(lane, task.kind(), None, None);
             san.run(lane, &info, &task.touches());
         }
@@ -779,7 +791,7 @@ impl Exec<'_> {
         // Under the sanitizer: the launch's accesses are checked, and the kernel runs twice
         // on differently filled outputs (`twice`).
         let san = core.sanitizer.as_ref().map(|san| {
-            let lane = LaneKey::Stream(self.clock);
+            let lane = self.clock;
             let info = san.task_info(lane, "kernel launch", Some(op), l.label());
             san.run(lane, &info, &l.touches());
             (san, info)
@@ -800,10 +812,10 @@ impl Exec<'_> {
                 std::panic::catch_unwind(AssertUnwindSafe(|| f(ins, outs)))
             };
             let run = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| match &san {
-                Some((san, info)) => {
+                Some((san, info)) if san.checks.init => {
                     twice(san, info, l, ins, outs, special, |r| matches!(r, Ok(true)))
                 }
-                None => special(ins, outs),
+                _ => special(ins, outs),
             });
             match run {
                 Ok(true) => return Ok(Vec::new()),
@@ -875,10 +887,12 @@ impl Exec<'_> {
                 }
             };
         let computed = with_span_locks(locks, &mut self.lane.scratch, |ins, outs| match &san {
-            Some((san, info)) => twice(san, info, l, ins, outs, &mut body, |r| {
-                matches!(r, Ok(None))
-            }),
-            None => body(ins, outs),
+            Some((san, info)) if san.checks.init => {
+                twice(san, info, l, ins, outs, &mut body, |r| {
+                    matches!(r, Ok(None))
+                })
+            }
+            _ => body(ins, outs),
         })?;
         let Some(tensors) = computed else {
             return Ok(Vec::new());
@@ -894,7 +908,7 @@ impl Exec<'_> {
                     role: Role::Output(i),
                 })
                 .collect();
-            san.run(LaneKey::Stream(self.clock), info, &touches);
+            san.run(self.clock, info, &touches);
         }
         Ok(placed)
     }

@@ -12,7 +12,7 @@ use crate::capture::types::{BufDtype, CaptureMode, CaptureStatus, CondKind, Scal
 use super::ast::{BufferDecl, Call, DeviceSettings, Script, Step};
 use super::calls::CALLS;
 use super::device_kernels::DEVICE_KERNELS;
-use super::error::position;
+use super::error::{Lines, position};
 use super::parse::parse;
 
 mod call_table;
@@ -477,30 +477,35 @@ fn full_script_parses_into_every_call_and_kernel() {
         device: DeviceSettings {
             sq_depth: 4,
             max_while_iterations: 100,
+            ..DeviceSettings::default()
         },
         buffers: vec![
             BufferDecl {
                 name: s("x"),
                 dtype: BufDtype::Int64,
                 init: vec![Scalar::Int(0); 4],
+                uninit: false,
                 line: 9,
             },
             BufferDecl {
                 name: s("y"),
                 dtype: BufDtype::Int64,
                 init: [1, 2, 3, 4].map(Scalar::Int).to_vec(),
+                uninit: false,
                 line: 10,
             },
             BufferDecl {
                 name: s("f"),
                 dtype: BufDtype::Float32,
                 init: vec![Scalar::Float(1.0), Scalar::Float(2.5)],
+                uninit: false,
                 line: 11,
             },
             BufferDecl {
                 name: s("c"),
                 dtype: BufDtype::Int32,
                 init: vec![Scalar::Int(0)],
+                uninit: false,
                 line: 12,
             },
         ],
@@ -565,7 +570,8 @@ fn defaults() {
         script.device,
         DeviceSettings {
             sq_depth: 1024,
-            max_while_iterations: 1_000_000
+            max_while_iterations: 1_000_000,
+            ..DeviceSettings::default()
         }
     );
     assert_eq!(script.buffers[0].init, vec![Scalar::Float(0.0); 2]);
@@ -636,6 +642,36 @@ fn no_steps_and_inline_steps() {
     assert_eq!(script.steps.len(), 2);
     assert_eq!(script.steps[1].line, 4);
     assert_eq!(script.steps[1].thread, "t1");
+}
+
+#[test]
+fn the_line_index_agrees_with_counting_newlines() {
+    for text in ["", "\n", "a", "é = 1\nab = ü\n", "x\n\ny\nzz", "\n\nü\n"] {
+        let lines = Lines::new(text);
+        for offset in 0..text.len() + 3 {
+            assert_eq!(
+                lines.line(offset),
+                position(text, offset).0,
+                "{text:?} at {offset}"
+            );
+        }
+    }
+}
+
+/// Steps record their lines through the line index; a long script keeps them right.
+#[test]
+fn step_lines_in_a_long_script() {
+    let mut text = String::from("version = 1\n");
+    for i in 0..3000 {
+        text.push_str(&format!(
+            "\n[[step]]\ncall = \"synchronize\"\nstream = \"s{i}\"\n"
+        ));
+    }
+    let script = parse(&text).unwrap();
+    assert_eq!(script.steps.len(), 3000);
+    for (i, step) in script.steps.iter().enumerate() {
+        assert_eq!(step.line, 3 + 4 * i, "step {i}");
+    }
 }
 
 #[test]

@@ -43,7 +43,7 @@ use std::thread::ThreadId;
 pub use report::{AllocEvent, Check, Finding, SanitizeChecks, SanitizerReport, TaskInfo};
 
 use super::error::NpuError;
-use super::ids::{DevicePtr, StreamId};
+use super::ids::{DevicePtr, ModelId, StreamId};
 use clock::{Clock, Lane};
 use shadow::Block;
 
@@ -58,8 +58,10 @@ pub const POISON: u8 = 0xFF;
 /// Who runs work in its own order.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) enum LaneKey {
-    /// A stream of the device or of a loaded model.
+    /// A stream of the device.
     Stream(StreamId),
+    /// Stream `index` of a loaded model (whichever worker runs its list).
+    ModelStream(ModelId, u32),
     /// The host: its synchronous copies, and what it has synchronized with. One lane for
     /// every host thread: the device cannot see how host threads order each other
     /// (channels, locks, joins), and a lane per thread would take every hand-off between
@@ -149,8 +151,8 @@ impl State {
         self.versions.push(0);
         self.names.push(
             match key {
-                LaneKey::Stream(s) if s.0 >= 1 << 31 => format!("model stream {}", s.0 - (1 << 31)),
                 LaneKey::Stream(s) => format!("stream {}", s.0),
+                LaneKey::ModelStream(m, i) => format!("model {} stream {i}", m.0),
                 LaneKey::Host => "the host".to_string(),
             }
             .into(),
