@@ -14,6 +14,7 @@
 # read from fuzz/seeds/TARGET, and crashes land in fuzz/artifacts/TARGET/. Environment:
 #   FUZZ_FLAGS   more libFuzzer flags (e.g. "-jobs=2 -workers=2", "-runs=0")
 #   FUZZ_LOG     a file each run's final statistics are appended to
+#   FUZZ_NO_BUILD=1  run the binaries as last built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,7 @@ RUSTFLAGS_FUZZ="-Cpasses=sancov-module \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 
 build() {
+  if [[ -n "${FUZZ_NO_BUILD:-}" ]]; then return; fi
   # An explicit --target keeps the flags off build scripts and proc macros (rt2's
   # build.rs generates the protobuf code and must not be instrumented).
   (cd fuzz && RUSTFLAGS="$RUSTFLAGS_FUZZ" cargo build --release --locked --target "$TRIPLE" --bins)
@@ -64,12 +66,14 @@ run() {
   echo "fuzz: $t for ${secs}s"
   local log
   log="$(mktemp)"
+  local status=0
   # shellcheck disable=SC2086
   "$BIN/$t" "$corpus" "$seeds" \
     -max_len="$(max_len "$t")" -rss_limit_mb=2048 -malloc_limit_mb=2048 \
     -timeout="$(timeout_for "$t")" -max_total_time="$secs" -print_final_stats=1 \
-    -artifact_prefix="$art/" "${dict[@]}" ${FUZZ_FLAGS:-} 2>&1 | tee "$log" | grep -E '^#|INFO: seed|==|ERROR|panicked|Test unit|stat::' || true
-  local status="${PIPESTATUS[0]}"
+    -print_pcs=0 -artifact_prefix="$art/" "${dict[@]}" ${FUZZ_FLAGS:-} >"$log" 2>&1 || status=$?
+  # The progress lines and what went wrong, without the per-input chatter.
+  grep -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE)|NEW_FUNC|Uses:|^[[:space:]]+(at |[0-9]+: )' "$log" || true
   if [[ -n "${FUZZ_LOG:-}" ]]; then
     { echo "== $t ${secs}s exit $status"; grep -E '^#[0-9]+.*DONE|stat::|ERROR|panicked' "$log" || true; } >>"$FUZZ_LOG"
   fi
