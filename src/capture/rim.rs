@@ -477,6 +477,9 @@ impl<'a> Loader<'a> {
         }
         let mut streams = Vec::with_capacity(rim.streams.len());
         let mut used = HashSet::new();
+        // Each cascade stream is started by one activate task, as a capture chains them:
+        // a stream activating itself, or one activated twice, could run forever.
+        let mut activated = HashSet::new();
         for (si, s) in rim.streams.iter().enumerate() {
             let mut tasks = Vec::with_capacity(s.tasks.len());
             for (ti, t) in s.tasks.iter().enumerate() {
@@ -504,6 +507,20 @@ impl<'a> Loader<'a> {
                                 "activates stream {stream}, the model has {}",
                                 rim.streams.len()
                             ),
+                        ));
+                    }
+                    RimTask::StreamActivate { stream }
+                        if !rim.streams[*stream as usize].cascade =>
+                    {
+                        return Err(rim_err(
+                            at,
+                            format!("activates stream {stream}, which is not a cascade stream"),
+                        ));
+                    }
+                    RimTask::StreamActivate { stream } if !activated.insert(*stream) => {
+                        return Err(rim_err(
+                            at,
+                            format!("activates stream {stream}, which another task activates"),
                         ));
                     }
                     RimTask::StreamActivate { stream } => RecTask::Activate(*stream),

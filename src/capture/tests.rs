@@ -148,6 +148,38 @@ fn replay_refuses_bad_references_with_the_place() {
     assert_eq!(e.place, "version");
 }
 
+/// Found by the fuzz target `rim_json` (docs/FUZZING.md): a cascade stream that activated
+/// itself made replay run forever.
+#[test]
+fn replay_refuses_stream_activations_that_could_loop() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/capture/cascade.toml");
+    let (_, session) = run_fixture(&path);
+    let good = session.captured()[0].file.clone();
+    rim::load(&good).unwrap();
+    let streams = &good.model.streams;
+    let (from, k, to) = streams
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| {
+            s.tasks.iter().enumerate().find_map(|(k, t)| match t {
+                rim::RimTask::StreamActivate { stream } => Some((i, k, *stream)),
+                _ => None,
+            })
+        })
+        .expect("the cascade fixture chains a stream");
+    let mut looped = good.clone();
+    looped.model.streams[to as usize]
+        .tasks
+        .push(rim::RimTask::StreamActivate { stream: to });
+    let e = rim::load(&looped).err().unwrap();
+    assert!(e.message.contains("another task activates"), "{e}");
+    let mut first = good.clone();
+    first.model.streams[from].tasks[k] = rim::RimTask::StreamActivate { stream: 0 };
+    let e = rim::load(&first).err().unwrap();
+    assert_eq!(e.place, format!("model.streams[{from}].tasks[{k}]"));
+    assert!(e.message.contains("not a cascade stream"), "{e}");
+}
+
 // ---- the property test
 
 /// A random valid script: buffers, one capture on `s0` of kernels, fork/join through
