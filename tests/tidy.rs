@@ -562,23 +562,37 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "graphview",
         &[
-            "ops", "npu", "om", "lower", "exec", "capture", "cmd", "conform", "proto",
+            "ops", "npu", "om", "lower", "exec", "capture", "cmd", "conform", "fuzz", "proto",
         ],
     ),
     (
         "ops",
         &[
-            "npu", "om", "lower", "exec", "capture", "cmd", "conform", "proto",
+            "npu", "om", "lower", "exec", "capture", "cmd", "conform", "fuzz", "proto",
         ],
     ),
-    ("npu", &["om", "lower", "exec", "capture", "cmd", "conform"]),
+    (
+        "npu",
+        &["om", "lower", "exec", "capture", "cmd", "conform", "fuzz"],
+    ),
     (
         "om",
-        &["ops", "lower", "exec", "capture", "npu", "cmd", "conform"],
+        &[
+            "ops", "lower", "exec", "capture", "npu", "cmd", "conform", "fuzz",
+        ],
     ),
-    ("exec", &["om", "lower", "capture", "cmd", "conform"]),
-    ("lower", &["capture", "cmd", "npu", "conform"]),
-    ("capture", &["om", "lower", "exec", "cmd", "conform"]),
+    (
+        "exec",
+        &["om", "lower", "capture", "cmd", "conform", "fuzz"],
+    ),
+    ("lower", &["capture", "cmd", "npu", "conform", "fuzz"]),
+    (
+        "capture",
+        &["om", "lower", "exec", "cmd", "conform", "fuzz"],
+    ),
+    // The fuzz targets use everything; nothing uses them.
+    ("cmd", &["fuzz"]),
+    ("conform", &["fuzz"]),
 ];
 
 /// What `lower` may take from `ops` and `exec`, as module paths below them: the

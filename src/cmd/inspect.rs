@@ -114,15 +114,22 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
     };
     progress.step("verifying");
-    let report = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let text =
+        report(&file, args.format).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     drop(progress);
-    let text = match args.format {
-        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
-        ReportFormat::Table => render(&report),
-    };
     output::write_or_print(None, text.as_bytes())?;
     input::release(file);
     Ok(Status::Success)
+}
+
+/// What `rt2 inspect` prints about a model file, in `format` (the fuzz targets build it
+/// too, for every file that reads).
+pub(crate) fn report(file: &ModelFile, format: ReportFormat) -> anyhow::Result<String> {
+    let report = build(file)?;
+    Ok(match format {
+        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        ReportFormat::Table => render(&report),
+    })
 }
 
 fn build(file: &ModelFile) -> crate::om::Result<Report> {

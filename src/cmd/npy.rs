@@ -140,7 +140,84 @@ fn check_header_length(bytes: &[u8]) -> anyhow::Result<()> {
     if claimed > left {
         bail!("the header claims {claimed} bytes, the file has {left} after the length");
     }
+    if claimed > MAX_HEADER {
+        bail!("the header is {claimed} bytes; NumPy reads at most {MAX_HEADER}");
+    }
+    check_header_text(&bytes[at + width..at + width + claimed as usize])
+}
+
+/// The longest header read: NumPy's own limit (`max_header_size`), set there because
+/// parsing a Python literal of any length is a denial of service.
+const MAX_HEADER: u64 = 10_000;
+
+/// The deepest brackets nest in a header read. NumPy's have at most three levels (a
+/// structured type's list of fields, a field, a sub-array's shape); `npyz`'s parser of
+/// the header's Python literal backtracks, taking time exponential in the depth of
+/// unclosed brackets (a header of twelve `{` took a minute).
+const MAX_NESTING: usize = 4;
+
+/// Checks what `npyz` would choke on in the header text before it parses it: brackets
+/// that nest deeper than [`MAX_NESTING`] or do not balance, and a shape whose dims
+/// multiply beyond 64 bits (`npyz` computes the strides in `u64`, which overflows).
+fn check_header_text(header: &[u8]) -> anyhow::Result<()> {
+    let mut open = Vec::new();
+    let mut quote = None;
+    for &b in header {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(b),
+            (None, b'{' | b'[' | b'(') => {
+                open.push(b);
+                if open.len() > MAX_NESTING {
+                    bail!("the header's brackets nest more than {MAX_NESTING} deep");
+                }
+            }
+            (None, b'}' | b']' | b')') => {
+                let want = match b {
+                    b'}' => b'{',
+                    b']' => b'[',
+                    _ => b'(',
+                };
+                if open.pop() != Some(want) {
+                    bail!("the header's brackets do not balance");
+                }
+            }
+            _ => {}
+        }
+    }
+    if !open.is_empty() {
+        bail!("the header's brackets do not balance");
+    }
+    if let Some(dims) = shape_dims(header)
+        && !dims_fit(&dims)
+    {
+        bail!("shape {dims:?} has more elements than 64 bits count");
+    }
     Ok(())
+}
+
+/// The dims of the header's `'shape': (...)`, when it has one that reads as integers.
+fn shape_dims(header: &[u8]) -> Option<Vec<u64>> {
+    let text = std::str::from_utf8(header).ok()?;
+    let at = text.find("'shape'").or_else(|| text.find("\"shape\""))?;
+    let rest = text[at + 7..].trim_start().strip_prefix(':')?.trim_start();
+    let inner = rest.strip_prefix('(')?.split_once(')')?.0;
+    inner
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse().ok())
+        .collect()
+}
+
+/// Whether the product of the non-zero dims fits in 64 bits (what `npyz`'s strides need;
+/// a zero dim does not make the others any less absurd).
+fn dims_fit(dims: &[u64]) -> bool {
+    dims.iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .is_some()
 }
 
 /// The most dims a `.npy` file of rt2's holds: NumPy's own limit (`NPY_MAXDIMS` of NumPy
@@ -188,6 +265,9 @@ pub fn write(t: &HostTensor) -> anyhow::Result<Vec<u8>> {
         .iter()
         .map(|&d| u64::try_from(d).map_err(|_| anyhow::anyhow!("negative dim {d}")))
         .collect::<anyhow::Result<_>>()?;
+    if !dims_fit(&shape) {
+        bail!("shape {shape:?} has more elements than a .npy file counts");
+    }
     let mut out = Vec::with_capacity(t.data.len() + 128);
     npyz::WriteOptions::new_header_only()
         .dtype(NpyDType::Plain(ts))
@@ -307,6 +387,39 @@ mod tests {
         let msg = e(&huge);
         assert!(msg.contains("claims 4294967295 bytes"), "{msg}");
         assert!(e(b"\x93NUMPY\x09\x00\x10\x00").contains("version 9"));
+    }
+
+    /// Found by the fuzz targets `npy` and `pb` (docs/FUZZING.md).
+    #[test]
+    fn headers_npyz_chokes_on_are_refused_first() {
+        let e = |b: &[u8]| format!("{:#}", read(b, None).unwrap_err());
+        // Twelve unclosed braces took npyz's header parser a minute.
+        let deep = file("|u1", false, &format!("{}(1,)", "{".repeat(12)), &[0]);
+        assert!(e(&deep).contains("nest more than 4 deep"), "{}", e(&deep));
+        let open = file("|u1", false, "((1,)", &[0]);
+        assert!(e(&open).contains("do not balance"), "{}", e(&open));
+        // Dims whose product overflows u64 overflowed npyz's strides (a panic in debug
+        // builds), even beside a zero dim.
+        let huge = file("|u1", false, "(0, 4294967296, 4294967296)", &[]);
+        assert!(
+            e(&huge).contains("more elements than 64 bits"),
+            "{}",
+            e(&huge)
+        );
+        let t = HostTensor {
+            dtype: DType::U8,
+            shape: vec![0, 1 << 32, 1 << 32],
+            data: vec![],
+        };
+        assert!(format!("{:#}", write(&t).unwrap_err()).contains("more elements"));
+        // What NumPy writes still reads: brackets in a quoted string, a 1-tuple.
+        let ok = file("|u1", false, "(3,)", &[1, 2, 3]);
+        assert_eq!(read(&ok, None).unwrap().shape, [3]);
+        assert_eq!(
+            shape_dims(b"{'shape': (2, 0, 5), 'descr': '(['}"),
+            Some(vec![2, 0, 5])
+        );
+        assert!(check_header_text(b"{'descr': '(([[{{', 'shape': ()}").is_ok());
     }
 
     #[test]

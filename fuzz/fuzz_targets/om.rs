@@ -1,0 +1,4 @@
+//! libFuzzer target `om`: the body is `rt2::fuzz::om` (docs/FUZZING.md).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rt2::fuzz::om(data));

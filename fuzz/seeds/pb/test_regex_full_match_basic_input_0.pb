@@ -1,0 +1,1 @@
+2www.google.com2www.facebook.com2www.bbc.co.ukBX
