@@ -445,7 +445,9 @@ impl<'d> OnDevice<'d> {
                 attrs: &op_attrs,
                 outputs,
             };
-            let metas = (spec.infer)(&ctx).map_err(|e| Launched::Failed(e.to_string()))?;
+            let metas = spec
+                .infer_shapes(&ctx)
+                .map_err(|e| Launched::Failed(e.to_string()))?;
             let mut outs = Vec::with_capacity(metas.len());
             for m in &metas {
                 let shape: Option<Vec<usize>> = m

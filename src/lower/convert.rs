@@ -624,14 +624,15 @@ impl<'r> Lowering<'r> {
             })
             .collect();
         let outputs = n.output_descs.len().max(1);
-        let outs = (spec.infer)(&InferCtx {
-            op: &n.op_type,
-            inputs: &metas,
-            values: &values,
-            attrs,
-            outputs,
-        })
-        .map_err(|e| node_error(path, n, e.to_string()))?;
+        let outs = spec
+            .infer_shapes(&InferCtx {
+                op: &n.op_type,
+                inputs: &metas,
+                values: &values,
+                attrs,
+                outputs,
+            })
+            .map_err(|e| node_error(path, n, e.to_string()))?;
         Ok(outs)
     }
 

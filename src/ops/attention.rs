@@ -176,9 +176,14 @@ fn infer_attention(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         v.truncate(count);
         return Ok(v);
     };
-    let total = dim_add(g.past, g.kv_seq);
+    let overflow = || ctx.input_error(1, "the sequence or head dims overflow");
+    let total = dim_add(g.past, g.kv_seq).ok_or_else(overflow)?;
     let y = if g.three_d {
-        vec![g.batch, g.q_seq, dim_mul(g.q_heads, g.v_head)]
+        vec![
+            g.batch,
+            g.q_seq,
+            dim_mul(g.q_heads, g.v_head).ok_or_else(overflow)?,
+        ]
     } else {
         vec![g.batch, g.q_heads, g.q_seq, g.v_head]
     };

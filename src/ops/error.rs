@@ -32,6 +32,15 @@ pub enum OpError {
     },
     #[error("{op}: {msg}")]
     Compute { op: String, msg: String },
+    /// An output whose byte count overflows: no memory holds it, and sizes computed from
+    /// it would wrap.
+    #[error("{op}: output {index}: shape {shape:?} of {dtype} has more bytes than 64 bits count")]
+    TooLarge {
+        op: String,
+        index: usize,
+        shape: Vec<i64>,
+        dtype: crate::ops::DType,
+    },
     #[error("{op}: inputs {a} and {b} do not broadcast: {a_shape:?} and {b_shape:?}")]
     Broadcast {
         op: String,

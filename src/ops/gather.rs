@@ -117,6 +117,9 @@ fn infer_one_hot(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         },
         None => UNKNOWN,
     };
+    if depth < 0 && ctx.values.get(1).copied().flatten().is_some() {
+        return Err(ctx.input_error(1, format!("depth {depth} is negative")));
+    }
     let rank = s.len() + 1;
     let a = ctx.axis(ctx.attr_int("axis", -1)?, rank, "axis")?;
     let mut out = s.clone();

@@ -207,9 +207,8 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(dtype, Some(vec![m, n])))
 }
 
-/// Output size of one spatial dim of a convolution or pool; `pad_begin` and `pad_end` are
-/// the padding before and after.
-fn spatial(
+/// One spatial dim of a window op (a convolution or a pool), for [`spatial`].
+struct Window {
     input: i64,
     kernel: i64,
     stride: i64,
@@ -217,25 +216,82 @@ fn spatial(
     pad_begin: i64,
     pad_end: i64,
     ceil: bool,
-) -> i64 {
+}
+
+/// Output size of spatial dim `i` of a convolution or pool, in checked arithmetic: a
+/// window wider than 64 bits count, or wider than the padded input it slides over
+/// (which ONNX leaves undefined; rt2 used to give 0 and compute an empty output), is an
+/// error naming the dim. An empty input dim gives an empty output dim.
+fn spatial(ctx: &InferCtx, i: usize, w: Window) -> Result<i64, OpError> {
+    let Window {
+        input,
+        kernel,
+        stride,
+        dilation,
+        pad_begin,
+        pad_end,
+        ceil,
+    } = w;
     if input < 0 {
-        return UNKNOWN;
+        return Ok(UNKNOWN);
     }
-    let effective = dilation * (kernel - 1) + 1;
-    let span = input + pad_begin + pad_end - effective;
+    if kernel < 1 {
+        return Err(ctx.attr_error(
+            "kernel_shape",
+            format!("spatial dim {i}: kernel {kernel} is not positive"),
+        ));
+    }
+    let effective = (kernel - 1)
+        .checked_mul(dilation)
+        .and_then(|e| e.checked_add(1))
+        .ok_or_else(|| {
+            ctx.attr_error(
+                "dilations",
+                format!(
+                    "spatial dim {i}: a window of kernel {kernel} and dilation {dilation} overflows"
+                ),
+            )
+        })?;
+    let padded = input
+        .checked_add(pad_begin)
+        .and_then(|p| p.checked_add(pad_end))
+        .ok_or_else(|| {
+            ctx.attr_error(
+                "pads",
+                format!("spatial dim {i}: {input} padded by {pad_begin} and {pad_end} overflows"),
+            )
+        })?;
+    if input == 0 && padded <= 0 {
+        return Ok(0);
+    }
+    let span = padded.checked_sub(effective).unwrap_or(-1);
     if span < 0 {
-        return 0;
+        return Err(ctx.attr_error(
+            "kernel_shape/dilations",
+            format!(
+                "spatial dim {i}: the window (kernel {kernel}, dilation {dilation}: {effective} \
+                 wide) is wider than the padded input ({padded})"
+            ),
+        ));
     }
-    let mut out = if ceil {
-        (span + stride - 1) / stride
+    // `span >= 0` and `stride >= 1`, so only the rounding up can overflow.
+    let steps = if ceil {
+        span.checked_add(stride - 1)
+            .ok_or_else(|| ctx.attr_error("strides", format!("spatial dim {i}: overflows")))?
+            / stride
     } else {
         span / stride
-    } + 1;
+    };
+    let mut out = steps + 1;
     // In ceil mode a last window that would start inside the end padding is dropped.
-    if ceil && (out - 1) * stride >= input + pad_begin {
+    if ceil
+        && (out - 1)
+            .checked_mul(stride)
+            .is_none_or(|start| start >= input.saturating_add(pad_begin))
+    {
         out -= 1;
     }
-    out
+    Ok(out)
 }
 
 /// The spatial output dims for `auto_pad`, `pads`, `strides`, `dilations` (ONNX rules).
@@ -258,30 +314,42 @@ fn spatial_dims(
     if strides.iter().chain(&dilations).any(|&v| v < 1) {
         return Err(ctx.attr_error("strides/dilations", "must be positive"));
     }
+    if x.len() != n + 2 {
+        return Err(ctx.input_error(0, format!("is {x:?}; {n} spatial dims need rank {}", n + 2)));
+    }
     let auto_pad = ctx
         .attrs
         .get("auto_pad")
         .and_then(|a| a.as_str())
         .unwrap_or("NOTSET");
     let input = &x[2..];
-    Ok((0..n)
-        .map(|i| match auto_pad {
-            "SAME_UPPER" | "SAME_LOWER" if input[i] >= 0 => {
-                (input[i] + strides[i] - 1) / strides[i]
-            }
-            "SAME_UPPER" | "SAME_LOWER" => UNKNOWN,
-            "VALID" => spatial(input[i], kernel[i], strides[i], dilations[i], 0, 0, ceil),
-            _ => spatial(
-                input[i],
-                kernel[i],
-                strides[i],
-                dilations[i],
-                pads[i],
-                pads[i + n],
-                ceil,
-            ),
+    (0..n)
+        .map(|i| {
+            let (begin, end) = match auto_pad {
+                "SAME_UPPER" | "SAME_LOWER" if input[i] >= 0 => {
+                    // ceil(input / stride), which ONNX's SAME padding gives.
+                    return Ok(input[i].div_euclid(strides[i])
+                        + i64::from(input[i].rem_euclid(strides[i]) != 0));
+                }
+                "SAME_UPPER" | "SAME_LOWER" => return Ok(UNKNOWN),
+                "VALID" => (0, 0),
+                _ => (pads[i], pads[i + n]),
+            };
+            spatial(
+                ctx,
+                i,
+                Window {
+                    input: input[i],
+                    kernel: kernel[i],
+                    stride: strides[i],
+                    dilation: dilations[i],
+                    pad_begin: begin,
+                    pad_end: end,
+                    ceil,
+                },
+            )
         })
-        .collect())
+        .collect()
 }
 
 /// Conv: X [N, C, D...], W [M, C/group, K...] -> [N, M, D'...].
@@ -348,9 +416,26 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             format!("do not fit {n} spatial dims"),
         ));
     }
-    let channels = if w[1] < 0 { UNKNOWN } else { w[1] * group };
+    if group < 1 {
+        return Err(ctx.attr_error("group", "must be positive"));
+    }
+    if strides.iter().chain(&dilations).any(|&v| v < 1) {
+        return Err(ctx.attr_error("strides/dilations", "must be positive"));
+    }
+    if kernel.iter().any(|&k| k < 1) {
+        return Err(ctx.attr_error("kernel_shape", format!("{kernel:?} is not positive")));
+    }
+    let channels = if w[1] < 0 {
+        UNKNOWN
+    } else {
+        w[1].checked_mul(group)
+            .ok_or_else(|| ctx.attr_error("group", format!("{} x group {group} overflows", w[1])))?
+    };
     let mut out = vec![x[0], channels];
     if let Some(shape) = ctx.attr_ints("output_shape")? {
+        if let Some(d) = shape.iter().find(|&&d| d < 0) {
+            return Err(ctx.attr_error("output_shape", format!("dim {d} is negative")));
+        }
         out.extend(shape.iter().rev().take(n).rev());
     } else {
         let auto_pad = ctx
@@ -360,15 +445,37 @@ fn infer_conv_transpose(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .unwrap_or("NOTSET");
         for i in 0..n {
             let d = x[2 + i];
-            out.push(match auto_pad {
-                _ if d < 0 => UNKNOWN,
-                "SAME_UPPER" | "SAME_LOWER" => d * strides[i],
-                _ => {
-                    strides[i] * (d - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
-                        - pads[i]
-                        - pads[i + n]
+            // stride * (d - 1) + output_padding + (kernel - 1) * dilation + 1 - pads, in
+            // checked arithmetic: huge attributes are an error, not a wrapped dim.
+            if d < 0 {
+                out.push(UNKNOWN);
+                continue;
+            }
+            let dim = match auto_pad {
+                "SAME_UPPER" | "SAME_LOWER" => d.checked_mul(strides[i]),
+                _ => (d - 1)
+                    .checked_mul(strides[i])
+                    .and_then(|v| v.checked_add(out_pad[i]))
+                    .and_then(|v| v.checked_add((kernel[i] - 1).checked_mul(dilations[i])?))
+                    .and_then(|v| v.checked_add(1))
+                    .and_then(|v| v.checked_sub(pads[i]))
+                    .and_then(|v| v.checked_sub(pads[i + n])),
+            };
+            match dim {
+                Some(v) if v >= 0 => out.push(v),
+                Some(v) => {
+                    return Err(ctx.attr_error(
+                        "pads",
+                        format!("spatial dim {i}: the output would have {v} elements"),
+                    ));
                 }
-            });
+                None => {
+                    return Err(ctx.attr_error(
+                        "strides/dilations/output_padding/pads",
+                        format!("spatial dim {i}: the output size overflows"),
+                    ));
+                }
+            }
         }
     }
     Ok(meta(dtype, Some(out)))
@@ -420,6 +527,9 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .get("keep_aspect_ratio_policy")
             .and_then(|a| a.as_str())
             .unwrap_or("stretch");
+        if let Some(v) = sizes.iter().find(|&&v| v < 0) {
+            return Err(ctx.input_error(sizes_at, format!("size {v} is negative")));
+        }
         if policy == "stretch" {
             for (&a, &v) in axes.iter().zip(&sizes) {
                 out[a] = v;
@@ -439,7 +549,7 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
                 out[a] = if s[a] < 0 {
                     UNKNOWN
                 } else {
-                    (s[a] as f64 * scale).round() as i64
+                    scaled_dim(ctx, sizes_at, s[a] as f64 * scale, f64::round)?
                 };
             }
         }
@@ -458,7 +568,7 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             out[a] = if s[a] < 0 {
                 UNKNOWN
             } else {
-                (s[a] as f64 * f).floor() as i64
+                scaled_dim(ctx, scales_at, s[a] as f64 * f, f64::floor)?
             };
         }
     } else {
@@ -467,6 +577,18 @@ fn infer_resize(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }
     }
     Ok(meta(x.dtype, Some(out)))
+}
+
+/// A dim scaled by Resize, rounded by `round`: a NaN, a negative value or one past
+/// `i64` (a scale of 1e30) is an error naming the input it came from, where a cast
+/// would have made it 0 or `i64::MAX`.
+fn scaled_dim(ctx: &InferCtx, input: usize, v: f64, round: fn(f64) -> f64) -> Result<i64, OpError> {
+    let r = round(v);
+    // 2^63 is the first f64 past i64::MAX; a NaN is in no range.
+    if !(0.0..9_223_372_036_854_775_808.0).contains(&r) {
+        return Err(ctx.input_error(input, format!("a scaled dim of {v} is not a dim")));
+    }
+    Ok(r as i64)
 }
 
 /// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is

@@ -310,6 +310,30 @@ impl OpSpec {
         self.prepack = Some(f);
         self
     }
+    /// The op's shape and dtype inference, with every output's size checked: the product
+    /// of an output's known dims, times its element size, must fit in `i64` (what shapes
+    /// and sizes are counted in), else [`OpError::TooLarge`]. Each op's inference checks
+    /// its own arithmetic; this is the net under all of them, so no caller ever sizes a
+    /// tensor from a product that wrapped. Every caller of inference goes through here.
+    pub fn infer_shapes(&self, ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+        let outs = (self.infer)(ctx)?;
+        for (index, m) in outs.iter().enumerate() {
+            let Some(shape) = &m.shape else { continue };
+            let known = shape
+                .iter()
+                .filter(|&&d| d >= 0)
+                .try_fold(m.dtype.size() as i64, |n, &d| n.checked_mul(d));
+            if known.is_none() {
+                return Err(OpError::TooLarge {
+                    op: ctx.op.to_string(),
+                    index,
+                    shape: shape.clone(),
+                    dtype: m.dtype,
+                });
+            }
+        }
+        Ok(outs)
+    }
     /// The compute function specialized for a launch of this op on `ctx`'s inputs into `outputs`,
     /// if there is one.
     pub fn special(&self, ctx: &InferCtx, outputs: &[TensorMeta]) -> Option<SpecialFn> {
@@ -391,7 +415,7 @@ impl OpRegistry {
             None => Err(OpError::NoCompute { op: op.to_string() }),
             Some(Compute::Alloc(f)) => f(&ctx, &refs),
             Some(Compute::Into(f)) => {
-                let out_metas = (spec.infer)(&ctx)?;
+                let out_metas = spec.infer_shapes(&ctx)?;
                 let mut outs = Vec::with_capacity(out_metas.len());
                 for (index, m) in out_metas.iter().enumerate() {
                     let shape: Option<Vec<usize>> = m

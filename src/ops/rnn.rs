@@ -28,6 +28,9 @@ fn infer_rnn(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             name: "hidden_size".into(),
             msg: "is missing".into(),
         })?;
+    if hidden < 0 {
+        return Err(ctx.attr_error("hidden_size", format!("{hidden} is negative")));
+    }
     let dirs = match attr("direction")
         .and_then(|a| a.as_str())
         .unwrap_or("forward")

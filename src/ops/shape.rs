@@ -63,7 +63,7 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .shape
             .as_ref()
             .and_then(|s| s.first().copied())
-            .filter(|&r| r >= 0);
+            .filter(|&r| (0..=MAX_SPELLED_RANK).contains(&r));
         return Ok(meta(x.dtype, rank.map(|r| vec![UNKNOWN; r as usize])));
     };
     let allow_zero = ctx.attr_int("allowzero", 0)? != 0;
@@ -134,17 +134,22 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(x.dtype, Some(out)))
 }
 
+/// The largest rank inference spells out as unknown dims from a shape input's length;
+/// past it the rank is unknown. NumPy's limit is 64; ONNX has none.
+const MAX_SPELLED_RANK: i64 = 1024;
+
 /// The element count of known `dims`: `None` for a negative dim or past `i64`.
 fn elements(dims: &[i64]) -> Option<i64> {
     dims.iter()
         .try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
 }
 
-fn product(dims: &[i64]) -> i64 {
+/// The element count of `dims`, [`UNKNOWN`] when a dim is; `None` past `i64`.
+fn product(dims: &[i64]) -> Option<i64> {
     if dims.iter().any(|&d| d < 0) {
-        UNKNOWN
+        Some(UNKNOWN)
     } else {
-        dims.iter().product()
+        elements(dims)
     }
 }
 
@@ -168,10 +173,10 @@ fn infer_flatten(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         });
     }
     let a = a as usize;
-    Ok(meta(
-        x.dtype,
-        Some(vec![product(&s[..a]), product(&s[a..])]),
-    ))
+    let (Some(outer), Some(inner)) = (product(&s[..a]), product(&s[a..])) else {
+        return Err(ctx.input_error(0, format!("the element count of {s:?} overflows")));
+    };
+    Ok(meta(x.dtype, Some(vec![outer, inner])))
 }
 
 /// The axes of Squeeze/Unsqueeze: attribute before opset 13, input 1 from 13.
@@ -312,7 +317,9 @@ fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         total = if total < 0 || s[axis] < 0 {
             UNKNOWN
         } else {
-            total + s[axis]
+            total.checked_add(s[axis]).ok_or_else(|| {
+                ctx.input_error(i, format!("dim {axis} of the concatenation overflows"))
+            })?
         };
     }
     out[axis] = total;
@@ -392,11 +399,13 @@ fn infer_constant_of_shape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         Some(dims) if dims.iter().all(|&d| d >= 0) => Ok(meta(dtype, Some(dims))),
         Some(dims) => Err(ctx.input_error(0, format!("{dims:?} has a negative dim"))),
         None => {
+            // A rank past any real tensor's is left unknown rather than spelled out as
+            // that many unknown dims (a declared shape input of [2^40] would ask for 8 TiB).
             let rank = ctx.inputs[0]
                 .shape
                 .as_ref()
                 .and_then(|s| s.first().copied())
-                .filter(|&r| r >= 0);
+                .filter(|&r| (0..=MAX_SPELLED_RANK).contains(&r));
             Ok(meta(dtype, rank.map(|r| vec![UNKNOWN; r as usize])))
         }
     }

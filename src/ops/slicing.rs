@@ -122,12 +122,14 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
                 fix(ends[k]).clamp(-1, dim - 1),
             )
         };
-        let len = if step > 0 {
-            (end - start + step - 1) / step
+        // Both ends lie in [-1, dim], so the span cannot overflow; the step may be any
+        // i64 (i64::MIN has no negation), so the division is on its magnitude.
+        let span = if step > 0 { end - start } else { start - end };
+        out[a] = if span <= 0 {
+            0
         } else {
-            (start - end + (-step) - 1) / (-step)
+            ((span - 1) as u64 / step.unsigned_abs()) as i64 + 1
         };
-        out[a] = len.max(0);
     }
     Ok(meta(x.dtype, Some(out)))
 }
@@ -135,11 +137,18 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 2)?;
     let x = &ctx.inputs[0];
-    let n = ctx
-        .attrs
-        .get("num_outputs")
-        .and_then(Attr::as_int)
-        .map_or(ctx.outputs, |v| v.max(0) as usize);
+    let n = match ctx.attrs.get("num_outputs").and_then(Attr::as_int) {
+        None => ctx.outputs,
+        // The count of outputs the node has, or less: never a count that would make a
+        // list of a billion metas.
+        Some(v) if v >= 1 && v as u64 <= ctx.outputs.max(1) as u64 => v as usize,
+        Some(v) => {
+            return Err(ctx.attr_error(
+                "num_outputs",
+                format!("{v} for a node of {} outputs", ctx.outputs),
+            ));
+        }
+    };
     let Some(s) = &x.shape else {
         return Ok(vec![x.clone(); n]);
     };
@@ -151,7 +160,11 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     };
     let parts: Vec<i64> = match split {
         Some(p) => {
-            if s[axis] >= 0 && p.iter().sum::<i64>() != s[axis] {
+            if let Some(v) = p.iter().find(|&&v| v < 0) {
+                return Err(ctx.input_error(1, format!("split {p:?} has the negative part {v}")));
+            }
+            let sum = p.iter().try_fold(0i64, |a, &v| a.checked_add(v));
+            if s[axis] >= 0 && sum != Some(s[axis]) {
                 return Err(ctx.input_error(
                     1,
                     format!("split {p:?} does not add up to dim {axis} = {}", s[axis]),
@@ -165,9 +178,14 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         None if s[axis] < 0 || n == 0 => vec![UNKNOWN; n],
         // Equal parts; the last is smaller when the dim does not divide (opset 18).
         None => {
-            let each = (s[axis] + n as i64 - 1) / n as i64;
+            let dim = s[axis];
+            let each = if dim == 0 {
+                0
+            } else {
+                (dim - 1) / n as i64 + 1
+            };
             (0..n as i64)
-                .map(|i| (s[axis] - i * each).clamp(0, each))
+                .map(|i| (dim - i.saturating_mul(each)).clamp(0, each))
                 .collect()
         }
     };
@@ -196,8 +214,13 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let out = s
         .iter()
         .zip(&r)
-        .map(|(&d, &k)| if d < 0 { UNKNOWN } else { d * k })
-        .collect();
+        .map(|(&d, &k)| match d {
+            d if d < 0 => Ok(UNKNOWN),
+            d => d.checked_mul(k).ok_or_else(|| {
+                ctx.input_error(1, format!("repeats {r:?} of shape {s:?} overflow"))
+            }),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(meta(x.dtype, Some(out)))
 }
 
@@ -231,7 +254,17 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let mut out = s.clone();
     for (k, &a) in axes.iter().enumerate() {
         if out[a] >= 0 {
-            out[a] += pads[k] + pads[k + axes.len()];
+            let (begin, end) = (pads[k], pads[k + axes.len()]);
+            out[a] = out[a]
+                .checked_add(begin)
+                .and_then(|d| d.checked_add(end))
+                .filter(|&d| d >= 0)
+                .ok_or_else(|| {
+                    ctx.input_error(
+                        1,
+                        format!("dim {a} of {s:?} padded by {begin} and {end} is not a dim"),
+                    )
+                })?;
         }
     }
     Ok(meta(x.dtype, Some(out)))
@@ -254,7 +287,15 @@ fn infer_range(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         .collect();
     let len = match vals.as_deref() {
         Some(&[start, limit, delta]) if delta != 0.0 => {
-            ((limit - start) / delta).ceil().max(0.0) as i64
+            let n = ((limit - start) / delta).ceil().max(0.0);
+            // 2^63 is the first f64 past i64::MAX; a NaN (infinite bounds) is no count.
+            if n.is_nan() || n >= 9_223_372_036_854_775_808.0 {
+                return Err(ctx.input_error(
+                    1,
+                    format!("a range from {start} to {limit} by {delta} has no element count"),
+                ));
+            }
+            n as i64
         }
         Some(_) => return Err(ctx.input_error(2, "delta is 0")),
         None => UNKNOWN,
@@ -322,22 +363,35 @@ fn blocks(ctx: &InferCtx, to_space: bool) -> Result<Vec<TensorMeta>, OpError> {
     let &[n, c, h, w] = s.as_slice() else {
         return Err(ctx.input_error(0, format!("is {s:?}; the op takes NCHW")));
     };
-    let k = |d: i64, f: &dyn Fn(i64) -> i64| if d < 0 { UNKNOWN } else { f(d) };
+    let b2 = b
+        .checked_mul(b)
+        .ok_or_else(|| ctx.attr_error("blocksize", format!("{b}² overflows")))?;
+    let k = |d: i64, f: &dyn Fn(i64) -> Option<i64>| match d {
+        d if d < 0 => Ok(UNKNOWN),
+        d => f(d).ok_or_else(|| {
+            ctx.input_error(0, format!("{s:?} with blocksize {b}: a dim overflows"))
+        }),
+    };
     let out = if to_space {
-        if c >= 0 && c % (b * b) != 0 {
+        if c >= 0 && c % b2 != 0 {
             return Err(ctx.input_error(
                 0,
-                format!("{c} channels are not a multiple of blocksize² = {}", b * b),
+                format!("{c} channels are not a multiple of blocksize² = {b2}"),
             ));
         }
         vec![
             n,
-            k(c, &|c| c / (b * b)),
-            k(h, &|h| h * b),
-            k(w, &|w| w * b),
+            k(c, &|c| Some(c / b2))?,
+            k(h, &|h| h.checked_mul(b))?,
+            k(w, &|w| w.checked_mul(b))?,
         ]
     } else {
-        vec![n, k(c, &|c| c * b * b), k(h, &|h| h / b), k(w, &|w| w / b)]
+        vec![
+            n,
+            k(c, &|c| c.checked_mul(b2))?,
+            k(h, &|h| Some(h / b))?,
+            k(w, &|w| Some(w / b))?,
+        ]
     };
     Ok(meta(x.dtype, Some(out)))
 }

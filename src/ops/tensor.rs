@@ -170,6 +170,28 @@ impl Buffer {
             len,
         }
     }
+    /// `len` zero bytes, or `None` when the host cannot give them: the allocation is
+    /// asked of the allocator and a refusal is returned, where [`Buffer::zeroed`] aborts
+    /// the process. Zeroed memory comes from `alloc_zeroed`, as `vec!` gets it, so a large
+    /// buffer costs no writes until it is used (the OS hands out zero pages lazily).
+    pub fn try_zeroed(len: usize) -> Option<Self> {
+        let lines = len.div_ceil(64);
+        if lines == 0 {
+            return Some(Buffer::default());
+        }
+        let layout = std::alloc::Layout::array::<Line>(lines).ok()?;
+        // SAFETY: `layout` has a non-zero size (`lines >= 1` lines of 64 bytes).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Line>();
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` was allocated by the global allocator with the layout of `lines`
+        // `Line`s (size and alignment as `Vec<Line>` computes them), and all its bytes
+        // are zero, which is a valid `Line` (`Line` is `Zeroable`): so it is a vector of
+        // length and capacity `lines`, which the `Vec` now owns and frees.
+        let words = unsafe { Vec::from_raw_parts(ptr, lines, lines) };
+        Some(Buffer { words, len })
+    }
     pub fn from_bytes(bytes: &[u8]) -> Self {
         let mut b = Buffer::zeroed(bytes.len());
         b.as_bytes_mut().copy_from_slice(bytes);
@@ -291,6 +313,19 @@ mod tests {
             assert_eq!(b.len(), len);
             assert_eq!(b.as_bytes().as_ptr() as usize % 64, 0);
         }
+    }
+
+    #[test]
+    fn fallible_buffers_are_zeroed_and_aligned_or_refused() {
+        for len in [0, 1, 64, 65, 100_000] {
+            let b = Buffer::try_zeroed(len).expect("a small buffer");
+            assert_eq!(b.len(), len);
+            assert!(b.as_bytes().iter().all(|&x| x == 0));
+            assert_eq!(b.as_bytes().as_ptr() as usize % 64, 0);
+        }
+        // More than the address space holds: refused, not an abort.
+        assert!(Buffer::try_zeroed(usize::MAX).is_none());
+        assert!(Buffer::try_zeroed(isize::MAX as usize - 63).is_none());
     }
 
     #[test]

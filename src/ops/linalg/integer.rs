@@ -209,16 +209,38 @@ fn conv_geometry(ctx: &InferCtx, input: &[i64], kernel: &[i64]) -> Result<Conv, 
     }
     let auto_pad = ctx.attr_str("auto_pad", "NOTSET")?;
     let mut out = Vec::with_capacity(n);
+    let overflow = |d: usize| {
+        ctx.attr_error(
+            "kernel_shape/strides/dilations/pads",
+            format!("spatial dim {d}: the window's geometry overflows"),
+        )
+    };
     for d in 0..n {
-        let reach = dilations[d] * (kernel[d] - 1) + 1;
+        if kernel[d] < 1 {
+            return Err(ctx.attr_error(
+                "kernel_shape",
+                format!("spatial dim {d}: kernel {} is not positive", kernel[d]),
+            ));
+        }
+        let reach = (kernel[d] - 1)
+            .checked_mul(dilations[d])
+            .and_then(|r| r.checked_add(1))
+            .ok_or_else(|| overflow(d))?;
         if input[d] < 0 {
             out.push(UNKNOWN);
             continue;
         }
         match auto_pad {
             "SAME_UPPER" | "SAME_LOWER" => {
-                let o = (input[d] + strides[d] - 1) / strides[d];
-                let total = ((o - 1) * strides[d] + reach - input[d]).max(0);
+                // ceil(input / stride), then the padding that makes the windows fit.
+                let o = input[d].div_euclid(strides[d])
+                    + i64::from(input[d].rem_euclid(strides[d]) != 0);
+                let total = (o - 1)
+                    .checked_mul(strides[d])
+                    .and_then(|t| t.checked_add(reach))
+                    .ok_or_else(|| overflow(d))?
+                    .saturating_sub(input[d])
+                    .max(0);
                 let small = total / 2;
                 let (begin, end) = if auto_pad == "SAME_UPPER" {
                     (small, total - small)
@@ -234,7 +256,20 @@ fn conv_geometry(ctx: &InferCtx, input: &[i64], kernel: &[i64]) -> Result<Conv, 
                     pads[d] = 0;
                     pads[d + n] = 0;
                 }
-                let span = input[d] + pads[d] + pads[d + n] - reach;
+                let padded = input[d]
+                    .checked_add(pads[d])
+                    .and_then(|p| p.checked_add(pads[d + n]))
+                    .ok_or_else(|| overflow(d))?;
+                let span = padded - reach;
+                if span < 0 && input[d] > 0 {
+                    return Err(ctx.attr_error(
+                        "kernel_shape/dilations",
+                        format!(
+                            "spatial dim {d}: the window ({reach} wide) is wider than the \
+                             padded input ({padded})"
+                        ),
+                    ));
+                }
                 out.push(if span < 0 { 0 } else { span / strides[d] + 1 });
             }
             other => {

@@ -321,7 +321,8 @@ fn infer_col2im(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             .and_then(|s| s.first().copied());
         return Ok(meta(
             x.dtype,
-            rank.filter(|&r| r >= 0).map(|r| {
+            // A rank past any real image's is left unknown (see ConstantOfShape).
+            rank.filter(|&r| (0..=1024).contains(&r)).map(|r| {
                 let mut v = vec![x.shape.as_ref().map_or(UNKNOWN, |s| s[0]), UNKNOWN];
                 v.extend(std::iter::repeat_n(UNKNOWN, r as usize));
                 v
@@ -331,11 +332,17 @@ fn infer_col2im(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if image.len() != block.len() || block.iter().any(|&b| b < 1) {
         return Err(ctx.input_error(2, format!("block {block:?} does not fit image {image:?}")));
     }
+    if let Some(d) = image.iter().find(|&&d| d < 0) {
+        return Err(ctx.input_error(1, format!("image dim {d} is negative")));
+    }
     col2im_attrs(ctx, image.len())?;
     let Some(s) = &x.shape else {
         return Ok(meta(x.dtype, None));
     };
-    let k: i64 = block.iter().product();
+    let k: i64 = block
+        .iter()
+        .try_fold(1i64, |k, &b| k.checked_mul(b))
+        .ok_or_else(|| ctx.input_error(2, format!("block {block:?} overflows")))?;
     if s[1] >= 0 && s[1] % k != 0 {
         return Err(ctx.input_error(
             0,

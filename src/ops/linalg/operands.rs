@@ -62,9 +62,13 @@ pub fn absent(meta: Option<&TensorMeta>) -> bool {
     meta.is_none_or(|m| m.shape.as_deref() == Some(&[0]))
 }
 
-/// A dim product that stays unknown when a factor is.
-pub fn dim_mul(a: i64, b: i64) -> i64 {
-    if a < 0 || b < 0 { UNKNOWN } else { a * b }
+/// A dim product that stays unknown when a factor is; `None` past `i64`.
+pub fn dim_mul(a: i64, b: i64) -> Option<i64> {
+    if a < 0 || b < 0 {
+        Some(UNKNOWN)
+    } else {
+        a.checked_mul(b)
+    }
 }
 
 /// A dim quotient that stays unknown when either side is (or the divisor is 0).
@@ -72,9 +76,13 @@ pub fn dim_div(a: i64, b: i64) -> i64 {
     if a < 0 || b <= 0 { UNKNOWN } else { a / b }
 }
 
-/// A dim sum that stays unknown when a term is.
-pub fn dim_add(a: i64, b: i64) -> i64 {
-    if a < 0 || b < 0 { UNKNOWN } else { a + b }
+/// A dim sum that stays unknown when a term is; `None` past `i64`.
+pub fn dim_add(a: i64, b: i64) -> Option<i64> {
+    if a < 0 || b < 0 {
+        Some(UNKNOWN)
+    } else {
+        a.checked_add(b)
+    }
 }
 
 /// A float stash type attribute (`stash_type`, `softmax_precision`) names one of ONNX's

@@ -394,7 +394,7 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
         attrs: &cx.info().attrs,
         outputs: op.outputs.len(),
     };
-    let outs = (spec.infer)(&ctx)?;
+    let outs = spec.infer_shapes(&ctx)?;
     drop(values);
     if outs.len() != cx.output_count() {
         return Err(KernelError::new(format!(
