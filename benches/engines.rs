@@ -225,6 +225,7 @@ fn bench_engines(c: &mut Criterion) {
                 ops: ops.clone(),
                 executor,
                 subscriber: None,
+                max_iterations: rt2::exec::runtime::context::DEFAULT_MAX_ITERATIONS,
             };
             let mut st = plan.new_state();
             engine::run(&env, &plan, &mut st).unwrap();

@@ -517,6 +517,36 @@ fn out_of_memory_is_an_error_and_the_cache_is_recycled_to_recover() {
 }
 
 #[test]
+fn a_host_allocation_the_host_cannot_give_is_out_of_memory_not_an_abort() {
+    // A capacity far past the host's: the segment's host memory is refused, and the
+    // allocation fails as device out-of-memory; the device goes on serving.
+    let dev = device_with(u64::MAX, 16);
+    let s = dev.default_stream();
+    let err = dev.malloc(1 << 62, s).unwrap_err();
+    assert!(
+        matches!(err, NpuError::OutOfMemory { requested, .. } if requested == 1 << 62),
+        "{err}"
+    );
+    assert_eq!(err.code(), code::MEMORY_ALLOCATION);
+    let stats = dev.memory_stats();
+    assert_eq!((stats.reserved, stats.segments), (0, 0), "nothing mapped");
+    let p = put(&dev, &[1.0, 2.0]);
+    assert_eq!(get(&dev, p, 2), [1.0, 2.0]);
+}
+
+#[test]
+fn the_default_capacity_is_half_the_hosts_memory() {
+    let total_kib: Option<u64> = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    });
+    let want = total_kib.map_or(8 << 30, |k| k * 1024 / 2);
+    assert_eq!(DeviceConfig::default().memory_bytes, want);
+    assert_eq!(rt2::npu::device::default_memory_bytes(), want);
+}
+
+#[test]
 fn out_of_memory_waits_for_the_stream_that_freed_the_memory() {
     let dev = device_with(1 << 20, 16);
     let (a, b) = (dev.create_stream(), dev.create_stream());

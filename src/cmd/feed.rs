@@ -105,6 +105,15 @@ fn fit(file: &Path, io: &ModelIo, t: &HostTensor) -> anyhow::Result<()> {
 fn read_tensor_file(path: &Path, expect: Option<DType>) -> anyhow::Result<HostTensor> {
     let bytes = input::read_bytes(path)?;
     let at = || path.display().to_string();
+    if bytes.is_empty() {
+        // An empty file decodes as an ONNX TensorProto of no fields, whose data type 0
+        // would be the complaint: say what is actually wrong.
+        bail!(
+            "{}: the file is empty: not a .npy file (no \\x93NUMPY magic) nor an ONNX \
+             TensorProto",
+            at()
+        );
+    }
     if npy::is_npy(&bytes) {
         return npy::read(&bytes, expect).with_context(at);
     }
@@ -122,13 +131,16 @@ fn read_tensor_file(path: &Path, expect: Option<DType>) -> anyhow::Result<HostTe
 }
 
 /// The inputs from `--input` (`specs`) and `--shape` (`shapes`), the rest random from
-/// `seed`; `file` is the model, for error messages.
+/// `seed`; `file` is the model, for error messages. A random input larger than
+/// `device_bytes` (the device's memory, where it would have to fit) is refused before
+/// anything is generated.
 pub fn given_inputs(
     file: &Path,
     specs: &[String],
     shapes_given: &[String],
     seed: u64,
     ios: &[ModelIo],
+    device_bytes: u64,
 ) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
     let mut given: Vec<Option<(PathBuf, HostTensor)>> = vec![None; ios.len()];
     for spec in specs {
@@ -174,6 +186,15 @@ pub fn given_inputs(
     let mut sources = Vec::with_capacity(ios.len());
     for (k, (io, g)) in ios.iter().zip(given).enumerate() {
         if let Some((path, t)) = g {
+            if t.data.len() as u64 > device_bytes {
+                bail!(
+                    "{}: input {:?}: {} bytes, more than the device's memory of {device_bytes} \
+                     bytes (--device-memory)",
+                    path.display(),
+                    io.name,
+                    t.data.len()
+                );
+            }
             inputs.push(t);
             sources.push(Source::File(path));
             continue;
@@ -203,8 +224,17 @@ pub fn given_inputs(
                 io.shape.clone()
             }
         };
+        let bytes = dtype.tensor_bytes(&shape);
+        if let Some(b) = bytes.filter(|&b| b > device_bytes) {
+            bail!(
+                "{}: shape {}: {b} bytes of {dtype}, more than the device's memory of \
+                 {device_bytes} bytes (--device-memory)",
+                at(),
+                shape_text(&shape)
+            );
+        }
         let t = random::tensor(dtype, &shape, seed, k)
-            .ok_or_else(|| anyhow!("{}: shape {shape:?} is too large", at()))?;
+            .map_err(|e| anyhow!("{}: shape {}: {e}", at(), shape_text(&shape)))?;
         inputs.push(t);
         sources.push(Source::Random);
     }

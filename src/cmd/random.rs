@@ -50,13 +50,33 @@ pub fn stream(seed: u64, index: usize) -> SplitMix64 {
     SplitMix64::new(mix(seed) ^ mix(!(index as u64)))
 }
 
+/// Why a random tensor cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooLarge {
+    /// The shape's byte count overflows 64 bits (or the address space).
+    #[error("its byte count overflows")]
+    Overflow,
+    /// The host cannot give the bytes.
+    #[error("its {0} bytes are more than the host's memory can give")]
+    Host(u64),
+}
+
 /// A random tensor of `dtype` and `shape` (every dim known and non-negative) for input
-/// `index`; `None` when the shape's byte size does not fit in memory's address range.
-pub fn tensor(dtype: DType, shape: &[i64], seed: u64, index: usize) -> Option<HostTensor> {
-    let bytes = usize::try_from(dtype.tensor_bytes(shape)?).ok()?;
+/// `index`. Its memory is asked of the allocator first: a shape whose byte count
+/// overflows, or that the host cannot hold, is an error, never an abort.
+pub fn tensor(
+    dtype: DType,
+    shape: &[i64],
+    seed: u64,
+    index: usize,
+) -> Result<HostTensor, TooLarge> {
+    let total = dtype.tensor_bytes(shape).ok_or(TooLarge::Overflow)?;
+    let bytes = usize::try_from(total).map_err(|_| TooLarge::Overflow)?;
     let n = bytes / dtype.size();
     let mut g = stream(seed, index);
-    let mut data = Vec::with_capacity(bytes);
+    let mut data = Vec::new();
+    data.try_reserve_exact(bytes)
+        .map_err(|_| TooLarge::Host(total))?;
     for _ in 0..n {
         match dtype {
             DType::F32 => data.extend_from_slice(&(g.signed_unit(24) as f32).to_le_bytes()),
@@ -70,7 +90,7 @@ pub fn tensor(dtype: DType, shape: &[i64], seed: u64, index: usize) -> Option<Ho
             }
         }
     }
-    Some(HostTensor {
+    Ok(HostTensor {
         dtype,
         shape: shape.to_vec(),
         data,
@@ -108,7 +128,15 @@ mod tests {
             8,
             "a scalar"
         );
-        assert_eq!(tensor(DType::F32, &[i64::MAX, 4], 0, 0), None);
+        assert_eq!(
+            tensor(DType::F32, &[i64::MAX, 4], 0, 0),
+            Err(TooLarge::Overflow)
+        );
+        // 2^60 float32s: counted, but no host holds 4 EiB; refused, not an abort.
+        assert_eq!(
+            tensor(DType::F32, &[1 << 30, 1 << 30], 0, 0),
+            Err(TooLarge::Host(1 << 62))
+        );
     }
 
     fn words<T>(data: &[u8], from: fn([u8; 4]) -> T) -> Vec<T> {

@@ -25,14 +25,17 @@ use crate::cmd::input;
 use crate::cmd::progress::Progress;
 use crate::cmd::status::{CheckFailure, Status};
 use crate::cmd::{diagnostics, npy, output, sanitize};
-use crate::exec::runtime::ExecutorType;
 use crate::exec::runtime::session::{
     Measurement, Record, Session, SessionConfig, SessionError, Step,
 };
 use crate::exec::runtime::subscribers::Profile;
+use crate::exec::runtime::{DEFAULT_MAX_ITERATIONS, ExecutorType, KernelError};
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
-use crate::npu::device::{Device, DeviceConfig, SanitizeChecks, SanitizerReport};
+use crate::npu::device::{
+    Device, DeviceConfig, NpuError, SanitizeChecks, SanitizerReport, default_memory_bytes,
+    host_memory_bytes,
+};
 use crate::ops::HostTensor;
 
 /// The most compute threads `--compute-threads` asks for: far above any core count this
@@ -64,6 +67,16 @@ pub struct Args {
     /// as a one-thread runtime would. At most 1024.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=MAX_COMPUTE_THREADS))]
     pub compute_threads: u16,
+    /// The emulated device's memory: plain bytes or with a K, M, G or T suffix (powers of
+    /// 1024: 512M, 4G). An allocation past it is out of device memory (exit 1), an input
+    /// larger than it an error (exit 2). Default: half of the host's memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub device_memory: Option<u64>,
+    /// The most times a loop (ONNX Loop, GE While) runs its body in one execution of the
+    /// loop, and the device's WHILE watchdog; one more is an error naming the loop.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: u64,
     /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
     /// Inputs not given are random (see --seed).
     #[arg(long = "input", value_name = "NAME=PATH")]
@@ -143,6 +156,36 @@ pub struct Args {
     pub graph: bool,
 }
 
+/// A byte count: plain digits, or digits with a K, M, G or T suffix (powers of 1024;
+/// `KB`, `KiB` and lowercase spellings too). Zero and counts past `u64` are refused.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "{s:?}: expected bytes, or a number with K, M, G or T"
+            ));
+        }
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{s:?}: expected bytes, or a number with K, M, G or T"))?;
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s:?}: more bytes than 64 bits count"))?;
+    if bytes == 0 {
+        return Err(format!("{s:?}: a device needs some memory"));
+    }
+    Ok(bytes)
+}
+
 fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
     PossibleValuesParser::new(ExecutorType::ALL.map(ExecutorType::name))
         .map(|s| ExecutorType::from_name(&s).unwrap_or_default())
@@ -186,6 +229,17 @@ impl Config {
             (false, true) => Record::Spans,
             (false, false) => Record::Nothing,
         };
+        // The device's memory is the host's: a capacity past it would let a model map
+        // pages the host does not have, and the OOM killer, not an out-of-memory error,
+        // would end the run.
+        if let (Some(want), Some(host)) = (args.device_memory, host_memory_bytes())
+            && want > host
+        {
+            bail!(
+                "--device-memory {want}: more than the host's memory ({host} bytes), which \
+                 the emulated device's memory is"
+            );
+        }
         let tolerance = Tolerance {
             rtol: args.rtol,
             atol: args.atol,
@@ -199,6 +253,10 @@ impl Config {
             device: DeviceConfig {
                 compute_threads: usize::from(args.compute_threads),
                 sanitize: args.sanitize.or(DeviceConfig::default().sanitize),
+                memory_bytes: args.device_memory.unwrap_or_else(default_memory_bytes),
+                // One flag bounds both kinds of loop: the executor's loop kernels and the
+                // device's WHILE tasks (a graph-mode replay of a captured loop).
+                max_while_iterations: args.max_iterations,
                 ..DeviceConfig::default()
             },
             session: SessionConfig {
@@ -208,6 +266,7 @@ impl Config {
                 iterations: args.iterations,
                 graph: args.graph,
                 record,
+                max_iterations: args.max_iterations,
             },
             file: args.file,
             model: args.model,
@@ -242,6 +301,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             &config.shapes,
             config.seed,
             &eg.inputs,
+            config.device.memory_bytes,
         )?,
     };
     let expected = match &config.check {
@@ -397,7 +457,21 @@ fn session_error(config: &Config, eg: &ExecuteGraph, e: SessionError) -> anyhow:
                 Step::DumpExecution => "the --dump-tensors execution".to_string(),
                 step => step.to_string(),
             };
-            CheckFailure(format!("{file}: {what} (executor {executor}): {source}")).into()
+            // The limits a user can move get the flag that moves them.
+            let root = source.kernel_error();
+            let hint = if root.and_then(KernelError::iteration_limit).is_some()
+                || matches!(source.npu_error(), Some(NpuError::WhileWatchdog { .. }))
+            {
+                " (--max-iterations)"
+            } else if matches!(source.npu_error(), Some(NpuError::OutOfMemory { .. })) {
+                " (--device-memory)"
+            } else {
+                ""
+            };
+            CheckFailure(format!(
+                "{file}: {what} (executor {executor}): {source}{hint}"
+            ))
+            .into()
         }
         SessionError::Capture(e) => anyhow!("{file}: --graph: {e}"),
         SessionError::Dump(e) => CheckFailure(format!("{file}: --dump-tensors: {e}")).into(),

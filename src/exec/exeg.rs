@@ -74,6 +74,9 @@ pub enum ExegError {
         #[source]
         source: prost::DecodeError,
     },
+    /// The binary file nests messages deeper than rt2 decodes (`proto::nesting`).
+    #[error(transparent)]
+    Nesting(crate::proto::nesting::TooDeep),
     /// The text form does not parse as an `ExecuteGraphFile`.
     #[error("text form line {line}, column {column}: {source}")]
     Text {
@@ -191,6 +194,7 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
             found: String::from_utf8_lossy(head).into_owned(),
         });
     }
+    crate::proto::nesting::check(bytes, "rt2.exeg.ExecuteGraphFile").map_err(ExegError::Nesting)?;
     // The three graphs are decoded node by node, straight into the graph model; the rest
     // of the file (names, tables, counts) by prost as a whole. A file whose wire layout the
     // fast path does not take (a graph field given twice, which protobuf merges; anything

@@ -10,7 +10,7 @@
 
 use prost::Message;
 
-use super::error::{OmError, Place, Result};
+use super::error::{OmError, Place, Result, check_nesting};
 use crate::proto::domi::ModelTaskDef;
 use crate::proto::flow::{FlowModelDef, SubmodelDef};
 use crate::proto::ge_ir::ModelDef;
@@ -798,10 +798,12 @@ impl OmModel {
         let Some((i, p)) = self.find(kind) else {
             return Ok(None);
         };
+        let place = || Place::new(format!("partition {i} ({})", kind.name()));
+        check_nesting(&p.data, message, &place())?;
         M::decode(p.data.as_slice())
             .map(Some)
             .map_err(|source| OmError::Protobuf {
-                place: Place::new(format!("partition {i} ({})", kind.name())),
+                place: place(),
                 message,
                 source,
             })
@@ -822,6 +824,11 @@ impl OmModel {
         let Some((i, p)) = self.find(PartitionType::ModelDef) else {
             return Ok(None);
         };
+        check_nesting(
+            &p.data,
+            "ge.proto.ModelDef",
+            &Place::new(format!("partition {i} (MODEL_DEF)")),
+        )?;
         super::wire::decode_model_def(&p.data)
             .map(Some)
             .map_err(|source| OmError::Protobuf {
@@ -851,6 +858,11 @@ impl OmModel {
         let mut out = Vec::new();
         for (i, p) in self.partitions.iter().enumerate() {
             if p.kind == PartitionType::FlowSubmodel {
+                check_nesting(
+                    &p.data,
+                    "ge.flow_model.proto.SubmodelDef",
+                    &Place::new(format!("partition {i} (FLOW_SUBMODEL)")),
+                )?;
                 let sub =
                     SubmodelDef::decode(p.data.as_slice()).map_err(|source| OmError::Protobuf {
                         place: Place::new(format!("partition {i} (FLOW_SUBMODEL)")),

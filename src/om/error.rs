@@ -54,6 +54,14 @@ pub enum OmError {
         #[source]
         source: prost::DecodeError,
     },
+    /// A protobuf payload nested deeper than rt2 decodes (`proto::nesting`).
+    #[error("{place}: {message}")]
+    Nesting {
+        place: Place,
+        message: &'static str,
+        #[source]
+        source: crate::proto::nesting::TooDeep,
+    },
     /// Protobuf text format that does not parse; `line` and `column` are 1-based.
     #[error("line {line}, column {column}: {msg}")]
     Text {
@@ -112,6 +120,16 @@ impl OmError {
             msg: msg.into(),
         }
     }
+}
+
+/// Checks that `bytes`, read as protobuf message `message` (its full name), nest no
+/// deeper than rt2 decodes, before they are decoded; `place` names them in the error.
+pub(crate) fn check_nesting(bytes: &[u8], message: &'static str, place: &Place) -> Result<()> {
+    crate::proto::nesting::check(bytes, message).map_err(|source| OmError::Nesting {
+        place: place.clone(),
+        message,
+        source,
+    })
 }
 
 /// The result type of `om`.

@@ -32,6 +32,7 @@ const GRAPH_OP: u32 = 6;
 /// `weights` (an OM's WEIGHTS_DATA) is given, Const weights are resolved from it. `place`
 /// names where the bytes come from in errors.
 pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result<ComputeModel> {
+    crate::om::error::check_nesting(bytes, "ge.proto.ModelDef", place)?;
     let decode_err = |source| OmError::Protobuf {
         place: place.clone(),
         message: "ge.proto.ModelDef",

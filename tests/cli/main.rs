@@ -11,6 +11,7 @@ mod dump;
 mod errors;
 mod exeg;
 mod inspect;
+mod limits;
 mod lower;
 mod run;
 mod util;

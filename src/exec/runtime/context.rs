@@ -166,7 +166,17 @@ pub struct Env {
     pub executor: ExecutorType,
     /// Called around every node when set (the engines' callback variant).
     pub subscriber: Option<Arc<dyn Subscriber>>,
+    /// The most times a loop kernel (`While`, `Loop`) runs its body in one execution of
+    /// the loop node; one more is [`KernelError::IterationLimit`]. A model whose trip
+    /// count or condition never ends would otherwise run forever.
+    pub max_iterations: u64,
 }
+
+/// The default of [`Env::max_iterations`]: the device's WHILE watchdog's default
+/// (`DeviceConfig::max_while_iterations`), so a model loop and a captured WHILE are bounded
+/// alike. A million iterations of a cheap body take seconds; real models loop far less
+/// (a decoder's tokens, an RNN's time steps).
+pub const DEFAULT_MAX_ITERATIONS: u64 = 1_000_000;
 
 /// Subscribers to executor events (GE's `ExecutorSubscriber`): model start, each node's
 /// execute start and end, model end, each naming the graph by its path (`Main`,

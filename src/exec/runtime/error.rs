@@ -28,6 +28,17 @@ pub enum KernelError {
     /// The node's inputs, attributes or outputs are not what the kernel takes.
     #[error("{0}")]
     Invalid(String),
+    /// A loop kernel ran its body `limit` times in one execution and would run it again
+    /// (the executor's `max_iterations`): a trip count or a condition that never ends.
+    #[error(
+        "the loop ran its body {limit} times in one execution and would run it again \
+         (the iteration limit is {limit})"
+    )]
+    IterationLimit { limit: u64 },
+    /// The host could not give the memory of a host tensor (a download, a host value):
+    /// out of host memory, an error rather than an abort.
+    #[error("out of host memory: {bytes} bytes for a host tensor cannot be had")]
+    HostMemory { bytes: usize },
 }
 
 impl From<NpuError> for KernelError {
@@ -53,7 +64,22 @@ impl KernelError {
         match self {
             KernelError::Device(e) => Some(e),
             KernelError::Subgraph(e) => e.kernel_error().and_then(KernelError::npu_error),
-            KernelError::Op(_) | KernelError::Invalid(_) => None,
+            KernelError::Op(_)
+            | KernelError::Invalid(_)
+            | KernelError::IterationLimit { .. }
+            | KernelError::HostMemory { .. } => None,
+        }
+    }
+
+    /// The iteration limit a loop reached, at the root of this error, through subgraphs.
+    pub fn iteration_limit(&self) -> Option<u64> {
+        match self {
+            KernelError::IterationLimit { limit } => Some(*limit),
+            KernelError::Subgraph(e) => e.kernel_error().and_then(KernelError::iteration_limit),
+            KernelError::Device(_)
+            | KernelError::Op(_)
+            | KernelError::Invalid(_)
+            | KernelError::HostMemory { .. } => None,
         }
     }
 
@@ -67,7 +93,9 @@ impl KernelError {
                 _ => None,
             },
             KernelError::Subgraph(e) => e.kernel_error().and_then(KernelError::op_error),
-            KernelError::Invalid(_) => None,
+            KernelError::Invalid(_)
+            | KernelError::IterationLimit { .. }
+            | KernelError::HostMemory { .. } => None,
         }
     }
 }

@@ -19,10 +19,10 @@ use crate::npu::device::{Device, StreamId};
 use crate::ops::OpRegistry;
 use crate::ops::{DType, HostTensor};
 
-use super::context::{Env, ExecutorType, Subscriber};
+use super::context::{DEFAULT_MAX_ITERATIONS, Env, ExecutorType, Subscriber};
 use super::engine;
 use super::error::{ExecError, ExecutorStatus, IoError, LoadError, StateError};
-use super::kernels::tensor_bytes;
+use super::kernels::{host_resize, tensor_bytes};
 use super::plan::{ExecState, Plan, prepare};
 use super::registry::KernelRegistry;
 use super::value::{CachingAllocator, DeviceAllocator, Mem, OutputTensor, Value};
@@ -41,12 +41,25 @@ pub struct ModelExecuteArg {
 }
 
 /// How an executor is built.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ExecutorOptions {
     pub executor: ExecutorType,
     pub subscriber: Option<Arc<dyn Subscriber>>,
     /// The kernels; `None`: [`KernelRegistry::builtin`].
     pub kernels: Option<Arc<KernelRegistry>>,
+    /// The most iterations a loop node runs in one execution ([`Env::max_iterations`]).
+    pub max_iterations: u64,
+}
+
+impl Default for ExecutorOptions {
+    fn default() -> Self {
+        ExecutorOptions {
+            executor: ExecutorType::default(),
+            subscriber: None,
+            kernels: None,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+        }
+    }
 }
 
 pub struct ModelV2Executor {
@@ -127,6 +140,7 @@ impl ModelV2Executor {
                 ops,
                 executor: options.executor,
                 subscriber: options.subscriber,
+                max_iterations: options.max_iterations,
             },
             name: eg.name.clone(),
             inputs: eg.inputs.clone(),
@@ -406,7 +420,8 @@ impl ModelV2Executor {
             out.shape.extend_from_slice(shape);
             let bytes = tensor_bytes(dtype, shape)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
-            out.data.resize(bytes, 0);
+            host_resize(&mut out.data, bytes)
+                .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
             let r = self
                 .env
                 .device

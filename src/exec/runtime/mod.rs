@@ -33,8 +33,8 @@ pub mod subscribers;
 pub mod value;
 
 pub use context::{
-    Env, ExecutorType, KernelContext, KernelFuncs, KernelResult, NodeData, NodeInfo, OpData,
-    ProfilingInfo, Subgraph, Subscriber,
+    DEFAULT_MAX_ITERATIONS, Env, ExecutorType, KernelContext, KernelFuncs, KernelResult, NodeData,
+    NodeInfo, OpData, ProfilingInfo, Subgraph, Subscriber,
 };
 pub use engine_mt::MtData;
 pub use error::{ExecError, ExecutorStatus, IoError, KernelError, LoadError, StateError};

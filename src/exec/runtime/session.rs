@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use crate::exec::ExecuteGraph;
 use crate::exec::runtime::ExecError;
-use crate::exec::runtime::context::ExecutorType;
 use crate::exec::runtime::context::Subscriber;
+use crate::exec::runtime::context::{DEFAULT_MAX_ITERATIONS, ExecutorType};
 use crate::exec::runtime::executor::{
     ExecutorOptions, ModelExecuteArg, ModelV2Executor, StreamExecutor,
 };
@@ -53,6 +53,9 @@ pub struct SessionConfig {
     /// later one. One stream only.
     pub graph: bool,
     pub record: Record,
+    /// The most iterations a loop node runs in one execution
+    /// ([`ExecutorOptions::max_iterations`]).
+    pub max_iterations: u64,
 }
 
 impl Default for SessionConfig {
@@ -64,6 +67,7 @@ impl Default for SessionConfig {
             iterations: 1,
             graph: false,
             record: Record::Nothing,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
         }
     }
 }
@@ -208,6 +212,7 @@ impl<'a> Session<'a> {
         let options = ExecutorOptions {
             executor: self.config.executor,
             subscriber: Some(dumper.clone()),
+            max_iterations: self.config.max_iterations,
             ..ExecutorOptions::default()
         };
         let mut ex = ModelV2Executor::create(self.graph, self.device, options)
@@ -241,6 +246,7 @@ impl<'a> Session<'a> {
         let options = ExecutorOptions {
             executor: c.executor,
             subscriber: recorder.clone().map(|r| r as Arc<dyn Subscriber>),
+            max_iterations: c.max_iterations,
             ..ExecutorOptions::default()
         };
         let window = Window {

@@ -303,12 +303,17 @@ impl Heap {
         };
         let base = self.next_address;
         let end = base.checked_add(len as u64)?.checked_add(SEGMENT_ALIGN)?;
-        self.next_address = end.checked_next_multiple_of(SEGMENT_ALIGN)?;
+        let next_address = end.checked_next_multiple_of(SEGMENT_ALIGN)?;
+        // The host allocation may fail even within the capacity (the host has less free
+        // memory than the device was given): that is out of memory too, never an abort.
+        // Asked before anything changes, so a refusal leaves the heap as it was.
+        let data = Buffer::try_zeroed(len)?;
+        self.next_address = next_address;
         let segment = Arc::new(Segment {
             id: self.next_segment,
             base,
             len,
-            data: parking_lot::RwLock::new(Buffer::zeroed(len)),
+            data: parking_lot::RwLock::new(data),
         });
         self.next_segment += 1;
         self.segments.insert(base, segment.clone());

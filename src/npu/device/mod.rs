@@ -117,10 +117,38 @@ pub struct DeviceConfig {
     pub sanitize: Option<SanitizeChecks>,
 }
 
+/// The capacity a device gets when it is not told one ([`DeviceConfig::default`]): half of
+/// the host's physical memory ([`host_memory_bytes`]), or 8 GiB where that is unknown.
+///
+/// The emulated device's memory is host memory. A segment is mapped as zero pages the OS
+/// fills in only when they are touched, so a capacity above what the host has would let
+/// a model map more than exists, and the kernel's OOM killer, not an
+/// `NpuError::OutOfMemory`, would end the process once the pages are used. Half leaves
+/// the other half for what the host side holds beside the device (the inputs, the
+/// outputs downloaded, the model itself). The fallback is what a developer machine of
+/// 16 GiB gives under the same rule.
+pub fn default_memory_bytes() -> u64 {
+    const FALLBACK: u64 = 8 << 30;
+    host_memory_bytes().map_or(FALLBACK, |total| total / 2)
+}
+
+/// The host's physical memory: `MemTotal` of `/proc/meminfo` (given in kB, meaning KiB);
+/// `None` where that cannot be read.
+pub fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => kib.checked_mul(1024).filter(|&b| b > 0),
+        _ => None,
+    }
+}
+
 impl Default for DeviceConfig {
     fn default() -> Self {
         DeviceConfig {
-            memory_bytes: 16 << 30,
+            memory_bytes: default_memory_bytes(),
             queue_depth: 1024,
             ops: None,
             check_launch_shapes: cfg!(debug_assertions),

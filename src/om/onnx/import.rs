@@ -49,6 +49,7 @@ pub const ROOT_DATA_LAYOUT: &str = "NCHW";
 /// Decodes `bytes` as an `onnx.ModelProto` and converts it. See the module docs of
 /// [`super`] for the conventions.
 pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
+    crate::om::error::check_nesting(bytes, "onnx.ModelProto", &Place::new("onnx model"))?;
     let model = ModelProto::decode(bytes).map_err(|source| OmError::Protobuf {
         place: Place::new("onnx model"),
         message: "onnx.ModelProto",

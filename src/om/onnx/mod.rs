@@ -39,6 +39,7 @@ pub fn read_tensor(
 ) -> crate::om::error::Result<crate::om::graph::Tensor> {
     use prost::Message;
     let place = crate::om::error::Place::new(place);
+    crate::om::error::check_nesting(bytes, "onnx.TensorProto", &place)?;
     let t = crate::proto::onnx::TensorProto::decode(bytes).map_err(|e| {
         crate::om::error::OmError::graph(place.clone(), format!("not an ONNX tensor: {e}"))
     })?;

@@ -29,7 +29,7 @@ use crate::ops::HostTensor;
 use super::super::context::Env;
 use super::super::engine;
 use super::super::error::{ExecError, IoError, StateError};
-use super::super::kernels::{Staging, tensor_bytes};
+use super::super::kernels::{Staging, host_resize, tensor_bytes};
 use super::super::plan::{ExecState, Plan};
 use super::super::value::OutputTensor;
 
@@ -205,7 +205,7 @@ impl Graph {
             out.shape.extend_from_slice(&o.shape);
             let bytes =
                 tensor_bytes(o.dtype, &o.shape).map_err(|e| ExecError::Io(IoError::Size(e)))?;
-            out.data.resize(bytes, 0);
+            host_resize(&mut out.data, bytes).map_err(|e| ExecError::Io(IoError::Size(e)))?;
             device.memcpy_d2h(&mut out.data, o.mem.ptr)?;
         }
         Ok(())

@@ -141,6 +141,8 @@ fn branch(cx: &mut KernelContext<'_>) -> KernelResult {
 fn while_loop(cx: &mut KernelContext<'_>) -> KernelResult {
     let mut cur = inputs(cx)?;
     let n = cx.output_count();
+    let limit = cx.env().max_iterations;
+    let mut runs = 0u64;
     loop {
         let c = run_sub(cx, 0, &cur)?;
         let c = c
@@ -149,6 +151,10 @@ fn while_loop(cx: &mut KernelContext<'_>) -> KernelResult {
         if !condition(c)? {
             break;
         }
+        if runs == limit {
+            return Err(KernelError::IterationLimit { limit });
+        }
+        runs += 1;
         let next = run_sub(cx, 1, &cur)?;
         if next.len() != n {
             return Err(KernelError::new(format!(
@@ -195,8 +201,14 @@ fn onnx_loop(cx: &mut KernelContext<'_>) -> KernelResult {
         return Err(KernelError::new("fewer inputs than loop-carried values"));
     }
     let mut stacked: Vec<Vec<(Vec<i64>, Mem)>> = vec![Vec::new(); scans];
+    let limit = cx.env().max_iterations;
     let mut i: i64 = 0;
     while i < trips && cond {
+        // Checked before the body runs, so a trip count of 1e12 stops after `limit` cheap
+        // iterations instead of looping for days; a loop of exactly `limit` trips runs.
+        if u64::try_from(i).is_ok_and(|i| i >= limit) {
+            return Err(KernelError::IterationLimit { limit });
+        }
         bind[0] = host_scalar(DType::I64, i);
         bind[1] = host_scalar(DType::Bool, cond as u8);
         let out = run_sub(cx, 0, &bind)?;

@@ -15,7 +15,7 @@ use super::super::context::{KernelContext, KernelResult, NodeData};
 use super::super::error::{KernelError, LoadError};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
-use super::tensor::tensor_bytes;
+use super::tensor::{host_resize, tensor_bytes};
 
 /// An uploading node's state: the staging buffer of its host-to-device copies, reused
 /// while the device is done with it. Graph mode reads it to find the buffers a captured
@@ -175,7 +175,7 @@ fn copy_d2h(cx: &mut KernelContext<'_>) -> KernelResult {
     let out = cx.output(0)?.host_mut(dtype);
     out.shape.clear();
     out.shape.extend_from_slice(shape);
-    out.data.resize(bytes, 0);
+    host_resize(&mut out.data, bytes)?;
     device.memcpy_d2h(&mut out.data, ptr)?;
     Ok(())
 }

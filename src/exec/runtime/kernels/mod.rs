@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use super::registry::KernelRegistry;
 
 pub(crate) use memory::Staging;
-pub(crate) use tensor::tensor_bytes;
+pub(crate) use tensor::{host_resize, tensor_bytes};
 
 /// Adds every kernel rt2 implements to `r`.
 pub(crate) fn register_all(r: &mut KernelRegistry) {

@@ -1,5 +1,5 @@
 //! What the kernel families share: a shape's dims and a tensor's bytes checked at run
-//! time, and the op a node names looked up at load.
+//! time, host bytes grown fallibly, and the op a node names looked up at load.
 
 use crate::exec::KernelNode;
 use crate::ops::{DType, OpRegistry, OpSpec};
@@ -21,6 +21,19 @@ pub(crate) fn tensor_bytes(dtype: DType, shape: &[i64]) -> Result<usize, KernelE
     dims_of(shape)?
         .try_fold(dtype.size(), |n, d| n.checked_mul(d))
         .ok_or_else(|| KernelError::new(format!("a {dtype} tensor of {shape:?} overflows")))
+}
+
+/// Sets `data` to `bytes` bytes (zeros past what it held), asking the allocator for the
+/// room first so that a host that cannot give it is [`KernelError::HostMemory`], not an
+/// abort. A buffer that already has the room (every execution after the first, in steady
+/// state) allocates nothing.
+pub(crate) fn host_resize(data: &mut Vec<u8>, bytes: usize) -> Result<(), KernelError> {
+    if let Some(more) = bytes.checked_sub(data.len()) {
+        data.try_reserve_exact(more)
+            .map_err(|_| KernelError::HostMemory { bytes })?;
+    }
+    data.resize(bytes, 0);
+    Ok(())
 }
 
 /// The op named by attribute `key` in the op library.

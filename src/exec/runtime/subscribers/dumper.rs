@@ -206,6 +206,7 @@ mod tests {
             ops,
             executor: ExecutorType::Sequential,
             subscriber: Some(dumper.clone()),
+            max_iterations: crate::exec::runtime::context::DEFAULT_MAX_ITERATIONS,
         };
         let mut st = plan.new_state();
         engine::run(&env, &plan, &mut st).expect("the kernel succeeds");

@@ -1,11 +1,11 @@
-//! Generated protobuf types for the schemas in proto/ and the descriptor pool behind them.
+//! Generated protobuf types for the schemas in proto/ and the descriptor pool behind them,
+//! and [`nesting`], the depth check every decode of a file's bytes runs first.
 //!
-//! Owns nothing but generated code; conversions to rt2's own types live with their users.
-
-#![allow(clippy::all, missing_docs)]
+//! Owns nothing else: conversions to rt2's own types live with their users.
 
 /// GE's protobuf packages, nested as their package names are (`ge.proto`,
 /// `ge.flow_model.proto`) so that generated cross-package paths resolve.
+#[allow(clippy::all, missing_docs)]
 pub mod ge {
     /// GE IR (`ge_ir.proto`, package `ge.proto`).
     pub mod proto {
@@ -19,20 +19,25 @@ pub mod ge {
     }
 }
 
+pub mod nesting;
+
 pub use ge::flow_model::proto as flow;
 pub use ge::proto as ge_ir;
 
 /// domi task definitions (`task.proto`).
+#[allow(clippy::all, missing_docs)]
 pub mod domi {
     include!(concat!(env!("OUT_DIR"), "/domi.rs"));
 }
 
 /// ONNX (`onnx.proto`).
+#[allow(clippy::all, missing_docs)]
 pub mod onnx {
     include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
 }
 
 /// rt2's ExecuteGraph file (`exeg.proto`, package `rt2.exeg`).
+#[allow(clippy::all, missing_docs)]
 pub mod exeg {
     include!(concat!(env!("OUT_DIR"), "/rt2.exeg.rs"));
 }
