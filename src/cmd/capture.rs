@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
     /// The WHILE watchdog: body runs one WHILE task may make in one execution before the
-    /// execution faults [default: the script's [device] max_while_iterations, else
+    /// execution faults [default: the script's `[device]` max_while_iterations, else
     /// 1000000].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_iterations: Option<u64>,
