@@ -8,10 +8,9 @@
 //! the default `sq_depth` (1024), so the model is a chain of ten cascade streams.
 //!
 //! Two more costs, each printed once: parsing and checking a capture script of 100,000
-//! steps (the parser is linear; it was quadratic, 4.4 s for 20,000 steps), and one WHILE
-//! iteration whose body is one tiny launch, a WHILE whose condition never clears run to a
-//! watchdog of 200,000 (target: a few microseconds an iteration; a thread hand-off to the
-//! body's stream and back made it about 15).
+//! steps (target: well under a second; the parser is linear in the script), and one
+//! WHILE iteration whose body is one tiny launch, a WHILE whose condition never clears run
+//! to a watchdog of 200,000 (target: a few microseconds an iteration).
 //!
 //! `cargo bench --bench capture`; besides criterion's report it prints ns per task.
 
