@@ -752,7 +752,7 @@ fn judge(
 /// What a successful call returned, in words for the report.
 fn describe(t: &Tables, out: &Out) -> String {
     // One model's name, looked up alone: every step is described, and building every
-    // name's map for each (`Tables::names`) made a run quadratic in the names bound.
+    // name's map for each (`Tables::names`) would make a run quadratic in the names bound.
     let model = |m: &ModelRI| {
         t.models
             .iter()

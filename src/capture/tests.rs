@@ -346,7 +346,8 @@ fn live_threads() -> usize {
 /// 1,500 captures on two host threads, each a fork and join across two streams, each
 /// model executed and never destroyed: loaded models hold no threads, so the run ends with
 /// the threads it started with, its streams' workers and a list worker or two, however
-/// many models it loaded. (A worker per model stream made this 1,500 threads or more.)
+/// many models it loaded. (A worker per model stream would make this 1,500 threads or
+/// more.)
 #[test]
 fn many_captures_leave_a_bounded_thread_count() {
     const PAIRS: usize = 1500;

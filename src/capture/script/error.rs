@@ -42,7 +42,7 @@ pub(super) fn position(text: &str, offset: usize) -> (usize, usize) {
 
 /// Where a text's lines start, so that the line of an offset is a binary search. Every
 /// step and buffer of a script records its line: counting the newlines before each one
-/// from the start of the text made parsing quadratic (20,000 steps took seconds).
+/// from the start of the text would make parsing quadratic in the script's length.
 pub(super) struct Lines {
     /// Byte offset of each line's first byte, ascending; the first is 0.
     starts: Vec<usize>,

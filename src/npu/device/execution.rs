@@ -8,9 +8,9 @@
 //!
 //! Hot path: a WHILE runs its body's model once per iteration, so a model run costs no
 //! thread hand-off when the model has one stream (the calling worker runs it), and no
-//! allocation once warm (the run is reused, see [`ModelInner::spare`]). With a hand-off per
-//! iteration to the body's stream worker and back, an iteration of a one-launch body cost
-//! about 15 us; without, about a microsecond (docs/PERFORMANCE.md).
+//! allocation once warm (the run is reused, see `ModelInner::spare`). A hand-off to
+//! another worker and back is two wake-ups of a sleeping thread, several microseconds,
+//! many times what a one-launch body costs (docs/PERFORMANCE.md has the numbers).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

@@ -10,9 +10,9 @@
 //! executes it runs its first stream itself, and each other stream it starts goes to a
 //! worker leased from the device's [`ListWorkers`] for that one list, returned when the
 //! list is done. So threads follow how many lists run at once, not how many models are
-//! loaded (a thread per loaded model stream made a script of 1,500 captures start 1,500
-//! threads, until the system refused one), and a model of one stream, a WHILE body say,
-//! runs with no thread hand-off at all.
+//! loaded (a script may capture and keep thousands of models; a thread each would soon be
+//! refused by the system), and a model of one stream, a WHILE body say, runs with no
+//! thread hand-off at all.
 //!
 //! What is here needs no device: queueing, counting, waiting, faults, and a model run's
 //! bookkeeping (activating its streams, counting finished lists). Running a job is the
