@@ -245,6 +245,8 @@ pub fn onnx(data: &[u8]) {
     for p in verify::verify(&model) {
         word(p);
     }
+    // GE's attribute compression loses what `round_trips` names; the OM must still read.
+    let lossless = compress::round_trips(&def);
     let om = match build_om(def, &OmBuildOptions::default()).and_then(|om| om.to_bytes()) {
         Ok(bytes) => bytes,
         Err(e) => return word(e),
@@ -252,7 +254,7 @@ pub fn onnx(data: &[u8]) {
     let back = file::read(&om, &ReadOptions::default())
         .unwrap_or_else(|e| panic!("the OM compiled from an ONNX model does not read: {e}"));
     assert!(
-        same(&graphs(&back.root().model), &graphs(&model)),
+        !lossless || same(&graphs(&back.root().model), &graphs(&model)),
         "the OM compiled from an ONNX model reads back different graphs"
     );
 }
