@@ -245,6 +245,8 @@ pub fn onnx(data: &[u8]) {
     for p in verify::verify(&model) {
         word(p);
     }
+    // GE's attribute compression loses what `round_trips` names; the OM must still read.
+    let lossless = compress::round_trips(&def);
     let om = match build_om(def, &OmBuildOptions::default()).and_then(|om| om.to_bytes()) {
         Ok(bytes) => bytes,
         Err(e) => return word(e),
@@ -252,7 +254,7 @@ pub fn onnx(data: &[u8]) {
     let back = file::read(&om, &ReadOptions::default())
         .unwrap_or_else(|e| panic!("the OM compiled from an ONNX model does not read: {e}"));
     assert!(
-        same(&graphs(&back.root().model), &graphs(&model)),
+        !lossless || same(&graphs(&back.root().model), &graphs(&model)),
         "the OM compiled from an ONNX model reads back different graphs"
     );
 }
@@ -382,14 +384,21 @@ pub fn capture_script(data: &[u8]) {
 pub fn npy(data: &[u8]) {
     for expect in [None, Some(crate::ops::DType::Bf16)] {
         match npy::read(data, expect) {
-            Ok(t) => check_npy_round_trip(&t),
+            Ok(t) => check_npy_round_trip(&t, true),
             Err(e) => word(format!("{e:#}")),
         }
     }
 }
 
-fn check_npy_round_trip(t: &HostTensor) {
-    let bytes = npy::write(t).unwrap_or_else(|e| panic!("a tensor read does not write: {e:#}"));
+/// A tensor written as `.npy` reads back equal. `must_write`: the tensor was read from a
+/// `.npy` file, so it must write (a tensor from elsewhere may have a shape `.npy` refuses,
+/// dims multiplying beyond 64 bits beside a zero dim).
+fn check_npy_round_trip(t: &HostTensor, must_write: bool) {
+    let bytes = match npy::write(t) {
+        Ok(b) => b,
+        Err(e) if must_write => panic!("a tensor read does not write: {e:#}"),
+        Err(e) => return word(format!("{e:#}")),
+    };
     let back = npy::read(&bytes, Some(t.dtype))
         .unwrap_or_else(|e| panic!("a written .npy does not read: {e:#}"));
     assert!(back == *t, "a .npy reads back different");
@@ -401,7 +410,7 @@ pub fn pb(data: &[u8]) {
     match onnx::read_tensor(data, "input.pb") {
         Ok(t) => {
             if let Some(h) = crate::lower::attrs::tensor(&t) {
-                check_npy_round_trip(&h);
+                check_npy_round_trip(&h, false);
             }
         }
         Err(e) => word(e),

@@ -539,6 +539,65 @@ pub fn compress(model: &mut ModelDef) {
     );
 }
 
+/// Whether [`compress`] then [`decompress`] gives `model` back. Not where GE's scheme loses
+/// something: an attribute it deletes (`UNUSED_ATTRS`) or renames (`*_kernelname`), a name
+/// whose values are strings in one place and not in another (the first occurrence decides
+/// for all), a string list that holds other values too, a string value that is not UTF-8
+/// (the value table holds text), bookkeeping attributes already there, or a graph
+/// attribute whose key looks compressed.
+pub fn round_trips(model: &ModelDef) -> bool {
+    if [
+        ATTR_OM_COMPRESS_VERSION,
+        ATTR_NAME_ENUM,
+        ATTR_VALUE_ENUM,
+        ATTRS_USE_STRING_VALUE,
+    ]
+    .iter()
+    .any(|k| model.attr.contains_key(*k))
+    {
+        return false;
+    }
+    let mut is_string: HashMap<&str, bool> = HashMap::new();
+    for g in &model.graph {
+        if g.attr.keys().any(|k| k.starts_with('\0')) {
+            return false;
+        }
+        for op in &g.op {
+            let maps = std::iter::once(&op.attr).chain(
+                op.input_desc
+                    .iter()
+                    .chain(&op.output_desc)
+                    .map(|td| &td.attr),
+            );
+            for (k, v) in maps.flat_map(|m| m.iter()) {
+                if UNUSED_ATTRS.contains(&k.as_str()) || k.ends_with("_kernelname") {
+                    return false;
+                }
+                let string = match &v.value {
+                    Some(Value::S(s)) if std::str::from_utf8(s).is_err() => return false,
+                    Some(Value::S(_)) => true,
+                    Some(Value::List(l)) if is_list_string(l) => {
+                        let only_s = ListValue {
+                            s: l.s.clone(),
+                            val_type: l.val_type,
+                            ..ListValue::default()
+                        };
+                        if **l != only_s || l.s.iter().any(|s| std::str::from_utf8(s).is_err()) {
+                            return false;
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                if *is_string.entry(k.as_str()).or_insert(string) != string {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,6 +658,42 @@ mod tests {
         );
         decompress(&mut m).unwrap();
         assert_eq!(m, orig);
+    }
+
+    /// Found by the fuzz target `onnx` (docs/FUZZING.md): `axis` an integer on one op and
+    /// a string on another came back an integer. GE does the same; `round_trips` says so.
+    #[test]
+    fn round_trips_tells_where_the_scheme_loses() {
+        let orig = testdata::model_def("m");
+        assert!(round_trips(&orig));
+        let mut m = orig.clone();
+        compress(&mut m);
+        decompress(&mut m).unwrap();
+        assert_eq!(m, orig);
+        let s = |v: &[u8]| AttrDef {
+            value: Some(Value::S(v.to_vec())),
+        };
+        let i = AttrDef {
+            value: Some(Value::I(3)),
+        };
+        let mut mixed = orig.clone();
+        mixed.graph[0].op[0].attr.insert("axis".into(), i);
+        mixed.graph[0].op[1].attr.insert("axis".into(), s(b""));
+        assert!(!round_trips(&mixed));
+        let mut m = mixed.clone();
+        compress(&mut m);
+        decompress(&mut m).unwrap();
+        assert_ne!(m, mixed, "the scheme loses the string, as GE's does");
+        let mut not_utf8 = orig.clone();
+        not_utf8.graph[0].op[0]
+            .attr
+            .insert("mode".into(), s(b"\xff"));
+        assert!(!round_trips(&not_utf8));
+        let mut deleted = orig;
+        deleted.graph[0].op[0]
+            .attr
+            .insert("_op_slice_info".into(), s(b"x"));
+        assert!(!round_trips(&deleted));
     }
 
     #[test]
