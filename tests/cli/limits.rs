@@ -490,3 +490,33 @@ fn npy_inputs_that_are_empty_or_not_numpy_are_one_line_errors() {
     sc.rt2(&["run", "relu.onnx", "--input", "x=bad.npy"])
         .fails(2, &["bad.npy", "is not a NumPy header", "at column 11"]);
 }
+
+#[test]
+fn lowering_refuses_shapes_whose_sizes_overflow() {
+    use rt2::om::onnx::builder::attr_ints;
+    let sc = Scratch::new();
+    let conv = OnnxBuilder::new("conv")
+        .input("x", F32, &[v(1), v(1), v(8), v(8)])
+        .initializer(tensor_f32("w", &[1, 1, 3, 3], &[0.5; 9]))
+        .named_node(
+            "dilated",
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            vec![attr_ints("dilations", &[1 << 40, 1 << 40])],
+        )
+        .output("y", F32, &[Dim::param("h"), Dim::param("w")])
+        .build();
+    sc.write("conv.onnx", &conv);
+    sc.rt2(&["lower", "conv.onnx", "-o", "conv.exeg"])
+        .fails(2, &["conv.onnx", "dilated", "wider than the padded input"]);
+    let huge = OnnxBuilder::new("huge")
+        .input("x", F32, &[v(1 << 40), v(1 << 40)])
+        .named_node("relu", "Relu", &["x"], &["y"], vec![])
+        .output("y", F32, &[v(1 << 40), v(1 << 40)])
+        .build();
+    sc.write("huge.onnx", &huge);
+    sc.rt2(&["lower", "huge.onnx", "-o", "huge.exeg"])
+        .fails(2, &["huge.onnx", "relu", "more bytes than 64 bits count"]);
+    assert!(!sc.exists("conv.exeg") && !sc.exists("huge.exeg"));
+}
