@@ -1,15 +1,78 @@
-//! Reading input files: the file name goes into every error, once.
+//! Reading input files: the file name goes into every error, once, and every read is
+//! bounded: by the file's size where it has one, and where it has none by
+//! [`MAX_STREAM_BYTES`] (a pipe, a FIFO, a socket) or [`MAX_DEVICE_BYTES`] (a character
+//! device such as a terminal or `/dev/zero`), so no input makes rt2 read until memory
+//! runs out.
 
+use std::io::Read;
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use crate::exec::{ExecuteGraph, exeg, view};
 use crate::om::file::{self, ModelFile, ReadOptions};
 
-/// Reads the whole file.
+/// The most bytes read from a pipe, a FIFO or a socket, which have no size: 2 GiB,
+/// protobuf's limit on one message, which every model file but an OM's weights keeps to.
+/// A regular file is bounded by its own size instead, whatever that is.
+pub const MAX_STREAM_BYTES: u64 = 2 << 30;
+
+/// The most bytes read from a character or block device (a terminal, `/dev/zero`): 64
+/// MiB. No model comes from one; the bound only makes reading one end soon.
+pub const MAX_DEVICE_BYTES: u64 = 64 << 20;
+
+/// Reads the whole file, bounded (see the module doc). The bytes are set aside once, at
+/// the file's size or the bound, and asked of the allocator first (a file larger than
+/// the host can hold is an error, not an abort); the OS backs only the pages read into,
+/// so a small pipe costs what it carries. A file past its bound is an error.
 pub fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
+    read_bounded(path, MAX_STREAM_BYTES, MAX_DEVICE_BYTES)
+}
+
+fn read_bounded(path: &Path, stream_cap: u64, device_cap: u64) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::fs::FileTypeExt;
+    let at = || format!("{}: cannot read", path.display());
+    let file = std::fs::File::open(path).with_context(at)?;
+    let meta = file.metadata().with_context(at)?;
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        bail!("{}: cannot read: it is a directory", path.display());
+    }
+    let (cap, what) = if kind.is_file() {
+        (meta.len(), "")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        (device_cap, "a device")
+    } else {
+        (stream_cap, "a pipe or a socket")
+    };
+    let mut bytes = Vec::new();
+    usize::try_from(cap)
+        .ok()
+        .and_then(|n| bytes.try_reserve_exact(n.saturating_add(1)).ok())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: cannot read: {cap} bytes, more than the host's memory can hold",
+                path.display()
+            )
+        })?;
+    // One byte past the bound tells a file that has more (or grew while being read).
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(at)?;
+    if bytes.len() as u64 > cap {
+        if what.is_empty() {
+            bail!(
+                "{}: cannot read: the file grew past its size of {cap} bytes while being read",
+                path.display()
+            );
+        }
+        bail!(
+            "{}: cannot read: more than {cap} bytes from a file without a size ({what}); \
+             rt2 reads at most that much from one",
+            path.display()
+        );
+    }
+    Ok(bytes)
 }
 
 /// Reads and decodes a model file of any kind.
@@ -144,6 +207,46 @@ pub fn execute_graph(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_are_bounded_by_the_size_or_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"abcdef").unwrap();
+        assert_eq!(
+            read_bounded(&f, 2, 2).unwrap(),
+            b"abcdef",
+            "a regular file's own size"
+        );
+        let msg = format!(
+            "{:#}",
+            read_bounded(Path::new("/dev/zero"), 10, 1000).unwrap_err()
+        );
+        assert!(
+            msg.contains("/dev/zero: cannot read: more than 1000 bytes"),
+            "{msg}"
+        );
+        assert!(msg.contains("(a device)"), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+        assert_eq!(read_bounded(Path::new("/dev/null"), 10, 1000).unwrap(), b"");
+        // A pipe: its bound is the stream bound.
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let writer = {
+            let fifo = fifo.clone();
+            // The reader stops after the bound: a broken pipe is expected then.
+            std::thread::spawn(move || drop(std::fs::write(fifo, [7u8; 100])))
+        };
+        let msg = format!("{:#}", read_bounded(&fifo, 10, 1000).unwrap_err());
+        writer.join().unwrap();
+        assert!(msg.contains("more than 10 bytes"), "{msg}");
+        assert!(msg.contains("(a pipe or a socket)"), "{msg}");
+        let msg = format!("{:#}", read_bounded(dir.path(), 10, 1000).unwrap_err());
+        assert!(msg.contains("it is a directory"), "{msg}");
+        let msg = format!("{:#}", read_bytes(&dir.path().join("none")).unwrap_err());
+        assert!(msg.contains("none: cannot read: No such file"), "{msg}");
+    }
 
     #[test]
     fn named_shapes() {

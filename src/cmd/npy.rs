@@ -71,8 +71,8 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
     if !is_npy(bytes) {
         bail!("not a .npy file (no \\x93NUMPY magic)");
     }
-    check_header_length(bytes)?;
-    let file = npyz::NpyFile::new(bytes).context("header")?;
+    let header_at = check_header_length(bytes)?;
+    let file = npyz::NpyFile::new(bytes).map_err(|e| header_error(&bytes[header_at..], &e))?;
     let NpyDType::Plain(ts) = file.dtype() else {
         bail!("a structured or array element type, not one rt2 computes on");
     };
@@ -117,10 +117,32 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
     Ok(HostTensor { dtype, shape, data })
 }
 
+/// A header npyz refused, on one line: the header's text (its start) and, when the
+/// parser said where, the column; npyz's own message is a multi-line parser dump.
+fn header_error(header: &[u8], e: &std::io::Error) -> anyhow::Error {
+    let text = String::from_utf8_lossy(header);
+    let text = text.lines().next().unwrap_or("").trim_end();
+    let shown: String = text.chars().take(80).collect();
+    let more = if shown.len() < text.len() { "..." } else { "" };
+    let msg = e.to_string();
+    // pest's dump points at the fault as ` --> LINE:COLUMN`.
+    let column = msg
+        .split_once("--> ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|at| at.split_once(':'))
+        .map(|(_, col)| format!(" at column {col}"));
+    anyhow::anyhow!(
+        "the header {shown:?}{more} is not a NumPy header (a Python dict of 'descr', \
+         'fortran_order' and 'shape'){}",
+        column.unwrap_or_default()
+    )
+}
+
 /// Checks the header length a file claims against the bytes it has, before the header is
 /// read (a reader would otherwise set aside what the file claims, up to 4 GiB): version 1
-/// stores it in two bytes after the magic and version, versions 2 and 3 in four.
-fn check_header_length(bytes: &[u8]) -> anyhow::Result<()> {
+/// stores it in two bytes after the magic and version, versions 2 and 3 in four. Gives
+/// where the header starts.
+fn check_header_length(bytes: &[u8]) -> anyhow::Result<usize> {
     let Some(&major) = bytes.get(6) else {
         bail!("the file ends inside the magic");
     };
@@ -143,7 +165,8 @@ fn check_header_length(bytes: &[u8]) -> anyhow::Result<()> {
     if claimed > MAX_HEADER {
         bail!("the header is {claimed} bytes; NumPy reads at most {MAX_HEADER}");
     }
-    check_header_text(&bytes[at + width..at + width + claimed as usize])
+    check_header_text(&bytes[at + width..at + width + claimed as usize])?;
+    Ok(at + width)
 }
 
 /// The longest header read: NumPy's own limit (`max_header_size`), set there because
@@ -333,8 +356,13 @@ mod tests {
     /// A file with `descr` and `fortran_order` as given, and `data` after the header.
     fn file(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
         let order = if fortran { "True" } else { "False" };
-        let mut h = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
-        while (10 + h.len() + 1) % 64 != 0 {
+        let h = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
+        with_header(h, data)
+    }
+
+    /// A version 1.0 file of header text `h` (padded as NumPy pads it) and `data`.
+    fn with_header(mut h: String, data: &[u8]) -> Vec<u8> {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');
@@ -387,6 +415,16 @@ mod tests {
         let msg = e(&huge);
         assert!(msg.contains("claims 4294967295 bytes"), "{msg}");
         assert!(e(b"\x93NUMPY\x09\x00\x10\x00").contains("version 9"));
+        // A header that is not a Python dict: one line naming it and the column, not
+        // the parser's multi-line dump.
+        let msg = e(&with_header("{'descr': <f4}".into(), &[0; 8]));
+        assert!(!msg.contains('\n'), "{msg}");
+        assert!(
+            msg.contains("the header \"{'descr': <f4}\" is not a NumPy header"),
+            "{msg}"
+        );
+        assert!(msg.contains("at column 11"), "{msg}");
+        assert!(e(b"").contains("not a .npy file"));
     }
 
     /// Found by the fuzz targets `npy` and `pb` (docs/FUZZING.md).

@@ -69,7 +69,9 @@ pub fn fold(
         }
         "Size" => {
             let dims = shapes.first()?.shape.as_ref()?;
-            let n: i64 = dims.iter().product();
+            // A declared input shape is not checked by any inference: count in checked
+            // arithmetic, and leave a count past i64 to the device (which refuses it).
+            let n = dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
             one(n.to_le_bytes().to_vec())
         }
         // The bytes stay; only the shape changes, and inference gave it.
@@ -316,6 +318,24 @@ fn broadcast_offset(s: &[i64], out: &[i64], pos: &[usize]) -> usize {
 mod tests {
     use super::*;
     use crate::ops::i64s;
+
+    #[test]
+    fn the_size_of_a_shape_past_i64_is_not_folded() {
+        let big = TensorMeta::new(DType::F32, &[1 << 40, 1 << 40]);
+        let out = TensorMeta::new(DType::I64, &[]);
+        let fold_size = |m: &TensorMeta| {
+            fold(
+                "Size",
+                &Attrs::new(),
+                &[None],
+                std::slice::from_ref(m),
+                std::slice::from_ref(&out),
+            )
+        };
+        assert_eq!(fold_size(&big), None);
+        let small = TensorMeta::new(DType::F32, &[3, 4]);
+        assert_eq!(fold_size(&small).unwrap()[0].data, 12i64.to_le_bytes());
+    }
 
     fn meta(d: DType, s: &[i64]) -> TensorMeta {
         TensorMeta::new(d, s)

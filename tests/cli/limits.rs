@@ -334,3 +334,189 @@ fn a_50_deep_if_nest_lowers_and_runs_and_a_100000_deep_one_is_refused() {
         &["node \"If_0\": input \"c\" names a value that does not exist"],
     );
 }
+
+// ---- output files
+
+/// A small model for the output-file tests.
+fn relu_model(sc: &Scratch) {
+    let model = OnnxBuilder::new("relu")
+        .input("x", F32, &[v(2), v(4)])
+        .node("Relu", &["x"], &["y"], vec![])
+        .output("y", F32, &[v(2), v(4)])
+        .build();
+    sc.write("relu.onnx", &model);
+}
+
+/// Names in the scratch directory that are temporary files rt2 left behind.
+fn leftovers(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".rt2-"))
+        .collect()
+}
+
+#[test]
+fn an_output_through_a_symbolic_link_replaces_the_target_and_keeps_the_link() {
+    let sc = Scratch::new();
+    relu_model(&sc);
+    sc.rt2(&["dump", "relu.onnx", "--format", "json", "-o", "want.json"])
+        .ok();
+    let want = sc.read("want.json");
+    std::fs::create_dir(sc.path("sub")).unwrap();
+    sc.write("sub/real.json", b"old contents");
+    std::os::unix::fs::symlink("sub/real.json", sc.path("link.json")).unwrap();
+    // A link to a link, and a link to a file that does not exist yet.
+    std::os::unix::fs::symlink("link.json", sc.path("link2.json")).unwrap();
+    std::os::unix::fs::symlink("sub/new.json", sc.path("dangling.json")).unwrap();
+    for link in ["link2.json", "dangling.json"] {
+        sc.rt2(&["dump", "relu.onnx", "--format", "json", "-o", link])
+            .ok();
+        let meta = std::fs::symlink_metadata(sc.path(link)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{link} is still a link");
+    }
+    assert_eq!(sc.read("sub/real.json"), want);
+    assert_eq!(sc.read("sub/new.json"), want);
+    assert!(
+        std::fs::symlink_metadata(sc.path("link.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(leftovers(sc.dir.path()), Vec::<String>::new());
+    assert_eq!(leftovers(&sc.path("sub")), Vec::<String>::new());
+    // A failure leaves the target as it was.
+    sc.rt2(&[
+        "dump",
+        "nothere.onnx",
+        "--format",
+        "json",
+        "-o",
+        "link.json",
+    ])
+    .fails(2, &["nothere.onnx"]);
+    assert_eq!(sc.read("sub/real.json"), want);
+}
+
+#[test]
+fn an_output_to_a_fifo_is_written_into_it_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let sc = Scratch::new();
+    relu_model(&sc);
+    sc.rt2(&["dump", "relu.onnx", "--format", "json", "-o", "want.json"])
+        .ok();
+    let want = sc.read("want.json");
+    let fifo = sc.path("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).expect("reading the FIFO"))
+    };
+    sc.rt2(&["dump", "relu.onnx", "--format", "json", "-o", "pipe"])
+        .ok();
+    assert_eq!(reader.join().unwrap(), want);
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO is still a FIFO"
+    );
+    assert_eq!(leftovers(sc.dir.path()), Vec::<String>::new());
+}
+
+/// Whether this process may open `path` for writing (device files need it).
+fn writable(path: &str) -> bool {
+    std::fs::OpenOptions::new().write(true).open(path).is_ok()
+}
+
+#[test]
+fn outputs_to_devices_are_written_in_place_and_dev_full_is_an_error() {
+    use std::os::unix::fs::FileTypeExt;
+    let sc = Scratch::new();
+    relu_model(&sc);
+    let is_char_device = |p: &str| {
+        std::fs::symlink_metadata(p)
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    };
+    if writable("/dev/null") {
+        sc.rt2(&["compile", "relu.onnx", "-o", "/dev/null"]).ok();
+        sc.rt2(&["run", "relu.onnx", "--trace", "/dev/null"]).ok();
+        assert!(is_char_device("/dev/null"), "/dev/null is still a device");
+    }
+    if writable("/dev/full") {
+        sc.rt2(&["compile", "relu.onnx", "-o", "/dev/full"])
+            .fails(2, &["/dev/full", "No space left on device"]);
+        assert!(is_char_device("/dev/full"), "/dev/full is still a device");
+    }
+    // Standard output by its device name: the bytes reach this process's pipe.
+    let out = sc
+        .rt2(&["dump", "relu.onnx", "--format", "json", "-o", "/dev/stdout"])
+        .ok();
+    sc.rt2(&["dump", "relu.onnx", "--format", "json", "-o", "want.json"])
+        .ok();
+    assert_eq!(out.out.stdout, sc.read("want.json"));
+}
+
+// ---- input files
+
+#[test]
+fn a_file_without_a_size_is_read_up_to_a_bound() {
+    let sc = Scratch::new();
+    // /dev/zero never ends: refused once past the bound, not read until memory runs out.
+    sc.rt2(&["inspect", "/dev/zero"])
+        .fails(2, &["/dev/zero", "cannot read: more than 67108864 bytes"]);
+    sc.rt2(&["inspect", "/dev/null"])
+        .fails(2, &["/dev/null", "empty"]);
+}
+
+#[test]
+fn npy_inputs_that_are_empty_or_not_numpy_are_one_line_errors() {
+    let sc = Scratch::new();
+    relu_model(&sc);
+    sc.write("empty.npy", b"");
+    sc.rt2(&["run", "relu.onnx", "--input", "x=empty.npy"])
+        .fails(2, &["empty.npy", "empty", "not a .npy file"]);
+    let mut h = b"\x93NUMPY\x01\x00\x36\x00".to_vec();
+    h.extend_from_slice(format!("{:<53}\n", "{'descr': <f4, 'shape': (2, 4)}").as_bytes());
+    h.extend_from_slice(&[0; 32]);
+    sc.write("bad.npy", &h);
+    sc.rt2(&["run", "relu.onnx", "--input", "x=bad.npy"])
+        .fails(2, &["bad.npy", "is not a NumPy header", "at column 11"]);
+}
+
+#[test]
+fn lowering_refuses_shapes_whose_sizes_overflow() {
+    use rt2::om::onnx::builder::attr_ints;
+    let sc = Scratch::new();
+    let conv = OnnxBuilder::new("conv")
+        .input("x", F32, &[v(1), v(1), v(8), v(8)])
+        .initializer(tensor_f32("w", &[1, 1, 3, 3], &[0.5; 9]))
+        .named_node(
+            "dilated",
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            vec![attr_ints("dilations", &[1 << 40, 1 << 40])],
+        )
+        .output("y", F32, &[Dim::param("h"), Dim::param("w")])
+        .build();
+    sc.write("conv.onnx", &conv);
+    sc.rt2(&["lower", "conv.onnx", "-o", "conv.exeg"])
+        .fails(2, &["conv.onnx", "dilated", "wider than the padded input"]);
+    let huge = OnnxBuilder::new("huge")
+        .input("x", F32, &[v(1 << 40), v(1 << 40)])
+        .named_node("relu", "Relu", &["x"], &["y"], vec![])
+        .output("y", F32, &[v(1 << 40), v(1 << 40)])
+        .build();
+    sc.write("huge.onnx", &huge);
+    sc.rt2(&["lower", "huge.onnx", "-o", "huge.exeg"])
+        .fails(2, &["huge.onnx", "relu", "more bytes than 64 bits count"]);
+    assert!(!sc.exists("conv.exeg") && !sc.exists("huge.exeg"));
+}
