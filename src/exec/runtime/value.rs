@@ -110,8 +110,13 @@ impl DeviceAllocator for CachingAllocator {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         let list = free.entry(bytes).or_default();
         // A double free would hand one block out twice; the device catches it for blocks
-        // it holds, this catches it for cached ones (in debug builds: it is a scan).
-        debug_assert!(!list.iter().any(|b| b.0 == ptr), "{ptr} freed twice");
+        // it holds, this for cached ones, in every build: a graph read from a file can
+        // free a value twice (an `.exeg` whose DeInit reads one Init export twice). The
+        // scan is over the cached blocks of this one size, which a steady-state execution
+        // keeps to a few (each free meets an allocation of its size), in one array.
+        if list.iter().any(|b| b.0 == ptr) {
+            return Err(NpuError::InvalidFree { ptr });
+        }
         list.push(Reverse(ptr));
         Ok(())
     }
@@ -287,5 +292,20 @@ mod tests {
             assert_eq!(again, sorted);
         }
         assert_eq!(a.cached_blocks(), 0);
+    }
+
+    /// Found by the fuzz target `lower_run` (docs/FUZZING.md): an `.exeg` whose DeInit
+    /// freed one Init export twice hit a debug assertion here, and in release builds
+    /// would have had the block handed out twice.
+    #[test]
+    fn a_cached_block_freed_again_is_an_error_in_every_build() {
+        let device = Device::new(DeviceConfig::default());
+        let a = CachingAllocator::new(device.clone(), device.default_stream());
+        let p = a.alloc(64).unwrap();
+        a.free(p, 64).unwrap();
+        assert_eq!(a.free(p, 64), Err(NpuError::InvalidFree { ptr: p }));
+        assert_eq!(a.cached_blocks(), 1);
+        assert_eq!(a.alloc(64).unwrap(), p);
+        assert_ne!(a.alloc(64).unwrap(), p, "the block is handed out once");
     }
 }
