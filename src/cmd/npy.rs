@@ -180,13 +180,17 @@ const MAX_HEADER: u64 = 10_000;
 const MAX_NESTING: usize = 4;
 
 /// Checks what `npyz` would choke on in the header text before it parses it: brackets
-/// that nest deeper than [`MAX_NESTING`] or do not balance, and a shape whose dims
+/// that nest deeper than [`MAX_NESTING`] or do not balance, a string that does not end
+/// (what follows it is then as slow to parse as brackets), and a shape whose dims
 /// multiply beyond 64 bits (`npyz` computes the strides in `u64`, which overflows).
 fn check_header_text(header: &[u8]) -> anyhow::Result<()> {
     let mut open = Vec::new();
     let mut quote = None;
+    let mut escaped = false;
     for &b in header {
         match (quote, b) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), b'\\') => escaped = true,
             (Some(q), _) if b == q => quote = None,
             (Some(_), _) => {}
             (None, b'\'' | b'"') => quote = Some(b),
@@ -208,6 +212,9 @@ fn check_header_text(header: &[u8]) -> anyhow::Result<()> {
             }
             _ => {}
         }
+    }
+    if quote.is_some() {
+        bail!("the header has a string that does not end");
     }
     if !open.is_empty() {
         bail!("the header's brackets do not balance");
@@ -436,6 +443,14 @@ mod tests {
         assert!(e(&deep).contains("nest more than 4 deep"), "{}", e(&deep));
         let open = file("|u1", false, "((1,)", &[0]);
         assert!(e(&open).contains("do not balance"), "{}", e(&open));
+        // Braces after a string that never ends slowed the parser as much.
+        let unended = file(
+            "|u1",
+            false,
+            &format!("(1,), 'x': '{}", "{".repeat(12)),
+            &[0],
+        );
+        assert!(e(&unended).contains("does not end"), "{}", e(&unended));
         // Dims whose product overflows u64 overflowed npyz's strides (a panic in debug
         // builds), even beside a zero dim.
         let huge = file("|u1", false, "(0, 4294967296, 4294967296)", &[]);
