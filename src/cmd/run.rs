@@ -69,7 +69,8 @@ pub struct Args {
     pub compute_threads: u16,
     /// The emulated device's memory: plain bytes or with a K, M, G or T suffix (powers of
     /// 1024: 512M, 4G). An allocation past it is out of device memory (exit 1), an input
-    /// larger than it an error (exit 2). Default: half of the host's memory.
+    /// larger than it an error (exit 2). Default: half of the host's memory; at most all
+    /// of it (the device's memory is the host's).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub device_memory: Option<u64>,
     /// The most times a loop (ONNX Loop, GE While) runs its body in one execution of the
