@@ -490,7 +490,10 @@ fn session_error(config: &Config, eg: &ExecuteGraph, e: SessionError) -> anyhow:
 /// and the output is for people (the same rule as [`Progress`]).
 fn iteration_bar(config: &Config) -> ProgressBar {
     let s = &config.session;
-    let total = (s.warmup + s.iterations) * u64::from(s.streams);
+    let total = s
+        .warmup
+        .saturating_add(s.iterations)
+        .saturating_mul(u64::from(s.streams));
     if config.format != ReportFormat::Table || !std::io::stderr().is_terminal() {
         return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
     }

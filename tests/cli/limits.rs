@@ -85,6 +85,22 @@ fn a_loop_with_a_trip_count_of_1e12_stops_at_the_iteration_limit() {
     sc.write("loop.onnx", &counting_loop(Some(1_000_000_000_000)));
     sc.rt2(&["run", "loop.onnx", "--max-iterations", "1000"])
         .fails(1, &["loop.onnx", "spin", "the iteration limit is 1000"]);
+    // Execution counts past any memory for their samples (or past u64 together): the
+    // first execution fails as it should, nothing is set aside for 10^18 samples.
+    sc.rt2(&[
+        "run",
+        "loop.onnx",
+        "--max-iterations",
+        "10",
+        "--iterations",
+        "1000000000000000000",
+        "--warmup",
+        "18446744073709551615",
+    ])
+    .fails(
+        1,
+        &["loop.onnx", "execution 1", "the iteration limit is 10"],
+    );
     // Within the limit the loop runs to its end: 1000 trips of +1.
     sc.write("loop1000.onnx", &counting_loop(Some(1000)));
     sc.rt2(&[

@@ -26,6 +26,9 @@ use crate::exec::runtime::subscribers::{DumpedTensor, NodeRecorder, Recording, T
 use crate::npu::device::{Device, StreamId, TaskRecord};
 use crate::ops::HostTensor;
 
+/// The most latency samples set aside before the first execution (see `repeat`).
+const MAX_UPFRONT_SAMPLES: u64 = 1 << 24;
+
 /// What a session records over its timed executions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Record {
@@ -360,14 +363,17 @@ impl<'a> Session<'a> {
         // The loop below allocates nothing per execution, so the allocator's work never
         // shows in the samples: the sample vector is sized up front, the output tensors'
         // storage is reused by the executor, the execute argument is built once, and
-        // errors (which do allocate) end the loop.
+        // errors (which do allocate) end the loop. Up front means up to 16M samples
+        // (128 MiB): a count of 10^18 would ask for more than any host has, so past that
+        // the vector grows as it fills, between executions, outside any sample.
         let mut outputs = Vec::new();
-        let mut latencies = Vec::with_capacity(usize::try_from(c.iterations).unwrap_or(0));
+        let upfront = c.iterations.min(MAX_UPFRONT_SAMPLES) as usize;
+        let mut latencies = Vec::with_capacity(upfront);
         let arg = ModelExecuteArg {
             stream,
             allocator: None,
         };
-        for i in 0..c.warmup + c.iterations {
+        for i in 0..c.warmup.saturating_add(c.iterations) {
             if i == c.warmup {
                 timing.open();
             }
