@@ -536,3 +536,20 @@ fn lowering_refuses_shapes_whose_sizes_overflow() {
         .fails(2, &["huge.onnx", "relu", "more bytes than 64 bits count"]);
     assert!(!sc.exists("conv.exeg") && !sc.exists("huge.exeg"));
 }
+
+#[test]
+fn a_ge_while_is_bounded_too_and_a_loop_of_exactly_the_limit_runs() {
+    let sc = Scratch::new();
+    // tests/lower/while.ge.txt counts to 3.
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lower/while.ge.txt");
+    let model = model.to_str().unwrap();
+    sc.rt2(&["run", model, "--max-iterations", "2"]).fails(
+        1,
+        &[
+            "node \"loop\" (While)",
+            "ran its body 2 times",
+            "--max-iterations",
+        ],
+    );
+    sc.rt2(&["run", model, "--max-iterations", "3"]).ok();
+}
