@@ -72,6 +72,7 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
         bail!("not a .npy file (no \\x93NUMPY magic)");
     }
     let header_at = check_header_length(bytes)?;
+    check_shape_count(&bytes[header_at..])?;
     let file = npyz::NpyFile::new(bytes).map_err(|e| header_error(&bytes[header_at..], &e))?;
     let NpyDType::Plain(ts) = file.dtype() else {
         bail!("a structured or array element type, not one rt2 computes on");
@@ -104,7 +105,9 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
             data.len()
         );
     }
-    let mut data = data.to_vec();
+    // The tensor's bytes are a copy of the file's: asked of the allocator first, so a
+    // host that cannot hold both is an error, not an abort.
+    let mut data = host_copy(data)?;
     let size = dtype.size();
     if big_endian && size > 1 {
         for e in data.chunks_exact_mut(size) {
@@ -112,9 +115,39 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
         }
     }
     if fortran && shape.len() > 1 {
-        data = fortran_to_c(&data, &shape, size);
+        data = fortran_to_c(&data, &shape, size)?;
     }
     Ok(HostTensor { dtype, shape, data })
+}
+
+/// Refuses a header whose shape's element count overflows 64 bits, counted left to right
+/// as npyz counts it (which would panic in a debug build and wrap in a release one). A
+/// shape that does not parse here is left to npyz, which reports it.
+fn check_shape_count(header: &[u8]) -> anyhow::Result<()> {
+    let text = String::from_utf8_lossy(header);
+    let Some(after) = ["'shape'", "\"shape\""]
+        .iter()
+        .find_map(|k| text.split_once(k).map(|(_, rest)| rest))
+    else {
+        return Ok(());
+    };
+    let Some(tuple) = after
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inside, _)| inside)
+    else {
+        return Ok(());
+    };
+    let mut count = 1u64;
+    for d in tuple.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let Ok(d) = d.parse::<u64>() else {
+            return Ok(());
+        };
+        count = count.checked_mul(d).ok_or_else(|| {
+            anyhow::anyhow!("shape ({tuple}) has more elements than 64 bits count")
+        })?;
+    }
+    Ok(())
 }
 
 /// A header npyz refused, on one line: the header's text (its start) and, when the
@@ -255,14 +288,21 @@ fn dims_fit(dims: &[u64]) -> bool {
 const MAX_RANK: usize = 64;
 
 /// Reorders elements stored column-major (first axis fastest) into row-major.
-fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> Vec<u8> {
+fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> anyhow::Result<Vec<u8>> {
+    // With no elements a dim may be huge beside a 0, and the strides would overflow; with
+    // some, every partial product of the dims is at most their count, which fits.
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     // The Fortran stride of each axis, in elements.
     let mut strides = vec![1usize; dims.len()];
     for k in 1..dims.len() {
         strides[k] = strides[k - 1] * dims[k - 1];
     }
-    let mut out = Vec::with_capacity(data.len());
+    let mut out = Vec::new();
+    out.try_reserve_exact(data.len())
+        .map_err(|_| too_large(data.len()))?;
     let mut index = vec![0usize; dims.len()];
     for _ in 0..data.len() / size.max(1) {
         let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
@@ -276,7 +316,20 @@ fn fortran_to_c(data: &[u8], shape: &[i64], size: usize) -> Vec<u8> {
             index[k] = 0;
         }
     }
-    out
+    Ok(out)
+}
+
+/// A copy of `data` whose memory is asked of the allocator first.
+fn host_copy(data: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(data.len())
+        .map_err(|_| too_large(data.len()))?;
+    out.extend_from_slice(data);
+    Ok(out)
+}
+
+fn too_large(bytes: usize) -> anyhow::Error {
+    anyhow::anyhow!("{bytes} bytes of data are more than the host's memory can hold")
 }
 
 /// The `.npy` bytes of `t`: a version 1.0 header (C order, little-endian) and the data.
@@ -387,6 +440,13 @@ mod tests {
         assert_eq!(t.dtype, DType::I32);
         assert_eq!(t.data, [1, 0, 0, 0, 0, 1, 0, 0]);
         // [[0, 1, 2], [3, 4, 5]] stored column by column: 0 3 1 4 2 5.
+        // No elements beside huge dims: nothing to reorder, no stride overflows; a
+        // count that overflows before its 0 is refused (npyz would overflow on it).
+        let f = file("|u1", true, "(0, 4611686018427387904, 4)", &[]);
+        assert_eq!(read(&f, None).unwrap().data, Vec::<u8>::new());
+        let f = file("|u1", true, "(4611686018427387904, 4, 0)", &[]);
+        let msg = format!("{:#}", read(&f, None).unwrap_err());
+        assert!(msg.contains("more elements than 64 bits count"), "{msg}");
         let f = file("|u1", true, "(2, 3)", &[0, 3, 1, 4, 2, 5]);
         let t = read(&f, None).unwrap();
         assert_eq!(t.shape, [2, 3]);
