@@ -394,6 +394,38 @@ fn many_captures_leave_a_bounded_thread_count() {
     );
 }
 
+/// Found by the fuzz target `rim_json`: a cascade stream that waited for an event it
+/// recorded itself, after the wait, made replay wait forever.
+#[test]
+fn replay_refuses_a_wait_nothing_can_satisfy() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/capture/cross-stream.toml");
+    let (_, session) = run_fixture(&path);
+    let good = session.captured()[0].file.clone();
+    rim::load(&good, None).unwrap();
+    // A new event, waited for and recorded on stream 0.
+    let event = good.model.events;
+    let with = |first: rim::RimTask, last: rim::RimTask| {
+        let mut f = good.clone();
+        f.model.events += 1;
+        f.model.streams[0].tasks.insert(0, first);
+        f.model.streams[0].tasks.push(last);
+        f
+    };
+    let stuck = with(
+        rim::RimTask::EventWait { event },
+        rim::RimTask::EventRecord { event },
+    );
+    let e = rim::load(&stuck, None).err().unwrap();
+    assert_eq!(e.place, "model.streams[0].tasks[0]");
+    assert!(e.message.contains("never end"), "{e}");
+    // Recorded first, the same wait is fine.
+    let fine = with(
+        rim::RimTask::EventRecord { event },
+        rim::RimTask::EventWait { event },
+    );
+    rim::load(&fine, None).unwrap().execute(1).unwrap();
+}
+
 // ---- the property test
 
 /// A random valid script: buffers, one capture on `s0` of kernels, fork/join through
