@@ -21,7 +21,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_channel::Receiver;
 
@@ -37,6 +37,15 @@ use super::recorder::Started;
 use super::sanitizer::{LaneKey, POISON, Role, Sanitizer, TaskInfo, Touch};
 use super::state::Core;
 use super::task::{Launch, NO_VALUES, Task, TensorArg};
+
+/// Drops a stream worker's pool when the worker is done with it.
+struct Release(Arc<Mutex<Option<rayon::ThreadPool>>>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        drop(self.0.lock().unwrap_or_else(PoisonError::into_inner).take());
+    }
+}
 
 impl StreamState {
     /// A stream and its worker; [`NpuError::ThreadStart`] when the system refuses the
@@ -55,45 +64,64 @@ impl StreamState {
         let (ready, started) = crossbeam_channel::bounded::<()>(1);
         // The worker is built on its thread: its scratch holds lock guards' vectors, which
         // must not cross threads.
-        let handle = std::thread::Builder::new()
-            .name(format!("npu-{id}"))
-            .spawn(move || {
-                // This thread's blocking context, made now rather than at its first wait.
-                // (The sender is kept: a disconnected channel is ready and registers nothing.)
-                let (_keep, private) = crossbeam_channel::bounded::<()>(1);
-                warm_receiver(&private);
-                let worker = Worker {
-                    core,
-                    stream: mine,
-                    lane: Lane::default(),
-                };
-                // The worker thread is the only thread of a pool of its own: a small
-                // kernel then runs right here, with no hand-off to the compute cores (a
-                // hand-off costs microseconds and a heap allocation now and then), and
-                // any parallel split inside it stays on this thread instead of reaching
-                // for a pool whose threads may be blocked on this device.
-                match rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .use_current_thread()
-                    .thread_name(move |_| format!("npu-{id}"))
-                    .build()
-                {
-                    Ok(own) => {
-                        let _ = ready.send(());
-                        worker.run(rx);
-                        drop(own);
-                    }
-                    // Without its own pool every kernel goes to the compute cores.
-                    Err(_) => {
-                        let _ = ready.send(());
-                        worker.run(rx)
-                    }
-                }
+        let body = move || {
+            // This thread's blocking context, made now rather than at its first wait.
+            // (The sender is kept: a disconnected channel is ready and registers nothing.)
+            let (_keep, private) = crossbeam_channel::bounded::<()>(1);
+            warm_receiver(&private);
+            let worker = Worker {
+                core,
+                stream: mine,
+                lane: Lane::default(),
+            };
+            let _ = ready.send(());
+            worker.run(rx);
+        };
+        // The worker thread is the only thread of a pool of its own: a small kernel then
+        // runs right here, with no hand-off to the compute cores (a hand-off costs
+        // microseconds and a heap allocation now and then), and any parallel split inside
+        // it stays on this thread instead of reaching for a pool whose threads may be
+        // blocked on this device. The worker runs as that pool's one job, on a thread
+        // spawned here: a pool that adopts its current thread (`use_current_thread`)
+        // leaks the thread's rayon state for good, some 7 KB a stream, which a process
+        // making devices one after another (a server, a fuzzer) piles up.
+        let mut handle = None;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            // The worker's own panics are caught; one escaping must end the thread, as
+            // before, not abort the process (rayon's default for a panicking job).
+            .panic_handler(|_| {})
+            .spawn_handler(|t| {
+                let h = std::thread::Builder::new()
+                    .name(format!("npu-{id}"))
+                    .spawn(move || t.run())?;
+                handle = Some(h);
+                Ok(())
             })
-            .map_err(|e| NpuError::ThreadStart {
-                what: "stream worker",
-                msg: e.to_string(),
-            })?;
+            .build();
+        let handle = match (pool, handle) {
+            (Ok(pool), Some(handle)) => {
+                // The pool is dropped when the worker is done (by a panic too), which
+                // lets its thread end; it is in the slot before the job can finish.
+                let slot = Arc::new(Mutex::new(None::<rayon::ThreadPool>));
+                let release = Release(slot.clone());
+                let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                held.insert(pool).spawn(move || {
+                    let _release = release;
+                    body();
+                });
+                drop(held);
+                handle
+            }
+            // Without its own pool every kernel goes to the compute cores.
+            _ => std::thread::Builder::new()
+                .name(format!("npu-{id}"))
+                .spawn(body)
+                .map_err(|e| NpuError::ThreadStart {
+                    what: "stream worker",
+                    msg: e.to_string(),
+                })?,
+        };
         // An error means the worker died during its set-up; its handle reports that.
         let _ = started.recv();
         *stream.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
