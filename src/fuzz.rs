@@ -348,7 +348,7 @@ pub fn rim_json(data: &[u8]) {
         .unwrap_or_else(|e| panic!("a written saved model does not parse: {e}"));
     assert!(same(&back, &f), "a saved model reads back different");
     f.max_while_iterations = f.max_while_iterations.min(RUN_MAX_WHILE_ITERATIONS);
-    let replay = match rim::load(&f, None) {
+    let replay = match rim::load(&f, &Default::default()) {
         Ok(r) => r,
         Err(e) => return word(e),
     };

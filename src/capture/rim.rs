@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::npu::device::{CondKind, DevicePtr, StreamId};
+use crate::npu::device::{CondKind, DevicePtr, SanitizeChecks, StreamId};
 
 use super::acl::{Acl, AclConfig, CondHandle, MAX_WHILE_ITERATIONS, ModelRI, RecStream, RecTask};
 use super::buffers::{BufferReport, read};
@@ -543,17 +543,37 @@ impl<'a> Loader<'a> {
     }
 }
 
+/// How [`load`] sets up the device a saved model runs on.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// The device's WHILE watchdog; `None`, the file's, but at most
+    /// [`MAX_WHILE_ITERATIONS`]: the file's value is only a number in a file, and
+    /// `u64::MAX` would let a WHILE that never clears its condition spin for ever.
+    pub max_while_iterations: Option<u64>,
+    /// The device sanitizer's checks; the default is the device's (on in debug builds).
+    pub sanitize: Option<SanitizeChecks>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_while_iterations: None,
+            sanitize: AclConfig::default().sanitize,
+        }
+    }
+}
+
 /// Builds a saved model onto a fresh device with its buffers and handle values, once
-/// the model tree is checked to finish ([`check_tree`]). `max_while_iterations`: the
-/// device's WHILE watchdog; `None`, the file's, but at most [`MAX_WHILE_ITERATIONS`]: the
-/// file's value is only a number in a file, and `u64::MAX` would let a WHILE that never
-/// clears its condition spin for ever.
-pub fn load(f: &RimFile, max_while_iterations: Option<u64>) -> Result<Replay, RimError> {
+/// the model tree is checked to finish ([`check_tree`]).
+pub fn load(f: &RimFile, options: &LoadOptions) -> Result<Replay, RimError> {
     // Before any device or memory exists: a count in the file allocates nothing unchecked.
     check_tree(&f.model, "model")?;
-    let watchdog = max_while_iterations.unwrap_or(f.max_while_iterations.min(MAX_WHILE_ITERATIONS));
+    let watchdog = options
+        .max_while_iterations
+        .unwrap_or(f.max_while_iterations.min(MAX_WHILE_ITERATIONS));
     let acl = Acl::try_new(AclConfig {
         max_while_iterations: watchdog.max(1),
+        sanitize: options.sanitize,
         ..AclConfig::default()
     })
     .map_err(|e| rim_err("model", format!("the device cannot start: {e}")))?;

@@ -109,14 +109,14 @@ fn saved_models_round_trip_and_replay_like_the_script() {
             let json = serde_json::to_string(&c.file).unwrap();
             let back = rim::parse(&json).unwrap();
             assert_eq!(back, c.file, "{}: {}", path.display(), c.name);
-            rim::load(&back, None)
+            rim::load(&back, &Default::default())
                 .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), c.name));
         }
     }
     // while-counter: one execution of the saved model counts 3 bodies, as the script's did.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/capture/while-counter.toml");
     let (_, session) = run_fixture(&path);
-    let replay = rim::load(&session.captured()[0].file, None).unwrap();
+    let replay = rim::load(&session.captured()[0].file, &Default::default()).unwrap();
     replay.execute(1).unwrap();
     let bufs = replay.buffers().unwrap();
     let x = bufs.iter().find(|b| b.name == "x").unwrap();
@@ -134,12 +134,12 @@ fn replay_refuses_bad_references_with_the_place() {
     let good = session.captured()[0].file.clone();
     let mut bad = good.clone();
     bad.model.streams[1].tasks[0] = rim::RimTask::EventWait { event: 99 };
-    let e = rim::load(&bad, None).err().unwrap();
+    let e = rim::load(&bad, &Default::default()).err().unwrap();
     assert_eq!(e.place, "model.streams[1].tasks[0]");
     assert!(e.message.contains("event #99"), "{e}");
     let mut bad = good.clone();
     bad.buffers.retain(|b| b.name != "a");
-    let e = rim::load(&bad, None).err().unwrap();
+    let e = rim::load(&bad, &Default::default()).err().unwrap();
     assert!(e.message.contains("no buffer \"a\""), "{e}");
     let e = rim::parse("{\"format\": \"rt2.rim\", \"version\": 2}")
         .err()
@@ -186,7 +186,7 @@ fn bare_file(model: rim::RimModel) -> rim::RimFile {
 
 /// The error loading a bare model gives: its place and message.
 fn refused(events: u32, streams: Vec<(bool, Vec<rim::RimTask>)>) -> (String, String) {
-    let e = rim::load(&bare_file(bare_model(events, streams)), None)
+    let e = rim::load(&bare_file(bare_model(events, streams)), &Default::default())
         .err()
         .expect("refused");
     (e.place, e.message)
@@ -281,7 +281,9 @@ fn replay_refuses_task_graphs_that_cannot_finish() {
     let mut top = bare_model(0, vec![(false, vec![])]);
     top.sub_models
         .push(bare_model(1, vec![(false, vec![wait(0)])]));
-    let e = rim::load(&bare_file(top), None).err().expect("refused");
+    let e = rim::load(&bare_file(top), &Default::default())
+        .err()
+        .expect("refused");
     assert_eq!(e.place, "model.sub_models[0].streams[0].tasks[0]");
     // What can finish loads: a fork and join across a cascade, the record after the
     // wait's stream started.
@@ -293,7 +295,7 @@ fn replay_refuses_task_graphs_that_cannot_finish() {
             (true, vec![rec(1)]),
         ],
     );
-    rim::load(&bare_file(fine), None).expect("finishes");
+    rim::load(&bare_file(fine), &Default::default()).expect("finishes");
 }
 
 #[test]
@@ -304,7 +306,9 @@ fn counts_in_a_saved_model_are_checked_before_anything_is_allocated() {
         2_147_483_648,
         vec![(false, vec![rim::RimTask::EventRecord { event: 0 }])],
     );
-    let e = rim::load(&bare_file(model), None).err().expect("refused");
+    let e = rim::load(&bare_file(model), &Default::default())
+        .err()
+        .expect("refused");
     assert_eq!(e.place, "model.events");
     assert!(
         e.message
@@ -313,7 +317,7 @@ fn counts_in_a_saved_model_are_checked_before_anything_is_allocated() {
     );
     let json = serde_json::to_string(&bare_file(bare_model(2_147_483_648, vec![(false, vec![])])))
         .unwrap();
-    let e = rim::load(&rim::parse(&json).unwrap(), None)
+    let e = rim::load(&rim::parse(&json).unwrap(), &Default::default())
         .err()
         .expect("refused");
     assert_eq!(
@@ -329,7 +333,13 @@ fn a_replays_watchdog_is_the_files_at_most_the_default_unless_asked() {
         f.max_while_iterations = n;
         f
     };
-    let watchdog = |f: &rim::RimFile, asked| rim::load(f, asked).unwrap().max_while_iterations;
+    let watchdog = |f: &rim::RimFile, asked| {
+        let options = rim::LoadOptions {
+            max_while_iterations: asked,
+            ..Default::default()
+        };
+        rim::load(f, &options).unwrap().max_while_iterations
+    };
     assert_eq!(watchdog(&file(50), None), 50);
     assert_eq!(watchdog(&file(u64::MAX), None), 1_000_000);
     assert_eq!(watchdog(&file(u64::MAX), Some(7)), 7);
@@ -401,7 +411,7 @@ fn replay_refuses_a_wait_nothing_can_satisfy() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/capture/cross-stream.toml");
     let (_, session) = run_fixture(&path);
     let good = session.captured()[0].file.clone();
-    rim::load(&good, None).unwrap();
+    rim::load(&good, &Default::default()).unwrap();
     // A new event, waited for and recorded on stream 0.
     let event = good.model.events;
     let with = |first: rim::RimTask, last: rim::RimTask| {
@@ -415,7 +425,7 @@ fn replay_refuses_a_wait_nothing_can_satisfy() {
         rim::RimTask::EventWait { event },
         rim::RimTask::EventRecord { event },
     );
-    let e = rim::load(&stuck, None).err().unwrap();
+    let e = rim::load(&stuck, &Default::default()).err().unwrap();
     assert_eq!(e.place, "model.streams[0].tasks[0]");
     assert!(e.message.contains("never end"), "{e}");
     // Recorded first, the same wait is fine.
@@ -423,7 +433,10 @@ fn replay_refuses_a_wait_nothing_can_satisfy() {
         rim::RimTask::EventRecord { event },
         rim::RimTask::EventWait { event },
     );
-    rim::load(&fine, None).unwrap().execute(1).unwrap();
+    rim::load(&fine, &Default::default())
+        .unwrap()
+        .execute(1)
+        .unwrap();
 }
 
 // ---- the property test
@@ -744,7 +757,7 @@ proptest! {
         prop_assert!(report.passed(), "{}", report::to_text(&report));
         let saved = &session.captured()[0].file;
         let json = serde_json::to_string(saved).unwrap();
-        let replay = rim::load(&rim::parse(&json).unwrap(), None).unwrap();
+        let replay = rim::load(&rim::parse(&json).unwrap(), &Default::default()).unwrap();
         replay.execute(g.times).unwrap();
         let replayed = values_by_name(&replay.buffers().unwrap());
         let direct = values_by_name(&report.buffers);

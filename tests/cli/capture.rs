@@ -400,3 +400,43 @@ fn sanitize_on_a_clean_script_says_what_it_checked() {
     assert!(san["accesses_checked"].as_u64().unwrap() > 0, "{san}");
     assert_eq!(san["checks"], serde_json::json!(["init", "mem", "race"]));
 }
+
+#[test]
+fn replay_sanitize_reports_a_saved_models_race() {
+    let s = Scratch::new();
+    let dir = s.path("saved");
+    let dir = dir.to_string_lossy();
+    s.rt2(&[
+        "capture",
+        &script("sanitize-race"),
+        "--save",
+        &dir,
+        "--sanitize=init",
+    ])
+    .ok();
+    let racy = format!("{dir}/racy.rim.json");
+    // The captured model's two streams fill z with no event between them.
+    let r = s.rt2(&["replay", &racy, "--sanitize", "--format", "json"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    let v = r.json();
+    let findings = v["sanitizer"]["findings"].as_array().unwrap().clone();
+    assert_eq!(findings.len(), 1, "{v}");
+    assert_eq!(findings[0]["check"], "race");
+    assert_eq!(findings[0]["task"]["lane"], "model 0 stream 1");
+    assert_eq!(findings[0]["other"]["lane"], "model 0 stream 0");
+    assert!(
+        r.stderr()
+            .contains("racy.rim.json: the device sanitizer found 1 problem(s)")
+    );
+    // The buffers are still reported, and a check left out finds nothing.
+    assert!(v["buffers"]["z"].is_array(), "{v}");
+    let clean = s
+        .rt2(&["replay", &racy, "--sanitize=init,mem", "--format", "json"])
+        .ok()
+        .json();
+    assert_eq!(clean["sanitizer"]["findings"], serde_json::json!([]));
+    assert_eq!(
+        clean["sanitizer"]["checks"],
+        serde_json::json!(["init", "mem"])
+    );
+}
