@@ -113,19 +113,26 @@ fn invalid_scripts_exit_2_naming_the_file_line_and_column() {
         .fails(2, &["missing.toml"]);
 }
 
+/// Runs the fixture script `name` with `--save` (and `extra`) into the scratch folder
+/// `saved`, which it returns.
+fn save(s: &Scratch, name: &str, extra: &[&str]) -> std::path::PathBuf {
+    let dir = s.path("saved");
+    let mut args = vec![
+        "capture".to_string(),
+        script(name),
+        "--save".to_string(),
+        dir.to_string_lossy().into_owned(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    s.rt2(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .ok();
+    dir
+}
+
 #[test]
 fn saved_models_replay_to_the_scripts_buffers() {
     let s = Scratch::new();
-    let dir = s.path("saved");
-    s.rt2(&[
-        "capture",
-        &script("while-counter"),
-        "--save",
-        &dir.to_string_lossy(),
-        "--format",
-        "json",
-    ])
-    .ok();
+    let dir = save(&s, "while-counter", &["--format", "json"]);
     let saved = dir.join("m.rim.json");
     assert!(saved.exists(), "{}", saved.display());
     let v = s
@@ -159,14 +166,7 @@ fn replay_of_a_bad_file_exits_2_with_the_place() {
     let bad = s.write("bad.rim.json", b"{\"format\": \"rt2.rim\",");
     s.rt2(&["replay", &bad.to_string_lossy()])
         .fails(2, &["bad.rim.json", "line"]);
-    let dir = s.path("saved");
-    s.rt2(&[
-        "capture",
-        &script("cross-stream"),
-        "--save",
-        &dir.to_string_lossy(),
-    ])
-    .ok();
+    let dir = save(&s, "cross-stream", &[]);
     let good = std::fs::read_to_string(dir.join("fan.rim.json")).unwrap();
     let broken = good.replacen("\"dst\": \"d\"", "\"dst\": \"zz\"", 1);
     assert_ne!(good, broken);
@@ -186,14 +186,7 @@ fn replay_of_a_bad_file_exits_2_with_the_place() {
 #[test]
 fn a_faulting_replay_exits_1() {
     let s = Scratch::new();
-    let dir = s.path("saved");
-    s.rt2(&[
-        "capture",
-        &script("while-watchdog"),
-        "--save",
-        &dir.to_string_lossy(),
-    ])
-    .ok();
+    let dir = save(&s, "while-watchdog", &[]);
     s.rt2(&["replay", &dir.join("spin.rim.json").to_string_lossy()])
         .fails(1, &["spin.rim.json", "ACL_ERROR_RT_MODEL_EXECUTE"]);
 }
@@ -202,14 +195,7 @@ fn a_faulting_replay_exits_1() {
 /// activate tasks, stream 2 forking to stream 3 through event 0 and joined back through
 /// event 1.
 fn saved_chain(s: &Scratch) -> serde_json::Value {
-    let dir = s.path("saved");
-    s.rt2(&[
-        "capture",
-        &script("cascade"),
-        "--save",
-        &dir.to_string_lossy(),
-    ])
-    .ok();
+    let dir = save(s, "cascade", &[]);
     let text = std::fs::read_to_string(dir.join("chain.rim.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
@@ -293,14 +279,7 @@ fn max_iterations_sets_the_while_watchdog() {
         "{}",
         r.stdout()
     );
-    let dir = s.path("saved");
-    s.rt2(&[
-        "capture",
-        &script("while-counter"),
-        "--save",
-        &dir.to_string_lossy(),
-    ])
-    .ok();
+    let dir = save(&s, "while-counter", &[]);
     // Three body runs an execution: a watchdog of 2 faults it, 3 lets it finish.
     let saved = dir.join("m.rim.json").to_string_lossy().into_owned();
     s.rt2(&["replay", &saved, "--max-iterations", "2"])
@@ -309,13 +288,7 @@ fn max_iterations_sets_the_while_watchdog() {
         .ok()
         .stdout_has(&["[0, 30, 0, 0]"]);
     // A file claiming an endless watchdog over a loop that never ends: the flag bounds it.
-    s.rt2(&[
-        "capture",
-        &script("while-watchdog"),
-        "--save",
-        &dir.to_string_lossy(),
-    ])
-    .ok();
+    save(&s, "while-watchdog", &[]);
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("spin.rim.json")).unwrap()).unwrap();
     v["max_while_iterations"] = u64::MAX.into();
@@ -404,17 +377,8 @@ fn sanitize_on_a_clean_script_says_what_it_checked() {
 #[test]
 fn replay_sanitize_reports_a_saved_models_race() {
     let s = Scratch::new();
-    let dir = s.path("saved");
-    let dir = dir.to_string_lossy();
-    s.rt2(&[
-        "capture",
-        &script("sanitize-race"),
-        "--save",
-        &dir,
-        "--sanitize=init",
-    ])
-    .ok();
-    let racy = format!("{dir}/racy.rim.json");
+    let dir = save(&s, "sanitize-race", &["--sanitize=init"]);
+    let racy = dir.join("racy.rim.json").to_string_lossy().into_owned();
     // The captured model's two streams fill z with no event between them.
     let r = s.rt2(&["replay", &racy, "--sanitize", "--format", "json"]);
     assert_eq!(r.code(), 1, "{}", r.stderr());

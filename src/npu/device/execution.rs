@@ -463,6 +463,17 @@ mod tests {
         }))
     }
 
+    /// Loads a model of one stream whose one task counts its runs in `runs`.
+    fn load_counting(d: &Device, runs: &Arc<AtomicUsize>) -> ModelId {
+        d.load_model(
+            &Model::builder()
+                .stream(vec![counting(runs)])
+                .build()
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn loaded_models_hold_no_threads_and_share_the_list_workers() {
         let d = Device::new(DeviceConfig::default());
@@ -510,14 +521,7 @@ mod tests {
         let d = Device::new(DeviceConfig::default());
         let s = d.create_stream();
         let runs = Arc::new(AtomicUsize::new(0));
-        let m = d
-            .load_model(
-                &Model::builder()
-                    .stream(vec![counting(&runs)])
-                    .build()
-                    .unwrap(),
-            )
-            .unwrap();
+        let m = load_counting(&d, &runs);
         // Hold the stream so the execution is still queued when the model goes.
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let rx = std::sync::Mutex::new(rx);
@@ -568,14 +572,7 @@ mod tests {
         let cond = d.malloc(COND_VALUE_BYTES, s).unwrap();
         d.memset(cond, 1, COND_VALUE_BYTES).unwrap();
         let runs = Arc::new(AtomicUsize::new(0));
-        let body = d
-            .load_model(
-                &Model::builder()
-                    .stream(vec![counting(&runs)])
-                    .build()
-                    .unwrap(),
-            )
-            .unwrap();
+        let body = load_counting(&d, &runs);
         let top = d
             .load_model(
                 &Model::builder()
