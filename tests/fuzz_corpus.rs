@@ -226,6 +226,47 @@ fn every_target_has_a_test_here() {
     }
 }
 
+/// CI does not build `fuzz/` (docs/FUZZING.md), so this keeps it in step with
+/// `rt2::fuzz`: every target has its libFuzzer binary calling it, a `[[bin]]` entry, a
+/// place in `tools/fuzz.sh`'s list, and nothing else is there.
+#[test]
+fn the_libfuzzer_package_has_every_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("fuzz/Cargo.toml")).unwrap();
+    let script = std::fs::read_to_string(root.join("tools/fuzz.sh")).unwrap();
+    let list = script
+        .lines()
+        .find_map(|l| l.strip_prefix("TARGETS=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("tools/fuzz.sh lists its targets");
+    let names: Vec<&str> = rt2::fuzz::TARGETS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        list.split(' ').collect::<Vec<_>>(),
+        names,
+        "tools/fuzz.sh TARGETS"
+    );
+    let bins = files(&root.join("fuzz/fuzz_targets"));
+    assert_eq!(
+        bins.len(),
+        names.len(),
+        "fuzz/fuzz_targets holds one file per target"
+    );
+    for name in names {
+        let src = std::fs::read_to_string(root.join(format!("fuzz/fuzz_targets/{name}.rs")))
+            .unwrap_or_else(|e| panic!("fuzz/fuzz_targets/{name}.rs: {e}"));
+        assert!(
+            src.contains(&format!("rt2::fuzz::{name}(data)")),
+            "fuzz/fuzz_targets/{name}.rs calls rt2::fuzz::{name}"
+        );
+        assert!(
+            manifest.contains(&format!(
+                "name = \"{name}\"\npath = \"fuzz_targets/{name}.rs\""
+            )),
+            "fuzz/Cargo.toml has a [[bin]] for {name}"
+        );
+    }
+}
+
 #[test]
 fn om() {
     check("om");
