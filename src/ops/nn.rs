@@ -26,8 +26,16 @@ pub fn register(reg: &mut OpRegistry) {
     );
     reg.add(OpSpec::new(gemm::MATMUL_PACKED, infer_matmul_packed).computes(gemm::matmul_packed));
     reg.add(OpSpec::new("Gemm", infer_gemm).computes(gemm::gemm_op));
-    reg.add(OpSpec::new("Conv", infer_conv).computes(conv::conv));
-    reg.add(OpSpec::new("ConvTranspose", infer_conv_transpose).computes(conv::conv_transpose));
+    reg.add(
+        OpSpec::new("Conv", infer_conv)
+            .computes(conv::conv)
+            .prepacks(conv::prepack_half_weight),
+    );
+    reg.add(
+        OpSpec::new("ConvTranspose", infer_conv_transpose)
+            .computes(conv::conv_transpose)
+            .prepacks(conv::prepack_half_weight),
+    );
     reg.add(
         OpSpec::new("Resize", infer_resize)
             .reading(&[1, 2, 3])
@@ -126,13 +134,19 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     use crate::ops::linalg::sgemm::PACK_WIDTH;
     ctx.arity(2, 2)?;
-    for i in 0..2 {
-        if ctx.inputs[i].dtype != DType::F32 {
-            return Err(ctx.input_error(
-                i,
-                format!("is {}; MatMulPacked takes float32", ctx.inputs[i].dtype),
-            ));
-        }
+    // A is float32, or float16/bfloat16 widened at launch; the packed B is float32.
+    let dtype = ctx.inputs[0].dtype;
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::Bf16) {
+        return Err(ctx.input_error(
+            0,
+            format!("is {dtype}; MatMulPacked takes float32, float16 or bfloat16"),
+        ));
+    }
+    if ctx.inputs[1].dtype != DType::F32 {
+        return Err(ctx.input_error(
+            1,
+            format!("is {}; a packed weight is float32", ctx.inputs[1].dtype),
+        ));
     }
     let n = ctx.attr_int("n", -1)?;
     if n < 0 {
@@ -149,7 +163,7 @@ fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }
     }
     let Some(a) = &ctx.inputs[0].shape else {
-        return Ok(meta(DType::F32, None));
+        return Ok(meta(dtype, None));
     };
     let Some((&k, rows)) = a.split_last() else {
         return Err(ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"));
@@ -161,7 +175,7 @@ fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }
     let mut out = rows.to_vec();
     out.push(n);
-    Ok(meta(DType::F32, Some(out)))
+    Ok(meta(dtype, Some(out)))
 }
 
 /// Gemm: A `[M, K]` (or transposed), B `[K, N]` (or transposed), optional C broadcast to

@@ -14,11 +14,11 @@ use rayon::prelude::*;
 
 use super::conv_direct::{Direct, Isa};
 use super::gemm::{Mat, gemm};
-use super::scalar::Scalar;
+use super::scalar::{Scalar, widened};
 use super::window::Window;
 use crate::dispatch;
 use crate::ops::DType;
-use crate::ops::{Buffer, InferCtx, OpError, TensorMut, TensorRef};
+use crate::ops::{Buffer, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
@@ -29,9 +29,43 @@ pub fn conv(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
-        => conv_typed::<T>(ctx, inputs, outputs),
-        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+    match inputs[0].dtype {
+        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| conv_typed::<f32>(ctx, i, o)),
+        DType::Bf16 => widened::<half::bf16>(inputs, outputs, |i, o| conv_typed::<f32>(ctx, i, o)),
+        _ => dispatch!(inputs[0].dtype, T in [f32, f64]
+            => conv_typed::<T>(ctx, inputs, outputs),
+            other => Err(ctx.compute_error(format!("computes float types, not {other}")))),
+    }
+}
+
+/// Conv's and ConvTranspose's prepack hook: a constant float16/bfloat16 weight is
+/// widened to float32 once, at lowering, so a launch widens only its input (the weights
+/// of a ResNet-50 are 25M values, which each execution would otherwise convert again).
+pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
+    let [x, w, ..] = ctx.inputs else {
+        return None;
+    };
+    ctx.values.get(1).copied().flatten()?;
+    if x.dtype != w.dtype || !matches!(w.dtype, DType::F16 | DType::Bf16) {
+        return None;
+    }
+    let op = match ctx.op {
+        "Conv" => "Conv",
+        "ConvTranspose" => "ConvTranspose",
+        _ => return None,
+    };
+    Some(Prepack {
+        op,
+        input: 1,
+        attrs: Vec::new(),
+        pack: |w| {
+            Some(HostTensor {
+                dtype: DType::F32,
+                shape: w.shape.clone(),
+                data: bytemuck::cast_slice(&super::gemm::widen_floats(w)?).to_vec(),
+            })
+        },
+    })
 }
 
 /// Shapes common to both directions: (batch, input channels, output channels, group).
@@ -314,9 +348,17 @@ pub fn conv_transpose(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
-        => conv_transpose_typed::<T>(ctx, inputs, outputs),
-        other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
+    match inputs[0].dtype {
+        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| {
+            conv_transpose_typed::<f32>(ctx, i, o)
+        }),
+        DType::Bf16 => widened::<half::bf16>(inputs, outputs, |i, o| {
+            conv_transpose_typed::<f32>(ctx, i, o)
+        }),
+        _ => dispatch!(inputs[0].dtype, T in [f32, f64]
+            => conv_transpose_typed::<T>(ctx, inputs, outputs),
+            other => Err(ctx.compute_error(format!("computes float types, not {other}")))),
+    }
 }
 
 /// ConvTranspose's geometry: the output's padding comes from `pads`, or, with
@@ -467,9 +509,10 @@ fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scalar::Half;
     use crate::ops::Attr;
-    use crate::ops::Tensor;
     use crate::ops::testing::run_f32_with_shape;
+    use crate::ops::{Elem, Tensor};
 
     #[test]
     fn conv_pads_strides_and_bias() {
@@ -773,5 +816,131 @@ mod tests {
             run_f32_with_shape("ConvTranspose", &attrs, &[x, w]).1,
             [1.0, 3.0, 2.0]
         );
+    }
+
+    /// float16 and bfloat16 products compute as Ascend's Cube unit does: operands
+    /// widened to f32, products summed in f32, each output rounded once. So each half
+    /// output is exactly the f32 product of the same (widened) values, rounded.
+    #[test]
+    fn half_products_accumulate_in_f32_and_round_once() {
+        use crate::ops::testing::run1;
+        use half::{bf16, f16};
+        // Values exact in both half types: multiples of 1/8 in [-4, 4).
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) % 64) as f32 / 8.0 - 4.0
+        };
+        let mut values = |n: usize| (0..n).map(|_| next()).collect::<Vec<f32>>();
+        let (x, w, b) = (values(2 * 4 * 7 * 6), values(6 * 24), values(6));
+        let conv_attrs = [
+            ("pads", Attr::Ints(vec![1, 0, 2, 1])),
+            ("strides", Attr::Ints(vec![2, 1])),
+            ("group", Attr::Int(2)),
+        ];
+        /// (op, attributes, shapes of its three inputs).
+        type Case<'a> = (&'a str, &'a [(&'a str, Attr)], [Vec<usize>; 3]);
+        let cases: [Case; 3] = [
+            (
+                "Conv",
+                &conv_attrs,
+                [vec![2, 4, 7, 6], vec![6, 2, 3, 3], vec![6]],
+            ),
+            (
+                "ConvTranspose",
+                &[("strides", Attr::Ints(vec![2, 2]))],
+                [vec![2, 4, 7, 6], vec![4, 3, 3, 3], vec![3]],
+            ),
+            (
+                "Gemm",
+                &[("transB", Attr::Int(1)), ("beta", Attr::Float(0.5))],
+                [vec![3, 24], vec![6, 24], vec![6]],
+            ),
+        ];
+        fn check<T: Half + Elem>(op: &str, attrs: &[(&str, Attr)], f32s: &[Tensor]) {
+            let halves: Vec<Tensor> = f32s
+                .iter()
+                .map(|t| {
+                    let v: Vec<T> = t
+                        .slice::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|&v| T::from_f64(v as f64))
+                        .collect();
+                    Tensor::from_vec(&t.shape, &v)
+                })
+                .collect();
+            let want = run1(op, attrs, f32s);
+            let got = run1(op, attrs, &halves);
+            assert_eq!(got.shape, want.shape, "{op}");
+            let want: Vec<T> = want
+                .slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&v| T::from_f64(v as f64))
+                .collect();
+            let got = got.slice::<T>().unwrap();
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_f64().to_bits() == w.to_f64().to_bits()),
+                "{op} {}: {got:?} vs {want:?}",
+                T::DTYPE
+            );
+        }
+        for (op, attrs, [xs, ws, bs]) in cases {
+            let n = |s: &[usize]| s.iter().product::<usize>();
+            let f32s = [
+                Tensor::from_vec(&xs, &x[..n(&xs)]),
+                Tensor::from_vec(&ws, &w[..n(&ws)]),
+                Tensor::from_vec(&bs, &b[..n(&bs)]),
+            ];
+            check::<f16>(op, attrs, &f32s);
+            check::<bf16>(op, attrs, &f32s);
+        }
+        // A sum float16 cannot hold on its way: 4096 ones reach 4096 in f32, where an
+        // f16 accumulator stops at 2048 (2048 + 1 rounds back to 2048).
+        let ones = Tensor::from_vec(&[1, 4096], &[f16::ONE; 4096]);
+        let col = Tensor::from_vec(&[4096, 1], &[f16::ONE; 4096]);
+        let y = run1("MatMul", &[], &[ones, col]);
+        assert_eq!(y.slice::<f16>().unwrap(), [f16::from_f32(4096.0)]);
+    }
+
+    /// A constant float16 weight is widened once at lowering: the hook asks for it on
+    /// Conv and ConvTranspose with half inputs, and only there.
+    #[test]
+    fn constant_half_weights_are_widened_once() {
+        use crate::ops::{Attrs, DType, HostTensor, InferCtx, TensorMeta};
+        use half::f16;
+        let values: Vec<f16> = [0.5f32, -2.0, 65504.0, 1e-7].map(f16::from_f32).to_vec();
+        let w = HostTensor {
+            dtype: DType::F16,
+            shape: vec![1, 1, 2, 2],
+            data: bytemuck::cast_slice(&values).to_vec(),
+        };
+        let metas = [
+            TensorMeta::new(DType::F16, &[1, 1, 3, 3]),
+            TensorMeta::new(DType::F16, &[1, 1, 2, 2]),
+        ];
+        let attrs = Attrs::new();
+        let ctx = |op, values| InferCtx {
+            op,
+            inputs: &metas,
+            values,
+            attrs: &attrs,
+            outputs: 1,
+        };
+        let known = [None, Some(&w)];
+        let plan = super::prepack_half_weight(&ctx("Conv", &known)).expect("widened");
+        assert_eq!((plan.op, plan.input), ("Conv", 1));
+        let wide = (plan.pack)(&w).unwrap();
+        assert_eq!((wide.dtype, &wide.shape), (DType::F32, &w.shape));
+        let want: Vec<f32> = values.iter().map(|v| v.to_f32()).collect();
+        assert_eq!(wide.data, bytemuck::cast_slice::<f32, u8>(&want));
+        assert!(super::prepack_half_weight(&ctx("ConvTranspose", &known)).is_some());
+        // A weight only known at run time stays as it is.
+        assert!(super::prepack_half_weight(&ctx("Conv", &[None, None])).is_none());
     }
 }

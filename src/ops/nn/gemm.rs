@@ -5,14 +5,15 @@
 //! B and C are row-major, matrixmultiply elsewhere) or matrixmultiply's `dgemm`; both
 //! take arbitrary row and column strides, so a transposed operand is read in place
 //! rather than copied.
-//! float16/bfloat16 operands are widened to f32 once per call and the result rounded once
-//! per element, as ONNX Runtime does. Large products split the rows of C across rayon's
+//! float16/bfloat16 operands are widened to f32 once per launch (`scalar::widened`) and
+//! the result rounded once per element, as ONNX Runtime does and as Ascend's Cube unit
+//! accumulates. Large products split the rows of C across rayon's
 //! threads; each part is an independent `sgemm` on a row block, so no synchronization is
 //! needed beyond the split.
 
 use rayon::prelude::*;
 
-use super::scalar::Scalar;
+use super::scalar::{Scalar, widened};
 use crate::dispatch;
 use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
@@ -283,9 +284,15 @@ pub fn matmul(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
-        => matmul_typed::<T>(ctx, inputs, outputs),
-        other => Err(unsupported(ctx, other)))
+    match inputs[0].dtype {
+        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| matmul_typed::<f32>(ctx, i, o)),
+        DType::Bf16 => {
+            widened::<half::bf16>(inputs, outputs, |i, o| matmul_typed::<f32>(ctx, i, o))
+        }
+        _ => dispatch!(inputs[0].dtype, T in [f32, f64]
+            => matmul_typed::<T>(ctx, inputs, outputs),
+            other => Err(unsupported(ctx, other))),
+    }
 }
 
 fn matmul_typed<T: Scalar>(
@@ -384,9 +391,14 @@ pub fn prepack_matmul(ctx: &InferCtx) -> Option<Prepack> {
         return None;
     };
     ctx.values.get(1).copied().flatten()?;
-    let (&[k, n], DType::F32, DType::F32) = (b.shape.as_deref()?, b.dtype, a.dtype) else {
+    let &[k, n] = b.shape.as_deref()? else {
         return None;
     };
+    // float16/bfloat16 products compute in f32 (`scalar::widened`): their weight is
+    // widened once here, with the packing, instead of at every launch.
+    if a.dtype != b.dtype || !matches!(a.dtype, DType::F32 | DType::F16 | DType::Bf16) {
+        return None;
+    }
     if n < MIN_WIDTH || k < 1 || a.shape.as_ref().is_none_or(Vec::is_empty) {
         return None;
     }
@@ -402,16 +414,11 @@ pub fn prepack_matmul(ctx: &InferCtx) -> Option<Prepack> {
 /// PACK_WIDTH] column panels (`linalg::sgemm::pack_b`).
 fn pack_matmul_weight(b: &HostTensor) -> Option<HostTensor> {
     use crate::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
-    let (&[k, n], DType::F32) = (b.shape.as_slice(), b.dtype) else {
+    let &[k, n] = b.shape.as_slice() else {
         return None;
     };
     let (k, n) = (usize::try_from(k).ok()?, usize::try_from(n).ok()?);
-    // Copied out of the byte vector, which need not be aligned for f32.
-    let floats: Vec<f32> = b
-        .data
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let floats = widen_floats(b)?;
     if floats.len() != k.checked_mul(n)? {
         return None;
     }
@@ -424,9 +431,45 @@ fn pack_matmul_weight(b: &HostTensor) -> Option<HostTensor> {
     })
 }
 
+/// The elements of a float32, float16 or bfloat16 host tensor as f32 (exactly), read
+/// from its little-endian bytes (which need not be aligned); `None` for another type.
+pub(super) fn widen_floats(t: &HostTensor) -> Option<Vec<f32>> {
+    let two = |b: &[u8]| u16::from_le_bytes([b[0], b[1]]);
+    Some(match t.dtype {
+        DType::F32 => t
+            .data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        DType::F16 => t
+            .data
+            .chunks_exact(2)
+            .map(|b| half::f16::from_bits(two(b)).to_f32())
+            .collect(),
+        DType::Bf16 => t
+            .data
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_bits(two(b)).to_f32())
+            .collect(),
+        _ => return None,
+    })
+}
+
 /// MatMulPacked: every row of A (all dims but the last are rows, B having no batch dims)
-/// times the packed B.
+/// times the packed B; a float16/bfloat16 A is widened and the output rounded once.
 pub fn matmul_packed(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| matmul_packed_f32(ctx, i, o)),
+        DType::Bf16 => widened::<half::bf16>(inputs, outputs, |i, o| matmul_packed_f32(ctx, i, o)),
+        _ => matmul_packed_f32(ctx, inputs, outputs),
+    }
+}
+
+fn matmul_packed_f32(
     ctx: &InferCtx,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
@@ -486,9 +529,13 @@ pub fn gemm_op(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
-        => gemm_typed::<T>(ctx, inputs, outputs),
-        other => Err(unsupported(ctx, other)))
+    match inputs[0].dtype {
+        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| gemm_typed::<f32>(ctx, i, o)),
+        DType::Bf16 => widened::<half::bf16>(inputs, outputs, |i, o| gemm_typed::<f32>(ctx, i, o)),
+        _ => dispatch!(inputs[0].dtype, T in [f32, f64]
+            => gemm_typed::<T>(ctx, inputs, outputs),
+            other => Err(unsupported(ctx, other))),
+    }
 }
 
 fn gemm_typed<T: Scalar>(
