@@ -3,9 +3,9 @@
 //! C0 as GE chooses it ([`c0_for`]), and the byte-exact transfers between formats
 //! ([`Transfer`]) that GE's `base/formats/format_transfers/` implements.
 //!
-//! Layers, bottom up: [`error`]; [`format`] (names, numbers, `format_for_int`; uses nothing
+//! Layers, bottom up: [`error`]; [`mod@format`] (names, numbers, `format_for_int`; uses nothing
 //! of rt2, so model readers may name formats); `strided` and `nc1hwc0`, the byte movers;
-//! [`transfer`], which knows every layout and uses the op library's element types.
+//! [`mod@transfer`], which knows every layout and uses the op library's element types.
 //! The module does no IO and never panics on a shape or a buffer it is given.
 
 pub mod error;
