@@ -11,6 +11,7 @@ pub mod capture;
 pub mod cmd;
 pub mod conform;
 pub mod exec;
+pub mod formats;
 pub mod fuzz;
 pub mod graphview;
 pub mod lower;

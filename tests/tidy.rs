@@ -565,6 +565,23 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "ops", "npu", "om", "lower", "exec", "capture", "cmd", "conform", "fuzz", "proto",
         ],
     ),
+    // Formats use the op library's element types; `format.rs` uses nothing, so model
+    // readers may name formats.
+    (
+        "formats",
+        &[
+            "npu",
+            "om",
+            "lower",
+            "exec",
+            "capture",
+            "cmd",
+            "conform",
+            "fuzz",
+            "proto",
+            "graphview",
+        ],
+    ),
     (
         "ops",
         &[

@@ -12,6 +12,7 @@ pub mod attr;
 pub mod dtype;
 pub mod elementwise;
 pub mod error;
+pub mod format;
 pub mod gather;
 mod library;
 pub mod linalg;
