@@ -314,25 +314,18 @@ fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(ctx.inputs[1].dtype, broadcast_all(ctx, &[0, 1, 2])?))
 }
 
-/// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering).
+/// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering), or
+/// in a GE graph `dst_type`, a GE type number (`ge::dst_type`).
 fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    let to = match ctx.attrs.get("to") {
-        Some(crate::ops::Attr::DType(d)) => *d,
-        Some(other) => {
-            return Err(OpError::Attribute {
-                op: ctx.op.to_string(),
-                name: "to".into(),
-                msg: format!("is {other:?}, not an element type"),
-            });
+    let to = match (ctx.attrs.get("to"), ctx.attrs.get("dst_type")) {
+        (Some(crate::ops::Attr::DType(d)), _) => *d,
+        (Some(other), _) => {
+            return Err(ctx.attr_error("to", format!("is {other:?}, not an element type")));
         }
-        None => {
-            return Err(OpError::Attribute {
-                op: ctx.op.to_string(),
-                name: "to".into(),
-                msg: "is missing".into(),
-            });
-        }
+        // GE's Cast names its target `dst_type`, in GE's own type numbering.
+        (None, Some(_)) => crate::ops::ge::dst_type(ctx)?,
+        (None, None) => return Err(ctx.attr_error("to", "is missing")),
     };
     Ok(meta(to, ctx.inputs[0].shape.clone()))
 }

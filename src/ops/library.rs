@@ -2,7 +2,7 @@
 //! `ops`: it knows every family, and no family knows it.
 
 use super::registry::OpRegistry;
-use super::{attention, elementwise, gather, linalg, loss, nn, reduce, rnn, shape, slicing};
+use super::{attention, elementwise, gather, ge, linalg, loss, nn, reduce, rnn, shape, slicing};
 
 impl OpRegistry {
     /// The registry with every family registered.
@@ -18,6 +18,7 @@ impl OpRegistry {
         attention::register(&mut reg);
         loss::register(&mut reg);
         linalg::register(&mut reg);
+        ge::register(&mut reg);
         reg
     }
 }

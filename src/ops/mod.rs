@@ -13,6 +13,7 @@ pub mod dtype;
 pub mod elementwise;
 pub mod error;
 pub mod gather;
+pub mod ge;
 mod library;
 pub mod linalg;
 pub mod loss;
