@@ -8,7 +8,7 @@
 //! `data_format` of NHWC is computed by permuting its operands to NCHW around the shared
 //! kernel ([`layout`]). The math is the library's: convolutions, pools, softmax, GEMM,
 //! reductions and data movement run the ONNX ops' kernels, to which a GE op hands its
-//! attributes translated to the ONNX names ([`onnx_attrs`]), after its own inference has
+//! attributes translated to the ONNX names ([`attrs`]), after its own inference has
 //! checked them under their GE names. So float16 and bfloat16 compute as those kernels
 //! do: GEMM and convolution accumulate in float32, pools, softmax and reductions in
 //! float64, and the ops written here (Eltwise, Scale, BNInference, Power) in float32.
@@ -21,6 +21,7 @@
 //! What GE leaves to quantization (`offset_x`, `offset_w`) is accepted only at its
 //! neutral value, and the error says so.
 
+mod attrs;
 mod conv;
 mod eltwise;
 mod layout;
@@ -28,7 +29,7 @@ mod matmul;
 mod movement;
 mod pool;
 
-use crate::ops::{Attr, Attrs, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
+use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
@@ -64,108 +65,10 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("ReduceSumD", movement::infer_reduce).computes(movement::reduce));
 }
 
-/// Cast's target type from GE's `dst_type`: a GE type number (C++ `ge::DataType`:
-/// `inc/external/graph/types.h`), or an element type already converted.
-pub fn dst_type(ctx: &InferCtx) -> Result<DType, OpError> {
-    let number = match ctx.attrs.get("dst_type") {
-        Some(Attr::DType(d)) => return Ok(*d),
-        Some(Attr::Int(n)) => *n,
-        Some(other) => return Err(ctx.attr_error("dst_type", format!("is {other:?}, not an int"))),
-        None => return Err(ctx.attr_error("dst_type", "is missing")),
-    };
-    Ok(match number {
-        0 => DType::F32,
-        1 => DType::F16,
-        2 => DType::I8,
-        3 => DType::I32,
-        4 => DType::U8,
-        6 => DType::I16,
-        7 => DType::U16,
-        8 => DType::U32,
-        9 => DType::I64,
-        10 => DType::U64,
-        11 => DType::F64,
-        12 => DType::Bool,
-        27 => DType::Bf16,
-        other => {
-            return Err(ctx.attr_error(
-                "dst_type",
-                format!("GE type {other} is not one the device computes on"),
-            ));
-        }
-    })
-}
-
 /// One output like input 0 (Power).
 fn infer_same(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     Ok(vec![ctx.inputs[0].clone()])
-}
-
-/// A required list-of-ints attribute of exactly `len` values.
-fn required_ints(ctx: &InferCtx, name: &str, len: usize) -> Result<Vec<i64>, OpError> {
-    let v = ctx
-        .attr_ints(name)?
-        .ok_or_else(|| ctx.attr_error(name, "is required and missing"))?;
-    checked_len(ctx, name, v, len)
-}
-
-/// A list-of-ints attribute of exactly `len` values, `default` when absent.
-fn ints_or(ctx: &InferCtx, name: &str, default: &[i64]) -> Result<Vec<i64>, OpError> {
-    let v = ctx.attr_ints(name)?.unwrap_or(default);
-    checked_len(ctx, name, v, default.len())
-}
-
-fn checked_len(ctx: &InferCtx, name: &str, v: &[i64], len: usize) -> Result<Vec<i64>, OpError> {
-    if v.len() != len {
-        return Err(ctx.attr_error(name, format!("has {} values, not {len}: {v:?}", v.len())));
-    }
-    Ok(v.to_vec())
-}
-
-/// A quantization offset (`offset_x`) that must be 0: the float ops take no offset.
-fn no_offset_x(ctx: &InferCtx) -> Result<(), OpError> {
-    match ctx.attr_int("offset_x", 0)? {
-        0 => Ok(()),
-        v => Err(ctx.attr_error(
-            "offset_x",
-            format!("is {v}; only 0 is supported (a nonzero offset is for quantized int8 inputs)"),
-        )),
-    }
-}
-
-/// Whether optional input `i` is given (present and not the empty "left out" tensor).
-fn given(ctx: &InferCtx, i: usize) -> bool {
-    ctx.inputs
-        .get(i)
-        .is_some_and(|m| m.shape.as_deref() != Some(&[0][..]))
-}
-
-/// A quantization weight offset input (`offset_w`, input `i`) that must be left out.
-fn no_offset_w(ctx: &InferCtx, i: usize) -> Result<(), OpError> {
-    if given(ctx, i) {
-        return Err(ctx.input_error(
-            i,
-            "offset_w is only for quantized int8 weights, which are not supported",
-        ));
-    }
-    Ok(())
-}
-
-/// The ONNX attributes a GE op hands to the shared kernel it runs.
-fn onnx_attrs(pairs: Vec<(&str, Attr)>) -> Attrs {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-/// `ctx` with `attrs` in place of the node's own: what the shared kernel is called with.
-fn with_attrs<'a>(ctx: &InferCtx<'a>, attrs: &'a Attrs) -> InferCtx<'a> {
-    InferCtx {
-        op: ctx.op,
-        inputs: ctx.inputs,
-        values: ctx.values,
-        attrs,
-        outputs: ctx.outputs,
-    }
 }
 
 #[cfg(test)]

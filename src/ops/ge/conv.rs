@@ -1,5 +1,5 @@
 //! Conv2D (ops-nn `conv/conv2d/op_graph/conv2d_proto.h`): x, filter, optional bias,
-//! optional offset_w; `strides` and `pads` required, `dilations` [1,1,1,1], `groups` 1,
+//! optional offset_w; `strides` and `pads` required, `dilations` `[1,1,1,1]`, `groups` 1,
 //! `data_format` "NHWC", `offset_x` 0.
 //!
 //! `strides` and `dilations` are indexed by `data_format` (their N and C entries must be
@@ -10,8 +10,10 @@
 //! filter, told apart by the filter's tensor format, which an op does not see: rt2 takes
 //! an NCHW input's filter as NCHW.
 
+use super::attrs::{
+    data_format, ints_or, no_offset_w, no_offset_x, onnx_attrs, required_ints, with_attrs,
+};
 use super::layout::{HWCN_TO_NCHW, permuted, run_nchw};
-use super::{no_offset_w, no_offset_x, onnx_attrs, required_ints, with_attrs};
 use crate::ops::nn::{Window, agree, conv, spatial};
 use crate::ops::{Attr, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
 
@@ -42,21 +44,12 @@ fn hw(ctx: &InferCtx, name: &str, v: &[i64], nchw: bool) -> Result<[i64; 2], OpE
     Ok([h, w])
 }
 
-/// Reads `data_format` (NCHW or NHWC, `default` when absent): whether it is NCHW.
-pub(super) fn data_format(ctx: &InferCtx, default: &str) -> Result<bool, OpError> {
-    match ctx.attr_str("data_format", default)? {
-        "NCHW" => Ok(true),
-        "NHWC" => Ok(false),
-        other => Err(ctx.attr_error("data_format", format!("{other:?} is not NCHW or NHWC"))),
-    }
-}
-
 impl Conv2d {
     fn read(ctx: &InferCtx) -> Result<Conv2d, OpError> {
         let nchw = data_format(ctx, "NHWC")?;
         let strides = required_ints(ctx, "strides", 4)?;
         let pads = required_ints(ctx, "pads", 4)?;
-        let dilations = super::ints_or(ctx, "dilations", &[1, 1, 1, 1])?;
+        let dilations = ints_or(ctx, "dilations", &[1, 1, 1, 1])?;
         if pads.iter().any(|&p| p < 0) {
             return Err(ctx.attr_error("pads", format!("{pads:?} has a negative value")));
         }

@@ -21,7 +21,7 @@
 
 use rayon::prelude::*;
 
-use super::given;
+use super::attrs::given;
 use crate::dispatch;
 use crate::ops::nn::agree;
 use crate::ops::nn::norm::{groups, rescale};

@@ -6,13 +6,13 @@
 //!   `offset_x` 0. x is flattened at `axis` (1 or 2, negative counts from the end) into
 //!   [M, K]. `transpose` false: w is [num_output, K...] and y = x · wᵀ (Caffe's default);
 //!   true: w is [K..., num_output] and y = x · w. y is [x0, num_output] for axis 1, with
-//!   [1, 1] appended when x0 is 1 (GE's FullyConnection infer function does that), and
+//!   `[1, 1]` appended when x0 is 1 (GE's FullyConnection infer function does that), and
 //!   [x0, x1, num_output] for axis 2.
 //! - `MatMulV2` (same file): x1, x2, optional bias, optional offset_w; `transpose_x1`,
 //!   `transpose_x2` false, `offset_x` 0.
 //! - `BatchMatMul` (same file): x1, x2; `adj_x1`, `adj_x2` false. Batch dims broadcast.
 
-use super::{given, no_offset_w, no_offset_x};
+use super::attrs::{given, no_offset_w, no_offset_x};
 use crate::dispatch;
 use crate::ops::elementwise::broadcast;
 use crate::ops::nn::agree;

@@ -9,11 +9,11 @@
 //! - `ReduceMeanD`, `ReduceSumD` (graphengine `reduce_ops.h`): x; `axes` required,
 //!   `keep_dims` false, `noop_with_empty_axes` false (empty `axes` reduces every axis
 //!   unless it is set).
-//! - `SoftmaxV2` (ops-nn softmax proto, graphengine `nn_norm_ops.h`): x; `axes` [-1],
+//! - `SoftmaxV2` (ops-nn softmax proto, graphengine `nn_norm_ops.h`): x; `axes` `[-1]`,
 //!   `half_to_float` false. Several axes must be adjacent: they are one softmax over
 //!   their flattened extent. `half_to_float` gives a float32 y for a float16 or bfloat16 x.
 
-use super::{onnx_attrs, with_attrs};
+use super::attrs::{onnx_attrs, with_attrs};
 use crate::ops::nn::agree;
 use crate::ops::nn::scalar::read_f64s;
 use crate::ops::nn::softmax;

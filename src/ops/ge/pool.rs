@@ -1,8 +1,8 @@
 //! The pools in GE's vocabulary, computed by the library's MaxPool and AveragePool kernels.
 //!
 //! - `Pooling` (Caffe-born; graphengine `nn_pooling_ops.h`): x; `mode` 0 max / 1 avg,
-//!   `global_pooling` false, `window` [1,1], `stride` [1,1], `pad` [0,0,0,0] (top, bottom,
-//!   left, right), `dilation` [1,1,1,1], `ceil_mode` 0, `data_format` "NCHW". `ceil_mode`
+//!   `global_pooling` false, `window` `[1,1]`, `stride` `[1,1]`, `pad` `[0,0,0,0]` (top, bottom,
+//!   left, right), `dilation` `[1,1,1,1]`, `ceil_mode` 0, `data_format` "NCHW". `ceil_mode`
 //!   0 rounds the output size *up* (Caffe's default; 1 rounds down), and in ceil mode a
 //!   last window that would start in the end padding is dropped, as Caffe does. An average
 //!   divides by the window clipped to the padded input (Caffe's `pool_size`): padding taps
@@ -16,9 +16,8 @@
 //! `MaxPool` is also ONNX's op type: one spec serves both, GE's form when `ksize` is
 //! present, else ONNX's.
 
-use super::conv::data_format;
+use super::attrs::{data_format, ints_or, onnx_attrs, required_ints, with_attrs};
 use super::layout::run_nchw;
-use super::{ints_or, onnx_attrs, required_ints, with_attrs};
 use crate::ops::nn::{Window, infer_pool, pool, spatial};
 use crate::ops::{Attr, Attrs, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
 
