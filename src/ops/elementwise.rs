@@ -314,27 +314,52 @@ fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(ctx.inputs[1].dtype, broadcast_all(ctx, &[0, 1, 2])?))
 }
 
-/// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering).
+/// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering), or
+/// in a GE graph `dst_type`, a GE type number ([`dst_type`]).
 fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    let to = match ctx.attrs.get("to") {
-        Some(crate::ops::Attr::DType(d)) => *d,
-        Some(other) => {
-            return Err(OpError::Attribute {
-                op: ctx.op.to_string(),
-                name: "to".into(),
-                msg: format!("is {other:?}, not an element type"),
-            });
+    let to = match (ctx.attrs.get("to"), ctx.attrs.get("dst_type")) {
+        (Some(crate::ops::Attr::DType(d)), _) => *d,
+        (Some(other), _) => {
+            return Err(ctx.attr_error("to", format!("is {other:?}, not an element type")));
         }
-        None => {
-            return Err(OpError::Attribute {
-                op: ctx.op.to_string(),
-                name: "to".into(),
-                msg: "is missing".into(),
-            });
-        }
+        // GE's Cast names its target `dst_type`, in GE's own type numbering.
+        (None, Some(_)) => dst_type(ctx)?,
+        (None, None) => return Err(ctx.attr_error("to", "is missing")),
     };
     Ok(meta(to, ctx.inputs[0].shape.clone()))
+}
+
+/// Cast's target type from GE's `dst_type`: a GE type number (C++ `ge::DataType`:
+/// `inc/external/graph/types.h`), or an element type already converted.
+fn dst_type(ctx: &InferCtx) -> Result<DType, OpError> {
+    let number = match ctx.attrs.get("dst_type") {
+        Some(crate::ops::Attr::DType(d)) => return Ok(*d),
+        Some(crate::ops::Attr::Int(n)) => *n,
+        Some(other) => return Err(ctx.attr_error("dst_type", format!("is {other:?}, not an int"))),
+        None => return Err(ctx.attr_error("dst_type", "is missing")),
+    };
+    Ok(match number {
+        0 => DType::F32,
+        1 => DType::F16,
+        2 => DType::I8,
+        3 => DType::I32,
+        4 => DType::U8,
+        6 => DType::I16,
+        7 => DType::U16,
+        8 => DType::U32,
+        9 => DType::I64,
+        10 => DType::U64,
+        11 => DType::F64,
+        12 => DType::Bool,
+        27 => DType::Bf16,
+        other => {
+            return Err(ctx.attr_error(
+                "dst_type",
+                format!("GE type {other} is not one the device computes on"),
+            ));
+        }
+    })
 }
 
 /// CastLike: input 0 converted to input 1's element type.

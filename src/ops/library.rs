@@ -3,7 +3,7 @@
 
 use super::registry::OpRegistry;
 use super::{
-    attention, elementwise, format, gather, linalg, loss, nn, reduce, rnn, shape, slicing,
+    attention, elementwise, format, gather, ge, linalg, loss, nn, reduce, rnn, shape, slicing,
 };
 
 impl OpRegistry {
@@ -21,6 +21,7 @@ impl OpRegistry {
         loss::register(&mut reg);
         linalg::register(&mut reg);
         format::register(&mut reg);
+        ge::register(&mut reg);
         reg
     }
 }

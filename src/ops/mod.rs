@@ -14,6 +14,7 @@ pub mod elementwise;
 pub mod error;
 pub mod format;
 pub mod gather;
+pub mod ge;
 mod library;
 pub mod linalg;
 pub mod loss;

@@ -6,15 +6,15 @@
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
-mod conv;
+pub(crate) mod conv;
 mod conv_direct;
 mod dropout;
 pub(crate) mod gemm;
-mod norm;
-mod pool;
+pub(crate) mod norm;
+pub(crate) mod pool;
 mod resize;
 pub(crate) mod scalar;
-mod softmax;
+pub(crate) mod softmax;
 mod window;
 
 /// Registers the family.
@@ -46,7 +46,7 @@ pub fn register(reg: &mut OpRegistry) {
             .reading(&[1])
             .computes(resize::resize),
     );
-    reg.add(OpSpec::new("MaxPool", infer_pool).computes(pool::max_pool));
+    // MaxPool is one spec for ONNX's form and GE's TF-born one (`ksize`): `ge` registers it.
     reg.add(OpSpec::new("AveragePool", infer_pool).computes(pool::average_pool));
     reg.add(OpSpec::new("LpPool", infer_pool).computes(pool::average_pool));
     reg.add(OpSpec::new("GlobalAveragePool", infer_global_pool).computes(pool::global_pool));
@@ -73,7 +73,7 @@ fn infer_first_input(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// Two dims that must agree; an unknown one takes the other.
-fn agree(a: i64, b: i64) -> Option<i64> {
+pub(crate) fn agree(a: i64, b: i64) -> Option<i64> {
     match (a, b) {
         (a, b) if a == b => Some(a),
         (UNKNOWN, b) => Some(b),
@@ -222,21 +222,21 @@ fn infer_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// One spatial dim of a window op (a convolution or a pool), for [`spatial`].
-struct Window {
-    input: i64,
-    kernel: i64,
-    stride: i64,
-    dilation: i64,
-    pad_begin: i64,
-    pad_end: i64,
-    ceil: bool,
+pub(crate) struct Window {
+    pub input: i64,
+    pub kernel: i64,
+    pub stride: i64,
+    pub dilation: i64,
+    pub pad_begin: i64,
+    pub pad_end: i64,
+    pub ceil: bool,
 }
 
 /// Output size of spatial dim `i` of a convolution or pool, in checked arithmetic: a
 /// window wider than 64 bits count, or wider than the padded input it slides over
 /// (which ONNX leaves undefined; rt2 used to give 0 and compute an empty output), is an
 /// error naming the dim. An empty input dim gives an empty output dim.
-fn spatial(ctx: &InferCtx, i: usize, w: Window) -> Result<i64, OpError> {
+pub(crate) fn spatial(ctx: &InferCtx, i: usize, w: Window) -> Result<i64, OpError> {
     let Window {
         input,
         kernel,
@@ -607,7 +607,7 @@ fn scaled_dim(ctx: &InferCtx, input: usize, v: f64, round: fn(f64) -> f64) -> Re
 
 /// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is
 /// int64 of the same shape.
-fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+pub(crate) fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let dtype = ctx.inputs[0].dtype;
     let Some(x) = &ctx.inputs[0].shape else {

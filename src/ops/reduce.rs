@@ -7,7 +7,7 @@
 //! `noop_with_empty_axes` is set. `keepdims` (default 1) keeps reduced axes as 1.
 
 pub(crate) mod accumulate;
-mod compute;
+pub(crate) mod compute;
 
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
@@ -51,7 +51,7 @@ fn normalize(ctx: &InferCtx, axes: &[i64], rank: usize) -> Result<Vec<bool>, OpE
     Ok(mark)
 }
 
-fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+pub(crate) fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 2)?;
     let x = &ctx.inputs[0];
     let keep = ctx.attr_int("keepdims", 1)? != 0;

@@ -164,6 +164,29 @@ impl InferCtx<'_> {
         }
     }
 
+    /// A bool attribute, `default` when absent (GE's `Bool`; an int is taken as nonzero).
+    pub fn attr_bool(&self, name: &str, default: bool) -> Result<bool, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(default),
+            Some(Attr::Bool(v)) => Ok(*v),
+            Some(Attr::Int(v)) => Ok(*v != 0),
+            Some(other) => Err(self.attr_error(name, format!("is {other:?}, not a bool"))),
+        }
+    }
+
+    /// A list-of-floats attribute, `None` when absent (a list of ints is taken as its values,
+    /// and an empty list of unknown type as empty).
+    pub fn attr_floats(&self, name: &str) -> Result<Option<Vec<f64>>, OpError> {
+        match self.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::Floats(v)) => Ok(Some(v.clone())),
+            Some(Attr::Ints(v)) => Ok(Some(v.iter().map(|&i| i as f64).collect())),
+            Some(other) => {
+                Err(self.attr_error(name, format!("is {other:?}, not a list of floats")))
+            }
+        }
+    }
+
     /// A string attribute, `default` when absent.
     pub fn attr_str<'s>(&'s self, name: &str, default: &'s str) -> Result<&'s str, OpError> {
         match self.attrs.get(name) {

@@ -9,7 +9,7 @@
 //! tell (often the rank) and the rest is found at run time.
 
 pub(crate) mod args;
-mod compute;
+pub(crate) mod compute;
 pub(crate) mod indices;
 pub(crate) mod movement;
 

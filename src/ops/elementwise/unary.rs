@@ -92,7 +92,13 @@ fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), O
         "Reciprocal" => map!(|v| one / v),
         "Relu" => map!(|v| max0(v)),
         "LeakyRelu" => {
-            let alpha = attr("alpha", 0.01)?;
+            // ONNX's `alpha` (the importer always writes it), else GE's `negative_slope`,
+            // whose default is 0 (REG_OP(LeakyRelu) in ops-nn's leaky_relu_proto.h).
+            let alpha = if ctx.attrs.get("alpha").is_some() {
+                attr("alpha", 0.01)?
+            } else {
+                attr("negative_slope", 0.0)?
+            };
             map!(|v| if v < zero { alpha * v } else { v })
         }
         "ThresholdedRelu" => {

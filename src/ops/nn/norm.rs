@@ -35,14 +35,14 @@ fn moments<T: Scalar>(xs: &[T]) -> (f64, f64) {
 }
 
 /// `out = x * a + b` over one group.
-fn rescale<T: Scalar>(xs: &[T], out: &mut [T], a: f64, b: f64) {
+pub(crate) fn rescale<T: Scalar>(xs: &[T], out: &mut [T], a: f64, b: f64) {
     for (o, v) in out.iter_mut().zip(xs) {
         *o = T::from_f64(v.to_f64() * a + b);
     }
 }
 
 /// Runs `f(group index, input group, output group)` over equal contiguous groups.
-fn groups<T: Scalar, F>(xs: &[T], out: &mut [T], len: usize, f: F)
+pub(crate) fn groups<T: Scalar, F>(xs: &[T], out: &mut [T], len: usize, f: F)
 where
     F: Fn(usize, &[T], &mut [T]) + Sync,
 {

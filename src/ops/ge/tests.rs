@@ -1,0 +1,706 @@
+//! The GE family against the ONNX ops that compute the same thing on the same data, small
+//! hand-computed cases, float16, and attribute errors.
+
+use half::f16;
+
+use crate::ops::testing::{run, run_f32, run_f32_with_shape, run1, try_run};
+use crate::ops::{Attr, DType, Tensor, assert_close};
+
+/// `n` deterministic values in [-1, 1).
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(12345);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            ((s >> 8) % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn t(shape: &[usize], seed: u32) -> Tensor {
+    Tensor::from_vec(shape, &data(shape.iter().product(), seed))
+}
+
+fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
+}
+
+fn s(v: &str) -> Attr {
+    Attr::Str(v.into())
+}
+
+/// `x` with its dims permuted (output dim `k` is `x`'s dim `perm[k]`).
+fn permute(x: &Tensor, perm: &[i64]) -> Tensor {
+    run1(
+        "Transpose",
+        &[("perm", ints(perm))],
+        std::slice::from_ref(x),
+    )
+}
+
+fn halves(x: &Tensor) -> Tensor {
+    let v: Vec<f16> = x
+        .slice::<f32>()
+        .unwrap()
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .collect();
+    Tensor::from_vec(&x.shape, &v)
+}
+
+fn from_halves(x: &Tensor) -> Vec<f32> {
+    x.slice::<f16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect()
+}
+
+fn err(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> String {
+    try_run(op, attrs, inputs, 1).unwrap_err().to_string()
+}
+
+#[test]
+fn conv2d_nchw_matches_onnx_conv_with_reordered_pads() {
+    let (x, w, b) = (t(&[2, 3, 7, 6], 1), t(&[4, 3, 3, 2], 2), t(&[4], 3));
+    let ge = [
+        ("strides", ints(&[1, 1, 2, 1])),
+        ("pads", ints(&[1, 0, 2, 1])),
+        ("dilations", ints(&[1, 1, 1, 2])),
+        ("data_format", s("NCHW")),
+    ];
+    let onnx = [
+        ("strides", ints(&[2, 1])),
+        ("pads", ints(&[1, 2, 0, 1])),
+        ("dilations", ints(&[1, 2])),
+    ];
+    let inputs = [x, w, b];
+    let (shape, got) = run_f32_with_shape("Conv2D", &ge, &inputs);
+    let (want_shape, want) = run_f32_with_shape("Conv", &onnx, &inputs);
+    assert_eq!(shape, want_shape);
+    assert_eq!(shape, [2, 4, 3, 7]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn conv2d_nhwc_takes_an_hwcn_filter() {
+    let (x, w) = (t(&[1, 4, 5, 6], 4), t(&[6, 2, 3, 3], 5));
+    let onnx = [
+        ("group", Attr::Int(2)),
+        ("strides", ints(&[2, 1])),
+        ("pads", ints(&[0, 1, 1, 1])),
+    ];
+    let want = run1("Conv", &onnx, &[x.clone(), w.clone()]);
+    let ge = [
+        ("strides", ints(&[1, 2, 1, 1])),
+        ("pads", ints(&[0, 1, 1, 1])),
+        ("groups", Attr::Int(2)),
+    ];
+    let x_nhwc = permute(&x, &[0, 2, 3, 1]);
+    let w_hwcn = permute(&w, &[2, 3, 1, 0]);
+    let got = run1("Conv2D", &ge, &[x_nhwc, w_hwcn]);
+    let want = permute(&want, &[0, 2, 3, 1]);
+    assert_eq!(got.shape, want.shape);
+    assert_close(got.slice::<f32>().unwrap(), want.slice::<f32>().unwrap());
+}
+
+#[test]
+fn conv2d_float16_accumulates_in_float32() {
+    let (x, w) = (t(&[1, 8, 5, 5], 6), t(&[2, 8, 3, 3], 7));
+    let ge = [
+        ("strides", ints(&[1, 1, 1, 1])),
+        ("pads", ints(&[1, 1, 1, 1])),
+        ("data_format", s("NCHW")),
+    ];
+    let want = run_f32(
+        "Conv2D",
+        &ge,
+        &[halves(&x), halves(&w)].map(|h| {
+            let v = from_halves(&h);
+            Tensor::from_vec(&h.shape, &v)
+        }),
+    );
+    let got = run1("Conv2D", &ge, &[halves(&x), halves(&w)]);
+    assert_eq!(got.dtype, DType::F16);
+    for (g, w) in from_halves(&got).iter().zip(&want) {
+        assert!((g - w).abs() <= 2e-3 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}
+
+#[test]
+fn conv2d_attribute_errors_name_the_attribute() {
+    let inputs = [t(&[1, 1, 4, 4], 1), t(&[1, 1, 2, 2], 2)];
+    let pads = ("pads", ints(&[0, 0, 0, 0]));
+    let e = err("Conv2D", std::slice::from_ref(&pads), &inputs);
+    assert!(
+        e.contains("Conv2D") && e.contains("strides") && e.contains("required"),
+        "{e}"
+    );
+    let e = err(
+        "Conv2D",
+        &[("strides", ints(&[1, 1, 1, 1])), ("pads", ints(&[0, 0]))],
+        &inputs,
+    );
+    assert!(
+        e.contains("pads") && e.contains("has 2 values, not 4"),
+        "{e}"
+    );
+    let base = [
+        ("strides", ints(&[1, 1, 1, 1])),
+        pads.clone(),
+        ("data_format", s("NCHW")),
+    ];
+    let mut q = base.to_vec();
+    q.push(("offset_x", Attr::Int(3)));
+    let e = err("Conv2D", &q, &inputs);
+    assert!(e.contains("offset_x") && e.contains("quantized"), "{e}");
+    let e = err(
+        "Conv2D",
+        &[
+            ("strides", ints(&[2, 1, 1, 1])),
+            pads.clone(),
+            ("data_format", s("NCHW")),
+        ],
+        &inputs,
+    );
+    assert!(e.contains("strides") && e.contains("N and C"), "{e}");
+    let e = err(
+        "Conv2D",
+        &[
+            ("strides", ints(&[1, 1, 1, 1])),
+            pads,
+            ("data_format", s("CHWN")),
+        ],
+        &inputs,
+    );
+    assert!(e.contains("data_format"), "{e}");
+}
+
+#[test]
+fn pooling_rounds_up_by_default_as_caffe_does() {
+    let x = Tensor::from_vec(
+        &[1, 1, 4, 4],
+        &(0..16).map(|v| v as f32).collect::<Vec<_>>(),
+    );
+    let max = [("window", ints(&[3, 3])), ("stride", ints(&[2, 2]))];
+    let (shape, y) = run_f32_with_shape("Pooling", &max, std::slice::from_ref(&x));
+    assert_eq!((shape, y), (vec![1, 1, 2, 2], vec![10.0, 11.0, 14.0, 15.0]));
+    let mut floor = max.to_vec();
+    floor.push(("ceil_mode", Attr::Int(1)));
+    assert_eq!(
+        run_f32_with_shape("Pooling", &floor, &[x]),
+        (vec![1, 1, 1, 1], vec![10.0])
+    );
+    // Average: the window clipped to the (unpadded) input end divides by what is left.
+    let x = Tensor::from_vec(
+        &[1, 1, 3, 3],
+        &(1..10).map(|v| v as f32).collect::<Vec<_>>(),
+    );
+    let avg = [
+        ("mode", Attr::Int(1)),
+        ("window", ints(&[2, 2])),
+        ("stride", ints(&[2, 2])),
+    ];
+    assert_eq!(run_f32("Pooling", &avg, &[x]), [3.0, 4.5, 7.5, 9.0]);
+}
+
+#[test]
+fn pooling_average_counts_the_padding() {
+    let x = Tensor::from_vec(&[1, 1, 2, 2], &[1.0f32, 2.0, 3.0, 4.0]);
+    let avg = [
+        ("mode", Attr::Int(1)),
+        ("window", ints(&[2, 2])),
+        ("pad", ints(&[1, 0, 1, 0])),
+    ];
+    assert_eq!(run_f32("Pooling", &avg, &[x]), [0.25, 0.75, 1.0, 2.5]);
+}
+
+#[test]
+fn pooling_matches_onnx_pools_and_global_pooling() {
+    let x = t(&[2, 3, 9, 8], 9);
+    let ge = [
+        ("window", ints(&[3, 2])),
+        ("stride", ints(&[2, 3])),
+        ("pad", ints(&[1, 0, 0, 1])),
+        ("ceil_mode", Attr::Int(1)),
+    ];
+    let onnx = [
+        ("kernel_shape", ints(&[3, 2])),
+        ("strides", ints(&[2, 3])),
+        ("pads", ints(&[1, 0, 0, 1])),
+    ];
+    let inputs = [x.clone()];
+    assert_eq!(
+        run_f32_with_shape("Pooling", &ge, &inputs),
+        run_f32_with_shape("MaxPool", &onnx, &inputs)
+    );
+    let mut ge_avg = ge.to_vec();
+    ge_avg.push(("mode", Attr::Int(1)));
+    let mut onnx_avg = onnx.to_vec();
+    onnx_avg.push(("count_include_pad", Attr::Int(1)));
+    assert_eq!(
+        run_f32_with_shape("Pooling", &ge_avg, &inputs),
+        run_f32_with_shape("AveragePool", &onnx_avg, &inputs)
+    );
+    let global = [("mode", Attr::Int(1)), ("global_pooling", Attr::Bool(true))];
+    assert_eq!(
+        run_f32_with_shape("Pooling", &global, &inputs),
+        run_f32_with_shape("GlobalAveragePool", &[], &inputs)
+    );
+    let e = err("Pooling", &[("mode", Attr::Int(2))], &inputs);
+    assert!(e.contains("Pooling") && e.contains("mode"), "{e}");
+    let e = err("Pooling", &[("window", ints(&[3]))], &inputs);
+    assert!(e.contains("window") && e.contains("not 2"), "{e}");
+}
+
+#[test]
+fn tf_pools_pad_same_as_tensorflow_in_nhwc() {
+    let x = t(&[1, 3, 7, 5], 10);
+    let x_nhwc = permute(&x, &[0, 2, 3, 1]);
+    let ge = [
+        ("ksize", ints(&[1, 3, 3, 1])),
+        ("strides", ints(&[1, 2, 2, 1])),
+        ("padding", s("SAME")),
+    ];
+    // SAME: out = ceil(in / 2) = [4, 3]; total pads 2 and 2, split [1, 1] and [1, 1].
+    let onnx = [
+        ("kernel_shape", ints(&[3, 3])),
+        ("strides", ints(&[2, 2])),
+        ("pads", ints(&[1, 1, 1, 1])),
+    ];
+    let got = run1("MaxPool", &ge, std::slice::from_ref(&x_nhwc));
+    let want = permute(
+        &run("MaxPool", &onnx, std::slice::from_ref(&x), 1)[0],
+        &[0, 2, 3, 1],
+    );
+    assert_eq!(got.shape, [1, 4, 3, 3]);
+    assert_eq!(got.slice::<f32>().unwrap(), want.slice::<f32>().unwrap());
+    let got = run1("AvgPool", &ge, &[x_nhwc]);
+    let want = permute(&run1("AveragePool", &onnx, &[x]), &[0, 2, 3, 1]);
+    assert_close(got.slice::<f32>().unwrap(), want.slice::<f32>().unwrap());
+    let e = err(
+        "AvgPool",
+        &[("ksize", ints(&[1, 3, 3, 1]))],
+        &[t(&[1, 4, 4, 1], 1)],
+    );
+    assert!(e.contains("strides") && e.contains("required"), "{e}");
+}
+
+#[test]
+fn eltwise_sums_with_coefficients_multiplies_and_maxes_any_n() {
+    let (a, b, c) = (
+        t(&[2, 3, 40, 70], 11),
+        t(&[2, 3, 40, 70], 12),
+        t(&[2, 3, 40, 70], 13),
+    );
+    let inputs = [a.clone(), b.clone(), c.clone()];
+    let n = ("N", Attr::Int(3));
+    let sum = run_f32("Eltwise", std::slice::from_ref(&n), &inputs);
+    assert_close(&sum, &run_f32("Sum", &[], &inputs));
+    let product = run_f32("Eltwise", &[n.clone(), ("mode", Attr::Int(0))], &inputs);
+    let ab = run1("Mul", &[], &[a.clone(), b.clone()]);
+    assert_close(&product, &run_f32("Mul", &[], &[ab, c.clone()]));
+    let max = run_f32("Eltwise", &[n.clone(), ("mode", Attr::Int(2))], &inputs);
+    assert_eq!(max, run_f32("Max", &[], &inputs));
+    let coeff = ("coeff", Attr::Floats(vec![0.5, -1.0, 2.0]));
+    let weighted = run_f32("Eltwise", &[n.clone(), coeff.clone()], &inputs);
+    let (av, bv, cv) = (
+        a.slice::<f32>().unwrap(),
+        b.slice::<f32>().unwrap(),
+        c.slice::<f32>().unwrap(),
+    );
+    let want: Vec<f32> = (0..av.len())
+        .map(|i| 0.5 * av[i] - bv[i] + 2.0 * cv[i])
+        .collect();
+    assert_close(&weighted, &want);
+    // Small and hand-computed, one input, float16.
+    let x = Tensor::from_vec(&[2], &[1.5f32, -2.0]);
+    assert_eq!(
+        run_f32(
+            "Eltwise",
+            &[("N", Attr::Int(1)), ("coeff", Attr::Floats(vec![2.0]))],
+            std::slice::from_ref(&x)
+        ),
+        [3.0, -4.0]
+    );
+    let h = run1("Eltwise", &[("N", Attr::Int(2))], &[halves(&x), halves(&x)]);
+    assert_eq!(from_halves(&h), [3.0, -4.0]);
+    let e = err("Eltwise", &[("N", Attr::Int(2))], &inputs);
+    assert!(
+        e.contains("Eltwise") && e.contains("N") && e.contains("3 inputs"),
+        "{e}"
+    );
+    let e = err("Eltwise", &[], &inputs);
+    assert!(e.contains("N") && e.contains("required"), "{e}");
+    let e = err(
+        "Eltwise",
+        &[n.clone(), ("mode", Attr::Int(0)), coeff],
+        &inputs,
+    );
+    assert!(e.contains("coeff") && e.contains("sum"), "{e}");
+    let e = err("Eltwise", &[n, ("coeff", Attr::Floats(vec![1.0]))], &inputs);
+    assert!(e.contains("coeff") && e.contains("1 values for 3"), "{e}");
+}
+
+#[test]
+fn fully_connection_flattens_at_axis_and_reads_w_by_transpose() {
+    let (x, w, b) = (t(&[3, 2, 2, 3], 14), t(&[5, 12], 15), t(&[5], 16));
+    let flat = run1(
+        "Reshape",
+        &[],
+        &[x.clone(), Tensor::from_vec(&[2], &[3i64, 12])],
+    );
+    let fc = [("num_output", Attr::Int(5))];
+    let (shape, got) =
+        run_f32_with_shape("FullyConnection", &fc, &[x.clone(), w.clone(), b.clone()]);
+    let want = run_f32(
+        "Gemm",
+        &[("transB", Attr::Int(1))],
+        &[flat.clone(), w.clone(), b.clone()],
+    );
+    assert_eq!(shape, [3, 5]);
+    assert_close(&got, &want);
+    // transpose: w is [K, num_output].
+    let wt = permute(&w, &[1, 0]);
+    let tr = [
+        ("num_output", Attr::Int(5)),
+        ("transpose", Attr::Bool(true)),
+    ];
+    assert_close(
+        &run_f32("FullyConnection", &tr, &[x.clone(), wt, b.clone()]),
+        &want,
+    );
+    // axis 2: [x0, x1, num_output].
+    let x3 = t(&[2, 3, 4], 17);
+    let w2 = t(&[5, 4], 18);
+    let a2 = [("num_output", Attr::Int(5)), ("axis", Attr::Int(-1))];
+    let (shape, got) = run_f32_with_shape("FullyConnection", &a2, &[x3.clone(), w2.clone()]);
+    assert_eq!(shape, [2, 3, 5]);
+    assert_close(&got, &run_f32("MatMul", &[], &[x3, permute(&w2, &[1, 0])]));
+    // Hand-computed, batch 1: GE's shape [1, N, 1, 1].
+    let x1 = Tensor::from_vec(&[1, 2], &[1.0f32, 2.0]);
+    let w1 = Tensor::from_vec(&[2, 2], &[1.0f32, 1.0, 3.0, -1.0]);
+    let b1 = Tensor::from_vec(&[2], &[0.5f32, 0.0]);
+    let fc2 = [("num_output", Attr::Int(2))];
+    assert_eq!(
+        run_f32_with_shape("FullyConnection", &fc2, &[x1.clone(), w1.clone(), b1]),
+        (vec![1, 2, 1, 1], vec![3.5, 1.0])
+    );
+    let h = run1("FullyConnection", &fc2, &[halves(&x1), halves(&w1)]);
+    assert_eq!(from_halves(&h), [3.0, 1.0]);
+    let e = err("FullyConnection", &[], &[x.clone(), w.clone()]);
+    assert!(e.contains("num_output") && e.contains("required"), "{e}");
+    let e = err(
+        "FullyConnection",
+        &[("num_output", Attr::Int(5)), ("axis", Attr::Int(3))],
+        &[x.clone(), w.clone()],
+    );
+    assert!(e.contains("axis") && e.contains("1 or 2"), "{e}");
+    let e = err("FullyConnection", &tr, &[x, w]);
+    assert!(e.contains("has K"), "{e}");
+}
+
+#[test]
+fn leaky_relu_takes_negative_slope_default_zero() {
+    let x = Tensor::from_vec(&[4], &[-2.0f32, -0.5, 0.0, 3.0]);
+    let ge = run_f32(
+        "LeakyRelu",
+        &[("negative_slope", Attr::Float(0.25))],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(
+        ge,
+        run_f32(
+            "LeakyRelu",
+            &[("alpha", Attr::Float(0.25))],
+            std::slice::from_ref(&x)
+        )
+    );
+    assert_eq!(ge, [-0.5, -0.125, 0.0, 3.0]);
+    assert_eq!(
+        run_f32("LeakyRelu", &[], std::slice::from_ref(&x)),
+        [0.0, 0.0, 0.0, 3.0]
+    );
+    let h = run1(
+        "LeakyRelu",
+        &[("negative_slope", Attr::Float(0.5))],
+        &[halves(&x)],
+    );
+    assert_eq!(from_halves(&h), [-1.0, -0.25, 0.0, 3.0]);
+}
+
+#[test]
+fn softmax_v2_over_one_or_adjacent_axes() {
+    let x = t(&[2, 3, 4], 19);
+    assert_eq!(
+        run_f32("SoftmaxV2", &[], std::slice::from_ref(&x)),
+        run_f32("Softmax", &[], std::slice::from_ref(&x))
+    );
+    let one = run_f32(
+        "SoftmaxV2",
+        &[("axes", ints(&[1]))],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(
+        one,
+        run_f32(
+            "Softmax",
+            &[("axis", Attr::Int(1))],
+            std::slice::from_ref(&x)
+        )
+    );
+    // Axes 1 and 2 together: the softmax of each [12] row.
+    let both = run_f32(
+        "SoftmaxV2",
+        &[("axes", ints(&[2, 1]))],
+        std::slice::from_ref(&x),
+    );
+    let rows = run1(
+        "Reshape",
+        &[],
+        &[x.clone(), Tensor::from_vec(&[2], &[2i64, 12])],
+    );
+    assert_eq!(both, run_f32("Softmax", &[], &[rows]));
+    let h = run1("SoftmaxV2", &[], &[halves(&x)]);
+    assert_eq!(h.dtype, DType::F16);
+    let wide = run1(
+        "SoftmaxV2",
+        &[("half_to_float", Attr::Bool(true))],
+        &[halves(&x)],
+    );
+    assert_eq!(wide.dtype, DType::F32);
+    let want = run_f32(
+        "Softmax",
+        &[],
+        &[Tensor::from_vec(&x.shape, &from_halves(&halves(&x)))],
+    );
+    assert_close(wide.slice::<f32>().unwrap(), &want);
+    let e = err("SoftmaxV2", &[("axes", ints(&[0, 2]))], &[x]);
+    assert!(
+        e.contains("SoftmaxV2") && e.contains("axes") && e.contains("adjacent"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cast_reads_dst_type_in_ge_numbering() {
+    let x = Tensor::from_vec(&[3], &[1.7f32, -2.5, 3.0]);
+    let y = run1(
+        "Cast",
+        &[("dst_type", Attr::Int(3))],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(y.slice::<i32>().unwrap(), [1, -2, 3]);
+    let h = run1(
+        "Cast",
+        &[("dst_type", Attr::Int(1))],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(h.dtype, DType::F16);
+    let y = run1(
+        "Cast",
+        &[("dst_type", Attr::DType(DType::I64))],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(y.slice::<i64>().unwrap(), [1, -2, 3]);
+    let e = err(
+        "Cast",
+        &[("dst_type", Attr::Int(13))],
+        std::slice::from_ref(&x),
+    );
+    assert!(e.contains("dst_type") && e.contains("13"), "{e}");
+    let e = err("Cast", &[], &[x]);
+    assert!(e.contains("Cast") && e.contains("is missing"), "{e}");
+}
+
+#[test]
+fn bn_inference_matches_batch_normalization() {
+    let x = t(&[2, 3, 4, 5], 20);
+    let mean = Tensor::from_vec(&[3], &[0.1f32, -0.2, 0.3]);
+    let var = Tensor::from_vec(&[3], &[0.5f32, 1.5, 2.0]);
+    let (scale, offset) = (t(&[3], 21), t(&[3], 22));
+    let momentum = Tensor::from_vec(&[1], &[0.9f32]);
+    let eps = ("epsilon", Attr::Float(1e-3));
+    let got = run_f32(
+        "BNInference",
+        std::slice::from_ref(&eps),
+        &[
+            x.clone(),
+            mean.clone(),
+            var.clone(),
+            momentum,
+            scale.clone(),
+            offset.clone(),
+        ],
+    );
+    let want = run_f32(
+        "BatchNormalization",
+        std::slice::from_ref(&eps),
+        &[x.clone(), scale, offset, mean.clone(), var.clone()],
+    );
+    assert_close(&got, &want);
+    // Without scale and offset, Caffe's statistics are divided by the factor.
+    let got = run_f32(
+        "BNInference",
+        std::slice::from_ref(&eps),
+        &[
+            x.clone(),
+            mean.clone(),
+            var.clone(),
+            Tensor::from_vec(&[1], &[2.0f32]),
+        ],
+    );
+    let half = |t: &Tensor| run1("Mul", &[], &[t.clone(), Tensor::from_vec(&[1], &[0.5f32])]);
+    let ones = Tensor::from_vec(&[3], &[1.0f32; 3]);
+    let zeros = Tensor::from_vec(&[3], &[0.0f32; 3]);
+    let want = run_f32(
+        "BatchNormalization",
+        &[eps],
+        &[x.clone(), ones, zeros, half(&mean), half(&var)],
+    );
+    assert_close(&got, &want);
+    let e = err(
+        "BNInference",
+        &[("use_global_stats", Attr::Bool(false))],
+        &[x, mean.clone(), var, mean],
+    );
+    assert!(e.contains("use_global_stats"), "{e}");
+}
+
+#[test]
+fn scale_and_power() {
+    let x = t(&[2, 3, 4], 23);
+    let (sc, b) = (t(&[3], 24), t(&[3], 25));
+    let got = run_f32("Scale", &[], &[x.clone(), sc.clone(), b.clone()]);
+    let col = |v: &Tensor| {
+        run1(
+            "Reshape",
+            &[],
+            &[v.clone(), Tensor::from_vec(&[2], &[3i64, 1])],
+        )
+    };
+    let xs = run1("Mul", &[], &[x.clone(), col(&sc)]);
+    assert_close(&got, &run_f32("Add", &[], &[xs, col(&b)]));
+    let e = err("Scale", &[("axis", Attr::Int(3))], &[x.clone(), sc]);
+    assert!(e.contains("axis"), "{e}");
+    let x = Tensor::from_vec(&[3], &[1.0f32, 2.0, 3.0]);
+    let p = [
+        ("power", Attr::Float(2.0)),
+        ("scale", Attr::Float(2.0)),
+        ("shift", Attr::Float(-1.0)),
+    ];
+    assert_eq!(
+        run_f32("Power", &p, std::slice::from_ref(&x)),
+        [1.0, 9.0, 25.0]
+    );
+    assert_eq!(
+        from_halves(&run1("Power", &p, &[halves(&x)])),
+        [1.0, 9.0, 25.0]
+    );
+}
+
+#[test]
+fn matmul_v2_and_batch_matmul_transpose_and_broadcast() {
+    let (a, b, bias) = (t(&[4, 3], 26), t(&[5, 4], 27), t(&[5], 28));
+    let attrs = [
+        ("transpose_x1", Attr::Bool(true)),
+        ("transpose_x2", Attr::Bool(true)),
+    ];
+    let got = run_f32("MatMulV2", &attrs, &[a.clone(), b.clone(), bias.clone()]);
+    let ab = run1("MatMul", &[], &[permute(&a, &[1, 0]), permute(&b, &[1, 0])]);
+    assert_close(&got, &run_f32("Add", &[], &[ab, bias]));
+    let (x1, x2) = (t(&[2, 1, 3, 4], 29), t(&[3, 5, 4], 30));
+    let got = run1(
+        "BatchMatMul",
+        &[("adj_x2", Attr::Bool(true))],
+        &[x1.clone(), x2.clone()],
+    );
+    let want = run1("MatMul", &[], &[x1, permute(&x2, &[0, 2, 1])]);
+    assert_eq!(got.shape, [2, 3, 3, 5]);
+    assert_close(got.slice::<f32>().unwrap(), want.slice::<f32>().unwrap());
+    let e = err("MatMulV2", &[("offset_x", Attr::Int(1))], &[a, b]);
+    assert!(e.contains("offset_x"), "{e}");
+}
+
+#[test]
+fn star_d_ops_match_their_onnx_forms() {
+    let (a, b) = (t(&[2, 3, 4], 31), t(&[2, 5, 4], 32));
+    let got = run_f32_with_shape(
+        "ConcatD",
+        &[("concat_dim", Attr::Int(-2)), ("N", Attr::Int(2))],
+        &[a.clone(), b.clone()],
+    );
+    assert_eq!(
+        got,
+        run_f32_with_shape("Concat", &[("axis", Attr::Int(1))], &[a.clone(), b.clone()])
+    );
+    assert_eq!(
+        run_f32_with_shape(
+            "ConcatV2D",
+            &[("concat_dim", Attr::Int(1))],
+            &[a.clone(), b.clone()]
+        ),
+        got
+    );
+    let e = err("ConcatD", &[("N", Attr::Int(2))], &[a.clone(), b]);
+    assert!(e.contains("concat_dim") && e.contains("required"), "{e}");
+    let parts = run(
+        "SplitD",
+        &[("split_dim", Attr::Int(2)), ("num_split", Attr::Int(2))],
+        std::slice::from_ref(&a),
+        2,
+    );
+    let av = a.slice::<f32>().unwrap();
+    for (k, p) in parts.iter().enumerate() {
+        assert_eq!(p.shape, [2, 3, 2]);
+        let want: Vec<f32> = (0..6)
+            .flat_map(|r| av[r * 4 + 2 * k..][..2].to_vec())
+            .collect();
+        assert_eq!(p.slice::<f32>().unwrap(), &want[..]);
+    }
+    let e = try_run(
+        "SplitD",
+        &[("split_dim", Attr::Int(1)), ("num_split", Attr::Int(2))],
+        std::slice::from_ref(&a),
+        2,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("num_split") && e.contains("divide"), "{e}");
+    let perm = ("perm", ints(&[2, 0, 1]));
+    assert_eq!(
+        run_f32_with_shape(
+            "TransposeD",
+            std::slice::from_ref(&perm),
+            std::slice::from_ref(&a)
+        ),
+        run_f32_with_shape("Transpose", &[perm], std::slice::from_ref(&a))
+    );
+    assert!(err("TransposeD", &[], std::slice::from_ref(&a)).contains("perm"));
+    let mean = run_f32_with_shape(
+        "ReduceMeanD",
+        &[("axes", ints(&[0, -1]))],
+        std::slice::from_ref(&a),
+    );
+    let want = run_f32_with_shape(
+        "ReduceMean",
+        &[("axes", ints(&[0, -1])), ("keepdims", Attr::Int(0))],
+        std::slice::from_ref(&a),
+    );
+    assert_eq!(mean.0, [3]);
+    assert_eq!(mean, want);
+    let sum = run_f32_with_shape(
+        "ReduceSumD",
+        &[("axes", ints(&[1])), ("keep_dims", Attr::Bool(true))],
+        std::slice::from_ref(&a),
+    );
+    assert_eq!(
+        sum,
+        run_f32_with_shape(
+            "ReduceSum",
+            &[("axes", ints(&[1]))],
+            std::slice::from_ref(&a)
+        )
+    );
+    assert!(err("ReduceSumD", &[], &[a]).contains("axes"));
+}
