@@ -128,6 +128,9 @@ pub struct TensorDesc {
     pub rest: ge_ir::TensorDescriptor,
 }
 
+/// GE's `FORMAT_RESERVED` in `C_Format` numbering (metadef `c_types.h`).
+pub const FORMAT_RESERVED: i64 = 40;
+
 impl TensorDesc {
     pub fn new(dtype: DataType, shape: Shape) -> Self {
         TensorDesc {
@@ -136,6 +139,17 @@ impl TensorDesc {
             layout: "ND".into(),
             ..Default::default()
         }
+    }
+    /// Whether this is the descriptor GE keeps for an optional input left unconnected:
+    /// format `FORMAT_RESERVED`, by layout name or by `format_for_int`. GE serializes
+    /// every IR input's descriptor, connected or not, and skips these "invalid"
+    /// descriptors when it numbers a node's data inputs, so they are not inputs.
+    pub fn is_reserved(&self) -> bool {
+        matches!(self.layout.as_str(), "FORMAT_RESERVED" | "RESERVED")
+            || matches!(
+                self.attrs.get("format_for_int"),
+                Some(AttrValue::Int(f)) if f & 0xff == FORMAT_RESERVED
+            )
     }
 }
 
@@ -283,6 +297,18 @@ impl ComputeNode {
     /// consumer uses when descriptors were stripped from a dump.
     pub fn output_count(&self) -> usize {
         self.output_descs.len()
+    }
+    /// The input descriptors that stand for data inputs, in input order: every
+    /// descriptor but those of optional inputs left unconnected ([`TensorDesc::is_reserved`]).
+    /// When the node lists as many inputs as descriptors, that is all of them.
+    pub fn data_input_descs(&self) -> Vec<&TensorDesc> {
+        if self.input_descs.len() == self.inputs.len() {
+            return self.input_descs.iter().collect();
+        }
+        self.input_descs
+            .iter()
+            .filter(|d| !d.is_reserved())
+            .collect()
     }
 }
 
