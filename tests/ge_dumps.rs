@@ -5,6 +5,8 @@
 //! and ops lowered as compiled kernels rt2 cannot compute. Each graph is printed as
 //! text and read back through the text reader, so the tests see what a user's file gives.
 
+use rt2::exec::{ExecuteGraph, KernelGraph};
+use rt2::lower::{LowerOptions, lower};
 use rt2::om::ComputeModel;
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc, reserved_desc};
@@ -58,4 +60,140 @@ fn reserved_descriptors_of_unconnected_optional_inputs_are_normal() {
         problems(&m),
         ["error: graph \"g\": node \"relu\": 1 data input(s) but 2 input descriptor(s)"]
     );
+}
+
+fn lowered(md: &ModelDef) -> ExecuteGraph {
+    lower(&read_text(md), &LowerOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Each model input's name and whether it is a weight, in input order.
+fn inputs(eg: &ExecuteGraph) -> Vec<(&str, bool)> {
+    eg.inputs
+        .iter()
+        .map(|i| (i.name.as_str(), i.weight))
+        .collect()
+}
+
+/// Main's `Data` nodes: name and `index`, in node order.
+fn data_nodes(g: &KernelGraph) -> Vec<(String, i64)> {
+    g.nodes
+        .iter()
+        .filter(|n| n.kernel == "Data")
+        .map(|n| (n.name.to_string(), n.attr_int("index").unwrap_or(-1)))
+        .collect()
+}
+
+/// x + w, times v: `w` keeps its value's descriptor but not its bytes, `v` has no
+/// `value` at all, as dumps written without weights have them.
+fn weightless() -> ModelDef {
+    dump_model(
+        "weightless",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("w", "Const")
+                .value(f32_desc(&[2]), Vec::new())
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("v", "Const").out_desc(f32_desc(&[2])),
+            DumpOp::new("add", "Add")
+                .input("x:0")
+                .input("w:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(f32_desc(&[2]))
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("mul", "Mul")
+                .input("add:0")
+                .input("v:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(f32_desc(&[2]))
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("out", "NetOutput")
+                .input("mul:0")
+                .in_desc(f32_desc(&[2])),
+        ],
+    )
+}
+
+#[test]
+fn consts_without_values_lower_to_weights_after_the_inputs() {
+    let m = read_text(&weightless());
+    assert_eq!(problems(&m), Vec::<String>::new());
+    let eg = lowered(&weightless());
+    assert_eq!(inputs(&eg), [("x", false), ("w", true), ("v", true)]);
+    assert_eq!(
+        data_nodes(&eg.main),
+        [("x".into(), 0), ("w".into(), 1), ("v".into(), 2)]
+    );
+    assert_eq!(eg.inputs[2].shape, [2], "from the output descriptor");
+    // The flag survives the file.
+    let back = rt2::exec::exeg::decode(&rt2::exec::exeg::encode(&eg)).unwrap();
+    assert_eq!(back.inputs, eg.inputs);
+}
+
+/// A partitioned subgraph, its boundaries in another order than their `peerIndex`:
+/// PlaceHolders b (7) and a (2) -> Add -> Relu, Ends y (9, after Relu) and x (4, after
+/// Add).
+fn partitioned() -> ModelDef {
+    let ph = |name: &str, peer: i64, dims: &[i64]| {
+        DumpOp::new(name, "PlaceHolder")
+            .attr_i("peerIndex", peer)
+            .attr_i("anchorIndex", 0)
+            .attr_s("parentOpType", "Conv2D")
+            .attr_s("_parentNodeName", "conv")
+            .attr_s("parentId", "partition0:3")
+            .out_desc(f32_desc(dims))
+    };
+    let end = |name: &str, peer: i64, src: &str| {
+        DumpOp::new(name, "End")
+            .attr_i("peerIndex", peer)
+            .attr_s("parentOpType", "NetOutput")
+            .input(src)
+            .in_desc(f32_desc(&[2, 3]))
+    };
+    dump_model(
+        "partition1",
+        vec![
+            ph("ph_b", 7, &[2, 3]),
+            ph("ph_a", 2, &[3]),
+            DumpOp::new("add", "Add")
+                .input("ph_b:0")
+                .input("ph_a:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(f32_desc(&[3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("relu", "Relu")
+                .input("add:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            end("end_y", 9, "relu:0"),
+            end("end_x", 4, "add:0"),
+        ],
+    )
+}
+
+#[test]
+fn placeholders_and_ends_are_inputs_and_outputs_in_peer_index_order() {
+    let m = read_text(&partitioned());
+    assert_eq!(problems(&m), Vec::<String>::new());
+    let names = |v: Vec<rt2::om::summary::TensorSummary>| -> Vec<String> {
+        v.into_iter().map(|t| t.name).collect()
+    };
+    assert_eq!(
+        names(rt2::om::summary::graph_inputs(&m.root)),
+        ["ph_a", "ph_b"]
+    );
+    assert_eq!(
+        names(rt2::om::summary::graph_outputs(&m.root)),
+        ["end_x", "end_y"]
+    );
+    let eg = lowered(&partitioned());
+    assert_eq!(inputs(&eg), [("ph_a", false), ("ph_b", false)]);
+    assert_eq!(eg.inputs[0].shape, [3]);
+    assert_eq!(
+        data_nodes(&eg.main),
+        [("ph_b".into(), 1), ("ph_a".into(), 0)]
+    );
+    let outs: Vec<&str> = eg.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(outs, ["end_x", "end_y"]);
 }

@@ -362,6 +362,33 @@ impl ComputeGraph {
             .map(|id| (id, self.node(id)))
             .filter(|(_, n)| is_data_type(&n.op_type))
     }
+    /// The graph's input nodes in model input order: the Data nodes by their `index`
+    /// attribute, then the PlaceHolders of a partitioned subgraph by `peerIndex` (ties
+    /// and missing attributes in node order).
+    pub fn input_nodes(&self) -> Vec<NodeId> {
+        let mut data: Vec<(i64, NodeId)> = self
+            .data_nodes()
+            .map(|(id, n)| (n.attr_int("index").unwrap_or(i64::MAX), id))
+            .collect();
+        data.sort();
+        let mut ids: Vec<NodeId> = data.into_iter().map(|(_, id)| id).collect();
+        ids.extend(self.by_peer_index(PLACEHOLDER));
+        ids
+    }
+    /// The End nodes of a partitioned subgraph, the outputs it hands to other partitions,
+    /// by `peerIndex` (ties and missing attributes in node order).
+    pub fn end_nodes(&self) -> Vec<NodeId> {
+        self.by_peer_index(END)
+    }
+    fn by_peer_index(&self, op_type: &str) -> Vec<NodeId> {
+        let mut v: Vec<(i64, NodeId)> = self
+            .node_ids()
+            .filter(|&id| self.node(id).op_type == op_type)
+            .map(|id| (self.node(id).attr_int(PEER_INDEX).unwrap_or(i64::MAX), id))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, id)| id).collect()
+    }
     /// The graph's NetOutput node, if it has one.
     pub fn net_output(&self) -> Option<NodeId> {
         self.nodes
@@ -385,6 +412,22 @@ impl ComputeGraph {
         n
     }
 }
+
+/// The op type of a partitioned subgraph's input: GE's engine partitioner cuts each
+/// edge between two engines' subgraphs into an `End` in the producer's subgraph and a
+/// `PlaceHolder` in the consumer's (hicann/ge `compiler/graph/partition/
+/// engine_partitioner.cc`). The PlaceHolder's output descriptor is the consumer's input
+/// descriptor; its attributes name the producer (`_parentNodeName`, `parentOpType`,
+/// `parentId` = "graph:node id", `anchorIndex` = the producer's output index) and the End
+/// (`_peerNodeName`).
+pub const PLACEHOLDER: &str = "PlaceHolder";
+/// The op type of a partitioned subgraph's output (see [`PLACEHOLDER`]); its input
+/// descriptor is the producer's output descriptor, `parentOpType` the consumer's type.
+pub const END: &str = "End";
+/// The number GE gives a cut edge, the same on its `End` and its `PlaceHolder`: a
+/// counter of the partitioning, so a subgraph's PlaceHolders (and Ends) in `peerIndex`
+/// order are in the order GE cut them.
+pub const PEER_INDEX: &str = "peerIndex";
 
 /// Op types GE uses for graph inputs.
 pub fn is_data_type(op_type: &str) -> bool {
