@@ -9,7 +9,7 @@ use rt2::exec::{ExecuteGraph, KernelGraph};
 use rt2::lower::{LowerOptions, lower};
 use rt2::om::ComputeModel;
 use rt2::om::file::{ReadOptions, read};
-use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc, reserved_desc};
+use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc, formatted_desc, reserved_desc};
 use rt2::om::text::print_text;
 use rt2::om::verify::verify;
 use rt2::proto::ge_ir::ModelDef;
@@ -196,4 +196,67 @@ fn placeholders_and_ends_are_inputs_and_outputs_in_peer_index_order() {
     );
     let outs: Vec<&str> = eg.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(outs, ["end_x", "end_y"]);
+}
+
+/// Data -> Relu -> NetOutput on a tensor GE stores as NC1HWC0 (format 3) whose origin is
+/// NCHW (format 0) [1, 16, 2, 2]: memory holds [1, 1, 2, 2, 16].
+fn five_d() -> ModelDef {
+    let nc1hwc0 = || {
+        formatted_desc(
+            1,
+            &[1, 1, 2, 2, 16],
+            "NC1HWC0",
+            3,
+            ("NCHW", 0),
+            &[1, 16, 2, 2],
+        )
+    };
+    dump_model(
+        "five_d",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(nc1hwc0()),
+            DumpOp::new("relu", "Relu")
+                .input("x:0")
+                .in_desc(nc1hwc0())
+                .out_desc(nc1hwc0()),
+            DumpOp::new("out", "NetOutput")
+                .input("relu:0")
+                .in_desc(nc1hwc0()),
+        ],
+    )
+}
+
+#[test]
+fn storage_and_origin_formats_reach_the_lowered_tensors_and_the_views() {
+    use rt2::exec::KernelAttr;
+    let eg = lowered(&five_d());
+    let formats = |g: &KernelGraph| -> Vec<(String, i64, i64, Vec<i64>)> {
+        g.nodes
+            .iter()
+            .filter_map(|n| {
+                let f = n.attr_int("_format")?;
+                let o = n.attr_int("_origin_format")?;
+                let Some(KernelAttr::Ints(s)) = n.attrs.get("_origin_shape") else {
+                    return None;
+                };
+                Some((n.kernel.to_string(), f, o, s.clone()))
+            })
+            .collect()
+    };
+    let origin = vec![1, 16, 2, 2];
+    assert_eq!(
+        formats(&eg.main),
+        [
+            ("Data".to_string(), 3, 0, origin.clone()),
+            ("AllocMemHbm".to_string(), 3, 0, origin.clone())
+        ]
+    );
+    let json = rt2::exec::view::json::to_json(&eg, rt2::exec::view::select::GraphSelect::Main);
+    assert!(json.to_string().contains("\"_origin_shape\""), "{json}");
+    let dot = rt2::exec::view::dot::to_dot(&eg, rt2::exec::view::select::GraphSelect::Main);
+    assert!(dot.contains("format 3, origin 0 [1, 16, 2, 2]"), "{dot}");
+    // Plain tensors carry nothing.
+    assert_eq!(formats(&lowered(&partitioned()).main), []);
 }

@@ -458,7 +458,10 @@ impl<'r> Lowering<'r> {
                     return Ok(None);
                 };
                 let index = root_index.unwrap_or(0);
-                Ok(Some(self.model_input(n, meta, index, false)))
+                let mut t = self.model_input(n, meta, index, false);
+                let maker = t.shape.map(|s| s.node);
+                self.carry_format(&mut t, desc, maker);
+                Ok(Some(t))
             }
             Bind::Parent(_) if n.op_type == PLACEHOLDER => Err(node_error(
                 path,
@@ -544,7 +547,38 @@ impl<'r> Lowering<'r> {
             return Ok(None);
         }
         let index = self.weights_base + self.root_inputs.iter().filter(|i| i.weight).count();
-        Ok(Some(self.model_input(n, meta, index, true)))
+        let mut t = self.model_input(n, meta, index, true);
+        let maker = t.shape.map(|s| s.node);
+        self.carry_format(&mut t, desc, maker);
+        Ok(Some(t))
+    }
+
+    /// Keeps `desc`'s formats on `t` when they are not plain, and writes them onto the
+    /// exec node `maker` that makes the tensor, for views and kernels.
+    fn carry_format(
+        &mut self,
+        t: &mut TVal,
+        desc: Option<&TensorDesc>,
+        maker: Option<KernelNodeId>,
+    ) {
+        let Some(f) = desc.and_then(attrs::special_format) else {
+            return;
+        };
+        if let Some(id) = maker.filter(|_| !self.b.dry) {
+            self.b.annotate_format(id, &f);
+        }
+        t.format = Some(Arc::new(f));
+    }
+
+    /// [`Lowering::carry_format`] for each output of `n`, made by its `AllocMemHbm`.
+    fn carry_output_formats(&mut self, n: &ComputeNode, outs: &mut [TVal]) {
+        for (t, d) in outs.iter_mut().zip(&n.output_descs) {
+            let maker = t
+                .mem
+                .map(|m| m.node)
+                .filter(|&id| self.b.graph().node(id).kernel == "AllocMemHbm");
+            self.carry_format(t, Some(d), maker);
+        }
     }
 
     fn konst(&mut self, path: &str, n: &ComputeNode) -> Result<Option<TVal>> {
@@ -615,7 +649,8 @@ impl<'r> Lowering<'r> {
         }
         let name = n.name.clone();
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
-            let results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            let mut results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            self.carry_output_formats(n, &mut results);
             // The forms made of the other operands (an upload, say) serve their later
             // readers too.
             for (i, operand) in operands.into_iter().enumerate() {
@@ -625,11 +660,9 @@ impl<'r> Lowering<'r> {
             }
             return Ok(results.into_iter().map(Some).collect());
         }
-        Ok(self
-            .emit(&name, &spec, attrs, ins, &outs, Some(origin))
-            .into_iter()
-            .map(Some)
-            .collect())
+        let mut results = self.emit(&name, &spec, attrs, ins, &outs, Some(origin));
+        self.carry_output_formats(n, &mut results);
+        Ok(results.into_iter().map(Some).collect())
     }
 
     /// The node as its op's prepack hook asks for it ([`crate::ops::Prepack`]): the op
