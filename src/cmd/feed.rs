@@ -3,6 +3,11 @@
 //! from the seeded generator of [`random`] with shapes from the model and `--shape`. Every
 //! input is read and checked against the model's dtype and shape before anything runs,
 //! so a bad input is an exit-2 error naming it.
+//!
+//! Weights a model was written without (a GE dump's Consts without stored values, see
+//! `exec::ModelIo::weight`) are inputs too: given with `--input`, or filled by
+//! `--weights zeros|random`; a run missing any of them names them all and stops, since
+//! a model computing on weights nobody chose would give outputs that mean nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +22,8 @@ use crate::ops::{DType, HostTensor};
 pub enum Source {
     File(PathBuf),
     Random,
+    /// A weight filled with zeros (`--weights zeros`).
+    Zeros,
 }
 
 impl Source {
@@ -24,8 +31,18 @@ impl Source {
         match self {
             Source::File(p) => p.display().to_string(),
             Source::Random => format!("random (seed {seed})"),
+            Source::Zeros => "zeros".into(),
         }
     }
+}
+
+/// How `--weights` fills the weights not given with `--input`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightFill {
+    /// Every element zero.
+    Zeros,
+    /// Seeded by `--seed` as random inputs are, one stream per input position.
+    Random,
 }
 
 /// The names of the model's inputs, for error messages.
@@ -131,14 +148,16 @@ fn read_tensor_file(path: &Path, expect: Option<DType>) -> anyhow::Result<HostTe
 }
 
 /// The inputs from `--input` (`specs`) and `--shape` (`shapes`), the rest random from
-/// `seed`; `file` is the model, for error messages. A random input larger than
-/// `device_bytes` (the device's memory, where it would have to fit) is refused before
-/// anything is generated.
+/// `seed`, and weights as `weights` fills them; `file` is the model, for error messages.
+/// A weight neither given nor filled is an error naming every such weight. A generated
+/// input larger than `device_bytes` (the device's memory, where it would have to fit) is
+/// refused before anything is generated.
 pub fn given_inputs(
     file: &Path,
     specs: &[String],
     shapes_given: &[String],
     seed: u64,
+    weights: Option<WeightFill>,
     ios: &[ModelIo],
     device_bytes: u64,
 ) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
@@ -181,6 +200,21 @@ pub fn given_inputs(
             );
         }
         shapes[k] = Some(dims);
+    }
+    let missing: Vec<String> = ios
+        .iter()
+        .zip(&given)
+        .filter(|(io, g)| io.weight && g.is_none())
+        .map(|(io, _)| format!("{:?}", io.name))
+        .collect();
+    if weights.is_none() && !missing.is_empty() {
+        bail!(
+            "{}: the model was written without the values of {} weight(s): {}; give each \
+             with --input NAME=PATH, or fill them with --weights zeros|random",
+            file.display(),
+            missing.len(),
+            missing.join(", ")
+        );
     }
     let mut inputs = Vec::with_capacity(ios.len());
     let mut sources = Vec::with_capacity(ios.len());
@@ -233,10 +267,15 @@ pub fn given_inputs(
                 shape_text(&shape)
             );
         }
-        let t = random::tensor(dtype, &shape, seed, k)
-            .map_err(|e| anyhow!("{}: shape {}: {e}", at(), shape_text(&shape)))?;
+        let zeros = io.weight && weights == Some(WeightFill::Zeros);
+        let t = if zeros {
+            random::zeros(dtype, &shape)
+        } else {
+            random::tensor(dtype, &shape, seed, k)
+        }
+        .map_err(|e| anyhow!("{}: shape {}: {e}", at(), shape_text(&shape)))?;
         inputs.push(t);
-        sources.push(Source::Random);
+        sources.push(if zeros { Source::Zeros } else { Source::Random });
     }
     Ok((inputs, sources))
 }

@@ -97,6 +97,22 @@ pub fn tensor(
     })
 }
 
+/// A tensor of zeros of `dtype` and `shape` (every dim known and non-negative), its
+/// memory asked of the allocator first as [`tensor`]'s is.
+pub fn zeros(dtype: DType, shape: &[i64]) -> Result<HostTensor, TooLarge> {
+    let total = dtype.tensor_bytes(shape).ok_or(TooLarge::Overflow)?;
+    let bytes = usize::try_from(total).map_err(|_| TooLarge::Overflow)?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(bytes)
+        .map_err(|_| TooLarge::Host(total))?;
+    data.resize(bytes, 0);
+    Ok(HostTensor {
+        dtype,
+        shape: shape.to_vec(),
+        data,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

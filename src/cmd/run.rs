@@ -89,6 +89,12 @@ pub struct Args {
     /// [0, 10), bools 0 or 1; one stream per input position.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Fill the weights the model was written without (a GE dump's Consts without stored
+    /// values, which `rt2 lower` keeps as weights the caller supplies), those not given
+    /// with --input: zeros, or random as random inputs are (seeded by --seed, one stream
+    /// per input position). Without it, a model missing weights names them and stops.
+    #[arg(long, value_enum, value_name = "zeros|random")]
+    pub weights: Option<feed::WeightFill>,
     /// Timed executions (per stream).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub iterations: u64,
@@ -204,6 +210,7 @@ struct Config {
     inputs: Vec<String>,
     shapes: Vec<String>,
     seed: u64,
+    weights: Option<feed::WeightFill>,
     /// `--check DIR` and its tolerance.
     check: Option<(PathBuf, Tolerance)>,
     output_dir: Option<PathBuf>,
@@ -274,6 +281,7 @@ impl Config {
             inputs: args.inputs,
             shapes: args.shapes,
             seed: args.seed,
+            weights: args.weights,
             check: args.check.map(|dir| (dir, tolerance)),
             output_dir: args.output_dir,
             format: args.format,
@@ -301,6 +309,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             &config.inputs,
             &config.shapes,
             config.seed,
+            config.weights,
             &eg.inputs,
             config.device.memory_bytes,
         )?,
@@ -566,7 +575,8 @@ impl Report<'_> {
             .map(|((io, t), s)| {
                 json!({"name": io.name, "dtype": t.dtype.name(), "shape": t.shape,
                        "source": match s { Source::File(p) => json!(p.display().to_string()),
-                                           Source::Random => json!("random") }})
+                                           Source::Random => json!("random"),
+                                           Source::Zeros => json!("zeros") }})
             })
             .collect();
         let outputs: Vec<_> = self
@@ -731,6 +741,7 @@ mod tests {
             name: name.into(),
             dtype: Some(DType::F32),
             shape: vec![1],
+            weight: false,
         }
     }
 

@@ -320,6 +320,7 @@ fn io_to(io: &ModelIo) -> pb::ModelIo {
         name: io.name.clone(),
         dtype: io.dtype.map_or(String::new(), |d| d.name().to_string()),
         shape: io.shape.clone(),
+        weight: io.weight,
     }
 }
 
@@ -633,6 +634,7 @@ impl Converter<'_> {
                 name: io.name,
                 dtype,
                 shape: io.shape,
+                weight: io.weight,
             });
         }
         out

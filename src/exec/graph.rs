@@ -260,6 +260,10 @@ pub struct ModelIo {
     pub dtype: Option<DType>,
     /// `-1` for an unknown dim; `[-2]` for an unknown rank.
     pub shape: Vec<i64>,
+    /// A weight the caller supplies: a Const the model was written without the value of
+    /// (GE dumps leave weights out by default). It is bound like an input, after the
+    /// model's own inputs, so a command can tell the user which ones it needs.
+    pub weight: bool,
 }
 
 /// Counts of the runtime resources Init creates.

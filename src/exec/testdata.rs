@@ -156,11 +156,13 @@ pub fn sample() -> ExecuteGraph {
             name: "x".into(),
             dtype: Some(DType::F32),
             shape: vec![1, -1],
+            weight: false,
         }],
         outputs: vec![ModelIo {
             name: "y".into(),
             dtype: None,
             shape: vec![-2],
+            weight: false,
         }],
         multi_thread: true,
     }

@@ -8,6 +8,99 @@ use crate::om::graph::{AttrMap, AttrValue, ListAttr, Tensor};
 use crate::om::{DataType, Shape};
 use crate::ops::{Attr, Attrs, DType, HostTensor};
 
+/// The kernel attributes that carry a tensor's formats onto the exec node that makes the
+/// tensor (`AllocMemHbm`, a model input's `Data`), where views and kernels read them:
+/// storage format, origin format (both `C_Format` numbers, with GE's sub-format and C0
+/// bits) and origin shape.
+pub const FORMAT_ATTR: &str = "_format";
+pub const ORIGIN_FORMAT_ATTR: &str = "_origin_format";
+pub const ORIGIN_SHAPE_ATTR: &str = "_origin_shape";
+
+/// A tensor's formats as its GE descriptor records them: the storage format (`layout`,
+/// made exact by the `format_for_int` attribute), in which the descriptor's shape is what
+/// memory holds, and the origin format and shape (`origin_format`, `origin_shape`), what
+/// the op means. GE serializes all of them on every descriptor (metadef
+/// `GeTensorDescAsProto`). Plain numbers here; the format names live in `om::inout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorFormat {
+    /// `C_Format` number (`format_for_int`, else the layout's number; ND when neither).
+    pub format: i64,
+    /// `C_Format` number (`origin_format_for_int`, else `origin_format`'s; else `format`).
+    pub origin_format: i64,
+    /// `origin_shape`, when the descriptor has one.
+    pub origin_shape: Option<Vec<i64>>,
+}
+
+/// `C_Format` numbers of the two plain formats.
+const NCHW: i64 = 0;
+const ND: i64 = 2;
+
+impl TensorFormat {
+    /// The formats of `d`.
+    pub fn of(d: &crate::om::TensorDesc) -> TensorFormat {
+        let name = |s: &str| crate::om::inout::format_number(s).map(i64::from);
+        let format = d
+            .attrs
+            .get("format_for_int")
+            .and_then(AttrValue::as_int)
+            .or_else(|| name(&d.layout))
+            .unwrap_or(ND);
+        let origin_format = d
+            .attrs
+            .get("origin_format_for_int")
+            .and_then(AttrValue::as_int)
+            .or_else(|| {
+                d.attrs
+                    .get("origin_format")
+                    .and_then(AttrValue::as_str)
+                    .and_then(name)
+            })
+            .unwrap_or(format);
+        let initialized = !matches!(
+            d.attrs.get("origin_shape_initialized"),
+            Some(AttrValue::Bool(false))
+        );
+        let origin_shape = d
+            .attrs
+            .get("origin_shape")
+            .and_then(AttrValue::as_ints)
+            .filter(|_| initialized)
+            .map(<[i64]>::to_vec);
+        TensorFormat {
+            format,
+            origin_format,
+            origin_shape,
+        }
+    }
+
+    /// Whether memory holds the tensor as the op means it: ND or NCHW storage, the same
+    /// origin format, and an origin shape that is the storage shape (or none). Only the
+    /// formats of other tensors are carried onto the ExecuteGraph.
+    pub fn is_plain(&self, shape: &Shape) -> bool {
+        matches!(self.format, ND | NCHW)
+            && self.origin_format == self.format
+            && self
+                .origin_shape
+                .as_ref()
+                .is_none_or(|o| *o == shape.to_dims())
+    }
+
+    /// Adds [`FORMAT_ATTR`], [`ORIGIN_FORMAT_ATTR`] and [`ORIGIN_SHAPE_ATTR`] to `attrs`.
+    pub fn add_to(&self, attrs: &mut crate::ops::AttrMap) {
+        attrs.insert(FORMAT_ATTR.into(), Attr::Int(self.format));
+        attrs.insert(ORIGIN_FORMAT_ATTR.into(), Attr::Int(self.origin_format));
+        if let Some(s) = &self.origin_shape {
+            attrs.insert(ORIGIN_SHAPE_ATTR.into(), Attr::Ints(s.clone()));
+        }
+    }
+}
+
+/// The formats of `d` when they are not plain ([`TensorFormat::is_plain`]).
+pub fn special_format(d: &crate::om::TensorDesc) -> Option<TensorFormat> {
+    let f = TensorFormat::of(d);
+    (!f.is_plain(&d.shape)).then_some(f)
+}
+
 /// Attributes that name an element type by ONNX number.
 pub const ONNX_TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];
 

@@ -64,6 +64,9 @@ pub struct TVal {
     /// The node whose device work writes the tensor: whatever launches work reading it is
     /// submitted after this node.
     pub order: Option<KernelNodeId>,
+    /// The tensor's storage and origin formats, when the graph gives other than plain
+    /// ones (see [`super::attrs::TensorFormat`]).
+    pub format: Option<Arc<super::attrs::TensorFormat>>,
 }
 
 impl TVal {
@@ -83,6 +86,7 @@ impl TVal {
             mem: None,
             host: None,
             order: None,
+            format: None,
         }
     }
 }
@@ -289,6 +293,14 @@ impl Builder {
             .hash_one(&level.graph.nodes[id.index()].name);
         level.names.insert(h, id.0);
         id
+    }
+
+    /// Adds `f`'s attributes to node `id` of the current level (the node making a tensor).
+    pub fn annotate_format(&mut self, id: KernelNodeId, f: &super::attrs::TensorFormat) {
+        let mut attrs = self.node_mut(id).attrs.clone();
+        f.add_to(&mut attrs);
+        let attrs = self.share(attrs);
+        self.node_mut(id).attrs = attrs;
     }
 
     /// A node of the current level.

@@ -31,7 +31,10 @@ use super::builder::{Builder, Global, TVal, dtype_list, node};
 use super::const_eval;
 use super::error::{LowerError, NO_CONVERTER, Unsupported};
 use crate::exec::{Inputs, KernelAttr, KernelGraph, KernelNodeId, Origin, ValueRef};
-use crate::om::graph::{ComputeGraph, ComputeNode, NodeId, is_const_type, is_data_type};
+use crate::om::graph::{
+    AttrValue, ComputeGraph, ComputeNode, END, NodeId, PLACEHOLDER, Tensor, is_const_type,
+    is_data_type,
+};
 use crate::om::onnx::PARENT_NODE_INDEX;
 use crate::om::{Shape, TensorDesc};
 use crate::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
@@ -40,9 +43,12 @@ use crate::ops::{DType, HostTensor};
 /// What a converter does with a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Converter {
+    /// A graph input: `Data` (and its kin), or a partitioned subgraph's `PlaceHolder`.
     Data,
     Const,
     NetOutput,
+    /// A partitioned subgraph's output.
+    End,
     If,
     Case,
     While,
@@ -55,9 +61,10 @@ pub enum Converter {
 /// The converter for `op_type`, `None` when rt2 cannot lower it.
 pub fn converter_for(reg: &OpRegistry, op_type: &str) -> Option<Converter> {
     Some(match op_type {
-        t if is_data_type(t) => Converter::Data,
+        t if is_data_type(t) || t == PLACEHOLDER => Converter::Data,
         t if is_const_type(t) => Converter::Const,
         "NetOutput" => Converter::NetOutput,
+        END => Converter::End,
         "If" | "_If" | "StatelessIf" => Converter::If,
         "Case" | "StatelessCase" => Converter::Case,
         "While" | "_While" | "StatelessWhile" => Converter::While,
@@ -78,13 +85,27 @@ pub enum Bind<'a> {
     Parent(&'a mut [Option<TVal>]),
 }
 
+/// A model input as lowering found it: a root graph input node (Data, PlaceHolder) or a
+/// weight the model was written without.
+#[derive(Debug, Clone)]
+pub struct RootInput {
+    /// The Main `Data` node's `index`.
+    pub index: usize,
+    pub name: String,
+    pub meta: TensorMeta,
+    /// A Const without a stored value, which the caller supplies.
+    pub weight: bool,
+}
+
 /// One lowering run over a model.
 pub struct Lowering<'r> {
     pub b: Builder,
     pub reg: &'r OpRegistry,
     pub unsupported: Vec<Unsupported>,
-    /// Model inputs as the root graph's Data nodes declare them, in index order.
-    pub root_inputs: Vec<(String, TensorMeta)>,
+    /// Model inputs in the order lowering met them; [`RootInput::index`] orders them.
+    pub root_inputs: Vec<RootInput>,
+    /// The number of the root graph's input nodes: the first weight's input index.
+    weights_base: usize,
     /// Prepare constant inputs in the layouts their ops ask for (see
     /// [`Lowering::prepacked`]); off keeps every weight as the model stores it.
     pub pack_weights: bool,
@@ -212,6 +233,13 @@ fn unsupported_type(n: &ComputeNode, attrs: &Attrs) -> Option<String> {
     None
 }
 
+/// Whether a Const's `value` holds its elements. A dump written without weights (GE's
+/// default `DUMP_GE_GRAPH` level strips them) keeps the descriptor and drops the bytes,
+/// or drops the attribute; an empty tensor legitimately has no bytes.
+fn stored_value(t: &Tensor) -> bool {
+    !t.data.is_empty() || t.desc.shape.element_count() == Some(0)
+}
+
 /// A tensor of a trial lowering (see [`Builder::dry`]): every form present, pointing
 /// nowhere, since the trial's graph is thrown away.
 pub(super) fn stub(m: &TensorMeta) -> Option<TVal> {
@@ -240,6 +268,7 @@ impl<'r> Lowering<'r> {
             reg,
             unsupported: Vec::new(),
             root_inputs: Vec::new(),
+            weights_base: 0,
             pack_weights: true,
             packed: Default::default(),
         }
@@ -274,19 +303,19 @@ impl<'r> Lowering<'r> {
             .iter()
             .map(|n| vec![None; n.output_descs.len().max(1)])
             .collect();
-        // Root Data nodes get consecutive model input indices in `index` order.
+        // Root input nodes get consecutive model input indices: Data nodes in `index`
+        // order, then PlaceHolders in `peerIndex` order; weights come after them.
         let mut root_index = std::collections::HashMap::new();
         if matches!(bind, Bind::Root) {
-            let mut data: Vec<(i64, NodeId)> = g
-                .data_nodes()
-                .map(|(id, n)| (n.attr_int("index").unwrap_or(i64::MAX), id))
-                .collect();
-            data.sort();
-            for (k, (_, id)) in data.into_iter().enumerate() {
+            let inputs = g.input_nodes();
+            self.weights_base = inputs.len();
+            for (k, id) in inputs.into_iter().enumerate() {
                 root_index.insert(id, k);
             }
         }
         let mut outputs: Option<Vec<Option<TVal>>> = None;
+        // A partitioned subgraph's End nodes, by node id: outputs after the NetOutput's.
+        let mut ends: std::collections::BTreeMap<NodeId, Option<TVal>> = Default::default();
         for id in order {
             let n = g.node(id);
             let mut ins: Vec<Option<TVal>> = n
@@ -318,6 +347,10 @@ impl<'r> Lowering<'r> {
                 Converter::Const => vec![self.konst(path, n)?],
                 Converter::NetOutput => {
                     outputs = Some(ins);
+                    continue;
+                }
+                Converter::End => {
+                    ends.insert(id, ins.into_iter().next().flatten());
                     continue;
                 }
                 Converter::If | Converter::Case => self.branch(path, n, &mut ins, &origin, conv)?,
@@ -370,7 +403,7 @@ impl<'r> Lowering<'r> {
                 }
             }
         }
-        Ok(match outputs {
+        let mut outputs = match outputs {
             Some(o) => o,
             None => g
                 .outputs
@@ -382,7 +415,11 @@ impl<'r> Lowering<'r> {
                         .flatten()
                 })
                 .collect(),
-        })
+        };
+        for id in g.end_nodes() {
+            outputs.push(ends.remove(&id).flatten());
+        }
+        Ok(outputs)
     }
 
     /// Adds control edges from the launches of `n`'s control predecessors to the nodes
@@ -421,23 +458,16 @@ impl<'r> Lowering<'r> {
                     return Ok(None);
                 };
                 let index = root_index.unwrap_or(0);
-                self.root_inputs.push((n.name.clone(), meta.clone()));
-                let mut d = node(n.name.clone(), "Data");
-                d.outputs = 2;
-                d.attrs
-                    .insert("index".into(), KernelAttr::Int(index as i64));
-                let id = self.b.add(d);
-                let mut t = TVal::new(meta);
-                t.shape = Some(ValueRef {
-                    node: id,
-                    output: 0,
-                });
-                t.host = Some(ValueRef {
-                    node: id,
-                    output: 1,
-                });
+                let mut t = self.model_input(n, meta, index, false);
+                let maker = t.shape.map(|s| s.node);
+                self.carry_format(&mut t, desc, maker);
                 Ok(Some(t))
             }
+            Bind::Parent(_) if n.op_type == PLACEHOLDER => Err(node_error(
+                path,
+                n,
+                "a PlaceHolder is an input of a partitioned graph, which is a root graph",
+            )),
             Bind::Parent(values) => {
                 let p = n
                     .attr_int(PARENT_NODE_INDEX)
@@ -456,9 +486,115 @@ impl<'r> Lowering<'r> {
         }
     }
 
+    /// Main's `Data` node for model input `index` (its shape and host tensor), recorded
+    /// in [`Lowering::root_inputs`].
+    fn model_input(
+        &mut self,
+        n: &ComputeNode,
+        meta: TensorMeta,
+        index: usize,
+        weight: bool,
+    ) -> TVal {
+        self.root_inputs.push(RootInput {
+            index,
+            name: n.name.clone(),
+            meta: meta.clone(),
+            weight,
+        });
+        let mut d = node(n.name.clone(), "Data");
+        d.outputs = 2;
+        d.attrs
+            .insert("index".into(), KernelAttr::Int(index as i64));
+        let id = self.b.add(d);
+        let mut t = TVal::new(meta);
+        t.shape = Some(ValueRef {
+            node: id,
+            output: 0,
+        });
+        t.host = Some(ValueRef {
+            node: id,
+            output: 1,
+        });
+        t
+    }
+
+    /// A Const written without its value (see [`stored_value`]): a weight the caller
+    /// supplies, bound as a model input after the model's own. Its type and shape are
+    /// the value's descriptor's, or the node's output descriptor's.
+    fn weight(&mut self, path: &str, n: &ComputeNode) -> Result<Option<TVal>> {
+        let desc = n
+            .attr("value")
+            .and_then(AttrValue::as_tensor)
+            .map(|t| &t.desc)
+            .filter(|d| d.dtype != crate::om::DataType::Undefined)
+            .or(n.output_descs.first());
+        let Some(meta) = desc.and_then(desc_meta) else {
+            self.unsupported(
+                path,
+                n,
+                "a Const without a stored value whose type is not one the device computes on",
+            );
+            return Ok(None);
+        };
+        if self.b.depth() > 0 {
+            // Weights are Main's inputs, and a control-flow subgraph reaches only what
+            // its owner passes it (Init's exports through captures).
+            self.unsupported(
+                path,
+                n,
+                "a Const without a stored value inside a control-flow subgraph",
+            );
+            return Ok(None);
+        }
+        let index = self.weights_base + self.root_inputs.iter().filter(|i| i.weight).count();
+        let mut t = self.model_input(n, meta, index, true);
+        let maker = t.shape.map(|s| s.node);
+        self.carry_format(&mut t, desc, maker);
+        Ok(Some(t))
+    }
+
+    /// Keeps `desc`'s formats on `t` when they are not plain, and writes them onto the
+    /// exec node `maker` that makes the tensor, for views and kernels.
+    fn carry_format(
+        &mut self,
+        t: &mut TVal,
+        desc: Option<&TensorDesc>,
+        maker: Option<KernelNodeId>,
+    ) {
+        let Some(f) = desc.and_then(attrs::special_format) else {
+            return;
+        };
+        if let Some(id) = maker.filter(|_| !self.b.dry) {
+            self.b.annotate_format(id, &f);
+        }
+        t.format = Some(Arc::new(f));
+    }
+
+    /// [`Lowering::carry_format`] for each output of `n`, made by its `AllocMemHbm`.
+    fn carry_output_formats(&mut self, n: &ComputeNode, outs: &mut [TVal]) {
+        for (t, d) in outs.iter_mut().zip(&n.output_descs) {
+            let maker = t
+                .mem
+                .map(|m| m.node)
+                .filter(|&id| self.b.graph().node(id).kernel == "AllocMemHbm");
+            self.carry_format(t, Some(d), maker);
+        }
+    }
+
     fn konst(&mut self, path: &str, n: &ComputeNode) -> Result<Option<TVal>> {
-        let Some(t) = n.attr("value").and_then(|v| v.as_tensor()) else {
-            return Err(node_error(path, n, "has no tensor attribute \"value\""));
+        let t = match n.attr("value") {
+            Some(AttrValue::Tensor(t)) if stored_value(t) => t,
+            None | Some(AttrValue::Tensor(_)) => return self.weight(path, n),
+            Some(other) => {
+                return Err(node_error(
+                    path,
+                    n,
+                    format!(
+                        "attribute \"value\" is of kind {}, not a tensor",
+                        other.kind()
+                    ),
+                ));
+            }
         };
         let Some(ht) = attrs::tensor(t) else {
             if dtype(t.desc.dtype).is_none() {
@@ -513,7 +649,8 @@ impl<'r> Lowering<'r> {
         }
         let name = n.name.clone();
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
-            let results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            let mut results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            self.carry_output_formats(n, &mut results);
             // The forms made of the other operands (an upload, say) serve their later
             // readers too.
             for (i, operand) in operands.into_iter().enumerate() {
@@ -523,11 +660,9 @@ impl<'r> Lowering<'r> {
             }
             return Ok(results.into_iter().map(Some).collect());
         }
-        Ok(self
-            .emit(&name, &spec, attrs, ins, &outs, Some(origin))
-            .into_iter()
-            .map(Some)
-            .collect())
+        let mut results = self.emit(&name, &spec, attrs, ins, &outs, Some(origin));
+        self.carry_output_formats(n, &mut results);
+        Ok(results.into_iter().map(Some).collect())
     }
 
     /// The node as its op's prepack hook asks for it ([`crate::ops::Prepack`]): the op

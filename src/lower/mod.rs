@@ -74,11 +74,13 @@ pub fn lower_with(
     let (init, deinit) = lw.b.finish_init();
 
     let names = graph_outputs(root);
-    let io = |name: String, m: &crate::ops::TensorMeta| ModelIo {
+    let io = |name: String, m: &crate::ops::TensorMeta, weight: bool| ModelIo {
         name,
         dtype: Some(m.dtype),
         shape: m.shape.clone().unwrap_or_else(|| vec![-2]),
+        weight,
     };
+    lw.root_inputs.sort_by_key(|i| i.index);
     let mut eg = ExecuteGraph {
         name: if model.name.is_empty() {
             root.name.clone()
@@ -96,7 +98,7 @@ pub fn lower_with(
         inputs: lw
             .root_inputs
             .iter()
-            .map(|(n, m)| io(n.clone(), m))
+            .map(|i| io(i.name.clone(), &i.meta, i.weight))
             .collect(),
         outputs: out_metas
             .iter()
@@ -106,7 +108,7 @@ pub fn lower_with(
                     .get(i)
                     .map(|s| s.name.clone())
                     .unwrap_or_else(|| format!("output{i}"));
-                io(name, m)
+                io(name, m, false)
             })
             .collect(),
         multi_thread: false,

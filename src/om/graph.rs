@@ -128,6 +128,9 @@ pub struct TensorDesc {
     pub rest: ge_ir::TensorDescriptor,
 }
 
+/// GE's `FORMAT_RESERVED` in `C_Format` numbering (metadef `c_types.h`).
+pub const FORMAT_RESERVED: i64 = 40;
+
 impl TensorDesc {
     pub fn new(dtype: DataType, shape: Shape) -> Self {
         TensorDesc {
@@ -136,6 +139,17 @@ impl TensorDesc {
             layout: "ND".into(),
             ..Default::default()
         }
+    }
+    /// Whether this is the descriptor GE keeps for an optional input left unconnected:
+    /// format `FORMAT_RESERVED`, by layout name or by `format_for_int`. GE serializes
+    /// every IR input's descriptor, connected or not, and skips these "invalid"
+    /// descriptors when it numbers a node's data inputs, so they are not inputs.
+    pub fn is_reserved(&self) -> bool {
+        matches!(self.layout.as_str(), "FORMAT_RESERVED" | "RESERVED")
+            || matches!(
+                self.attrs.get("format_for_int"),
+                Some(AttrValue::Int(f)) if f & 0xff == FORMAT_RESERVED
+            )
     }
 }
 
@@ -284,6 +298,18 @@ impl ComputeNode {
     pub fn output_count(&self) -> usize {
         self.output_descs.len()
     }
+    /// The input descriptors that stand for data inputs, in input order: every
+    /// descriptor but those of optional inputs left unconnected ([`TensorDesc::is_reserved`]).
+    /// When the node lists as many inputs as descriptors, that is all of them.
+    pub fn data_input_descs(&self) -> Vec<&TensorDesc> {
+        if self.input_descs.len() == self.inputs.len() {
+            return self.input_descs.iter().collect();
+        }
+        self.input_descs
+            .iter()
+            .filter(|d| !d.is_reserved())
+            .collect()
+    }
 }
 
 /// A graph of compute nodes: the root graph of a model or a subgraph owned by a node.
@@ -336,6 +362,33 @@ impl ComputeGraph {
             .map(|id| (id, self.node(id)))
             .filter(|(_, n)| is_data_type(&n.op_type))
     }
+    /// The graph's input nodes in model input order: the Data nodes by their `index`
+    /// attribute, then the PlaceHolders of a partitioned subgraph by `peerIndex` (ties
+    /// and missing attributes in node order).
+    pub fn input_nodes(&self) -> Vec<NodeId> {
+        let mut data: Vec<(i64, NodeId)> = self
+            .data_nodes()
+            .map(|(id, n)| (n.attr_int("index").unwrap_or(i64::MAX), id))
+            .collect();
+        data.sort();
+        let mut ids: Vec<NodeId> = data.into_iter().map(|(_, id)| id).collect();
+        ids.extend(self.by_peer_index(PLACEHOLDER));
+        ids
+    }
+    /// The End nodes of a partitioned subgraph, the outputs it hands to other partitions,
+    /// by `peerIndex` (ties and missing attributes in node order).
+    pub fn end_nodes(&self) -> Vec<NodeId> {
+        self.by_peer_index(END)
+    }
+    fn by_peer_index(&self, op_type: &str) -> Vec<NodeId> {
+        let mut v: Vec<(i64, NodeId)> = self
+            .node_ids()
+            .filter(|&id| self.node(id).op_type == op_type)
+            .map(|id| (self.node(id).attr_int(PEER_INDEX).unwrap_or(i64::MAX), id))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, id)| id).collect()
+    }
     /// The graph's NetOutput node, if it has one.
     pub fn net_output(&self) -> Option<NodeId> {
         self.nodes
@@ -359,6 +412,22 @@ impl ComputeGraph {
         n
     }
 }
+
+/// The op type of a partitioned subgraph's input: GE's engine partitioner cuts each
+/// edge between two engines' subgraphs into an `End` in the producer's subgraph and a
+/// `PlaceHolder` in the consumer's (hicann/ge `compiler/graph/partition/
+/// engine_partitioner.cc`). The PlaceHolder's output descriptor is the consumer's input
+/// descriptor; its attributes name the producer (`_parentNodeName`, `parentOpType`,
+/// `parentId` = "graph:node id", `anchorIndex` = the producer's output index) and the End
+/// (`_peerNodeName`).
+pub const PLACEHOLDER: &str = "PlaceHolder";
+/// The op type of a partitioned subgraph's output (see [`PLACEHOLDER`]); its input
+/// descriptor is the producer's output descriptor, `parentOpType` the consumer's type.
+pub const END: &str = "End";
+/// The number GE gives a cut edge, the same on its `End` and its `PlaceHolder`: a
+/// counter of the partitioning, so a subgraph's PlaceHolders (and Ends) in `peerIndex`
+/// order are in the order GE cut them.
+pub const PEER_INDEX: &str = "peerIndex";
 
 /// Op types GE uses for graph inputs.
 pub fn is_data_type(op_type: &str) -> bool {

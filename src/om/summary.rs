@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::om::graph::{
-    AttrValue, ComputeGraph, ComputeModel, ComputeNode, OutPort, Shape, TensorDesc,
-};
+use crate::om::graph::{AttrValue, ComputeGraph, ComputeModel, OutPort, Shape, TensorDesc};
 
 /// One graph input or output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,15 +80,13 @@ pub fn summarize(index: usize, model: &ComputeModel) -> GraphSummary {
     }
 }
 
-/// The graph's inputs: Data nodes ordered by their `index` attribute.
+/// The graph's inputs ([`ComputeGraph::input_nodes`]): Data nodes ordered by their
+/// `index` attribute, then a partitioned subgraph's PlaceHolders by `peerIndex`.
 pub fn graph_inputs(g: &ComputeGraph) -> Vec<TensorSummary> {
-    let mut data: Vec<(i64, &ComputeNode)> = g
-        .data_nodes()
-        .map(|(_, n)| (n.attr_int("index").unwrap_or(i64::MAX), n))
-        .collect();
-    data.sort_by_key(|(i, _)| *i);
-    data.into_iter()
-        .map(|(_, n)| {
+    g.input_nodes()
+        .into_iter()
+        .map(|id| {
+            let n = g.node(id);
             TensorSummary::of(
                 n.name.clone(),
                 n.output_descs.first().or(n.input_descs.first()),
@@ -100,8 +96,26 @@ pub fn graph_inputs(g: &ComputeGraph) -> Vec<TensorSummary> {
 }
 
 /// The graph's outputs: the NetOutput's inputs in order (named by the NetOutput input
-/// descriptor's name when it has one, else `producer:index`), or `GraphDef.output`.
+/// descriptor's name when it has one, else `producer:index`), or `GraphDef.output`; then
+/// a partitioned subgraph's End nodes by `peerIndex`, each named as the End is.
 pub fn graph_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
+    let mut outs = own_outputs(g);
+    outs.extend(g.end_nodes().into_iter().map(|id| {
+        let n = g.node(id);
+        let desc = n
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|p| g.port_desc(p))
+            .or(n.input_descs.first());
+        TensorSummary::of(n.name.clone(), desc)
+    }));
+    outs
+}
+
+/// The outputs of [`graph_outputs`] but the End nodes.
+fn own_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
     let name_of = |p: &OutPort| {
         let producer = g
             .nodes
@@ -150,6 +164,7 @@ fn output_name(g: &ComputeGraph, p: OutPort) -> Option<String> {
 mod tests {
     use super::*;
     use crate::om::DataType;
+    use crate::om::graph::ComputeNode;
 
     #[test]
     fn inputs_by_index_and_outputs_by_name() {

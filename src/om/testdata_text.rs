@@ -327,3 +327,124 @@ fn attr_s_list(values: &[&str]) -> AttrDef {
         ..Default::default()
     })))
 }
+
+/// One op of a GE graph dump, built for tests the way `DUMP_GE_GRAPH` writes ops at a
+/// build stage: inputs as `"src:index"` strings, descriptors with GE's always-added
+/// format attrs, and whatever attributes a stage adds (`_ge_attr_op_kernel_lib_name`,
+/// `peerIndex`, ...).
+#[derive(Debug, Clone, Default)]
+pub struct DumpOp(pub OpDef);
+
+impl DumpOp {
+    pub fn new(name: &str, op_type: &str) -> Self {
+        DumpOp(OpDef {
+            name: name.to_owned(),
+            r#type: op_type.to_owned(),
+            ..Default::default()
+        })
+    }
+    /// A data input, `"src:index"` (or `""` for an unconnected one).
+    pub fn input(mut self, src: &str) -> Self {
+        self.0.input.push(src.to_owned());
+        self
+    }
+    pub fn attr_i(mut self, key: &str, v: i64) -> Self {
+        self.0
+            .attr
+            .insert(key.to_owned(), attr(attr_def::Value::I(v)));
+        self
+    }
+    pub fn attr_s(mut self, key: &str, v: &str) -> Self {
+        self.0.attr.insert(
+            key.to_owned(),
+            attr(attr_def::Value::S(v.as_bytes().to_vec())),
+        );
+        self
+    }
+    pub fn attr_ints(mut self, key: &str, v: &[i64]) -> Self {
+        self.0.attr.insert(key.to_owned(), int_list(v));
+        self
+    }
+    pub fn in_desc(mut self, d: TensorDescriptor) -> Self {
+        self.0.input_desc.push(d);
+        self
+    }
+    pub fn out_desc(mut self, d: TensorDescriptor) -> Self {
+        self.0.output_desc.push(d);
+        self
+    }
+    /// A Const's `value`: `data` may be empty, as in a dump written without weights.
+    pub fn value(mut self, desc: TensorDescriptor, data: Vec<u8>) -> Self {
+        let t = TensorDef {
+            desc: Some(desc),
+            data,
+        };
+        self.0
+            .attr
+            .insert("value".to_owned(), attr(attr_def::Value::T(Box::new(t))));
+        self
+    }
+}
+
+/// A float32 (`DT_FLOAT`) ND descriptor of `dims`, origin shape the same.
+pub fn f32_desc(dims: &[i64]) -> TensorDescriptor {
+    tensor_desc(1, dims, "ND")
+}
+
+/// A descriptor in storage format `layout` (`format_for_int` = `format`) of `dims`, for a
+/// tensor whose origin format is `origin` with shape `origin_dims`: what GE writes once
+/// it has chosen a device format for a tensor.
+pub fn formatted_desc(
+    dtype: i32,
+    dims: &[i64],
+    layout: &str,
+    format: i64,
+    origin: (&str, i64),
+    origin_dims: &[i64],
+) -> TensorDescriptor {
+    let mut d = tensor_desc(dtype, dims, layout);
+    d.attr.insert(
+        "format_for_int".to_owned(),
+        attr(attr_def::Value::I(format)),
+    );
+    d.attr.insert(
+        "origin_format".to_owned(),
+        attr(attr_def::Value::S(origin.0.as_bytes().to_vec())),
+    );
+    d.attr.insert(
+        "origin_format_for_int".to_owned(),
+        attr(attr_def::Value::I(origin.1)),
+    );
+    d.attr
+        .insert("origin_shape".to_owned(), int_list(origin_dims));
+    d
+}
+
+/// The descriptor GE writes for an optional input left unconnected: layout
+/// `FORMAT_RESERVED`, no data type, no shape.
+pub fn reserved_desc() -> TensorDescriptor {
+    let mut d = tensor_desc(0, &[], "FORMAT_RESERVED");
+    d.attr
+        .insert("format_for_int".to_owned(), attr(attr_def::Value::I(40)));
+    d.attr.insert(
+        "origin_format".to_owned(),
+        attr(attr_def::Value::S(b"RESERVED".to_vec())),
+    );
+    d.attr.insert(
+        "origin_format_for_int".to_owned(),
+        attr(attr_def::Value::I(40)),
+    );
+    d
+}
+
+/// A dump of one graph named `graph` (no model name, as `DUMP_GE_GRAPH` writes it).
+pub fn dump_model(graph: &str, ops: Vec<DumpOp>) -> ModelDef {
+    ModelDef {
+        graph: vec![GraphDef {
+            name: graph.to_owned(),
+            op: ops.into_iter().map(|o| o.0).collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}

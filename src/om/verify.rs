@@ -4,7 +4,8 @@
 //! 1. node names are unique;
 //! 2. every data edge names an existing node and, where the producer has output
 //!    descriptors, an existing output; graph inputs and outputs likewise;
-//! 3. a node with input descriptors has exactly one per data input;
+//! 3. a node with input descriptors has exactly one per data input, not counting the
+//!    `FORMAT_RESERVED` descriptors GE writes for optional inputs left unconnected;
 //! 4. data and control edges form no cycle;
 //! 5. the root graph's Data nodes carry `index` attributes `0..n` with no gap or repeat;
 //!    a subgraph's Data nodes carry `_parent_node_index` within the caller's inputs;
@@ -162,14 +163,20 @@ impl Verifier {
                 );
             }
         }
-        if !n.input_descs.is_empty() && n.input_descs.len() != n.inputs.len() {
+        let descs = n.data_input_descs().len();
+        if !n.input_descs.is_empty() && descs != n.inputs.len() {
+            let reserved = n.input_descs.len() - descs;
+            let unconnected = if reserved > 0 {
+                format!(" (and {reserved} of unconnected optional inputs)")
+            } else {
+                String::new()
+            };
             self.err(
                 g,
                 n,
                 format!(
-                    "{} data input(s) but {} input descriptor(s)",
+                    "{} data input(s) but {descs} input descriptor(s){unconnected}",
                     n.inputs.len(),
-                    n.input_descs.len()
                 ),
             );
         }

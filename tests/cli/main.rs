@@ -10,6 +10,7 @@ mod completions;
 mod dump;
 mod errors;
 mod exeg;
+mod ge_dumps;
 mod inspect;
 mod limits;
 mod lower;

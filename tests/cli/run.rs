@@ -42,7 +42,7 @@ fn read_npy(path: &Path) -> HostTensor {
     npy::read(&std::fs::read(path).unwrap(), None).unwrap()
 }
 
-fn f32s(t: &HostTensor) -> Vec<f32> {
+pub(crate) fn f32s(t: &HostTensor) -> Vec<f32> {
     assert_eq!(t.dtype, DType::F32);
     t.data
         .chunks_exact(4)

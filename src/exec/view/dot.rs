@@ -10,7 +10,7 @@
 //! each consumer, where its edges start, instead of sending a fan of long edges across the
 //! drawing.
 
-use crate::exec::graph::{ExecuteGraph, KernelClass, KernelGraph, KernelNode};
+use crate::exec::graph::{ExecuteGraph, KernelAttr, KernelClass, KernelGraph, KernelNode};
 use crate::exec::view::filter::{CUT_KERNEL, is_synthetic, synthetic_label};
 use crate::exec::view::select::GraphSelect;
 use crate::graphview::fold::hubs_of;
@@ -183,6 +183,15 @@ fn node_attrs(n: &KernelNode) -> String {
     let mut text = format!("{}\n{}", n.kernel, n.name);
     if let Some(o) = n.origin.as_ref().filter(|o| !o.node.is_empty()) {
         text.push_str(&format!("\n{} ({})", o.node, o.op_type));
+    }
+    // A tensor whose memory is not in the format the op means (lowering writes these
+    // only then): storage format, origin format and shape.
+    if let Some(f) = n.attrs.get("_format").and_then(KernelAttr::as_int) {
+        let origin = n.attr_int("_origin_format").unwrap_or(f);
+        text.push_str(&format!("\nformat {f}, origin {origin}"));
+        if let Some(KernelAttr::Ints(s)) = n.attrs.get("_origin_shape") {
+            text.push_str(&format!(" {s:?}"));
+        }
     }
     format!(
         "label=\"{}\", shape={shape}, fillcolor=\"{fill}\"",

@@ -13,11 +13,15 @@ pub fn to_json(eg: &ExecuteGraph, which: GraphSelect) -> Value {
     let io = |ios: &[crate::exec::graph::ModelIo]| -> Value {
         ios.iter()
             .map(|io| {
-                json!({
+                let mut v = json!({
                     "name": io.name,
                     "dtype": io.dtype.map(|d| d.name()),
                     "shape": io.shape,
-                })
+                });
+                if io.weight {
+                    v["weight"] = json!(true);
+                }
+                v
             })
             .collect()
     };

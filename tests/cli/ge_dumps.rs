@@ -1,0 +1,179 @@
+//! CLI tests: GE dumps as users hold them (`ge_proto_*_graph_*_<stage>.txt`), built in GE
+//! text form with `om::testdata_text`'s builder: a partitioned subgraph (PlaceHolder ->
+//! Relu -> End) run under every executor, and a dump written without weights, which
+//! `rt2 run` refuses naming each weight unless `--weights` fills them.
+
+use rt2::cmd::npy;
+use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc};
+use rt2::om::text::print_text;
+use rt2::ops::{DType, HostTensor};
+use rt2::proto::ge_ir::ModelDef;
+
+use crate::run::f32s;
+use crate::util::Scratch;
+
+const EXECUTORS: [&str; 4] = ["seq", "topo", "topo-prio", "topo-mt"];
+
+fn tensor(shape: &[i64], values: &[f32]) -> HostTensor {
+    HostTensor {
+        dtype: DType::F32,
+        shape: shape.to_vec(),
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+fn output(sc: &Scratch, file: &str) -> Vec<f32> {
+    f32s(&npy::read(&sc.read(file), None).unwrap())
+}
+
+/// Writes `md` as the GE text dump `name`.
+fn dump(sc: &Scratch, name: &str, md: &ModelDef) -> String {
+    sc.write(name, print_text(md).as_bytes());
+    name.to_string()
+}
+
+/// A partitioned subgraph as GE's engine partitioner leaves it: PlaceHolder -> Relu ->
+/// End, the Relu placed on `lib` (`_ge_attr_op_kernel_lib_name`).
+pub fn partitioned_relu(lib: &str) -> ModelDef {
+    dump_model(
+        "partition0_rank1_new_sub_graph1",
+        vec![
+            DumpOp::new("PlaceHolder0", "PlaceHolder")
+                .attr_i("peerIndex", 0)
+                .attr_i("anchorIndex", 0)
+                .attr_s("parentOpType", "Data")
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("relu", "Relu")
+                .attr_s("_ge_attr_op_kernel_lib_name", lib)
+                .input("PlaceHolder0:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("End0", "End")
+                .attr_i("peerIndex", 1)
+                .attr_s("parentOpType", "NetOutput")
+                .input("relu:0")
+                .in_desc(f32_desc(&[2, 3])),
+        ],
+    )
+}
+
+#[test]
+fn a_partitioned_subgraph_runs_under_every_executor() {
+    let sc = Scratch::new();
+    let x = [-1.0, 2.0, -3.0, 4.0, -0.5, 0.25];
+    sc.write("x.npy", &npy::write(&tensor(&[2, 3], &x)).unwrap());
+    for lib in ["AIcoreEngine", "aicpu_ascend_kernel"] {
+        let file = dump(
+            &sc,
+            "ge_proto_00000001_graph_1_PreRunAfterBuild.txt",
+            &partitioned_relu(lib),
+        );
+        for ex in EXECUTORS {
+            let dir = format!("out_{ex}");
+            sc.rt2(&[
+                "run",
+                &file,
+                "--executor",
+                ex,
+                "--input",
+                "PlaceHolder0=x.npy",
+                "--output-dir",
+                &dir,
+            ])
+            .ok();
+            let want: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+            assert_eq!(output(&sc, &format!("{dir}/End0.npy")), want, "{lib} {ex}");
+        }
+    }
+}
+
+fn named(
+    mut d: rt2::proto::ge_ir::TensorDescriptor,
+    name: &str,
+) -> rt2::proto::ge_ir::TensorDescriptor {
+    d.name = name.into();
+    d
+}
+
+/// Two Consts written without their values, handed out as the outputs.
+fn weightless() -> ModelDef {
+    dump_model(
+        "weightless",
+        vec![
+            DumpOp::new("dynamic_const_320", "Const")
+                .value(f32_desc(&[4]), Vec::new())
+                .out_desc(f32_desc(&[4])),
+            DumpOp::new("bias", "Const").out_desc(f32_desc(&[4])),
+            DumpOp::new("out", "NetOutput")
+                .input("dynamic_const_320:0")
+                .input("bias:0")
+                .in_desc(named(f32_desc(&[4]), "w"))
+                .in_desc(named(f32_desc(&[4]), "b")),
+        ],
+    )
+}
+
+#[test]
+fn weights_missing_from_a_dump_are_named_or_filled() {
+    let sc = Scratch::new();
+    let file = dump(
+        &sc,
+        "ge_proto_00000002_graph_1_OptimizeOriginalGraph.txt",
+        &weightless(),
+    );
+    sc.rt2(&["inspect", &file]).ok();
+    sc.rt2(&["lower", &file, "-o", "w.exeg"]).ok();
+    for f in [file.as_str(), "w.exeg"] {
+        sc.rt2(&["run", f]).fails(
+            2,
+            &[
+                f,
+                "without the values of 2 weight(s): \"dynamic_const_320\", \"bias\"",
+                "--weights zeros|random",
+            ],
+        );
+    }
+    sc.rt2(&["run", &file, "--weights", "zeros", "--output-dir", "zeros"])
+        .ok()
+        .stdout_has(&["zeros"]);
+    assert_eq!(output(&sc, "zeros/w.npy"), [0.0; 4]);
+    // Random weights: seeded, one stream per weight.
+    let run = |seed: &str, dir: &str| {
+        sc.rt2(&[
+            "run",
+            &file,
+            "--weights",
+            "random",
+            "--seed",
+            seed,
+            "--output-dir",
+            dir,
+        ])
+        .ok();
+        (
+            output(&sc, &format!("{dir}/w.npy")),
+            output(&sc, &format!("{dir}/b.npy")),
+        )
+    };
+    let (a, b) = run("1", "r1");
+    assert_ne!(a, b, "each weight its own stream");
+    assert_eq!(run("1", "r1_again"), (a.clone(), b));
+    assert_ne!(run("2", "r2").0, a, "the seed matters");
+    // A weight given with --input; the other filled.
+    sc.write(
+        "w.npy",
+        &npy::write(&tensor(&[4], &[1.0, 2.0, 3.0, 4.0])).unwrap(),
+    );
+    sc.rt2(&[
+        "run",
+        &file,
+        "--input",
+        "bias=w.npy",
+        "--weights",
+        "zeros",
+        "--output-dir",
+        "given",
+    ])
+    .ok();
+    assert_eq!(output(&sc, "given/b.npy"), [1.0, 2.0, 3.0, 4.0]);
+}

@@ -1,0 +1,262 @@
+//! Real GE dumps and their quirks, on graphs built here in GE text form (as
+//! `DUMP_GE_GRAPH` writes them, through `om::testdata_text`'s builder): descriptors of
+//! optional inputs left unconnected, Consts written without their values, the
+//! PlaceHolder and End boundaries of a partitioned subgraph, storage and origin formats,
+//! and ops lowered as compiled kernels rt2 cannot compute. Each graph is printed as
+//! text and read back through the text reader, so the tests see what a user's file gives.
+
+use rt2::exec::{ExecuteGraph, KernelGraph};
+use rt2::lower::{LowerOptions, lower};
+use rt2::om::ComputeModel;
+use rt2::om::file::{ReadOptions, read};
+use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc, formatted_desc, reserved_desc};
+use rt2::om::text::print_text;
+use rt2::om::verify::verify;
+use rt2::proto::ge_ir::ModelDef;
+
+/// The model a GE text dump of `md` reads as.
+fn read_text(md: &ModelDef) -> ComputeModel {
+    let text = print_text(md);
+    read(text.as_bytes(), &ReadOptions::default())
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .models
+        .remove(0)
+        .model
+}
+
+fn problems(m: &ComputeModel) -> Vec<String> {
+    verify(m).iter().map(|p| p.to_string()).collect()
+}
+
+/// Data -> Relu (with a second, optional input left unconnected) -> NetOutput.
+fn optional_inputs(second: rt2::proto::ge_ir::TensorDescriptor) -> ModelDef {
+    dump_model(
+        "g",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("relu", "Relu")
+                .input("x:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(second)
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("out", "NetOutput")
+                .input("relu:0")
+                .in_desc(f32_desc(&[2])),
+        ],
+    )
+}
+
+#[test]
+fn reserved_descriptors_of_unconnected_optional_inputs_are_normal() {
+    let m = read_text(&optional_inputs(reserved_desc()));
+    assert_eq!(m.root.nodes[1].input_descs.len(), 2);
+    assert_eq!(m.root.nodes[1].data_input_descs().len(), 1);
+    assert_eq!(problems(&m), Vec::<String>::new());
+    // A second descriptor that is not FORMAT_RESERVED is still a mismatch.
+    let m = read_text(&optional_inputs(f32_desc(&[2])));
+    assert_eq!(
+        problems(&m),
+        ["error: graph \"g\": node \"relu\": 1 data input(s) but 2 input descriptor(s)"]
+    );
+}
+
+fn lowered(md: &ModelDef) -> ExecuteGraph {
+    lower(&read_text(md), &LowerOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Each model input's name and whether it is a weight, in input order.
+fn inputs(eg: &ExecuteGraph) -> Vec<(&str, bool)> {
+    eg.inputs
+        .iter()
+        .map(|i| (i.name.as_str(), i.weight))
+        .collect()
+}
+
+/// Main's `Data` nodes: name and `index`, in node order.
+fn data_nodes(g: &KernelGraph) -> Vec<(String, i64)> {
+    g.nodes
+        .iter()
+        .filter(|n| n.kernel == "Data")
+        .map(|n| (n.name.to_string(), n.attr_int("index").unwrap_or(-1)))
+        .collect()
+}
+
+/// x + w, times v: `w` keeps its value's descriptor but not its bytes, `v` has no
+/// `value` at all, as dumps written without weights have them.
+fn weightless() -> ModelDef {
+    dump_model(
+        "weightless",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("w", "Const")
+                .value(f32_desc(&[2]), Vec::new())
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("v", "Const").out_desc(f32_desc(&[2])),
+            DumpOp::new("add", "Add")
+                .input("x:0")
+                .input("w:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(f32_desc(&[2]))
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("mul", "Mul")
+                .input("add:0")
+                .input("v:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(f32_desc(&[2]))
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("out", "NetOutput")
+                .input("mul:0")
+                .in_desc(f32_desc(&[2])),
+        ],
+    )
+}
+
+#[test]
+fn consts_without_values_lower_to_weights_after_the_inputs() {
+    let m = read_text(&weightless());
+    assert_eq!(problems(&m), Vec::<String>::new());
+    let eg = lowered(&weightless());
+    assert_eq!(inputs(&eg), [("x", false), ("w", true), ("v", true)]);
+    assert_eq!(
+        data_nodes(&eg.main),
+        [("x".into(), 0), ("w".into(), 1), ("v".into(), 2)]
+    );
+    assert_eq!(eg.inputs[2].shape, [2], "from the output descriptor");
+    // The flag survives the file.
+    let back = rt2::exec::exeg::decode(&rt2::exec::exeg::encode(&eg)).unwrap();
+    assert_eq!(back.inputs, eg.inputs);
+}
+
+/// A partitioned subgraph, its boundaries in another order than their `peerIndex`:
+/// PlaceHolders b (7) and a (2) -> Add -> Relu, Ends y (9, after Relu) and x (4, after
+/// Add).
+fn partitioned() -> ModelDef {
+    let ph = |name: &str, peer: i64, dims: &[i64]| {
+        DumpOp::new(name, "PlaceHolder")
+            .attr_i("peerIndex", peer)
+            .attr_i("anchorIndex", 0)
+            .attr_s("parentOpType", "Conv2D")
+            .attr_s("_parentNodeName", "conv")
+            .attr_s("parentId", "partition0:3")
+            .out_desc(f32_desc(dims))
+    };
+    let end = |name: &str, peer: i64, src: &str| {
+        DumpOp::new(name, "End")
+            .attr_i("peerIndex", peer)
+            .attr_s("parentOpType", "NetOutput")
+            .input(src)
+            .in_desc(f32_desc(&[2, 3]))
+    };
+    dump_model(
+        "partition1",
+        vec![
+            ph("ph_b", 7, &[2, 3]),
+            ph("ph_a", 2, &[3]),
+            DumpOp::new("add", "Add")
+                .input("ph_b:0")
+                .input("ph_a:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(f32_desc(&[3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("relu", "Relu")
+                .input("add:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            end("end_y", 9, "relu:0"),
+            end("end_x", 4, "add:0"),
+        ],
+    )
+}
+
+#[test]
+fn placeholders_and_ends_are_inputs_and_outputs_in_peer_index_order() {
+    let m = read_text(&partitioned());
+    assert_eq!(problems(&m), Vec::<String>::new());
+    let names = |v: Vec<rt2::om::summary::TensorSummary>| -> Vec<String> {
+        v.into_iter().map(|t| t.name).collect()
+    };
+    assert_eq!(
+        names(rt2::om::summary::graph_inputs(&m.root)),
+        ["ph_a", "ph_b"]
+    );
+    assert_eq!(
+        names(rt2::om::summary::graph_outputs(&m.root)),
+        ["end_x", "end_y"]
+    );
+    let eg = lowered(&partitioned());
+    assert_eq!(inputs(&eg), [("ph_a", false), ("ph_b", false)]);
+    assert_eq!(eg.inputs[0].shape, [3]);
+    assert_eq!(
+        data_nodes(&eg.main),
+        [("ph_b".into(), 1), ("ph_a".into(), 0)]
+    );
+    let outs: Vec<&str> = eg.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(outs, ["end_x", "end_y"]);
+}
+
+/// Data -> Relu -> NetOutput on a tensor GE stores as NC1HWC0 (format 3) whose origin is
+/// NCHW (format 0) [1, 16, 2, 2]: memory holds [1, 1, 2, 2, 16].
+fn five_d() -> ModelDef {
+    let nc1hwc0 = || {
+        formatted_desc(
+            1,
+            &[1, 1, 2, 2, 16],
+            "NC1HWC0",
+            3,
+            ("NCHW", 0),
+            &[1, 16, 2, 2],
+        )
+    };
+    dump_model(
+        "five_d",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(nc1hwc0()),
+            DumpOp::new("relu", "Relu")
+                .input("x:0")
+                .in_desc(nc1hwc0())
+                .out_desc(nc1hwc0()),
+            DumpOp::new("out", "NetOutput")
+                .input("relu:0")
+                .in_desc(nc1hwc0()),
+        ],
+    )
+}
+
+#[test]
+fn storage_and_origin_formats_reach_the_lowered_tensors_and_the_views() {
+    use rt2::exec::KernelAttr;
+    let eg = lowered(&five_d());
+    let formats = |g: &KernelGraph| -> Vec<(String, i64, i64, Vec<i64>)> {
+        g.nodes
+            .iter()
+            .filter_map(|n| {
+                let f = n.attr_int("_format")?;
+                let o = n.attr_int("_origin_format")?;
+                let Some(KernelAttr::Ints(s)) = n.attrs.get("_origin_shape") else {
+                    return None;
+                };
+                Some((n.kernel.to_string(), f, o, s.clone()))
+            })
+            .collect()
+    };
+    let origin = vec![1, 16, 2, 2];
+    assert_eq!(
+        formats(&eg.main),
+        [
+            ("Data".to_string(), 3, 0, origin.clone()),
+            ("AllocMemHbm".to_string(), 3, 0, origin.clone())
+        ]
+    );
+    let json = rt2::exec::view::json::to_json(&eg, rt2::exec::view::select::GraphSelect::Main);
+    assert!(json.to_string().contains("\"_origin_shape\""), "{json}");
+    let dot = rt2::exec::view::dot::to_dot(&eg, rt2::exec::view::select::GraphSelect::Main);
+    assert!(dot.contains("format 3, origin 0 [1, 16, 2, 2]"), "{dot}");
+    // Plain tensors carry nothing.
+    assert_eq!(formats(&lowered(&partitioned()).main), []);
+}
