@@ -147,7 +147,10 @@ pub fn attrs(map: &AttrMap) -> Attrs {
 /// The attributes an op's kernels read: [`attrs`] without the bookkeeping GE and rt2 keep
 /// on a node (names starting with `_`, and `original_type`).
 pub fn op_attrs(map: &AttrMap) -> Attrs {
-    convert(map, |k| !k.starts_with('_') && k != "original_type")
+    // GE's own bookkeeping starts with `_`; TransData's output shape is rt2's, for the op.
+    convert(map, |k| {
+        (!k.starts_with('_') || k == crate::formats::DST_SHAPE_ATTR) && k != "original_type"
+    })
 }
 
 fn convert(map: &AttrMap, keep: impl Fn(&str) -> bool) -> Attrs {

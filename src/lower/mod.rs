@@ -26,6 +26,7 @@ pub mod const_eval;
 pub mod control;
 pub mod convert;
 pub mod error;
+pub mod layout;
 pub mod passes;
 
 pub use error::{LowerError, Unsupported};
@@ -57,6 +58,9 @@ pub fn lower_with(
     model: &ComputeModel,
     opts: &LowerOptions,
 ) -> Result<ExecuteGraph, LowerError> {
+    // Ascend storage formats become the layouts the ops mean (layout.rs).
+    let model = layout::to_origin(model)?;
+    let model = model.as_ref();
     let root = &model.root;
     let mut lw = Lowering::new(reg);
     lw.pack_weights = !opts.keep_weight_layout;

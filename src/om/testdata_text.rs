@@ -365,6 +365,12 @@ impl DumpOp {
         self.0.attr.insert(key.to_owned(), int_list(v));
         self
     }
+    pub fn attr_f(mut self, key: &str, v: f32) -> Self {
+        self.0
+            .attr
+            .insert(key.to_owned(), attr(attr_def::Value::F(v)));
+        self
+    }
     pub fn in_desc(mut self, d: TensorDescriptor) -> Self {
         self.0.input_desc.push(d);
         self

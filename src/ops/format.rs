@@ -13,12 +13,7 @@ use super::attr::Attr;
 use super::error::OpError;
 use super::registry::{InferCtx, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 use super::tensor::{TensorMut, TensorRef};
-use crate::formats::{FormatError, StorageFormat, Transfer};
-
-/// rt2's attribute with TransData's output shape (list of ints), for transfers whose
-/// destination shape does not follow from the source (out of NC1HWC0, FRACTAL_Z,
-/// FRACTAL_NZ, ...). When present it is checked against the source shape.
-pub const DST_SHAPE_ATTR: &str = "_rt2_dst_shape";
+use crate::formats::{DST_SHAPE_ATTR, FormatError, StorageFormat, Transfer};
 
 /// Registers TransData.
 pub fn register(reg: &mut OpRegistry) {
