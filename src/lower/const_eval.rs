@@ -25,7 +25,21 @@ pub const MAX_FOLD_BYTES: usize = 256 << 20;
 
 /// Whether `op` can be folded knowing only its inputs' static shapes (not their values).
 pub fn needs_only_shapes(op: &str) -> bool {
-    matches!(op, "Shape" | "Size")
+    matches!(op, "Shape" | "Size" | "Rank")
+}
+
+/// `values` as the little-endian bytes of an int64 or int32 tensor (Shape's, Size's and
+/// Rank's output types); `None` for another type or a value int32 cannot hold.
+fn ints(dtype: DType, values: &[i64]) -> Option<Vec<u8>> {
+    match dtype {
+        DType::I64 => Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        DType::I32 => values
+            .iter()
+            .map(|&v| i32::try_from(v).ok().map(i32::to_le_bytes))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.concat()),
+        _ => None,
+    }
 }
 
 /// Evaluates `op` on host values. `inputs[i]` is `None` for an omitted optional input;
@@ -65,14 +79,18 @@ pub fn fold(
             let start = clamp(attr_int(attrs, "start").unwrap_or(0));
             let end = clamp(attr_int(attrs, "end").unwrap_or(r));
             let dims = dims.get(start..end.max(start))?;
-            one(dims.iter().flat_map(|d| d.to_le_bytes()).collect())
+            one(ints(outs.first()?.dtype, dims)?)
+        }
+        "Rank" => {
+            let r = shapes.first()?.shape.as_ref()?.len() as i64;
+            one(ints(outs.first()?.dtype, &[r])?)
         }
         "Size" => {
             let dims = shapes.first()?.shape.as_ref()?;
             // A declared input shape is not checked by any inference: count in checked
             // arithmetic, and leave a count past i64 to the device (which refuses it).
             let n = dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
-            one(n.to_le_bytes().to_vec())
+            one(ints(outs.first()?.dtype, &[n])?)
         }
         // The bytes stay; only the shape changes, and inference gave it.
         "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => one(input(0)?.data.clone()),
@@ -318,6 +336,30 @@ fn broadcast_offset(s: &[i64], out: &[i64], pos: &[usize]) -> usize {
 mod tests {
     use super::*;
     use crate::ops::i64s;
+
+    #[test]
+    fn rank_and_int32_shapes_fold() {
+        let x = TensorMeta::new(DType::F32, &[2, 5]);
+        let scalar = |d| TensorMeta::new(d, &[]);
+        let rank = fold(
+            "Rank",
+            &Attrs::new(),
+            &[None],
+            std::slice::from_ref(&x),
+            &[scalar(DType::I32)],
+        );
+        assert_eq!(rank.unwrap()[0].data, 2i32.to_le_bytes());
+        let shape = fold(
+            "Shape",
+            &Attrs::new(),
+            &[None],
+            std::slice::from_ref(&x),
+            &[TensorMeta::new(DType::I32, &[2])],
+        );
+        assert_eq!(shape.unwrap()[0].data, [2, 0, 0, 0, 5, 0, 0, 0]);
+        let size = fold("Size", &Attrs::new(), &[None], &[x], &[scalar(DType::I32)]);
+        assert_eq!(size.unwrap()[0].data, 10i32.to_le_bytes());
+    }
 
     #[test]
     fn the_size_of_a_shape_past_i64_is_not_folded() {

@@ -40,6 +40,7 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(OpSpec::new("Concat", infer_concat).computes(k::concat));
     reg.add(OpSpec::new("Shape", infer_shape_op).computes(k::shape));
     reg.add(OpSpec::new("Size", infer_size).computes(k::size));
+    reg.add(OpSpec::new("Rank", infer_rank).computes(k::rank));
     reg.add(
         OpSpec::new("Expand", infer_expand)
             .reading(&[1])
@@ -347,12 +348,29 @@ fn infer_shape_op(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         };
         (clamp(end) - clamp(start)).max(0)
     };
-    Ok(meta(DType::I64, Some(vec![len])))
+    Ok(meta(shape_dtype(ctx)?, Some(vec![len])))
+}
+
+/// The element type of Shape's and Size's output: GE's `dtype` attribute (int32 or
+/// int64; GE's prototypes default it to int32, but a graph GE built always writes it),
+/// else int64 as ONNX says.
+pub(crate) fn shape_dtype(ctx: &InferCtx) -> Result<DType, OpError> {
+    match ctx.attrs.get("dtype") {
+        None => Ok(DType::I64),
+        Some(Attr::DType(d @ (DType::I32 | DType::I64))) => Ok(*d),
+        Some(other) => Err(ctx.attr_error("dtype", format!("is {other:?}, not int32 or int64"))),
+    }
 }
 
 fn infer_size(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    Ok(meta(DType::I64, Some(vec![])))
+    Ok(meta(shape_dtype(ctx)?, Some(vec![])))
+}
+
+/// GE's Rank: the input's rank as an int32 scalar.
+fn infer_rank(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    Ok(meta(DType::I32, Some(vec![])))
 }
 
 fn infer_expand(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {

@@ -8,7 +8,7 @@ use crate::ops::Attr;
 use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::indices::{ints, resolve};
 use crate::ops::shape::movement::{PAR_MIN, View, copy_view};
-use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::ops::{DType, InferCtx, OpError, TensorMut, TensorRef};
 
 /// Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape.
 pub fn copy_through(
@@ -128,12 +128,35 @@ pub fn shape(
     let start = clamp(ctx.attr_int("start", 0)?);
     let end = clamp(ctx.attrs.get("end").and_then(Attr::as_int).unwrap_or(rank));
     let picked = dims.get(start..end.max(start)).unwrap_or(&[]);
-    let out = output(ctx, outputs, 0)?.slice_mut::<i64>()?;
-    if out.len() != picked.len() {
-        return Err(ctx.compute_error("the output does not hold the dims"));
+    write_ints(
+        ctx,
+        output(ctx, outputs, 0)?,
+        picked.iter().map(|&d| d as i64),
+    )
+}
+
+/// Writes `values` into an int64 or int32 output (Shape's and Size's `dtype`), which must
+/// hold exactly that many.
+fn write_ints(
+    ctx: &InferCtx,
+    out: &mut TensorMut,
+    values: impl ExactSizeIterator<Item = i64>,
+) -> Result<(), OpError> {
+    if out.len() != values.len() {
+        return Err(ctx.compute_error("the output does not hold the values"));
     }
-    for (o, &d) in out.iter_mut().zip(picked) {
-        *o = d as i64;
+    match out.dtype {
+        DType::I32 => {
+            for (o, v) in out.slice_mut::<i32>()?.iter_mut().zip(values) {
+                *o = i32::try_from(v)
+                    .map_err(|_| ctx.compute_error(format!("{v} does not fit in int32")))?;
+            }
+        }
+        _ => {
+            for (o, v) in out.slice_mut::<i64>()?.iter_mut().zip(values) {
+                *o = v;
+            }
+        }
     }
     Ok(())
 }
@@ -145,11 +168,17 @@ pub fn size(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let n = input(ctx, inputs, 0)?.len() as i64;
-    match output(ctx, outputs, 0)?.slice_mut::<i64>()?.first_mut() {
-        Some(o) => *o = n,
-        None => return Err(ctx.compute_error("the output holds no element")),
-    }
-    Ok(())
+    write_ints(ctx, output(ctx, outputs, 0)?, std::iter::once(n))
+}
+
+/// GE's Rank: the input's rank.
+pub fn rank(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let r = input(ctx, inputs, 0)?.rank() as i64;
+    write_ints(ctx, output(ctx, outputs, 0)?, std::iter::once(r))
 }
 
 /// The view that broadcasts a contiguous tensor of `from` to `to` (dims aligned at the
@@ -307,6 +336,23 @@ mod tests {
         let y = run1("Concat", &[("axis", Attr::Int(-1))], &[a, b]);
         assert_eq!(y.shape, [2, 3]);
         assert_eq!(y.slice::<i32>().unwrap(), [0, 1, 9, 2, 3, 8]);
+    }
+
+    /// GE's shape ops: Rank is an int32 scalar; Shape and Size write int32 when GE's
+    /// `dtype` says so, and refuse another type.
+    #[test]
+    fn ge_rank_and_the_dtype_of_shape_and_size() {
+        let x = iota(&[2, 3, 4]);
+        let y = run1("Rank", &[], std::slice::from_ref(&x));
+        assert_eq!((y.dtype, y.shape.len()), (DType::I32, 0));
+        assert_eq!(y.slice::<i32>().unwrap(), [3]);
+        let int32 = [("dtype", Attr::DType(DType::I32))];
+        let y = run1("Shape", &int32, std::slice::from_ref(&x));
+        assert_eq!(y.slice::<i32>().unwrap(), [2, 3, 4]);
+        let y = run1("Size", &int32, std::slice::from_ref(&x));
+        assert_eq!(y.slice::<i32>().unwrap(), [24]);
+        let e = try_run("Shape", &[("dtype", Attr::DType(DType::F32))], &[x], 1).unwrap_err();
+        assert!(e.to_string().contains("not int32 or int64"), "{e}");
     }
 
     #[test]
