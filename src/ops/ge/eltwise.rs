@@ -1,6 +1,6 @@
-//! GE's elementwise and per-channel float ops. Eltwise and Power compute here in float32
-//! over chunks that the compiler vectorizes (float16, bfloat16 and float64 are converted
-//! per chunk); Scale and BNInference fold to a per-channel `x * a + b` and run
+//! GE's elementwise and per-channel float ops. Eltwise and Power compute here in float64
+//! over chunks of stack memory that the compiler vectorizes (every float type converts
+//! exactly, and each output is rounded once); Scale and BNInference fold to a per-channel `x * a + b` and run
 //! BatchNormalization's kernel for it (in float64):
 //!
 //! - `Eltwise` (graphengine `elewise_calculation_ops.h`): dynamic input x (N tensors of
@@ -47,18 +47,19 @@ fn chunks<T: Send>(y: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     }
 }
 
-/// `x`'s elements as float32, into `buf` (same length).
+/// `x`'s elements as f64, into `buf` (same length): exact for every float type, so an
+/// f64 tensor loses nothing and the others are rounded once, by [`store`].
 #[inline]
-fn load<T: Scalar>(x: &[T], buf: &mut [f32]) {
+fn load<T: Scalar>(x: &[T], buf: &mut [f64]) {
     for (b, v) in buf.iter_mut().zip(x) {
-        *b = v.to_f64() as f32;
+        *b = v.to_f64();
     }
 }
 
 #[inline]
-fn store<T: Scalar>(buf: &[f32], y: &mut [T]) {
+fn store<T: Scalar>(buf: &[f64], y: &mut [T]) {
     for (d, &v) in y.iter_mut().zip(buf) {
-        *d = T::from_f64(v as f64);
+        *d = T::from_f64(v);
     }
 }
 
@@ -169,24 +170,32 @@ fn eltwise_typed<T: Scalar + Send + Sync>(
 ) {
     chunks(y, |at, out| {
         let n = out.len();
-        let (mut acc, mut buf) = (vec![0f32; n], vec![0f32; n]);
-        load(&xs[0][at..at + n], &mut acc);
+        // A chunk's accumulator and operand live on the stack (2 x 32 KiB): nothing is
+        // allocated per launch or per chunk.
+        let (mut acc, mut buf) = ([0f64; CHUNK], [0f64; CHUNK]);
+        let (acc, buf) = (&mut acc[..n], &mut buf[..n]);
+        load(&xs[0][at..at + n], acc);
         if let Some(c) = coeff {
-            acc.iter_mut().for_each(|a| *a *= c[0]);
+            acc.iter_mut().for_each(|a| *a *= f64::from(c[0]));
         }
         for (k, x) in xs.iter().enumerate().skip(1) {
-            load(&x[at..at + n], &mut buf);
+            load(&x[at..at + n], buf);
             match (mode, coeff) {
-                (Mode::Product, _) => acc.iter_mut().zip(&buf).for_each(|(a, b)| *a *= b),
-                (Mode::Sum, None) => acc.iter_mut().zip(&buf).for_each(|(a, b)| *a += b),
+                (Mode::Product, _) => acc.iter_mut().zip(buf.iter()).for_each(|(a, b)| *a *= b),
+                (Mode::Sum, None) => acc.iter_mut().zip(buf.iter()).for_each(|(a, b)| *a += b),
                 (Mode::Sum, Some(c)) => {
-                    let w = c[k];
-                    acc.iter_mut().zip(&buf).for_each(|(a, b)| *a += b * w)
+                    let w = f64::from(c[k]);
+                    acc.iter_mut()
+                        .zip(buf.iter())
+                        .for_each(|(a, b)| *a += b * w)
                 }
-                (Mode::Max, _) => acc.iter_mut().zip(&buf).for_each(|(a, &b)| *a = a.max(b)),
+                (Mode::Max, _) => acc
+                    .iter_mut()
+                    .zip(buf.iter())
+                    .for_each(|(a, &b)| *a = a.max(b)),
             }
         }
-        store(&acc, out);
+        store(acc, out);
     });
 }
 
@@ -202,12 +211,13 @@ pub fn power(
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16] => {
         let x = inputs[0].slice::<T>()?;
         chunks(outputs[0].slice_mut::<T>()?, |at, out| {
-            let mut buf = vec![0f32; out.len()];
-            load(&x[at..at + out.len()], &mut buf);
-            for v in &mut buf {
-                *v = (shift + scale * *v).powf(p);
+            let mut buf = [0f64; CHUNK];
+            let buf = &mut buf[..out.len()];
+            load(&x[at..at + out.len()], buf);
+            for v in buf.iter_mut() {
+                *v = (f64::from(shift) + f64::from(scale) * *v).powf(f64::from(p));
             }
-            store(&buf, out);
+            store(buf, out);
         });
         Ok(())
     }, other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
