@@ -13,7 +13,7 @@
 //! - a `TransData` between a tensor's origin and its storage form then converts nothing
 //!   and is bypassed: its readers read its input (the node stays, unread, as an
 //!   `Identity` for dead-code elimination to drop);
-//! - at the graph's edges the storage form is kept, byte for byte: a graph input
+//! - at the model's edges (its root graph's) the storage form is kept, byte for byte: a graph input
 //!   (`Data`, `PlaceHolder`) declared in a storage format is converted to its origin by a
 //!   `TransData` after it, and a graph output (`NetOutput`, `End`) declared in one gets a
 //!   `TransData` from the origin before it.
@@ -55,7 +55,7 @@ pub fn to_origin(model: &ComputeModel) -> Result<Cow<'_, ComputeModel>, LowerErr
     }
     let mut m = model.clone();
     let name = m.root.name.clone();
-    graph(&mut m.root, &name)?;
+    graph(&mut m.root, &name, true)?;
     Ok(Cow::Owned(m))
 }
 
@@ -114,10 +114,13 @@ fn node_error(graph: &str, n: &ComputeNode, message: impl Into<String>) -> Lower
     }
 }
 
-fn graph(g: &mut ComputeGraph, path: &str) -> Result<(), LowerError> {
+/// Rewrites `g` and its subgraphs. Only the `root` graph's inputs and outputs keep their
+/// storage forms: a subgraph's Data and NetOutput pass values of the graph that calls it,
+/// which are in their origins by then.
+fn graph(g: &mut ComputeGraph, path: &str, root: bool) -> Result<(), LowerError> {
     for n in &mut g.nodes {
         for (i, sub) in n.subgraphs.iter_mut().enumerate() {
-            graph(sub, &format!("{path}/{}[{i}]", n.name))?;
+            graph(sub, &format!("{path}/{}[{i}]", n.name), false)?;
         }
     }
     let count = g.nodes.len();
@@ -128,8 +131,8 @@ fn graph(g: &mut ComputeGraph, path: &str) -> Result<(), LowerError> {
     for i in 0..count {
         let id = NodeId(i as u32);
         let n = &mut g.nodes[i];
-        let is_input = is_data_type(&n.op_type) || n.op_type == "PlaceHolder";
-        let is_output = matches!(n.op_type.as_str(), "NetOutput" | "End");
+        let is_input = root && (is_data_type(&n.op_type) || n.op_type == "PlaceHolder");
+        let is_output = root && matches!(n.op_type.as_str(), "NetOutput" | "End");
         for (k, d) in n.output_descs.iter_mut().enumerate() {
             let Some(f) = storage_origin(d) else { continue };
             if is_input {
@@ -325,4 +328,90 @@ fn const_to_origin(n: &mut ComputeNode) -> Result<(), String> {
     t.data = data;
     to_origin_desc(&mut t.desc, &f);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::om::DataType;
+    use crate::om::graph::AttrMap;
+
+    /// An NC1HWC0 float16 descriptor of a [1, 3, 2, 2] NCHW tensor, as GE writes one.
+    fn stored_desc() -> TensorDesc {
+        let mut attrs = AttrMap::new();
+        attrs.insert("format_for_int".into(), AttrValue::Int(3));
+        attrs.insert("origin_format".into(), AttrValue::str("NCHW"));
+        attrs.insert(
+            "origin_shape".into(),
+            AttrValue::List(ListAttr::Int(vec![1, 3, 2, 2])),
+        );
+        TensorDesc {
+            dtype: DataType::Float16,
+            shape: Shape::Dims(vec![1, 1, 2, 2, 16]),
+            layout: "NC1HWC0".into(),
+            attrs,
+            ..Default::default()
+        }
+    }
+
+    fn node(name: &str, op_type: &str, inputs: Vec<Option<OutPort>>) -> ComputeNode {
+        ComputeNode {
+            name: name.into(),
+            op_type: op_type.into(),
+            inputs,
+            ..Default::default()
+        }
+    }
+
+    /// The root's input keeps its storage form and gets a TransData after it; a
+    /// subgraph's Data (a value of the calling graph, in its origin by then) and
+    /// NetOutput are rewritten like any other node, with no conversion.
+    #[test]
+    fn only_the_root_graphs_edges_keep_storage_forms() {
+        let port = |node| {
+            Some(OutPort {
+                node: NodeId(node),
+                index: 0,
+            })
+        };
+        let mut body = ComputeGraph::new("body");
+        let mut data = node("arg", "Data", vec![]);
+        data.output_descs = vec![stored_desc()];
+        body.add_node(data);
+        let mut relu = node("relu", "Relu", vec![port(0)]);
+        relu.input_descs = vec![stored_desc()];
+        relu.output_descs = vec![stored_desc()];
+        body.add_node(relu);
+        let mut out = node("out", "NetOutput", vec![port(1)]);
+        out.input_descs = vec![stored_desc()];
+        body.add_node(out);
+
+        let mut model = ComputeModel::default();
+        let mut x = node("x", "Data", vec![]);
+        x.output_descs = vec![stored_desc()];
+        model.root.add_node(x);
+        let mut call = node("call", "PartitionedCall", vec![port(0)]);
+        call.input_descs = vec![stored_desc()];
+        call.output_descs = vec![stored_desc()];
+        call.subgraphs = vec![body];
+        model.root.add_node(call);
+
+        let m = to_origin(&model).unwrap();
+        let root = &m.root;
+        assert_eq!(root.nodes[0].output_descs[0].layout, "NC1HWC0");
+        assert_eq!(root.nodes.len(), 3, "x, call and x's conversion");
+        assert_eq!(root.nodes[2].op_type, "TransData");
+        assert_eq!(root.nodes[1].inputs[0], port(2));
+        let body = &root.nodes[1].subgraphs[0];
+        assert_eq!(body.nodes.len(), 3, "no conversion inside");
+        for d in [
+            &body.nodes[0].output_descs[0],
+            &body.nodes[2].input_descs[0],
+        ] {
+            assert_eq!(
+                (d.layout.as_str(), &d.shape),
+                ("NCHW", &Shape::Dims(vec![1, 3, 2, 2]))
+            );
+        }
+    }
 }
