@@ -260,3 +260,159 @@ fn storage_and_origin_formats_reach_the_lowered_tensors_and_the_views() {
     // Plain tensors carry nothing.
     assert_eq!(formats(&lowered(&partitioned()).main), []);
 }
+
+/// `x` -> FakeOpNpu (an op that exists only as a compiled AI Core kernel) -> MirrorPad
+/// (on AI CPU, not in the op library) -> Relu (on AI CPU's TensorFlow kernels, computed
+/// by rt2) -> NetOutput. Every output descriptor is static, as GE's built graphs are.
+fn compiled_kernels() -> ModelDef {
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
+    let paddings: Vec<u8> = [0i32, 0, 1, 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    dump_model(
+        "compiled",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("fake", "FakeOpNpu")
+                .attr_s("_ge_attr_op_kernel_lib_name", "AIcoreEngine")
+                .attr_s("_kernelname", "te_fakeopnpu_5f3a")
+                .attr_i("mode", 2)
+                .input("x:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("paddings", "Const")
+                .value(int32(&[2, 2]), paddings)
+                .out_desc(int32(&[2, 2])),
+            DumpOp::new("pad", "MirrorPad")
+                .attr_s("_ge_attr_op_kernel_lib_name", "aicpu_ascend_kernel")
+                .attr_s("mode", "REFLECT")
+                .input("fake:0")
+                .input("paddings:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(int32(&[2, 2]))
+                .out_desc(f32_desc(&[2, 5])),
+            DumpOp::new("relu", "Relu")
+                .attr_s("_ge_attr_op_kernel_lib_name", "aicpu_tf_kernel")
+                .input("pad:0")
+                .in_desc(f32_desc(&[2, 5]))
+                .out_desc(f32_desc(&[2, 5])),
+            DumpOp::new("out", "NetOutput")
+                .input("relu:0")
+                .in_desc(f32_desc(&[2, 5])),
+        ],
+    )
+}
+
+/// Main's op launches: kernel type, `_op_type`, `_kernel_name` (when a compiled kernel).
+fn launches(g: &KernelGraph) -> Vec<(String, String, Option<String>)> {
+    let s = |n: &rt2::exec::KernelNode, k: &str| {
+        n.attrs.get(k).and_then(|a| a.as_str()).map(str::to_string)
+    };
+    g.nodes
+        .iter()
+        .filter(|n| rt2::exec::kernel_types::is_op_launch(&n.kernel))
+        .map(|n| {
+            (
+                n.kernel.to_string(),
+                s(n, "_op_type").unwrap_or_default(),
+                s(n, "_kernel_name"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ops_rt2_cannot_compute_lower_as_compiled_kernels_on_their_engines() {
+    let eg = lowered(&compiled_kernels());
+    let own = |s: &str| Some(s.to_string());
+    assert_eq!(
+        launches(&eg.main),
+        [
+            (
+                "LaunchKernelWithHandle".into(),
+                "FakeOpNpu".into(),
+                own("te_fakeopnpu_5f3a")
+            ),
+            (
+                "AicpuLaunchCCKernel".into(),
+                "MirrorPad".into(),
+                own("MirrorPad")
+            ),
+            ("AicpuLaunchTfKernel".into(), "Relu".into(), None),
+        ]
+    );
+    // The same kernel sequence as a library op: an allocation of the declared size, the
+    // launch, a free after the last reader (of the input's upload and the two
+    // intermediates; the output leaves the graph).
+    let hist = eg.main.kernel_histogram();
+    let count = |k: &str| hist.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        [
+            count("AllocMemHbm"),
+            count("FreeMemory"),
+            count("InferShape")
+        ],
+        [3, 3, 0]
+    );
+    let alloc_sizes: Vec<i64> = eg
+        .main
+        .nodes
+        .iter()
+        .filter(|n| n.kernel == "AllocMemHbm")
+        .filter_map(|n| n.attr_int("size"))
+        .collect();
+    assert_eq!(alloc_sizes, [24, 40, 40]);
+    // The op's own attributes are kept for its kernel; GE's bookkeeping is not.
+    let fake = eg
+        .main
+        .nodes
+        .iter()
+        .find(|n| n.name == "fake/LaunchKernelWithHandle")
+        .expect("the FakeOpNpu launch");
+    assert_eq!(fake.attr_int("mode"), Some(2));
+    assert!(!fake.attrs.contains_key("_kernelname"));
+    assert_eq!(eg.outputs[0].shape, [2, 5]);
+
+    let missing = rt2::exec::runtime::ops_without_compute(&eg, &rt2::ops::OpRegistry::new());
+    let named: Vec<String> = missing.iter().map(|m| m.to_string()).collect();
+    assert_eq!(
+        named,
+        ["compiled/fake (FakeOpNpu)", "compiled/pad (MirrorPad)"]
+    );
+    // The views name each engine's launch.
+    let dot = rt2::exec::view::dot::to_dot(&eg, rt2::exec::view::GraphSelect::Main);
+    assert!(
+        dot.contains("AicpuLaunchCCKernel\\npad/AicpuLaunchCCKernel"),
+        "{dot}"
+    );
+}
+
+#[test]
+fn running_refuses_every_op_it_cannot_compute_at_load() {
+    let eg = lowered(&compiled_kernels());
+    let device = rt2::npu::device::Device::try_new(Default::default()).unwrap();
+    let err = rt2::exec::runtime::ModelV2Executor::create(&eg, &device, Default::default())
+        .expect_err("refused");
+    assert!(matches!(&err, rt2::exec::runtime::ExecError::NoCompute(ops) if ops.len() == 2));
+    assert_eq!(
+        err.to_string(),
+        "2 op(s) rt2 cannot compute (compiled kernels only): compiled/fake (FakeOpNpu), \
+         compiled/pad (MirrorPad)"
+    );
+}
+
+/// An op the library does not know and whose output shape is not declared stays
+/// unsupported.
+#[test]
+fn an_unknown_op_without_static_output_descriptors_is_unsupported() {
+    let mut md = compiled_kernels();
+    md.graph[0].op[1].output_desc[0].shape.as_mut().unwrap().dim = vec![-1, 3];
+    let err = lower(&read_text(&md), &LowerOptions::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1 unsupported op(s): compiled/fake (FakeOpNpu)"
+    );
+}

@@ -1,5 +1,5 @@
 //! `rt2 lower`: ComputeGraph -> ExecuteGraph, written as an `.exeg`, with a summary of
-//! the three graphs.
+//! the three graphs and of the ops lowered as compiled kernels rt2 cannot compute.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,8 +11,10 @@ use crate::cmd::input;
 use crate::cmd::output;
 use crate::cmd::progress::Progress;
 use crate::cmd::status::Status;
+use crate::exec::runtime::ops_without_compute;
 use crate::exec::{ExecuteGraph, GraphKind, exeg};
 use crate::lower::LowerOptions;
+use crate::ops::OpRegistry;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -82,8 +84,19 @@ fn graph_key(k: GraphKind) -> &'static str {
     }
 }
 
-/// `{"graphs": {"init": {"nodes": N, "kernels": {TYPE: COUNT}}, ...}, "output": PATH}`;
-/// node counts include subgraphs.
+/// The ops lowered as compiled kernels rt2 cannot compute, by op type: their node names
+/// in graph order.
+fn without_compute(eg: &ExecuteGraph) -> BTreeMap<String, Vec<String>> {
+    let mut by_type: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for op in ops_without_compute(eg, &OpRegistry::new()) {
+        by_type.entry(op.op_type).or_default().push(op.node);
+    }
+    by_type
+}
+
+/// `{"graphs": {"init": {"nodes": N, "kernels": {TYPE: COUNT}}, ...}, "no_compute":
+/// {OP_TYPE: [NODE, ...]}, "output": PATH}`; node counts include subgraphs; `no_compute`
+/// holds the ops lowered as compiled kernels rt2 cannot compute (which `rt2 run` refuses).
 pub fn summary_json(eg: &ExecuteGraph, output: &str) -> serde_json::Value {
     let mut graphs = serde_json::Map::new();
     for k in GraphKind::ALL {
@@ -93,7 +106,7 @@ pub fn summary_json(eg: &ExecuteGraph, output: &str) -> serde_json::Value {
             json!({"nodes": g.total_nodes(), "kernels": g.kernel_histogram()}),
         );
     }
-    json!({"graphs": graphs, "output": output})
+    json!({"graphs": graphs, "no_compute": without_compute(eg), "output": output})
 }
 
 /// One row per kernel type, one count column per graph.
@@ -122,7 +135,7 @@ pub fn summary_table(eg: &ExecuteGraph, output: &str) -> String {
             .map(|&k| eg.graph(k).total_nodes().to_string()),
     );
     t.add_row(total);
-    format!(
+    let mut text = format!(
         "{}: Init, Main and DeInit{}\n{t}\n",
         output,
         if eg.multi_thread {
@@ -130,5 +143,21 @@ pub fn summary_table(eg: &ExecuteGraph, output: &str) -> String {
         } else {
             ""
         }
-    )
+    );
+    let missing = without_compute(eg);
+    if !missing.is_empty() {
+        let count: usize = missing.values().map(Vec::len).sum();
+        text.push_str(&format!(
+            "{count} op(s) lowered as compiled kernels rt2 cannot compute (rt2 run refuses \
+             them):\n"
+        ));
+        for (op_type, nodes) in &missing {
+            text.push_str(&format!(
+                "  {op_type} ({}): {}\n",
+                nodes.len(),
+                nodes.join(", ")
+            ));
+        }
+    }
+    text
 }

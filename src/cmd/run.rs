@@ -29,14 +29,16 @@ use crate::exec::runtime::session::{
     Measurement, Record, Session, SessionConfig, SessionError, Step,
 };
 use crate::exec::runtime::subscribers::Profile;
-use crate::exec::runtime::{DEFAULT_MAX_ITERATIONS, ExecutorType, KernelError};
+use crate::exec::runtime::{
+    DEFAULT_MAX_ITERATIONS, ExecError, ExecutorType, KernelError, ops_without_compute,
+};
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
 use crate::lower::LowerOptions;
 use crate::npu::device::{
     Device, DeviceConfig, NpuError, SanitizeChecks, SanitizerReport, default_memory_bytes,
     host_memory_bytes,
 };
-use crate::ops::HostTensor;
+use crate::ops::{HostTensor, OpRegistry};
 
 /// The most compute threads `--compute-threads` asks for: far above any core count this
 /// runs on, far below what exhausts the operating system's threads.
@@ -300,6 +302,12 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     progress.step(format!("reading {}", config.file.display()));
     let eg = Arc::new(load_graph(&config, &progress)?);
     let at = config.file.display().to_string();
+    // Refused before any input is prepared: the model is valid, rt2 lacks the compute
+    // (exit 1, as an unsupported op is).
+    let missing = ops_without_compute(&eg, &OpRegistry::new());
+    if !missing.is_empty() {
+        return Err(CheckFailure(format!("{at}: {}", ExecError::NoCompute(missing))).into());
+    }
 
     progress.step("preparing the inputs");
     let (inputs, sources) = match &config.check {
@@ -457,6 +465,9 @@ fn failed(config: &Config, eg: &ExecuteGraph, device: &Device, e: SessionError) 
 fn session_error(config: &Config, eg: &ExecuteGraph, e: SessionError) -> anyhow::Error {
     let file = config.file.display();
     match e {
+        SessionError::Prepare(e) if matches!(*e, ExecError::NoCompute(_)) => {
+            CheckFailure(format!("{file}: {e}")).into()
+        }
         SessionError::Prepare(e) => anyhow!("{file}: {e}"),
         SessionError::Failed {
             step,

@@ -129,6 +129,21 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         "submits the op's device task",
     ),
     k(
+        "AicpuLaunchCCKernel",
+        Launch,
+        "submits an AI CPU op's task (`aicpu_ascend_kernel`); inputs as LaunchKernelWithHandle's",
+    ),
+    k(
+        "AicpuLaunchTfKernel",
+        Launch,
+        "submits an AI CPU op's TensorFlow kernel task (`aicpu_tf_kernel`); inputs as LaunchKernelWithHandle's",
+    ),
+    k(
+        "AicpuHostCompute",
+        Launch,
+        "runs a host CPU op (`DNN_VM_HOST_CPU_OP_STORE`); inputs as LaunchKernelWithHandle's",
+    ),
+    k(
         "LaunchKernelAllocOutputs",
         Memory,
         "rt2: runs a data-dependent op and allocates each output once its shape is known",
@@ -202,6 +217,24 @@ pub const KERNEL_TYPES: &[KernelType] = &[
     k("BranchDone", Normal, "exit of a branch"),
 ];
 
+/// The kernel types that launch one op into outputs allocated before it, one per GE
+/// engine: AI Core (`LaunchKernelWithHandle`), AI CPU (`AicpuLaunchCCKernel`,
+/// `AicpuLaunchTfKernel`) and host CPU (`AicpuHostCompute`). All take the same inputs
+/// (the stream, then a [shape, memory] pair per present input and per output), and the
+/// runtime runs them alike: the emulated device computes every engine's op on the host.
+/// They differ in name only, so a view tells the engines apart.
+pub const OP_LAUNCHES: &[&str] = &[
+    "LaunchKernelWithHandle",
+    "AicpuLaunchCCKernel",
+    "AicpuLaunchTfKernel",
+    "AicpuHostCompute",
+];
+
+/// Whether `kernel` is one of the [`OP_LAUNCHES`].
+pub fn is_op_launch(kernel: &str) -> bool {
+    OP_LAUNCHES.contains(&kernel)
+}
+
 /// A node calling `kernel`, with the class the table gives it (Normal for a kernel type
 /// rt2 does not know, which the checks then report).
 pub fn exec_node(name: impl Into<crate::exec::NodeName>, kernel: &str) -> crate::exec::KernelNode {
@@ -267,6 +300,14 @@ mod tests {
             Some(KernelClass::Memory)
         );
         assert!(kernel_type("Nope").is_none());
+        for k in OP_LAUNCHES {
+            assert_eq!(
+                kernel_type(k).map(|k| k.class),
+                Some(KernelClass::Launch),
+                "{k}"
+            );
+        }
+        assert!(is_op_launch("AicpuLaunchCCKernel") && !is_op_launch("LaunchKernelAllocOutputs"));
         assert!(kernel_type("InferShape").is_some_and(|k| k.pure));
         assert!(kernel_type("LaunchKernelWithHandle").is_some_and(|k| !k.pure));
         assert!(

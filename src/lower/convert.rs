@@ -261,6 +261,69 @@ pub(super) fn bound(meta: &TensorMeta, konst: Option<u32>) -> TVal {
     t
 }
 
+/// The attribute GE's engine placement writes on every op: the op kernel library that
+/// builds and launches it, so which engine runs it.
+pub const KERNEL_LIB_ATTR: &str = "_ge_attr_op_kernel_lib_name";
+
+/// The kernel attribute that marks a launch of a compiled kernel rt2 cannot compute (an
+/// op the library does not know, or knows without compute): the kernel's name.
+pub const KERNEL_NAME_ATTR: &str = "_kernel_name";
+
+/// The launch of an op placed on no engine rt2 tells apart: GE's AI Core launch.
+pub const DEFAULT_LAUNCH: &str = "LaunchKernelWithHandle";
+
+/// The launch kernel type GE's engine for op kernel library `lib` launches an op with
+/// (runtime/v2 `AicpuNodeConverter` for the AI CPU and host CPU libraries, the AI Core
+/// converter for the rest).
+pub fn launch_kernel(lib: Option<&str>) -> &'static str {
+    match lib {
+        Some("aicpu_ascend_kernel") => "AicpuLaunchCCKernel",
+        Some("aicpu_tf_kernel") => "AicpuLaunchTfKernel",
+        Some("DNN_VM_HOST_CPU_OP_STORE") => "AicpuHostCompute",
+        _ => DEFAULT_LAUNCH,
+    }
+}
+
+/// The name of the kernel GE compiled for `n`: `_kernelname`, else the
+/// `<node name>_kernelname` the TBE task builder reads (an uncompressed model), else the
+/// op type.
+pub fn compiled_kernel_name(n: &ComputeNode) -> String {
+    let key = format!("{}_kernelname", n.name);
+    n.attr("_kernelname")
+        .or_else(|| n.attr(&key))
+        .and_then(AttrValue::as_str)
+        .filter(|k| !k.is_empty())
+        .unwrap_or(&n.op_type)
+        .to_string()
+}
+
+/// The node's outputs as its descriptors declare them, when there is at least one and
+/// each has a static shape and an element type the device has: what a compiled kernel
+/// is lowered with when no shape inference knows the op.
+pub fn declared_outputs(n: &ComputeNode) -> Option<Vec<TensorMeta>> {
+    if n.output_descs.is_empty() {
+        return None;
+    }
+    n.output_descs
+        .iter()
+        .map(|d| desc_meta(d).filter(TensorMeta::is_static))
+        .collect()
+}
+
+/// What a launch runs and how: the op, the engine's launch kernel type, and whether it
+/// is a compiled kernel rt2 cannot compute.
+pub struct LaunchOp<'a> {
+    /// The op library's entry; `None` for an op it does not know, whose outputs are then
+    /// the node's declared static ones.
+    pub spec: Option<&'a OpSpec>,
+    /// The op type the launch names (`_op_type`).
+    pub op_type: &'a str,
+    /// One of `kernel_types::OP_LAUNCHES` ([`launch_kernel`]).
+    pub kernel: &'static str,
+    /// The compiled kernel's name ([`KERNEL_NAME_ATTR`]) when rt2 cannot compute the op.
+    pub compiled: Option<String>,
+}
+
 impl<'r> Lowering<'r> {
     pub fn new(reg: &'r OpRegistry) -> Self {
         Lowering {
@@ -336,9 +399,15 @@ impl<'r> Lowering<'r> {
                 op_type: n.op_type.as_str().into(),
                 index: id.0,
             });
-            let Some(conv) = converter_for(self.reg, &n.op_type) else {
-                self.unsupported(path, n, NO_CONVERTER);
-                continue;
+            let conv = match converter_for(self.reg, &n.op_type) {
+                Some(c) => c,
+                // An op the library does not know still lowers as its compiled kernel
+                // when the node declares its outputs.
+                None if declared_outputs(n).is_some() => Converter::Op,
+                None => {
+                    self.unsupported(path, n, NO_CONVERTER);
+                    continue;
+                }
             };
             let outs: Vec<Option<TVal>> = match conv {
                 Converter::Data => {
@@ -627,7 +696,8 @@ impl<'r> Lowering<'r> {
         ins: &mut [Option<TVal>],
         origin: Arc<Origin>,
     ) -> Result<Vec<Option<TVal>>> {
-        let spec = *self.reg.get(&n.op_type).expect("converter_for checked");
+        let spec = self.reg.get(&n.op_type).copied();
+        let kernel = launch_kernel(n.attr(KERNEL_LIB_ATTR).and_then(AttrValue::as_str));
         // A node reading a value lowering could not produce is reported through its
         // producer; emitting anything for it would only add noise.
         let missing = n
@@ -643,13 +713,48 @@ impl<'r> Lowering<'r> {
             self.unsupported(path, n, &why);
             return Ok(vec![None; n.output_descs.len()]);
         }
+        let computes = spec.is_some_and(|s| s.compute.is_some());
+        let declared = if computes { None } else { declared_outputs(n) };
+        let spec = match (spec, declared) {
+            // GE's compiled kernel, shaped by the node's descriptors: lowered as any
+            // launch, marked with its kernel name so running refuses it at load.
+            (_, Some(outs)) => {
+                let op = LaunchOp {
+                    spec: spec.as_ref(),
+                    op_type: &n.op_type,
+                    kernel,
+                    compiled: Some(compiled_kernel_name(n)),
+                };
+                let mut results = self.emit_launch(&n.name, &op, attrs, ins, &outs, Some(origin));
+                self.carry_output_formats(n, &mut results);
+                return Ok(results.into_iter().map(Some).collect());
+            }
+            (Some(spec), None) => spec,
+            (None, None) => {
+                return Err(node_error(
+                    path,
+                    n,
+                    "has no op library entry and no static output descriptors",
+                ));
+            }
+        };
         let outs = self.infer(path, n, &spec, ins, &attrs)?;
         if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
             return Ok(folded);
         }
         let name = n.name.clone();
+        // A library op without compute (shaped by its inference here) is a compiled
+        // kernel as well.
+        let compiled = (!computes).then(|| compiled_kernel_name(n));
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
-            let mut results = self.emit(&name, &target, attrs, &mut operands, &outs, Some(origin));
+            let op = LaunchOp {
+                spec: Some(&target),
+                op_type: target.name,
+                kernel,
+                compiled: compiled.clone(),
+            };
+            let mut results =
+                self.emit_launch(&name, &op, attrs, &mut operands, &outs, Some(origin));
             self.carry_output_formats(n, &mut results);
             // The forms made of the other operands (an upload, say) serve their later
             // readers too.
@@ -660,7 +765,13 @@ impl<'r> Lowering<'r> {
             }
             return Ok(results.into_iter().map(Some).collect());
         }
-        let mut results = self.emit(&name, &spec, attrs, ins, &outs, Some(origin));
+        let op = LaunchOp {
+            spec: Some(&spec),
+            op_type: spec.name,
+            kernel,
+            compiled,
+        };
+        let mut results = self.emit_launch(&name, &op, attrs, ins, &outs, Some(origin));
         self.carry_output_formats(n, &mut results);
         Ok(results.into_iter().map(Some).collect())
     }
@@ -819,11 +930,31 @@ impl<'r> Lowering<'r> {
         )
     }
 
-    /// Emits the kernel sequence of op `spec` on `ins` with outputs `outs`.
+    /// Emits the kernel sequence of library op `spec` on `ins` with outputs `outs`,
+    /// launched as an AI Core op (`LaunchKernelWithHandle`).
     pub fn emit(
         &mut self,
         name: &str,
         spec: &OpSpec,
+        attrs: Attrs,
+        ins: &mut [Option<TVal>],
+        outs: &[TensorMeta],
+        origin: Option<Arc<Origin>>,
+    ) -> Vec<TVal> {
+        let op = LaunchOp {
+            spec: Some(spec),
+            op_type: spec.name,
+            kernel: DEFAULT_LAUNCH,
+            compiled: None,
+        };
+        self.emit_launch(name, &op, attrs, ins, outs, origin)
+    }
+
+    /// Emits the kernel sequence of `op` on `ins` with outputs `outs`.
+    pub fn emit_launch(
+        &mut self,
+        name: &str,
+        op: &LaunchOp<'_>,
         attrs: Attrs,
         ins: &mut [Option<TVal>],
         outs: &[TensorMeta],
@@ -834,7 +965,10 @@ impl<'r> Lowering<'r> {
         // The op's own attributes (`attrs::op_attrs`), owned, so the kernel's are added in
         // place; then shared with every node configured alike.
         let mut kernel_attrs = attrs;
-        kernel_attrs.insert("_op_type".into(), KernelAttr::Str(spec.name.into()));
+        kernel_attrs.insert("_op_type".into(), KernelAttr::Str(op.op_type.into()));
+        if let Some(k) = &op.compiled {
+            kernel_attrs.insert(KERNEL_NAME_ATTR.into(), KernelAttr::Str(k.as_str().into()));
+        }
         kernel_attrs.insert(
             "_in_dtypes".into(),
             dtype_list(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
@@ -862,7 +996,7 @@ impl<'r> Lowering<'r> {
             .flatten()
             .collect();
 
-        if spec.data_dependent {
+        if op.spec.is_some_and(|s| s.data_dependent) {
             let mut l = with_origin(node(
                 format!("{name}/LaunchKernelAllocOutputs"),
                 "LaunchKernelAllocOutputs",
@@ -899,11 +1033,13 @@ impl<'r> Lowering<'r> {
                 .map(|m| self.b.const_shape(m.shape.as_deref().unwrap_or(&[])))
                 .collect()
         } else {
-            let func = self.b.global(Global::InferFunc(spec.name.into()));
+            // Only a library op gets here: a compiled kernel's outputs are static.
+            let value_inputs = op.spec.map_or(&[][..], |s| s.value_inputs);
+            let func = self.b.global(Global::InferFunc(op.op_type.into()));
             let mut inputs: Inputs = smallvec![func];
             for (i, t) in ins.iter_mut().enumerate() {
                 let Some(t) = t else { continue };
-                let v = if spec.value_inputs.contains(&i) {
+                let v = if value_inputs.contains(&i) {
                     self.b.host_of(t, name)
                 } else {
                     self.b.shape_of(t)
@@ -970,10 +1106,7 @@ impl<'r> Lowering<'r> {
             t.mem = Some(mem);
             results.push(t);
         }
-        let mut l = with_origin(node(
-            format!("{name}/LaunchKernelWithHandle"),
-            "LaunchKernelWithHandle",
-        ));
+        let mut l = with_origin(node(format!("{name}/{}", op.kernel), op.kernel));
         l.inputs = [stream]
             .into_iter()
             .chain(in_vals)

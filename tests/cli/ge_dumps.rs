@@ -1,7 +1,9 @@
 //! CLI tests: GE dumps as users hold them (`ge_proto_*_graph_*_<stage>.txt`), built in GE
 //! text form with `om::testdata_text`'s builder: a partitioned subgraph (PlaceHolder ->
-//! Relu -> End) run under every executor, and a dump written without weights, which
-//! `rt2 run` refuses naming each weight unless `--weights` fills them.
+//! Relu -> End) run under every executor on each engine, a dump written without weights,
+//! which `rt2 run` refuses naming each weight unless `--weights` fills them, and ops that
+//! exist only as compiled kernels, which `rt2 lower` lowers and lists and `rt2 run`
+//! refuses, naming each.
 
 use rt2::cmd::npy;
 use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc};
@@ -62,12 +64,22 @@ fn a_partitioned_subgraph_runs_under_every_executor() {
     let sc = Scratch::new();
     let x = [-1.0, 2.0, -3.0, 4.0, -0.5, 0.25];
     sc.write("x.npy", &npy::write(&tensor(&[2, 3], &x)).unwrap());
-    for lib in ["AIcoreEngine", "aicpu_ascend_kernel"] {
-        let file = dump(
-            &sc,
-            "ge_proto_00000001_graph_1_PreRunAfterBuild.txt",
-            &partitioned_relu(lib),
-        );
+    // No engine (an AI Core launch), AI Core, and AI CPU (an `AicpuLaunchCCKernel`, run
+    // as the AI Core launch is): the same outputs under every executor.
+    for lib in ["", "AIcoreEngine", "aicpu_ascend_kernel"] {
+        let mut md = partitioned_relu(lib);
+        if lib.is_empty() {
+            md.graph[0].op[1].attr.remove("_ge_attr_op_kernel_lib_name");
+        }
+        let file = dump(&sc, "ge_proto_00000001_graph_1_PreRunAfterBuild.txt", &md);
+        let launch = if lib == "aicpu_ascend_kernel" {
+            "AicpuLaunchCCKernel"
+        } else {
+            "LaunchKernelWithHandle"
+        };
+        sc.rt2(&["lower", &file, "-o", "relu.exeg"])
+            .ok()
+            .stdout_has(&[launch]);
         for ex in EXECUTORS {
             let dir = format!("out_{ex}");
             sc.rt2(&[
@@ -176,4 +188,68 @@ fn weights_missing_from_a_dump_are_named_or_filled() {
     ])
     .ok();
     assert_eq!(output(&sc, "given/b.npy"), [1.0, 2.0, 3.0, 4.0]);
+}
+
+/// `x` -> two FakeOpNpu (an op that exists only as a compiled kernel, output shapes
+/// declared as GE's built graphs do) and a MirrorPad on AI CPU -> NetOutput.
+fn fake_ops() -> ModelDef {
+    let fake = |name: &str, src: &str| {
+        DumpOp::new(name, "FakeOpNpu")
+            .attr_s("_ge_attr_op_kernel_lib_name", "AIcoreEngine")
+            .input(src)
+            .in_desc(f32_desc(&[4]))
+            .out_desc(f32_desc(&[4]))
+    };
+    dump_model(
+        "fake",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[4])),
+            fake("fake1", "x:0"),
+            fake("fake2", "fake1:0"),
+            DumpOp::new("pad", "MirrorPad")
+                .attr_s("_ge_attr_op_kernel_lib_name", "aicpu_ascend_kernel")
+                .input("fake2:0")
+                .in_desc(f32_desc(&[4]))
+                .out_desc(f32_desc(&[6])),
+            DumpOp::new("out", "NetOutput")
+                .input("pad:0")
+                .in_desc(f32_desc(&[6])),
+        ],
+    )
+}
+
+#[test]
+fn compiled_kernels_lower_and_are_listed_but_do_not_run() {
+    let sc = Scratch::new();
+    let file = dump(
+        &sc,
+        "ge_proto_00000003_graph_1_PreRunAfterBuild.txt",
+        &fake_ops(),
+    );
+    let lowered = sc.rt2(&["lower", &file, "-o", "fake.exeg"]).ok();
+    assert!(
+        lowered.stdout().ends_with(
+            "3 op(s) lowered as compiled kernels rt2 cannot compute (rt2 run refuses them):\n  \
+             FakeOpNpu (2): fake1, fake2\n  MirrorPad (1): pad\n"
+        ),
+        "{}",
+        lowered.stdout()
+    );
+    lowered.stdout_has(&["AicpuLaunchCCKernel", "LaunchKernelWithHandle"]);
+    let j = sc
+        .rt2(&["lower", &file, "-o", "fake.exeg", "--format", "json"])
+        .ok()
+        .json();
+    assert_eq!(
+        j["no_compute"],
+        serde_json::json!({"FakeOpNpu": ["fake1", "fake2"], "MirrorPad": ["pad"]})
+    );
+    let refusal = "3 op(s) rt2 cannot compute (compiled kernels only): fake/fake1 (FakeOpNpu), \
+                   fake/fake2 (FakeOpNpu), fake/pad (MirrorPad)";
+    for f in [file.as_str(), "fake.exeg"] {
+        let run = sc.rt2(&["run", f]).fails(1, &[f, refusal]);
+        assert_eq!(run.stderr().lines().count(), 1, "{}", run.stderr());
+    }
 }

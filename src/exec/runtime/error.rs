@@ -4,7 +4,7 @@
 //! Sources are carried, not stringified: a caller tells out-of-memory
 //! (`NpuError::OutOfMemory` under [`KernelError::Device`], or [`ExecError::npu_error`])
 //! from a bad shape ([`KernelError::Op`], or [`ExecError::op_error`]), an unsupported op ([`LoadError::UnknownOp`],
-//! [`LoadError::NoKernel`], `OpError::NoCompute`) and a misused executor
+//! [`LoadError::NoKernel`], [`ExecError::NoCompute`], `OpError::NoCompute`) and a misused executor
 //! ([`StateError`]) by matching. The two are mutually recursive (an owner kernel's
 //! failure is its subgraph's `ExecError`), so they share this file, the runtime's lowest.
 
@@ -126,6 +126,30 @@ impl From<&str> for LoadError {
     }
 }
 
+/// An op launch whose op rt2 cannot compute: a compiled kernel (GE's kernel for an op
+/// the op library does not know, or knows without compute) that lowering kept so the
+/// graph is whole. Named by the compute node it was lowered from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoCompute {
+    /// The compute graph's name (else the exec graph's).
+    pub graph: String,
+    pub node: String,
+    pub op_type: String,
+}
+
+impl std::fmt::Display for NoCompute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} ({})", self.graph, self.node, self.op_type)
+    }
+}
+
+fn no_compute_list(ops: &[NoCompute]) -> String {
+    ops.iter()
+        .map(NoCompute::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Where an executor is in its lifecycle (GE's `ModelV2Executor` states).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorStatus {
@@ -218,6 +242,14 @@ pub enum ExecError {
         node: String,
         source: LoadError,
     },
+    /// The graph launches ops rt2 cannot compute: every one of them, refused at load
+    /// before anything runs.
+    #[error(
+        "{} op(s) rt2 cannot compute (compiled kernels only): {}",
+        .0.len(),
+        no_compute_list(.0)
+    )]
+    NoCompute(Vec<NoCompute>),
     #[error("{graph}: node {node:?} ({kernel}): {source}")]
     Kernel {
         graph: String,

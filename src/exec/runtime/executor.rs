@@ -131,6 +131,12 @@ impl ModelV2Executor {
                 });
             }
         }
+        // A compiled kernel rt2 has no compute for is refused here, all of them at once,
+        // rather than when its launch runs.
+        let missing = super::kernels::ops_without_compute(eg, &ops);
+        if !missing.is_empty() {
+            return Err(ExecError::NoCompute(missing));
+        }
         Ok(ModelV2Executor {
             init: plan(GraphKind::Init)?,
             main: plan(GraphKind::Main)?,

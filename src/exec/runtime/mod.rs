@@ -37,8 +37,11 @@ pub use context::{
     NodeInfo, OpData, ProfilingInfo, Subgraph, Subscriber,
 };
 pub use engine_mt::MtData;
-pub use error::{ExecError, ExecutorStatus, IoError, KernelError, LoadError, StateError};
+pub use error::{
+    ExecError, ExecutorStatus, IoError, KernelError, LoadError, NoCompute, StateError,
+};
 pub use executor::{ExecutorOptions, ModelExecuteArg, ModelV2Executor, StreamExecutor};
+pub use kernels::ops_without_compute;
 pub use plan::{ExecState, Plan, prepare};
 pub use registry::{KernelInfo, KernelRegistry, Role};
 pub use state::NodeState;

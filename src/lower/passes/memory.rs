@@ -11,8 +11,8 @@
 //! the block.
 //!
 //! **Which tensors.** An `AllocMemHbm(allocator)` of Main (not of a subgraph) with a
-//! constant `size`, whose memory is written by exactly one `LaunchKernelWithHandle` (as
-//! an output) and freed by exactly one `FreeMemory` in Main. Memory that leaves Main (a
+//! constant `size`, whose memory is written by exactly one op launch (any of
+//! `kernel_types::OP_LAUNCHES`, as an output) and freed by exactly one `FreeMemory` in Main. Memory that leaves Main (a
 //! model output, memory a loop takes over) has no Free there and keeps its allocation;
 //! so do dynamic sizes.
 //!
@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use compact_str::format_compact;
 use smallvec::smallvec;
 
-use crate::exec::kernel_types::exec_node;
+use crate::exec::kernel_types::{exec_node, is_op_launch};
 use crate::exec::{ExecuteGraph, KernelAttr, KernelGraph, KernelNodeId, ValueRef};
 
 /// Offsets in the feature memory are multiples of this: every element type is aligned,
@@ -114,10 +114,8 @@ fn candidates(main: &KernelGraph) -> (Vec<Tensor>, Option<u32>) {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); found.len()];
     let mut bad = vec![false; found.len()];
     for (j, node) in main.nodes.iter().enumerate() {
-        let out_from = match &*node.kernel {
-            "LaunchKernelWithHandle" => outputs_from(node),
-            _ => None,
-        };
+        let launch = is_op_launch(&node.kernel);
+        let out_from = if launch { outputs_from(node) } else { None };
         for (slot, v) in node.inputs.iter().enumerate() {
             let Some(&k) = alloc_at.get(v.node.index()).filter(|&&k| k != u32::MAX) else {
                 continue;
@@ -125,7 +123,7 @@ fn candidates(main: &KernelGraph) -> (Vec<Tensor>, Option<u32>) {
             let k = k as usize;
             match &*node.kernel {
                 "FreeMemory" if node.inputs.len() == 1 => frees[k].push(j),
-                "LaunchKernelWithHandle" => match out_from {
+                _ if launch => match out_from {
                     Some(from) if slot >= from => writers[k].push(j),
                     Some(_) => readers[k].push(j),
                     None => bad[k] = true,

@@ -1,4 +1,7 @@
-//! Op kernels: `InferShape`, `LaunchKernelWithHandle`, `LaunchKernelAllocOutputs`.
+//! Op kernels: `InferShape`, the op launches (`LaunchKernelWithHandle` and the AI CPU and
+//! host CPU launches, one implementation under each engine's name), and
+//! `LaunchKernelAllocOutputs`; and which launches name an op rt2 cannot compute
+//! ([`ops_without_compute`]), which the executor refuses at load.
 //!
 //! Each resolves its op at load (`_op_type`, and the element types `_in_dtypes` and
 //! `_out_dtypes`, dtype lists where `None` is an omitted optional input with no slots). A launch
@@ -9,13 +12,14 @@
 
 use std::sync::Arc;
 
-use crate::exec::{KernelClass, KernelNode};
+use crate::exec::kernel_types::{OP_LAUNCHES, is_op_launch};
+use crate::exec::{ExecuteGraph, GraphKind, KernelClass, KernelNode};
 use crate::npu::device::{DevicePtr, Launch, StreamRef, Task, TensorArg};
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpRegistry, TensorMeta};
 
 use super::super::context::{KernelContext, KernelResult, NodeData, OpData, ProfilingInfo};
-use super::super::error::{KernelError, LoadError};
+use super::super::error::{KernelError, LoadError, NoCompute};
 use super::super::registry::{KernelInfo, KernelRegistry};
 use super::super::value::{Mem, Value};
 use super::tensor::{dims_of, op_spec, tensor_bytes};
@@ -455,14 +459,52 @@ fn trace_launch(cx: &KernelContext<'_>) -> Vec<String> {
     ]
 }
 
+/// Every op launch in `eg` (its three graphs and their subgraphs) whose op the op
+/// library does not know or cannot compute: the compiled kernels lowering kept for ops
+/// rt2 has no compute for, each named by the compute node it was lowered from (else by
+/// its own graph and name), in graph order.
+pub fn ops_without_compute(eg: &ExecuteGraph, ops: &OpRegistry) -> Vec<NoCompute> {
+    let mut found = Vec::new();
+    for kind in GraphKind::ALL {
+        eg.graph(kind).walk(&mut |g| {
+            for n in &g.nodes {
+                if !(is_op_launch(&n.kernel) || n.kernel == "LaunchKernelAllocOutputs") {
+                    continue;
+                }
+                // A launch without an op type fails to load on its own, naming the node.
+                let Some(op_type) = n.attrs.get("_op_type").and_then(|a| a.as_str()) else {
+                    continue;
+                };
+                if ops.get(op_type).is_some_and(|s| s.compute.is_some()) {
+                    continue;
+                }
+                let (graph, node) = match &n.origin {
+                    Some(o) => (o.graph.to_string(), o.node.to_string()),
+                    None => (g.name.clone(), n.name.to_string()),
+                };
+                found.push(NoCompute {
+                    graph,
+                    node,
+                    op_type: op_type.to_string(),
+                });
+            }
+        });
+    }
+    found
+}
+
 pub(super) fn register(r: &mut KernelRegistry) {
-    r.register(
-        "LaunchKernelWithHandle",
-        KernelInfo::new(launch_kernel_with_handle, KernelClass::Launch)
-            .prepare(prepare_op)
-            .trace(trace_launch)
-            .profiling(profiling_info),
-    );
+    // One implementation under each engine's name: the emulated device computes an AI
+    // CPU or host CPU op as it does an AI Core one.
+    for &name in OP_LAUNCHES {
+        r.register(
+            name,
+            KernelInfo::new(launch_kernel_with_handle, KernelClass::Launch)
+                .prepare(prepare_op)
+                .trace(trace_launch)
+                .profiling(profiling_info),
+        );
+    }
     r.register(
         "LaunchKernelAllocOutputs",
         KernelInfo::new(launch_kernel_alloc_outputs, KernelClass::Memory)

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 use super::registry::KernelRegistry;
 
+pub use launch::ops_without_compute;
 pub(crate) use memory::Staging;
 pub(crate) use tensor::{host_resize, tensor_bytes};
 

@@ -75,7 +75,7 @@ impl TensorDumper {
         // its outputs writes them as its own outputs.
         let present = op.inputs.iter().flatten().count();
         let outputs: Vec<(&Value, &Value)> = match info.kernel {
-            "LaunchKernelWithHandle" => (0..op.outputs.len())
+            k if crate::exec::kernel_types::is_op_launch(k) => (0..op.outputs.len())
                 .map(|o| {
                     let base = 1 + 2 * present + 2 * o;
                     Ok((cx.input(base)?, cx.input(base + 1)?))
