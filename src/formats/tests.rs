@@ -235,8 +235,24 @@ fn check(plain: &str, layout: &str, shape: &[usize]) {
 }
 
 fn check_one(plain: &str, layout: &str, shape: &[usize], dtype: DType) {
+    check_as(plain, layout, f(layout), shape, dtype);
+}
+
+/// [`check_one`] into NC1HWC0 with a C0 code (`2^(code-1)` channels a block; 0: the
+/// dtype's).
+fn check_c0(plain: &str, shape: &[usize], dtype: DType, code: u8) {
+    let dst = StorageFormat {
+        c0_code: code,
+        ..f("NC1HWC0")
+    };
+    check_as(plain, "NC1HWC0", dst, shape, dtype);
+}
+
+/// [`check_one`] with the blocked format given as a value (`layout` names its layout for
+/// the reference).
+fn check_as(plain: &str, layout: &str, dst_f: StorageFormat, shape: &[usize], dtype: DType) {
     let size = dtype.size();
-    let (src_f, dst_f) = (f(plain), f(layout));
+    let src_f = f(plain);
     let t = Transfer::new(src_f, dst_f, dtype).unwrap();
     let blocked = t.dst_shape(shape).unwrap();
     let src = bytes(
@@ -291,9 +307,28 @@ fn nc1hwc0_from_nchw_and_nhwc() {
 
 #[test]
 fn nc1hwc0_parallel_path_matches() {
-    // Large enough (> 256 KiB) for the pool.
-    check_one("NCHW", "NC1HWC0", &[2, 37, 40, 45], DType::F32);
-    check_one("NHWC", "NC1HWC0", &[2, 40, 45, 37], DType::F16);
+    // Large enough (> 1 MiB of NC1HWC0) for the pool; H*W = 4087 is no multiple of 8.
+    check_one("NCHW", "NC1HWC0", &[2, 37, 61, 67], DType::F32);
+    check_one("NCHW", "NC1HWC0", &[3, 37, 61, 67], DType::F16);
+    check_one("NHWC", "NC1HWC0", &[3, 61, 67, 37], DType::F16);
+    check_one("NHWC", "NC1HWC0", &[2, 61, 67, 37], DType::F32);
+}
+
+/// Every edge of the register-blocked transposes (8x8 u16, 4x4 u32): H*W below, at and
+/// past multiples of 8 and 4, C below, at and past multiples of C0 and of the block, C0 of
+/// 4, 8, 16 (the dtypes' own) and 32, every element size.
+#[test]
+fn nc1hwc0_block_edges() {
+    for hw in 1..=19 {
+        for c in [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33] {
+            for &dtype in &DTYPES {
+                for code in [0, 3, 4, 6] {
+                    check_c0("NCHW", &[2, c, 1, hw], dtype, code);
+                    check_c0("NHWC", &[2, 1, hw, c], dtype, code);
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -520,6 +555,19 @@ proptest! {
     fn nchw_nc1hwc0_any_shape(n in 1usize..3, c in 1usize..70, h in 1usize..6, w in 1usize..6, k in 0usize..4) {
         check_one("NCHW", "NC1HWC0", &[n, c, h, w], DTYPES[k]);
         check_one("NHWC", "NC1HWC0", &[n, h, w, c], DTYPES[k]);
+    }
+
+    #[test]
+    fn nchw_nc1hwc0_any_c0(
+        n in 1usize..3,
+        c in 1usize..80,
+        h in 1usize..7,
+        w in 1usize..21,
+        k in 0usize..4,
+        code in prop::sample::select(vec![0u8, 3, 4, 5, 6]),
+    ) {
+        check_c0("NCHW", &[n, c, h, w], DTYPES[k], code);
+        check_c0("NHWC", &[n, h, w, c], DTYPES[k], code);
     }
 
     #[test]
