@@ -21,13 +21,10 @@ use crate::proto::onnx::{AttributeProto, TensorProto, TypeProto, type_proto};
 /// only when at least one dim is unknown, so static tensors look exactly like GE's.
 pub const SYMBOLIC_DIMS_ATTR: &str = "_symbolic_dims";
 
-/// GE's `C_Format` numbers for the two layouts the importer writes.
+/// GE's `C_Format` number of a layout the importer writes (NCHW, ND), from the one table
+/// of them (`om::inout::format_number`); ND for a name it does not know.
 fn format_number(layout: &str) -> i64 {
-    match layout {
-        "NCHW" => 0,
-        "NHWC" => 1,
-        _ => 2, // ND
-    }
+    crate::om::inout::format_number(layout).map_or(2, i64::from)
 }
 
 /// A tensor shape as the importer knows it: `None` is unknown rank, `-1` an unknown dim.
