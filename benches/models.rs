@@ -20,6 +20,11 @@
 //! the peer runs the same block declared at the fixed length (tools/ort_run.py feeds the
 //! declared shape).
 //!
+//! - `fused f16 cnn`: GE's fused float16 CNN (NC1HWC0 maps, FRACTAL_Z filters, Cast and
+//!   TransData at the edges; `support/fused_cnn.rs`) beside the same network in NCHW
+//!   float32, both read from GE's text form, sequential, one compute thread. Target: the
+//!   float16 network within 1.5 times the float32 one.
+//!
 //! `cargo bench --bench models`; the peer needs the pinned Python environment
 //! (`tools/pyenv.sh`) and is skipped with a note when it cannot be had.
 
@@ -31,8 +36,11 @@ use std::time::Duration;
 
 use criterion::Criterion;
 
+#[path = "support/fused_cnn.rs"]
+mod fused_cnn;
 #[path = "support/peer.rs"]
 mod peer;
+use fused_cnn::Cnn;
 use rt2::exec::ExecuteGraph;
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
@@ -196,5 +204,38 @@ fn main() {
             peer::report_run(&what, t, &path, 50);
         }
     }
+
+    // GE's fused float16 CNN beside its NCHW float32 twin, both read from GE's text form.
+    let fused = lowered(FUSED_CNN.text(true).as_bytes());
+    let twin = lowered(FUSED_CNN.text(false).as_bytes());
+    let shape: Vec<usize> = FUSED_CNN.input.iter().map(|&d| d as usize).collect();
+    let x = f32_input(&shape, 3);
+    let mut ex16 = executor(&fused, ExecutorType::Sequential);
+    let mut ex32 = executor(&twin, ExecutorType::Sequential);
+    let t16 = peer::times_ms(20, || ex16.execute_sync(&[&x], &mut out).expect("runs"));
+    let t32 = peer::times_ms(20, || ex32.execute_sync(&[&x], &mut out).expect("runs"));
+    println!(
+        "fused float16 NC1HWC0 CNN seq: {:.2} ms (best {:.2}); NCHW float32 twin: {:.2} ms (best {:.2}); {:.2}x",
+        t16.median,
+        t16.best,
+        t32.median,
+        t32.best,
+        t16.median / t32.median
+    );
+    c.bench_function("models fused f16 cnn seq", |b| {
+        b.iter(|| ex16.execute_sync(&[&x], &mut out).expect("runs"))
+    });
+    c.bench_function("models fused f16 cnn twin f32 seq", |b| {
+        b.iter(|| ex32.execute_sync(&[&x], &mut out).expect("runs"))
+    });
     c.final_summary();
 }
+
+/// The fused CNN's size: a 112x112 image, a 64-channel stem pooled to 56x56 and three
+/// residual blocks there (six 3x3 convolutions of 64 channels: ResNet's first stage).
+const FUSED_CNN: Cnn = Cnn {
+    input: [1, 3, 112, 112],
+    width: 64,
+    blocks: 3,
+    classes: 10,
+};

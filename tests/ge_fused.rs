@@ -9,242 +9,30 @@
 use half::f16;
 use rt2::exec::ExecuteGraph;
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
-use rt2::formats::{Format, StorageFormat, storage_shape, transfer};
+use rt2::formats::Format;
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::seeded_f32;
-use rt2::om::testdata_text::{DumpOp, dump_model, formatted_desc, tensor_desc};
+use rt2::om::testdata_text::{DumpOp, dump_model, tensor_desc};
 use rt2::om::text::print_text;
 use rt2::ops::{DType, HostTensor};
-use rt2::proto::ge_ir::TensorDescriptor;
 
-/// GE IR's proto dtype numbers and `C_Format` numbers.
-const DT_FLOAT: i32 = 1;
+#[path = "../benches/support/fused_cnn.rs"]
+mod fused_cnn;
+use fused_cnn::{Cnn, bytes, halfway, map, nchw, stored};
+
+/// GE IR's proto dtype number of float16.
 const DT_FLOAT16: i32 = 2;
-const NCHW: i64 = 0;
-const NC1HWC0: i64 = 3;
-const FRACTAL_Z: i64 = 4;
 
-/// The network's shapes: input [1, 3, 8, 8]; conv1 3 -> 4 channels, 3x3, pad 1;
-/// LeakyRelu; 2x2 max pooling to [1, 4, 4, 4]; conv2 4 -> 4, 3x3, pad 1; Eltwise sum
-/// with the pooled map; FullyConnection to 10; SoftmaxV2.
-const X: [i64; 4] = [1, 3, 8, 8];
-const W1: [i64; 4] = [4, 3, 3, 3];
-const W2: [i64; 4] = [4, 4, 3, 3];
-const MAP1: [i64; 4] = [1, 4, 8, 8];
-const MAP2: [i64; 4] = [1, 4, 4, 4];
-
-/// Values exact in float16, so both networks start from the same numbers.
-fn halfway(v: Vec<f32>) -> Vec<f32> {
-    v.into_iter().map(|x| f16::from_f32(x).to_f32()).collect()
-}
-
-struct Weights {
-    w1: Vec<f32>,
-    b1: Vec<f32>,
-    w2: Vec<f32>,
-    wfc: Vec<f32>,
-    bfc: Vec<f32>,
-}
-
-impl Weights {
-    fn new() -> Self {
-        Weights {
-            w1: halfway(seeded_f32(108, 1, 0.3)),
-            b1: halfway(seeded_f32(4, 2, 0.1)),
-            w2: halfway(seeded_f32(144, 3, 0.2)),
-            wfc: halfway(seeded_f32(640, 4, 0.2)),
-            bfc: halfway(seeded_f32(10, 5, 0.1)),
-        }
-    }
-}
-
-fn usizes(d: &[i64]) -> Vec<usize> {
-    d.iter().map(|&v| v as usize).collect()
-}
-
-fn bytes(v: &[f32], fused: bool) -> Vec<u8> {
-    if fused {
-        v.iter()
-            .flat_map(|&x| f16::from_f32(x).to_le_bytes())
-            .collect()
-    } else {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-}
-
-/// `v` (NCHW `dims`) as `to` stores it: the transfer GE's TransData runs.
-fn stored(v: &[u8], dims: &[i64], to: Format, dtype: DType) -> (Vec<i64>, Vec<u8>) {
-    let (from, to) = (StorageFormat::plain(Format::Nchw), StorageFormat::plain(to));
-    let shape = storage_shape(from, to, dtype, &usizes(dims)).unwrap();
-    let mut out = vec![0xa5u8; shape.iter().product::<usize>() * dtype.size()];
-    transfer((from, &usizes(dims), v), (to, &shape, &mut out), dtype).unwrap();
-    (shape.iter().map(|&d| d as i64).collect(), out)
-}
-
-/// The descriptor of an NCHW tensor of `dims`: as the fused graph stores it (`to`,
-/// float16), or plain NCHW float32.
-fn desc(dims: &[i64], fused: bool, to: (Format, i64)) -> TensorDescriptor {
-    if !fused {
-        return tensor_desc(DT_FLOAT, dims, "NCHW");
-    }
-    if to.0 == Format::Nchw {
-        return tensor_desc(DT_FLOAT16, dims, "NCHW");
-    }
-    let storage = storage_shape(
-        StorageFormat::plain(Format::Nchw),
-        StorageFormat::plain(to.0),
-        DType::F16,
-        &usizes(dims),
-    )
-    .unwrap();
-    let storage: Vec<i64> = storage.iter().map(|&d| d as i64).collect();
-    formatted_desc(
-        DT_FLOAT16,
-        &storage,
-        to.0.name(),
-        to.1,
-        ("NCHW", NCHW),
-        dims,
-    )
-}
-
-fn map(dims: &[i64], fused: bool) -> TensorDescriptor {
-    desc(dims, fused, (Format::Nc1hwc0, NC1HWC0))
-}
-
-fn nchw(dims: &[i64], fused: bool) -> TensorDescriptor {
-    desc(dims, fused, (Format::Nchw, NCHW))
-}
-
-/// A Const of NCHW `dims` holding `v`, stored as `to` in the fused graph.
-fn konst(name: &str, v: &[f32], dims: &[i64], fused: bool, to: (Format, i64)) -> DumpOp {
-    let data = bytes(v, fused);
-    let data = if fused && to.0 != Format::Nchw {
-        stored(&data, dims, to.0, DType::F16).1
-    } else {
-        data
-    };
-    let d = desc(dims, fused, to);
-    DumpOp::new(name, "Const")
-        .value(d.clone(), data)
-        .out_desc(d)
-}
-
-/// The network in GE text form: `fused`, float16 with NC1HWC0 maps, FRACTAL_Z filters,
-/// a Cast and TransData; otherwise NCHW float32 with neither.
-fn network(w: &Weights, fused: bool) -> String {
-    let (conv_in, fc_in) = if fused {
-        ("td_in:0", "td_out:0")
-    } else {
-        ("x:0", "elt:0")
-    };
-    let plain = (Format::Nchw, NCHW);
-    let fz = (Format::FractalZ, FRACTAL_Z);
-    let conv = |name: &str, x: &str, f: &str, b: Option<&str>, xd: &[i64], wd: &[i64], yd| {
-        let mut op = DumpOp::new(name, "Conv2D").input(x).input(f);
-        if let Some(b) = b {
-            op = op.input(b);
-        }
-        op = op
-            .attr_ints("strides", &[1, 1, 1, 1])
-            .attr_ints("pads", &[1, 1, 1, 1])
-            .attr_ints("dilations", &[1, 1, 1, 1])
-            .attr_s("data_format", "NCHW")
-            .in_desc(map(xd, fused))
-            .in_desc(desc(wd, fused, fz));
-        if b.is_some() {
-            op = op.in_desc(nchw(&[4], fused));
-        }
-        op.out_desc(map(yd, fused))
-    };
-    let mut ops = vec![
-        DumpOp::new("x", "Data")
-            .attr_i("index", 0)
-            .out_desc(tensor_desc(DT_FLOAT, &X, "NCHW")),
-    ];
-    if fused {
-        ops.push(
-            DumpOp::new("cast", "Cast")
-                .input("x:0")
-                .attr_i("dst_type", 1)
-                .in_desc(tensor_desc(DT_FLOAT, &X, "NCHW"))
-                .out_desc(nchw(&X, true)),
-        );
-        ops.push(
-            DumpOp::new("td_in", "TransData")
-                .input("cast:0")
-                .attr_s("src_format", "NCHW")
-                .attr_s("dst_format", "NC1HWC0")
-                .in_desc(nchw(&X, true))
-                .out_desc(map(&X, true)),
-        );
-    }
-    ops.extend([
-        konst("w1", &w.w1, &W1, fused, fz),
-        konst("b1", &w.b1, &[4], fused, plain),
-        conv("conv1", conv_in, "w1:0", Some("b1:0"), &X, &W1, &MAP1),
-        DumpOp::new("lrelu", "LeakyRelu")
-            .input("conv1:0")
-            .attr_f("negative_slope", 0.1)
-            .in_desc(map(&MAP1, fused))
-            .out_desc(map(&MAP1, fused)),
-        DumpOp::new("pool", "Pooling")
-            .input("lrelu:0")
-            .attr_i("mode", 0)
-            .attr_ints("window", &[2, 2])
-            .attr_ints("stride", &[2, 2])
-            .attr_ints("pad", &[0, 0, 0, 0])
-            .in_desc(map(&MAP1, fused))
-            .out_desc(map(&MAP2, fused)),
-        konst("w2", &w.w2, &W2, fused, fz),
-        conv("conv2", "pool:0", "w2:0", None, &MAP2, &W2, &MAP2),
-        DumpOp::new("elt", "Eltwise")
-            .input("pool:0")
-            .input("conv2:0")
-            .attr_i("mode", 1)
-            .attr_i("N", 2)
-            .in_desc(map(&MAP2, fused))
-            .in_desc(map(&MAP2, fused))
-            .out_desc(map(&MAP2, fused)),
-    ]);
-    if fused {
-        ops.push(
-            DumpOp::new("td_out", "TransData")
-                .input("elt:0")
-                .attr_s("src_format", "NC1HWC0")
-                .attr_s("dst_format", "NCHW")
-                .in_desc(map(&MAP2, true))
-                .out_desc(nchw(&MAP2, true)),
-        );
-    }
-    ops.extend([
-        konst("wfc", &w.wfc, &[10, 64], fused, plain),
-        konst("bfc", &w.bfc, &[10], fused, plain),
-        DumpOp::new("fc", "FullyConnection")
-            .input(fc_in)
-            .input("wfc:0")
-            .input("bfc:0")
-            .attr_i("num_output", 10)
-            .in_desc(nchw(&MAP2, fused))
-            .in_desc(nchw(&[10, 64], fused))
-            .in_desc(nchw(&[10], fused))
-            .out_desc(nchw(&[1, 10, 1, 1], fused)),
-        DumpOp::new("softmax", "SoftmaxV2")
-            .input("fc:0")
-            .attr_ints("axes", &[1])
-            .in_desc(nchw(&[1, 10, 1, 1], fused))
-            .out_desc(nchw(&[1, 10, 1, 1], fused)),
-        // The second output stays as the device holds it: NC1HWC0 in the fused graph.
-        DumpOp::new("out", "NetOutput")
-            .input("softmax:0")
-            .input("elt:0")
-            .in_desc(nchw(&[1, 10, 1, 1], fused))
-            .in_desc(map(&MAP2, fused)),
-    ]);
-    print_text(&dump_model("fused", ops))
-}
+/// The network's shapes: input [1, 3, 8, 8]; a stem conv 3 -> 4 channels, LeakyRelu,
+/// 2x2 max pooling to [1, 4, 4, 4]; one residual block; FullyConnection to 10; SoftmaxV2.
+const CNN: Cnn = Cnn {
+    input: [1, 3, 8, 8],
+    width: 4,
+    blocks: 1,
+    classes: 10,
+};
 
 fn lowered(text: &str, multi_thread: bool) -> ExecuteGraph {
     let file = read(text.as_bytes(), &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
@@ -300,13 +88,12 @@ fn launches(eg: &ExecuteGraph, op: &str) -> usize {
 
 #[test]
 fn a_fused_float16_nc1hwc0_cnn_runs_as_its_nchw_float32_twin() {
-    let w = Weights::new();
     let input = HostTensor {
         dtype: DType::F32,
-        shape: X.to_vec(),
+        shape: CNN.input.to_vec(),
         data: bytes(&halfway(seeded_f32(192, 9, 1.0)), false),
     };
-    let text = network(&w, true);
+    let text = CNN.text(true);
     let (plain, mt) = (lowered(&text, false), lowered(&text, true));
     // The TransData at the edges of the fused region convert nothing once the maps are
     // computed in their origin layout; the one left makes the NC1HWC0 output.
@@ -326,7 +113,7 @@ fn a_fused_float16_nc1hwc0_cnn_runs_as_its_nchw_float32_twin() {
     }
     // The same network in NCHW float32.
     let twin = execute(
-        &lowered(&network(&w, false), false),
+        &lowered(&CNN.text(false), false),
         ExecutorType::Sequential,
         &input,
     );
@@ -338,7 +125,7 @@ fn a_fused_float16_nc1hwc0_cnn_runs_as_its_nchw_float32_twin() {
     // The NC1HWC0 output: the twin's map rounded to float16 and converted as GE does,
     // its padded channels zero, within float16's accumulated rounding.
     let map16: Vec<u8> = bytes(&f32s(&twin[1]), true);
-    let (_, want) = stored(&map16, &MAP2, Format::Nc1hwc0, DType::F16);
+    let (_, want) = stored(&map16, &CNN.pooled(), Format::Nc1hwc0, DType::F16);
     let want: Vec<f32> = want
         .chunks_exact(2)
         .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())

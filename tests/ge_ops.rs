@@ -261,6 +261,28 @@ fn ge_cnn_runs_under_every_executor_and_matches_onnx() {
     let text = ge_text(&w);
     let plain = lowered(text.as_bytes(), false);
     let mt = lowered(text.as_bytes(), true);
+    // Lowering launches GE's NCHW ops as the library's ONNX ops they are; the 4-D
+    // FullyConnection, which Gemm does not take, runs as itself.
+    let launched: Vec<&str> = plain
+        .main
+        .nodes
+        .iter()
+        .filter(|n| rt2::exec::kernel_types::is_op_launch(&n.kernel))
+        .filter_map(|n| n.attrs.get("_op_type")?.as_str())
+        .collect();
+    assert_eq!(
+        launched,
+        [
+            "Conv",
+            "BNInference",
+            "LeakyRelu",
+            "MaxPool",
+            "Conv",
+            "Eltwise",
+            "FullyConnection",
+            "Softmax"
+        ]
+    );
     let seq = execute(&plain, ExecutorType::Sequential, &input);
     assert_eq!(seq.len(), 10);
     for (eg, executor) in [

@@ -746,6 +746,10 @@ impl<'r> Lowering<'r> {
         // A library op without compute (shaped by its inference here) is a compiled
         // kernel as well.
         let compiled = (!computes).then(|| compiled_kernel_name(n));
+        let (spec, attrs, ins) = match self.translated(n, &spec, ins, &attrs, &outs) {
+            Some((target, attrs, arity)) => (target, attrs, &mut ins[..arity]),
+            None => (spec, attrs, ins),
+        };
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
             let op = LaunchOp {
                 spec: Some(&target),
@@ -833,17 +837,17 @@ impl<'r> Lowering<'r> {
         Some((target, operands, attrs, plan.input))
     }
 
-    /// The node's output metas from the op library, on the metas and known values of its
-    /// inputs. An omitted optional input reaches inference as an empty 1-D tensor of input
-    /// 0's type whose (empty) value is known: ONNX's own spelling of "no value".
-    fn infer(
-        &mut self,
-        path: &str,
-        n: &ComputeNode,
-        spec: &OpSpec,
+    /// Calls `f` with the inference context of `op` on `ins`: their metas and known
+    /// values, and `attrs`. An omitted optional input reaches it as an empty 1-D tensor of
+    /// input 0's type whose (empty) value is known: ONNX's own spelling of "no value".
+    fn with_ctx<R>(
+        &self,
+        op: &str,
         ins: &[Option<TVal>],
         attrs: &Attrs,
-    ) -> Result<Vec<TensorMeta>> {
+        outputs: usize,
+        f: impl FnOnce(&InferCtx) -> R,
+    ) -> R {
         let fill = ins
             .iter()
             .flatten()
@@ -869,17 +873,55 @@ impl<'r> Lowering<'r> {
                 None => Some(&empty),
             })
             .collect();
+        f(&InferCtx {
+            op,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs,
+        })
+    }
+
+    /// The node's output metas from the op library, on the metas and known values of its
+    /// inputs ([`Lowering::with_ctx`]).
+    fn infer(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+    ) -> Result<Vec<TensorMeta>> {
         let outputs = n.output_descs.len().max(1);
-        let outs = spec
-            .infer_shapes(&InferCtx {
-                op: &n.op_type,
-                inputs: &metas,
-                values: &values,
-                attrs,
-                outputs,
-            })
-            .map_err(|e| node_error(path, n, e.to_string()))?;
-        Ok(outs)
+        self.with_ctx(&n.op_type, ins, attrs, outputs, |ctx| {
+            spec.infer_shapes(ctx)
+        })
+        .map_err(|e| node_error(path, n, e.to_string()))
+    }
+
+    /// The node as its op's translation hook asks for it ([`crate::ops::Translation`]):
+    /// the op to launch instead, its attributes, and how many leading inputs it takes.
+    /// The translated op's own inference must give the node's output metas exactly, or
+    /// the node stays as it is: a translation never changes a shape or a type, and the
+    /// values are the translated op's kernel's, which the node's own compute calls too.
+    fn translated(
+        &self,
+        n: &ComputeNode,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+        outs: &[TensorMeta],
+    ) -> Option<(OpSpec, Attrs, usize)> {
+        let hook = spec.translate?;
+        let outputs = n.output_descs.len().max(1);
+        let plan = self.with_ctx(&n.op_type, ins, attrs, outputs, hook)?;
+        let target = *self.reg.get(plan.op)?;
+        let ins = ins.get(..plan.inputs)?;
+        let check = self.with_ctx(target.name, ins, &plan.attrs, outputs, |ctx| {
+            target.infer_shapes(ctx)
+        });
+        // The node's outputs lead the target's (MaxPool's optional indices follow).
+        (check.ok()?.get(..outs.len())? == outs).then_some((target, plan.attrs, plan.inputs))
     }
 
     /// The node's outputs as constants, when folding applies.

@@ -34,13 +34,29 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h
-    reg.add(OpSpec::new("Conv2D", conv::infer_conv2d).computes(conv::conv2d));
+    reg.add(
+        OpSpec::new("Conv2D", conv::infer_conv2d)
+            .computes(conv::conv2d)
+            .translates(conv::translate_conv2d),
+    );
     // graphengine nn_pooling_ops.h (Caffe-born)
-    reg.add(OpSpec::new("Pooling", pool::infer_pooling).computes(pool::pooling));
+    reg.add(
+        OpSpec::new("Pooling", pool::infer_pooling)
+            .computes(pool::pooling)
+            .translates(pool::translate_pooling),
+    );
     // ops-nn pooling avg_pool_proto.h / graphengine nn_pooling_ops.h (TF-born); MaxPool is
     // shared with ONNX.
-    reg.add(OpSpec::new("MaxPool", pool::infer_max_pool).computes(pool::max_pool));
-    reg.add(OpSpec::new("AvgPool", pool::infer_tf_pool).computes(pool::avg_pool));
+    reg.add(
+        OpSpec::new("MaxPool", pool::infer_max_pool)
+            .computes(pool::max_pool)
+            .translates(pool::translate_tf_pool),
+    );
+    reg.add(
+        OpSpec::new("AvgPool", pool::infer_tf_pool)
+            .computes(pool::avg_pool)
+            .translates(pool::translate_tf_pool),
+    );
     // graphengine elewise_calculation_ops.h (Eltwise, Power), nn_norm_ops.h (Scale,
     // BNInference)
     reg.add(OpSpec::new("Eltwise", eltwise::infer_eltwise).computes(eltwise::eltwise));
@@ -50,19 +66,52 @@ pub fn register(reg: &mut OpRegistry) {
     // graphengine matrix_calculation_ops.h
     reg.add(
         OpSpec::new("FullyConnection", matmul::infer_fully_connection)
-            .computes(matmul::fully_connection),
+            .computes(matmul::fully_connection)
+            .translates(matmul::translate_fully_connection),
     );
-    reg.add(OpSpec::new("MatMulV2", matmul::infer_matmul).computes(matmul::matmul));
-    reg.add(OpSpec::new("BatchMatMul", matmul::infer_matmul).computes(matmul::matmul));
+    reg.add(
+        OpSpec::new("MatMulV2", matmul::infer_matmul)
+            .computes(matmul::matmul)
+            .translates(matmul::translate_matmul),
+    );
+    reg.add(
+        OpSpec::new("BatchMatMul", matmul::infer_matmul)
+            .computes(matmul::matmul)
+            .translates(matmul::translate_matmul),
+    );
     // ops-nn softmax_v2 proto / graphengine nn_norm_ops.h
-    reg.add(OpSpec::new("SoftmaxV2", movement::infer_softmax).computes(movement::softmax_v2));
+    reg.add(
+        OpSpec::new("SoftmaxV2", movement::infer_softmax)
+            .computes(movement::softmax_v2)
+            .translates(movement::translate_softmax),
+    );
     // graphengine split_combination_ops.h, transformation_ops.h, reduce_ops.h
-    reg.add(OpSpec::new("ConcatD", movement::infer_concat).computes(movement::concat));
-    reg.add(OpSpec::new("ConcatV2D", movement::infer_concat).computes(movement::concat));
+    reg.add(
+        OpSpec::new("ConcatD", movement::infer_concat)
+            .computes(movement::concat)
+            .translates(movement::translate_concat),
+    );
+    reg.add(
+        OpSpec::new("ConcatV2D", movement::infer_concat)
+            .computes(movement::concat)
+            .translates(movement::translate_concat),
+    );
     reg.add(OpSpec::new("SplitD", movement::infer_split).computes(movement::split));
-    reg.add(OpSpec::new("TransposeD", movement::infer_transpose).computes(movement::transpose));
-    reg.add(OpSpec::new("ReduceMeanD", movement::infer_reduce).computes(movement::reduce));
-    reg.add(OpSpec::new("ReduceSumD", movement::infer_reduce).computes(movement::reduce));
+    reg.add(
+        OpSpec::new("TransposeD", movement::infer_transpose)
+            .computes(movement::transpose)
+            .translates(movement::translate_transpose),
+    );
+    reg.add(
+        OpSpec::new("ReduceMeanD", movement::infer_reduce)
+            .computes(movement::reduce)
+            .translates(movement::translate_reduce),
+    );
+    reg.add(
+        OpSpec::new("ReduceSumD", movement::infer_reduce)
+            .computes(movement::reduce)
+            .translates(movement::translate_reduce),
+    );
 }
 
 /// One output like input 0 (Power).

@@ -34,7 +34,7 @@ pub use dtype::DType;
 pub use error::OpError;
 pub use registry::{
     Attrs, Compute, ComputeAllocFn, ComputeFn, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,
-    PrepackFn, SpecialFn, SpecializeFn, TensorMeta, UNKNOWN, meta,
+    PrepackFn, SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN, meta,
 };
 pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 #[cfg(test)]

@@ -606,7 +606,7 @@ fn scaled_dim(ctx: &InferCtx, input: usize, v: f64, round: fn(f64) -> f64) -> Re
 }
 
 /// Pools: X [N, C, D...] -> [N, C, D'...]; MaxPool's optional second output (indices) is
-/// int64 of the same shape.
+/// int64 of the same shape, inferred unless the node has one output.
 pub(crate) fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let dtype = ctx.inputs[0].dtype;
@@ -632,7 +632,8 @@ pub(crate) fn infer_pool(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         dtype,
         shape: Some(out.clone()),
     };
-    if ctx.op == "MaxPool" {
+    // MaxPool's indices only where the node asks for them (`outputs` 0: not said).
+    if ctx.op == "MaxPool" && ctx.outputs != 1 {
         return Ok(vec![
             y,
             TensorMeta {
@@ -823,9 +824,16 @@ mod tests {
         );
         let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
         let st = ("strides", Attr::Ints(vec![2, 2]));
-        let pooled = infer("MaxPool", &[f32(&[1, 8, 7, 7])], &[k.clone(), st.clone()]).unwrap();
+        let ks = [k.clone(), st.clone()];
+        let pooled = crate::ops::infer_for_test("MaxPool", &[f32(&[1, 8, 7, 7])], &[], &ks, 2);
+        let pooled = pooled.unwrap();
         assert_eq!(pooled[0].shape.as_deref(), Some(&[1, 8, 3, 3][..]));
         assert_eq!(pooled[1].dtype, DType::I64);
+        // One output asked for: no indices.
+        assert_eq!(
+            infer("MaxPool", &[f32(&[1, 8, 7, 7])], &ks).unwrap().len(),
+            1
+        );
         assert_eq!(
             shape(infer(
                 "AveragePool",

@@ -267,6 +267,26 @@ pub struct Prepack {
 /// input metas, known values and attributes; `None` keeps the inputs as they are.
 pub type PrepackFn = fn(&InferCtx) -> Option<Prepack>;
 
+/// The op of the library a node is launched as, under that op's attribute names: what
+/// an op's [`TranslateFn`] tells lowering.
+#[derive(Debug, Clone)]
+pub struct Translation {
+    /// The op launched instead.
+    pub op: &'static str,
+    /// Its attributes, in place of the node's own.
+    pub attrs: Attrs,
+    /// How many of the node's inputs it takes (the leading ones); the rest are left out.
+    pub inputs: usize,
+}
+
+/// Translates a node into another op of the library with the same results, once, at
+/// lowering, from the node's input metas, known values and attributes (already checked by
+/// the node's inference); `None` keeps the node as it is (a case the other op does not
+/// cover, such as a layout it does not take). GE's ops are ONNX ops under other attribute
+/// names: translating at lowering keeps that work, and the attribute maps it builds, out
+/// of every launch, and lets the launched op's own lowering hooks ([`Prepack`]) apply.
+pub type TranslateFn = fn(&InferCtx) -> Option<Translation>;
+
 /// One op type of the library.
 #[derive(Clone, Copy)]
 pub struct OpSpec {
@@ -286,6 +306,8 @@ pub struct OpSpec {
     /// Chooses a layout for a constant input to be prepared in ahead of time, if the op
     /// has one.
     pub prepack: Option<PrepackFn>,
+    /// Translates a node into another op of the library at lowering, if the op can be.
+    pub translate: Option<TranslateFn>,
 }
 
 impl OpSpec {
@@ -300,6 +322,7 @@ impl OpSpec {
             data_dependent: false,
             specialize: None,
             prepack: None,
+            translate: None,
         }
     }
     /// The op computes into outputs shaped by inference.
@@ -331,6 +354,12 @@ impl OpSpec {
     /// [`Prepack`]).
     pub const fn prepacks(mut self, f: PrepackFn) -> Self {
         self.prepack = Some(f);
+        self
+    }
+    /// The op is another op of the library under other attribute names where `f` says
+    /// so (see [`Translation`]).
+    pub const fn translates(mut self, f: TranslateFn) -> Self {
+        self.translate = Some(f);
         self
     }
     /// The op's shape and dtype inference, with every output's size checked: the product
@@ -373,6 +402,7 @@ impl fmt::Debug for OpSpec {
             .field("computes", &self.compute.is_some())
             .field("specializes", &self.specialize.is_some())
             .field("prepacks", &self.prepack.is_some())
+            .field("translates", &self.translate.is_some())
             .finish()
     }
 }
@@ -415,13 +445,7 @@ impl OpRegistry {
         let spec = self
             .get(op)
             .ok_or_else(|| OpError::NoCompute { op: op.to_string() })?;
-        let metas: Vec<TensorMeta> = inputs
-            .iter()
-            .map(|t| {
-                let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
-                TensorMeta::new(t.dtype, &dims)
-            })
-            .collect();
+        let metas: Vec<TensorMeta> = inputs.iter().map(Tensor::meta).collect();
         let hosts: Vec<Option<HostTensor>> = (0..inputs.len())
             .map(|i| spec.value_inputs.contains(&i).then(|| inputs[i].to_host()))
             .collect();

@@ -11,11 +11,13 @@
 //! an NCHW input's filter as NCHW.
 
 use super::attrs::{
-    data_format, ints_or, no_offset_w, no_offset_x, onnx_attrs, required_ints, with_attrs,
+    data_format, given, ints_or, no_offset_w, no_offset_x, onnx_attrs, required_ints, with_attrs,
 };
 use super::layout::{HWCN_TO_NCHW, permuted, run_nchw};
 use crate::ops::nn::{Window, agree, conv, spatial};
-use crate::ops::{Attr, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
+use crate::ops::{
+    Attr, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
+};
 
 /// Conv2D's attributes, checked.
 struct Conv2d {
@@ -152,6 +154,17 @@ pub fn infer_conv2d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         return Err(ctx.input_error(2, format!("bias {b:?} for {cout} output channels")));
     }
     Ok(meta(dtype, Some(out)))
+}
+
+/// Conv2D with NCHW data as the library's Conv (see [`Translation`]); an NHWC Conv2D
+/// permutes its operands at each launch ([`conv2d`]).
+pub fn translate_conv2d(ctx: &InferCtx) -> Option<Translation> {
+    let p = Conv2d::read(ctx).ok()?;
+    (p.nchw && !given(ctx, 3)).then(|| Translation {
+        op: "Conv",
+        attrs: p.onnx(),
+        inputs: ctx.inputs.len().min(3),
+    })
 }
 
 /// Conv2D through the library's Conv: the filter permuted to NCHW for NHWC, then the

@@ -18,7 +18,9 @@ use crate::ops::elementwise::broadcast;
 use crate::ops::nn::agree;
 use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{Scalar, read_f64s};
-use crate::ops::{InferCtx, OpError, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
+use crate::ops::{
+    Attr, Attrs, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
+};
 
 /// Product of known dims, `UNKNOWN` if any is unknown.
 fn product(dims: &[i64]) -> i64 {
@@ -209,6 +211,51 @@ fn flags(ctx: &InferCtx) -> Result<(bool, bool), OpError> {
             ctx.attr_bool("transpose_x1", false)?,
             ctx.attr_bool("transpose_x2", false)?,
         ))
+    }
+}
+
+/// MatMulV2 and BatchMatMul as MatMul (no transposes, no bias) or Gemm (2-D operands),
+/// so that a constant float32 right operand is packed once at lowering
+/// ([`crate::ops::Prepack`]); other cases run as themselves.
+pub fn translate_matmul(ctx: &InferCtx) -> Option<Translation> {
+    let (ta, tb) = flags(ctx).ok()?;
+    let bias = given(ctx, 2);
+    if given(ctx, 3) || ctx.attr_int("offset_x", 0).ok()? != 0 {
+        return None;
+    }
+    if !ta && !tb && !bias {
+        return Some(Translation {
+            op: "MatMul",
+            attrs: Attrs::default(),
+            inputs: 2,
+        });
+    }
+    let rank = |i: usize| ctx.inputs[i].shape.as_ref().map(Vec::len);
+    (rank(0)? == 2 && rank(1)? == 2).then(|| gemm_translation(ta, tb, ctx.inputs.len()))
+}
+
+/// FullyConnection of a 2-D x as Gemm.
+pub fn translate_fully_connection(ctx: &InferCtx) -> Option<Translation> {
+    let transpose = ctx.attr_bool("transpose", false).ok()?;
+    let x = ctx.inputs[0].shape.as_ref()?;
+    let w = ctx.inputs[1].shape.as_ref()?;
+    let plain = x.len() == 2 && w.len() == 2 && fc_axis(ctx, 2).ok()? == 1;
+    (plain && !given(ctx, 3) && ctx.attr_int("offset_x", 0).ok()? == 0)
+        .then(|| gemm_translation(false, !transpose, ctx.inputs.len()))
+}
+
+/// Gemm of a (transposed if `ta`) by b (transposed if `tb`), plus a bias among the first
+/// `inputs` inputs.
+fn gemm_translation(ta: bool, tb: bool, inputs: usize) -> Translation {
+    Translation {
+        op: "Gemm",
+        attrs: [
+            ("transA".to_string(), Attr::Int(i64::from(ta))),
+            ("transB".to_string(), Attr::Int(i64::from(tb))),
+        ]
+        .into_iter()
+        .collect(),
+        inputs: inputs.min(3),
     }
 }
 

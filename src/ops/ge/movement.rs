@@ -21,7 +21,8 @@ use crate::ops::reduce::compute as reduce_kernel;
 use crate::ops::shape::args::{bytes, bytes_mut, output};
 use crate::ops::shape::compute as shape_kernel;
 use crate::ops::{
-    Attr, Attrs, DType, InferCtx, OpError, Tensor, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    Attr, Attrs, DType, InferCtx, OpError, Tensor, TensorMeta, TensorMut, TensorRef, Translation,
+    UNKNOWN, meta,
 };
 
 /// A required int attribute.
@@ -88,6 +89,16 @@ pub fn concat(
 ) -> Result<(), OpError> {
     let attrs = onnx_attrs(vec![("axis", Attr::Int(required_int(ctx, "concat_dim")?))]);
     shape_kernel::concat(&with_attrs(ctx, &attrs), inputs, outputs)
+}
+
+/// ConcatD and ConcatV2D as Concat.
+pub fn translate_concat(ctx: &InferCtx) -> Option<Translation> {
+    let axis = required_int(ctx, "concat_dim").ok()?;
+    Some(Translation {
+        op: "Concat",
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
+        inputs: ctx.inputs.len(),
+    })
 }
 
 /// SplitD's (axis, parts) for x of rank `rank`.
@@ -197,6 +208,16 @@ pub fn transpose(
     shape_kernel::transpose(&with_attrs(ctx, &attrs), inputs, outputs)
 }
 
+/// TransposeD as Transpose, for x of known rank.
+pub fn translate_transpose(ctx: &InferCtx) -> Option<Translation> {
+    let rank = ctx.inputs[0].shape.as_ref()?.len();
+    Some(Translation {
+        op: "Transpose",
+        attrs: onnx_attrs(vec![("perm", Attr::Ints(perm(ctx, rank).ok()?))]),
+        inputs: 1,
+    })
+}
+
 /// The ONNX attributes of the reduce: `axes`, `keep_dims` and `noop_with_empty_axes`
 /// under ONNX's names, `axes` required.
 fn reduce_attrs(ctx: &InferCtx) -> Result<Attrs, OpError> {
@@ -221,13 +242,27 @@ fn reduce_attrs(ctx: &InferCtx) -> Result<Attrs, OpError> {
 /// reduction by the ONNX op type.
 fn onnx_reduce<'a>(ctx: &InferCtx<'a>, attrs: &'a Attrs) -> InferCtx<'a> {
     InferCtx {
-        op: if ctx.op == "ReduceMeanD" {
-            "ReduceMean"
-        } else {
-            "ReduceSum"
-        },
+        op: onnx_reduce_op(ctx.op),
         ..with_attrs(ctx, attrs)
     }
+}
+
+/// The ONNX reduction a GE one is.
+fn onnx_reduce_op(op: &str) -> &'static str {
+    if op == "ReduceMeanD" {
+        "ReduceMean"
+    } else {
+        "ReduceSum"
+    }
+}
+
+/// ReduceMeanD and ReduceSumD as ReduceMean and ReduceSum.
+pub fn translate_reduce(ctx: &InferCtx) -> Option<Translation> {
+    Some(Translation {
+        op: onnx_reduce_op(ctx.op),
+        attrs: reduce_attrs(ctx).ok()?,
+        inputs: 1,
+    })
 }
 
 pub fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -282,6 +317,18 @@ pub fn infer_softmax(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         softmax_axes(ctx, s.len())?;
     }
     Ok(meta(softmax_dtype(ctx, x.dtype)?, x.shape.clone()))
+}
+
+/// SoftmaxV2 over one axis of x of known rank, without widening, as Softmax.
+pub fn translate_softmax(ctx: &InferCtx) -> Option<Translation> {
+    let x = &ctx.inputs[0];
+    let rank = x.shape.as_ref().map(Vec::len).filter(|&r| r > 0)?;
+    let (first, last) = softmax_axes(ctx, rank).ok()?;
+    (first == last && softmax_dtype(ctx, x.dtype).ok()? == x.dtype).then(|| Translation {
+        op: "Softmax",
+        attrs: onnx_attrs(vec![("axis", Attr::Int(first as i64))]),
+        inputs: 1,
+    })
 }
 
 pub fn softmax_v2(

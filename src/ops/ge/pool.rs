@@ -19,7 +19,9 @@
 use super::attrs::{data_format, ints_or, onnx_attrs, required_ints, with_attrs};
 use super::layout::run_nchw;
 use crate::ops::nn::{Window, infer_pool, pool, spatial};
-use crate::ops::{Attr, Attrs, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
+use crate::ops::{
+    Attr, Attrs, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
+};
 
 /// A 2-D pool's geometry, checked, over the (h, w) dims.
 struct Pool2d {
@@ -181,6 +183,33 @@ impl Pool2d {
         })
     }
 
+    /// The ONNX pool's attributes for an input of (H, W) `hw` (pads as [top, left,
+    /// bottom, right]).
+    fn onnx(&self, [h, w]: [i64; 2]) -> Attrs {
+        let kernel = if self.kernel[0] < 0 {
+            [h, w]
+        } else {
+            self.kernel
+        };
+        let [t, b, l, r] = self.pads_for([h, w]);
+        onnx_attrs(vec![
+            ("kernel_shape", Attr::Ints(kernel.to_vec())),
+            ("strides", Attr::Ints(self.stride.to_vec())),
+            ("pads", Attr::Ints(vec![t, l, b, r])),
+            ("count_include_pad", Attr::Int(i64::from(self.include_pad))),
+        ])
+    }
+
+    /// The ONNX pool this is, for an NCHW x of known (H, W) (see [`Translation`]).
+    fn translation(&self, hw: Option<[i64; 2]>) -> Option<Translation> {
+        let hw = hw.filter(|hw| self.nchw && hw.iter().all(|&d| d >= 0))?;
+        Some(Translation {
+            op: if self.max { "MaxPool" } else { "AveragePool" },
+            attrs: self.onnx(hw),
+            inputs: 1,
+        })
+    }
+
     /// Runs the pool through the library's kernel.
     fn compute(
         &self,
@@ -194,18 +223,7 @@ impl Pool2d {
         }
         let dims: Vec<i64> = x.shape.iter().map(|&d| d as i64).collect();
         let [_, _, h, w] = nchw_dims(&dims, self.nchw);
-        let kernel = if self.kernel[0] < 0 {
-            [h, w]
-        } else {
-            self.kernel
-        };
-        let [t, b, l, r] = self.pads_for([h, w]);
-        let attrs: Attrs = onnx_attrs(vec![
-            ("kernel_shape", Attr::Ints(kernel.to_vec())),
-            ("strides", Attr::Ints(self.stride.to_vec())),
-            ("pads", Attr::Ints(vec![t, l, b, r])),
-            ("count_include_pad", Attr::Int(i64::from(self.include_pad))),
-        ]);
+        let attrs = self.onnx([h, w]);
         let onnx = with_attrs(ctx, &attrs);
         let max = self.max;
         run_nchw(ctx, self.nchw, &inputs[..1], outputs, |ins, outs| {
@@ -254,6 +272,22 @@ pub fn pooling(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     Pool2d::pooling(ctx, None)?.compute(ctx, inputs, outputs)
+}
+
+/// Pooling as the ONNX pool, for an NCHW x of known (H, W).
+pub fn translate_pooling(ctx: &InferCtx) -> Option<Translation> {
+    let hw = known_hw(ctx).ok()?;
+    Pool2d::pooling(ctx, hw).ok()?.translation(hw)
+}
+
+/// TF-born MaxPool and AvgPool as the ONNX pool, for an NCHW x of known (H, W); ONNX's
+/// MaxPool is itself.
+pub fn translate_tf_pool(ctx: &InferCtx) -> Option<Translation> {
+    if ctx.op == "MaxPool" && !is_tf(ctx) {
+        return None;
+    }
+    let hw = known_hw(ctx).ok()?;
+    Pool2d::tf(ctx, ctx.op == "MaxPool").ok()?.translation(hw)
 }
 
 /// GE's TF-born form of MaxPool: `ksize` given.

@@ -3,8 +3,11 @@
 
 use half::f16;
 
+use crate::ops::testing::test_attrs;
 use crate::ops::testing::{run, run_f32, run_f32_with_shape, run1, try_run};
-use crate::ops::{Attr, DType, Tensor, assert_close};
+use crate::ops::{
+    Attr, DType, InferCtx, OpRegistry, Tensor, TensorMeta, Translation, assert_close,
+};
 
 /// `n` deterministic values in [-1, 1).
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -703,4 +706,177 @@ fn star_d_ops_match_their_onnx_forms() {
         )
     );
     assert!(err("ReduceSumD", &[], &[a]).contains("axes"));
+}
+
+/// The translation lowering makes of `op` on `inputs` (all metas known, no values).
+fn translation(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Option<Translation> {
+    let reg = OpRegistry::new();
+    let spec = reg.get(op).expect("registered");
+    let metas: Vec<TensorMeta> = inputs.iter().map(Tensor::meta).collect();
+    let attrs = test_attrs(attrs);
+    (spec.translate?)(&InferCtx {
+        op,
+        inputs: &metas,
+        values: &vec![None; inputs.len()],
+        attrs: &attrs,
+        outputs: 1,
+    })
+}
+
+/// Runs the translation of `op` and `op` itself: both outputs, with the translated op.
+fn both(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> (Tensor, Tensor, &'static str) {
+    let plan =
+        translation(op, attrs, inputs).unwrap_or_else(|| panic!("{op} {attrs:?} translates"));
+    let ge = run1(op, attrs, inputs);
+    let translated = OpRegistry::new()
+        .run_on_host(plan.op, &plan.attrs, &inputs[..plan.inputs], 1)
+        .unwrap_or_else(|e| panic!("{op} as {}: {e}", plan.op))
+        .remove(0);
+    (ge, translated, plan.op)
+}
+
+/// A translation case: op, attributes, inputs, and the op it must be launched as.
+type Case = (
+    &'static str,
+    Vec<(&'static str, Attr)>,
+    Vec<Tensor>,
+    &'static str,
+);
+
+#[test]
+fn translations_compute_bit_for_bit_what_the_ops_compute() {
+    let x = t(&[2, 3, 9, 8], 11);
+    let cases: Vec<Case> = vec![
+        (
+            "Conv2D",
+            vec![
+                ("strides", ints(&[1, 1, 2, 1])),
+                ("pads", ints(&[1, 0, 2, 1])),
+                ("dilations", ints(&[1, 1, 1, 2])),
+                ("groups", Attr::Int(3)),
+                ("data_format", s("NCHW")),
+            ],
+            vec![x.clone(), t(&[6, 1, 3, 2], 12), t(&[6], 13)],
+            "Conv",
+        ),
+        (
+            "Pooling",
+            vec![
+                ("mode", Attr::Int(1)),
+                ("window", ints(&[3, 3])),
+                ("stride", ints(&[2, 2])),
+                ("pad", ints(&[1, 1, 0, 1])),
+            ],
+            vec![x.clone()],
+            "AveragePool",
+        ),
+        (
+            "Pooling",
+            vec![("mode", Attr::Int(0)), ("global_pooling", Attr::Bool(true))],
+            vec![x.clone()],
+            "MaxPool",
+        ),
+        (
+            "AvgPool",
+            vec![
+                ("ksize", ints(&[1, 1, 3, 2])),
+                ("strides", ints(&[1, 1, 2, 2])),
+                ("padding", s("SAME")),
+                ("data_format", s("NCHW")),
+            ],
+            vec![x.clone()],
+            "AveragePool",
+        ),
+        (
+            "SoftmaxV2",
+            vec![("axes", ints(&[1]))],
+            vec![x.clone()],
+            "Softmax",
+        ),
+        (
+            "ConcatD",
+            vec![("concat_dim", Attr::Int(-1))],
+            vec![x.clone(), t(&[2, 3, 9, 2], 14)],
+            "Concat",
+        ),
+        (
+            "TransposeD",
+            vec![("perm", ints(&[0, 2, 3, 1]))],
+            vec![x.clone()],
+            "Transpose",
+        ),
+        (
+            "ReduceMeanD",
+            vec![("axes", ints(&[2, 3])), ("keep_dims", Attr::Bool(true))],
+            vec![x.clone()],
+            "ReduceMean",
+        ),
+        (
+            "MatMulV2",
+            vec![],
+            vec![t(&[5, 7], 15), t(&[7, 4], 16)],
+            "MatMul",
+        ),
+        (
+            "MatMulV2",
+            vec![("transpose_x2", Attr::Bool(true))],
+            vec![t(&[5, 7], 15), t(&[4, 7], 16), t(&[4], 17)],
+            "Gemm",
+        ),
+        (
+            "FullyConnection",
+            vec![("num_output", Attr::Int(4))],
+            vec![t(&[5, 7], 15), t(&[4, 7], 16), t(&[4], 17)],
+            "Gemm",
+        ),
+    ];
+    for (op, attrs, inputs, want) in cases {
+        let (ge, translated, got) = both(op, &attrs, &inputs);
+        assert_eq!(got, want, "{op} {attrs:?}");
+        assert_eq!(ge.shape, translated.shape, "{op} {attrs:?}");
+        let (g, tr) = (
+            ge.slice::<f32>().unwrap(),
+            translated.slice::<f32>().unwrap(),
+        );
+        if op == "MatMulV2" || op == "FullyConnection" {
+            // GE's product and ONNX's GEMM sum in their own orders.
+            assert_close(g, tr);
+        } else {
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(g), bits(tr), "{op} {attrs:?}");
+        }
+    }
+}
+
+#[test]
+fn cases_the_onnx_ops_do_not_cover_are_not_translated() {
+    let x = t(&[2, 3, 9, 8], 11);
+    let nhwc = [
+        ("strides", ints(&[1, 1, 1, 1])),
+        ("pads", ints(&[0, 0, 0, 0])),
+    ];
+    assert!(translation("Conv2D", &nhwc, &[x.clone(), t(&[1, 1, 8, 4], 2)]).is_none());
+    let two_axes = [("axes", ints(&[2, 3]))];
+    assert!(translation("SoftmaxV2", &two_axes, std::slice::from_ref(&x)).is_none());
+    let widened = [("half_to_float", Attr::Bool(true))];
+    assert!(translation("SoftmaxV2", &widened, &[halves(&x)]).is_none());
+    let tf_nhwc = [
+        ("ksize", ints(&[1, 2, 2, 1])),
+        ("strides", ints(&[1, 2, 2, 1])),
+        ("padding", s("VALID")),
+    ];
+    assert!(translation("MaxPool", &tf_nhwc, std::slice::from_ref(&x)).is_none());
+    // ONNX's own MaxPool is itself.
+    let onnx = [("kernel_shape", ints(&[2, 2]))];
+    assert!(translation("MaxPool", &onnx, std::slice::from_ref(&x)).is_none());
+    // A batched product with a transpose has no 2-D Gemm.
+    let batched = [("adj_x1", Attr::Bool(true))];
+    assert!(
+        translation(
+            "BatchMatMul",
+            &batched,
+            &[t(&[2, 7, 5], 1), t(&[2, 7, 4], 2)]
+        )
+        .is_none()
+    );
 }
