@@ -416,3 +416,89 @@ fn an_unknown_op_without_static_output_descriptors_is_unsupported() {
         "1 unsupported op(s): compiled/fake (FakeOpNpu)"
     );
 }
+
+/// Rank, Shape and Size of an input whose dims are known only at run time, as a GE graph
+/// places them: on the host, each a `BuildShapeTensorData` reading the input's shape,
+/// never its memory, and no launch; their values are what the input's shape says.
+#[test]
+fn shape_ops_of_dynamic_inputs_run_on_the_host() {
+    let int64 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(9, dims, "ND");
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(3, dims, "ND");
+    let md = dump_model(
+        "shapes",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[-1, 4])),
+            DumpOp::new("rank", "Rank")
+                .input("x:0")
+                .in_desc(f32_desc(&[-1, 4]))
+                .out_desc(int32(&[])),
+            DumpOp::new("shape", "Shape")
+                .input("x:0")
+                .attr_i("dtype", 3)
+                .in_desc(f32_desc(&[-1, 4]))
+                .out_desc(int32(&[2])),
+            DumpOp::new("size", "Size")
+                .input("x:0")
+                .in_desc(f32_desc(&[-1, 4]))
+                .out_desc(int64(&[])),
+            DumpOp::new("out", "NetOutput")
+                .input("rank:0")
+                .input("shape:0")
+                .input("size:0")
+                .in_desc(int32(&[]))
+                .in_desc(int32(&[2]))
+                .in_desc(int64(&[])),
+        ],
+    );
+    let eg = lowered(&md);
+    let kernels: Vec<&str> = eg.main.nodes.iter().map(|n| &*n.kernel).collect();
+    assert_eq!(
+        kernels
+            .iter()
+            .filter(|&&k| k == "BuildShapeTensorData")
+            .count(),
+        3,
+        "{kernels:?}"
+    );
+    assert!(
+        !kernels
+            .iter()
+            .any(|&k| rt2::exec::kernel_types::is_op_launch(k))
+    );
+    assert!(!kernels.contains(&"CopyD2H"), "{kernels:?}");
+    let device = rt2::npu::device::Device::try_new(Default::default()).unwrap();
+    let mut ex = rt2::exec::runtime::ModelV2Executor::create(&eg, &device, Default::default())
+        .expect("creates");
+    ex.load().expect("loads");
+    let x = rt2::ops::HostTensor {
+        dtype: rt2::ops::DType::F32,
+        shape: vec![3, 4],
+        data: vec![0; 48],
+    };
+    let mut out = Vec::new();
+    ex.execute_sync(&[&x], &mut out).expect("runs");
+    let ints = |t: &rt2::ops::HostTensor| -> Vec<i64> {
+        match t.dtype {
+            rt2::ops::DType::I32 => t
+                .data
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
+                .collect(),
+            _ => t
+                .data
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+        }
+    };
+    assert_eq!(
+        out.iter().map(|t| (t.dtype, ints(t))).collect::<Vec<_>>(),
+        [
+            (rt2::ops::DType::I32, vec![2]),
+            (rt2::ops::DType::I32, vec![3, 4]),
+            (rt2::ops::DType::I64, vec![12]),
+        ]
+    );
+}

@@ -122,6 +122,11 @@ pub const KERNEL_TYPES: &[KernelType] = &[
         "rt2: a range of a memory block (a tensor's place in the feature memory)",
     ),
     k("AllocMemHost", Memory, "host memory for outputs"),
+    pure(
+        "BuildShapeTensorData",
+        Memory,
+        "a shape op's value (`op`: Shape, Size, Rank) as a host tensor, from the input's shape alone",
+    ),
     pure("Tiling", Memory, "tiling data and workspace for a launch"),
     k(
         "LaunchKernelWithHandle",

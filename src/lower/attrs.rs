@@ -1,8 +1,9 @@
 //! Conversion of ComputeGraph attributes and types into the device's: what lowering writes
 //! onto exec nodes and hands to the op library.
 //!
-//! ONNX stores Cast's `to` (and the like) as an ONNX type number; lowering turns it into
-//! a device element type here, so the op library never sees a file format's numbering.
+//! A type attribute (Cast's `to`, Shape's `dtype`) is a number in its file's numbering:
+//! ONNX's on the nodes the ONNX importer made, GE's on GE's own; lowering turns it into a
+//! device element type here, so the op library never sees a file format's numbering.
 
 use crate::om::graph::{AttrMap, AttrValue, ListAttr, Tensor};
 use crate::om::{DataType, Shape};
@@ -101,8 +102,32 @@ pub fn special_format(d: &crate::om::TensorDesc) -> Option<TensorFormat> {
     (!f.is_plain(&d.shape)).then_some(f)
 }
 
-/// Attributes that name an element type by ONNX number.
-pub const ONNX_TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];
+/// Attributes that name an element type by number: ONNX's numbering on a node the ONNX
+/// importer made (it marks each with [`ONNX_OPSET_ATTR`]), GE's C++ numbering
+/// (`ge::DataType`) on GE's own nodes (Shape's and Size's `dtype`).
+pub const TYPE_ATTRS: &[&str] = &["to", "dtype", "output_dtype"];
+
+/// The attribute the ONNX importer puts on every node it makes: the opset of its domain.
+pub const ONNX_OPSET_ATTR: &str = "onnx_opset";
+
+/// The element type type-attribute value `v` of a node names, in the node's numbering
+/// (see [`TYPE_ATTRS`]); `None` for a number that numbering does not have.
+pub fn type_number(map: &AttrMap, v: i64) -> Option<DataType> {
+    if map.contains_key(ONNX_OPSET_ATTR) {
+        i32::try_from(v).ok().and_then(DataType::from_onnx)
+    } else {
+        DataType::from_ge(v)
+    }
+}
+
+/// How [`type_number`] names `v` in an error.
+pub fn type_number_name(map: &AttrMap, v: i64) -> String {
+    match type_number(map, v) {
+        Some(d) => d.name().to_string(),
+        None if map.contains_key(ONNX_OPSET_ATTR) => format!("ONNX type {v}"),
+        None => format!("GE type {v}"),
+    }
+}
 
 /// The device type of a model type, where the device computes on it.
 pub fn dtype(d: DataType) -> Option<DType> {
@@ -159,9 +184,7 @@ fn convert(map: &AttrMap, keep: impl Fn(&str) -> bool) -> Attrs {
     let mut out = Vec::with_capacity(map.len());
     for (k, v) in map.iter().filter(|(k, _)| keep(k)) {
         let converted = match v {
-            AttrValue::Int(i) if ONNX_TYPE_ATTRS.contains(&k.as_str()) => i32::try_from(*i)
-                .ok()
-                .and_then(DataType::from_onnx)
+            AttrValue::Int(i) if TYPE_ATTRS.contains(&k.as_str()) => type_number(map, *i)
                 .and_then(dtype)
                 .map(Attr::DType)
                 .or(Some(Attr::Int(*i))),
@@ -202,6 +225,7 @@ mod tests {
     #[test]
     fn converts_values_and_onnx_type_numbers() {
         let mut m = AttrMap::new();
+        m.insert(ONNX_OPSET_ATTR.into(), AttrValue::Int(17));
         m.insert("to".into(), AttrValue::Int(7)); // ONNX INT64
         m.insert("axis".into(), AttrValue::Int(-1));
         m.insert("alpha".into(), AttrValue::Float(0.5));
@@ -227,5 +251,9 @@ mod tests {
         );
         assert!(!a.contains_key("body"));
         assert_eq!(dtype(DataType::String), None);
+        // GE's own nodes number types as ge::DataType: 3 is int32 there (int8 in ONNX).
+        m.remove(ONNX_OPSET_ATTR);
+        m.insert("dtype".into(), AttrValue::Int(3));
+        assert_eq!(attrs(&m)["dtype"], Attr::DType(DType::I32));
     }
 }

@@ -17,6 +17,7 @@
 
 use half::{bf16, f16};
 
+use crate::ops::shape::ShapeValues;
 use crate::ops::{Attr, DType, HostTensor};
 use crate::ops::{Attrs, TensorMeta};
 
@@ -72,25 +73,15 @@ pub fn fold(
         t.is_consistent().then(|| vec![t])
     };
     match op {
-        "Shape" => {
+        // A declared input shape is not checked by any inference: a Size past i64 is
+        // left to the device (which refuses it).
+        "Shape" | "Rank" | "Size" => {
             let dims = shapes.first()?.shape.as_ref()?;
-            let r = dims.len() as i64;
-            let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-            let start = clamp(attr_int(attrs, "start").unwrap_or(0));
-            let end = clamp(attr_int(attrs, "end").unwrap_or(r));
-            let dims = dims.get(start..end.max(start))?;
-            one(ints(outs.first()?.dtype, dims)?)
-        }
-        "Rank" => {
-            let r = shapes.first()?.shape.as_ref()?.len() as i64;
-            one(ints(outs.first()?.dtype, &[r])?)
-        }
-        "Size" => {
-            let dims = shapes.first()?.shape.as_ref()?;
-            // A declared input shape is not checked by any inference: count in checked
-            // arithmetic, and leave a count past i64 to the device (which refuses it).
-            let n = dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
-            one(ints(outs.first()?.dtype, &[n])?)
+            let d = outs.first()?.dtype;
+            match crate::ops::shape::shape_values(op, attrs, dims)? {
+                ShapeValues::Dims(v) => one(ints(d, v)?),
+                ShapeValues::One(v) => one(ints(d, &[v])?),
+            }
         }
         // The bytes stay; only the shape changes, and inference gave it.
         "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => one(input(0)?.data.clone()),

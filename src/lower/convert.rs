@@ -218,13 +218,10 @@ fn unsupported_type(n: &ComputeNode, attrs: &Attrs) -> Option<String> {
             ));
         }
     }
-    for key in attrs::ONNX_TYPE_ATTRS {
+    for key in attrs::TYPE_ATTRS {
         // Converted to an element type when the device has it; left a number otherwise.
         if let Some(crate::ops::Attr::Int(v)) = attrs.get(key) {
-            let name = i32::try_from(*v)
-                .ok()
-                .and_then(crate::om::DataType::from_onnx)
-                .map_or_else(|| format!("ONNX type {v}"), |d| d.name().to_string());
+            let name = attrs::type_number_name(&n.attrs, *v);
             return Some(format!(
                 "attribute {key:?} names {name}, an element type the device does not compute on"
             ));
@@ -742,6 +739,11 @@ impl<'r> Lowering<'r> {
         if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
             return Ok(folded);
         }
+        if const_eval::needs_only_shapes(spec.name)
+            && let Some(t) = self.host_shape_op(n, spec.name, ins, &attrs, &outs, &origin)
+        {
+            return Ok(vec![Some(t)]);
+        }
         let name = n.name.clone();
         // A library op without compute (shaped by its inference here) is a compiled
         // kernel as well.
@@ -778,6 +780,47 @@ impl<'r> Lowering<'r> {
         let mut results = self.emit_launch(&name, &op, attrs, ins, &outs, Some(origin));
         self.carry_output_formats(n, &mut results);
         Ok(results.into_iter().map(Some).collect())
+    }
+
+    /// A shape op (Shape, Size, Rank) whose input shape is known only at run time, as
+    /// GE's RT2 lowers Shape: a host kernel (`BuildShapeTensorData`) computing the value
+    /// from the input's shape, placed on the host. The input's memory is never read, so
+    /// the op waits for no launch, and a reader that wants the value on the host (a
+    /// Reshape's shape) takes it there without a copy back from the device; a device
+    /// reader gets it uploaded.
+    fn host_shape_op(
+        &mut self,
+        n: &ComputeNode,
+        op: &str,
+        ins: &mut [Option<TVal>],
+        attrs: &Attrs,
+        outs: &[TensorMeta],
+        origin: &Arc<Origin>,
+    ) -> Option<TVal> {
+        let [out] = outs else { return None };
+        let shape = self.b.shape_of(ins.first_mut()?.as_mut()?)?;
+        let mut k = node(
+            format_compact!("{}/BuildShapeTensorData", n.name),
+            "BuildShapeTensorData",
+        );
+        k.inputs = smallvec![shape];
+        k.outputs = 1;
+        k.origin = Some(origin.clone());
+        k.attrs.insert("op".into(), KernelAttr::Str(op.into()));
+        k.attrs
+            .insert("dtype".into(), KernelAttr::Str(out.dtype.name().into()));
+        for key in ["start", "end"] {
+            if let Some(v) = attrs.get(key) {
+                k.attrs.insert(key.into(), v.clone());
+            }
+        }
+        let id = self.b.add(k);
+        let mut t = TVal::new(out.clone());
+        t.host = Some(ValueRef {
+            node: id,
+            output: 0,
+        });
+        Some(t)
     }
 
     /// The node as its op's prepack hook asks for it ([`crate::ops::Prepack`]): the op

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::exec::{KernelClass, KernelNode};
 use crate::npu::device::{HostBuf, Task};
-use crate::ops::OpRegistry;
+use crate::ops::shape::ShapeValues;
+use crate::ops::{DType, HostTensor, OpRegistry};
 
 use super::super::context::{KernelContext, KernelResult, NodeData};
 use super::super::error::{KernelError, LoadError};
@@ -180,6 +181,52 @@ fn copy_d2h(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
+/// `BuildShapeTensorData(shape)`: the value of a shape op (attribute `op`: `Shape`,
+/// `Size` or `Rank`, with Shape's `start` and `end`) as a host tensor of integer type
+/// `dtype`, from the input's shape alone: GE's RT2 places Shape on the host and never
+/// reads the input's memory (hicann/ge `LoweringShapeNode`), so nothing waits for the
+/// tensor's producer and nothing is copied back from the device. The output buffer is
+/// reused from the last execution.
+fn build_shape_tensor_data(cx: &mut KernelContext<'_>) -> KernelResult {
+    let dtype = cx.attr_dtype("dtype")?;
+    let dims = cx.input_shape(0)?;
+    let attrs = &cx.info().attrs;
+    let op = attrs.get("op").and_then(|a| a.as_str()).unwrap_or("");
+    let values = crate::ops::shape::shape_values(op, attrs, dims).ok_or_else(|| {
+        KernelError::new(format!(
+            "{op:?} of {dims:?} has no value (Shape, Size or Rank)"
+        ))
+    })?;
+    let out = cx.output(0)?.host_mut(dtype);
+    match values {
+        ShapeValues::Dims(v) => write_ints(out, dtype, &[v.len() as i64], v),
+        ShapeValues::One(v) => write_ints(out, dtype, &[], &[v]),
+    }
+}
+
+/// Sets `out` to the int32 or int64 tensor of `shape` holding `values`.
+fn write_ints(out: &mut HostTensor, dtype: DType, shape: &[i64], values: &[i64]) -> KernelResult {
+    out.shape.clear();
+    out.shape.extend_from_slice(shape);
+    host_resize(&mut out.data, values.len() * dtype.size())?;
+    for (chunk, &v) in out.data.chunks_exact_mut(dtype.size()).zip(values) {
+        match dtype {
+            DType::I64 => chunk.copy_from_slice(&v.to_le_bytes()),
+            DType::I32 => chunk.copy_from_slice(
+                &i32::try_from(v)
+                    .map_err(|_| KernelError::new(format!("{v} does not fit int32")))?
+                    .to_le_bytes(),
+            ),
+            other => {
+                return Err(KernelError::new(format!(
+                    "a shape value is int32 or int64, not {other}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `CalcDeviceCopySizes(host)`: the allocation size and the copy size (equal for every
 /// tensor the device has; 0 and 0 for an empty one).
 fn calc_device_copy_sizes(cx: &mut KernelContext<'_>) -> KernelResult {
@@ -238,6 +285,10 @@ pub(super) fn register(r: &mut KernelRegistry) {
     r.register("FreeMemoryHoldAddr", KernelInfo::new(free_memory, Memory));
     r.register("CopyH2D", KernelInfo::new(copy_h2d, Memory));
     r.register("CopyD2H", KernelInfo::new(copy_d2h, Memory));
+    r.register(
+        "BuildShapeTensorData",
+        KernelInfo::new(build_shape_tensor_data, Memory),
+    );
     r.register(
         "CalcDeviceCopySizes",
         KernelInfo::new(calc_device_copy_sizes, Memory),
