@@ -17,13 +17,15 @@ use rt2::om::onnx::builder::seeded_f32;
 use rt2::om::testdata_text::{DumpOp, dump_model, tensor_desc};
 use rt2::om::text::print_text;
 use rt2::ops::{DType, HostTensor};
+use rt2::proto::ge_ir::attr_def::Value as V;
 
 #[path = "../benches/support/fused_cnn.rs"]
 mod fused_cnn;
-use fused_cnn::{Cnn, bytes, halfway, map, nchw, stored};
+use fused_cnn::{Cnn, bytes, desc, halfway, konst, map, nchw, stored};
 
 /// GE IR's proto dtype number of float16.
 const DT_FLOAT16: i32 = 2;
+const DT_UINT8: i32 = 4;
 
 /// The network's shapes: input [1, 3, 8, 8]; a stem conv 3 -> 4 channels, LeakyRelu,
 /// 2x2 max pooling to [1, 4, 4, 4]; one residual block; FullyConnection to 10; SoftmaxV2.
@@ -124,17 +126,23 @@ fn a_fused_float16_nc1hwc0_cnn_runs_as_its_nchw_float32_twin() {
     }
     // The NC1HWC0 output: the twin's map rounded to float16 and converted as GE does,
     // its padded channels zero, within float16's accumulated rounding.
-    let map16: Vec<u8> = bytes(&f32s(&twin[1]), true);
-    let (_, want) = stored(&map16, &CNN.pooled(), Format::Nc1hwc0, DType::F16);
+    assert_nc1hwc0(&seq[1], &f32s(&twin[1]), &CNN.pooled());
+}
+
+/// `got`, an NC1HWC0 float16 output, holds NCHW `want` (of `dims`) rounded to float16
+/// and converted as GE does, within float16's accumulated rounding, its padded channels
+/// zero.
+fn assert_nc1hwc0(got: &HostTensor, want: &[f32], dims: &[i64]) {
+    let (_, want) = stored(&bytes(want, true), dims, Format::Nc1hwc0, DType::F16);
     let want: Vec<f32> = want
         .chunks_exact(2)
         .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
         .collect();
-    let got = f16s(&seq[1]);
+    let got = f16s(got);
     assert_eq!(got.len(), want.len());
     for (i, (g, t)) in got.iter().zip(&want).enumerate() {
         let c = i % 16;
-        if c >= 4 {
+        if c as i64 >= dims[1] {
             assert_eq!(g.to_bits(), 0, "padded channel {c} at {i}");
         } else {
             assert!(
@@ -209,4 +217,134 @@ fn a_storage_format_input_is_converted_once_and_plain_transposes_stay() {
         }
     }
     assert_eq!(got, want);
+}
+
+/// The front of a model ATC built with `--insert_op_conf`: a uint8 NHWC image, Aipp
+/// (static, RGB888 with a crop, BGR swap and per-channel mean and scale) making the
+/// float16 NC1HWC0 map the first Conv2D (FRACTAL_Z filter) reads, as GE dumps it: the
+/// configuration in the node's NamedAttrs `aipp`. Every executor gives the same bytes,
+/// and they are the convolution of the pre-processed image computed here.
+#[test]
+fn an_aipp_front_end_feeds_a_fused_convolution() {
+    let (h, w, src_w) = (4i64, 4i64, 5i64);
+    let image: Vec<u8> = (0..h * src_w * 3).map(|i| (i * 37 % 251) as u8).collect();
+    let mean = [104i64, 117, 123];
+    let var = [0.017f32, 0.0175, 0.0171];
+    let map_dims = [1, 3, h, w];
+    let y_dims = [1, 4, h, w];
+    let wts = halfway(seeded_f32(108, 11, 0.3));
+    let config = vec![
+        ("aipp_mode", V::I(1)),
+        ("related_input_rank", V::I(0)),
+        ("input_format", V::I(3)),
+        ("csc_switch", V::B(false)),
+        ("rbuv_swap_switch", V::B(true)),
+        ("ax_swap_switch", V::B(false)),
+        ("src_image_size_w", V::I(src_w)),
+        ("src_image_size_h", V::I(h)),
+        ("crop", V::B(true)),
+        ("load_start_pos_w", V::I(1)),
+        ("load_start_pos_h", V::I(0)),
+        ("crop_size_w", V::I(w)),
+        ("crop_size_h", V::I(h)),
+        ("resize", V::B(false)),
+        ("padding", V::B(false)),
+        ("mean_chn_0", V::I(mean[0])),
+        ("mean_chn_1", V::I(mean[1])),
+        ("mean_chn_2", V::I(mean[2])),
+        ("min_chn_0", V::F(0.0)),
+        ("var_reci_chn_0", V::F(var[0])),
+        ("var_reci_chn_1", V::F(var[1])),
+        ("var_reci_chn_2", V::F(var[2])),
+    ];
+    let fz = Format::FractalZ;
+    let nhwc = tensor_desc(DT_UINT8, &[1, h, src_w, 3], "NHWC");
+    let text = print_text(&dump_model(
+        "aipp",
+        vec![
+            DumpOp::new("data", "Data")
+                .attr_i("index", 0)
+                .out_desc(nhwc.clone()),
+            DumpOp::new("data_0_huawei_aipp", "Aipp")
+                .input("data:0")
+                .attr_named("aipp", config)
+                .attr_s("aipp_config_path", "./aipp.cfg")
+                .attr_i("current_aipp_index", 0)
+                .in_desc(nhwc.clone())
+                .out_desc(map(&map_dims, true)),
+            konst("w", &wts, &[4, 3, 3, 3], true, fz),
+            DumpOp::new("conv", "Conv2D")
+                .input("data_0_huawei_aipp:0")
+                .input("w:0")
+                .attr_ints("strides", &[1, 1, 1, 1])
+                .attr_ints("pads", &[1, 1, 1, 1])
+                .attr_ints("dilations", &[1, 1, 1, 1])
+                .attr_s("data_format", "NCHW")
+                .in_desc(map(&map_dims, true))
+                .in_desc(desc(&[4, 3, 3, 3], true, fz))
+                .out_desc(map(&y_dims, true)),
+            DumpOp::new("out", "NetOutput")
+                .input("conv:0")
+                .in_desc(map(&y_dims, true)),
+        ],
+    ));
+    let (plain, mt) = (lowered(&text, false), lowered(&text, true));
+    assert_eq!(launches(&plain, "Aipp"), 1);
+    let input = HostTensor {
+        dtype: DType::U8,
+        shape: vec![1, h, src_w, 3],
+        data: image.clone(),
+    };
+    let seq = execute(&plain, ExecutorType::Sequential, &input);
+    assert_eq!(seq[0].shape, [1, 1, h, w, 16]);
+    for (eg, executor) in [
+        (&plain, ExecutorType::Topological),
+        (&plain, ExecutorType::TopologicalPriority),
+        (&mt, ExecutorType::TopologicalMultiThread),
+    ] {
+        let got = execute(eg, executor, &input);
+        assert_eq!(
+            got[0].data,
+            seq[0].data,
+            "{} differs from seq",
+            executor.name()
+        );
+    }
+    // The pre-processed map: BGR from the crop at column 1, `(p - mean) * var_reci` with
+    // var_reci as the float16 the AIPP unit holds, rounded to float16.
+    let (hu, wu, swu) = (h as usize, w as usize, src_w as usize);
+    let mut x = vec![0f64; 3 * hu * wu];
+    for c in 0..3 {
+        for yy in 0..hu {
+            for xx in 0..wu {
+                let p = f32::from(image[(yy * swu + 1 + xx) * 3 + 2 - c]);
+                let v = (p - mean[c] as f32) * f16::from_f32(var[c]).to_f32();
+                x[(c * hu + yy) * wu + xx] = f64::from(f16::from_f32(v).to_f32());
+            }
+        }
+    }
+    // The 3x3 convolution with padding 1, in float64.
+    let mut y = vec![0f32; 4 * hu * wu];
+    for o in 0..4 {
+        for yy in 0..hu as i64 {
+            for xx in 0..wu as i64 {
+                let mut acc = 0f64;
+                for c in 0..3 {
+                    for ky in 0..3i64 {
+                        for kx in 0..3i64 {
+                            let (sy, sx) = (yy + ky - 1, xx + kx - 1);
+                            if sy < 0 || sx < 0 || sy >= h || sx >= w {
+                                continue;
+                            }
+                            let xv = x[(c * hu + sy as usize) * wu + sx as usize];
+                            let wv = wts[((o * 3 + c) * 3 + ky as usize) * 3 + kx as usize];
+                            acc += xv * f64::from(wv);
+                        }
+                    }
+                }
+                y[(o * hu + yy as usize) * wu + xx as usize] = acc as f32;
+            }
+        }
+    }
+    assert_nc1hwc0(&seq[0], &y, &y_dims);
 }

@@ -109,7 +109,7 @@ pub fn nchw(dims: &[i64], fused: bool) -> TensorDescriptor {
 }
 
 /// A Const of NCHW `dims` holding `v`, stored as `to` in the fused graph.
-fn konst(name: &str, v: &[f32], dims: &[i64], fused: bool, to: Format) -> DumpOp {
+pub fn konst(name: &str, v: &[f32], dims: &[i64], fused: bool, to: Format) -> DumpOp {
     let data = bytes(v, fused);
     let data = if fused && to != Format::Nchw {
         stored(&data, dims, to, DType::F16).1

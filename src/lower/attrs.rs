@@ -164,7 +164,9 @@ pub fn tensor(t: &Tensor) -> Option<HostTensor> {
 }
 
 /// The device's view of a node's attributes. Values the device has no form for (graphs,
-/// named attributes, tensor descriptors) are left out: no kernel reads them.
+/// tensor descriptors) are left out: no kernel reads them. A named attribute (GE's
+/// `NamedAttrs`, such as Aipp's `aipp` configuration) is flattened into one entry per
+/// member, `<name>.<member>`, so a kernel reads its members as plain attributes.
 pub fn attrs(map: &AttrMap) -> Attrs {
     convert(map, |_| true)
 }
@@ -179,42 +181,63 @@ pub fn op_attrs(map: &AttrMap) -> Attrs {
 }
 
 fn convert(map: &AttrMap, keep: impl Fn(&str) -> bool) -> Attrs {
-    // The source map iterates in name order with unique names: the result is built
-    // sorted, in one allocation.
+    // The source map iterates in name order with unique names, so without named
+    // attributes the result is built sorted, in one allocation. A flattened member's
+    // name need not sort right after its parent's (`a.b` comes after `a-c`): members are
+    // merged in afterwards and the whole sorted once; a node's own attribute of the
+    // same name wins over a member.
     let mut out = Vec::with_capacity(map.len());
+    let mut members = Vec::new();
     for (k, v) in map.iter().filter(|(k, _)| keep(k)) {
-        let converted = match v {
-            AttrValue::Int(i) if TYPE_ATTRS.contains(&k.as_str()) => type_number(map, *i)
-                .and_then(dtype)
-                .map(Attr::DType)
-                .or(Some(Attr::Int(*i))),
-            AttrValue::Int(i) => Some(Attr::Int(*i)),
-            AttrValue::Float(f) => Some(Attr::Float(*f as f64)),
-            AttrValue::Bool(b) => Some(Attr::Bool(*b)),
-            AttrValue::Str(s) => Some(match String::from_utf8(s.clone()) {
-                Ok(s) => Attr::Str(s),
-                Err(e) => Attr::Bytes(e.into_bytes()),
-            }),
-            AttrValue::Bytes(b) => Some(Attr::Bytes(b.clone())),
-            AttrValue::DataType(d) => dtype(*d).map(Attr::DType),
-            AttrValue::Tensor(t) => tensor(t).map(Attr::Tensor),
-            AttrValue::List(ListAttr::Int(v)) => Some(Attr::Ints(v.clone())),
-            AttrValue::List(ListAttr::Float(v)) => {
-                Some(Attr::Floats(v.iter().map(|&f| f as f64).collect()))
+        if let AttrValue::Func(named) = v {
+            for (member, def) in &named.attr {
+                let value = crate::om::ir::convert_attr(def.clone());
+                if let Some(a) = value_of(map, member, &value) {
+                    members.push((format!("{k}.{member}"), a));
+                }
             }
-            AttrValue::List(ListAttr::Str(v)) => Some(Attr::Strs(
-                v.iter()
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .collect(),
-            )),
-            AttrValue::List(ListAttr::None) => Some(Attr::Ints(Vec::new())),
-            _ => None,
-        };
-        if let Some(a) = converted {
+        } else if let Some(a) = value_of(map, k, v) {
             out.push((k.clone(), a));
         }
     }
+    if !members.is_empty() {
+        members.retain(|(k, _)| out.binary_search_by(|(o, _)| o.cmp(k)).is_err());
+        out.append(&mut members);
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    }
     Attrs::from_sorted(out)
+}
+
+/// The device's form of attribute `k`'s value `v` (of a node whose attributes are
+/// `node`), when it has one.
+fn value_of(node: &AttrMap, k: &str, v: &AttrValue) -> Option<Attr> {
+    match v {
+        AttrValue::Int(i) if TYPE_ATTRS.contains(&k) => type_number(node, *i)
+            .and_then(dtype)
+            .map(Attr::DType)
+            .or(Some(Attr::Int(*i))),
+        AttrValue::Int(i) => Some(Attr::Int(*i)),
+        AttrValue::Float(f) => Some(Attr::Float(*f as f64)),
+        AttrValue::Bool(b) => Some(Attr::Bool(*b)),
+        AttrValue::Str(s) => Some(match String::from_utf8(s.clone()) {
+            Ok(s) => Attr::Str(s),
+            Err(e) => Attr::Bytes(e.into_bytes()),
+        }),
+        AttrValue::Bytes(b) => Some(Attr::Bytes(b.clone())),
+        AttrValue::DataType(d) => dtype(*d).map(Attr::DType),
+        AttrValue::Tensor(t) => tensor(t).map(Attr::Tensor),
+        AttrValue::List(ListAttr::Int(v)) => Some(Attr::Ints(v.clone())),
+        AttrValue::List(ListAttr::Float(v)) => {
+            Some(Attr::Floats(v.iter().map(|&f| f as f64).collect()))
+        }
+        AttrValue::List(ListAttr::Str(v)) => Some(Attr::Strs(
+            v.iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect(),
+        )),
+        AttrValue::List(ListAttr::None) => Some(Attr::Ints(Vec::new())),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -255,5 +278,43 @@ mod tests {
         m.remove(ONNX_OPSET_ATTR);
         m.insert("dtype".into(), AttrValue::Int(3));
         assert_eq!(attrs(&m)["dtype"], Attr::DType(DType::I32));
+    }
+
+    #[test]
+    fn flattens_named_attributes_into_sorted_members() {
+        use crate::proto::ge_ir::{AttrDef, NamedAttrs, attr_def::Value as V};
+        let def = |v| AttrDef { value: Some(v) };
+        let named = NamedAttrs {
+            name: String::new(),
+            attr: [
+                ("input_format".to_owned(), def(V::I(3))),
+                ("csc_switch".to_owned(), def(V::B(true))),
+                ("min_chn_0".to_owned(), def(V::F(0.5))),
+                ("body".to_owned(), def(V::G(Box::default()))),
+            ]
+            .into(),
+        };
+        let mut m = AttrMap::new();
+        m.insert("aipp".into(), AttrValue::Func(Box::new(named)));
+        // `aipp-x` sorts between `aipp` and its members; the node's own
+        // `aipp.input_format` is kept over the member of that name.
+        m.insert("aipp-x".into(), AttrValue::Int(1));
+        m.insert("aipp.input_format".into(), AttrValue::Int(1));
+        m.insert("aipp_config_path".into(), AttrValue::str("./aipp.cfg"));
+        let a = op_attrs(&m);
+        let names: Vec<&str> = a.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "aipp-x",
+                "aipp.csc_switch",
+                "aipp.input_format",
+                "aipp.min_chn_0",
+                "aipp_config_path"
+            ]
+        );
+        assert_eq!(a["aipp.input_format"], Attr::Int(1));
+        assert_eq!(a["aipp.csc_switch"], Attr::Bool(true));
+        assert_eq!(a["aipp.min_chn_0"], Attr::Float(0.5));
     }
 }

@@ -371,6 +371,21 @@ impl DumpOp {
             .insert(key.to_owned(), attr(attr_def::Value::F(v)));
         self
     }
+    /// A named attribute (`NamedAttrs`, as GE stores Aipp's `aipp` configuration) of
+    /// `members`.
+    pub fn attr_named(mut self, key: &str, members: Vec<(&str, attr_def::Value)>) -> Self {
+        let named = NamedAttrs {
+            name: String::new(),
+            attr: members
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), attr(v)))
+                .collect(),
+        };
+        self.0
+            .attr
+            .insert(key.to_owned(), attr(attr_def::Value::Func(Box::new(named))));
+        self
+    }
     pub fn in_desc(mut self, d: TensorDescriptor) -> Self {
         self.0.input_desc.push(d);
         self

@@ -12,6 +12,8 @@
 //! checked them under their GE names. So float16 and bfloat16 compute as those kernels
 //! do: GEMM and convolution accumulate in float32, pools, softmax and reductions in
 //! float64, and the ops written here (Eltwise, Scale, BNInference, Power) in float32.
+//! Aipp, the AI pre-processing ATC inserts after a uint8 model input, has no ONNX
+//! counterpart and is computed here from its `aipp` configuration ([`aipp`]).
 //!
 //! Op types both vocabularies share are one spec each: `MaxPool` (ONNX's `kernel_shape`
 //! or TF-born GE's `ksize`, registered here), `LeakyRelu` (ONNX's `alpha`, else GE's
@@ -21,6 +23,7 @@
 //! What GE leaves to quantization (`offset_x`, `offset_w`) is accepted only at its
 //! neutral value, and the error says so.
 
+mod aipp;
 mod attrs;
 mod conv;
 mod eltwise;
@@ -33,6 +36,8 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
+    // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
+    reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h
     reg.add(
         OpSpec::new("Conv2D", conv::infer_conv2d)
