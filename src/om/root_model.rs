@@ -14,6 +14,7 @@
 //! name ([`link`]). It does no IO, never panics on any file, and bounds linking by the
 //! number of models (a model already being linked is a cycle, an error).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::om::file::LoadedModel;
@@ -195,7 +196,8 @@ fn visit(g: &ComputeGraph, path: &str, f: &mut impl FnMut(&ComputeGraph, &str)) 
 /// Model `index` (a file index, as `--model` names it) made whole: every external graph
 /// that names another model's graph replaced by that model's graph, itself linked. A
 /// name no model has stays external. Following a model already being linked is an error.
-pub fn link(models: &[LoadedModel], index: usize) -> Result<ComputeModel> {
+/// A model without external graphs is handed back as it is, not copied.
+pub fn link(models: &[LoadedModel], index: usize) -> Result<Cow<'_, ComputeModel>> {
     let Some(pos) = models.iter().position(|m| m.index == index) else {
         let have: Vec<usize> = models.iter().map(|m| m.index).collect();
         return Err(OmError::graph(
@@ -203,13 +205,29 @@ pub fn link(models: &[LoadedModel], index: usize) -> Result<ComputeModel> {
             format!("the file has models {have:?}"),
         ));
     };
-    let mut model = models[pos].model.clone();
+    let mut external = false;
+    let mut any = |g: &ComputeGraph, _: &str| {
+        external |= g
+            .nodes
+            .iter()
+            .flat_map(|n| &n.subgraphs)
+            .any(|s| s.external);
+    };
+    let own = &models[pos].model;
+    visit(&own.root, "", &mut any);
+    for d in &own.detached {
+        visit(d, "", &mut any);
+    }
+    if !external {
+        return Ok(Cow::Borrowed(own));
+    }
+    let mut model = own.clone();
     let mut chain = vec![pos];
     fill(models, &mut model.root, &mut chain)?;
     for d in &mut model.detached {
         fill(models, d, &mut chain)?;
     }
-    Ok(model)
+    Ok(Cow::Owned(model))
 }
 
 fn fill(models: &[LoadedModel], g: &mut ComputeGraph, chain: &mut Vec<usize>) -> Result<()> {
@@ -299,6 +317,8 @@ mod tests {
         let s1 = &linked.root.nodes[0].subgraphs[0];
         assert!(!s1.external);
         assert_eq!(s1.nodes[0].subgraphs[0].nodes[0].op_type, "Data");
+        assert!(matches!(link(&models, 0).unwrap(), Cow::Owned(_)));
+        assert!(matches!(link(&models, 2).unwrap(), Cow::Borrowed(_)));
         assert!(link(&models, 7).is_err());
     }
 
