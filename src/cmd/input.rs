@@ -142,21 +142,25 @@ pub fn parse_named_shape(s: &str, sep: char) -> Result<(String, Vec<i64>), Strin
     Ok((name.to_string(), dims))
 }
 
-/// Lowers model `model` of `file` (read from `path`).
+/// Lowers model `model` of `file` (read from `path`), made whole first: a subgraph it
+/// names that another model of the file is gets that model's graph
+/// ([`crate::om::root_model::link`]).
 pub fn lower_model(
     path: &Path,
     file: &ModelFile,
     model: usize,
     opts: &crate::lower::LowerOptions,
 ) -> anyhow::Result<ExecuteGraph> {
-    let Some(m) = file.models.iter().find(|m| m.index == model) else {
+    if !file.models.iter().any(|m| m.index == model) {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
         anyhow::bail!(
             "{}: --model {model}: the file has models {have:?}",
             path.display()
         );
-    };
-    crate::lower::lower(&m.model, opts).map_err(|e| {
+    }
+    let linked = crate::om::root_model::link(&file.models, model)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    crate::lower::lower(&linked, opts).map_err(|e| {
         let msg = format!("{}: {e}", path.display());
         match e {
             crate::lower::LowerError::Unsupported(_) => {

@@ -59,7 +59,7 @@ struct Report {
     header: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partitions: Option<Vec<PartitionRow>>,
-    graphs: Vec<GraphSummary>,
+    graphs: Vec<GraphEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     inout: Option<BTreeMap<usize, InOutInfoView>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -70,6 +70,16 @@ struct Report {
     flow_submodels: Vec<Value>,
     /// Verifier findings (`error: ...` / `warning: ...`).
     problems: Vec<String>,
+}
+
+/// A model's graph summary and, in a file of several models, how it relates to the
+/// others (`om::root_model`).
+#[derive(Debug, Serialize)]
+struct GraphEntry {
+    #[serde(flatten)]
+    summary: GraphSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relation: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -134,10 +144,13 @@ pub(crate) fn report(file: &ModelFile, format: ReportFormat) -> anyhow::Result<S
 
 fn build(file: &ModelFile) -> crate::om::Result<Report> {
     let mut problems = Vec::new();
+    let relations = crate::om::root_model::relations(&file.models);
+    let several = file.models.len() > 1;
     let graphs = file
         .models
         .iter()
-        .map(|m| {
+        .zip(&relations)
+        .map(|(m, relation)| {
             for p in verify::verify(&m.model) {
                 problems.push(if file.models.len() > 1 {
                     format!("model {}: {p}", m.index)
@@ -145,7 +158,10 @@ fn build(file: &ModelFile) -> crate::om::Result<Report> {
                     p.to_string()
                 });
             }
-            summary::summarize(m.index, &m.model)
+            GraphEntry {
+                summary: summary::summarize(m.index, &m.model),
+                relation: several.then(|| relation.describe()),
+            }
         })
         .collect();
     let mut report = Report {
@@ -306,7 +322,8 @@ fn render(r: &Report) -> String {
         }
         out.push_str(&format!("{t}\n"));
     }
-    for g in &r.graphs {
+    for entry in &r.graphs {
+        let g = &entry.summary;
         out.push_str(&format!(
             "\nGraph {:?} (model {}): {} nodes, {}\n",
             g.name,
@@ -314,6 +331,9 @@ fn render(r: &Report) -> String {
             g.nodes,
             if g.dynamic { "dynamic" } else { "static" }
         ));
+        if let Some(rel) = &entry.relation {
+            out.push_str(&format!("relation: {rel}\n"));
+        }
         out.push_str(&io_table(&g.inputs, &g.outputs));
         let mut t = table();
         t.set_header(["op type", "count"]);

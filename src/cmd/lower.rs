@@ -1,8 +1,10 @@
 //! `rt2 lower`: ComputeGraph -> ExecuteGraph, written as an `.exeg`, with a summary of
 //! the three graphs and of the ops lowered as compiled kernels rt2 cannot compute.
+//! `--model all` lowers every model of the file, one `.exeg` each, and sums them up in
+//! one table with each model's relation to the root model.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
@@ -14,7 +16,26 @@ use crate::cmd::status::Status;
 use crate::exec::runtime::ops_without_compute;
 use crate::exec::{ExecuteGraph, GraphKind, exeg};
 use crate::lower::LowerOptions;
+use crate::om::root_model::{Relation, relations};
 use crate::ops::OpRegistry;
+
+/// Which models `--model` lowers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelChoice {
+    /// The model with this file index.
+    One(usize),
+    /// Every model of the file.
+    All,
+}
+
+fn parse_model_choice(s: &str) -> Result<ModelChoice, String> {
+    if s == "all" {
+        return Ok(ModelChoice::All);
+    }
+    s.parse()
+        .map(ModelChoice::One)
+        .map_err(|_| format!("{s:?} is neither a model index nor `all`"))
+}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,9 +64,11 @@ pub struct Args {
     /// Summary format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
-    /// Which model of a multi-model OM (0 is the root model).
-    #[arg(long, default_value_t = 0)]
-    pub model: usize,
+    /// Which model of a multi-model OM (0 is the root model), or `all`: every model, each
+    /// written to OUTPUT with its index before the extension (x.exeg: x.0.exeg,
+    /// x.1.exeg, ...), all or none of them.
+    #[arg(long, default_value = "0", value_parser = parse_model_choice)]
+    pub model: ModelChoice,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -56,9 +79,13 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         keep_weight_layout: args.keep_weight_layout,
         static_memory: args.static_memory,
     };
+    let model = match args.model {
+        ModelChoice::One(m) => m,
+        ModelChoice::All => return run_all(&args, &opts, progress),
+    };
     // An `.exeg` gets the passes not yet applied and is written in the binary form (a
     // text-form `.exeg` becomes a binary one).
-    let (eg, file) = input::execute_graph(&args.file, args.model, &opts, &progress)?;
+    let (eg, file) = input::execute_graph(&args.file, model, &opts, &progress)?;
     progress.step(format!("writing {}", args.output.display()));
     output::write_atomic(&args.output, &exeg::encode(&eg))?;
     drop(progress);
@@ -74,6 +101,161 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         input::release(file);
     }
     Ok(Status::Success)
+}
+
+/// `--model all`: every model lowered before anything is written, then one file each;
+/// when a write fails, the files already written are removed again.
+fn run_all(args: &Args, opts: &LowerOptions, progress: Progress) -> anyhow::Result<Status> {
+    let path = &args.file;
+    let file = match input::read_input(path, &Default::default())? {
+        input::Input::Model(f) => f,
+        input::Input::Exeg(_) => {
+            anyhow::bail!("{}: --model all: an .exeg holds one model", path.display())
+        }
+    };
+    let relations = relations(&file.models);
+    let mut lowered = Vec::with_capacity(file.models.len());
+    for m in &file.models {
+        progress.step(format!("lowering model {}", m.index));
+        let eg = input::lower_model(path, &file, m.index, opts)?;
+        let out = numbered_output(&args.output, m.index)?;
+        lowered.push((m, eg, out));
+    }
+    let mut written: Vec<&Path> = Vec::new();
+    for (_, eg, out) in &lowered {
+        progress.step(format!("writing {}", out.display()));
+        if let Err(e) = output::write_atomic(out, &exeg::encode(eg)) {
+            for done in written {
+                let _ = std::fs::remove_file(done);
+            }
+            return Err(e);
+        }
+        written.push(out);
+    }
+    drop(progress);
+    let rows: Vec<ModelRow> = lowered
+        .iter()
+        .zip(&relations)
+        .map(|((m, eg, out), relation)| ModelRow {
+            index: m.index,
+            name: &m.model.name,
+            graph: &m.model.root.name,
+            relation,
+            compute_nodes: m.model.root.total_nodes(),
+            eg,
+            output: out.display().to_string(),
+        })
+        .collect();
+    match args.format {
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&models_json(&rows))?),
+        ReportFormat::Table => print!("{}", models_table(&rows)),
+    }
+    input::release(file);
+    Ok(Status::Success)
+}
+
+/// `x.exeg` -> `x.<index>.exeg`; a name without an extension gets `.<index>` appended.
+/// Standard output cannot take several files.
+fn numbered_output(output: &Path, index: usize) -> anyhow::Result<PathBuf> {
+    if output.as_os_str() == "-" || output.starts_with("/dev") || output.starts_with("/proc") {
+        anyhow::bail!(
+            "{}: --model all writes one file per model; give a file name",
+            output.display()
+        );
+    }
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match output.extension() {
+        Some(ext) => format!("{stem}.{index}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{index}"),
+    };
+    Ok(output.with_file_name(name))
+}
+
+/// One lowered model of `--model all`.
+struct ModelRow<'a> {
+    index: usize,
+    name: &'a str,
+    graph: &'a str,
+    relation: &'a Relation,
+    compute_nodes: usize,
+    eg: &'a ExecuteGraph,
+    output: String,
+}
+
+fn relation_json(r: &Relation) -> serde_json::Value {
+    match r {
+        Relation::Root => json!({"kind": "root"}),
+        Relation::Uncalled => json!({"kind": "uncalled"}),
+        Relation::Submodel(sites) => json!({
+            "kind": "submodel",
+            "called_by": sites.iter().map(|s| json!({
+                "model": s.model,
+                "graph": s.graph,
+                "node": s.node,
+                "op_type": s.op_type,
+                "inline": s.inline,
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// `{"models": [{"index", "name", "graph", "relation": {"kind": "root"|"submodel"|
+/// "uncalled", "called_by": [{"model", "graph", "node", "op_type", "inline"}]},
+/// "compute_nodes", "graphs", "no_compute", "output"}]}`, `graphs` and `no_compute` as
+/// for one model.
+fn models_json(rows: &[ModelRow]) -> serde_json::Value {
+    let models: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = summary_json(r.eg, &r.output);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("index".into(), json!(r.index));
+                o.insert("name".into(), json!(r.name));
+                o.insert("graph".into(), json!(r.graph));
+                o.insert("relation".into(), relation_json(r.relation));
+                o.insert("compute_nodes".into(), json!(r.compute_nodes));
+            }
+            v
+        })
+        .collect();
+    json!({ "models": models })
+}
+
+/// One row per model: its graph, relation, node counts and the ops it cannot compute.
+fn models_table(rows: &[ModelRow]) -> String {
+    let mut t = table();
+    t.set_header([
+        "model",
+        "graph",
+        "relation",
+        "compute nodes",
+        "Init",
+        "Main",
+        "DeInit",
+        "no compute",
+        "output",
+    ]);
+    for r in rows {
+        let missing: Vec<String> = without_compute(r.eg)
+            .into_iter()
+            .map(|(op, nodes)| format!("{op} x{}", nodes.len()))
+            .collect();
+        let mut row = vec![
+            r.index.to_string(),
+            r.graph.to_string(),
+            r.relation.describe(),
+            r.compute_nodes.to_string(),
+        ];
+        row.extend(
+            GraphKind::ALL
+                .iter()
+                .map(|&k| r.eg.graph(k).total_nodes().to_string()),
+        );
+        row.push(missing.join(", "));
+        row.push(r.output.clone());
+        t.add_row(row);
+    }
+    format!("{} model(s) lowered\n{t}\n", rows.len())
 }
 
 fn graph_key(k: GraphKind) -> &'static str {

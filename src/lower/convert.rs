@@ -3,7 +3,8 @@
 //!
 //! Converters are chosen by op type ([`converter_for`]): graph boundaries (`Data`,
 //! `Const`, `NetOutput`), control flow (`If`, `Case`, `While`, ONNX `Loop`, converted in
-//! [`super::control`]; `PartitionedCall`, inlined), and every op the op library has, which
+//! [`super::control`]; `PartitionedCall`, inlined, or a launch of the sub-model it names
+//! when neither the model nor its file holds the graph), and every op the op library has, which
 //! takes one of two shapes:
 //!
 //! - **Shape known before the launch** (almost every op):
@@ -266,6 +267,10 @@ pub const KERNEL_LIB_ATTR: &str = "_ge_attr_op_kernel_lib_name";
 /// op the library does not know, or knows without compute): the kernel's name.
 pub const KERNEL_NAME_ATTR: &str = "_kernel_name";
 
+/// The compiled-kernel name of a launch of a separately compiled sub-model: this prefix
+/// and the graph's name.
+pub const SUBMODEL_KERNEL_PREFIX: &str = "model:";
+
 /// The launch of an op placed on no engine rt2 tells apart: GE's AI Core launch.
 pub const DEFAULT_LAUNCH: &str = "LaunchKernelWithHandle";
 
@@ -427,8 +432,12 @@ impl<'r> Lowering<'r> {
                         .subgraphs
                         .first()
                         .ok_or_else(|| node_error(path, n, "calls no subgraph"))?;
-                    let sub_path = format!("{path}/{}", n.name);
-                    self.graph(sub, &sub_path, &mut Bind::Parent(&mut ins))?
+                    if sub.external {
+                        self.submodel_launch(path, n, &mut ins, origin, &sub.name)
+                    } else {
+                        let sub_path = format!("{path}/{}", n.name);
+                        self.graph(sub, &sub_path, &mut Bind::Parent(&mut ins))?
+                    }
                 }
                 Converter::Op => self.op(path, n, &mut ins, origin)?,
             };
@@ -686,6 +695,49 @@ impl<'r> Lowering<'r> {
     }
 
     /// A node of the op library.
+    /// A call of a subgraph the model does not hold (an external graph that no model of
+    /// the file answered): lowered as a launch of the separately compiled model it names,
+    /// a compiled kernel named `model:<graph>` shaped by the node's declared outputs, which
+    /// rt2 cannot compute. Without static declared outputs the node is unsupported.
+    fn submodel_launch(
+        &mut self,
+        path: &str,
+        n: &ComputeNode,
+        ins: &mut [Option<TVal>],
+        origin: Arc<Origin>,
+        graph: &str,
+    ) -> Vec<Option<TVal>> {
+        let missing = n
+            .inputs
+            .iter()
+            .zip(ins.iter())
+            .any(|(p, t)| p.is_some() && t.is_none());
+        if missing {
+            return vec![None; n.output_descs.len()];
+        }
+        let Some(outs) = declared_outputs(n) else {
+            self.unsupported(
+                path,
+                n,
+                &format!(
+                    "calls subgraph {graph:?}, which neither the model nor its file holds, \
+                     and declares no static outputs"
+                ),
+            );
+            return vec![None; n.output_descs.len()];
+        };
+        let op = LaunchOp {
+            spec: None,
+            op_type: &n.op_type,
+            kernel: launch_kernel(n.attr(KERNEL_LIB_ATTR).and_then(AttrValue::as_str)),
+            compiled: Some(format!("{SUBMODEL_KERNEL_PREFIX}{graph}")),
+        };
+        let attrs = attrs::op_attrs(&n.attrs);
+        let mut results = self.emit_launch(&n.name, &op, attrs, ins, &outs, Some(origin));
+        self.carry_output_formats(n, &mut results);
+        results.into_iter().map(Some).collect()
+    }
+
     fn op(
         &mut self,
         path: &str,

@@ -146,6 +146,9 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
         FileKind::Om => {
             let file = OmFile::parse(bytes)?;
             om_models(&file, &mut models, 0)?;
+            // A model names a subgraph it does not hold only when another model of the
+            // file is that graph (GE's loader finds it there by name).
+            crate::om::root_model::check(&models)?;
             om = Some(file);
         }
         FileKind::GeIr => {

@@ -157,6 +157,7 @@ impl Rebuild<'_> {
             outputs: src.outputs.iter().filter_map(port).collect(),
             attrs: src.attrs.clone(),
             attr_groups: src.attr_groups.clone(),
+            external: src.external,
         }
     }
 

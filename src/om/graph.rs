@@ -323,12 +323,27 @@ pub struct ComputeGraph {
     pub outputs: Vec<OutPort>,
     pub attrs: AttrMap,
     pub attr_groups: Option<ge_ir::AttrGroups>,
+    /// A name only: the calling node names a subgraph its `ModelDef` does not hold. GE
+    /// reads such a name without looking for it when the `ModelDef` holds one graph, and a
+    /// dynamic OM's loader then finds the graph among the file's other models by name
+    /// (see `om::root_model`). An external graph has no nodes, inputs or outputs, and is
+    /// written back as the name alone.
+    pub external: bool,
 }
 
 impl ComputeGraph {
     pub fn new(name: impl Into<String>) -> Self {
         ComputeGraph {
             name: name.into(),
+            ..Default::default()
+        }
+    }
+    /// A reference to a subgraph named `name` that this model does not hold (see
+    /// [`ComputeGraph::external`]).
+    pub fn external(name: impl Into<String>) -> Self {
+        ComputeGraph {
+            name: name.into(),
+            external: true,
             ..Default::default()
         }
     }

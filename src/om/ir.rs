@@ -103,6 +103,14 @@ pub fn pending_graph(def: ge_ir::GraphDef, nodes: Vec<PendingNode>) -> PendingGr
 /// Links pending graphs into a model: the first is the root, the rest are subgraphs found
 /// by name from their callers, or detached. `md` gives the model's own fields; its `graph`
 /// list is ignored.
+///
+/// Names resolve as GE's `ModelSerializeImp::UnserializeModel` resolves them (docs/
+/// OM_MODELS.md): every graph after the first goes into a table by name, in any order; a
+/// name may be called from several nodes (each call site gets its own copy here, since a
+/// ComputeGraph owns its subgraphs); graphs no node calls are kept as detached. A name
+/// the table lacks is an error when the `ModelDef` holds more than one graph, and an
+/// [external](ComputeGraph::external) reference when it holds only the root, which GE
+/// reads without looking names up. Empty names, which GE skips, stay external too.
 pub fn assemble(md: ge_ir::ModelDef, graphs: Vec<PendingGraph>) -> Result<ComputeModel> {
     let ge_ir::ModelDef {
         name,
@@ -112,32 +120,38 @@ pub fn assemble(md: ge_ir::ModelDef, graphs: Vec<PendingGraph>) -> Result<Comput
         attr,
         attr_groups,
     } = md;
-    let mut graphs = graphs.into_iter();
-    let Some(root_def) = graphs.next() else {
+    if graphs.is_empty() {
         return Err(OmError::graph(
             Place::new("model"),
             "the model has no graph",
         ));
-    };
-    let mut pool: HashMap<String, PendingGraph> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for g in graphs {
-        if g.def.name == root_def.def.name || pool.contains_key(&g.def.name) {
+    }
+    let mut by_name: HashMap<String, usize> = HashMap::with_capacity(graphs.len());
+    for (i, g) in graphs.iter().enumerate().skip(1) {
+        if g.def.name == graphs[0].def.name || by_name.insert(g.def.name.clone(), i).is_some() {
             return Err(OmError::graph(
                 Place::graph(&g.def.name),
                 "two graphs in the model have this name",
             ));
         }
-        order.push(g.def.name.clone());
-        pool.insert(g.def.name.clone(), g);
     }
-    let root = link_graph(root_def, &mut pool, 0)?;
-    let mut detached = Vec::new();
-    for name in order {
-        if let Some(g) = pool.remove(&name) {
-            detached.push(link_graph(g, &mut pool, 0)?);
-        }
-    }
+    let strict = graphs.len() > 1;
+    let mut entries = graphs
+        .into_iter()
+        .map(link_graph)
+        .collect::<Result<Vec<_>>>()?;
+    let plan = plan_instances(&entries, &by_name, strict)?;
+    let mut build = Instantiate {
+        entries: &mut entries,
+        by_name: &by_name,
+        remaining: plan.uses,
+    };
+    let root = build.graph(0)?;
+    let detached = plan
+        .detached
+        .into_iter()
+        .map(|i| build.graph(i))
+        .collect::<Result<Vec<_>>>()?;
     Ok(ComputeModel {
         name,
         version,
@@ -149,8 +163,200 @@ pub fn assemble(md: ge_ir::ModelDef, graphs: Vec<PendingGraph>) -> Result<Comput
     })
 }
 
+/// A graph linked on its own: its nodes' edges resolved, the subgraph names each node
+/// calls still names.
+#[derive(Clone)]
+struct Linked {
+    graph: ComputeGraph,
+    calls: Vec<Vec<String>>,
+}
+
+/// How many copies of each graph the model needs, and which graphs are detached roots.
+struct Plan {
+    uses: Vec<u64>,
+    detached: Vec<usize>,
+}
+
+/// Sharing lets a small file describe a huge tree (each graph calling the next twice);
+/// past this many nodes after copying, and past [`EXPANSION_FACTOR`] times the file's own
+/// node count, the file is refused rather than expanded.
+const MAX_EXPANDED_NODES: u64 = 1 << 22;
+const EXPANSION_FACTOR: u64 = 16;
+
+/// Walks the calls from the root and then from the graphs nothing reachable calls:
+/// finds cycles, names the root cannot resolve (when `strict`), the detached roots, and
+/// the number of instances of each graph.
+fn plan_instances(
+    entries: &[Linked],
+    by_name: &HashMap<String, usize>,
+    strict: bool,
+) -> Result<Plan> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    struct Walk<'a> {
+        entries: &'a [Linked],
+        by_name: &'a HashMap<String, usize>,
+        marks: Vec<Mark>,
+        post: Vec<usize>,
+    }
+    impl Walk<'_> {
+        fn visit(&mut self, i: usize, depth: usize, strict: bool) -> Result<()> {
+            let g = &self.entries[i].graph;
+            if depth > MAX_SUBGRAPH_DEPTH {
+                return Err(OmError::graph(
+                    Place::graph(&g.name),
+                    format!("subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH} levels"),
+                ));
+            }
+            self.marks[i] = Mark::Open;
+            for (n, names) in g.nodes.iter().zip(&self.entries[i].calls) {
+                for name in names {
+                    let Some(&c) = self.by_name.get(name.as_str()) else {
+                        if strict && !name.is_empty() {
+                            return Err(OmError::graph(
+                                Place::node(&g.name, &n.name),
+                                format!("subgraph {name:?} is not in the model"),
+                            ));
+                        }
+                        continue;
+                    };
+                    match self.marks[c] {
+                        Mark::Open => {
+                            return Err(OmError::graph(
+                                Place::node(&g.name, &n.name),
+                                format!("subgraph {name:?} calls itself"),
+                            ));
+                        }
+                        Mark::New => self.visit(c, depth + 1, strict)?,
+                        Mark::Done => {}
+                    }
+                }
+            }
+            self.marks[i] = Mark::Done;
+            self.post.push(i);
+            Ok(())
+        }
+    }
+    let mut walk = Walk {
+        entries,
+        by_name,
+        marks: vec![Mark::New; entries.len()],
+        post: Vec::with_capacity(entries.len()),
+    };
+    walk.visit(0, 0, strict)?;
+    // GE drops the graphs no node reachable from the root calls; rt2 keeps them (they are
+    // written back) without holding them to the root's rules. The detached roots are those
+    // no other unreachable graph calls; what is left after them is a cycle.
+    let unreachable: Vec<usize> = (0..entries.len())
+        .filter(|&i| walk.marks[i] == Mark::New)
+        .collect();
+    let mut called = vec![false; entries.len()];
+    for &i in &unreachable {
+        for name in entries[i].calls.iter().flatten() {
+            if let Some(&c) = by_name.get(name.as_str()) {
+                called[c] = true;
+            }
+        }
+    }
+    let mut detached: Vec<usize> = unreachable
+        .iter()
+        .copied()
+        .filter(|&i| !called[i])
+        .collect();
+    for &i in &detached {
+        walk.visit(i, 0, false)?;
+    }
+    for &i in &unreachable {
+        if walk.marks[i] == Mark::New {
+            walk.visit(i, 0, false)?;
+            detached.push(i);
+        }
+    }
+    // Reverse post-order puts every caller before the graphs it calls.
+    let mut uses = vec![0u64; entries.len()];
+    uses[0] = 1;
+    for &i in &detached {
+        uses[i] = 1;
+    }
+    // A graph first met near the root may lie deep on another path: the depth that
+    // counts is the longest path's.
+    let mut level = vec![0usize; entries.len()];
+    let mut expanded = 0u64;
+    let mut own = 0u64;
+    for &i in walk.post.iter().rev() {
+        let e = &entries[i];
+        let nodes = e.graph.nodes.len() as u64;
+        own += nodes;
+        expanded = expanded.saturating_add(uses[i].saturating_mul(nodes));
+        for name in e.calls.iter().flatten() {
+            if let Some(&c) = by_name.get(name.as_str()) {
+                uses[c] = uses[c].saturating_add(uses[i]);
+                level[c] = level[c].max(level[i] + 1);
+                if level[c] > MAX_SUBGRAPH_DEPTH {
+                    return Err(OmError::graph(
+                        Place::graph(name),
+                        format!("subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH} levels"),
+                    ));
+                }
+            }
+        }
+    }
+    let limit = MAX_EXPANDED_NODES.max(own.saturating_mul(EXPANSION_FACTOR));
+    if expanded > limit {
+        return Err(OmError::graph(
+            Place::graph(&entries[0].graph.name),
+            format!(
+                "subgraphs called from several nodes expand the model to {expanded} nodes, \
+                 more than {limit}"
+            ),
+        ));
+    }
+    Ok(Plan { uses, detached })
+}
+
+/// Builds the owned tree: each use of a graph takes a copy, the last one the graph itself,
+/// so a graph called once is moved, never copied.
+struct Instantiate<'a> {
+    entries: &'a mut [Linked],
+    by_name: &'a HashMap<String, usize>,
+    remaining: Vec<u64>,
+}
+
+impl Instantiate<'_> {
+    fn graph(&mut self, i: usize) -> Result<ComputeGraph> {
+        self.remaining[i] = self.remaining[i].saturating_sub(1);
+        let Linked { mut graph, calls } = if self.remaining[i] == 0 {
+            std::mem::replace(
+                &mut self.entries[i],
+                Linked {
+                    graph: ComputeGraph::default(),
+                    calls: Vec::new(),
+                },
+            )
+        } else {
+            self.entries[i].clone()
+        };
+        for (node, names) in graph.nodes.iter_mut().zip(calls) {
+            node.subgraphs = names
+                .into_iter()
+                .map(|name| match self.by_name.get(name.as_str()) {
+                    Some(&c) => self.graph(c),
+                    None => Ok(ComputeGraph::external(name)),
+                })
+                .collect::<Result<_>>()?;
+        }
+        Ok(graph)
+    }
+}
+
 /// Serializes the typed model to GE IR: the root graph first, then every subgraph depth
-/// first in call order, then detached graphs.
+/// first in call order, then detached graphs. A subgraph called from several nodes is
+/// written once (at its first call); an [external](ComputeGraph::external) one is only
+/// named by its caller.
 pub fn to_model_def(model: &ComputeModel) -> ge_ir::ModelDef {
     into_model_def(model.clone())
 }
@@ -158,9 +364,10 @@ pub fn to_model_def(model: &ComputeModel) -> ge_ir::ModelDef {
 /// [`to_model_def`], consuming the model.
 pub fn into_model_def(model: ComputeModel) -> ge_ir::ModelDef {
     let mut graphs = Vec::new();
-    push_graph(model.root, &mut graphs);
+    let mut written = std::collections::HashSet::new();
+    push_graph(model.root, &mut graphs, &mut written);
     for g in model.detached {
-        push_graph(g, &mut graphs);
+        push_graph(g, &mut graphs, &mut written);
     }
     ge_ir::ModelDef {
         name: model.name,
@@ -179,11 +386,8 @@ pub fn split_port(s: &str) -> Option<(&str, i64)> {
     Some((name, idx.trim().parse().ok()?))
 }
 
-fn link_graph(
-    pg: PendingGraph,
-    pool: &mut HashMap<String, PendingGraph>,
-    depth: usize,
-) -> Result<ComputeGraph> {
+/// Resolves one graph's edges; the names of the subgraphs its nodes call are set aside.
+fn link_graph(pg: PendingGraph) -> Result<Linked> {
     let PendingGraph {
         def,
         nodes: pending,
@@ -196,12 +400,6 @@ fn link_graph(
         attr,
         attr_groups,
     } = def;
-    if depth > MAX_SUBGRAPH_DEPTH {
-        return Err(OmError::graph(
-            Place::graph(&gname),
-            format!("subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH} levels"),
-        ));
-    }
     let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(pending.len());
     for (i, p) in pending.iter().enumerate() {
         if ids.insert(p.node.name.as_str(), NodeId(i as u32)).is_some() {
@@ -270,39 +468,43 @@ fn link_graph(
     drop(ids);
 
     let mut nodes = Vec::with_capacity(pending.len());
+    let mut calls = Vec::with_capacity(pending.len());
     for (p, (inputs, control_inputs)) in pending.into_iter().zip(edges) {
         let PendingNode {
             mut node,
             subgraph_name,
             ..
         } = p;
-        for name in &subgraph_name {
-            let sub = pool.remove(name.as_str()).ok_or_else(|| {
-                OmError::graph(
-                    Place::node(&gname, &node.name),
-                    format!("subgraph {name:?} is not in the model (or is called twice)"),
-                )
-            })?;
-            node.subgraphs.push(link_graph(sub, pool, depth + 1)?);
-        }
         node.inputs = inputs;
         node.control_inputs = control_inputs;
         nodes.push(node);
+        calls.push(subgraph_name);
     }
-    Ok(ComputeGraph {
-        name: gname,
-        inputs,
-        outputs,
-        nodes,
-        attrs: convert_attrs(attr),
-        attr_groups,
+    Ok(Linked {
+        graph: ComputeGraph {
+            name: gname,
+            inputs,
+            outputs,
+            nodes,
+            attrs: convert_attrs(attr),
+            attr_groups,
+            external: false,
+        },
+        calls,
     })
 }
 
 /// Below this many nodes a graph converts on one thread.
 pub const PARALLEL_NODES: usize = 4096;
 
-fn push_graph(g: ComputeGraph, out: &mut Vec<ge_ir::GraphDef>) {
+fn push_graph(
+    g: ComputeGraph,
+    out: &mut Vec<ge_ir::GraphDef>,
+    written: &mut std::collections::HashSet<String>,
+) {
+    if g.external || (!out.is_empty() && !written.insert(g.name.clone())) {
+        return;
+    }
     let names: Vec<String> = g.nodes.iter().map(|n| n.name.clone()).collect();
     let port = |p: &OutPort| format!("{}:{}", names[p.node.index()], p.index);
     let input = g.inputs.iter().map(port).collect();
@@ -341,7 +543,7 @@ fn push_graph(g: ComputeGraph, out: &mut Vec<ge_ir::GraphDef>) {
         attr_groups: g.attr_groups,
     };
     for sub in subgraphs {
-        push_graph(sub, out);
+        push_graph(sub, out, written);
     }
 }
 
@@ -734,12 +936,118 @@ mod tests {
         let mut md = model();
         md.graph.pop();
         let e = from_model_def(md).unwrap_err().to_string();
-        assert!(e.contains("subgraph \"else\" is not in the model"), "{e}");
+        assert_eq!(
+            e,
+            "graph \"root\": node \"if\": subgraph \"else\" is not in the model"
+        );
 
         let mut md = model();
         md.graph[0].op[3].input[0] = "if".into();
         let e = from_model_def(md).unwrap_err().to_string();
         assert!(e.contains("not of the form"), "{e}");
+    }
+
+    #[test]
+    fn a_subgraph_called_from_several_nodes_is_copied_per_call_and_written_once() {
+        let mut md = model();
+        // Both branches name "then"; "else" is left over, detached.
+        md.graph[0].op[2].subgraph_name = vec!["then".into(), "then".into()];
+        let m = from_model_def(md.clone()).unwrap();
+        let iff = &m.root.nodes[2];
+        assert_eq!(iff.subgraphs[0], iff.subgraphs[1]);
+        assert_eq!(iff.subgraphs[0].name, "then");
+        assert_eq!(m.detached.len(), 1);
+        assert_eq!(into_model_def(m), md);
+    }
+
+    #[test]
+    fn subgraphs_resolve_in_any_order() {
+        let mut md = model();
+        // "then" calls "inner"; a detached "outer" calls "leaf"; each callee is listed
+        // before its caller.
+        let leaf = |name: &str| ge_ir::GraphDef {
+            name: name.into(),
+            op: vec![op("d", "Data", &[])],
+            ..Default::default()
+        };
+        let mut call = op("c", "PartitionedCall", &[]);
+        call.subgraph_name = vec!["inner".into()];
+        md.graph[1].op.push(call.clone());
+        call.subgraph_name = vec!["leaf".into()];
+        let outer = ge_ir::GraphDef {
+            name: "outer".into(),
+            op: vec![call],
+            ..Default::default()
+        };
+        md.graph.insert(1, leaf("inner"));
+        md.graph.push(leaf("leaf"));
+        md.graph.push(outer);
+        let m = from_model_def(md).unwrap();
+        let then = &m.root.nodes[2].subgraphs[0];
+        assert_eq!(then.nodes[2].subgraphs[0].name, "inner");
+        let detached: Vec<&str> = m.detached.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(detached, ["outer"]);
+        assert_eq!(m.detached[0].nodes[0].subgraphs[0].name, "leaf");
+    }
+
+    #[test]
+    fn a_model_of_one_graph_names_subgraphs_it_does_not_hold() {
+        let mut md = model();
+        md.graph.truncate(1);
+        let m = from_model_def(md.clone()).unwrap();
+        let subs = &m.root.nodes[2].subgraphs;
+        assert!(subs.iter().all(|s| s.external && s.nodes.is_empty()));
+        assert_eq!(subs[1].name, "else");
+        // Written back as the names alone.
+        assert_eq!(into_model_def(m), md);
+    }
+
+    #[test]
+    fn empty_subgraph_names_are_skipped_as_ge_skips_them() {
+        let mut md = model();
+        md.graph[0].op[2].subgraph_name[1] = String::new();
+        let m = from_model_def(md).unwrap();
+        let subs = &m.root.nodes[2].subgraphs;
+        assert!(!subs[0].external);
+        assert!(subs[1].external && subs[1].name.is_empty());
+        assert_eq!(m.detached.len(), 1, "else is called by no node now");
+    }
+
+    #[test]
+    fn cycles_and_explosive_sharing_are_refused() {
+        let mut md = model();
+        let mut call = op("c", "PartitionedCall", &[]);
+        call.subgraph_name = vec!["then".into()];
+        md.graph[1].op.push(call);
+        let e = from_model_def(md).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "graph \"then\": node \"c\": subgraph \"then\" calls itself"
+        );
+
+        // g0 calls g1 twice, g1 calls g2 twice, ...: 2^40 copies of g40.
+        let graphs: Vec<ge_ir::GraphDef> = (0..=40)
+            .map(|i| {
+                let mut ops = vec![op("d", "Data", &[])];
+                if i < 40 {
+                    let mut c = op("c", "If", &[]);
+                    c.subgraph_name = vec![format!("g{}", i + 1); 2];
+                    ops.push(c);
+                }
+                ge_ir::GraphDef {
+                    name: format!("g{i}"),
+                    op: ops,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let e = from_model_def(ge_ir::ModelDef {
+            graph: graphs,
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("expand the model to"), "{e}");
     }
 
     #[test]

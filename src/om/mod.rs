@@ -20,6 +20,7 @@ pub mod json;
 pub mod kernel_store;
 pub mod om_writer;
 pub mod onnx;
+pub mod root_model;
 pub mod summary;
 pub mod task;
 pub mod testdata;

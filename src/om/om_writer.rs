@@ -1,4 +1,5 @@
-//! Building a fresh single-model OM from a `ModelDef`, as GE's ATC writes one: weights
+//! Building a fresh OM from `ModelDef`s, as GE writes one: a single model as ATC writes
+//! it, or a dynamic root model with its sub-models ([`build_root_om`]). Weights
 //! placed into WEIGHTS_DATA, the model attrs GE records, MODEL_INOUT_INFO, optional
 //! attribute compression, and a finalized header.
 //!
@@ -107,6 +108,52 @@ pub fn build_om(mut model: ModelDef, opts: &OmBuildOptions) -> Result<OmFile> {
         header,
         models: vec![OmModel::new(partitions)],
     };
+    file.finalize()?;
+    Ok(file)
+}
+
+/// Builds a dynamic root model's OM as GE's `ModelHelper::SaveToOmRootModel` lays it out:
+/// model 0 is `root` (MODEL_INOUT_INFO, MODEL_DEF, and WEIGHTS_DATA when its graphs hold
+/// constants), then one model per entry of `submodels` (MODEL_DEF, WEIGHTS_DATA), whose
+/// first graph's name is the subgraph instance it stands for; `model_num` is their count
+/// and `is_unknow_model` 1. Attribute names are left uncompressed (GE compresses a
+/// partitioned model's sub-models with the root model's dictionary).
+pub fn build_root_om(
+    mut root: ModelDef,
+    submodels: Vec<ModelDef>,
+    opts: &OmBuildOptions,
+) -> Result<OmFile> {
+    if root.graph.is_empty() {
+        return Err(OmError::graph(Place::new("model 0"), "model has no graph"));
+    }
+    if !opts.name.is_empty() {
+        root.name = opts.name.clone();
+    }
+    let mut models = Vec::with_capacity(submodels.len() + 1);
+    let inout = InOutInfo::from_model_def(&root).to_bytes()?;
+    for (i, mut m) in std::iter::once(root).chain(submodels).enumerate() {
+        m.version = OM_PROTO_VERSION;
+        m.custom_version = opts.platform_version.clone();
+        let weights = place_weights(&mut m);
+        m.attr
+            .insert("weight_size".into(), int_attr(weights.len() as i64));
+        let mut partitions = Vec::new();
+        if i == 0 {
+            partitions.push(Partition::new(PartitionType::ModelInoutInfo, inout.clone()));
+        }
+        partitions.push(Partition::new(PartitionType::ModelDef, m.encode_to_vec()));
+        if !weights.is_empty() {
+            partitions.push(Partition::new(PartitionType::WeightsData, weights));
+        }
+        models.push(OmModel::new(partitions));
+    }
+    let mut header = OmHeader {
+        is_unknow_model: 1,
+        ..OmHeader::default()
+    };
+    header.set_name(&opts.name);
+    header.set_platform_version(&opts.platform_version);
+    let mut file = OmFile { header, models };
     file.finalize()?;
     Ok(file)
 }

@@ -16,6 +16,7 @@
 //! 8. shapes hold dims >= -1, or are exactly "unknown rank"; dtypes are known numbers;
 //! 9. a Const's `value` is a tensor whose byte count fits its dtype and static shape.
 //!
+//! External subgraphs (names another model of the file answers) are not checked.
 //! Graphs no node calls are reported as warnings. The verifier never fails early and
 //! never panics, whatever the graph holds: it is run on graphs straight from files.
 
@@ -121,7 +122,9 @@ impl Verifier {
         self.acyclic(g);
         self.boundary(g, caller);
         for n in &g.nodes {
-            for sub in &n.subgraphs {
+            // An external subgraph is a name another model of the file answers; it has
+            // nothing of its own to check.
+            for sub in n.subgraphs.iter().filter(|s| !s.external) {
                 self.graph(sub, Some(n));
             }
         }

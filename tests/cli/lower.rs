@@ -210,3 +210,139 @@ fn static_memory_plans_squeezenet_and_an_exeg_gets_the_plan_later() {
         .ok();
     assert!(s.read("later.exeg") == s.read("s.exeg"));
 }
+
+#[test]
+fn model_all_lowers_every_model_of_a_dynamic_om_with_its_relation_to_the_root() {
+    let s = Scratch::new();
+    let om = s.write(
+        "dyn.om",
+        &rt2::om::testdata::dynamic_root_om().to_bytes().unwrap(),
+    );
+    let om = om.to_str().unwrap();
+    let j = s
+        .rt2(&[
+            "lower", om, "--model", "all", "-o", "dyn.exeg", "--format", "json",
+        ])
+        .ok()
+        .json();
+    let models = j["models"].as_array().unwrap();
+    assert_eq!(models.len(), 3);
+    let graphs: Vec<&str> = models
+        .iter()
+        .map(|m| m["graph"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        graphs,
+        ["dyn_root", "dyn_root_sub_1_know", "dyn_root_sub_2_unknow"]
+    );
+    assert_eq!(models[0]["relation"]["kind"], "root");
+    for (i, call) in [(1, "call_1"), (2, "call_2")] {
+        let m = &models[i];
+        assert_eq!(m["index"], i);
+        assert_eq!(m["relation"]["kind"], "submodel");
+        let by = &m["relation"]["called_by"][0];
+        assert_eq!(
+            (
+                by["model"].as_u64(),
+                by["graph"].as_str(),
+                by["node"].as_str()
+            ),
+            (Some(0), Some("dyn_root"), Some(call))
+        );
+        assert_eq!(by["op_type"], "PartitionedCall");
+        assert_eq!(by["inline"], true);
+    }
+    let counts: Vec<u64> = models
+        .iter()
+        .map(|m| m["compute_nodes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [11, 3, 4]);
+    for (i, m) in models.iter().enumerate() {
+        let name = format!("dyn.{i}.exeg");
+        assert_eq!(m["output"], name.as_str());
+        assert!(m["no_compute"].as_object().unwrap().is_empty());
+        let eg = exeg::decode(&s.read(&name)).expect("a valid .exeg");
+        assert_eq!(m["graphs"]["main"]["nodes"], eg.main.total_nodes());
+    }
+    assert!(!s.exists("dyn.exeg"));
+    // The table says the same.
+    s.rt2(&["lower", om, "--model", "all", "-o", "t.exeg"])
+        .ok()
+        .stdout_has(&[
+            "3 model(s) lowered",
+            "called by model 0: dyn_root/call_1 (PartitionedCall, holds a copy)",
+            "t.2.exeg",
+        ]);
+    // So does inspect.
+    s.rt2(&["inspect", om])
+        .ok()
+        .stdout_has(&["relation: called by model 0: dyn_root/call_2"]);
+    let j = s.rt2(&["inspect", om, "--format", "json"]).ok().json();
+    assert_eq!(j["graphs"][0]["relation"], "root");
+}
+
+#[test]
+fn a_pipeline_om_lowers_whole_and_each_stage_runs_alone() {
+    let s = Scratch::new();
+    let om = s.write(
+        "llm.om",
+        &rt2::om::testdata::pipeline_om().to_bytes().unwrap(),
+    );
+    let om = om.to_str().unwrap();
+    let j = s
+        .rt2(&["lower", om, "-o", "llm.exeg", "--format", "json"])
+        .ok()
+        .json();
+    assert!(j["no_compute"].as_object().unwrap().is_empty());
+    for model in ["0", "1", "2"] {
+        let j = s
+            .rt2(&["run", om, "--model", model, "--format", "json"])
+            .ok()
+            .json();
+        assert_eq!(
+            j["outputs"][0]["shape"],
+            serde_json::json!([2, 4]),
+            "{model}"
+        );
+    }
+}
+
+#[test]
+fn a_subgraph_no_model_answers_exits_2_and_model_all_writes_nothing() {
+    let s = Scratch::new();
+    let (mut root, subs) = rt2::om::testdata::pipeline_models();
+    root.graph[0].op[1].subgraph_name = vec!["nowhere".into()];
+    let om = s.write(
+        "bad.om",
+        &rt2::om::testdata::root_om("llm", root, subs)
+            .to_bytes()
+            .unwrap(),
+    );
+    let before = s.files();
+    s.rt2(&[
+        "lower",
+        om.to_str().unwrap(),
+        "--model",
+        "all",
+        "-o",
+        "b.exeg",
+    ])
+    .fails(
+        2,
+        &[
+            "bad.om",
+            "model 0: graph \"llm\": node \"PartitionedCall_0\"",
+            "subgraph \"nowhere\"",
+        ],
+    );
+    assert_eq!(s.files(), before);
+    s.rt2(&[
+        "lower",
+        om.to_str().unwrap(),
+        "--model",
+        "some",
+        "-o",
+        "b.exeg",
+    ])
+    .fails(2, &["some"]);
+}
