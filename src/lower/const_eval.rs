@@ -17,7 +17,7 @@
 
 use half::{bf16, f16};
 
-use crate::ops::shape::ShapeValues;
+use crate::ops::ShapeValues;
 use crate::ops::{Attr, DType, HostTensor};
 use crate::ops::{Attrs, TensorMeta};
 
@@ -78,7 +78,7 @@ pub fn fold(
         "Shape" | "Rank" | "Size" => {
             let dims = shapes.first()?.shape.as_ref()?;
             let d = outs.first()?.dtype;
-            match crate::ops::shape::shape_values(op, attrs, dims)? {
+            match crate::ops::shape_values(op, attrs, dims)? {
                 ShapeValues::Dims(v) => one(ints(d, v)?),
                 ShapeValues::One(v) => one(ints(d, &[v])?),
             }

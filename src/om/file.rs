@@ -8,7 +8,7 @@
 
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::onnx::ImportOptions;
-use crate::om::{ComputeModel, OmError, Place, Result, compress, ir};
+use crate::om::{OmError, Place, Result, compress, ir};
 use crate::proto::ge_ir::ModelDef;
 
 /// The kinds of model file rt2 reads.
@@ -97,14 +97,7 @@ fn looks_like_text_format(s: &str) -> bool {
     after.starts_with('{') || after.starts_with(':') || after.starts_with('<')
 }
 
-/// One model of a file: its index in the file (OM models after the first are the
-/// sub-models of a dynamic root model) and its typed graph. The GE IR is not kept beside
-/// it: `ir::to_model_def` gives it back unchanged.
-#[derive(Debug, Clone)]
-pub struct LoadedModel {
-    pub index: usize,
-    pub model: ComputeModel,
-}
+pub use crate::om::root_model::LoadedModel;
 
 /// A model file, decoded.
 #[derive(Debug, Clone)]

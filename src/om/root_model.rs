@@ -17,9 +17,17 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::om::file::LoadedModel;
 use crate::om::graph::{ComputeGraph, ComputeModel};
 use crate::om::{OmError, Place, Result};
+
+/// One model of a file: its index in the file (OM models after the first are the
+/// sub-models of a dynamic root model) and its typed graph. The GE IR is not kept beside
+/// it: `ir::to_model_def` gives it back unchanged.
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    pub index: usize,
+    pub model: ComputeModel,
+}
 
 /// A node that calls a graph by name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,8 @@ pub use dtype::DType;
 pub use error::OpError;
 pub use registry::{
     Attrs, Compute, ComputeAllocFn, ComputeFn, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,
-    PrepackFn, SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN, meta,
+    PrepackFn, ShapeValues, SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN,
+    meta, shape_values,
 };
 pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 #[cfg(test)]

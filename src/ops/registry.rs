@@ -26,7 +26,45 @@ pub struct TensorMeta {
     pub shape: Option<Vec<i64>>,
 }
 
+/// What a shape op gives for a tensor of `dims`, knowing nothing but them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShapeValues<'d> {
+    /// Shape's: the dims from `start` to `end`.
+    Dims(&'d [i64]),
+    /// Size's element count or Rank's rank.
+    One(i64),
+}
+
+/// The value of shape op `op` (`Shape` with its `start` and `end`, clamped as ONNX says;
+/// `Size`; GE's `Rank`) for a tensor of `dims`: what inference knows of them from the
+/// shape alone: the one definition that folding at lowering and the host kernel at run
+/// time both use. `None` for another op, or a
+/// `Size` past `i64` (which only a declared shape, checked by no inference, can give).
+pub fn shape_values<'d>(op: &str, attrs: &Attrs, dims: &'d [i64]) -> Option<ShapeValues<'d>> {
+    match op {
+        "Shape" => {
+            let r = dims.len() as i64;
+            let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+            let int = |k: &str| attrs.get(k).and_then(crate::ops::Attr::as_int);
+            let start = clamp(int("start").unwrap_or(0));
+            let end = clamp(int("end").unwrap_or(r));
+            Some(ShapeValues::Dims(&dims[start..end.max(start)]))
+        }
+        "Size" => dims
+            .iter()
+            .try_fold(1i64, |n, &d| n.checked_mul(d))
+            .map(ShapeValues::One),
+        "Rank" => Some(ShapeValues::One(dims.len() as i64)),
+        _ => None,
+    }
+}
+
 impl TensorMeta {
+    /// The type and (static) shape of `t`, as inference takes them.
+    pub fn of(t: &Tensor) -> TensorMeta {
+        let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+        TensorMeta::new(t.dtype, &dims)
+    }
     pub fn new(dtype: DType, shape: &[i64]) -> Self {
         TensorMeta {
             dtype,
@@ -445,7 +483,7 @@ impl OpRegistry {
         let spec = self
             .get(op)
             .ok_or_else(|| OpError::NoCompute { op: op.to_string() })?;
-        let metas: Vec<TensorMeta> = inputs.iter().map(Tensor::meta).collect();
+        let metas: Vec<TensorMeta> = inputs.iter().map(TensorMeta::of).collect();
         let hosts: Vec<Option<HostTensor>> = (0..inputs.len())
             .map(|i| spec.value_inputs.contains(&i).then(|| inputs[i].to_host()))
             .collect();

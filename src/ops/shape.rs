@@ -17,42 +17,6 @@ use crate::ops::elementwise::broadcast;
 use crate::ops::{Attr, DType};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
-/// What a shape op gives for a tensor of `dims`, knowing nothing but them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShapeValues<'d> {
-    /// Shape's: the dims from `start` to `end`.
-    Dims(&'d [i64]),
-    /// Size's element count or Rank's rank.
-    One(i64),
-}
-
-/// The value of shape op `op` (`Shape` with its `start` and `end`, clamped as ONNX says;
-/// `Size`; GE's `Rank`) for a tensor of `dims`: the one definition that folding at
-/// lowering and the host kernel at run time both use. `None` for another op, or a
-/// `Size` past `i64` (which only a declared shape, checked by no inference, can give).
-pub fn shape_values<'d>(
-    op: &str,
-    attrs: &crate::ops::Attrs,
-    dims: &'d [i64],
-) -> Option<ShapeValues<'d>> {
-    match op {
-        "Shape" => {
-            let r = dims.len() as i64;
-            let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-            let int = |k: &str| attrs.get(k).and_then(Attr::as_int);
-            let start = clamp(int("start").unwrap_or(0));
-            let end = clamp(int("end").unwrap_or(r));
-            Some(ShapeValues::Dims(&dims[start..end.max(start)]))
-        }
-        "Size" => dims
-            .iter()
-            .try_fold(1i64, |n, &d| n.checked_mul(d))
-            .map(ShapeValues::One),
-        "Rank" => Some(ShapeValues::One(dims.len() as i64)),
-        _ => None,
-    }
-}
-
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     use compute as k;

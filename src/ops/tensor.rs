@@ -227,11 +227,6 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// The tensor's type and (static) shape, as inference takes them.
-    pub fn meta(&self) -> crate::ops::TensorMeta {
-        let dims: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
-        crate::ops::TensorMeta::new(self.dtype, &dims)
-    }
     pub fn zeroed(dtype: DType, shape: &[usize]) -> Self {
         Tensor {
             dtype,

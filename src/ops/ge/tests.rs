@@ -712,7 +712,7 @@ fn star_d_ops_match_their_onnx_forms() {
 fn translation(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Option<Translation> {
     let reg = OpRegistry::new();
     let spec = reg.get(op).expect("registered");
-    let metas: Vec<TensorMeta> = inputs.iter().map(Tensor::meta).collect();
+    let metas: Vec<TensorMeta> = inputs.iter().map(TensorMeta::of).collect();
     let attrs = test_attrs(attrs);
     (spec.translate?)(&InferCtx {
         op,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::exec::{KernelClass, KernelNode};
 use crate::npu::device::{HostBuf, Task};
-use crate::ops::shape::ShapeValues;
+use crate::ops::ShapeValues;
 use crate::ops::{DType, HostTensor, OpRegistry};
 
 use super::super::context::{KernelContext, KernelResult, NodeData};
@@ -192,7 +192,7 @@ fn build_shape_tensor_data(cx: &mut KernelContext<'_>) -> KernelResult {
     let dims = cx.input_shape(0)?;
     let attrs = &cx.info().attrs;
     let op = attrs.get("op").and_then(|a| a.as_str()).unwrap_or("");
-    let values = crate::ops::shape::shape_values(op, attrs, dims).ok_or_else(|| {
+    let values = crate::ops::shape_values(op, attrs, dims).ok_or_else(|| {
         KernelError::new(format!(
             "{op:?} of {dims:?} has no value (Shape, Size or Rank)"
         ))
