@@ -206,14 +206,22 @@ pub trait Float: Num {
     type R: Real;
     fn to_r(self) -> Self::R;
     fn from_r(r: Self::R) -> Self;
+    /// `out[i] = from_r(f(to_r(x[i])))`, in parallel chunks when large: a 16-bit type
+    /// converts whole blocks ([`super::broadcast::par_map_half`]), the same bits as
+    /// element by element.
+    fn map_r<F: Fn(Self::R) -> Self::R + Sync>(x: &[Self], out: &mut [Self], f: F);
 }
 
 macro_rules! float_num {
-    ($($t:ty => $r:ty, $to:expr, $from:expr, $from_f64:expr);* $(;)?) => {$(
+    ($($t:ty => $r:ty, $to:expr, $from:expr, $from_f64:expr, $map:path);* $(;)?) => {$(
         impl Float for $t {
             type R = $r;
             #[inline] fn to_r(self) -> $r { ($to)(self) }
             #[inline] fn from_r(r: $r) -> Self { ($from)(r) }
+            #[inline]
+            fn map_r<F: Fn($r) -> $r + Sync>(x: &[Self], out: &mut [Self], f: F) {
+                $map(x, out, f)
+            }
         }
         impl Num for $t {
             const KIND: Kind = Kind::Float;
@@ -244,10 +252,10 @@ macro_rules! float_num {
     )*};
 }
 float_num! {
-    f32 => f32, |x| x, |r| r, |v| v as f32;
-    f64 => f64, |x| x, |r| r, |v| v;
-    f16 => f32, f16::to_f32, f16::from_f32, f16::from_f64;
-    bf16 => f32, bf16::to_f32, bf16::from_f32, bf16::from_f64;
+    f32 => f32, |x| x, |r| r, |v| v as f32, super::broadcast::par_map;
+    f64 => f64, |x| x, |r| r, |v| v, super::broadcast::par_map;
+    f16 => f32, f16::to_f32, f16::from_f32, f16::from_f64, super::broadcast::par_map_half;
+    bf16 => f32, bf16::to_f32, bf16::from_f32, bf16::from_f64, super::broadcast::par_map_half;
 }
 
 /// An integer device type, for the bitwise ops.
