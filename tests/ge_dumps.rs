@@ -62,6 +62,44 @@ fn reserved_descriptors_of_unconnected_optional_inputs_are_normal() {
     );
 }
 
+/// Views match a node's inputs to the descriptors of its data inputs: a descriptor of an
+/// optional input left unconnected, written before a connected one, is skipped.
+#[test]
+fn views_skip_descriptors_of_unconnected_optional_inputs() {
+    let mut y = f32_desc(&[2, 3]);
+    y.name = "y".into();
+    let md = dump_model(
+        "g",
+        vec![
+            // No output descriptor: the edge shows the consumer's input descriptor.
+            DumpOp::new("x", "Data").attr_i("index", 0),
+            DumpOp::new("bias", "BiasAdd")
+                .input("x:0")
+                .in_desc(reserved_desc())
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("out", "NetOutput")
+                .input("bias:0")
+                .in_desc(reserved_desc())
+                .in_desc(y),
+        ],
+    );
+    let m = read_text(&md);
+    assert_eq!(problems(&m), Vec::<String>::new());
+    let dot = rt2::om::dot::to_dot(&m);
+    assert!(
+        dot.contains("g0n0 -> g0n1 [label=\"0→0\\nfloat32 [2,3]\"];"),
+        "{dot}"
+    );
+    let s = rt2::om::summary::summarize(0, &m);
+    let outputs: Vec<_> = s
+        .outputs
+        .iter()
+        .map(|o| (o.name.as_str(), o.dtype.as_str(), o.shape.clone()))
+        .collect();
+    assert_eq!(outputs, [("y", "float32", vec![2, 3])]);
+}
+
 fn lowered(md: &ModelDef) -> ExecuteGraph {
     lower(&read_text(md), &LowerOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }

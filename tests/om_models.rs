@@ -107,6 +107,58 @@ fn every_model_of_a_dynamic_root_om_lowers_with_its_relation_to_the_root() {
     }
 }
 
+/// GE compresses a partitioned model's sub-models with the root model's dictionary and
+/// stores it on the root only; each sub-model reads with its real attribute names.
+#[test]
+fn a_compressed_dynamic_root_om_reads_every_model_with_its_real_attribute_names() {
+    let om = testdata::compressed_dynamic_root_om();
+    let raw = om.models[1].raw_model_def().unwrap().unwrap();
+    assert!(!raw.attr.contains_key("attr_name_enum"));
+    assert!(raw.graph[0].op[0].attr.keys().all(|k| k.starts_with('\0')));
+    let file = read_om(&om);
+    for (i, graph) in [(0, "dyn_root_sub_1_know"), (1, "dyn_root_sub_1_know")] {
+        let m = &file.models[i].model;
+        let mut g = None;
+        m.root.walk(&mut |sub| {
+            if sub.name == graph {
+                g = Some(sub.clone());
+            }
+        });
+        let g = g.unwrap_or_else(|| panic!("model {i} has no {graph}"));
+        let x = &g.nodes[g.find("x").unwrap().index()];
+        let keys: Vec<&str> = x.attrs.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["_parent_node_index", "index"], "model {i}");
+        let leaky = &g.nodes[g.find("relu").unwrap().index()];
+        assert_eq!(
+            leaky.attr("negative_slope"),
+            Some(&rt2::om::graph::AttrValue::Float(testdata::LEAKY_SLOPE))
+        );
+        assert_eq!(
+            leaky.input_descs[0].attrs.keys().collect::<Vec<_>>(),
+            ["origin_format"]
+        );
+    }
+    let c: Vec<f32> = (0..8).map(|i| i as f32 + 0.5).collect();
+    let leaky: Vec<f32> = x()
+        .iter()
+        .map(|&v| {
+            if v < 0.0 {
+                v * testdata::LEAKY_SLOPE
+            } else {
+                v
+            }
+        })
+        .collect();
+    let want = [
+        leaky.iter().zip(&c).map(|(r, c)| r + c).collect::<Vec<_>>(),
+        leaky.clone(),
+        x().iter().zip(&c).map(|(v, c)| v + c).collect(),
+    ];
+    for (i, want) in want.iter().enumerate() {
+        close(&run(&lowered(&file, i), &x()), want);
+    }
+}
+
 fn pipeline_reference(x: &[f32]) -> Vec<f32> {
     let [w0, b0, w1, b1] = testdata::pipeline_weights();
     let layer = |x: &[f32], w: &[f32], b: &[f32], relu: bool| -> Vec<f32> {

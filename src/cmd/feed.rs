@@ -45,21 +45,30 @@ pub enum WeightFill {
     Random,
 }
 
-/// The names of the model's inputs, for error messages.
-fn names(ios: &[ModelIo]) -> String {
-    ios.iter()
+/// The names of model inputs or outputs, for error messages.
+fn names<'a>(ios: impl IntoIterator<Item = &'a ModelIo>) -> String {
+    ios.into_iter()
         .map(|io| format!("{:?}", io.name))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-/// Position of the input called `name`, or an error listing the model's inputs.
+/// Position of the input or weight called `name`, or an error listing the model's inputs
+/// and, apart, its weights.
 fn find_input(ios: &[ModelIo], flag: &str, name: &str, file: &Path) -> anyhow::Result<usize> {
     ios.iter().position(|io| io.name == name).ok_or_else(|| {
+        let weights = if ios.iter().any(|io| io.weight) {
+            format!(
+                "; its weights: {}",
+                names(ios.iter().filter(|io| io.weight))
+            )
+        } else {
+            String::new()
+        };
         anyhow!(
-            "{}: {flag} {name}: the model has no input {name:?}; its inputs: {}",
+            "{}: {flag} {name}: the model has no input {name:?}; its inputs: {}{weights}",
             file.display(),
-            names(ios)
+            names(ios.iter().filter(|io| !io.weight))
         )
     })
 }
@@ -201,6 +210,22 @@ pub fn given_inputs(
         }
         shapes[k] = Some(dims);
     }
+    complete(file, given, shapes, seed, weights, ios, device_bytes)
+}
+
+/// The inputs of `ios` in order: those in `given`, the others generated (random with
+/// `seed`, shaped by `shapes` where the model leaves dims unknown), weights filled as
+/// `weights` says; a weight neither given nor filled is an error naming every such
+/// weight, a generated input past `device_bytes` an error naming it.
+fn complete(
+    file: &Path,
+    given: Vec<Option<(PathBuf, HostTensor)>>,
+    mut shapes: Vec<Option<Vec<i64>>>,
+    seed: u64,
+    weights: Option<WeightFill>,
+    ios: &[ModelIo],
+    device_bytes: u64,
+) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
     let missing: Vec<String> = ios
         .iter()
         .zip(&given)
@@ -281,8 +306,8 @@ pub fn given_inputs(
 }
 
 /// The `PREFIX_K.pb` files of a data set (K from 0 while they exist), one per model
-/// input or output `ios`.
-fn data_set_files(dir: &Path, prefix: &str, ios: &[ModelIo]) -> anyhow::Result<Vec<PathBuf>> {
+/// input or output `ios` (weights are not among them).
+fn data_set_files(dir: &Path, prefix: &str, ios: &[&ModelIo]) -> anyhow::Result<Vec<PathBuf>> {
     let files: Vec<PathBuf> = (0..)
         .map(|k| dir.join(format!("{prefix}_{k}.pb")))
         .take_while(|p| p.is_file())
@@ -293,33 +318,44 @@ fn data_set_files(dir: &Path, prefix: &str, ios: &[ModelIo]) -> anyhow::Result<V
             dir.display(),
             files.len(),
             ios.len(),
-            names(ios)
+            names(ios.iter().copied())
         );
     }
     Ok(files)
 }
 
-/// The inputs of an ONNX backend-test data set, by position.
+/// The inputs for `ios`: the model's own inputs from an ONNX backend-test data set
+/// (`input_K.pb`, K counting the model's inputs only), the weights the model was written
+/// without filled as `weights` says (seeded by `seed`), as [`given_inputs`] fills them;
+/// `file` is the model, `device_bytes` the device's memory, for errors.
 pub fn data_set_inputs(
     dir: &Path,
+    file: &Path,
+    seed: u64,
+    weights: Option<WeightFill>,
     ios: &[ModelIo],
+    device_bytes: u64,
 ) -> anyhow::Result<(Vec<HostTensor>, Vec<Source>)> {
     if !dir.is_dir() {
         bail!("--check {}: not a directory", dir.display());
     }
-    let files = data_set_files(dir, "input", ios)?;
-    let mut inputs = Vec::with_capacity(files.len());
-    for (path, io) in files.iter().zip(ios) {
-        let t = read_tensor_file(path, io.dtype)?;
-        fit(path, io, &t)?;
-        inputs.push(t);
+    let own: Vec<usize> = (0..ios.len()).filter(|&k| !ios[k].weight).collect();
+    let own_ios: Vec<&ModelIo> = own.iter().map(|&k| &ios[k]).collect();
+    let files = data_set_files(dir, "input", &own_ios)?;
+    let mut given: Vec<Option<(PathBuf, HostTensor)>> = vec![None; ios.len()];
+    for (path, &k) in files.into_iter().zip(&own) {
+        let t = read_tensor_file(&path, ios[k].dtype)?;
+        fit(&path, &ios[k], &t)?;
+        given[k] = Some((path, t));
     }
-    Ok((inputs, files.into_iter().map(Source::File).collect()))
+    let shapes = vec![None; ios.len()];
+    complete(file, given, shapes, seed, weights, ios, device_bytes)
 }
 
 /// The expected outputs of an ONNX backend-test data set, by position.
 pub fn data_set_outputs(dir: &Path, ios: &[ModelIo]) -> anyhow::Result<Vec<HostTensor>> {
-    data_set_files(dir, "output", ios)?
+    let refs: Vec<&ModelIo> = ios.iter().collect();
+    data_set_files(dir, "output", &refs)?
         .iter()
         .zip(ios)
         .map(|(p, io)| read_tensor_file(p, io.dtype))

@@ -112,8 +112,9 @@ pub struct Args {
     /// Summary format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
-    /// Feed the inputs of an ONNX backend-test data set (DIR/input_K.pb) and compare the
-    /// outputs with DIR/output_K.pb, by position; a difference exits 1.
+    /// Feed the inputs of an ONNX backend-test data set (DIR/input_K.pb, K counting the
+    /// model's inputs, not the weights --weights fills) and compare the outputs with
+    /// DIR/output_K.pb, by position; a difference exits 1.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "shapes"])]
     pub check: Option<PathBuf>,
     /// Relative tolerance of --check: |got - want| <= atol + rtol * |want|.
@@ -311,7 +312,14 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
 
     progress.step("preparing the inputs");
     let (inputs, sources) = match &config.check {
-        Some((dir, _)) => feed::data_set_inputs(dir, &eg.inputs)?,
+        Some((dir, _)) => feed::data_set_inputs(
+            dir,
+            &config.file,
+            config.seed,
+            config.weights,
+            &eg.inputs,
+            config.device.memory_bytes,
+        )?,
         None => feed::given_inputs(
             &config.file,
             &config.inputs,
@@ -577,19 +585,23 @@ impl Report<'_> {
         let s = &a.session;
         let l = self.outcome.latency();
         let (min, median, max, mean) = (l.min, l.median, l.max, l.mean);
-        let inputs: Vec<_> = self
-            .eg
-            .inputs
-            .iter()
-            .zip(self.inputs)
-            .zip(self.sources)
-            .map(|((io, t), s)| {
-                json!({"name": io.name, "dtype": t.dtype.name(), "shape": t.shape,
-                       "source": match s { Source::File(p) => json!(p.display().to_string()),
-                                           Source::Random => json!("random"),
-                                           Source::Zeros => json!("zeros") }})
-            })
-            .collect();
+        // The model's inputs, then apart the weights it was written without.
+        let fed = |weight: bool| -> Vec<serde_json::Value> {
+            self.eg
+                .inputs
+                .iter()
+                .zip(self.inputs)
+                .zip(self.sources)
+                .filter(|((io, _), _)| io.weight == weight)
+                .map(|((io, t), s)| {
+                    json!({"name": io.name, "dtype": t.dtype.name(), "shape": t.shape,
+                           "source": match s { Source::File(p) => json!(p.display().to_string()),
+                                               Source::Random => json!("random"),
+                                               Source::Zeros => json!("zeros") }})
+                })
+                .collect()
+        };
+        let (inputs, weights) = (fed(false), fed(true));
         let outputs: Vec<_> = self
             .eg
             .outputs
@@ -618,6 +630,7 @@ impl Report<'_> {
             "streams": s.streams,
             "seed": a.seed,
             "inputs": inputs,
+            "weights": weights,
             "outputs": outputs,
             "latency_us": {"min": us(min), "median": us(median), "max": us(max), "mean": us(mean),
                            "samples": self.outcome.latencies_us.len()},
@@ -663,17 +676,23 @@ impl Report<'_> {
             s.warmup,
             s.streams
         );
-        let mut t = table();
-        t.set_header(["input", "dtype", "shape", "from"]);
-        for ((io, x), s) in self.eg.inputs.iter().zip(self.inputs).zip(self.sources) {
-            t.add_row([
-                io.name.clone(),
-                x.dtype.name().to_string(),
-                shape_text(&x.shape),
-                s.describe(a.seed),
-            ]);
+        // The model's inputs, then apart the weights it was written without, if any.
+        for (weight, head) in [(false, "input"), (true, "weight")] {
+            let mut t = table();
+            t.set_header([head, "dtype", "shape", "from"]);
+            let fed = self.eg.inputs.iter().zip(self.inputs).zip(self.sources);
+            for ((io, x), s) in fed.filter(|((io, _), _)| io.weight == weight) {
+                t.add_row([
+                    io.name.clone(),
+                    x.dtype.name().to_string(),
+                    shape_text(&x.shape),
+                    s.describe(a.seed),
+                ]);
+            }
+            if !weight || t.row_count() > 0 {
+                out += &format!("{t}\n");
+            }
         }
-        out += &format!("{t}\n");
         let mut t = table();
         let mut header = vec!["output", "dtype", "shape"];
         if self.paths.is_some() {

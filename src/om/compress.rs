@@ -12,6 +12,14 @@
 //! the index into `attr_name_enum` in base 127, least significant digit first, each digit
 //! stored as `digit + 1`. Where `attrs_use_string_value[idx]` is true, a string value was
 //! replaced by its index into `attr_value_enum` (`s` -> `i`, list s -> list i).
+//!
+//! In a dynamic OM whose root graph is `_dynamic_shape_partitioned`, the sub-models
+//! (models 1..n-1) share the root model's dictionary and carry none of their own: GE
+//! compresses the root model over its whole graph, whose subgraphs are the very graphs the
+//! sub-models hold, and saves the sub-models without compressing them again; its loader
+//! copies the root's tables into each sub-model before decompressing it
+//! (`ModelHelper::SetModelToGeModel`). [`compress_sharing`] writes that and
+//! [`decompress_in_file`] reads it; docs/OM_MODELS.md section 2 has the sources.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -36,6 +44,22 @@ const NO_NEED_COMPRESS: i64 = -1;
 const BASE: u64 = 127;
 /// Attributes GE deletes before compressing (`kUnusedAttrNames`).
 const UNUSED_ATTRS: [&str; 3] = ["_l2fusion_ToOpStruct", "_op_slice_info", "_ir_attr_names"];
+/// Root graph attr (`ATTR_NAME_DYNAMIC_SHAPE_PARTITIONED`) marking a model cut into
+/// partitions by the dynamic-shape partitioner; its sub-models share the root's dictionary.
+pub const ATTR_DYNAMIC_SHAPE_PARTITIONED: &str = "_dynamic_shape_partitioned";
+
+/// Whether `model` is a partitioned root: its first graph has
+/// [`ATTR_DYNAMIC_SHAPE_PARTITIONED`] = true (GE's `ModelHelper::IsPartitionedGraph`).
+pub fn is_partitioned_root(model: &ModelDef) -> bool {
+    model.graph.first().is_some_and(|g| {
+        matches!(
+            g.attr
+                .get(ATTR_DYNAMIC_SHAPE_PARTITIONED)
+                .and_then(|a| a.value.as_ref()),
+            Some(Value::B(true))
+        )
+    })
+}
 
 /// Encodes a name index as a compressed key.
 ///
@@ -108,13 +132,28 @@ fn list_strings(model: &ModelDef, key: &str) -> Result<Vec<String>> {
 /// (NamedAttrs, tensor descs, tensors, graphs in attrs). Removes the four bookkeeping model
 /// attrs.
 pub fn decompress(model: &mut ModelDef) -> Result<bool> {
-    let Some(d) = Decompressor::take_from(model)? else {
-        return Ok(false);
-    };
-    for g in &mut model.graph {
-        d.graph(g)?;
+    Ok(decompress_in_file(model, None)?.is_some())
+}
+
+/// Undoes compression in one model of an OM as GE's loader does
+/// (`ModelHelper::SetModelToGeModel`): a sub-model of a partitioned root model is given
+/// the root's tables as `root`, which replace whatever tables of its own it carries
+/// (`ModelCompressManager::CpyModelAttrs2Dst`; those are dropped unread, as
+/// `DeleteModelAttrs` does after decompressing); any other model (`root` = `None`) is
+/// decompressed with its own tables. Removes the bookkeeping model attrs either way.
+/// Returns the model's own tables (`None` when it has none or `root` was given): a root
+/// model's are what its sub-models need.
+pub fn decompress_in_file(
+    model: &mut ModelDef,
+    root: Option<&Decompressor>,
+) -> Result<Option<Decompressor>> {
+    let own = Decompressor::for_model(model, root)?;
+    if let Some(d) = root.or(own.as_ref()) {
+        for g in &mut model.graph {
+            d.graph(g)?;
+        }
     }
-    Ok(true)
+    Ok(own)
 }
 
 /// The tables of a compressed model, taken from its model attributes, to undo compression
@@ -177,6 +216,21 @@ impl Decompressor {
             values,
             use_string,
         })))
+    }
+
+    /// [`Decompressor::take_from`] for a model of an OM: with `root` (a partitioned root
+    /// model's tables, which a sub-model is decompressed with) the model's own
+    /// bookkeeping attributes are removed unread and `None` is returned; see
+    /// [`decompress_in_file`].
+    pub fn for_model(
+        model: &mut ModelDef,
+        root: Option<&Decompressor>,
+    ) -> Result<Option<Decompressor>> {
+        if root.is_some() {
+            remove_bookkeeping(model);
+            return Ok(None);
+        }
+        Decompressor::take_from(model)
     }
 
     /// Undoes compression in one op of graph `graph`: its attributes and its input and
@@ -494,49 +548,78 @@ pub(crate) fn node_order(model: &ModelDef) -> Vec<(usize, usize)> {
 /// Lossy exactly where GE is: the deleted attrs, the kernel-name renames, and a name whose
 /// first occurrence was not a string while a later one is.
 pub fn compress(model: &mut ModelDef) {
-    if model.attr.contains_key(ATTR_OM_COMPRESS_VERSION) {
+    compress_sharing(model, &mut []);
+}
+
+/// Compresses a partitioned root model and its sub-models as GE's
+/// `ModelHelper::SaveToOmRootModel` leaves them: one dictionary, built over the root's
+/// ops (in `GetAllNodes` order, as [`compress`]) and then, going on with the same
+/// dictionary, over each sub-model's ops, and stored on the root only. In GE the
+/// sub-models' graphs are the root's subgraphs themselves, so compressing the root has
+/// already rewritten them and they are saved without being compressed again; here they are
+/// copies, so the same names get the same keys. A root that already has
+/// `om_compress_version` is left alone, with its sub-models.
+pub fn compress_sharing(root: &mut ModelDef, submodels: &mut [ModelDef]) {
+    if root.attr.contains_key(ATTR_OM_COMPRESS_VERSION) {
         return;
     }
     let mut b = Builder::default();
-    for (g, o) in node_order(model) {
-        let op = &mut model.graph[g].op[o];
-        process_kernel_names(op);
-        for name in UNUSED_ATTRS {
-            op.attr.remove(name);
-        }
-        b.map(&mut op.attr);
-        for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
-            b.map(&mut td.attr);
+    for model in std::iter::once(&mut *root).chain(submodels.iter_mut()) {
+        b.model_ops(model);
+    }
+    b.store(root);
+}
+
+impl Builder {
+    /// Enum-izes the attributes of every op of `model`, in `GetAllNodes` order.
+    fn model_ops(&mut self, model: &mut ModelDef) {
+        for (g, o) in node_order(model) {
+            let op = &mut model.graph[g].op[o];
+            process_kernel_names(op);
+            for name in UNUSED_ATTRS {
+                op.attr.remove(name);
+            }
+            self.map(&mut op.attr);
+            for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
+                self.map(&mut td.attr);
+            }
         }
     }
-    if b.names.is_empty() {
-        return;
-    }
-    let list_s = |v: Vec<String>| AttrDef {
-        value: Some(Value::List(Box::new(ListValue {
-            s: v.into_iter().map(String::into_bytes).collect(),
-            val_type: ListValueType::VtListString as i32,
-            ..ListValue::default()
-        }))),
-    };
-    model.attr.insert(
-        ATTR_OM_COMPRESS_VERSION.into(),
-        AttrDef {
-            value: Some(Value::I(NEED_COMPRESS_VERSION)),
-        },
-    );
-    model.attr.insert(ATTR_NAME_ENUM.into(), list_s(b.names));
-    model.attr.insert(ATTR_VALUE_ENUM.into(), list_s(b.values));
-    model.attr.insert(
-        ATTRS_USE_STRING_VALUE.into(),
-        AttrDef {
+
+    /// `AddEnumAttrsToModel`: the bookkeeping model attrs, only if some attribute was
+    /// compressed.
+    fn store(self, model: &mut ModelDef) {
+        if self.names.is_empty() {
+            return;
+        }
+        let list_s = |v: Vec<String>| AttrDef {
             value: Some(Value::List(Box::new(ListValue {
-                b: b.use_string,
-                val_type: ListValueType::VtListBool as i32,
+                s: v.into_iter().map(String::into_bytes).collect(),
+                val_type: ListValueType::VtListString as i32,
                 ..ListValue::default()
             }))),
-        },
-    );
+        };
+        model.attr.insert(
+            ATTR_OM_COMPRESS_VERSION.into(),
+            AttrDef {
+                value: Some(Value::I(NEED_COMPRESS_VERSION)),
+            },
+        );
+        model.attr.insert(ATTR_NAME_ENUM.into(), list_s(self.names));
+        model
+            .attr
+            .insert(ATTR_VALUE_ENUM.into(), list_s(self.values));
+        model.attr.insert(
+            ATTRS_USE_STRING_VALUE.into(),
+            AttrDef {
+                value: Some(Value::List(Box::new(ListValue {
+                    b: self.use_string,
+                    val_type: ListValueType::VtListBool as i32,
+                    ..ListValue::default()
+                }))),
+            },
+        );
+    }
 }
 
 /// Whether [`compress`] then [`decompress`] gives `model` back. Not where GE's scheme loses
@@ -694,6 +777,74 @@ mod tests {
             .attr
             .insert("_op_slice_info".into(), s(b"x"));
         assert!(!round_trips(&deleted));
+    }
+
+    fn all_keys(m: &ModelDef) -> Vec<&str> {
+        let mut keys = Vec::new();
+        for op in m.graph.iter().flat_map(|g| &g.op) {
+            keys.extend(op.attr.keys().map(String::as_str));
+            for td in op.input_desc.iter().chain(&op.output_desc) {
+                keys.extend(td.attr.keys().map(String::as_str));
+            }
+        }
+        keys
+    }
+
+    /// GE's `SaveToOmRootModel` and `SetModelToGeModel`: a partitioned root's sub-models
+    /// are compressed with the root's dictionary, carry none, and read back only with it.
+    #[test]
+    fn sub_models_of_a_partitioned_root_share_its_dictionary() {
+        let (orig_root, orig_subs) = testdata::dynamic_root_models();
+        assert!(is_partitioned_root(&orig_root));
+        let (mut root, mut subs) = (orig_root.clone(), orig_subs.clone());
+        compress_sharing(&mut root, &mut subs);
+        let names = list_strings(&root, ATTR_NAME_ENUM).unwrap();
+        assert!(names.contains(&"_parent_node_index".to_string()));
+        for sub in &subs {
+            assert!(!sub.attr.contains_key(ATTR_OM_COMPRESS_VERSION));
+            assert!(!sub.attr.contains_key(ATTR_NAME_ENUM));
+            let keys = all_keys(sub);
+            assert!(!keys.is_empty() && keys.iter().all(|k| k.starts_with('\0')));
+            // The root's copy of the sub-model's graph has the same keys.
+            let copy = root
+                .graph
+                .iter()
+                .find(|g| g.name == sub.graph[0].name)
+                .unwrap();
+            assert_eq!(copy, &sub.graph[0]);
+            // Its own (missing) tables leave the names compressed, as rt2 read it before.
+            let mut alone = sub.clone();
+            assert!(decompress_in_file(&mut alone, None).unwrap().is_none());
+            assert_eq!(&alone, sub);
+        }
+        let mut r = root.clone();
+        let tables = decompress_in_file(&mut r, None).unwrap().unwrap();
+        assert_eq!(r, orig_root);
+        for (sub, orig) in subs.iter().zip(&orig_subs) {
+            let mut s = sub.clone();
+            // Tables a sub-model carries are replaced by the root's (CpyModelAttrs2Dst).
+            s.attr.insert(
+                ATTR_OM_COMPRESS_VERSION.into(),
+                AttrDef {
+                    value: Some(Value::I(1)),
+                },
+            );
+            s.attr.insert(
+                ATTR_NAME_ENUM.into(),
+                AttrDef {
+                    value: Some(Value::I(0)),
+                },
+            );
+            assert!(decompress_in_file(&mut s, Some(&tables)).unwrap().is_none());
+            assert_eq!(&s, orig);
+        }
+        // The sub-models add no names to the dictionary: the root holds their graphs.
+        let mut plain = orig_root.clone();
+        plain.graph[0].attr.remove(ATTR_DYNAMIC_SHAPE_PARTITIONED);
+        assert!(!is_partitioned_root(&plain));
+        let mut one = plain.clone();
+        compress(&mut one);
+        assert_eq!(list_strings(&one, ATTR_NAME_ENUM).unwrap(), names);
     }
 
     #[test]

@@ -748,6 +748,31 @@ impl OmFile {
     pub fn root(&self) -> Option<&OmModel> {
         self.models.first()
     }
+
+    /// The MODEL_DEF of model `index` decoded, with attribute compression undone as GE's
+    /// loader does it: a sub-model of a `_dynamic_shape_partitioned` root with the root's
+    /// dictionary ([`super::compress::decompress_in_file`]), any other model with its
+    /// own. `None` when there is no such model or it has no MODEL_DEF.
+    pub fn model_def(&self, index: usize) -> Result<Option<ModelDef>> {
+        let Some(Some(mut def)) = self
+            .models
+            .get(index)
+            .map(OmModel::raw_model_def)
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let mut root_tables = None;
+        if index > 0
+            && let Some(Some(mut root)) = self.root().map(OmModel::raw_model_def).transpose()?
+            && super::compress::is_partitioned_root(&root)
+        {
+            root_tables = super::compress::Decompressor::take_from(&mut root)?;
+        }
+        super::compress::decompress_in_file(&mut def, root_tables.as_ref())
+            .map_err(|e| OmError::within(Place::new(format!("model {index}")), e))?;
+        Ok(Some(def))
+    }
 }
 
 fn with_model(e: OmError, m: u32) -> OmError {
@@ -809,8 +834,10 @@ impl OmModel {
             })
     }
 
-    /// The MODEL_DEF partition decoded, with attribute compression undone
-    /// ([`super::compress::decompress`]); `None` when the model has no MODEL_DEF.
+    /// The MODEL_DEF partition decoded, with attribute compression undone by the model's
+    /// own tables ([`super::compress::decompress`]); `None` when the model has no
+    /// MODEL_DEF. A sub-model of a partitioned root has none of its own and keeps its
+    /// names compressed here: [`OmFile::model_def`] gives it the root's.
     pub fn model_def(&self) -> Result<Option<ModelDef>> {
         let Some(mut def) = self.raw_model_def()? else {
             return Ok(None);

@@ -102,12 +102,14 @@ impl Renderer {
             }
             id
         };
+        // Descriptors of optional inputs left unconnected have no input to match.
+        let in_descs = n.data_input_descs();
         for (ii, input) in n.inputs.iter().enumerate() {
             let Some(p) = input else { continue };
             if p.node.index() >= g.nodes.len() {
                 continue;
             }
-            let desc = g.port_desc(*p).or_else(|| n.input_descs.get(ii));
+            let desc = g.port_desc(*p).or_else(|| in_descs.get(ii).copied());
             let src = &g.nodes[p.node.index()];
             let seen = |q: &OutPort| q.node == p.node;
             if src.op_type == CUT_OP && n.inputs[..ii].iter().flatten().any(seen) {

@@ -7,6 +7,7 @@
 //! tag is ONNX, else it must decode as a GE `ModelDef`.
 
 use crate::om::container::{OmFile, PartitionType};
+use crate::om::graph::AttrValue;
 use crate::om::onnx::ImportOptions;
 use crate::om::{OmError, Place, Result, compress, ir};
 use crate::proto::ge_ir::ModelDef;
@@ -176,8 +177,12 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
 }
 
 /// Collects the model graphs of an OM: each model's MODEL_DEF (compression undone, weights
-/// resolved), and for a bundle the models of every nested OM.
+/// resolved), and for a bundle the models of every nested OM. As GE's loader
+/// (`ModelHelper::GenerateGeRootModel`), when model 0's root graph is
+/// `_dynamic_shape_partitioned` the models after it are decompressed with model 0's
+/// dictionary, which GE stores on the root only (`om::compress`).
 fn om_models(file: &OmFile, models: &mut Vec<LoadedModel>, depth: usize) -> Result<()> {
+    let mut root_dictionary = None;
     for (i, m) in file.models.iter().enumerate() {
         // Top-level models keep their OM model index (what `--model` names); the models of
         // a bundle's nested OMs are numbered on from the last model found.
@@ -188,8 +193,17 @@ fn om_models(file: &OmFile, models: &mut Vec<LoadedModel>, depth: usize) -> Resu
         };
         if let Some((k, p)) = m.find(PartitionType::ModelDef) {
             let place = Place::new(format!("partition {k} (MODEL_DEF)"));
-            let model = crate::om::wire::read_model(&p.data, m.weights(), &place)
-                .map_err(|e| OmError::within(Place::new(format!("model {i}")), e))?;
+            let shared = if i == 0 {
+                None
+            } else {
+                root_dictionary.as_ref()
+            };
+            let (model, own) =
+                crate::om::wire::read_model_in_file(&p.data, m.weights(), &place, shared)
+                    .map_err(|e| OmError::within(Place::new(format!("model {i}")), e))?;
+            if i == 0 && is_partitioned(&model) {
+                root_dictionary = own;
+            }
             models.push(LoadedModel { index, model });
         }
         for (k, p) in m.partitions.iter().enumerate() {
@@ -214,6 +228,18 @@ fn om_models(file: &OmFile, models: &mut Vec<LoadedModel>, depth: usize) -> Resu
         }
     }
     Ok(())
+}
+
+/// Whether a model's root graph is `_dynamic_shape_partitioned` (GE's
+/// `ModelHelper::IsPartitionedGraph`).
+fn is_partitioned(model: &ComputeModel) -> bool {
+    matches!(
+        model
+            .root
+            .attrs
+            .get(compress::ATTR_DYNAMIC_SHAPE_PARTITIONED),
+        Some(AttrValue::Bool(true))
+    )
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use prost::Message;
 
-use super::compress::compress;
+use super::compress::{compress, compress_sharing, is_partitioned_root};
 use super::container::{OM_PROTO_VERSION, OmFile, OmHeader, OmModel, Partition, PartitionType};
 use super::error::{OmError, Place, Result};
 use super::inout::{InOutInfo, graph_is_dynamic};
@@ -116,8 +116,12 @@ pub fn build_om(mut model: ModelDef, opts: &OmBuildOptions) -> Result<OmFile> {
 /// model 0 is `root` (MODEL_INOUT_INFO, MODEL_DEF, and WEIGHTS_DATA when its graphs hold
 /// constants), then one model per entry of `submodels` (MODEL_DEF, WEIGHTS_DATA), whose
 /// first graph's name is the subgraph instance it stands for; `model_num` is their count
-/// and `is_unknow_model` 1. Attribute names are left uncompressed (GE compresses a
-/// partitioned model's sub-models with the root model's dictionary).
+/// and `is_unknow_model` 1.
+///
+/// With `compress_attrs`, attribute names are compressed as GE leaves them: when the root's
+/// graph is `_dynamic_shape_partitioned`, with one dictionary stored on the root and none
+/// on the sub-models ([`compress_sharing`]); otherwise each model with its own
+/// ([`compress`]).
 pub fn build_root_om(
     mut root: ModelDef,
     submodels: Vec<ModelDef>,
@@ -129,14 +133,25 @@ pub fn build_root_om(
     if !opts.name.is_empty() {
         root.name = opts.name.clone();
     }
-    let mut models = Vec::with_capacity(submodels.len() + 1);
     let inout = InOutInfo::from_model_def(&root).to_bytes()?;
-    for (i, mut m) in std::iter::once(root).chain(submodels).enumerate() {
+    let mut defs: Vec<ModelDef> = std::iter::once(root).chain(submodels).collect();
+    let mut weights = Vec::with_capacity(defs.len());
+    for m in &mut defs {
         m.version = OM_PROTO_VERSION;
         m.custom_version = opts.platform_version.clone();
-        let weights = place_weights(&mut m);
+        let w = place_weights(m);
         m.attr
-            .insert("weight_size".into(), int_attr(weights.len() as i64));
+            .insert("weight_size".into(), int_attr(w.len() as i64));
+        weights.push(w);
+    }
+    if opts.compress_attrs {
+        match defs.split_first_mut() {
+            Some((root, subs)) if is_partitioned_root(root) => compress_sharing(root, subs),
+            _ => defs.iter_mut().for_each(compress),
+        }
+    }
+    let mut models = Vec::with_capacity(defs.len());
+    for (i, (m, weights)) in defs.into_iter().zip(weights).enumerate() {
         let mut partitions = Vec::new();
         if i == 0 {
             partitions.push(Partition::new(PartitionType::ModelInoutInfo, inout.clone()));
@@ -209,6 +224,36 @@ mod tests {
         assert!(f.header.is_dynamic());
         let b = f.to_bytes().unwrap();
         assert_eq!(OmFile::parse(&b).unwrap().models.len(), 1);
+    }
+
+    /// A partitioned root stores the one dictionary; a pipeline root (not partitioned)
+    /// and its stages each store their own. Either way every model decodes to what the
+    /// uncompressed file holds.
+    #[test]
+    fn root_oms_compress_as_ge_writes_them() {
+        let opts = |compress_attrs| OmBuildOptions {
+            compress_attrs,
+            ..OmBuildOptions::default()
+        };
+        for (models, shared) in [
+            (testdata::dynamic_root_models(), true),
+            (testdata::pipeline_models(), false),
+        ] {
+            let plain = build_root_om(models.0.clone(), models.1.clone(), &opts(false)).unwrap();
+            let packed = build_root_om(models.0, models.1, &opts(true)).unwrap();
+            let back = OmFile::parse(&packed.to_bytes().unwrap()).unwrap();
+            assert_eq!(back.models.len(), 3);
+            for k in 0..3 {
+                let raw = back.models[k].raw_model_def().unwrap().unwrap();
+                let has_tables = raw.attr.contains_key("attr_name_enum");
+                assert_eq!(has_tables, k == 0 || !shared, "model {k}");
+                let def = back.model_def(k).unwrap().unwrap();
+                assert_eq!(def, plain.model_def(k).unwrap().unwrap(), "model {k}");
+                // A shared-dictionary sub-model read alone keeps its names compressed.
+                let alone = back.models[k].model_def().unwrap().unwrap();
+                assert_eq!(alone == def, k == 0 || !shared, "model {k}");
+            }
+        }
     }
 
     #[test]

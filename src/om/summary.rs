@@ -108,7 +108,7 @@ pub fn graph_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
             .copied()
             .flatten()
             .and_then(|p| g.port_desc(p))
-            .or(n.input_descs.first());
+            .or(n.data_input_descs().first().copied());
         TensorSummary::of(n.name.clone(), desc)
     }));
     outs
@@ -126,12 +126,14 @@ fn own_outputs(g: &ComputeGraph) -> Vec<TensorSummary> {
     };
     if let Some(out) = g.net_output() {
         let out = g.node(out);
+        // Input i's descriptor, past those of optional inputs left unconnected.
+        let in_descs = out.data_input_descs();
         return out
             .inputs
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let in_desc = out.input_descs.get(i);
+                let in_desc = in_descs.get(i).copied();
                 let name = match (in_desc, p) {
                     (Some(d), _) if !d.name.is_empty() => d.name.clone(),
                     (_, Some(p)) => output_name(g, *p).unwrap_or_else(|| name_of(p)),

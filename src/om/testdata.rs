@@ -333,13 +333,44 @@ pub fn pipeline_om() -> OmFile {
     root_om("llm", root, subs)
 }
 
+/// The negative slope of [`compressed_dynamic_root_om`]'s LeakyRelu.
+pub const LEAKY_SLOPE: f32 = 0.25;
+
+/// [`dynamic_root_models`] with the Relu of `dyn_root_sub_1_know` (the root's copy and
+/// the sub-model's) made a LeakyRelu of `negative_slope` [`LEAKY_SLOPE`], written with
+/// attribute names compressed as GE writes a partitioned model: one dictionary, on the
+/// root model; the sub-models' names compressed with it and no dictionary of their own.
+pub fn compressed_dynamic_root_om() -> OmFile {
+    let (mut root, mut subs) = dynamic_root_models();
+    for g in root
+        .graph
+        .iter_mut()
+        .chain(subs.iter_mut().flat_map(|m| &mut m.graph))
+    {
+        for o in g.op.iter_mut().filter(|o| o.r#type == "Relu") {
+            o.r#type = "LeakyRelu".into();
+            o.attr.insert(
+                "negative_slope".into(),
+                AttrDef {
+                    value: Some(Value::F(LEAKY_SLOPE)),
+                },
+            );
+        }
+    }
+    root_om_with("dyn_root", root, subs, true)
+}
+
 /// A dynamic root OM of `root` and `subs` named `name`, attribute names uncompressed;
 /// empty (no models) if the writer refuses the models.
 pub fn root_om(name: &str, root: ModelDef, subs: Vec<ModelDef>) -> OmFile {
+    root_om_with(name, root, subs, false)
+}
+
+fn root_om_with(name: &str, root: ModelDef, subs: Vec<ModelDef>, compress: bool) -> OmFile {
     let opts = OmBuildOptions {
         name: name.into(),
         platform_version: "Ascend910B1".into(),
-        compress_attrs: false,
+        compress_attrs: compress,
         ..OmBuildOptions::default()
     };
     build_root_om(root, subs, &opts).unwrap_or_else(|_| OmFile {

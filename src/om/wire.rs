@@ -32,6 +32,19 @@ const GRAPH_OP: u32 = 6;
 /// `weights` (an OM's WEIGHTS_DATA) is given, Const weights are resolved from it. `place`
 /// names where the bytes come from in errors.
 pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result<ComputeModel> {
+    read_model_in_file(bytes, weights, place, None).map(|(model, _)| model)
+}
+
+/// [`read_model`] for one model of an OM: `root` is the dictionary of a partitioned root
+/// model, which a sub-model's attribute names are restored with instead of its own
+/// ([`compress::decompress_in_file`]). Also returns the model's own tables (`None` when it
+/// has none or `root` was given), for the caller to hand on when this is the root.
+pub fn read_model_in_file(
+    bytes: &[u8],
+    weights: Option<&[u8]>,
+    place: &Place,
+    root: Option<&Decompressor>,
+) -> Result<(ComputeModel, Option<Decompressor>)> {
     crate::om::error::check_nesting(bytes, "ge.proto.ModelDef", place)?;
     let decode_err = |source| OmError::Protobuf {
         place: place.clone(),
@@ -41,23 +54,24 @@ pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result
     let Some((model_rest, graphs)) = split(bytes) else {
         // The outer levels do not scan: the plain decoder finds and reports the fault.
         let mut def = ModelDef::decode(bytes).map_err(decode_err)?;
-        compress::decompress(&mut def)?;
+        let own = compress::decompress_in_file(&mut def, root)?;
         if let Some(w) = weights {
             weights::resolve_weights(&mut def, w)?;
         }
-        return ir::from_model_def(def);
+        return Ok((ir::from_model_def(def)?, own));
     };
     let mut model = ModelDef::decode(model_rest.as_slice()).map_err(decode_err)?;
-    let decompressor = Decompressor::take_from(&mut model)?;
+    let own = Decompressor::for_model(&mut model, root)?;
+    let decompressor = root.or(own.as_ref());
     let mut pending = Vec::with_capacity(graphs.len());
     for (rest, ops) in graphs {
         let mut graph = GraphDef::decode(rest.as_slice()).map_err(decode_err)?;
-        if let Some(d) = &decompressor {
+        if let Some(d) = decompressor {
             d.graph_attrs(&mut graph)?;
         }
         let convert = |bytes: &&[u8]| -> Result<PendingNode> {
             let mut op = OpDef::decode(*bytes).map_err(decode_err)?;
-            if let Some(d) = &decompressor {
+            if let Some(d) = decompressor {
                 d.op(&mut op, &graph.name)?;
             }
             if let Some(w) = weights {
@@ -72,7 +86,7 @@ pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result
         };
         pending.push(ir::pending_graph(graph, nodes));
     }
-    ir::assemble(model, pending)
+    Ok((ir::assemble(model, pending)?, own))
 }
 
 /// Decodes a ModelDef as `ModelDef::decode` does; large ones are decoded in parallel.

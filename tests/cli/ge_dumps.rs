@@ -190,6 +190,92 @@ fn weights_missing_from_a_dump_are_named_or_filled() {
     assert_eq!(output(&sc, "given/b.npy"), [1.0, 2.0, 3.0, 4.0]);
 }
 
+/// `y = x + w`, `w` a Const written without its value: a weight the caller supplies.
+fn add_weightless() -> ModelDef {
+    dump_model(
+        "add_weightless",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[4])),
+            DumpOp::new("w", "Const")
+                .value(f32_desc(&[4]), Vec::new())
+                .out_desc(f32_desc(&[4])),
+            DumpOp::new("add", "Add")
+                .input("x:0")
+                .input("w:0")
+                .in_desc(f32_desc(&[4]))
+                .in_desc(f32_desc(&[4]))
+                .out_desc(f32_desc(&[4])),
+            DumpOp::new("out", "NetOutput")
+                .input("add:0")
+                .in_desc(named(f32_desc(&[4]), "y")),
+        ],
+    )
+}
+
+/// `rt2 run --check`: the data set's `input_K.pb` are the model's inputs only; the
+/// weights are filled as `--weights` says, reported apart, never counted as inputs.
+#[test]
+fn check_feeds_the_data_set_to_the_inputs_and_fills_the_weights() {
+    let sc = Scratch::new();
+    let file = dump(
+        &sc,
+        "ge_proto_00000003_graph_1_Build.txt",
+        &add_weightless(),
+    );
+    let x = [1.0, -2.0, 0.5, 4.0];
+    // Files named as the ONNX data sets name them; rt2 recognises .npy by content.
+    let t = npy::write(&tensor(&[4], &x)).unwrap();
+    std::fs::create_dir(sc.path("ds")).unwrap();
+    sc.write("ds/input_0.pb", &t);
+    sc.write("ds/output_0.pb", &t);
+    sc.rt2(&["run", &file, "--check", "ds"]).fails(
+        2,
+        &[
+            "without the values of 1 weight(s): \"w\"",
+            "--weights zeros|random",
+        ],
+    );
+    let j = sc
+        .rt2(&[
+            "run",
+            &file,
+            "--check",
+            "ds",
+            "--weights",
+            "zeros",
+            "--format",
+            "json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(j["check"]["ok"], true, "{j}");
+    let fed = |key: &str| -> Vec<(&str, &str)> {
+        j[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["name"].as_str().unwrap(), i["source"].as_str().unwrap()))
+            .collect()
+    };
+    assert_eq!(fed("inputs"), [("x", "ds/input_0.pb")]);
+    assert_eq!(fed("weights"), [("w", "zeros")]);
+    sc.rt2(&["run", &file, "--check", "ds", "--weights", "zeros"])
+        .ok()
+        .stdout_has(&["weight", "zeros", "ok"]);
+    // Random weights change the sum: the check finds it (exit 1).
+    sc.rt2(&["run", &file, "--check", "ds", "--weights", "random"])
+        .fails(1, &["--check"]);
+    // A data set with a file per input and weight has one file too many.
+    sc.write("ds/input_1.pb", &t);
+    sc.rt2(&["run", &file, "--check", "ds", "--weights", "zeros"])
+        .fails(
+            2,
+            &["2 input_K.pb file(s), the model has 1 input(s): \"x\""],
+        );
+}
+
 /// `x` -> two FakeOpNpu (an op that exists only as a compiled kernel, output shapes
 /// declared as GE's built graphs do) and a MirrorPad on AI CPU -> NetOutput.
 fn fake_ops() -> ModelDef {

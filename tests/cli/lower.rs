@@ -281,6 +281,53 @@ fn model_all_lowers_every_model_of_a_dynamic_om_with_its_relation_to_the_root() 
     assert_eq!(j["graphs"][0]["relation"], "root");
 }
 
+/// The sub-models of a partitioned OM carry no dictionary of their own (GE stores it on
+/// the root); every view shows their real attribute names.
+#[test]
+fn a_compressed_dynamic_om_shows_and_lowers_every_model_with_real_attribute_names() {
+    let s = Scratch::new();
+    let om = s.write(
+        "packed.om",
+        &rt2::om::testdata::compressed_dynamic_root_om()
+            .to_bytes()
+            .unwrap(),
+    );
+    let om = om.to_str().unwrap();
+    let plain = s.write(
+        "plain.om",
+        &rt2::om::testdata::dynamic_root_om().to_bytes().unwrap(),
+    );
+    // The verifier finds in the compressed file what it finds in the plain one.
+    let problems =
+        |f: &str| s.rt2(&["inspect", f, "--format", "json"]).ok().json()["problems"].clone();
+    assert_eq!(problems(om), problems(plain.to_str().unwrap()));
+    let j = s
+        .rt2(&[
+            "lower", om, "--model", "all", "-o", "p.exeg", "--format", "json",
+        ])
+        .ok()
+        .json();
+    let models = j["models"].as_array().unwrap();
+    assert_eq!(models.len(), 3);
+    for m in models {
+        assert!(m["no_compute"].as_object().unwrap().is_empty());
+    }
+    // Model 1's LeakyRelu keeps its slope, model 2's Const its value.
+    for (model, own) in [("1", "negative_slope"), ("2", "value")] {
+        let text = s
+            .rt2(&["dump", om, "--model", model, "--format", "pbtxt"])
+            .ok()
+            .stdout();
+        for key in ["index", "_parent_node_index", "origin_format", own] {
+            assert!(text.contains(&format!("key: \"{key}\"")), "{model}: {key}");
+        }
+        assert!(
+            !text.contains("key: \"\\000"),
+            "{model}: a compressed key is left"
+        );
+    }
+}
+
 #[test]
 fn a_pipeline_om_lowers_whole_and_each_stage_runs_alone() {
     let s = Scratch::new();
