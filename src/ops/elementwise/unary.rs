@@ -289,7 +289,8 @@ mod tests {
             _ => (i as f32 * 0.37).sin() * 9.0,
         };
         let alpha = [("alpha", Attr::Float(0.1))];
-        let cases: [(&str, &[(&str, Attr)], fn(f32) -> f32); 3] = [
+        type Case<'a> = (&'a str, &'a [(&'a str, Attr)], fn(f32) -> f32);
+        let cases: [Case; 3] = [
             ("LeakyRelu", &alpha, |v| if v < 0.0 { 0.1 * v } else { v }),
             ("Exp", &[], f32::exp),
             ("Tanh", &[], f32::tanh),
