@@ -253,9 +253,17 @@ fn a_storage_format_input_is_converted_once_and_plain_transposes_stay() {
 /// (static, RGB888 with a crop, BGR swap and per-channel mean and scale) making the
 /// float16 NC1HWC0 map the first Conv2D (FRACTAL_Z filter) reads, as GE dumps it: the
 /// configuration in the node's NamedAttrs `aipp`. Every executor gives the same bytes,
-/// and they are the convolution of the pre-processed image computed here.
+/// and they are the convolution of the pre-processed image computed here. The crop is
+/// written out, then given as size 0 (as ATC's RGB888 example configures it): the model
+/// input's size, the Aipp output descriptor's H and W, for the same bytes.
 #[test]
 fn an_aipp_front_end_feeds_a_fused_convolution() {
+    for crop_size in [4, 0] {
+        aipp_front_end(crop_size);
+    }
+}
+
+fn aipp_front_end(crop_size: i64) {
     let (h, w, src_w) = (4i64, 4i64, 5i64);
     let image: Vec<u8> = (0..h * src_w * 3).map(|i| (i * 37 % 251) as u8).collect();
     let mean = [104i64, 117, 123];
@@ -275,8 +283,8 @@ fn an_aipp_front_end_feeds_a_fused_convolution() {
         ("crop", V::B(true)),
         ("load_start_pos_w", V::I(1)),
         ("load_start_pos_h", V::I(0)),
-        ("crop_size_w", V::I(w)),
-        ("crop_size_h", V::I(h)),
+        ("crop_size_w", V::I(crop_size)),
+        ("crop_size_h", V::I(crop_size)),
         ("resize", V::B(false)),
         ("padding", V::B(false)),
         ("mean_chn_0", V::I(mean[0])),
@@ -318,28 +326,14 @@ fn an_aipp_front_end_feeds_a_fused_convolution() {
                 .in_desc(map(&y_dims, true)),
         ],
     ));
-    let (plain, mt) = (lowered(&text, false), lowered(&text, true));
-    assert_eq!(launches(&plain, "Aipp"), 1);
     let input = HostTensor {
         dtype: DType::U8,
         shape: vec![1, h, src_w, 3],
         data: image.clone(),
     };
-    let seq = execute(&plain, ExecutorType::Sequential, &input);
+    let (plain, seq) = run_everywhere(&text, &input);
+    assert_eq!(launches(&plain, "Aipp"), 1);
     assert_eq!(seq[0].shape, [1, 1, h, w, 16]);
-    for (eg, executor) in [
-        (&plain, ExecutorType::Topological),
-        (&plain, ExecutorType::TopologicalPriority),
-        (&mt, ExecutorType::TopologicalMultiThread),
-    ] {
-        let got = execute(eg, executor, &input);
-        assert_eq!(
-            got[0].data,
-            seq[0].data,
-            "{} differs from seq",
-            executor.name()
-        );
-    }
     // The pre-processed map: BGR from the crop at column 1, `(p - mean) * var_reci` with
     // var_reci as the float16 the AIPP unit holds, rounded to float16.
     let (hu, wu, swu) = (h as usize, w as usize, src_w as usize);

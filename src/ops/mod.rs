@@ -33,8 +33,9 @@ pub use attr::{Attr, AttrMap, HostTensor};
 pub use dtype::DType;
 pub use error::OpError;
 pub use registry::{
-    Attrs, Compute, ComputeAllocFn, ComputeFn, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,
-    PrepackFn, SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN, meta,
+    Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS, InferCtx,
+    InferFn, OpRegistry, OpSpec, Prepack, PrepackFn, SpecialFn, SpecializeFn, TensorMeta,
+    TranslateFn, Translation, UNKNOWN, meta,
 };
 pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 #[cfg(test)]
