@@ -8,7 +8,8 @@
 //! an Eltwise sum; a TransData back to NCHW, FullyConnection and SoftmaxV2. Outputs: the
 //! probabilities and the last map, left in NC1HWC0. The twin is the same network with
 //! every tensor NCHW float32 and neither Cast nor TransData. Weights are values exact in
-//! float16, so both start from the same numbers.
+//! float16, so both start from the same numbers; [`Cnn::weights`] is their one source,
+//! which the network's ONNX form (`tests/ge_fused.rs`) reads too.
 
 use half::f16;
 use rt2::formats::{Format, StorageFormat, storage_shape, transfer};
@@ -122,7 +123,47 @@ pub fn konst(name: &str, v: &[f32], dims: &[i64], fused: bool, to: Format) -> Du
         .out_desc(d)
 }
 
+/// One of the network's weights: its name (the Const's in GE's text, the initializer's
+/// in ONNX), NCHW dims and values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weight {
+    pub name: String,
+    pub dims: Vec<i64>,
+    pub values: Vec<f32>,
+}
+
 impl Cnn {
+    /// Every weight, seeded in this order: `w0` `[width, C, 3, 3]` and `b0` `[width]` of
+    /// the stem; `w{b}a`, `w{b}b` `[width, width, 3, 3]` of block `b` (from 1); `wfc`
+    /// `[classes, width * H/2 * W/2]` and `bfc` `[classes]`. Values exact in float16.
+    pub fn weights(&self) -> Vec<Weight> {
+        let (c, k) = (self.input[1], self.width);
+        let pooled = self.pooled();
+        let features: i64 = pooled[1..].iter().product();
+        // He-like scale for a 3x3 conv over `k` channels, halved: the sums stay well
+        // inside float16 through every block.
+        let scale = 0.5 * (2.0 / (9 * k) as f32).sqrt();
+        let mut shapes = vec![
+            ("w0".to_string(), vec![k, c, 3, 3], 0.3),
+            ("b0".to_string(), vec![k], 0.1),
+        ];
+        for b in 1..=self.blocks {
+            shapes.push((format!("w{b}a"), vec![k, k, 3, 3], scale));
+            shapes.push((format!("w{b}b"), vec![k, k, 3, 3], scale));
+        }
+        shapes.push(("wfc".into(), vec![self.classes, features], 0.2));
+        shapes.push(("bfc".into(), vec![self.classes], 0.1));
+        shapes
+            .into_iter()
+            .zip(1u64..)
+            .map(|((name, dims, scale), seed)| {
+                let count = dims.iter().product::<i64>() as usize;
+                let values = halfway(seeded_f32(count, seed, scale));
+                Weight { name, dims, values }
+            })
+            .collect()
+    }
+
     /// The map after the stem's pooling, and of every block: `[N, width, H/2, W/2]`.
     pub fn pooled(&self) -> [i64; 4] {
         let [n, _, h, w] = self.input;
@@ -146,12 +187,15 @@ impl Cnn {
         let stem_map = [n, self.width, h, w];
         let pooled = self.pooled();
         let probs = self.probs();
-        let k = self.width;
         let fz = Format::FractalZ;
-        let mut seed = 0u64;
-        let mut weights = |count: i64, scale: f32| {
-            seed += 1;
-            halfway(seeded_f32(count as usize, seed, scale))
+        let weights = self.weights();
+        // The Const of weight `name`, stored as `to` in the fused graph.
+        let weight = |name: &str, to: Format| {
+            let w = weights
+                .iter()
+                .find(|w| w.name == name)
+                .expect("a weight of the network");
+            konst(name, &w.values, &w.dims, fused, to)
         };
         let conv = |name: &str, x: &str, f: &str, b: Option<&str>, xd: &[i64], wd: &[i64]| {
             let yd = [xd[0], wd[0], xd[2], xd[3]];
@@ -202,10 +246,10 @@ impl Cnn {
             );
             at = "td_in:0".into();
         }
-        let stem_w = [k, c, 3, 3];
+        let stem_w = [self.width, c, 3, 3];
         ops.extend([
-            konst("w0", &weights(k * c * 9, 0.3), &stem_w, fused, fz),
-            konst("b0", &weights(k, 0.1), &[k], fused, Format::Nchw),
+            weight("w0", fz),
+            weight("b0", Format::Nchw),
             conv("conv0", &at, "w0:0", Some("b0:0"), &x, &stem_w),
             lrelu("lrelu0", "conv0:0", &stem_map),
             DumpOp::new("pool", "Pooling")
@@ -218,10 +262,7 @@ impl Cnn {
                 .out_desc(map(&pooled, fused)),
         ]);
         at = "pool:0".into();
-        // He-like scale for a 3x3 conv over `k` channels, halved: the sums stay well
-        // inside float16 through every block.
-        let scale = 0.5 * (2.0 / (9 * k) as f32).sqrt();
-        let block_w = [k, k, 3, 3];
+        let block_w = [self.width, self.width, 3, 3];
         for b in 1..=self.blocks {
             let (wa, wb) = (format!("w{b}a"), format!("w{b}b"));
             let (ca, la, cb, sum) = (
@@ -231,10 +272,10 @@ impl Cnn {
                 format!("sum{b}"),
             );
             ops.extend([
-                konst(&wa, &weights(k * k * 9, scale), &block_w, fused, fz),
+                weight(&wa, fz),
                 conv(&ca, &at, &format!("{wa}:0"), None, &pooled, &block_w),
                 lrelu(&la, &format!("{ca}:0"), &pooled),
-                konst(&wb, &weights(k * k * 9, scale), &block_w, fused, fz),
+                weight(&wb, fz),
                 conv(
                     &cb,
                     &format!("{la}:0"),
@@ -269,20 +310,8 @@ impl Cnn {
         let features: i64 = pooled[1..].iter().product();
         let fc_w = [self.classes, features];
         ops.extend([
-            konst(
-                "wfc",
-                &weights(self.classes * features, 0.2),
-                &fc_w,
-                fused,
-                Format::Nchw,
-            ),
-            konst(
-                "bfc",
-                &weights(self.classes, 0.1),
-                &[self.classes],
-                fused,
-                Format::Nchw,
-            ),
+            weight("wfc", Format::Nchw),
+            weight("bfc", Format::Nchw),
             DumpOp::new("fc", "FullyConnection")
                 .input(&at)
                 .input("wfc:0")

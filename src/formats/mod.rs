@@ -16,12 +16,6 @@ mod strided;
 mod tests;
 pub mod transfer;
 
-/// rt2's attribute of a TransData node with its output shape (list of ints), for
-/// transfers whose destination shape does not follow from the source (out of NC1HWC0,
-/// FRACTAL_Z, FRACTAL_NZ, ...: the padding hides the true C). GE has none; lowering sets
-/// it from the node's declared output shape, and the op checks it against the source.
-pub const DST_SHAPE_ATTR: &str = "_rt2_dst_shape";
-
 pub use error::FormatError;
 pub use format::{Format, StorageFormat};
 pub use transfer::{NI, Transfer, c0_for, storage_shape, transfer};

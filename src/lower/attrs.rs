@@ -174,9 +174,9 @@ pub fn attrs(map: &AttrMap) -> Attrs {
 /// The attributes an op's kernels read: [`attrs`] without the bookkeeping GE and rt2 keep
 /// on a node (names starting with `_`, and `original_type`).
 pub fn op_attrs(map: &AttrMap) -> Attrs {
-    // GE's own bookkeeping starts with `_`; TransData's output shape is rt2's, for the op.
+    // GE's own bookkeeping starts with `_`; the declared output shape is rt2's, for the op.
     convert(map, |k| {
-        (!k.starts_with('_') || k == crate::formats::DST_SHAPE_ATTR) && k != "original_type"
+        (!k.starts_with('_') || k == crate::ops::DECLARED_SHAPE_ATTR) && k != "original_type"
     })
 }
 

@@ -16,7 +16,11 @@
 //! - at the model's edges (its root graph's) the storage form is kept, byte for byte: a graph input
 //!   (`Data`, `PlaceHolder`) declared in a storage format is converted to its origin by a
 //!   `TransData` after it, and a graph output (`NetOutput`, `End`) declared in one gets a
-//!   `TransData` from the origin before it.
+//!   `TransData` from the origin before it;
+//! - each op whose output shape does not follow from its inputs
+//!   ([`DECLARED_SHAPE_OPS`]: a TransData out of a blocked format, an Aipp cropping the
+//!   model input's size) is given its declared output shape, in its origin
+//!   ([`DECLARED_SHAPE_ATTR`]).
 //!
 //! Padding (the channels of the last C1 block past C) is zero in every storage form GE
 //! writes, so computing on the origin and converting at the edges gives the bytes GE's
@@ -27,23 +31,24 @@
 
 use std::borrow::Cow;
 
-use crate::formats::{DST_SHAPE_ATTR, Format, StorageFormat, Transfer, c0_for};
+use crate::formats::{Format, StorageFormat, Transfer, c0_for};
 use crate::om::graph::{
     AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, NodeId, OutPort, Shape,
     TensorDesc, is_const_type, is_data_type,
 };
+use crate::ops::{DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS};
 
 use super::attrs::{TensorFormat, dtype};
 use super::error::LowerError;
 
 /// The model with every storage format lowered to its origin ([the module](self)), or
-/// the model itself when it has neither a descriptor in a storage format nor a
-/// `TransData`.
+/// the model itself when it has neither a descriptor in a storage format nor an op of
+/// [`DECLARED_SHAPE_OPS`].
 pub fn to_origin(model: &ComputeModel) -> Result<Cow<'_, ComputeModel>, LowerError> {
     let mut any = false;
     model.root.walk(&mut |g| {
         any |= g.nodes.iter().any(|n| {
-            n.op_type == "TransData"
+            DECLARED_SHAPE_OPS.contains(&n.op_type.as_str())
                 || n.input_descs
                     .iter()
                     .chain(&n.output_descs)
@@ -171,15 +176,19 @@ fn graph(g: &mut ComputeGraph, path: &str, root: bool) -> Result<(), LowerError>
     }
     // After the inputs' conversions: a TransData reading one then converts nothing.
     bypass_identity_transdata(g);
-    // The others convert for real; out of a blocked format their output shape does not
-    // follow from their input (the padding hides the true C), so it is the declared one.
-    for n in g.nodes.iter_mut().filter(|n| n.op_type == "TransData") {
+    // The TransData left convert for real; out of a blocked format their output shape
+    // does not follow from their input (the padding hides the true C), nor does an
+    // Aipp's when its crop size is 0: they are given the declared one, in its origin.
+    for n in &mut g.nodes {
+        if !DECLARED_SHAPE_OPS.contains(&n.op_type.as_str()) {
+            continue;
+        }
         if let (false, Some(Shape::Dims(dims))) = (
-            n.attrs.contains_key(DST_SHAPE_ATTR),
+            n.attrs.contains_key(DECLARED_SHAPE_ATTR),
             n.output_descs.first().map(|d| &d.shape),
         ) {
             let dims = AttrValue::List(ListAttr::Int(dims.clone()));
-            n.attrs.insert(DST_SHAPE_ATTR.into(), dims);
+            n.attrs.insert(DECLARED_SHAPE_ATTR.into(), dims);
         }
     }
     for (out, k, f) in outputs {
@@ -207,7 +216,7 @@ fn graph(g: &mut ComputeGraph, path: &str, root: bool) -> Result<(), LowerError>
 }
 
 /// A `TransData` node from `from` (format and descriptor) to `to` reading `input`, with
-/// its output shape given ([`DST_SHAPE_ATTR`]).
+/// its output shape given ([`DECLARED_SHAPE_ATTR`]).
 fn trans_data(
     name: String,
     input: OutPort,
@@ -230,7 +239,7 @@ fn trans_data(
     }
     if let Shape::Dims(dims) = &to.shape {
         n.attrs.insert(
-            DST_SHAPE_ATTR.into(),
+            DECLARED_SHAPE_ATTR.into(),
             AttrValue::List(ListAttr::Int(dims.clone())),
         );
     }

@@ -9,7 +9,7 @@
 use crate::om::container::{OmFile, PartitionType};
 use crate::om::graph::AttrValue;
 use crate::om::onnx::ImportOptions;
-use crate::om::{OmError, Place, Result, compress, ir};
+use crate::om::{ComputeModel, OmError, Place, Result, compress, ir};
 use crate::proto::ge_ir::ModelDef;
 
 /// The kinds of model file rt2 reads.

@@ -7,13 +7,14 @@
 //! sub-format), int attributes `src_subformat` and `dst_subformat` (default 0) and
 //! `groups` (default 1). Out of a blocked format the plain shape cannot be inferred (the
 //! true C is lost to padding); GE has no attribute for it, so rt2 reads it from
-//! [`DST_SHAPE_ATTR`], which lowering sets from the node's declared output shape.
+//! [`DECLARED_SHAPE_ATTR`], which lowering sets from the node's declared output shape.
 
+use super::DECLARED_SHAPE_ATTR;
 use super::attr::Attr;
 use super::error::OpError;
 use super::registry::{InferCtx, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 use super::tensor::{TensorMut, TensorRef};
-use crate::formats::{DST_SHAPE_ATTR, FormatError, StorageFormat, Transfer};
+use crate::formats::{FormatError, StorageFormat, Transfer};
 
 /// Registers TransData.
 pub fn register(reg: &mut OpRegistry) {
@@ -72,14 +73,14 @@ fn infer_trans_data(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let t = transfer_of(ctx)?;
     let dtype = ctx.inputs[0].dtype;
-    let given = ctx.attr_ints(DST_SHAPE_ATTR)?;
+    let given = ctx.attr_ints(DECLARED_SHAPE_ATTR)?;
     let Some(shape) = &ctx.inputs[0].shape else {
         return Ok(meta(dtype, given.map(<[i64]>::to_vec)));
     };
     let concrete = usizes(shape);
     if let Some(given) = given {
         let dst = usizes(given).ok_or_else(|| {
-            ctx.attr_error(DST_SHAPE_ATTR, format!("{given:?} has a negative dim"))
+            ctx.attr_error(DECLARED_SHAPE_ATTR, format!("{given:?} has a negative dim"))
         })?;
         if let Some(src) = &concrete {
             t.check_shapes(src, &dst)
@@ -114,7 +115,7 @@ fn compute_trans_data(
 
 #[cfg(test)]
 mod tests {
-    use super::DST_SHAPE_ATTR;
+    use super::DECLARED_SHAPE_ATTR;
     use crate::ops::testing::{infer1, run1, try_run};
     use crate::ops::{Attr, DType, Tensor, TensorMeta};
 
@@ -145,7 +146,7 @@ mod tests {
             std::slice::from_ref(&x),
         );
         let mut attrs = formats("NC1HWC0", "NCHW");
-        attrs.push((DST_SHAPE_ATTR, Attr::Ints(vec![1, 3, 1, 2])));
+        attrs.push((DECLARED_SHAPE_ATTR, Attr::Ints(vec![1, 3, 1, 2])));
         let z = run1("TransData", &attrs, &[y]);
         assert_eq!(z.shape, [1, 3, 1, 2]);
         assert_eq!(z.slice::<f32>().unwrap(), x.slice::<f32>().unwrap());

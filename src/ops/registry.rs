@@ -529,3 +529,15 @@ impl OpRegistry {
         v
     }
 }
+
+/// rt2's attribute with a node's declared output shape (list of ints: the shape of its
+/// first output descriptor, in its origin layout), for the ops whose output shape does not
+/// follow from their inputs and attributes alone ([`DECLARED_SHAPE_OPS`]): TransData out of
+/// a blocked format (NC1HWC0, FRACTAL_Z, ...: the padding hides the true C), and Aipp with
+/// a crop size of 0 (GE then crops the model input's size). GE has no such attribute; its
+/// ops read their output descriptors. Lowering sets it on those ops from the graph, and
+/// each op checks it against what it computes.
+pub const DECLARED_SHAPE_ATTR: &str = "_rt2_declared_shape";
+
+/// The op types that read [`DECLARED_SHAPE_ATTR`].
+pub const DECLARED_SHAPE_OPS: &[&str] = &["TransData", "Aipp"];

@@ -20,6 +20,11 @@
 //! - `features` is computed in its origin layout, NCHW `[N, C, H, W]` (lowering rewrites
 //!   the NC1HWC0 descriptor GE writes to its origin): H and W are the crop's plus the
 //!   padding, C the channels the format makes (3, or 1 for YUV400).
+//! - A `crop_size_h` or `crop_size_w` of 0 is the model input's size: the H or W of
+//!   `features`' declared shape ([`DECLARED_SHAPE_ATTR`], which lowering sets from the
+//!   node's output descriptor), as the TBE kernel's `check_aipp_static_config` takes it
+//!   from its output shape; with padding (or resize) enabled that is refused, as there.
+//!   Where the declared shape is known, the H and W computed must be its own.
 //!
 //! Each output pixel goes through the AIPP unit's stages in its order: channel swap, crop,
 //! colour space conversion (CSC, integer), data type conversion (DTC, computed in
@@ -31,7 +36,9 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::attrs::given;
-use crate::ops::{DType, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, meta};
+use crate::ops::{
+    DECLARED_SHAPE_ATTR, DType, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, meta,
+};
 
 /// The `AippOpParams.InputFormat` numbers rt2 computes (insert_op.proto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,44 +250,7 @@ impl Config {
             ));
         }
 
-        let (start, crop) = if flag(ctx, "crop")? {
-            let start = [
-                size(ctx, "load_start_pos_h")?,
-                size(ctx, "load_start_pos_w")?,
-            ];
-            let crop = [size(ctx, "crop_size_h")?, size(ctx, "crop_size_w")?];
-            for (i, key) in ["crop_size_h", "crop_size_w"].into_iter().enumerate() {
-                if crop[i] == 0 {
-                    return Err(ctx.attr_error(
-                        &name(key),
-                        "is 0: GE then takes the model input's size, which Aipp's own \
-                         inputs do not carry; give the size",
-                    ));
-                }
-                if start[i] + crop[i] > src[i] {
-                    return Err(ctx.attr_error(
-                        &name(key),
-                        format!(
-                            "crop {:?} from {:?} is outside the {}x{} image",
-                            crop, start, src[0], src[1]
-                        ),
-                    ));
-                }
-            }
-            (start, crop)
-        } else {
-            ([0, 0], src)
-        };
-        let pad = if flag(ctx, "padding")? {
-            [
-                size(ctx, "top_padding_size")?,
-                size(ctx, "bottom_padding_size")?,
-                size(ctx, "left_padding_size")?,
-                size(ctx, "right_padding_size")?,
-            ]
-        } else {
-            [0; 4]
-        };
+        let (start, crop, pad) = geometry(ctx, src)?;
 
         let csc = if flag(ctx, "csc_switch")? {
             if format == InputFormat::Yuv400 {
@@ -365,6 +335,95 @@ impl Config {
             f => px * f.image_channels(),
         }
     }
+}
+
+/// The crop's start and size, (h, w), and the padding (top, bottom, left, right).
+type Geometry = ([usize; 2], [usize; 2], [usize; 4]);
+
+/// The [`Geometry`] of an image of `src` (h, w): a crop size of 0 is features' declared one ([the module](self)),
+/// and the declared H and W, where known, must be the crop's (or the image's) plus the
+/// padding.
+fn geometry(ctx: &InferCtx, src: [usize; 2]) -> Result<Geometry, OpError> {
+    let pad = if flag(ctx, "padding")? {
+        [
+            size(ctx, "top_padding_size")?,
+            size(ctx, "bottom_padding_size")?,
+            size(ctx, "left_padding_size")?,
+            size(ctx, "right_padding_size")?,
+        ]
+    } else {
+        [0; 4]
+    };
+    // features' declared H and W, where lowering gave them (unknown dims are not).
+    let declared = match ctx.attr_ints(DECLARED_SHAPE_ATTR)? {
+        None => None,
+        Some(&[_, _, h, w]) => usize::try_from(h).ok().zip(usize::try_from(w).ok()),
+        Some(other) => {
+            return Err(ctx.attr_error(
+                DECLARED_SHAPE_ATTR,
+                format!("is {other:?}; features is NCHW [N, C, H, W]"),
+            ));
+        }
+    };
+
+    let (start, crop) = if flag(ctx, "crop")? {
+        let start = [
+            size(ctx, "load_start_pos_h")?,
+            size(ctx, "load_start_pos_w")?,
+        ];
+        let mut crop = [size(ctx, "crop_size_h")?, size(ctx, "crop_size_w")?];
+        for (i, key) in ["crop_size_h", "crop_size_w"].into_iter().enumerate() {
+            if crop[i] == 0 {
+                // The model input's size: features' H or W (the TBE kernel's rule,
+                // which refuses padding then).
+                if pad != [0; 4] {
+                    return Err(ctx.attr_error(
+                        &name(key),
+                        "is 0 (the model input's size) with padding enabled; GE's \
+                         kernel refuses the two together",
+                    ));
+                }
+                let Some((h, w)) = declared else {
+                    return Err(ctx.attr_error(
+                        &name(key),
+                        format!(
+                            "is 0: the crop is then the model input's size, features' \
+                             declared H and W, which the node does not carry \
+                             ({DECLARED_SHAPE_ATTR}, set by lowering from its output \
+                             descriptor)"
+                        ),
+                    ));
+                };
+                crop[i] = [h, w][i];
+            }
+            if start[i] + crop[i] > src[i] {
+                return Err(ctx.attr_error(
+                    &name(key),
+                    format!(
+                        "crop {:?} from {:?} is outside the {}x{} image",
+                        crop, start, src[0], src[1]
+                    ),
+                ));
+            }
+        }
+        (start, crop)
+    } else {
+        ([0, 0], src)
+    };
+    let out = [crop[0] + pad[0] + pad[1], crop[1] + pad[2] + pad[3]];
+    if let Some((h, w)) = declared
+        && out != [h, w]
+    {
+        return Err(ctx.attr_error(
+            DECLARED_SHAPE_ATTR,
+            format!(
+                "declares features {h}x{w}; the configuration makes {}x{} (crop or \
+                 image, plus padding)",
+                out[0], out[1]
+            ),
+        ));
+    }
+    Ok((start, crop, pad))
 }
 
 /// features: float16 NCHW `[N, C, H, W]` ([the module](self)).
@@ -514,7 +573,7 @@ mod tests {
     use half::f16;
 
     use crate::ops::testing::{run1, try_run};
-    use crate::ops::{Attr, Tensor};
+    use crate::ops::{Attr, DECLARED_SHAPE_ATTR, Tensor};
 
     /// GE's input_format numbers (insert_op.proto).
     const YUV420SP: i64 = 1;
@@ -611,6 +670,77 @@ mod tests {
             }
         }
         assert_eq!(got, want);
+    }
+
+    /// A crop size of 0 is features' declared H or W (ATC's RGB888 example configures
+    /// its crop so): the same values as the crop written out, from the same start.
+    #[test]
+    fn a_crop_size_of_0_is_the_declared_output_size() {
+        let (hh, ww) = (4, 6);
+        let data = bytes(hh * ww * 3, 7);
+        let crop = |h: i64, w: i64, declared: Option<[i64; 4]>| {
+            let mut v = cfg(
+                RGB888,
+                &[
+                    ("aipp.crop", Attr::Bool(true)),
+                    ("aipp.load_start_pos_h", Attr::Int(1)),
+                    ("aipp.load_start_pos_w", Attr::Int(2)),
+                    ("aipp.crop_size_h", Attr::Int(h)),
+                    ("aipp.crop_size_w", Attr::Int(w)),
+                    ("aipp.mean_chn_1", Attr::Int(20)),
+                ],
+            );
+            if let Some(d) = declared {
+                v.push((DECLARED_SHAPE_ATTR, Attr::Ints(d.to_vec())));
+            }
+            v
+        };
+        let x = || image([1, hh, ww, 3], &data);
+        let (shape, want) = aipp(&crop(3, 4, None), x());
+        assert_eq!(shape, [1, 3, 3, 4]);
+        // Both sizes, or one, from the declared [1, 3, 3, 4].
+        let declared = Some([1, 3, 3, 4]);
+        assert_eq!(
+            aipp(&crop(0, 0, declared), x()),
+            (shape.clone(), want.clone())
+        );
+        assert_eq!(
+            aipp(&crop(3, 0, declared), x()),
+            (shape.clone(), want.clone())
+        );
+        // The values: rows 1..4, columns 2..6 of the image.
+        for c in 0..3 {
+            for y in 0..3 {
+                for xx in 0..4 {
+                    let p = f32::from(data[((1 + y) * ww + 2 + xx) * 3 + c]);
+                    let mean = if c == 1 { 20.0 } else { 0.0 };
+                    assert_eq!(want[(c * 3 + y) * 4 + xx], h(p - mean));
+                }
+            }
+        }
+        // Without the declared shape, or with padding, a size of 0 is refused; a
+        // declared shape the configuration does not make is an error.
+        let e = err(&crop(0, 4, None), x());
+        assert!(
+            e.contains("aipp.crop_size_h") && e.contains(DECLARED_SHAPE_ATTR),
+            "{e}"
+        );
+        let mut padded = crop(0, 0, declared);
+        padded.push(("aipp.padding", Attr::Bool(true)));
+        padded.push(("aipp.top_padding_size", Attr::Int(1)));
+        let e = err(&padded, x());
+        assert!(
+            e.contains("aipp.crop_size_h") && e.contains("padding"),
+            "{e}"
+        );
+        let e = err(&crop(3, 4, Some([1, 3, 3, 5])), x());
+        assert!(e.contains(DECLARED_SHAPE_ATTR) && e.contains("3x4"), "{e}");
+        // A declared size past the image's edge from the start is outside it.
+        let e = err(&crop(0, 0, Some([1, 3, 4, 4])), x());
+        assert!(
+            e.contains("aipp.crop_size_h") && e.contains("outside"),
+            "{e}"
+        );
     }
 
     /// The YUV420SP image of `y` (h x w) and `u`, `v` (h/2 x w/2): NV12, or NV21.
