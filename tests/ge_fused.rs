@@ -141,6 +141,22 @@ fn a_fused_float16_nc1hwc0_cnn_runs_as_its_nchw_float32_twin() {
     // The TransData at the edges of the fused region convert nothing once the maps are
     // computed in their origin layout; the one left makes the NC1HWC0 output.
     assert_eq!(launches(&plain, "TransData"), 1, "{:#?}", plain.main.nodes);
+    // The FullyConnection (a 4-D x, so launched as itself) reads its constant float16
+    // weight widened to float32 once, at lowering.
+    let fc = plain
+        .main
+        .nodes
+        .iter()
+        .find(|n| rt2::exec::kernel_types::is_op_launch(&n.kernel) && n.name.starts_with("fc/"))
+        .expect("the fc launch");
+    assert_eq!(
+        fc.attrs.get("_in_dtypes"),
+        Some(&rt2::ops::Attr::DTypes(vec![
+            Some(DType::F16),
+            Some(DType::F32),
+            Some(DType::F16)
+        ]))
+    );
     assert_eq!(seq.len(), 2);
     assert_eq!(seq[1].shape, [1, 1, 4, 4, 16]);
     // The same network in NCHW float32.

@@ -72,17 +72,20 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(
         OpSpec::new("FullyConnection", matmul::infer_fully_connection)
             .computes(matmul::fully_connection)
-            .translates(matmul::translate_fully_connection),
+            .translates(matmul::translate_fully_connection)
+            .prepacks(matmul::prepack_half_weight),
     );
     reg.add(
         OpSpec::new("MatMulV2", matmul::infer_matmul)
             .computes(matmul::matmul)
-            .translates(matmul::translate_matmul),
+            .translates(matmul::translate_matmul)
+            .prepacks(matmul::prepack_half_weight),
     );
     reg.add(
         OpSpec::new("BatchMatMul", matmul::infer_matmul)
             .computes(matmul::matmul)
-            .translates(matmul::translate_matmul),
+            .translates(matmul::translate_matmul)
+            .prepacks(matmul::prepack_half_weight),
     );
     // ops-nn softmax_v2 proto / graphengine nn_norm_ops.h
     reg.add(

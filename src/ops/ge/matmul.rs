@@ -17,10 +17,12 @@ use crate::dispatch;
 use crate::ops::elementwise::broadcast;
 use crate::ops::nn::agree;
 use crate::ops::nn::gemm::{Mat, gemm};
-use crate::ops::nn::scalar::{Scalar, read_f64s};
+use crate::ops::nn::scalar::{Scalar, read_f64s, widened};
 use crate::ops::{
-    Attr, Attrs, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
+    Attr, Attrs, DType, InferCtx, OpError, Prepack, TensorMeta, TensorMut, TensorRef, Translation,
+    UNKNOWN, meta,
 };
+use half::{bf16, f16};
 
 /// Product of known dims, `UNKNOWN` if any is unknown.
 fn product(dims: &[i64]) -> i64 {
@@ -100,11 +102,21 @@ pub fn infer_fully_connection(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError
     Ok(meta(dtype, Some(out)))
 }
 
+/// FullyConnection. float16 and bfloat16 compute as the library's products do
+/// ([`widened`]: operands widened to f32, f32 accumulation, one rounding), which also
+/// takes a weight the prepack hook ([`prepack_half_weight`]) widened once at lowering.
 pub fn fully_connection(
     ctx: &InferCtx,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F16 => return widened::<f16>(inputs, outputs, |i, o| fully_connection(ctx, i, o)),
+        DType::Bf16 => {
+            return widened::<bf16>(inputs, outputs, |i, o| fully_connection(ctx, i, o));
+        }
+        _ => {}
+    }
     let (x, w) = (&inputs[0], &inputs[1]);
     let transpose = ctx.attr_bool("transpose", false)?;
     let axis = fc_axis(ctx, x.rank())?;
@@ -212,6 +224,19 @@ fn flags(ctx: &InferCtx) -> Result<(bool, bool), OpError> {
             ctx.attr_bool("transpose_x2", false)?,
         ))
     }
+}
+
+/// FullyConnection's, MatMulV2's and BatchMatMul's prepack hook where they run as
+/// themselves: a constant float16/bfloat16 weight (input 1) widened to f32 once, at
+/// lowering, as Conv's is ([`crate::ops::nn::conv::prepack_half_weight`]).
+pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
+    let op = match ctx.op {
+        "FullyConnection" => "FullyConnection",
+        "MatMulV2" => "MatMulV2",
+        "BatchMatMul" => "BatchMatMul",
+        _ => return None,
+    };
+    crate::ops::nn::conv::half_weight_prepack(ctx, op)
 }
 
 /// MatMulV2 and BatchMatMul as MatMul (no transposes, no bias) or Gemm (2-D operands),
@@ -331,11 +356,18 @@ fn batch_offset(mut index: usize, out: &[usize], dims: &[usize]) -> usize {
     offset
 }
 
+/// MatMulV2 and BatchMatMul where lowering did not launch them as MatMul or Gemm; half
+/// types as [`fully_connection`]'s.
 pub fn matmul(
     ctx: &InferCtx,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F16 => return widened::<f16>(inputs, outputs, |i, o| matmul(ctx, i, o)),
+        DType::Bf16 => return widened::<bf16>(inputs, outputs, |i, o| matmul(ctx, i, o)),
+        _ => {}
+    }
     let (ta, tb) = flags(ctx)?;
     let (a, b) = (&inputs[0], &inputs[1]);
     if a.rank() < 2 || b.rank() < 2 || outputs[0].rank() < 2 {

@@ -42,6 +42,18 @@ pub fn conv(
 /// widened to float32 once, at lowering, so a launch widens only its input (the weights
 /// of a ResNet-50 are 25M values, which each execution would otherwise convert again).
 pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
+    let op = match ctx.op {
+        "Conv" => "Conv",
+        "ConvTranspose" => "ConvTranspose",
+        _ => return None,
+    };
+    half_weight_prepack(ctx, op)
+}
+
+/// The prepack of a product `op` whose input 1 is a constant weight of input 0's half
+/// type: the weight widened to f32 once, `op` itself launched on it (its compute widens
+/// only the rest, [`super::scalar::widened`]).
+pub fn half_weight_prepack(ctx: &InferCtx, op: &'static str) -> Option<Prepack> {
     let [x, w, ..] = ctx.inputs else {
         return None;
     };
@@ -49,11 +61,6 @@ pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
     if x.dtype != w.dtype || !matches!(w.dtype, DType::F16 | DType::Bf16) {
         return None;
     }
-    let op = match ctx.op {
-        "Conv" => "Conv",
-        "ConvTranspose" => "ConvTranspose",
-        _ => return None,
-    };
     Some(Prepack {
         op,
         input: 1,

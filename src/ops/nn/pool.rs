@@ -119,6 +119,71 @@ pub fn max_pool(
         other => Err(ctx.compute_error(format!("computes float, int8 and uint8 types, not {other}"))))
 }
 
+/// The taps `k` in `0..kernel` of a window starting at `start` (stride applied, padding
+/// subtracted) whose positions `start + k * dilation` fall inside `0..n`: one range, as
+/// the positions only grow with `k`.
+#[inline]
+fn inside(start: isize, dilation: usize, kernel: usize, n: usize) -> std::ops::Range<usize> {
+    let dil = dilation as isize;
+    let lo = if start >= 0 {
+        0
+    } else {
+        (-start + dil - 1) / dil
+    };
+    let hi = if start >= n as isize {
+        0
+    } else {
+        (n as isize - 1 - start) / dil + 1
+    };
+    let (lo, hi) = (lo as usize, (hi as usize).min(kernel));
+    lo..hi.max(lo)
+}
+
+/// MaxPool's values alone (no Indices asked for): per output, the taps inside the input
+/// in window order, the first kept and replaced only by a greater value, exactly as the
+/// general walk ([`max_pool_typed`] with indices) picks them, so NaN handling and ties
+/// give the same bits. The valid taps of each dim are one range computed per output
+/// coordinate ([`inside`]), so the inner loop is a plain scan of input rows with no
+/// per-tap classification, callback or index bookkeeping, and nothing is allocated.
+fn max_pool_values<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
+    let [_, h, w] = win.input;
+    let [od, oh, ow] = win.output;
+    let start = |d: usize, o: usize| (o * win.stride[d]) as isize - win.pad_begin[d];
+    let (ilen, olen) = (win.input_len(), win.output_len());
+    let empty = T::from_f64(f64::NEG_INFINITY);
+    planes(x, ilen, y, olen, |_, xs, out| {
+        let mut i = 0;
+        for oz in 0..od {
+            let sz = start(0, oz);
+            let rz = inside(sz, win.dilation[0], win.kernel[0], win.input[0]);
+            for oy in 0..oh {
+                let sy = start(1, oy);
+                let ry = inside(sy, win.dilation[1], win.kernel[1], h);
+                for ox in 0..ow {
+                    let sx = start(2, ox);
+                    let rx = inside(sx, win.dilation[2], win.kernel[2], w);
+                    let mut best: Option<T> = None;
+                    for a in rz.clone() {
+                        let z = (sz + (a * win.dilation[0]) as isize) as usize;
+                        for b in ry.clone() {
+                            let yy = (sy + (b * win.dilation[1]) as isize) as usize;
+                            let row = &xs[(z * h + yy) * w..][..w];
+                            for e in rx.clone() {
+                                let v = row[(sx + (e * win.dilation[2]) as isize) as usize];
+                                if best.is_none_or(|b| v > b) {
+                                    best = Some(v);
+                                }
+                            }
+                        }
+                    }
+                    out[i] = best.unwrap_or(empty);
+                    i += 1;
+                }
+            }
+        }
+    });
+}
+
 fn max_pool_typed<T: Scalar>(
     ctx: &InferCtx,
     inputs: &[TensorRef],
@@ -126,6 +191,10 @@ fn max_pool_typed<T: Scalar>(
 ) -> Result<(), OpError> {
     let x = &inputs[0];
     let win = pool_window(ctx, x, &outputs[0])?;
+    if outputs.len() == 1 {
+        max_pool_values(&win, x.slice::<T>()?, outputs[0].slice_mut::<T>()?);
+        return Ok(());
+    }
     let column_major = ctx.attr_int("storage_order", 0)? != 0;
     let (ilen, olen) = (win.input_len(), win.output_len());
     let [d, h, w] = win.input;
@@ -279,6 +348,84 @@ mod tests {
             &[1, 1, 3, 3],
             &(1..=9).map(|v| v as f32).collect::<Vec<_>>(),
         )
+    }
+
+    /// MaxPool without Indices takes its own loop (`max_pool_values`): over 1-D to 3-D
+    /// windows, strides, dilations, explicit and ceil-mode padding, windows wholly in the
+    /// padding, NaNs and ties, in float32 and float16, it gives the values of the
+    /// general walk that also finds the indices, bit for bit.
+    #[test]
+    fn max_pool_values_alone_are_the_general_walks_values() {
+        use half::f16;
+        let value = |i: usize| match (i * 7) % 23 {
+            0 => f32::NAN,
+            1 | 2 => 0.5, // ties
+            k => (k as f32 * 1.7).sin() * 4.0 - 1.0,
+        };
+        let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+        type Case = (Vec<usize>, Vec<(&'static str, Attr)>);
+        let cases: Vec<Case> = vec![
+            (
+                vec![1, 2, 9],
+                vec![("kernel_shape", ints(&[3])), ("strides", ints(&[2]))],
+            ),
+            (
+                vec![2, 3, 7, 8],
+                vec![
+                    ("kernel_shape", ints(&[3, 3])),
+                    ("strides", ints(&[2, 2])),
+                    ("pads", ints(&[1, 1, 1, 1])),
+                ],
+            ),
+            (
+                vec![1, 2, 6, 6],
+                vec![
+                    ("kernel_shape", ints(&[2, 3])),
+                    ("strides", ints(&[3, 2])),
+                    ("ceil_mode", Attr::Int(1)),
+                    ("pads", ints(&[0, 2, 1, 2])),
+                ],
+            ),
+            (
+                vec![1, 1, 9, 9],
+                vec![
+                    ("kernel_shape", ints(&[3, 2])),
+                    ("dilations", ints(&[2, 3])),
+                ],
+            ),
+            (
+                vec![1, 2, 4, 5, 6],
+                vec![
+                    ("kernel_shape", ints(&[2, 2, 3])),
+                    ("strides", ints(&[1, 2, 2])),
+                    ("pads", ints(&[1, 0, 1, 0, 1, 2])),
+                ],
+            ),
+            // Windows that start in the padding and see no input tap.
+            (
+                vec![1, 1, 2, 2],
+                vec![
+                    ("kernel_shape", ints(&[1, 1])),
+                    ("strides", ints(&[2, 2])),
+                    ("pads", ints(&[1, 1, 1, 1])),
+                ],
+            ),
+        ];
+        for (shape, attrs) in cases {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(value).collect();
+            let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+            for x in [Tensor::from_vec(&shape, &v), Tensor::from_vec(&shape, &h)] {
+                let alone = run("MaxPool", &attrs, std::slice::from_ref(&x), 1);
+                let both = run("MaxPool", &attrs, std::slice::from_ref(&x), 2);
+                assert_eq!(alone[0].shape, both[0].shape, "{shape:?} {attrs:?}");
+                assert_eq!(
+                    alone[0].data.as_bytes(),
+                    both[0].data.as_bytes(),
+                    "{shape:?} {attrs:?}"
+                );
+            }
+        }
     }
 
     #[test]
