@@ -666,3 +666,72 @@ fn nchw_of(t: &HostTensor, dims: &[i64]) -> Vec<f32> {
         .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
         .collect()
 }
+
+/// `rt2 compare` of the NCHW float32 twin (reference) against the fused float16 graph:
+/// every op of the twin is matched by name, each within float16's default tolerance and
+/// pointing the same way (cosine), and the fused graph's own edge ops (the input's Cast
+/// and TransData, the NC1HWC0 output's conversion) are the only ops without a twin. A
+/// wrong LeakyRelu slope planted in the fused graph is found at that op.
+#[test]
+fn rt2_compare_matches_the_fused_float16_cnn_to_its_float32_twin_op_by_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let twin = write("twin.txt", &CNN.text(false));
+    let fused_text = CNN.text(true);
+    let fused = write("fused.txt", &fused_text);
+    let compare = |a: &str, b: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rt2"))
+            .args(["compare", a, b, "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    let out = compare(&twin, &fused);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["only_in_reference"], serde_json::json!([]), "{j:#}");
+    let ops: Vec<&str> = j["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["within"], true, "{r:#}");
+            assert_eq!(r["candidate"]["dtype"], "float16", "{r:#}");
+            assert!(r["cosine"].as_f64().unwrap() > 0.9999, "{r:#}");
+            r["candidate_op"].as_str().unwrap()
+        })
+        .collect();
+    for op in [
+        "conv0", "lrelu0", "pool", "conv1a", "lrelu1", "conv1b", "sum1", "fc", "softmax",
+    ] {
+        assert!(ops.contains(&op), "{op} not compared: {ops:?}");
+    }
+    for op in j["only_in_candidate"].as_array().unwrap() {
+        let op = op.as_str().unwrap();
+        assert!(
+            ["cast", "td_in", "td_out", "out"]
+                .iter()
+                .any(|e| op.starts_with(e)),
+            "{op} has no twin: {j:#}"
+        );
+    }
+
+    // The slope GE reads on LeakyRelu, changed on the fused graph's block.
+    let planted = fused_text.replacen("negative_slope", "negative_slope_unused", 1);
+    assert_ne!(planted, fused_text);
+    let planted = write("planted.txt", &planted);
+    let out = compare(&twin, &planted);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = j["first_divergence"]["candidate_op"].as_str().unwrap();
+    assert!(first.starts_with("lrelu"), "{j:#}");
+}

@@ -103,7 +103,7 @@ fn is_float(d: DType) -> bool {
 }
 
 /// The elements as f64 (u64 past 2^53 rounded: used for the size of an error only).
-fn elements(t: &HostTensor) -> Vec<f64> {
+pub fn elements(t: &HostTensor) -> Vec<f64> {
     let chunks = t.data.chunks_exact(t.dtype.size());
     let two = |c: &[u8]| u16::from_le_bytes([c[0], c[1]]);
     match t.dtype {

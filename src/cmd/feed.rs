@@ -36,6 +36,29 @@ impl Source {
     }
 }
 
+/// The flags that choose a model's inputs: files, the shapes of random ones, their seed,
+/// and the weights a model was written without (`rt2 run`, `rt2 compare`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct FeedArgs {
+    /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
+    /// Inputs not given are random (see --seed).
+    #[arg(long = "input", value_name = "NAME=PATH")]
+    pub inputs: Vec<String>,
+    /// The shape of a random input, for the dims the model leaves unknown.
+    #[arg(long = "shape", value_name = "NAME=D0,D1,...")]
+    pub shapes: Vec<String>,
+    /// Seed of the random inputs: SplitMix64, floats uniform in [-1, 1), integers in
+    /// [0, 10), bools 0 or 1; one stream per input position.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fill the weights the model was written without (a GE dump's Consts without stored
+    /// values, which `rt2 lower` keeps as weights the caller supplies), those not given
+    /// with --input: zeros, or random as random inputs are (seeded by --seed, one stream
+    /// per input position). Without it, a model missing weights names them and stops.
+    #[arg(long, value_enum, value_name = "zeros|random")]
+    pub weights: Option<WeightFill>,
+}
+
 /// How `--weights` fills the weights not given with `--input`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WeightFill {

@@ -9,6 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 pub mod capture;
 pub mod check;
+pub mod compare;
 pub mod compile;
 pub mod completions;
 pub mod diagnostics;
@@ -51,6 +52,9 @@ pub enum Command {
     Dump(dump::Args),
     /// Run a model on the emulated NPU: time it, write its outputs, check them.
     Run(run::Args),
+    /// Run two models on the same inputs and compare every op's outputs (accuracy
+    /// comparison: cosine similarity, errors, the first op that diverges).
+    Compare(compare::Args),
     /// Run an ACL Graph capture script: capture, update and execute models, check buffers.
     Capture(capture::Args),
     /// Load a saved captured model (`.rim.json`) onto a fresh device and execute it.
@@ -69,6 +73,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Lower(args) => lower::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Capture(args) => capture::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Completions(args) => {

@@ -80,23 +80,8 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_iterations: u64,
-    /// An input from a file: `.npy`, or an ONNX TensorProto (`.pb`), recognised by content.
-    /// Inputs not given are random (see --seed).
-    #[arg(long = "input", value_name = "NAME=PATH")]
-    pub inputs: Vec<String>,
-    /// The shape of a random input, for the dims the model leaves unknown.
-    #[arg(long = "shape", value_name = "NAME=D0,D1,...")]
-    pub shapes: Vec<String>,
-    /// Seed of the random inputs: SplitMix64, floats uniform in [-1, 1), integers in
-    /// [0, 10), bools 0 or 1; one stream per input position.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Fill the weights the model was written without (a GE dump's Consts without stored
-    /// values, which `rt2 lower` keeps as weights the caller supplies), those not given
-    /// with --input: zeros, or random as random inputs are (seeded by --seed, one stream
-    /// per input position). Without it, a model missing weights names them and stops.
-    #[arg(long, value_enum, value_name = "zeros|random")]
-    pub weights: Option<feed::WeightFill>,
+    #[command(flatten)]
+    pub feed: feed::FeedArgs,
     /// Timed executions (per stream).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub iterations: u64,
@@ -196,7 +181,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
+pub fn executor_parser() -> impl TypedValueParser<Value = ExecutorType> {
     PossibleValuesParser::new(ExecutorType::ALL.map(ExecutorType::name))
         .map(|s| ExecutorType::from_name(&s).unwrap_or_default())
 }
@@ -281,10 +266,10 @@ impl Config {
             },
             file: args.file,
             model: args.model,
-            inputs: args.inputs,
-            shapes: args.shapes,
-            seed: args.seed,
-            weights: args.weights,
+            inputs: args.feed.inputs,
+            shapes: args.feed.shapes,
+            seed: args.feed.seed,
+            weights: args.feed.weights,
             check: args.check.map(|dir| (dir, tolerance)),
             output_dir: args.output_dir,
             format: args.format,

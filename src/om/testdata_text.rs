@@ -365,6 +365,18 @@ impl DumpOp {
         self.0.attr.insert(key.to_owned(), int_list(v));
         self
     }
+    /// A list of strings (`_datadump_original_op_names`, say).
+    pub fn attr_strs(mut self, key: &str, v: &[&str]) -> Self {
+        let list = attr_def::ListValue {
+            s: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            val_type: attr_def::list_value::ListValueType::VtListString as i32,
+            ..Default::default()
+        };
+        self.0
+            .attr
+            .insert(key.to_owned(), attr(attr_def::Value::List(Box::new(list))));
+        self
+    }
     pub fn attr_f(mut self, key: &str, v: f32) -> Self {
         self.0
             .attr

@@ -25,6 +25,7 @@ use std::fmt;
 
 use crate::om::graph::{
     AttrValue, ComputeGraph, ComputeModel, ComputeNode, Shape, TensorDesc, is_const_type,
+    is_data_type,
 };
 use crate::om::{DataType, Place};
 
@@ -167,7 +168,11 @@ impl Verifier {
             }
         }
         let descs = n.data_input_descs().len();
-        if !n.input_descs.is_empty() && descs != n.inputs.len() {
+        // GE's graph inputs and variables are registered with an input `x` (REG_OP(Data),
+        // REG_OP(Variable)) and GE writes its descriptor, but nothing feeds it in a graph.
+        let fed_from_outside =
+            n.inputs.is_empty() && (is_data_type(&n.op_type) || n.op_type == "Variable");
+        if !n.input_descs.is_empty() && descs != n.inputs.len() && !fed_from_outside {
             let reserved = n.input_descs.len() - descs;
             let unconnected = if reserved > 0 {
                 format!(" (and {reserved} of unconnected optional inputs)")
@@ -418,6 +423,30 @@ mod tests {
                 ..Default::default()
             },
             &[],
+        );
+    }
+
+    #[test]
+    fn a_data_node_with_its_input_descriptor_is_normal_ge() {
+        let mut g = ComputeGraph::new("g");
+        let mut x = data("x", 0);
+        x.input_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![2])));
+        let x = g.add_node(x);
+        let mut out = ComputeNode::new("out", "NetOutput");
+        out.inputs.push(Some(OutPort { node: x, index: 0 }));
+        g.add_node(out);
+        let mut relu = ComputeNode::new("r", "Relu");
+        relu.input_descs
+            .push(TensorDesc::new(DataType::Float32, Shape::Dims(vec![2])));
+        g.add_node(relu);
+        // The Data is clean; a Relu with a descriptor and no input is still reported.
+        check(
+            &ComputeModel {
+                root: g,
+                ..Default::default()
+            },
+            &["node \"r\": 0 data input(s) but 1 input descriptor(s)"],
         );
     }
 

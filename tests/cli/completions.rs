@@ -11,6 +11,7 @@ const SUBCOMMANDS: &[&str] = &[
     "lower",
     "dump",
     "run",
+    "compare",
     "capture",
     "replay",
     "completions",

@@ -5,6 +5,7 @@
 //! when an expectation fails, so a red test explains itself.
 
 mod capture;
+mod compare;
 mod compile;
 mod completions;
 mod dump;
