@@ -460,8 +460,9 @@ fn an_unknown_op_without_static_output_descriptors_is_unsupported() {
 /// never its memory, and no launch; their values are what the input's shape says.
 #[test]
 fn shape_ops_of_dynamic_inputs_run_on_the_host() {
-    let int64 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(9, dims, "ND");
-    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(3, dims, "ND");
+    // GE IR's proto numbers: DT_INT32 7, DT_INT64 8.
+    let int64 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(8, dims, "ND");
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
     let md = dump_model(
         "shapes",
         vec![
@@ -477,8 +478,10 @@ fn shape_ops_of_dynamic_inputs_run_on_the_host() {
                 .attr_i("dtype", 3)
                 .in_desc(f32_desc(&[-1, 4]))
                 .out_desc(int32(&[2])),
+            // GE's Size defaults to int32; this one asks for int64 (C++ DT_INT64, 9).
             DumpOp::new("size", "Size")
                 .input("x:0")
+                .attr_i("dtype", 9)
                 .in_desc(f32_desc(&[-1, 4]))
                 .out_desc(int64(&[])),
             DumpOp::new("out", "NetOutput")
@@ -538,5 +541,141 @@ fn shape_ops_of_dynamic_inputs_run_on_the_host() {
             (rt2::ops::DType::I32, vec![3, 4]),
             (rt2::ops::DType::I64, vec![12]),
         ]
+    );
+}
+
+/// Runs `eg` once on `inputs` under the sequential executor.
+fn run_once(eg: &ExecuteGraph, inputs: &[&rt2::ops::HostTensor]) -> Vec<rt2::ops::HostTensor> {
+    let device = rt2::npu::device::Device::try_new(Default::default()).unwrap();
+    let mut ex = rt2::exec::runtime::ModelV2Executor::create(eg, &device, Default::default())
+        .expect("creates");
+    ex.load().expect("loads");
+    let mut out = Vec::new();
+    ex.execute_sync(inputs, &mut out).expect("runs");
+    out
+}
+
+fn f32_values(t: &rt2::ops::HostTensor) -> Vec<f32> {
+    t.data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Op types GE and ONNX both name, in a GE graph (no `onnx_opset`): GE's contract, not
+/// ONNX's. A ReduceSum without `keep_dims` drops the axis (GE's default, not ONNX's
+/// keepdims 1) and an empty axes list reduces nothing; a HardSigmoid without `alpha` uses
+/// GE's 1/6, not ONNX's 0.2; a Split (GE's: split_dim first) and an Exp with a `base` are
+/// not computed with ONNX's meaning: they lower as compiled kernels and running refuses
+/// them by name.
+#[test]
+fn shared_op_types_in_a_ge_graph_follow_ges_contract() {
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
+    let axes = |name: &str, v: &[i32]| {
+        DumpOp::new(name, "Const").value(
+            int32(&[v.len() as i64]),
+            v.iter().flat_map(|a| a.to_le_bytes()).collect(),
+        )
+    };
+    let md = dump_model(
+        "shared",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2, 3])),
+            axes("ax1", &[1]),
+            axes("none", &[]),
+            DumpOp::new("sum", "ReduceSum")
+                .input("x:0")
+                .input("ax1:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(int32(&[1]))
+                .out_desc(f32_desc(&[2])),
+            DumpOp::new("same", "ReduceSum")
+                .input("x:0")
+                .input("none:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(int32(&[0]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("hs", "HardSigmoid")
+                .input("x:0")
+                .in_desc(f32_desc(&[2, 3]))
+                .out_desc(f32_desc(&[2, 3])),
+            DumpOp::new("out", "NetOutput")
+                .input("sum:0")
+                .input("same:0")
+                .input("hs:0")
+                .in_desc(f32_desc(&[2]))
+                .in_desc(f32_desc(&[2, 3]))
+                .in_desc(f32_desc(&[2, 3])),
+        ],
+    );
+    let eg = lowered(&md);
+    let xs = [1.0f32, -2.0, 3.0, 0.5, 4.0, -6.0];
+    let x = rt2::ops::HostTensor {
+        dtype: rt2::ops::DType::F32,
+        shape: vec![2, 3],
+        data: xs.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let out = run_once(&eg, &[&x]);
+    assert_eq!(out[0].shape, [2]);
+    assert_eq!(f32_values(&out[0]), [2.0, -1.5]);
+    assert_eq!(out[1].shape, [2, 3]);
+    assert_eq!(f32_values(&out[1]), xs);
+    let want: Vec<f32> = xs
+        .iter()
+        .map(|&v| (v * 0.166_666_66 + 0.5).clamp(0.0, 1.0))
+        .collect();
+    for (g, w) in f32_values(&out[2]).iter().zip(&want) {
+        assert!((g - w).abs() < 1e-6, "{g} vs {w}");
+    }
+
+    // GE's Split and an Exp of base 2, with static descriptors: compiled kernels.
+    let md = dump_model(
+        "refused",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2, 4])),
+            axes("dim", &[1]),
+            DumpOp::new("split", "Split")
+                .input("dim:0")
+                .input("x:0")
+                .attr_i("num_split", 2)
+                .in_desc(int32(&[1]))
+                .in_desc(f32_desc(&[2, 4]))
+                .out_desc(f32_desc(&[2, 2]))
+                .out_desc(f32_desc(&[2, 2])),
+            DumpOp::new("exp2", "Exp")
+                .input("split:0")
+                .attr_f("base", 2.0)
+                .in_desc(f32_desc(&[2, 2]))
+                .out_desc(f32_desc(&[2, 2])),
+            DumpOp::new("out", "NetOutput")
+                .input("exp2:0")
+                .input("split:1")
+                .in_desc(f32_desc(&[2, 2]))
+                .in_desc(f32_desc(&[2, 2])),
+        ],
+    );
+    let eg = lowered(&md);
+    let device = rt2::npu::device::Device::try_new(Default::default()).unwrap();
+    let err = rt2::exec::runtime::ModelV2Executor::create(&eg, &device, Default::default())
+        .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "2 op(s) rt2 cannot compute (compiled kernels only): refused/split (Split), \
+         refused/exp2 (Exp)"
+    );
+    // Without static descriptors, the reason is the unsupported op's.
+    let mut md = md;
+    md.graph[0].op[2].output_desc[0].shape.as_mut().unwrap().dim = vec![-1, 2];
+    let err = lower(&read_text(&md), &LowerOptions::default()).unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.starts_with(
+            "1 unsupported op(s): refused/split (Split): GE's Split takes split_dim as input 0"
+        ),
+        "{err}"
     );
 }

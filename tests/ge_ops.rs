@@ -309,3 +309,65 @@ fn ge_cnn_runs_under_every_executor_and_matches_onnx() {
         assert!((g - o).abs() <= 1e-5, "GE {seq:?}\nONNX {onnx:?}");
     }
 }
+
+/// docs/GE_OP_COVERAGE.md is what the registry and GE's prototypes say now;
+/// `RT2_BLESS=1` rewrites it.
+#[test]
+fn the_ge_op_coverage_page_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/GE_OP_COVERAGE.md");
+    let want = rt2::ops::ge::coverage::markdown(&rt2::ops::OpRegistry::new());
+    if std::env::var_os("RT2_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is stale: regenerate it with RT2_BLESS=1 cargo test --test ge_ops",
+        path.display()
+    );
+}
+
+/// Every op the GE family registers has a prototype from a `REG_OP` header, and every op
+/// the coverage page says computes with GE's contract is in the library.
+#[test]
+fn the_ge_contract_ops_have_prototypes_and_compute() {
+    use rt2::ops::ge::coverage::GE_CONTRACT;
+    use rt2::ops::ge::prototype::prototype;
+    let reg = rt2::ops::OpRegistry::new();
+    for &op in GE_CONTRACT {
+        let spec = reg
+            .get(op)
+            .unwrap_or_else(|| panic!("{op} is not registered"));
+        assert!(spec.compute.is_some(), "{op} does not compute");
+        if op != "Aipp" && op != "TransData" {
+            let p = prototype(op).unwrap_or_else(|| panic!("{op} has no prototype"));
+            assert!(p.from_header(), "{op}'s prototype is Netron's names only");
+        }
+    }
+}
+
+/// Every GE op type the library also has under ONNX's name, with attributes in GE's
+/// prototype, is either adapted to GE's contract or refused for GE graphs: none is
+/// computed with ONNX's meaning unchecked.
+#[test]
+fn the_shared_ops_are_all_ruled() {
+    use rt2::ops::ge::coverage::{GE_CONTRACT, Support, support};
+    use rt2::ops::ge::prototype::prototypes;
+    use rt2::ops::ge::shared::adapts;
+    let reg = rt2::ops::OpRegistry::new();
+    let unruled: Vec<&str> = prototypes()
+        .values()
+        .filter(|p| {
+            reg.get(p.name).is_some_and(|s| s.compute.is_some())
+                && !GE_CONTRACT.contains(&p.name)
+                && support(p, &reg) != Support::Structure
+                && !(p.from_header() && p.attrs.is_empty())
+                && adapts(p.name).is_none()
+        })
+        .map(|p| p.name)
+        .collect();
+    assert!(
+        unruled.is_empty(),
+        "shared with ONNX, not ruled: {unruled:?}"
+    );
+}

@@ -235,6 +235,11 @@ pub const OP_LAUNCHES: &[&str] = &[
     "AicpuHostCompute",
 ];
 
+/// The kernel attribute that marks a launch of a compiled kernel rt2 cannot compute (an
+/// op the library does not know, knows without compute, or knows under another contract
+/// than the graph's): the kernel's name. Lowering sets it; loading refuses such launches.
+pub const KERNEL_NAME_ATTR: &str = "_kernel_name";
+
 /// Whether `kernel` is one of the [`OP_LAUNCHES`].
 pub fn is_op_launch(kernel: &str) -> bool {
     OP_LAUNCHES.contains(&kernel)

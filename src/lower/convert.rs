@@ -263,9 +263,7 @@ pub(super) fn bound(meta: &TensorMeta, konst: Option<u32>) -> TVal {
 /// builds and launches it, so which engine runs it.
 pub const KERNEL_LIB_ATTR: &str = "_ge_attr_op_kernel_lib_name";
 
-/// The kernel attribute that marks a launch of a compiled kernel rt2 cannot compute (an
-/// op the library does not know, or knows without compute): the kernel's name.
-pub const KERNEL_NAME_ATTR: &str = "_kernel_name";
+pub use crate::exec::kernel_types::KERNEL_NAME_ATTR;
 
 /// The compiled-kernel name of a launch of a separately compiled sub-model: this prefix
 /// and the graph's name.
@@ -757,12 +755,21 @@ impl<'r> Lowering<'r> {
         if missing {
             return Ok(vec![None; n.output_descs.len()]);
         }
-        let attrs = attrs::op_attrs(&n.attrs);
+        let mut attrs = attrs::op_attrs(&n.attrs);
         if let Some(why) = unsupported_type(n, &attrs) {
             self.unsupported(path, n, &why);
             return Ok(vec![None; n.output_descs.len()]);
         }
-        let computes = spec.is_some_and(|s| s.compute.is_some());
+        // A GE graph's node of a type the library shares with ONNX is computed by the
+        // library op only where GE's contract is made its own; otherwise it is a compiled
+        // kernel rt2 cannot compute, never the ONNX op computing something else.
+        let refused = match spec.and_then(|s| s.ge_contract) {
+            Some(f) if !n.attrs.contains_key(attrs::ONNX_OPSET_ATTR) => {
+                f(&n.op_type, &mut attrs, n.inputs.len()).err()
+            }
+            _ => None,
+        };
+        let computes = refused.is_none() && spec.is_some_and(|s| s.compute.is_some());
         let declared = if computes { None } else { declared_outputs(n) };
         let spec = match (spec, declared) {
             // GE's compiled kernel, shaped by the node's descriptors: lowered as any
@@ -777,6 +784,11 @@ impl<'r> Lowering<'r> {
                 let mut results = self.emit_launch(&n.name, &op, attrs, ins, &outs, Some(origin));
                 self.carry_output_formats(n, &mut results);
                 return Ok(results.into_iter().map(Some).collect());
+            }
+            (Some(_), None) if refused.is_some() => {
+                let why = refused.unwrap_or_default();
+                self.unsupported(path, n, &format!("{why}; without static output descriptors it cannot be lowered as GE's compiled kernel either"));
+                return Ok(vec![None; n.output_descs.len()]);
             }
             (Some(spec), None) => spec,
             (None, None) => {

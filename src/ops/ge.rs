@@ -26,11 +26,14 @@
 mod aipp;
 mod attrs;
 mod conv;
+pub mod coverage;
 mod eltwise;
 mod layout;
 mod matmul;
 mod movement;
 mod pool;
+pub mod prototype;
+pub mod shared;
 
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 

@@ -325,6 +325,12 @@ pub struct Translation {
 /// of every launch, and lets the launched op's own lowering hooks ([`Prepack`]) apply.
 pub type TranslateFn = fn(&InferCtx) -> Option<Translation>;
 
+/// For an op type GE and ONNX both name, makes the attributes of a GE graph's node (one
+/// the ONNX importer did not make) say to this op what GE's mean: given the op type, the
+/// node's attributes (changed in place) and its input count; `Err` says why this op would
+/// compute something else, and the node is then not computed.
+pub type GeContractFn = fn(&str, &mut Attrs, usize) -> Result<(), String>;
+
 /// One op type of the library.
 #[derive(Clone, Copy)]
 pub struct OpSpec {
@@ -346,6 +352,9 @@ pub struct OpSpec {
     pub prepack: Option<PrepackFn>,
     /// Translates a node into another op of the library at lowering, if the op can be.
     pub translate: Option<TranslateFn>,
+    /// For an ONNX op GE also names: what a GE graph's node of it needs (see
+    /// [`GeContractFn`]).
+    pub ge_contract: Option<GeContractFn>,
 }
 
 impl OpSpec {
@@ -361,6 +370,7 @@ impl OpSpec {
             specialize: None,
             prepack: None,
             translate: None,
+            ge_contract: None,
         }
     }
     /// The op computes into outputs shaped by inference.
@@ -441,6 +451,7 @@ impl fmt::Debug for OpSpec {
             .field("specializes", &self.specialize.is_some())
             .field("prepacks", &self.prepack.is_some())
             .field("translates", &self.translate.is_some())
+            .field("ge_contract", &self.ge_contract.is_some())
             .finish()
     }
 }
@@ -520,6 +531,13 @@ impl OpRegistry {
                 f(&ctx, &refs, &mut muts)?;
                 Ok(outs)
             }
+        }
+    }
+    /// Sets the GE-contract hook of `op`, if registered (the library's assembly, which
+    /// knows both vocabularies, does this for the types they share).
+    pub fn set_ge_contract(&mut self, op: &str, f: GeContractFn) {
+        if let Some(spec) = self.ops.get_mut(op) {
+            spec.ge_contract = Some(f);
         }
     }
     /// Op type names, sorted.

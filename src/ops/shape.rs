@@ -352,8 +352,8 @@ fn infer_shape_op(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// The element type of Shape's and Size's output: GE's `dtype` attribute (int32 or
-/// int64; GE's prototypes default it to int32, but a graph GE built always writes it),
-/// else int64 as ONNX says.
+/// int64), else int64 as ONNX says. A GE graph's node without it gets GE's default,
+/// int32, written out by lowering (`ops::ge_node_attrs`).
 pub(crate) fn shape_dtype(ctx: &InferCtx) -> Result<DType, OpError> {
     match ctx.attrs.get("dtype") {
         None => Ok(DType::I64),

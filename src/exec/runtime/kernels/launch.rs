@@ -475,7 +475,12 @@ pub fn ops_without_compute(eg: &ExecuteGraph, ops: &OpRegistry) -> Vec<NoCompute
                 let Some(op_type) = n.attrs.get("_op_type").and_then(|a| a.as_str()) else {
                     continue;
                 };
-                if ops.get(op_type).is_some_and(|s| s.compute.is_some()) {
+                // Marked by lowering as a compiled kernel, the op is not computed even
+                // where the library has an op of its type (under another contract).
+                let compiled = n
+                    .attrs
+                    .contains_key(crate::exec::kernel_types::KERNEL_NAME_ATTR);
+                if !compiled && ops.get(op_type).is_some_and(|s| s.compute.is_some()) {
                     continue;
                 }
                 let (graph, node) = match &n.origin {

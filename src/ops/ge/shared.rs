@@ -1,0 +1,360 @@
+//! Op types GE and ONNX both name, read from a GE graph. rt2 computes such a type with
+//! the ONNX op of the name, which is right for a GE node only where the two contracts
+//! agree: GE's prototype may add attributes (Exp's `base`, `scale`, `shift`), name one
+//! differently (GatherElements' `dim`), default it differently (HardSigmoid's `alpha`,
+//! the reductions' `keep_dims`), or order the inputs differently (Split's `split_dim`
+//! first). [`ge_node_attrs`] makes a GE node's attributes say to the ONNX op what GE's
+//! mean, or refuses the node when they cannot: lowering then treats it as an op rt2
+//! cannot compute (a compiled kernel's launch, refused by `rt2 run` with the reason),
+//! never as the ONNX op computing something else.
+//!
+//! A node the ONNX importer made (it carries `onnx_opset`) is ONNX's and is not asked.
+//! Lowering asks through the op's [`crate::ops::OpSpec::ge_contract`] hook. Op types only
+//! GE names, and GE's own family ([`super::coverage::GE_CONTRACT`]), are not
+//! in question either. The facts are each type's prototype ([`super::prototype`]).
+
+use crate::ops::{Attr, Attrs, DType};
+
+/// A value in a rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum V {
+    I(i64),
+    F(f64),
+    B(bool),
+    S(&'static str),
+    /// An element type (a type attribute, already read in GE's numbering by lowering).
+    T(DType),
+}
+
+impl V {
+    fn matches(self, a: &Attr) -> bool {
+        match (self, a) {
+            (V::I(v), Attr::Int(i)) => *i == v,
+            (V::B(v), Attr::Int(i)) => (*i != 0) == v,
+            (V::B(v), Attr::Bool(b)) => *b == v,
+            // GE stores floats as float32: compare at that precision.
+            (V::F(v), Attr::Float(f)) => (*f as f32) == (v as f32),
+            (V::I(v), Attr::Float(f)) => *f == v as f64,
+            (V::S(v), Attr::Str(s)) => s == v,
+            (V::T(v), Attr::DType(d)) => *d == v,
+            _ => false,
+        }
+    }
+
+    fn attr(self) -> Attr {
+        match self {
+            V::I(v) => Attr::Int(v),
+            V::F(v) => Attr::Float(v),
+            V::B(v) => Attr::Int(i64::from(v)),
+            V::S(v) => Attr::Str(v.to_string()),
+            V::T(v) => Attr::DType(v),
+        }
+    }
+}
+
+/// One adjustment of a GE node's attributes.
+#[derive(Debug, Clone, Copy)]
+enum Fix {
+    /// GE's attribute must be absent or hold the value that makes GE's op the ONNX one.
+    Neutral(&'static str, V),
+    /// Absent, GE's default applies, which is not ONNX's: it is written out.
+    Default(&'static str, V),
+    /// GE's attribute (or its default, absent) is the ONNX op's under another name.
+    Rename(&'static str, &'static str, Option<V>),
+    /// GE's default is something the ONNX op does not compute: the node must give the
+    /// attribute, with this value.
+    Require(&'static str, V),
+    /// At most this many inputs (GE's optional bias of MatMul, say, has no ONNX
+    /// counterpart).
+    MaxInputs(usize),
+}
+
+use Fix::{Default, MaxInputs, Neutral, Rename, Require};
+
+/// The reductions: GE's `keep_dims` (default false) is ONNX's `keepdims` (default 1), and
+/// an empty `axes` reduces nothing, as TensorFlow's reductions GE's come from do (GE's
+/// ReduceMean declares `noop_with_empty_axes` true).
+const REDUCE: &[Fix] = &[
+    Rename("keep_dims", "keepdims", Some(V::B(false))),
+    Default("noop_with_empty_axes", V::B(true)),
+];
+
+/// The GE op types whose contract can be made the ONNX op's, and how.
+const RULES: &[(&str, &[Fix])] = &[
+    ("DepthToSpace", &[Require("data_format", V::S("NCHW"))]),
+    ("Einsum", &[]),
+    (
+        "Elu",
+        &[
+            Neutral("scale", V::F(1.0)),
+            Neutral("input_scale", V::F(1.0)),
+        ],
+    ),
+    ("Erf", &[]),
+    (
+        "Exp",
+        &[
+            Neutral("base", V::F(-1.0)),
+            Neutral("scale", V::F(1.0)),
+            Neutral("shift", V::F(0.0)),
+        ],
+    ),
+    ("Flatten", &[]),
+    ("Gather", &[Neutral("batch_dims", V::I(0))]),
+    ("GatherElements", &[Rename("dim", "axis", Some(V::I(0)))]),
+    (
+        "HardSigmoid",
+        &[
+            Default("alpha", V::F(0.16666666)),
+            Default("beta", V::F(0.5)),
+        ],
+    ),
+    (
+        "Log",
+        &[
+            Neutral("base", V::F(-1.0)),
+            Neutral("scale", V::F(1.0)),
+            Neutral("shift", V::F(0.0)),
+        ],
+    ),
+    (
+        "MatMul",
+        &[
+            Neutral("transpose_x1", V::B(false)),
+            Neutral("transpose_x2", V::B(false)),
+            MaxInputs(2),
+        ],
+    ),
+    ("ReduceLogSum", REDUCE),
+    ("ReduceLogSumExp", REDUCE),
+    ("ReduceMax", REDUCE),
+    ("ReduceMean", REDUCE),
+    ("ReduceMin", REDUCE),
+    ("ReduceProd", REDUCE),
+    ("ReduceSum", REDUCE),
+    (
+        "Reshape",
+        &[Neutral("axis", V::I(0)), Neutral("num_axes", V::I(-1))],
+    ),
+    (
+        "ReverseSequence",
+        &[
+            Rename("seq_dim", "time_axis", None),
+            Rename("batch_dim", "batch_axis", Some(V::I(0))),
+        ],
+    ),
+    ("Round", &[Neutral("decimals", V::I(0))]),
+    ("ScatterElements", &[]),
+    // GE's dtype default is int32; the library's, absent, is int64 (ONNX's).
+    ("Shape", &[Default("dtype", V::T(DType::I32))]),
+    ("Shrink", &[]),
+    ("Size", &[Default("dtype", V::T(DType::I32))]),
+    ("SpaceToDepth", &[Require("data_format", V::S("NCHW"))]),
+    ("ThresholdedRelu", &[]),
+];
+
+/// Op types GE and the op library both name whose GE contract is not the library op's
+/// and has no rule above: a GE node of one is not computed (see the module doc).
+const DIFFERENT: &[(&str, &str)] = &[
+    ("ArgMax", "GE's ArgMax is not checked against ONNX's"),
+    (
+        "ArgMin",
+        "GE's ArgMin takes its axis as input 1 (dimension) and a dtype",
+    ),
+    ("Celu", "GE's Celu has alpha1, alpha2 and alpha3"),
+    ("Clip", "GE's Clip is not checked against ONNX's"),
+    (
+        "Concat",
+        "GE's Concat takes concat_dim as input 0, before the tensors",
+    ),
+    (
+        "ConvTranspose",
+        "GE's ConvTranspose takes output_shape, filter and x in that order",
+    ),
+    (
+        "LRN",
+        "GE's LRN has depth_radius and norm_region where ONNX's has size",
+    ),
+    ("LSTM", "GE's LSTM is Caffe's, not ONNX's"),
+    (
+        "LogSoftmax",
+        "GE's LogSoftmax is not checked against ONNX's",
+    ),
+    ("NonZero", "GE's NonZero has transpose and dtype attributes"),
+    (
+        "OneHot",
+        "GE's OneHot takes on_value and off_value as two inputs",
+    ),
+    (
+        "Scatter",
+        "GE's Scatter updates var in place with a reduce attribute",
+    ),
+    (
+        "SoftmaxCrossEntropyLoss",
+        "GE's SoftmaxCrossEntropyLoss is not checked against ONNX's",
+    ),
+    (
+        "Softmax",
+        "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
+    ),
+    (
+        "Split",
+        "GE's Split takes split_dim as input 0 and num_split",
+    ),
+    ("Squeeze", "GE's Squeeze names its axes `axis`"),
+    ("Swish", "GE's Swish has a scale attribute"),
+    (
+        "TopK",
+        "GE's TopK names its axis `dim` and gives int32 indices",
+    ),
+    ("Unique", "GE's Unique gives y and idx with an out_idx type"),
+    ("Unsqueeze", "GE's Unsqueeze takes its axes as an attribute"),
+    (
+        "Upsample",
+        "GE's Upsample is Caffe's (scale, stride_h, stride_w)",
+    ),
+];
+
+/// Makes a GE node's attributes (`attrs`, of a node with `inputs` inputs, not made by the
+/// ONNX importer) say to the library op of the same name what GE's mean. `Err` says why
+/// the library op would compute something else; the node is then not computed.
+pub fn ge_node_attrs(op_type: &str, attrs: &mut Attrs, inputs: usize) -> Result<(), String> {
+    if let Some((_, why)) = DIFFERENT.iter().find(|(op, _)| *op == op_type) {
+        return Err(format!(
+            "{why}; rt2 computes only ONNX's {op_type}, so a GE graph's is not computed"
+        ));
+    }
+    let Some((_, fixes)) = RULES.iter().find(|(op, _)| *op == op_type) else {
+        return Ok(());
+    };
+    for fix in *fixes {
+        match *fix {
+            Neutral(name, v) => {
+                if let Some(a) = attrs.get(name)
+                    && !v.matches(a)
+                {
+                    return Err(format!(
+                        "GE's {op_type} with {name} {a:?} computes something ONNX's \
+                         {op_type} does not (rt2 computes it only with {name} {v:?})"
+                    ));
+                }
+            }
+            Default(name, v) => {
+                if !attrs.contains_key(name) {
+                    attrs.insert(name.to_string(), v.attr());
+                }
+            }
+            Rename(ge, onnx, default) => match (attrs.remove(ge), default) {
+                (Some(a), _) => {
+                    // GE's bools are ONNX's 0/1 ints.
+                    let a = match a {
+                        Attr::Bool(b) => Attr::Int(i64::from(b)),
+                        a => a,
+                    };
+                    attrs.insert(onnx.to_string(), a);
+                }
+                (None, Some(v)) => {
+                    attrs.insert(onnx.to_string(), v.attr());
+                }
+                (None, None) => return Err(format!("GE's {op_type} needs {ge}, which is missing")),
+            },
+            Require(name, v) => {
+                if !attrs.get(name).is_some_and(|a| v.matches(a)) {
+                    return Err(format!(
+                        "GE's {op_type} is computed only with {name} {v:?} given (GE's \
+                         default differs)"
+                    ));
+                }
+            }
+            MaxInputs(n) => {
+                if inputs > n {
+                    return Err(format!(
+                        "GE's {op_type} with {inputs} inputs (rt2 computes it with at most {n})"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every op type [`ge_node_attrs`] has a rule or a refusal for: the library's assembly
+/// hooks it onto each ([`crate::ops::OpSpec::ge_contract`]).
+pub fn ruled() -> impl Iterator<Item = &'static str> {
+    RULES
+        .iter()
+        .map(|(op, _)| *op)
+        .chain(DIFFERENT.iter().map(|(op, _)| *op))
+}
+
+/// Whether [`ge_node_attrs`] makes `op_type`'s GE contract the library op's (`Some(true)`),
+/// refuses it (`Some(false)`), or does not ask (`None`).
+pub fn adapts(op_type: &str) -> Option<bool> {
+    if RULES.iter().any(|(op, _)| *op == op_type) {
+        Some(true)
+    } else if DIFFERENT.iter().any(|(op, _)| *op == op_type) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, Attr)]) -> Attrs {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn neutral_attributes_pass_and_others_refuse() {
+        let mut a = attrs(&[("base", Attr::Float(-1.0)), ("scale", Attr::Float(1.0))]);
+        assert_eq!(ge_node_attrs("Exp", &mut a, 1), Ok(()));
+        let mut a = attrs(&[("base", Attr::Float(2.0))]);
+        let e = ge_node_attrs("Exp", &mut a, 1).unwrap_err();
+        assert!(e.contains("base"), "{e}");
+        let mut a = Attrs::new();
+        assert!(ge_node_attrs("MatMul", &mut a, 3).is_err(), "a bias input");
+        assert_eq!(ge_node_attrs("MatMul", &mut a, 2), Ok(()));
+    }
+
+    #[test]
+    fn defaults_and_names_become_the_onnx_ops() {
+        let mut a = Attrs::new();
+        ge_node_attrs("HardSigmoid", &mut a, 1).unwrap();
+        assert_eq!(a.get("alpha"), Some(&Attr::Float(0.16666666)));
+        let mut a = Attrs::new();
+        ge_node_attrs("ReduceSum", &mut a, 2).unwrap();
+        assert_eq!(a.get("keepdims"), Some(&Attr::Int(0)));
+        assert_eq!(a.get("noop_with_empty_axes"), Some(&Attr::Int(1)));
+        let mut a = attrs(&[("keep_dims", Attr::Bool(true))]);
+        ge_node_attrs("ReduceMean", &mut a, 2).unwrap();
+        assert_eq!(a.get("keepdims"), Some(&Attr::Int(1)));
+        assert!(!a.contains_key("keep_dims"));
+        let mut a = attrs(&[("dim", Attr::Int(1))]);
+        ge_node_attrs("GatherElements", &mut a, 2).unwrap();
+        assert_eq!(a.get("axis"), Some(&Attr::Int(1)));
+        // ReverseSequence's seq_dim is required in GE.
+        assert!(ge_node_attrs("ReverseSequence", &mut Attrs::new(), 2).is_err());
+    }
+
+    #[test]
+    fn ge_defaults_onnx_cannot_compute_are_refused() {
+        // GE's SpaceToDepth defaults to NHWC.
+        assert!(ge_node_attrs("SpaceToDepth", &mut Attrs::new(), 1).is_err());
+        let mut a = attrs(&[("data_format", Attr::Str("NCHW".into()))]);
+        assert_eq!(ge_node_attrs("SpaceToDepth", &mut a, 1), Ok(()));
+        let e = ge_node_attrs("Split", &mut Attrs::new(), 2).unwrap_err();
+        assert!(e.contains("split_dim"), "{e}");
+        // GE's Shape gives int32 unless told otherwise.
+        let mut a = Attrs::new();
+        ge_node_attrs("Shape", &mut a, 1).unwrap();
+        assert_eq!(a.get("dtype"), Some(&Attr::DType(DType::I32)));
+        // Types only GE names, or GE's own family, are not in question.
+        assert_eq!(ge_node_attrs("Conv2D", &mut Attrs::new(), 2), Ok(()));
+    }
+}
