@@ -679,3 +679,69 @@ fn shared_op_types_in_a_ge_graph_follow_ges_contract() {
         "{err}"
     );
 }
+
+/// GE's aliases of library ops in a GE graph: ConcatV2 (axis last, a Const), ExpandDims
+/// and Maximum are launched as Concat, Unsqueeze and Max, translated once at lowering,
+/// with GE's values.
+#[test]
+fn ge_aliases_launch_the_library_ops_they_are() {
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
+    let zeros: Vec<u8> = [0.0f32; 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let md = dump_model(
+        "aliases",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[2, 2])),
+            DumpOp::new("axis", "Const").value(int32(&[]), 1i32.to_le_bytes().to_vec()),
+            DumpOp::new("zero", "Const").value(f32_desc(&[4]), zeros),
+            DumpOp::new("cat", "ConcatV2")
+                .input("x:0")
+                .input("x:0")
+                .input("axis:0")
+                .attr_i("N", 2)
+                .in_desc(f32_desc(&[2, 2]))
+                .in_desc(f32_desc(&[2, 2]))
+                .in_desc(int32(&[]))
+                .out_desc(f32_desc(&[2, 4])),
+            DumpOp::new("ex", "ExpandDims")
+                .input("cat:0")
+                .input("axis:0")
+                .in_desc(f32_desc(&[2, 4]))
+                .in_desc(int32(&[]))
+                .out_desc(f32_desc(&[2, 1, 4])),
+            DumpOp::new("max", "Maximum")
+                .input("ex:0")
+                .input("zero:0")
+                .in_desc(f32_desc(&[2, 1, 4]))
+                .in_desc(f32_desc(&[4]))
+                .out_desc(f32_desc(&[2, 1, 4])),
+            DumpOp::new("out", "NetOutput")
+                .input("max:0")
+                .in_desc(f32_desc(&[2, 1, 4])),
+        ],
+    );
+    let eg = lowered(&md);
+    let launched: Vec<&str> = eg
+        .main
+        .nodes
+        .iter()
+        .filter(|n| rt2::exec::kernel_types::is_op_launch(&n.kernel))
+        .filter_map(|n| n.attrs.get("_op_type").and_then(|a| a.as_str()))
+        .collect();
+    assert_eq!(launched, ["Concat", "Unsqueeze", "Max"]);
+    let x = rt2::ops::HostTensor {
+        dtype: rt2::ops::DType::F32,
+        shape: vec![2, 2],
+        data: [1.0f32, -2.0, 3.0, 0.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let out = run_once(&eg, &[&x]);
+    assert_eq!(out[0].shape, [2, 1, 4]);
+    assert_eq!(
+        f32_values(&out[0]),
+        [1.0, 0.0, 1.0, 0.0, 3.0, 0.5, 3.0, 0.5]
+    );
+}

@@ -334,7 +334,11 @@ fn the_ge_contract_ops_have_prototypes_and_compute() {
     use rt2::ops::ge::coverage::GE_CONTRACT;
     use rt2::ops::ge::prototype::prototype;
     let reg = rt2::ops::OpRegistry::new();
-    for &op in GE_CONTRACT {
+    for op in GE_CONTRACT
+        .iter()
+        .copied()
+        .chain(rt2::ops::ge::alias::names())
+    {
         let spec = reg
             .get(op)
             .unwrap_or_else(|| panic!("{op} is not registered"));
@@ -360,6 +364,7 @@ fn the_shared_ops_are_all_ruled() {
         .filter(|p| {
             reg.get(p.name).is_some_and(|s| s.compute.is_some())
                 && !GE_CONTRACT.contains(&p.name)
+                && !rt2::ops::ge::alias::names().any(|a| a == p.name)
                 && support(p, &reg) != Support::Structure
                 && !(p.from_header() && p.attrs.is_empty())
                 && adapts(p.name).is_none()

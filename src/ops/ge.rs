@@ -24,6 +24,7 @@
 //! neutral value, and the error says so.
 
 mod aipp;
+pub mod alias;
 mod attrs;
 mod conv;
 pub mod coverage;
@@ -39,6 +40,7 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
+    alias::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -463,6 +463,14 @@ pub struct OpRegistry {
     ops: HashMap<&'static str, OpSpec, foldhash::fast::FixedState>,
 }
 
+/// The whole op library, built once: for an op that is another op of the library under
+/// other names (GE's aliases) and must reach that op's inference and compute from a
+/// function pointer. (`OpRegistry::new`, which assembles it, is the library's top file's.)
+pub fn library() -> &'static OpRegistry {
+    static LIBRARY: std::sync::LazyLock<OpRegistry> = std::sync::LazyLock::new(OpRegistry::new);
+    &LIBRARY
+}
+
 /// The byte [`OpRegistry::run_on_host`] fills outputs with before computing: a NaN in
 /// every float type, -1 in every signed integer type, the maximum in every unsigned one.
 pub const HOST_POISON: u8 = 0xFF;

@@ -101,7 +101,7 @@ pub fn support(p: &Prototype, reg: &OpRegistry) -> Support {
     let computes = reg.get(p.name).is_some_and(|s| s.compute.is_some());
     if !computes {
         Support::LaunchOnly
-    } else if GE_CONTRACT.contains(&p.name) {
+    } else if GE_CONTRACT.contains(&p.name) || super::alias::names().any(|a| a == p.name) {
         Support::GeContract
     } else {
         match super::shared::adapts(p.name) {

@@ -880,3 +880,191 @@ fn cases_the_onnx_ops_do_not_cover_are_not_translated() {
         .is_none()
     );
 }
+
+// ---- aliases (alias.rs): values computed by hand from each prototype's semantics.
+
+fn f(shape: &[usize], v: &[f32]) -> Tensor {
+    Tensor::from_vec(shape, v)
+}
+
+fn i32s(shape: &[usize], v: &[i32]) -> Tensor {
+    Tensor::from_vec(shape, v)
+}
+
+fn bools(shape: &[usize], v: &[bool]) -> Tensor {
+    let bytes: Vec<u8> = v.iter().map(|&b| u8::from(b)).collect();
+    Tensor {
+        dtype: DType::Bool,
+        shape: shape.to_vec(),
+        data: crate::ops::Buffer::from_bytes(&bytes),
+    }
+}
+
+#[test]
+fn maximum_minimum_and_addv2_broadcast_elementwise() {
+    let a = f(&[2, 1], &[1.0, -3.0]);
+    let b = f(&[3], &[0.0, 2.0, -4.0]);
+    assert_eq!(
+        run_f32_with_shape("Maximum", &[], &[a.clone(), b.clone()]),
+        (vec![2, 3], vec![1.0, 2.0, 1.0, 0.0, 2.0, -3.0])
+    );
+    assert_eq!(
+        run_f32("Minimum", &[], &[a.clone(), b.clone()]),
+        [0.0, 1.0, -4.0, -3.0, -3.0, -4.0]
+    );
+    assert_eq!(
+        run_f32("AddV2", &[], &[a, b]),
+        [1.0, 3.0, -3.0, -3.0, -1.0, -7.0]
+    );
+}
+
+#[test]
+fn select_picks_elementwise_and_refuses_row_selection() {
+    let cond = bools(&[2, 2], &[true, false, false, true]);
+    let x1 = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let x2 = f(&[2, 2], &[-1.0, -2.0, -3.0, -4.0]);
+    assert_eq!(
+        run_f32("Select", &[], &[cond, x1.clone(), x2.clone()]),
+        [1.0, -2.0, -3.0, 4.0]
+    );
+    // TensorFlow's Select with a 1-D condition picks rows: not NumPy's broadcast.
+    let rows = bools(&[2], &[true, false]);
+    assert!(err("Select", &[], &[rows, x1, x2]).contains("row-selecting"));
+}
+
+#[test]
+fn expand_dims_inserts_a_one_at_the_axis_input() {
+    let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    for (axis, shape) in [(0, vec![1, 2, 3]), (1, vec![2, 1, 3]), (-1, vec![2, 3, 1])] {
+        let (s, v) = run_f32_with_shape("ExpandDims", &[], &[x.clone(), i32s(&[], &[axis])]);
+        assert_eq!(s, shape, "axis {axis}");
+        assert_eq!(v, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    }
+    assert!(err("ExpandDims", &[], &[x, i32s(&[], &[3])]).contains("axes"));
+}
+
+#[test]
+fn gather_v2_and_v2d_take_the_axis_as_input_and_attribute() {
+    let x = f(&[3, 2], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let rows = i32s(&[2], &[2, 0]);
+    assert_eq!(
+        run_f32_with_shape("GatherV2", &[], &[x.clone(), rows.clone(), i32s(&[], &[0])]),
+        (vec![2, 2], vec![4.0, 5.0, 0.0, 1.0])
+    );
+    let col = i32s(&[1], &[1]);
+    assert_eq!(
+        run_f32_with_shape("GatherV2D", &[("axis", Attr::Int(1))], &[x.clone(), col]),
+        (vec![3, 1], vec![1.0, 3.0, 5.0])
+    );
+    let e = err(
+        "GatherV2",
+        &[("batch_dims", Attr::Int(1))],
+        &[x.clone(), rows.clone(), i32s(&[], &[0])],
+    );
+    assert!(e.contains("batch_dims"), "{e}");
+    assert!(err("GatherV2D", &[], &[x, rows]).contains("axis"));
+}
+
+#[test]
+fn reduce_d_ops_keep_or_drop_dims_as_keep_dims_says() {
+    let x = f(&[2, 3], &[1.0, 5.0, -2.0, 0.5, 4.0, 9.0]);
+    let axes = [("axes", ints(&[1]))];
+    assert_eq!(
+        run_f32_with_shape("ReduceMaxD", &axes, std::slice::from_ref(&x)),
+        (vec![2], vec![5.0, 9.0])
+    );
+    let keep = [("axes", ints(&[0])), ("keep_dims", Attr::Bool(true))];
+    assert_eq!(
+        run_f32_with_shape("ReduceMinD", &keep, std::slice::from_ref(&x)),
+        (vec![1, 3], vec![0.5, 4.0, -2.0])
+    );
+    assert_eq!(
+        run_f32("ReduceProdD", &axes, std::slice::from_ref(&x)),
+        [-10.0, 18.0]
+    );
+    // Empty axes reduce nothing (TensorFlow's rule).
+    assert_eq!(
+        run_f32_with_shape(
+            "ReduceMaxD",
+            &[("axes", ints(&[]))],
+            std::slice::from_ref(&x)
+        )
+        .0,
+        [2, 3]
+    );
+    assert!(err("ReduceMaxD", &[], &[x]).contains("axes"));
+}
+
+#[test]
+fn log_softmax_v2_over_one_axis() {
+    let x = f(&[2, 2], &[1.0, 2.0, 3.0, 5.0]);
+    let got = run_f32("LogSoftmaxV2", &[], std::slice::from_ref(&x));
+    let want = |a: f32, b: f32, v: f32| v - (a.exp() + b.exp()).ln();
+    let expect = [
+        want(1.0, 2.0, 1.0),
+        want(1.0, 2.0, 2.0),
+        want(3.0, 5.0, 3.0),
+        want(3.0, 5.0, 5.0),
+    ];
+    for (g, w) in got.iter().zip(expect) {
+        assert!((g - w).abs() < 1e-6, "{got:?} vs {expect:?}");
+    }
+    let col = run_f32(
+        "LogSoftmaxV2",
+        &[("axes", ints(&[0]))],
+        std::slice::from_ref(&x),
+    );
+    assert!((col[0] - want(1.0, 3.0, 1.0)).abs() < 1e-6, "{col:?}");
+    assert!(err("LogSoftmaxV2", &[("axes", ints(&[0, 1]))], &[x]).contains("one axis"));
+}
+
+#[test]
+fn clip_by_value_clamps_to_scalar_bounds() {
+    let x = f(&[4], &[-2.0, 0.5, 3.0, 7.0]);
+    assert_eq!(
+        run_f32("ClipByValue", &[], &[x, f(&[], &[0.0]), f(&[], &[6.0])]),
+        [0.0, 0.5, 3.0, 6.0]
+    );
+}
+
+#[test]
+fn aliases_translate_at_lowering_to_the_library_op() {
+    let reg = OpRegistry::new();
+    let meta = |s: &[i64]| TensorMeta::new(DType::F32, s);
+    let axis = crate::ops::HostTensor {
+        dtype: DType::I32,
+        shape: vec![],
+        data: 2i32.to_le_bytes().to_vec(),
+    };
+    let inputs = [
+        meta(&[1, 2]),
+        meta(&[1, 2]),
+        TensorMeta::new(DType::I32, &[]),
+    ];
+    let values = [None, None, Some(&axis)];
+    let attrs = test_attrs(&[]);
+    let ctx = InferCtx {
+        op: "ConcatV2",
+        inputs: &inputs,
+        values: &values,
+        attrs: &attrs,
+        outputs: 1,
+    };
+    let spec = reg.get("ConcatV2").unwrap();
+    // Axis 2 of a rank-2 pair is out of range: the Concat's inference says so.
+    assert!(spec.infer_shapes(&ctx).is_err());
+    let one = crate::ops::HostTensor {
+        dtype: DType::I32,
+        shape: vec![],
+        data: 1i32.to_le_bytes().to_vec(),
+    };
+    let values = [None, None, Some(&one)];
+    let ctx = InferCtx {
+        values: &values,
+        ..ctx
+    };
+    assert_eq!(spec.infer_shapes(&ctx).unwrap(), [meta(&[1, 4])]);
+    let t: Translation = (spec.translate.unwrap())(&ctx).unwrap();
+    assert_eq!((t.op, t.inputs), ("Concat", 2));
+    assert_eq!(t.attrs.get("axis"), Some(&Attr::Int(1)));
+}
