@@ -565,9 +565,9 @@ fn f32_values(t: &rt2::ops::HostTensor) -> Vec<f32> {
 /// Op types GE and ONNX both name, in a GE graph (no `onnx_opset`): GE's contract, not
 /// ONNX's. A ReduceSum without `keep_dims` drops the axis (GE's default, not ONNX's
 /// keepdims 1) and an empty axes list reduces nothing; a HardSigmoid without `alpha` uses
-/// GE's 1/6, not ONNX's 0.2; a Split (GE's: split_dim first) and an Exp with a `base` are
-/// not computed with ONNX's meaning: they lower as compiled kernels and running refuses
-/// them by name.
+/// GE's 1/6, not ONNX's 0.2; GE's Split (split_dim first) splits as SplitD; an Exp with a
+/// `base` is not computed with ONNX's meaning: it lowers as a compiled kernel and running
+/// refuses it by name.
 #[test]
 fn shared_op_types_in_a_ge_graph_follow_ges_contract() {
     let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
@@ -630,10 +630,10 @@ fn shared_op_types_in_a_ge_graph_follow_ges_contract() {
         assert!((g - w).abs() < 1e-6, "{g} vs {w}");
     }
 
-    // GE's Split and an Exp of base 2, with static descriptors: compiled kernels.
-    let md = dump_model(
-        "refused",
-        vec![
+    // GE's Split (split_dim first, a Const) computes as SplitD; an Exp of base 2 does not
+    // compute as ONNX's Exp: it is a compiled kernel, refused at load by name.
+    let split_graph = |with_exp: bool| {
+        let mut ops = vec![
             DumpOp::new("x", "Data")
                 .attr_i("index", 0)
                 .out_desc(f32_desc(&[2, 4])),
@@ -646,36 +646,53 @@ fn shared_op_types_in_a_ge_graph_follow_ges_contract() {
                 .in_desc(f32_desc(&[2, 4]))
                 .out_desc(f32_desc(&[2, 2]))
                 .out_desc(f32_desc(&[2, 2])),
-            DumpOp::new("exp2", "Exp")
-                .input("split:0")
-                .attr_f("base", 2.0)
-                .in_desc(f32_desc(&[2, 2]))
-                .out_desc(f32_desc(&[2, 2])),
+        ];
+        let first = if with_exp {
+            ops.push(
+                DumpOp::new("exp2", "Exp")
+                    .input("split:0")
+                    .attr_f("base", 2.0)
+                    .in_desc(f32_desc(&[2, 2]))
+                    .out_desc(f32_desc(&[2, 2])),
+            );
+            "exp2:0"
+        } else {
+            "split:0"
+        };
+        ops.push(
             DumpOp::new("out", "NetOutput")
-                .input("exp2:0")
+                .input(first)
                 .input("split:1")
                 .in_desc(f32_desc(&[2, 2]))
                 .in_desc(f32_desc(&[2, 2])),
-        ],
-    );
+        );
+        dump_model("refused", ops)
+    };
+    let eg = lowered(&split_graph(false));
+    let x = rt2::ops::HostTensor {
+        dtype: rt2::ops::DType::F32,
+        shape: vec![2, 4],
+        data: (0..8).flat_map(|v| (v as f32).to_le_bytes()).collect(),
+    };
+    let out = run_once(&eg, &[&x]);
+    assert_eq!(f32_values(&out[0]), [0.0, 1.0, 4.0, 5.0]);
+    assert_eq!(f32_values(&out[1]), [2.0, 3.0, 6.0, 7.0]);
+    let md = split_graph(true);
     let eg = lowered(&md);
     let device = rt2::npu::device::Device::try_new(Default::default()).unwrap();
     let err = rt2::exec::runtime::ModelV2Executor::create(&eg, &device, Default::default())
         .expect_err("refused");
     assert_eq!(
         err.to_string(),
-        "2 op(s) rt2 cannot compute (compiled kernels only): refused/split (Split), \
-         refused/exp2 (Exp)"
+        "1 op(s) rt2 cannot compute (compiled kernels only): refused/exp2 (Exp)"
     );
     // Without static descriptors, the reason is the unsupported op's.
     let mut md = md;
-    md.graph[0].op[2].output_desc[0].shape.as_mut().unwrap().dim = vec![-1, 2];
+    md.graph[0].op[3].output_desc[0].shape.as_mut().unwrap().dim = vec![-1, 2];
     let err = lower(&read_text(&md), &LowerOptions::default()).unwrap_err();
     let err = err.to_string();
     assert!(
-        err.starts_with(
-            "1 unsupported op(s): refused/split (Split): GE's Split takes split_dim as input 0"
-        ),
+        err.starts_with("1 unsupported op(s): refused/exp2 (Exp): GE's Exp with base"),
         "{err}"
     );
 }

@@ -38,7 +38,7 @@ use crate::om::graph::{
 };
 use crate::om::onnx::PARENT_NODE_INDEX;
 use crate::om::{Shape, TensorDesc};
-use crate::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
+use crate::ops::{Attrs, GeUse, InferCtx, OpRegistry, OpSpec, TensorMeta};
 use crate::ops::{DType, HostTensor};
 
 /// What a converter does with a node.
@@ -763,9 +763,34 @@ impl<'r> Lowering<'r> {
         // A GE graph's node of a type the library shares with ONNX is computed by the
         // library op only where GE's contract is made its own; otherwise it is a compiled
         // kernel rt2 cannot compute, never the ONNX op computing something else.
+        // GE's Split, say, is launched as SplitD on its input 1: the op and the inputs
+        // it takes (`first..first + count`) may change here.
+        let (mut spec, mut first, mut count) = (spec, 0, ins.len());
         let refused = match spec.and_then(|s| s.ge_contract) {
             Some(f) if !n.attrs.contains_key(attrs::ONNX_OPSET_ATTR) => {
-                f(&n.op_type, &mut attrs, n.inputs.len()).err()
+                let outputs = n.output_descs.len().max(1);
+                match self.with_ctx(&n.op_type, ins, &attrs, outputs, f) {
+                    Ok(GeUse::Attrs(a)) => {
+                        attrs = a;
+                        None
+                    }
+                    Ok(GeUse::Launch {
+                        op,
+                        attrs: a,
+                        first: f0,
+                        count: c,
+                    }) => match self.reg.get(op) {
+                        Some(target) if f0 + c <= ins.len() => {
+                            (spec, attrs, first, count) = (Some(*target), a, f0, c);
+                            None
+                        }
+                        _ => Some(format!(
+                            "{op} on inputs {f0}..{} is not in the op library",
+                            f0 + c
+                        )),
+                    },
+                    Err(why) => Some(why),
+                }
             }
             _ => None,
         };
@@ -799,6 +824,7 @@ impl<'r> Lowering<'r> {
                 ));
             }
         };
+        let ins = &mut ins[first..first + count];
         let outs = self.infer(path, n, &spec, ins, &attrs)?;
         if let Some(folded) = self.try_fold(&spec, ins, &attrs, &outs) {
             return Ok(folded);
@@ -1021,7 +1047,9 @@ impl<'r> Lowering<'r> {
     ) -> Option<(OpSpec, Attrs, usize)> {
         let hook = spec.translate?;
         let outputs = n.output_descs.len().max(1);
-        let plan = self.with_ctx(&n.op_type, ins, attrs, outputs, hook)?;
+        // The spec's own name: a GE node launched as another op (GE's Split as SplitD)
+        // asks that op's hook.
+        let plan = self.with_ctx(spec.name, ins, attrs, outputs, hook)?;
         let target = *self.reg.get(plan.op)?;
         let ins = ins.get(..plan.inputs)?;
         let check = self.with_ctx(target.name, ins, &plan.attrs, outputs, |ctx| {

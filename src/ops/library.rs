@@ -24,7 +24,7 @@ impl OpRegistry {
         ge::register(&mut reg);
         // The ONNX ops GE also names check or translate a GE graph's attributes first.
         for op in ge::shared::ruled() {
-            reg.set_ge_contract(op, ge::shared::ge_node_attrs);
+            reg.set_ge_contract(op, ge::shared::ge_node);
         }
         reg
     }

@@ -33,9 +33,9 @@ pub use attr::{Attr, AttrMap, HostTensor};
 pub use dtype::DType;
 pub use error::OpError;
 pub use registry::{
-    Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS, InferCtx,
-    InferFn, OpRegistry, OpSpec, Prepack, PrepackFn, ShapeValues, SpecialFn, SpecializeFn,
-    TensorMeta, TranslateFn, Translation, UNKNOWN, meta, shape_values,
+    Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS,
+    GeContractFn, GeUse, InferCtx, InferFn, OpRegistry, OpSpec, Prepack, PrepackFn, ShapeValues,
+    SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN, meta, shape_values,
 };
 pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 #[cfg(test)]

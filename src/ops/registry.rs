@@ -325,11 +325,28 @@ pub struct Translation {
 /// of every launch, and lets the launched op's own lowering hooks ([`Prepack`]) apply.
 pub type TranslateFn = fn(&InferCtx) -> Option<Translation>;
 
-/// For an op type GE and ONNX both name, makes the attributes of a GE graph's node (one
-/// the ONNX importer did not make) say to this op what GE's mean: given the op type, the
-/// node's attributes (changed in place) and its input count; `Err` says why this op would
-/// compute something else, and the node is then not computed.
-pub type GeContractFn = fn(&str, &mut Attrs, usize) -> Result<(), String>;
+/// How a GE graph's node of an op type GE and ONNX both name is computed (see
+/// [`GeContractFn`]).
+#[derive(Debug, Clone)]
+pub enum GeUse {
+    /// By this op, with these attributes in place of the node's.
+    Attrs(Attrs),
+    /// By another op of the library: `op` with `attrs`, on the node's inputs
+    /// `first..first + count` (GE's Split, whose `split_dim` input 0 is an attribute of
+    /// SplitD).
+    Launch {
+        op: &'static str,
+        attrs: Attrs,
+        first: usize,
+        count: usize,
+    },
+}
+
+/// For an op type GE and ONNX both name: how a GE graph's node of it (one the ONNX
+/// importer did not make) is computed so that it means what GE's prototype says, from the
+/// node's input metas, known values and attributes. `Err` says why it cannot be, and the
+/// node is then not computed (lowered as GE's compiled kernel).
+pub type GeContractFn = fn(&InferCtx) -> Result<GeUse, String>;
 
 /// One op type of the library.
 #[derive(Clone, Copy)]

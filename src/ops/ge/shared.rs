@@ -13,7 +13,7 @@
 //! GE names, and GE's own family ([`super::coverage::GE_CONTRACT`]), are not
 //! in question either. The facts are each type's prototype ([`super::prototype`]).
 
-use crate::ops::{Attr, Attrs, DType};
+use crate::ops::{Attr, Attrs, DType, GeContractFn, GeUse, InferCtx};
 
 /// A value in a rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,9 +67,12 @@ enum Fix {
     /// At most this many inputs (GE's optional bias of MatMul, say, has no ONNX
     /// counterpart).
     MaxInputs(usize),
+    /// A list GE's op reads as "all" when empty (Squeeze's `axis`), ONNX's when absent:
+    /// renamed when it has values, dropped when empty.
+    RenameNonEmpty(&'static str, &'static str),
 }
 
-use Fix::{Default, MaxInputs, Neutral, Rename, Require};
+use Fix::{Default, MaxInputs, Neutral, Rename, RenameNonEmpty, Require};
 
 /// The reductions: GE's `keep_dims` (default false) is ONNX's `keepdims` (default 1), and
 /// an empty `axes` reduces nothing, as TensorFlow's reductions GE's come from do (GE's
@@ -150,8 +153,86 @@ const RULES: &[(&str, &[Fix])] = &[
     ("Shrink", &[]),
     ("Size", &[Default("dtype", V::T(DType::I32))]),
     ("SpaceToDepth", &[Require("data_format", V::S("NCHW"))]),
+    // GE's `axis` [] squeezes every 1 (TensorFlow's), as ONNX's absent `axes`.
+    ("Squeeze", &[RenameNonEmpty("axis", "axes")]),
     ("ThresholdedRelu", &[]),
+    ("Unsqueeze", &[]),
 ];
+
+/// GE op types computed by another library op, their axis input made an attribute.
+const RELAUNCH: &[(&str, GeContractFn)] = &[("Concat", concat), ("Split", split)];
+
+/// The int value of input `i`, a constant: a GE graph's axis input.
+fn const_int(ctx: &InferCtx, i: usize, what: &str) -> Result<i64, String> {
+    let t = ctx.values.get(i).copied().flatten().ok_or_else(|| {
+        format!(
+            "GE's {} with a {what} (input {i}) known only at run time is not computed",
+            ctx.op
+        )
+    })?;
+    match t.int_values().as_deref() {
+        Some([v]) => Ok(*v),
+        _ => Err(format!(
+            "GE's {} {what} is {} {:?}, not one int",
+            ctx.op, t.dtype, t.shape
+        )),
+    }
+}
+
+/// GE's Concat(concat_dim, x...; N): Concat on `axis` concat_dim over the tensors.
+fn concat(ctx: &InferCtx) -> Result<GeUse, String> {
+    let n = ctx.inputs.len().saturating_sub(1);
+    if n == 0 {
+        return Err("GE's Concat needs concat_dim and at least one tensor".into());
+    }
+    let axis = const_int(ctx, 0, "concat_dim")?;
+    Ok(GeUse::Launch {
+        op: "Concat",
+        attrs: [("axis".to_string(), Attr::Int(axis))]
+            .into_iter()
+            .collect(),
+        first: 1,
+        count: n,
+    })
+}
+
+/// GE's Split(split_dim, x; num_split): SplitD (equal parts) of x.
+fn split(ctx: &InferCtx) -> Result<GeUse, String> {
+    if ctx.inputs.len() != 2 {
+        return Err(format!(
+            "GE's Split takes split_dim and x, not {} inputs",
+            ctx.inputs.len()
+        ));
+    }
+    let dim = const_int(ctx, 0, "split_dim")?;
+    let parts = match ctx.attrs.get("num_split") {
+        Some(Attr::Int(n)) => *n,
+        _ => return Err("GE's Split needs num_split, an int".into()),
+    };
+    Ok(GeUse::Launch {
+        op: "SplitD",
+        attrs: [
+            ("split_dim".to_string(), Attr::Int(dim)),
+            ("num_split".to_string(), Attr::Int(parts)),
+        ]
+        .into_iter()
+        .collect(),
+        first: 1,
+        count: 1,
+    })
+}
+
+/// How a GE graph's node of a type GE and ONNX both name is computed (the library op's
+/// [`crate::ops::OpSpec::ge_contract`]): by another library op, or by its own with GE's
+/// attributes made its ([`ge_node_attrs`]).
+pub fn ge_node(ctx: &InferCtx) -> Result<GeUse, String> {
+    if let Some((_, f)) = RELAUNCH.iter().find(|(op, _)| *op == ctx.op) {
+        return f(ctx);
+    }
+    let mut attrs = ctx.attrs.clone();
+    ge_node_attrs(ctx.op, &mut attrs, ctx.inputs.len())?;
+    Ok(GeUse::Attrs(attrs))
+}
 
 /// Op types GE and the op library both name whose GE contract is not the library op's
 /// and has no rule above: a GE node of one is not computed (see the module doc).
@@ -163,10 +244,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     ),
     ("Celu", "GE's Celu has alpha1, alpha2 and alpha3"),
     ("Clip", "GE's Clip is not checked against ONNX's"),
-    (
-        "Concat",
-        "GE's Concat takes concat_dim as input 0, before the tensors",
-    ),
     (
         "ConvTranspose",
         "GE's ConvTranspose takes output_shape, filter and x in that order",
@@ -197,18 +274,12 @@ const DIFFERENT: &[(&str, &str)] = &[
         "Softmax",
         "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
     ),
-    (
-        "Split",
-        "GE's Split takes split_dim as input 0 and num_split",
-    ),
-    ("Squeeze", "GE's Squeeze names its axes `axis`"),
     ("Swish", "GE's Swish has a scale attribute"),
     (
         "TopK",
         "GE's TopK names its axis `dim` and gives int32 indices",
     ),
     ("Unique", "GE's Unique gives y and idx with an out_idx type"),
-    ("Unsqueeze", "GE's Unsqueeze takes its axes as an attribute"),
     (
         "Upsample",
         "GE's Upsample is Caffe's (scale, stride_h, stride_w)",
@@ -266,6 +337,13 @@ pub fn ge_node_attrs(op_type: &str, attrs: &mut Attrs, inputs: usize) -> Result<
                     ));
                 }
             }
+            RenameNonEmpty(ge, onnx) => {
+                if let Some(a) = attrs.remove(ge)
+                    && a.as_ints().is_none_or(|v| !v.is_empty())
+                {
+                    attrs.insert(onnx.to_string(), a);
+                }
+            }
             MaxInputs(n) => {
                 if inputs > n {
                     return Err(format!(
@@ -284,13 +362,14 @@ pub fn ruled() -> impl Iterator<Item = &'static str> {
     RULES
         .iter()
         .map(|(op, _)| *op)
+        .chain(RELAUNCH.iter().map(|(op, _)| *op))
         .chain(DIFFERENT.iter().map(|(op, _)| *op))
 }
 
 /// Whether [`ge_node_attrs`] makes `op_type`'s GE contract the library op's (`Some(true)`),
 /// refuses it (`Some(false)`), or does not ask (`None`).
 pub fn adapts(op_type: &str) -> Option<bool> {
-    if RULES.iter().any(|(op, _)| *op == op_type) {
+    if RULES.iter().any(|(op, _)| *op == op_type) || RELAUNCH.iter().any(|(op, _)| *op == op_type) {
         Some(true)
     } else if DIFFERENT.iter().any(|(op, _)| *op == op_type) {
         Some(false)
@@ -348,8 +427,15 @@ mod tests {
         assert!(ge_node_attrs("SpaceToDepth", &mut Attrs::new(), 1).is_err());
         let mut a = attrs(&[("data_format", Attr::Str("NCHW".into()))]);
         assert_eq!(ge_node_attrs("SpaceToDepth", &mut a, 1), Ok(()));
-        let e = ge_node_attrs("Split", &mut Attrs::new(), 2).unwrap_err();
-        assert!(e.contains("split_dim"), "{e}");
+        let e = ge_node_attrs("TopK", &mut Attrs::new(), 2).unwrap_err();
+        assert!(e.contains("int32 indices"), "{e}");
+        // Squeeze's empty `axis` is ONNX's absent `axes`.
+        let mut a = attrs(&[("axis", Attr::Ints(vec![]))]);
+        ge_node_attrs("Squeeze", &mut a, 1).unwrap();
+        assert!(!a.contains_key("axes") && !a.contains_key("axis"));
+        let mut a = attrs(&[("axis", Attr::Ints(vec![1]))]);
+        ge_node_attrs("Squeeze", &mut a, 1).unwrap();
+        assert_eq!(a.get("axes"), Some(&Attr::Ints(vec![1])));
         // GE's Shape gives int32 unless told otherwise.
         let mut a = Attrs::new();
         ge_node_attrs("Shape", &mut a, 1).unwrap();
