@@ -88,7 +88,20 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             list.join("; ")
         );
     }
-    let mut def = ir::to_model_def(&root.model);
+    // Every op's inferred output type and shape, as ATC's OMs carry them (-1 only where a
+    // dim is known at run time alone). A graph lowering cannot take keeps its own.
+    progress.step("inferring shapes");
+    let annotated = match crate::lower::annotate(&root.model) {
+        Ok((model, _)) => Some(model),
+        Err(e) => {
+            progress.note(format!(
+                "{}: output shapes not inferred ({e}); the descriptors are written as read",
+                args.model.display()
+            ));
+            None
+        }
+    };
+    let mut def = ir::to_model_def(annotated.as_ref().unwrap_or(&root.model));
     if let Some(name) = &args.name {
         def.name = name.clone();
     }

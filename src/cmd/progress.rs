@@ -32,6 +32,12 @@ impl Progress {
     pub fn step(&self, msg: impl Into<String>) {
         self.0.set_message(msg.into());
     }
+
+    /// Prints a note for people on stderr (above the spinner, if one is shown): something
+    /// the command did differently from what was asked, that is not an error.
+    pub fn note(&self, msg: impl Into<String>) {
+        self.0.suspend(|| eprintln!("rt2: note: {}", msg.into()));
+    }
 }
 
 impl Drop for Progress {

@@ -149,6 +149,27 @@ pub fn dtype(d: DataType) -> Option<DType> {
     })
 }
 
+/// The model type of a device type: [`dtype`]'s inverse.
+pub fn model_dtype(d: DType) -> Option<DataType> {
+    [
+        DataType::Float32,
+        DataType::Float16,
+        DataType::Bfloat16,
+        DataType::Float64,
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Uint8,
+        DataType::Uint16,
+        DataType::Uint32,
+        DataType::Uint64,
+        DataType::Bool,
+    ]
+    .into_iter()
+    .find(|&m| dtype(m) == Some(d))
+}
+
 /// A host tensor of a constant, when the device has its type and the shape is static.
 pub fn tensor(t: &Tensor) -> Option<HostTensor> {
     let dims = match &t.desc.shape {

@@ -113,7 +113,13 @@ pub struct Lowering<'r> {
     /// Each constant prepared so far, by its constant id and the op it was prepared for:
     /// its prepared constant's id.
     packed: foldhash::HashMap<(u32, &'static str), u32>,
+    /// When set, every node's output metas as lowering inferred them: (graph name, node
+    /// name, one per output, `None` where lowering made none).
+    pub metas: Option<Vec<NodeMetas>>,
 }
+
+/// One node's output metas, as [`Lowering::metas`] records them.
+pub type NodeMetas = (String, String, Vec<Option<TensorMeta>>);
 
 pub(super) type Result<T> = std::result::Result<T, LowerError>;
 
@@ -333,6 +339,7 @@ impl<'r> Lowering<'r> {
             root_inputs: Vec::new(),
             weights_base: 0,
             pack_weights: true,
+            metas: None,
             packed: Default::default(),
         }
     }
@@ -439,6 +446,10 @@ impl<'r> Lowering<'r> {
                 }
                 Converter::Op => self.op(path, n, &mut ins, origin)?,
             };
+            if let Some(metas) = &mut self.metas {
+                let m = outs.iter().map(|t| t.as_ref().map(|t| t.meta.clone()));
+                metas.push((g.name.clone(), n.name.clone(), m.collect()));
+            }
             // The forms the converter made of its inputs serve later readers too.
             for (p, t) in n.inputs.iter().zip(ins) {
                 if let (Some(p), Some(t)) = (p, t)

@@ -20,6 +20,7 @@ use crate::om::ComputeModel;
 use crate::om::summary::graph_outputs;
 use crate::ops::OpRegistry;
 
+pub mod annotate;
 pub mod attrs;
 pub mod builder;
 pub mod const_eval;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod layout;
 pub mod passes;
 
+pub use annotate::annotate;
 pub use error::{LowerError, Unsupported};
 
 use convert::{Bind, Lowering};

@@ -162,3 +162,60 @@ fn ge_inputs_compile_to_om_too() {
     ])
     .fails(2, &["applies to ONNX"]);
 }
+
+/// Every op's descriptors in the OM as ATC writes them: typed and shaped by inference,
+/// -1 only where a dim is known at run time alone (cnn_bn's batch), every dim known once
+/// `--input-shape` fixes the batch.
+#[test]
+fn the_om_carries_every_ops_inferred_types_and_shapes() {
+    use rt2::om::DataType;
+    use rt2::om::graph::Shape;
+    let s = Scratch::new();
+    let model = fixture("models/cnn_bn.onnx");
+    let model = model.to_str().unwrap();
+    let descs = |file: &str| {
+        let bytes = s.read(file);
+        let f = rt2::om::file::read(&bytes, &Default::default()).unwrap();
+        let mut all = Vec::new();
+        for n in &f.root().model.root.nodes {
+            for (k, d) in n.output_descs.iter().chain(&n.input_descs).enumerate() {
+                all.push((format!("{} desc {k}", n.name), d.dtype, d.shape.clone()));
+            }
+        }
+        all
+    };
+    s.rt2(&["compile", model, "-o", "dyn.om"]).ok();
+    let dynamic = descs("dyn.om");
+    assert!(dynamic.len() > 20, "{dynamic:?}");
+    for (at, dtype, shape) in &dynamic {
+        assert_ne!(*dtype, DataType::Undefined, "{at}");
+        let Shape::Dims(dims) = shape else {
+            panic!("{at}: unknown rank")
+        };
+        // The batch is the only dim not known before run time.
+        for (i, &d) in dims.iter().enumerate() {
+            assert!(d >= 0 || (i == 0 && d == -1), "{at}: {dims:?}");
+        }
+    }
+    assert!(
+        dynamic
+            .iter()
+            .any(|(_, _, s)| matches!(s, Shape::Dims(d) if d.first() == Some(&-1))),
+        "the batch stays dynamic"
+    );
+    s.rt2(&[
+        "compile",
+        model,
+        "-o",
+        "fixed.om",
+        "--input-shape",
+        "x:2,3,8,8",
+    ])
+    .ok();
+    for (at, _, shape) in descs("fixed.om") {
+        assert!(
+            matches!(&shape, Shape::Dims(d) if d.iter().all(|&x| x >= 0)),
+            "{at}: {shape:?}"
+        );
+    }
+}
