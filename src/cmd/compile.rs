@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     let progress = Progress::start(true);
     progress.step(format!("reading {}", args.model.display()));
-    let file = input::read_model(&args.model, &opts)?;
+    let mut file = input::read_model(&args.model, &opts)?;
     if file.kind != FileKind::Onnx && !args.input_shape.is_empty() {
         bail!(
             "{}: --input-shape applies to ONNX models; this is a {} file",
@@ -91,17 +91,14 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     // Every op's inferred output type and shape, as ATC's OMs carry them (-1 only where a
     // dim is known at run time alone). A graph lowering cannot take keeps its own.
     progress.step("inferring shapes");
-    let annotated = match crate::lower::annotate(&root.model) {
-        Ok((model, _)) => Some(model),
-        Err(e) => {
-            progress.note(format!(
-                "{}: output shapes not inferred ({e}); the descriptors are written as read",
-                args.model.display()
-            ));
-            None
-        }
-    };
-    let mut def = ir::to_model_def(annotated.as_ref().unwrap_or(&root.model));
+    if let Err(e) = crate::lower::annotate(&mut file.models[0].model) {
+        progress.note(format!(
+            "{}: output shapes not inferred ({e}); the descriptors are written as read",
+            args.model.display()
+        ));
+    }
+    let root = file.root();
+    let mut def = ir::to_model_def(&root.model);
     if let Some(name) = &args.name {
         def.name = name.clone();
     }

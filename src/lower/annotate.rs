@@ -19,24 +19,26 @@ use super::layout;
 /// The importer's record of each dim's symbolic name (`""` for a known dim).
 const SYMBOLIC_DIMS: &str = "_symbolic_dims";
 
-/// `model` with every output descriptor, and every input descriptor from its producer's,
-/// filled from inference where it said less, and how many descriptors changed. Ops lowering cannot handle keep their descriptors.
-pub fn annotate(model: &ComputeModel) -> Result<(ComputeModel, usize), LowerError> {
-    let reg = OpRegistry::new();
-    let origin = layout::to_origin(model)?;
-    let root = &origin.as_ref().root;
-    let mut lw = Lowering::new(&reg);
-    lw.metas = Some(Vec::new());
-    lw.graph(root, &root.name, &mut Bind::Root)?;
-    let metas: Vec<NodeMetas> = lw.metas.take().unwrap_or_default();
+/// Fills every output descriptor of `model`, and every input descriptor from its
+/// producer's, from inference where it said less; how many descriptors changed. Ops
+/// lowering cannot handle keep their descriptors.
+pub fn annotate(model: &mut ComputeModel) -> Result<usize, LowerError> {
+    let metas: Vec<NodeMetas> = {
+        let reg = OpRegistry::new();
+        let origin = layout::to_origin(model)?;
+        let root = &origin.as_ref().root;
+        let mut lw = Lowering::new(&reg);
+        lw.metas = Some(Vec::new());
+        lw.graph(root, &root.name, &mut Bind::Root)?;
+        lw.metas.take().unwrap_or_default()
+    };
     let by_node: std::collections::HashMap<(&str, &str), &[Option<TensorMeta>]> = metas
         .iter()
         .map(|(g, n, m)| ((g.as_str(), n.as_str()), &m[..]))
         .collect();
-    let mut out = model.clone();
     let mut changed = 0;
-    fill_graph(&mut out.root, &by_node, &mut changed);
-    Ok((out, changed))
+    fill_graph(&mut model.root, &by_node, &mut changed);
+    Ok(changed)
 }
 
 fn fill_graph(
