@@ -762,3 +762,50 @@ fn ge_aliases_launch_the_library_ops_they_are() {
         [1.0, 0.0, 1.0, 0.0, 3.0, 0.5, 3.0, 0.5]
     );
 }
+
+/// GE's TopK in a GE graph (no `onnx_opset`): `dim`, int32 indices, as GE's prototype
+/// says, computed by the library's TopK.
+#[test]
+fn ge_top_k_gives_int32_indices() {
+    let int32 = |dims: &[i64]| rt2::om::testdata_text::tensor_desc(7, dims, "ND");
+    let md = dump_model(
+        "topk",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .out_desc(f32_desc(&[3, 2])),
+            DumpOp::new("k", "Const").value(int32(&[1]), 2i32.to_le_bytes().to_vec()),
+            DumpOp::new("top", "TopK")
+                .input("x:0")
+                .input("k:0")
+                .attr_i("dim", 0)
+                .in_desc(f32_desc(&[3, 2]))
+                .in_desc(int32(&[1]))
+                .out_desc(f32_desc(&[2, 2]))
+                .out_desc(int32(&[2, 2])),
+            DumpOp::new("out", "NetOutput")
+                .input("top:0")
+                .input("top:1")
+                .in_desc(f32_desc(&[2, 2]))
+                .in_desc(int32(&[2, 2])),
+        ],
+    );
+    let eg = lowered(&md);
+    let x = rt2::ops::HostTensor {
+        dtype: rt2::ops::DType::F32,
+        shape: vec![3, 2],
+        data: [1.0f32, 6.0, 5.0, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let out = run_once(&eg, &[&x]);
+    assert_eq!(f32_values(&out[0]), [5.0, 6.0, 3.0, 4.0]);
+    assert_eq!(out[1].dtype, rt2::ops::DType::I32);
+    let idx: Vec<i32> = out[1]
+        .data
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(idx, [1, 0, 2, 2]);
+}

@@ -313,11 +313,24 @@ fn infer_nonzero(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(DType::I64, Some(vec![rank, UNKNOWN])))
 }
 
+/// TopK's index type: int64 (ONNX's), or the `index_dtype` a translation asks for (GE's
+/// TopK gives int32 indices).
+fn topk_index_dtype(ctx: &InferCtx) -> Result<DType, OpError> {
+    match ctx.attrs.get("index_dtype") {
+        None => Ok(DType::I64),
+        Some(Attr::DType(d @ (DType::I32 | DType::I64))) => Ok(*d),
+        Some(other) => {
+            Err(ctx.attr_error("index_dtype", format!("is {other:?}, not int32 or int64")))
+        }
+    }
+}
+
 fn infer_topk(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 2)?;
     let x = &ctx.inputs[0];
+    let index = topk_index_dtype(ctx)?;
     let Some(s) = &x.shape else {
-        return Ok(vec![x.clone(), TensorMeta::unknown_rank(DType::I64)]);
+        return Ok(vec![x.clone(), TensorMeta::unknown_rank(index)]);
     };
     let axis = ctx.axis(ctx.attr_int("axis", -1)?, s.len(), "axis")?;
     let k = match ctx.attrs.get("k").and_then(Attr::as_int) {
@@ -340,7 +353,7 @@ fn infer_topk(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             shape: Some(out.clone()),
         },
         TensorMeta {
-            dtype: DType::I64,
+            dtype: index,
             shape: Some(out),
         },
     ])

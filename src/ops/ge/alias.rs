@@ -9,7 +9,7 @@
 //! (`elewise_calculation_ops`, `selection_ops`), ExpandDims (`array_ops`), ConcatV2
 //! (`split_combination_ops`), GatherV2, GatherV2D (`selection_ops`), ReduceMaxD,
 //! ReduceMinD, ReduceProdD (`reduce_ops`), LogSoftmaxV2 (`nn_norm_ops`), ClipByValue
-//! (`elewise_calculation_ops`).
+//! (`elewise_calculation_ops`), TopKV2 (`selection_ops`).
 
 use crate::ops::registry::library;
 use crate::ops::{
@@ -38,6 +38,7 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     ("ReduceProdD", &[], |ctx| reduce_d("ReduceProd", ctx)),
     ("LogSoftmaxV2", &[], log_softmax_v2),
     ("ClipByValue", &[], |ctx| same("Clip", ctx, 3)),
+    ("TopKV2", &[1], top_k),
 ];
 
 fn attrs(pairs: Vec<(&str, Attr)>) -> Attrs {
@@ -184,6 +185,28 @@ fn log_softmax_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
         op: "LogSoftmax",
         attrs: attrs(vec![("axis", Attr::Int(axis))]),
         inputs: 1,
+    })
+}
+
+/// GE's TopK and TopKV2 (x, k; sorted true, largest true, dim -1) as the library's TopK
+/// on `axis` dim, with int32 indices (GE's).
+pub fn top_k(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(2, 2)?;
+    let flag = |name: &str| -> Result<i64, OpError> {
+        match ctx.attrs.get(name) {
+            Some(Attr::Bool(b)) => Ok(i64::from(*b)),
+            _ => ctx.attr_int(name, 1),
+        }
+    };
+    Ok(Translation {
+        op: "TopK",
+        attrs: attrs(vec![
+            ("axis", Attr::Int(ctx.attr_int("dim", -1)?)),
+            ("largest", Attr::Int(flag("largest")?)),
+            ("sorted", Attr::Int(flag("sorted")?)),
+            ("index_dtype", Attr::DType(crate::ops::DType::I32)),
+        ]),
+        inputs: 2,
     })
 }
 

@@ -160,7 +160,13 @@ const RULES: &[(&str, &[Fix])] = &[
 ];
 
 /// GE op types computed by another library op, their axis input made an attribute.
-const RELAUNCH: &[(&str, GeContractFn)] = &[("Concat", concat), ("Split", split)];
+const RELAUNCH: &[(&str, GeContractFn)] = &[("Concat", concat), ("Split", split), ("TopK", top_k)];
+
+/// GE's TopK (x, k; `dim`, int32 indices): the library's TopK as GE's TopKV2 translates.
+fn top_k(ctx: &InferCtx) -> Result<GeUse, String> {
+    let t = super::alias::top_k(ctx).map_err(|e| e.to_string())?;
+    Ok(GeUse::Attrs(t.attrs))
+}
 
 /// The int value of input `i`, a constant: a GE graph's axis input.
 fn const_int(ctx: &InferCtx, i: usize, what: &str) -> Result<i64, String> {
@@ -275,10 +281,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
     ),
     ("Swish", "GE's Swish has a scale attribute"),
-    (
-        "TopK",
-        "GE's TopK names its axis `dim` and gives int32 indices",
-    ),
     ("Unique", "GE's Unique gives y and idx with an out_idx type"),
     (
         "Upsample",
@@ -427,8 +429,8 @@ mod tests {
         assert!(ge_node_attrs("SpaceToDepth", &mut Attrs::new(), 1).is_err());
         let mut a = attrs(&[("data_format", Attr::Str("NCHW".into()))]);
         assert_eq!(ge_node_attrs("SpaceToDepth", &mut a, 1), Ok(()));
-        let e = ge_node_attrs("TopK", &mut Attrs::new(), 2).unwrap_err();
-        assert!(e.contains("int32 indices"), "{e}");
+        let e = ge_node_attrs("OneHot", &mut Attrs::new(), 4).unwrap_err();
+        assert!(e.contains("on_value"), "{e}");
         // Squeeze's empty `axis` is ONNX's absent `axes`.
         let mut a = attrs(&[("axis", Attr::Ints(vec![]))]);
         ge_node_attrs("Squeeze", &mut a, 1).unwrap();

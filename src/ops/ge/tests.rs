@@ -1068,3 +1068,19 @@ fn aliases_translate_at_lowering_to_the_library_op() {
     assert_eq!((t.op, t.inputs), ("Concat", 2));
     assert_eq!(t.attrs.get("axis"), Some(&Attr::Int(1)));
 }
+
+#[test]
+fn top_k_v2_gives_int32_indices_along_dim() {
+    let x = f(&[2, 4], &[3.0, 1.0, 4.0, 1.5, -1.0, 9.0, 2.0, 9.0]);
+    let out = run("TopKV2", &[], &[x.clone(), i32s(&[1], &[2])], 2);
+    assert_eq!(out[0].shape, [2, 2]);
+    assert_eq!(out[0].slice::<f32>().unwrap(), [4.0, 3.0, 9.0, 9.0]);
+    assert_eq!(out[1].dtype, DType::I32);
+    // Ties: the lower index first.
+    assert_eq!(out[1].slice::<i32>().unwrap(), [2, 0, 1, 3]);
+    let smallest = [("largest", Attr::Bool(false)), ("dim", Attr::Int(0))];
+    let out = run("TopKV2", &smallest, &[x, i32s(&[1], &[1])], 2);
+    assert_eq!(out[0].shape, [1, 4]);
+    assert_eq!(out[0].slice::<f32>().unwrap(), [-1.0, 1.0, 2.0, 1.5]);
+    assert_eq!(out[1].slice::<i32>().unwrap(), [1, 0, 1, 0]);
+}

@@ -334,11 +334,34 @@ pub fn top_k(
     if k > r {
         return Err(ctx.input_error(1, format!("k = {k} is more than the {r} elements")));
     }
-    let idx = indices.slice_mut::<i64>()?;
+    // Indices as inference typed them: int64 (ONNX's), or int32 (GE's TopK).
+    let mut idx = match indices.dtype {
+        DType::I64 => Indices::I64(indices.slice_mut::<i64>()?),
+        DType::I32 if i32::try_from(r).is_ok() => Indices::I32(indices.slice_mut::<i32>()?),
+        other => {
+            return Err(ctx.compute_error(format!("{other} indices cannot index {r} elements")));
+        }
+    };
     crate::dispatch!(x.dtype, T in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
-        top_k_typed::<T>(x.slice::<T>()?, (outer, r, inner), k, largest, values.slice_mut::<T>()?, idx),
+        top_k_typed::<T>(x.slice::<T>()?, (outer, r, inner), k, largest, values.slice_mut::<T>()?, &mut idx),
         other => return Err(ctx.input_error(0, format!("{other} has no order"))));
     Ok(())
+}
+
+/// TopK's index output, in its element type.
+enum Indices<'a> {
+    I64(&'a mut [i64]),
+    I32(&'a mut [i32]),
+}
+
+impl Indices<'_> {
+    /// Index `at` at position `p` (`at` fits: checked against the axis length).
+    fn put(&mut self, p: usize, at: usize) {
+        match self {
+            Indices::I64(v) => v[p] = at as i64,
+            Indices::I32(v) => v[p] = at as i32,
+        }
+    }
 }
 
 fn top_k_typed<T: Elem + PartialOrd>(
@@ -347,7 +370,7 @@ fn top_k_typed<T: Elem + PartialOrd>(
     k: usize,
     largest: bool,
     values: &mut [T],
-    indices: &mut [i64],
+    indices: &mut Indices,
 ) {
     if k == 0 {
         return;
@@ -372,7 +395,7 @@ fn top_k_typed<T: Elem + PartialOrd>(
             column[..k].sort_unstable_by(order);
             for (j, &(v, at)) in column[..k].iter().enumerate() {
                 values[(o * k + j) * inner + i] = v;
-                indices[(o * k + j) * inner + i] = at as i64;
+                indices.put((o * k + j) * inner + i, at);
             }
         }
     }
