@@ -142,6 +142,59 @@ pub(crate) fn report(file: &ModelFile, format: ReportFormat) -> anyhow::Result<S
     })
 }
 
+/// GE's own nodes (not made by the ONNX importer) checked against their op type's
+/// prototype from a `REG_OP` header ([`crate::ops::ge::prototype`]): a required attribute
+/// missing, or a data input count the prototype does not take. Warnings: GE's prototypes
+/// change between CANN releases, and a graph may come from another.
+fn prototype_problems(g: &crate::om::graph::ComputeGraph) -> Vec<String> {
+    use crate::ops::ge::prototype::prototype;
+    let mut out = Vec::new();
+    for n in &g.nodes {
+        for sub in &n.subgraphs {
+            out.extend(prototype_problems(sub));
+        }
+        // The ONNX importer's nodes are ONNX's; a graph's inputs (whose `x` nothing
+        // feeds) and outputs are structure.
+        let structure = crate::om::graph::is_data_type(&n.op_type)
+            || matches!(
+                n.op_type.as_str(),
+                "Variable" | "NetOutput" | "PlaceHolder" | "End"
+            );
+        if structure || n.attrs.contains_key(crate::lower::attrs::ONNX_OPSET_ATTR) {
+            continue;
+        }
+        let Some(p) = prototype(&n.op_type).filter(|p| p.from_header()) else {
+            continue;
+        };
+        let place = format!(
+            "warning: graph {:?} node {:?} ({})",
+            g.name, n.name, n.op_type
+        );
+        let source = format!("GE's prototype, {}", p.file);
+        for a in p.attrs.iter().filter(|a| a.required) {
+            if !n.attrs.contains_key(a.name) {
+                out.push(format!(
+                    "{place}: required attribute {} ({}) is missing ({source})",
+                    a.name, a.ty
+                ));
+            }
+        }
+        let given = n.inputs.iter().flatten().count();
+        let (min, max) = p.input_range();
+        if given < min || max.is_some_and(|max| given > max) {
+            let takes = match max {
+                Some(max) if max == min => format!("{min}"),
+                Some(max) => format!("{min} to {max}"),
+                None => format!("{min} or more"),
+            };
+            out.push(format!(
+                "{place}: {given} data input(s), the prototype takes {takes} ({source})"
+            ));
+        }
+    }
+    out
+}
+
 fn build(file: &ModelFile) -> crate::om::Result<Report> {
     let mut problems = Vec::new();
     let relations = crate::om::root_model::relations(&file.models);
@@ -151,11 +204,16 @@ fn build(file: &ModelFile) -> crate::om::Result<Report> {
         .iter()
         .zip(&relations)
         .map(|(m, relation)| {
-            for p in verify::verify(&m.model) {
+            let mut found: Vec<String> = verify::verify(&m.model)
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+            found.extend(prototype_problems(&m.model.root));
+            for p in found {
                 problems.push(if file.models.len() > 1 {
                     format!("model {}: {p}", m.index)
                 } else {
-                    p.to_string()
+                    p
                 });
             }
             GraphEntry {

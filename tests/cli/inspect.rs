@@ -151,3 +151,66 @@ fn flow_models_list_their_submodels() {
         "{kinds:?}"
     );
 }
+
+/// GE's own nodes are checked against their prototypes: a Conv2D without its required
+/// `strides` and `pads`, an Add given three inputs; ONNX-imported nodes and graph inputs
+/// are not (a Data's `x` is never fed).
+#[test]
+fn ge_nodes_are_checked_against_their_prototypes() {
+    use rt2::om::testdata_text::{DumpOp, dump_model, f32_desc};
+    let s = Scratch::new();
+    let d = f32_desc(&[1, 3, 4, 4]);
+    let md = dump_model(
+        "protos",
+        vec![
+            DumpOp::new("x", "Data")
+                .attr_i("index", 0)
+                .in_desc(d.clone())
+                .out_desc(d.clone()),
+            DumpOp::new("w", "Data")
+                .attr_i("index", 1)
+                .in_desc(f32_desc(&[3, 3, 1, 1]))
+                .out_desc(f32_desc(&[3, 3, 1, 1])),
+            DumpOp::new("conv", "Conv2D")
+                .input("x:0")
+                .input("w:0")
+                .in_desc(d.clone())
+                .in_desc(f32_desc(&[3, 3, 1, 1]))
+                .out_desc(d.clone()),
+            DumpOp::new("add3", "Add")
+                .input("conv:0")
+                .input("x:0")
+                .input("x:0")
+                .in_desc(d.clone())
+                .in_desc(d.clone())
+                .in_desc(d.clone())
+                .out_desc(d.clone()),
+            DumpOp::new("out", "NetOutput").input("add3:0").in_desc(d),
+        ],
+    );
+    s.write("protos.txt", rt2::om::text::print_text(&md).as_bytes());
+    let j = s
+        .rt2(&["inspect", "protos.txt", "--format", "json"])
+        .ok()
+        .json();
+    let problems: Vec<&str> = j["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let proto: Vec<&&str> = problems
+        .iter()
+        .filter(|p| p.contains("prototype"))
+        .collect();
+    assert_eq!(proto.len(), 3, "{problems:#?}");
+    assert!(proto.iter().any(|p| p.contains(
+        "graph \"protos\" node \"conv\" (Conv2D): required attribute strides (ListInt) is missing"
+    )));
+    assert!(proto.iter().any(|p| p.contains("required attribute pads")));
+    assert!(
+        proto
+            .iter()
+            .any(|p| p.contains("node \"add3\" (Add): 3 data input(s), the prototype takes 2"))
+    );
+}
