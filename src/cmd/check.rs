@@ -72,16 +72,8 @@ pub fn compare(got: &HostTensor, want: &HostTensor, tol: Tolerance) -> Compariso
             // Byte equality, so u64 values past f64's integers still compare exactly.
             let same = got.data[i * size..(i + 1) * size] == want.data[i * size..(i + 1) * size];
             ((a - b).abs(), same)
-        } else if a.is_nan() || b.is_nan() {
-            let both = a.is_nan() && b.is_nan();
-            (if both { 0.0 } else { f64::INFINITY }, both)
-        } else if a == b {
-            (0.0, true)
-        } else if a.is_infinite() || b.is_infinite() {
-            (f64::INFINITY, false)
         } else {
-            let d = (a - b).abs();
-            (d, d <= tol.atol + tol.rtol * b.abs())
+            float_error(a, b, tol)
         };
         c.max_abs_err = c.max_abs_err.max(abs);
         if b != 0.0 && !b.is_nan() {
@@ -96,6 +88,23 @@ pub fn compare(got: &HostTensor, want: &HostTensor, tol: Tolerance) -> Compariso
         }
     }
     c
+}
+
+/// How far float `got` is from `want`, and whether it is within `tol`: NaN matches only
+/// NaN, an infinity only itself (both with an infinite error otherwise), any other value
+/// when `|got - want| <= atol + rtol * |want|`.
+pub fn float_error(got: f64, want: f64, tol: Tolerance) -> (f64, bool) {
+    if got.is_nan() || want.is_nan() {
+        let both = got.is_nan() && want.is_nan();
+        (if both { 0.0 } else { f64::INFINITY }, both)
+    } else if got == want {
+        (0.0, true)
+    } else if got.is_infinite() || want.is_infinite() {
+        (f64::INFINITY, false)
+    } else {
+        let d = (got - want).abs();
+        (d, d <= tol.atol + tol.rtol * want.abs())
+    }
 }
 
 fn is_float(d: DType) -> bool {

@@ -15,7 +15,7 @@
 //! divergence; finding one exits 1.
 //!
 //! The default tolerance follows the coarser element type of the pair, since a float16
-//! model cannot be held to float32's: see [`Tolerance::for_types`].
+//! model cannot be held to float32's: see [`default_tolerance`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,23 +24,23 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::cmd::check;
+use crate::cmd::check::{self, Tolerance, float_error};
 use crate::cmd::feed::{self, shape_text};
 use crate::cmd::format::{ReportFormat, table};
 use crate::cmd::input::{self, Input};
 use crate::cmd::progress::Progress;
-use crate::cmd::run::executor_parser;
+use crate::cmd::run::{computable, executor_parser};
 use crate::cmd::status::{CheckFailure, Status};
+use crate::exec::runtime::ExecutorType;
 use crate::exec::runtime::session::{Session, SessionConfig};
 use crate::exec::runtime::subscribers::DumpedTensor;
-use crate::exec::runtime::{ExecError, ExecutorType, ops_without_compute};
 use crate::exec::{ExecuteGraph, ModelIo};
 use crate::formats::{StorageFormat, transfer};
 use crate::lower::LowerOptions;
 use crate::lower::attrs::TensorFormat;
 use crate::npu::device::{Device, DeviceConfig, default_memory_bytes};
 use crate::om::graph::{AttrValue, ComputeGraph, ListAttr};
-use crate::ops::{DType, HostTensor, OpRegistry};
+use crate::ops::{DType, HostTensor};
 
 /// The attribute GE's fusion passes write on a fused op: the names of the ops it replaced.
 pub const ORIGINAL_OP_NAMES: &str = "_datadump_original_op_names";
@@ -74,38 +74,29 @@ pub struct Args {
     pub format: ReportFormat,
 }
 
-/// `|c - r| <= atol + rtol * |r|`, as for `rt2 run --check`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Tolerance {
-    pub rtol: f64,
-    pub atol: f64,
-}
-
-impl Tolerance {
-    /// The default for a pair of element types: that of the coarser float type. float16
-    /// has 11 significant bits (a rounding error up to 2^-11 per operation, and a network
-    /// compounds a few of them), bfloat16 8; integers and bools must be equal whatever the
-    /// tolerance.
-    pub fn for_types(a: DType, b: DType) -> Tolerance {
-        let rank = |d: DType| match d {
-            DType::Bf16 => 2,
-            DType::F16 => 1,
-            _ => 0,
-        };
-        match rank(a).max(rank(b)) {
-            2 => Tolerance {
-                rtol: 4e-2,
-                atol: 1e-2,
-            },
-            1 => Tolerance {
-                rtol: 1e-2,
-                atol: 1e-2,
-            },
-            _ => Tolerance {
-                rtol: 1e-3,
-                atol: 1e-4,
-            },
-        }
+/// The default tolerance for a pair of element types: that of the coarser float type.
+/// float16 has 11 significant bits (a rounding error up to 2^-11 per operation, and a
+/// network compounds a few of them), bfloat16 8; integers and bools must be equal
+/// whatever the tolerance.
+pub fn default_tolerance(a: DType, b: DType) -> Tolerance {
+    let rank = |d: DType| match d {
+        DType::Bf16 => 2,
+        DType::F16 => 1,
+        _ => 0,
+    };
+    match rank(a).max(rank(b)) {
+        2 => Tolerance {
+            rtol: 4e-2,
+            atol: 1e-2,
+        },
+        1 => Tolerance {
+            rtol: 1e-2,
+            atol: 1e-2,
+        },
+        _ => Tolerance {
+            rtol: 1e-3,
+            atol: 1e-4,
+        },
     }
 }
 
@@ -138,15 +129,7 @@ impl Side {
                 (eg, facts)
             }
         };
-        let missing = ops_without_compute(&eg, &OpRegistry::new());
-        if !missing.is_empty() {
-            return Err(CheckFailure(format!(
-                "{}: {}",
-                path.display(),
-                ExecError::NoCompute(missing)
-            ))
-            .into());
-        }
+        computable(path, &eg)?;
         Ok(Side {
             path: path.to_path_buf(),
             eg: Arc::new(eg),
@@ -438,16 +421,11 @@ fn compare_values(r: &Values, c: &Values, tol: Tolerance) -> Metrics {
         note: (r.shape != c.shape).then(|| format!("{} (compared element by element)", shapes())),
     };
     for (&a, &b) in r.values.iter().zip(&c.values) {
-        let (err, close) = if a.is_nan() || b.is_nan() {
-            let both = a.is_nan() && b.is_nan();
-            (if both { 0.0 } else { f64::INFINITY }, both)
-        } else if a == b {
-            (0.0, true)
-        } else if a.is_infinite() || b.is_infinite() || exact {
-            ((a - b).abs(), false)
+        // The reference is the expected value, as `rt2 run --check`'s data set is.
+        let (err, close) = if exact {
+            ((a - b).abs(), a == b)
         } else {
-            let d = (a - b).abs();
-            (d, d <= tol.atol + tol.rtol * a.abs())
+            float_error(b, a, tol)
         };
         if a.is_finite() && b.is_finite() {
             dot += a * b;
@@ -488,7 +466,7 @@ fn rows(
             for (call, (rd, cd)) in r_calls.iter().zip(c_calls).enumerate() {
                 let rv = origin_values(rd, r_facts.and_then(|f| f.outputs.get(output)));
                 let cv = origin_values(cd, c_facts.and_then(|f| f.outputs.get(output)));
-                let default = Tolerance::for_types(rv.dtype, cv.dtype);
+                let default = default_tolerance(rv.dtype, cv.dtype);
                 let tol = Tolerance {
                     rtol: tol.0.unwrap_or(default.rtol),
                     atol: tol.1.unwrap_or(default.atol),
@@ -903,9 +881,9 @@ mod tests {
 
     #[test]
     fn default_tolerance_is_the_coarser_types() {
-        assert_eq!(Tolerance::for_types(DType::F32, DType::F64), TIGHT);
-        assert_eq!(Tolerance::for_types(DType::F32, DType::F16).rtol, 1e-2);
-        assert_eq!(Tolerance::for_types(DType::Bf16, DType::F16).rtol, 4e-2);
+        assert_eq!(default_tolerance(DType::F32, DType::F64), TIGHT);
+        assert_eq!(default_tolerance(DType::F32, DType::F16).rtol, 1e-2);
+        assert_eq!(default_tolerance(DType::Bf16, DType::F16).rtol, 4e-2);
     }
 
     #[test]

@@ -288,12 +288,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     progress.step(format!("reading {}", config.file.display()));
     let eg = Arc::new(load_graph(&config, &progress)?);
     let at = config.file.display().to_string();
-    // Refused before any input is prepared: the model is valid, rt2 lacks the compute
-    // (exit 1, as an unsupported op is).
-    let missing = ops_without_compute(&eg, &OpRegistry::new());
-    if !missing.is_empty() {
-        return Err(CheckFailure(format!("{at}: {}", ExecError::NoCompute(missing))).into());
-    }
+    // Refused before any input is prepared.
+    computable(&config.file, &eg)?;
 
     progress.step("preparing the inputs");
     let (inputs, sources) = match &config.check {
@@ -416,6 +412,21 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
     }
     Ok(Status::Success)
+}
+
+/// Refuses a graph that launches ops rt2 cannot compute, naming every one: the model is
+/// valid, rt2 lacks the compute (exit 1, as an unsupported op is).
+pub fn computable(file: &Path, eg: &ExecuteGraph) -> anyhow::Result<()> {
+    let missing = ops_without_compute(eg, &OpRegistry::new());
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CheckFailure(format!(
+        "{}: {}",
+        file.display(),
+        ExecError::NoCompute(missing)
+    ))
+    .into())
 }
 
 /// The ExecuteGraph to run: the file's own, or its model lowered, with the multi-thread

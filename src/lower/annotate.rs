@@ -8,6 +8,7 @@
 //! lowering infers in the origin layout.
 
 use crate::om::graph::{AttrValue, ComputeGraph, ListAttr, Shape, TensorDesc};
+use crate::om::onnx::SYMBOLIC_DIMS_ATTR;
 use crate::om::{ComputeModel, DataType};
 use crate::ops::{OpRegistry, TensorMeta};
 
@@ -15,9 +16,6 @@ use super::attrs::{TensorFormat, model_dtype};
 use super::convert::{Bind, Lowering, NodeMetas};
 use super::error::LowerError;
 use super::layout;
-
-/// The importer's record of each dim's symbolic name (`""` for a known dim).
-const SYMBOLIC_DIMS: &str = "_symbolic_dims";
 
 /// Fills every output descriptor of `model`, and every input descriptor from its
 /// producer's, from inference where it said less; how many descriptors changed. Ops
@@ -111,7 +109,7 @@ fn fill(d: &mut TensorDesc, m: &TensorMeta) -> bool {
         return changed;
     }
     // The importer's symbolic names: a dim now known has none.
-    let names = match d.attrs.get(SYMBOLIC_DIMS) {
+    let names = match d.attrs.get(SYMBOLIC_DIMS_ATTR) {
         Some(AttrValue::List(ListAttr::Str(v))) if v.len() == dims.len() => Some(
             v.iter()
                 .zip(&dims)
@@ -123,10 +121,10 @@ fn fill(d: &mut TensorDesc, m: &TensorMeta) -> bool {
     match names {
         Some(v) if v.iter().any(|s| !s.is_empty()) => {
             d.attrs
-                .insert(SYMBOLIC_DIMS.into(), AttrValue::List(ListAttr::Str(v)));
+                .insert(SYMBOLIC_DIMS_ATTR.into(), AttrValue::List(ListAttr::Str(v)));
         }
         _ => {
-            d.attrs.remove(SYMBOLIC_DIMS);
+            d.attrs.remove(SYMBOLIC_DIMS_ATTR);
         }
     }
     if d.attrs.contains_key("origin_shape") {

@@ -290,6 +290,15 @@ pub fn launch_kernel(lib: Option<&str>) -> &'static str {
     }
 }
 
+/// Whether `n` reads a value lowering could not produce: such a node is reported through
+/// its producer, and emitting anything for it would only add noise.
+fn reads_a_missing_value(n: &ComputeNode, ins: &[Option<TVal>]) -> bool {
+    n.inputs
+        .iter()
+        .zip(ins)
+        .any(|(p, t)| p.is_some() && t.is_none())
+}
+
 /// The name of the kernel GE compiled for `n`: `_kernelname`, else the
 /// `<node name>_kernelname` the TBE task builder reads (an uncompressed model), else the
 /// op type.
@@ -716,12 +725,7 @@ impl<'r> Lowering<'r> {
         origin: Arc<Origin>,
         graph: &str,
     ) -> Vec<Option<TVal>> {
-        let missing = n
-            .inputs
-            .iter()
-            .zip(ins.iter())
-            .any(|(p, t)| p.is_some() && t.is_none());
-        if missing {
+        if reads_a_missing_value(n, ins) {
             return vec![None; n.output_descs.len()];
         }
         let Some(outs) = declared_outputs(n) else {
@@ -756,14 +760,7 @@ impl<'r> Lowering<'r> {
     ) -> Result<Vec<Option<TVal>>> {
         let spec = self.reg.get(&n.op_type).copied();
         let kernel = launch_kernel(n.attr(KERNEL_LIB_ATTR).and_then(AttrValue::as_str));
-        // A node reading a value lowering could not produce is reported through its
-        // producer; emitting anything for it would only add noise.
-        let missing = n
-            .inputs
-            .iter()
-            .zip(ins.iter())
-            .any(|(p, t)| p.is_some() && t.is_none());
-        if missing {
+        if reads_a_missing_value(n, ins) {
             return Ok(vec![None; n.output_descs.len()]);
         }
         let mut attrs = attrs::op_attrs(&n.attrs);

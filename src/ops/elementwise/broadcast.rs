@@ -196,11 +196,17 @@ pub fn par_runs<O: Send, const N: usize>(
 /// in parallel chunks when large. Both are plain slices zipped, so the loop vectorizes
 /// where `f` allows.
 pub fn par_map<A: Copy + Sync, O: Send>(x: &[A], out: &mut [O], f: impl Fn(A) -> O + Sync) {
-    let map = |x: &[A], out: &mut [O]| {
+    par_chunks(x, out, |x, out| {
         for (o, &v) in out.iter_mut().zip(x) {
             *o = f(v);
         }
-    };
+    });
+}
+
+/// `map` over matching chunks of `x` and `out`: the whole slices on this thread when
+/// small, else in parallel chunks of at least [`PAR_MIN`] elements, about four per
+/// thread. The split [`par_map`] and [`par_map_half`] share.
+fn par_chunks<A: Sync, O: Send>(x: &[A], out: &mut [O], map: impl Fn(&[A], &mut [O]) + Sync) {
     if out.len() < 2 * PAR_MIN {
         map(x, out);
     } else {
@@ -226,7 +232,7 @@ const HALF_BLOCK: usize = 256;
 /// (round to nearest, ties to even), so the result is bit for bit that of the
 /// per-element map.
 pub fn par_map_half<H: HalfSlice>(x: &[H], out: &mut [H], f: impl Fn(f32) -> f32 + Sync) {
-    let map = |x: &[H], out: &mut [H]| {
+    par_chunks(x, out, |x, out| {
         let mut buf = [0f32; HALF_BLOCK];
         for (o, x) in out.chunks_mut(HALF_BLOCK).zip(x.chunks(HALF_BLOCK)) {
             let b = &mut buf[..o.len()];
@@ -236,18 +242,7 @@ pub fn par_map_half<H: HalfSlice>(x: &[H], out: &mut [H], f: impl Fn(f32) -> f32
             }
             H::narrow(b, o);
         }
-    };
-    if out.len() < 2 * PAR_MIN {
-        map(x, out);
-    } else {
-        let chunk = out
-            .len()
-            .div_ceil(4 * rayon::current_num_threads())
-            .max(PAR_MIN);
-        out.par_chunks_mut(chunk)
-            .zip(x.par_chunks(chunk))
-            .for_each(|(o, x)| map(x, o));
-    }
+    });
 }
 
 /// A 16-bit float type whose slices convert to and from f32 as a whole.

@@ -11,6 +11,7 @@
 //! ReduceMinD, ReduceProdD (`reduce_ops`), LogSoftmaxV2 (`nn_norm_ops`), ClipByValue
 //! (`elewise_calculation_ops`), TopKV2 (`selection_ops`).
 
+use super::attrs::onnx_attrs;
 use crate::ops::registry::library;
 use crate::ops::{
     Attr, Attrs, Compute, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef,
@@ -40,10 +41,6 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     ("ClipByValue", &[], |ctx| same("Clip", ctx, 3)),
     ("TopKV2", &[1], top_k),
 ];
-
-fn attrs(pairs: Vec<(&str, Attr)>) -> Attrs {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
 
 /// The library op `op` on the node's `n` inputs, no attributes.
 fn same(op: &'static str, ctx: &InferCtx, n: usize) -> Result<Translation, OpError> {
@@ -101,7 +98,7 @@ fn expand_dims(ctx: &InferCtx) -> Result<Translation, OpError> {
     let axis = axis_input(ctx, 1)?;
     Ok(Translation {
         op: "Unsqueeze",
-        attrs: attrs(vec![("axes", Attr::Ints(vec![axis]))]),
+        attrs: onnx_attrs(vec![("axes", Attr::Ints(vec![axis]))]),
         inputs: 1,
     })
 }
@@ -117,7 +114,7 @@ fn concat_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
     let axis = axis_input(ctx, n)?;
     Ok(Translation {
         op: "Concat",
-        attrs: attrs(vec![("axis", Attr::Int(axis))]),
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: n,
     })
 }
@@ -130,7 +127,7 @@ fn gather(ctx: &InferCtx, axis: i64) -> Result<Translation, OpError> {
     }
     Ok(Translation {
         op: "Gather",
-        attrs: attrs(vec![("axis", Attr::Int(axis))]),
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: 2,
     })
 }
@@ -165,7 +162,7 @@ fn reduce_d(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
     // An empty `axes` reduces nothing, as TensorFlow's reductions.
     Ok(Translation {
         op,
-        attrs: attrs(vec![
+        attrs: onnx_attrs(vec![
             ("axes", Attr::Ints(axes)),
             ("keepdims", Attr::Int(keep)),
             ("noop_with_empty_axes", Attr::Int(1)),
@@ -183,7 +180,7 @@ fn log_softmax_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
     };
     Ok(Translation {
         op: "LogSoftmax",
-        attrs: attrs(vec![("axis", Attr::Int(axis))]),
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: 1,
     })
 }
@@ -200,7 +197,7 @@ pub fn top_k(ctx: &InferCtx) -> Result<Translation, OpError> {
     };
     Ok(Translation {
         op: "TopK",
-        attrs: attrs(vec![
+        attrs: onnx_attrs(vec![
             ("axis", Attr::Int(ctx.attr_int("dim", -1)?)),
             ("largest", Attr::Int(flag("largest")?)),
             ("sorted", Attr::Int(flag("sorted")?)),

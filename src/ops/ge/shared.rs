@@ -13,6 +13,7 @@
 //! GE names, and GE's own family ([`super::coverage::GE_CONTRACT`]), are not
 //! in question either. The facts are each type's prototype ([`super::prototype`]).
 
+use super::attrs::onnx_attrs;
 use crate::ops::{Attr, Attrs, DType, GeContractFn, GeUse, InferCtx};
 
 /// A value in a rule.
@@ -217,12 +218,10 @@ fn split(ctx: &InferCtx) -> Result<GeUse, String> {
     };
     Ok(GeUse::Launch {
         op: "SplitD",
-        attrs: [
-            ("split_dim".to_string(), Attr::Int(dim)),
-            ("num_split".to_string(), Attr::Int(parts)),
-        ]
-        .into_iter()
-        .collect(),
+        attrs: onnx_attrs(vec![
+            ("split_dim", Attr::Int(dim)),
+            ("num_split", Attr::Int(parts)),
+        ]),
         first: 1,
         count: 1,
     })
