@@ -343,7 +343,11 @@ fn dictionaries(dicts: &Path, seeds: &Path) {
         .names()
         .into_iter()
         .map(str::to_string)
-        .chain(rt2::om::onnx::OP_TYPES.iter().map(|(_, ge)| ge.to_string()))
+        .chain(
+            rt2::om::onnx::plugins::PLUGINS
+                .iter()
+                .flat_map(|p| p.ge.split(", ").map(str::to_string)),
+        )
         .collect();
     let kernels: BTreeSet<String> = rt2::exec::kernel_types::KERNEL_TYPES
         .iter()

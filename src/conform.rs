@@ -411,6 +411,7 @@ impl<'d> OnDevice<'d> {
             .ops()
             .get(&n.op_type)
             .ok_or_else(|| Launched::Unsupported("no such op in the library".into()))?;
+        let (spec, op_attrs, args) = self.ge_use(n, spec, args)?;
         let compute = spec.compute.ok_or_else(|| {
             Launched::Unsupported(
                 OpError::NoCompute {
@@ -419,11 +420,10 @@ impl<'d> OnDevice<'d> {
                 .to_string(),
             )
         })?;
-        let op_attrs = attrs::op_attrs(&n.attrs);
         let outputs = n.output_descs.len();
         let allocating = matches!(compute, Compute::Alloc(_));
         let launch = if allocating {
-            Launch::allocating(n.op_type.clone(), op_attrs, args, outputs)
+            Launch::allocating(spec.name.to_string(), op_attrs, args, outputs)
         } else {
             // The previous launch ended in a synchronize and uploads are synchronous, so
             // the values inference reads can be downloaded at once.
@@ -439,7 +439,7 @@ impl<'d> OnDevice<'d> {
                 .map_err(failed)?;
             let values: Vec<Option<&HostTensor>> = hosts.iter().map(Option::as_ref).collect();
             let ctx = InferCtx {
-                op: &n.op_type,
+                op: spec.name,
                 inputs: &metas,
                 values: &values,
                 attrs: &op_attrs,
@@ -459,7 +459,7 @@ impl<'d> OnDevice<'d> {
                 })?;
                 outs.push(self.alloc(m.dtype, &shape).map_err(failed)?);
             }
-            Launch::new(n.op_type.clone(), op_attrs, args, outs)
+            Launch::new(spec.name.to_string(), op_attrs, args, outs)
         };
         let outs = if allocating {
             let outs = self
@@ -477,6 +477,61 @@ impl<'d> OnDevice<'d> {
         };
         self.device.synchronize(self.stream).map_err(failed)?;
         Ok(outs.into_iter().map(Some).collect())
+    }
+}
+
+impl OnDevice<'_> {
+    /// The op, attributes and operands a node launches as: a GE graph's node of a type
+    /// the library shares with ONNX goes through the op's GE contract, as lowering takes
+    /// it (GE's Transpose with its `perm` input is the library's Transpose with `perm`
+    /// the attribute); any other node as it is.
+    fn ge_use(
+        &self,
+        n: &ComputeNode,
+        spec: crate::ops::OpSpec,
+        args: Vec<TensorArg>,
+    ) -> Result<(crate::ops::OpSpec, crate::ops::Attrs, Vec<TensorArg>), Launched> {
+        let op_attrs = attrs::op_attrs(&n.attrs);
+        let Some(contract) = spec
+            .ge_contract
+            .filter(|_| !n.attrs.contains_key(attrs::ONNX_OPSET_ATTR))
+        else {
+            return Ok((spec, op_attrs, args));
+        };
+        let metas: Vec<TensorMeta> = args.iter().map(TensorArg::meta).collect();
+        let hosts: Vec<HostTensor> = args
+            .iter()
+            .map(|a| self.download(a).map(|t| t.to_host()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| Launched::Failed(e.to_string()))?;
+        let values: Vec<Option<&HostTensor>> = hosts.iter().map(Some).collect();
+        let ctx = InferCtx {
+            op: &n.op_type,
+            inputs: &metas,
+            values: &values,
+            attrs: &op_attrs,
+            outputs: n.output_descs.len(),
+        };
+        match contract(&ctx).map_err(Launched::Unsupported)? {
+            crate::ops::GeUse::Attrs(a) => Ok((spec, a, args)),
+            crate::ops::GeUse::Launch {
+                op,
+                attrs,
+                first,
+                count,
+            } => {
+                let target = *self.device.ops().get(op).ok_or_else(|| {
+                    Launched::Unsupported(format!("{op} is not in the op library"))
+                })?;
+                let args = args
+                    .get(first..first + count)
+                    .ok_or_else(|| {
+                        Launched::Failed(format!("no inputs {first}..{}", first + count))
+                    })?
+                    .to_vec();
+                Ok((target, attrs, args))
+            }
+        }
     }
 }
 

@@ -134,7 +134,12 @@ fn const_weights_survive_the_om() {
         };
         let want = consts(&imported.root().model);
         assert!(
-            want.len() >= 4 && want.iter().all(|(_, d)| !d.is_empty()),
+            // A reduction's empty axes (GE's plugin makes them a [0]-shaped Const) has
+            // no bytes; every weight has some.
+            want.len() >= 4
+                && want
+                    .iter()
+                    .all(|(n, d)| !d.is_empty() || n.ends_with("_axes")),
             "{model}: {want:?}"
         );
         assert_eq!(consts(&back.root().model), want, "{model}");

@@ -62,6 +62,15 @@ pub fn register(reg: &mut OpRegistry) {
             .computes(pool::max_pool)
             .translates(pool::translate_tf_pool),
     );
+    // ops-nn pooling protos / graphengine nn_pooling_ops.h: what GE's ONNX MaxPool and
+    // AveragePool plugins make.
+    for name in ["MaxPoolV3", "AvgPoolV2"] {
+        reg.add(
+            OpSpec::new(name, pool::infer_pool_v2)
+                .computes(pool::pool_v2)
+                .translates(pool::translate_pool_v2),
+        );
+    }
     reg.add(
         OpSpec::new("AvgPool", pool::infer_tf_pool)
             .computes(pool::avg_pool)
@@ -82,6 +91,13 @@ pub fn register(reg: &mut OpRegistry) {
     );
     reg.add(
         OpSpec::new("MatMulV2", matmul::infer_matmul)
+            .computes(matmul::matmul)
+            .translates(matmul::translate_matmul)
+            .prepacks(matmul::prepack_half_weight),
+    );
+    // What GE's ONNX MatMul plugin makes: BatchMatMul with MatMulV2's optional bias.
+    reg.add(
+        OpSpec::new("BatchMatMulV2", matmul::infer_matmul)
             .computes(matmul::matmul)
             .translates(matmul::translate_matmul)
             .prepacks(matmul::prepack_half_weight),

@@ -69,7 +69,7 @@ fn onnx_graph_summary_has_the_contract_keys() {
         serde_json::json!([{"name": "probs", "dtype": "float32", "shape": [-1, 10]}])
     );
     assert_eq!(g["op_types"]["Const"], 9);
-    assert_eq!(g["op_types"]["Conv"], 1);
+    assert_eq!(g["op_types"]["Conv2D"], 1);
     assert_eq!(g["subgraphs"], serde_json::json!([]));
     assert_eq!(j["problems"], serde_json::json!([]));
 }

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use prost::Message;
 
-use super::ops::{NCHW_OPS, NodeFacts, apply_defaults, ge_type};
+use super::ops::{NCHW_OPS, NodeFacts, apply_defaults};
+use super::plugins;
 use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
     descriptor, set_layout, tensor_def,
@@ -32,6 +33,9 @@ pub struct ImportOptions {
     /// the model's when the model knows it; `-1` keeps a dim dynamic. Naming an input
     /// the graph does not have is an error.
     pub input_shapes: Vec<(String, Vec<i64>)>,
+    /// Keep every node's ONNX op type and attributes instead of mapping them as GE's ONNX
+    /// plugins do ([`super::plugins`]); `rt2 compile --onnx-types`.
+    pub onnx_types: bool,
 }
 
 /// The attr holding the parent op's input (on subgraph `Data`) or output (on subgraph
@@ -79,6 +83,7 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ModelDef>
     name_unnamed_nodes(&mut graph);
 
     let mut imp = Importer {
+        onnx_types: opts.onnx_types,
         opsets,
         subgraphs: Vec::new(),
     };
@@ -153,6 +158,8 @@ struct ValueRef {
 }
 
 struct Importer {
+    /// [`ImportOptions::onnx_types`].
+    onnx_types: bool,
     opsets: BTreeMap<String, i64>,
     /// Converted subgraphs with their depth, in depth-first pre-order.
     subgraphs: Vec<(usize, GraphDef)>,
@@ -447,7 +454,7 @@ impl Importer {
                 },
             );
         } else {
-            op.r#type = ge_type(domain, onnx_type, &attrs).to_string();
+            op.r#type = onnx_type.to_string();
         }
 
         let mut input_types = Vec::new();
@@ -553,6 +560,21 @@ impl Importer {
                 apply_defaults(onnx_type, opset, &facts, &mut attrs);
             }
         }
+        // GE's plugin for the op, if one maps it: its GE type and attributes replace the
+        // ONNX ones, and `onnx_opset` is not written, so the op has GE's contract (a
+        // LeakyRelu with `negative_slope`, not ONNX's `alpha`).
+        let ge_contract = op.r#type != "Const"
+            && domain == "ai.onnx"
+            && !self.onnx_types
+            && plugin_form(
+                s,
+                &mut op,
+                &mut attrs,
+                onnx_type,
+                opset,
+                &input_types,
+                &node.output,
+            );
         if domain == "ai.onnx" && onnx_type == "Loop" {
             let declared = node.input.len().saturating_sub(2);
             attrs.insert(LOOP_CARRIED.to_string(), attr_i(declared as i64));
@@ -561,10 +583,61 @@ impl Importer {
             "original_type".to_string(),
             attr_s(&format!("{domain}::{opset}::{onnx_type}")),
         );
-        attrs.insert("onnx_opset".to_string(), attr_i(opset));
+        if !ge_contract {
+            attrs.insert("onnx_opset".to_string(), attr_i(opset));
+        }
         op.attr = attrs;
         Ok(op)
     }
+}
+
+/// Applies GE's ONNX plugin for `onnx_type` to `op` (named `op.name`, its ONNX
+/// attributes `attrs`), if one maps it: the GE type, attributes, inputs and the Const
+/// inputs the plugin adds (pushed to the scope's ops ahead of `op`). Whether the op now
+/// has GE's contract rather than ONNX's meaning.
+fn plugin_form(
+    s: &mut Scope,
+    op: &mut OpDef,
+    attrs: &mut BTreeMap<String, AttrDef>,
+    onnx_type: &str,
+    opset: i64,
+    input_types: &[Option<ValueType>],
+    outputs: &[String],
+) -> bool {
+    let node = plugins::Node {
+        opset,
+        attrs,
+        inputs: input_types,
+        outputs,
+    };
+    let Some(m) = plugins::map(onnx_type, &node) else {
+        return false;
+    };
+    op.r#type = m.op_type.to_string();
+    *attrs = m.attrs;
+    if let Some(keep) = m.inputs {
+        op.input = keep.iter().map(|&i| op.input[i].clone()).collect();
+        op.input_desc = keep.iter().map(|&i| op.input_desc[i].clone()).collect();
+    }
+    for (suffix, value) in m.consts {
+        let name = s.op_name(&format!("{}_{suffix}", op.name));
+        let desc = value.desc.clone().unwrap_or_default();
+        s.ops.push(OpDef {
+            name: name.clone(),
+            r#type: "Const".to_string(),
+            output_desc: vec![desc.clone()],
+            attr: BTreeMap::from([(
+                "value".to_string(),
+                AttrDef {
+                    value: Some(Value::T(Box::new(value))),
+                },
+            )]),
+            ..Default::default()
+        });
+        op.input.push(format!("{name}:0"));
+        op.input_desc.push(desc);
+    }
+    !m.onnx_meaning
 }
 
 fn rank4(d: &TensorDescriptor) -> bool {

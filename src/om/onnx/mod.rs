@@ -6,9 +6,11 @@
 //!   ops are named `<subgraph>/<node>`.
 //! - Real graph inputs become `Data` (attr `index`), initializers and `Constant` nodes
 //!   become `Const` (attr `value`), each node one op, graph outputs one `NetOutput`.
-//! - Every op keeps its ONNX attributes under their ONNX names, plus the opset defaults
-//!   spelled out (see `ops::apply_defaults`), `original_type` (`ai.onnx::13::Softmax`)
-//!   and `onnx_opset`. Op types are renamed only through [`OP_TYPES`].
+//! - Every op is read with its ONNX attributes under their ONNX names, plus the opset
+//!   defaults spelled out (see `ops::apply_defaults`), `original_type`
+//!   (`ai.onnx::13::Softmax`) and `onnx_opset`; then GE's ONNX plugin for its op, if
+//!   one maps it, makes it the GE op ATC's graph holds ([`plugins`]: Conv -> Conv2D,
+//!   MaxPool -> MaxPoolV3, ...), unless `ImportOptions::onnx_types`.
 //! - Unknown dims are `-1` with their names in the desc attr [`SYMBOLIC_DIMS_ATTR`];
 //!   unknown rank is `[-2]`.
 //!
@@ -19,6 +21,7 @@
 
 mod import;
 mod ops;
+pub mod plugins;
 mod tensor;
 
 pub mod builder;
@@ -27,7 +30,7 @@ pub mod builder;
 mod tests;
 
 pub use import::{ImportOptions, LOOP_CARRIED, PARENT_NODE_INDEX, import};
-pub use ops::{NCHW_OPS, OP_TYPES};
+pub use ops::NCHW_OPS;
 pub use tensor::SYMBOLIC_DIMS_ATTR;
 
 /// An ONNX `TensorProto` from its bytes (a backend test's `input_0.pb`), as a model tensor

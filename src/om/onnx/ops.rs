@@ -1,6 +1,6 @@
-//! What the importer knows about individual ONNX ops: the one table of GE type names
-//! (`OP_TYPES`), the opset-dependent attribute defaults it writes out explicitly, and
-//! which ops are laid out NCHW.
+//! What the importer knows about individual ONNX ops besides GE's plugins
+//! ([`super::plugins`]): the opset-dependent attribute defaults it writes out explicitly,
+//! and which ops are laid out NCHW.
 //!
 //! Plain data and small pure functions; the importer is the only caller. Nothing here
 //! changes an op's inputs or the meaning of an attribute ONNX already set.
@@ -10,47 +10,6 @@ use std::collections::BTreeMap;
 use super::tensor::{attr_f, attr_i, attr_ints, attr_s, attr_strings};
 use crate::proto::ge_ir::AttrDef;
 use crate::proto::ge_ir::attr_def::Value;
-
-/// ONNX `ai.onnx` op type -> GE op type, for ops GE renames WITHOUT translating a single
-/// attribute or input: hicann's ONNX plugins register these with an empty ParseParams
-/// (`onnx_plugin/similar_opp_plugins.cc`), so the GE op has the ONNX op's semantics as is.
-/// Every other op keeps its ONNX type: GE's own plugins for Conv (-> Conv2D), Gemm,
-/// Softmax (-> SoftmaxV2), pools, Reduce*, ... rewrite attributes (4-D strides, pads
-/// order, `groups`, `axes` lists), and renaming while keeping ONNX attributes would lie.
-pub const OP_TYPES: &[(&str, &str)] = &[
-    ("And", "LogicalAnd"),
-    ("Det", "MatrixDeterminant"),
-    ("Div", "RealDiv"),
-    ("GreaterOrEqual", "GreaterEqual"),
-    ("IsNaN", "IsNan"),
-    ("LessOrEqual", "LessEqual"),
-    ("Not", "LogicalNot"),
-    ("Or", "LogicalOr"),
-    ("ScatterND", "TensorScatterUpdate"),
-    ("Where", "SelectV2"),
-];
-
-/// The GE op type for an ONNX node. Only the default domain is renamed; ops of other
-/// domains (`ai.onnx.ml`, custom) keep their type, their domain goes to `original_type`.
-/// ScatterND grew `reduction` in opset 16; TensorScatterUpdate only matches `none`.
-pub fn ge_type<'a>(domain: &str, onnx_type: &'a str, attrs: &BTreeMap<String, AttrDef>) -> &'a str {
-    if domain != "ai.onnx" {
-        return onnx_type;
-    }
-    if onnx_type == "ScatterND"
-        && let Some(AttrDef {
-            value: Some(Value::S(r)),
-        }) = attrs.get("reduction")
-        && r.as_slice() != b"none"
-    {
-        return onnx_type;
-    }
-    OP_TYPES
-        .iter()
-        .find(|(o, _)| *o == onnx_type)
-        .map(|(_, g)| *g)
-        .unwrap_or(onnx_type)
-}
 
 /// Ops whose 4-D data input 0 and output 0 GE lays out NCHW (its Conv plugin calls
 /// `ChangeFormatFromOnnx(op, 0, FORMAT_NCHW)` for 4-D input); everything else is ND.

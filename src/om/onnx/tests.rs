@@ -215,18 +215,20 @@ fn cnn_with_initializers() {
     assert_eq!(dims(&w.output_desc[0]), [4, 3, 3, 3]);
 
     let conv = op(g, "Conv_0");
-    assert_eq!(conv.r#type, "Conv");
+    // GE's Conv plugin: Conv2D with GE's 4-element lists.
+    assert_eq!(conv.r#type, "Conv2D");
     assert_eq!(
         conv.input,
         ["x:0", "w_Initializer_7:0", "b_Initializer_0:0"]
     );
     assert_eq!(as_(conv, "original_type"), "ai.onnx::17::Conv");
-    assert_eq!(ai(conv, "onnx_opset"), 17);
+    assert!(!conv.attr.contains_key("onnx_opset"));
     assert_eq!(aints(conv, "pads"), [1, 1, 1, 1]);
-    assert_eq!(aints(conv, "strides"), [1, 1]);
-    assert_eq!(aints(conv, "dilations"), [1, 1]);
-    assert_eq!(ai(conv, "group"), 1);
+    assert_eq!(aints(conv, "strides"), [1, 1, 1, 1]);
+    assert_eq!(aints(conv, "dilations"), [1, 1, 1, 1]);
+    assert_eq!(ai(conv, "groups"), 1);
     assert_eq!(as_(conv, "auto_pad"), "NOTSET");
+    assert_eq!(as_(conv, "data_format"), "NCHW");
     assert_eq!(conv.input_desc[0].layout, "NCHW");
     assert_eq!(desc_i(&conv.input_desc[0], "format_for_int"), Some(0));
     assert_eq!(conv.input_desc[1].layout, "ND");
@@ -234,14 +236,18 @@ fn cnn_with_initializers() {
     assert_eq!(dims(&conv.output_desc[0]), [-1, 4, 8, 8]);
 
     let bn = op(g, "BatchNormalization_1");
+    assert_eq!(bn.r#type, "BatchNorm");
     assert_eq!(bn.input[0], "Conv_0:0");
     assert_eq!(af(bn, "epsilon"), 1e-5);
-    assert_eq!(af(bn, "momentum"), 0.9);
+    assert_eq!(as_(bn, "data_format"), "NCHW");
+    assert!(!bn.attr.contains_key("momentum"));
     let mp = op(g, "MaxPool_3");
-    assert_eq!(aints(mp, "strides"), [2, 2]);
+    assert_eq!(mp.r#type, "MaxPoolV3");
+    assert_eq!(aints(mp, "ksize"), [1, 1, 2, 2]);
+    assert_eq!(aints(mp, "strides"), [1, 1, 2, 2]);
     assert_eq!(aints(mp, "pads"), [0, 0, 0, 0]);
-    assert_eq!(ai(mp, "ceil_mode"), 0);
-    assert_eq!(ai(mp, "storage_order"), 0);
+    assert_eq!(as_(mp, "padding_mode"), "CALCULATED");
+    assert!(matches!(value(&mp.attr, "ceil_mode"), Value::B(false)));
     assert_eq!(ai(op(g, "Flatten_4"), "axis"), 1);
     let gemm = op(g, "Gemm_5");
     assert_eq!((af(gemm, "alpha"), af(gemm, "beta")), (1.0, 1.0));
@@ -308,6 +314,7 @@ fn input_shapes_fix_dims() {
     let opts = ImportOptions {
         name: Some("fixed".into()),
         input_shapes: vec![("x".into(), vec![2, 3, 8, 8])],
+        ..Default::default()
     };
     let m = import(&cnn(), &opts).unwrap();
     assert_eq!(m.name, "fixed");
@@ -319,6 +326,7 @@ fn input_shapes_fix_dims() {
     let keep = ImportOptions {
         name: None,
         input_shapes: vec![("x".into(), vec![-1, 3, 8, 8])],
+        ..Default::default()
     };
     let m = import(&cnn(), &keep).unwrap();
     assert_eq!(
@@ -329,12 +337,14 @@ fn input_shapes_fix_dims() {
     let rank = ImportOptions {
         name: None,
         input_shapes: vec![("x".into(), vec![2, 3])],
+        ..Default::default()
     };
     let e = import(&cnn(), &rank).unwrap_err().to_string();
     assert!(e.contains("\"x\"") && e.contains("rank 2"), "{e}");
     let missing = ImportOptions {
         name: None,
         input_shapes: vec![("w".into(), vec![4, 3, 3, 3])],
+        ..Default::default()
     };
     let e = import(&cnn(), &missing).unwrap_err().to_string();
     assert!(e.contains("\"w\"") && e.contains("not an input"), "{e}");
@@ -584,16 +594,33 @@ fn single(
     inputs: &[&str],
     attrs: Vec<crate::proto::onnx::AttributeProto>,
 ) -> OpDef {
+    single_with(op_type, opset, inputs, attrs, true)
+}
+
+/// [`single`], with GE's plugins applied unless `onnx_types`.
+fn single_with(
+    op_type: &str,
+    opset: i64,
+    inputs: &[&str],
+    attrs: Vec<crate::proto::onnx::AttributeProto>,
+    onnx_types: bool,
+) -> OpDef {
     let mut b = OnnxBuilder::new("g")
         .opset("", opset)
         .input("x", F32, &[v(2), v(3)]);
     if inputs.contains(&"axes") {
         b = b.initializer(tensor_i64("axes", &[1], &[0]));
     }
-    let m = imp(&b
+    // The opset defaults on the ONNX form: GE's plugins would convert many of these ops.
+    let onnx = ImportOptions {
+        onnx_types,
+        ..Default::default()
+    };
+    let bytes = b
         .named_node("n", op_type, inputs, &["y"], attrs)
         .output("y", F32, &[])
-        .build());
+        .build();
+    let m = import(&bytes, &onnx).unwrap_or_else(|e| panic!("import failed: {e}"));
     op(&m.graph[0], "n").clone()
 }
 
@@ -646,19 +673,26 @@ fn opset_defaults() {
         Value::List(l) => assert_eq!(l.s.len(), 6),
         v => panic!("{v:?}"),
     }
-    // Renames only where GE's op is the ONNX op unchanged.
+    // GE's plugins: renames keep ONNX's meaning (and onnx_opset), conversions do not.
+    let ge = |op: &str, inputs: &[&str], attrs| single_with(op, 13, inputs, attrs, false);
+    let wh = ge("Where", &["x", "x", "x"], vec![]);
     assert_eq!(
-        single("Where", 13, &["x", "x", "x"], vec![]).r#type,
-        "SelectV2"
+        (wh.r#type.as_str(), ai(&wh, "onnx_opset")),
+        ("SelectV2", 13)
     );
-    assert_eq!(single("Div", 13, &["x", "x"], vec![]).r#type, "RealDiv");
-    assert_eq!(single("Conv", 13, &["x", "x"], vec![]).r#type, "Conv");
-    assert_eq!(single("MatMul", 13, &["x", "x"], vec![]).r#type, "MatMul");
-    let snd = single(
+    assert_eq!(ge("Div", &["x", "x"], vec![]).r#type, "RealDiv");
+    let mm = ge("MatMul", &["x", "x"], vec![]);
+    assert_eq!(mm.r#type, "BatchMatMulV2");
+    assert!(!mm.attr.contains_key("onnx_opset"));
+    assert_eq!(as_(&mm, "original_type"), "ai.onnx::13::MatMul");
+    // The x input is 2-D: a Conv of it has no 2-D kernel, ONNX's Conv stays.
+    assert_eq!(ge("Conv", &["x", "x"], vec![]).r#type, "Conv");
+    let snd = single_with(
         "ScatterND",
         16,
         &["x", "x", "x"],
         vec![attr_s("reduction", "add")],
+        false,
     );
     assert_eq!(snd.r#type, "ScatterND");
 }

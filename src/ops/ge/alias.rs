@@ -9,7 +9,8 @@
 //! (`elewise_calculation_ops`, `selection_ops`), ExpandDims (`array_ops`), ConcatV2
 //! (`split_combination_ops`), GatherV2, GatherV2D (`selection_ops`), ReduceMaxD,
 //! ReduceMinD, ReduceProdD (`reduce_ops`), LogSoftmaxV2 (`nn_norm_ops`), ClipByValue
-//! (`elewise_calculation_ops`), TopKV2 (`selection_ops`).
+//! (`elewise_calculation_ops`), TopKV2 (`selection_ops`), SqueezeV3, UnsqueezeV3,
+//! StridedSliceV2 (`array_ops`, `selection_ops`), BatchNorm (`nn_batch_norm_ops`).
 
 use super::attrs::onnx_attrs;
 use crate::ops::registry::library;
@@ -40,7 +41,76 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     ("LogSoftmaxV2", &[], log_softmax_v2),
     ("ClipByValue", &[], |ctx| same("Clip", ctx, 3)),
     ("TopKV2", &[1], top_k),
+    // What GE's ONNX plugins make: Squeeze and Unsqueeze from opset 13 (axes an input),
+    // Slice from opset 10, BatchNormalization.
+    ("SqueezeV3", &[1], |ctx| leading("Squeeze", ctx, 1, 2)),
+    ("UnsqueezeV3", &[1], |ctx| leading("Unsqueeze", ctx, 2, 2)),
+    ("StridedSliceV2", &[1, 2, 3, 4], strided_slice_v2),
+    ("BatchNorm", &[], batch_norm),
 ];
+
+/// The library op `op` on the node's inputs (between `min` and `max` of them), no
+/// attributes.
+fn leading(
+    op: &'static str,
+    ctx: &InferCtx,
+    min: usize,
+    max: usize,
+) -> Result<Translation, OpError> {
+    ctx.arity(min, max)?;
+    Ok(Translation {
+        op,
+        attrs: Attrs::new(),
+        inputs: ctx.inputs.len(),
+    })
+}
+
+/// StridedSliceV2(x, begin, end, axes?, strides?; the five masks 0): Slice, whose inputs
+/// (data, starts, ends, axes, steps) these are. A mask (TensorFlow's bit-per-axis
+/// modifiers) is refused.
+fn strided_slice_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(3, 5)?;
+    for mask in [
+        "begin_mask",
+        "end_mask",
+        "ellipsis_mask",
+        "new_axis_mask",
+        "shrink_axis_mask",
+    ] {
+        if ctx.attr_int(mask, 0)? != 0 {
+            return Err(ctx.attr_error(mask, "only 0 is computed (no TensorFlow masks)"));
+        }
+    }
+    leading("Slice", ctx, 3, 5)
+}
+
+/// BatchNorm(x, scale, offset, mean, variance; epsilon 1e-4, data_format NHWC,
+/// is_training true) in inference (is_training false): BatchNormalization, on NCHW (or
+/// any layout whose channel is dim 1; NHWC is refused).
+fn batch_norm(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(5, 5)?;
+    if ctx.attr_bool("is_training", true)? {
+        return Err(ctx.attr_error(
+            "is_training",
+            "is true; only inference (false, the running mean and variance) is computed",
+        ));
+    }
+    match ctx.attr_str("data_format", "NHWC")? {
+        "NCHW" | "NCDHW" | "ND" => {}
+        other => {
+            return Err(ctx.attr_error(
+                "data_format",
+                format!("{other:?}: only a channel-first layout (NCHW) is computed"),
+            ));
+        }
+    }
+    let epsilon = f64::from(ctx.attr_float("epsilon", 1e-4)?);
+    Ok(Translation {
+        op: "BatchNormalization",
+        attrs: onnx_attrs(vec![("epsilon", Attr::Float(epsilon))]),
+        inputs: 5,
+    })
+}
 
 /// The library op `op` on the node's `n` inputs, no attributes.
 fn same(op: &'static str, ctx: &InferCtx, n: usize) -> Result<Translation, OpError> {

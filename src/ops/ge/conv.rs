@@ -28,6 +28,9 @@ struct Conv2d {
     /// top, bottom, left, right.
     pads: [i64; 4],
     groups: i64,
+    /// ONNX's `auto_pad`, which the Conv plugin keeps: "NOTSET", "SAME_UPPER",
+    /// "SAME_LOWER" or "VALID".
+    auto_pad: &'static str,
 }
 
 /// The (h, w) entries of a 4-value NCHW/NHWC list attribute whose N and C entries are 1.
@@ -60,7 +63,20 @@ impl Conv2d {
             return Err(ctx.attr_error("groups", format!("{groups} is not positive")));
         }
         no_offset_x(ctx)?;
+        let auto_pad = match ctx.attr_str("auto_pad", "NOTSET")? {
+            "NOTSET" | "" => "NOTSET",
+            "SAME_UPPER" => "SAME_UPPER",
+            "SAME_LOWER" => "SAME_LOWER",
+            "VALID" => "VALID",
+            other => {
+                return Err(ctx.attr_error(
+                    "auto_pad",
+                    format!("{other:?} is not NOTSET, SAME_UPPER, SAME_LOWER or VALID"),
+                ));
+            }
+        };
         Ok(Conv2d {
+            auto_pad,
             nchw,
             stride: hw(ctx, "strides", &strides, nchw)?,
             dilation: hw(ctx, "dilations", &dilations, nchw)?,
@@ -72,12 +88,16 @@ impl Conv2d {
     /// The ONNX Conv attributes of the same convolution (pads as [top, left, bottom, right]).
     fn onnx(&self) -> crate::ops::Attrs {
         let [t, b, l, r] = self.pads;
-        onnx_attrs(vec![
+        let mut attrs = vec![
             ("group", Attr::Int(self.groups)),
             ("strides", Attr::Ints(self.stride.to_vec())),
             ("dilations", Attr::Ints(self.dilation.to_vec())),
-            ("pads", Attr::Ints(vec![t, l, b, r])),
-        ])
+        ];
+        attrs.push(match self.auto_pad {
+            "NOTSET" => ("pads", Attr::Ints(vec![t, l, b, r])),
+            mode => ("auto_pad", Attr::Str(mode.to_string())),
+        });
+        onnx_attrs(attrs)
     }
 }
 
@@ -126,6 +146,19 @@ pub fn infer_conv2d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let dim = |i: usize, input: i64, kernel: i64| -> Result<i64, OpError> {
         if kernel < 0 {
             return Ok(UNKNOWN);
+        }
+        let span = (kernel - 1).saturating_mul(p.dilation[i]).saturating_add(1);
+        match p.auto_pad {
+            _ if input < 0 => return Ok(UNKNOWN),
+            "SAME_UPPER" | "SAME_LOWER" => return Ok((input + p.stride[i] - 1) / p.stride[i]),
+            "VALID" if input < span => {
+                return Err(ctx.input_error(
+                    0,
+                    format!("spatial dim {i} is {input}, smaller than the dilated kernel {span}"),
+                ));
+            }
+            "VALID" => return Ok((input - span) / p.stride[i] + 1),
+            _ => {}
         }
         spatial(
             ctx,

@@ -14,8 +14,10 @@ use crate::ops::OpRegistry;
 pub const GE_CONTRACT: &[&str] = &[
     "Aipp",
     "AvgPool",
+    "AvgPoolV2",
     "BNInference",
     "BatchMatMul",
+    "BatchMatMulV2",
     "Cast",
     "ConcatD",
     "ConcatV2D",
@@ -30,6 +32,7 @@ pub const GE_CONTRACT: &[&str] = &[
     "LogicalOr",
     "MatMulV2",
     "MaxPool",
+    "MaxPoolV3",
     "Pooling",
     "Power",
     "Rank",

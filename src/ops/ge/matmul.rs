@@ -18,6 +18,7 @@ use crate::ops::elementwise::broadcast;
 use crate::ops::nn::agree;
 use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{Scalar, read_f64s, widened};
+use crate::ops::registry::library;
 use crate::ops::{
     Attr, Attrs, DType, InferCtx, OpError, Prepack, TensorMeta, TensorMut, TensorRef, Translation,
     UNKNOWN, meta,
@@ -213,7 +214,7 @@ fn mat_product<T: Scalar>(
 
 /// MatMulV2's or BatchMatMul's transpose flags.
 fn flags(ctx: &InferCtx) -> Result<(bool, bool), OpError> {
-    if ctx.op == "BatchMatMul" {
+    if ctx.op.starts_with("BatchMatMul") {
         Ok((
             ctx.attr_bool("adj_x1", false)?,
             ctx.attr_bool("adj_x2", false)?,
@@ -234,6 +235,7 @@ pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
         "FullyConnection" => "FullyConnection",
         "MatMulV2" => "MatMulV2",
         "BatchMatMul" => "BatchMatMul",
+        "BatchMatMulV2" => "BatchMatMulV2",
         _ => return None,
     };
     crate::ops::nn::conv::half_weight_prepack(ctx, op)
@@ -294,6 +296,20 @@ fn split_matrix(s: &[i64], t: bool) -> (&[i64], i64, i64) {
     }
 }
 
+/// Whether a node is BatchMatMulV2 of a 1-D operand (`vector`) without transposes or
+/// bias: what GE's ONNX MatMul plugin makes of ONNX's vector products, which are ONNX's
+/// MatMul (the vector promoted to a matrix, its dim dropped from y).
+fn vector_product(ctx: &InferCtx, ta: bool, tb: bool, vector: bool) -> bool {
+    ctx.op == "BatchMatMulV2" && vector && !ta && !tb && !given(ctx, 2)
+}
+
+/// The library's MatMul, which computes [`vector_product`]s.
+fn library_matmul() -> Result<&'static crate::ops::OpSpec, OpError> {
+    library().get("MatMul").ok_or_else(|| OpError::NoCompute {
+        op: "MatMul".to_string(),
+    })
+}
+
 /// MatMulV2 and BatchMatMul: batch dims broadcast, then [M, N].
 pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     if ctx.op == "BatchMatMul" {
@@ -304,6 +320,17 @@ pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         no_offset_w(ctx, 3)?;
     }
     let (ta, tb) = flags(ctx)?;
+    let vector = |i: usize| ctx.inputs[i].shape.as_ref().is_some_and(|s| s.len() == 1);
+    if vector_product(ctx, ta, tb, vector(0) || vector(1)) {
+        let plain = Attrs::new();
+        return library_matmul()?.infer_shapes(&InferCtx {
+            op: "MatMul",
+            inputs: &ctx.inputs[..2],
+            values: &ctx.values[..2.min(ctx.values.len())],
+            attrs: &plain,
+            outputs: ctx.outputs,
+        });
+    }
     let dtype = ctx.inputs[0].dtype;
     if ctx.inputs[1].dtype != dtype {
         return Err(ctx.input_error(1, format!("is {}, x1 is {dtype}", ctx.inputs[1].dtype)));
@@ -370,6 +397,16 @@ pub fn matmul(
     }
     let (ta, tb) = flags(ctx)?;
     let (a, b) = (&inputs[0], &inputs[1]);
+    if vector_product(ctx, ta, tb, a.rank() == 1 || b.rank() == 1) {
+        let plain = Attrs::new();
+        let onnx = super::attrs::with_attrs(ctx, &plain);
+        return match library_matmul()?.compute {
+            Some(crate::ops::Compute::Into(f)) => f(&onnx, &inputs[..2], outputs),
+            _ => Err(OpError::NoCompute {
+                op: "MatMul".to_string(),
+            }),
+        };
+    }
     if a.rank() < 2 || b.rank() < 2 || outputs[0].rank() < 2 {
         return Err(ctx.input_error(0, "matrix operands are at least 2-D"));
     }

@@ -13,6 +13,15 @@
 //!   pads as TensorFlow: output `ceil(in / stride)`, the smaller half of the padding
 //!   first; an average counts only the taps inside the input.
 //!
+//! - `MaxPoolV3` / `AvgPoolV2` (ops-nn pooling protos, graphengine `nn_pooling_ops.h`;
+//!   what GE's ONNX MaxPool and AveragePool plugins make): x; `ksize`, `strides` required
+//!   (4 values by `data_format`, N and C entries 1), `padding_mode` "CALCULATED" (`pads`
+//!   [top, bottom, left, right] apply), "SAME" (TensorFlow's) or "VALID", `pads`
+//!   `[0,0,0,0]`, `data_format` "NCHW", `global_pooling` false, `ceil_mode` false (true
+//!   sizes the output as ONNX's ceil mode does); AvgPoolV2 also `exclusive` true (an
+//!   average counts only the taps inside the input; false counts padding taps too) and
+//!   `divisor_override` 0 (only 0 is supported).
+//!
 //! `MaxPool` is also ONNX's op type: one spec serves both, GE's form when `ksize` is
 //! present, else ONNX's.
 
@@ -34,6 +43,20 @@ struct Pool2d {
     ceil: bool,
     /// Averages count padding taps.
     include_pad: bool,
+}
+
+/// The (H, W) entries of a required 4-value `ksize` or `strides` in `nchw` or NHWC order,
+/// whose N and C entries are 1.
+fn hw_entries(ctx: &InferCtx, name: &str, nchw: bool) -> Result<[i64; 2], OpError> {
+    let v = required_ints(ctx, name, 4)?;
+    let [n, c, h, w] = nchw_dims(&v, nchw);
+    if n != 1 || c != 1 {
+        return Err(ctx.attr_error(name, format!("{v:?}: the N and C entries must be 1")));
+    }
+    if h < 1 || w < 1 {
+        return Err(ctx.attr_error(name, format!("{v:?} is not positive")));
+    }
+    Ok([h, w])
 }
 
 /// (N, C, H, W) of a 4-D x in `nchw` or NHWC.
@@ -108,17 +131,7 @@ impl Pool2d {
     /// TF-born MaxPool's and AvgPool's attributes.
     fn tf(ctx: &InferCtx, max: bool) -> Result<Pool2d, OpError> {
         let nchw = data_format(ctx, "NHWC")?;
-        let pick = |name: &str| -> Result<[i64; 2], OpError> {
-            let v = required_ints(ctx, name, 4)?;
-            let [n, c, h, w] = nchw_dims(&v, nchw);
-            if n != 1 || c != 1 {
-                return Err(ctx.attr_error(name, format!("{v:?}: the N and C entries must be 1")));
-            }
-            if h < 1 || w < 1 {
-                return Err(ctx.attr_error(name, format!("{v:?} is not positive")));
-            }
-            Ok([h, w])
-        };
+        let pick = |name: &str| hw_entries(ctx, name, nchw);
         let (kernel, stride) = (pick("ksize")?, pick("strides")?);
         let pads = match ctx.attr_str("padding", "")? {
             "VALID" => Some([0; 4]),
@@ -136,6 +149,60 @@ impl Pool2d {
             pads,
             ceil: false,
             include_pad: false,
+        })
+    }
+
+    /// MaxPoolV3's and AvgPoolV2's attributes; `hw` is x's (H, W) when known (for
+    /// `global_pooling`).
+    fn v2(ctx: &InferCtx, max: bool, hw: Option<[i64; 2]>) -> Result<Pool2d, OpError> {
+        let nchw = data_format(ctx, "NCHW")?;
+        let pick = |name: &str| hw_entries(ctx, name, nchw);
+        let (kernel, stride) = (pick("ksize")?, pick("strides")?);
+        let include_pad = if max {
+            false
+        } else {
+            if ctx.attr_int("divisor_override", 0)? != 0 {
+                return Err(ctx.attr_error("divisor_override", "only 0 is supported"));
+            }
+            !ctx.attr_bool("exclusive", true)?
+        };
+        if ctx.attr_bool("global_pooling", false)? {
+            return Ok(Pool2d {
+                nchw,
+                max,
+                kernel: hw.unwrap_or([UNKNOWN; 2]),
+                stride: [1, 1],
+                pads: Some([0; 4]),
+                ceil: false,
+                include_pad,
+            });
+        }
+        let pads = ints_or(ctx, "pads", &[0, 0, 0, 0])?;
+        if pads.iter().any(|&p| p < 0) {
+            return Err(ctx.attr_error("pads", format!("{pads:?} has a negative value")));
+        }
+        let (pads, ceil) = match ctx.attr_str("padding_mode", "CALCULATED")? {
+            "CALCULATED" => (
+                Some([pads[0], pads[1], pads[2], pads[3]]),
+                ctx.attr_bool("ceil_mode", false)?,
+            ),
+            "SAME" => (None, false),
+            "VALID" => (Some([0; 4]), false),
+            other => {
+                return Err(ctx.attr_error(
+                    "padding_mode",
+                    format!("{other:?} is not CALCULATED, SAME or VALID"),
+                ));
+            }
+        };
+        Ok(Pool2d {
+            nchw,
+            max,
+            kernel,
+            stride,
+            pads,
+            ceil,
+            include_pad,
         })
     }
 
@@ -197,6 +264,7 @@ impl Pool2d {
             ("strides", Attr::Ints(self.stride.to_vec())),
             ("pads", Attr::Ints(vec![t, l, b, r])),
             ("count_include_pad", Attr::Int(i64::from(self.include_pad))),
+            ("ceil_mode", Attr::Int(i64::from(self.ceil))),
         ])
     }
 
@@ -327,4 +395,36 @@ pub fn avg_pool(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     Pool2d::tf(ctx, false)?.compute(ctx, inputs, outputs)
+}
+
+/// MaxPoolV3 and AvgPoolV2.
+pub fn infer_pool_v2(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let p = Pool2d::v2(ctx, ctx.op == "MaxPoolV3", known_hw(ctx)?)?;
+    infer_with(ctx, &p)
+}
+
+/// MaxPoolV3 and AvgPoolV2 as the ONNX pool, for an NCHW x of known (H, W).
+pub fn translate_pool_v2(ctx: &InferCtx) -> Option<Translation> {
+    let hw = known_hw(ctx).ok()?;
+    Pool2d::v2(ctx, ctx.op == "MaxPoolV3", hw)
+        .ok()?
+        .translation(hw)
+}
+
+pub fn pool_v2(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let hw = known_hw(ctx)?.filter(|hw| hw.iter().all(|&d| d >= 0));
+    let hw = hw.or_else(|| {
+        let dims: Vec<i64> = inputs[0].shape.iter().map(|&d| d as i64).collect();
+        let nchw = data_format(ctx, "NCHW").ok()?;
+        (dims.len() == 4).then(|| {
+            let [_, _, h, w] = nchw_dims(&dims, nchw);
+            [h, w]
+        })
+    });
+    Pool2d::v2(ctx, ctx.op == "MaxPoolV3", hw)?.compute(ctx, inputs, outputs)
 }

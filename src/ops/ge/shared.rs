@@ -161,7 +161,38 @@ const RULES: &[(&str, &[Fix])] = &[
 ];
 
 /// GE op types computed by another library op, their axis input made an attribute.
-const RELAUNCH: &[(&str, GeContractFn)] = &[("Concat", concat), ("Split", split), ("TopK", top_k)];
+const RELAUNCH: &[(&str, GeContractFn)] = &[
+    ("Concat", concat),
+    ("Split", split),
+    ("TopK", top_k),
+    ("Transpose", transpose),
+];
+
+/// GE's Transpose(x, perm): the library's Transpose with `perm` the constant's values.
+fn transpose(ctx: &InferCtx) -> Result<GeUse, String> {
+    if ctx.inputs.len() != 2 {
+        return Err(format!(
+            "GE's Transpose takes x and perm, not {} inputs",
+            ctx.inputs.len()
+        ));
+    }
+    let perm = ctx
+        .values
+        .get(1)
+        .copied()
+        .flatten()
+        .and_then(|t| t.int_values())
+        .ok_or_else(|| {
+            "GE's Transpose with a perm (input 1) known only at run time is not computed"
+                .to_string()
+        })?;
+    Ok(GeUse::Launch {
+        op: "Transpose",
+        attrs: onnx_attrs(vec![("perm", Attr::Ints(perm))]),
+        first: 0,
+        count: 1,
+    })
+}
 
 /// GE's TopK (x, k; `dim`, int32 indices): the library's TopK as GE's TopKV2 translates.
 fn top_k(ctx: &InferCtx) -> Result<GeUse, String> {

@@ -1,0 +1,965 @@
+//! GE's ONNX parser plugins, as facts: for each ONNX op a plugin registers
+//! (`ai.onnx::<opset>::<Op>`), the GE op type ATC's graph holds after parsing (the op the
+//! plugin builds, or the op inside the `PartitionedCall` it builds, which GE inlines), with
+//! the plugin's attribute conversion and the Const inputs it adds. [`PLUGINS`] is the one
+//! table; docs/ONNX_IMPORT.md's mapping table is generated from it (`rt2::om::onnx::
+//! plugin_table`, kept current by a test).
+//!
+//! A conversion is exact or it does not happen: where a plugin would lose a meaning the
+//! ONNX node has (a MaxPool's dilations, which GE's MaxPoolV3 has no place for; SAME_LOWER,
+//! which GE's `SAME` pads as SAME_UPPER) or refuses the node outright (a MaxPool's indices
+//! output), the node keeps its ONNX type and attributes, as a node no plugin maps does, and
+//! rt2 computes it by ONNX's rules. Each plugin's `keeps` line says when.
+//!
+//! Pure functions of a node's attributes (its opset defaults already written out) and its
+//! inputs' types; no graph knowledge. The importer is the only caller.
+
+use std::collections::BTreeMap;
+
+use super::tensor::{Shape, ValueType, attr_i, attr_ints, attr_s, descriptor};
+use crate::om::DataType;
+use crate::proto::ge_ir::attr_def::Value;
+use crate::proto::ge_ir::{AttrDef, TensorDef};
+
+/// Where the plugin facts come from: the CANN op repositories' `framework/` directories
+/// (hicann/ops-nn, ops-math, ops-cv) and, for the renames, the plugin file registering
+/// ONNX ops GE takes over unchanged.
+const OPS_NN: &str = "hicann/ops-nn";
+const OPS_MATH: &str = "hicann/ops-math";
+const SIMILAR: &str = "hicann/ops-math common/src/framework/similar_opp_onnx_plugin.cpp";
+
+/// One ONNX op as a GE plugin maps it.
+pub struct Plugin {
+    /// The ONNX op type (default domain).
+    pub onnx: &'static str,
+    /// The opsets GE registers the plugin for, inclusive (rt2 applies it to later ones
+    /// too, see [`plugin`]).
+    pub opsets: (i64, i64),
+    /// The GE op type the node becomes.
+    pub ge: &'static str,
+    /// The conversion, one line for the docs.
+    pub converts: &'static str,
+    /// When the node keeps its ONNX type instead, one line for the docs ("" when never).
+    pub keeps: &'static str,
+    /// Where the plugin is.
+    pub source: &'static str,
+    /// The conversion itself; `None` keeps the node as ONNX wrote it.
+    map: fn(&Plugin, &Node) -> Option<Mapped>,
+}
+
+/// What a plugin sees of a node.
+pub struct Node<'a> {
+    /// The opset the node was written against.
+    pub opset: i64,
+    /// Its ONNX attributes, with the opset's defaults written out.
+    pub attrs: &'a BTreeMap<String, AttrDef>,
+    /// Its inputs' types, `None` for an omitted optional input.
+    pub inputs: &'a [Option<ValueType>],
+    /// Its output names (`""` for an output nobody reads).
+    pub outputs: &'a [String],
+}
+
+/// A node as GE's plugin leaves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapped {
+    /// The GE op type.
+    pub op_type: &'static str,
+    /// The GE attributes, in place of the ONNX ones.
+    pub attrs: BTreeMap<String, AttrDef>,
+    /// The op keeps ONNX's meaning whole (a rename), so `onnx_opset` stays true of it.
+    pub onnx_meaning: bool,
+    /// Const inputs the plugin appends after the node's own, each with a name suffix for
+    /// its op (`<node>_<suffix>`): a Transpose's `perm`, a Gather's `axis`.
+    pub consts: Vec<(&'static str, TensorDef)>,
+    /// The node's inputs the GE op takes, in its order, when not all of them as they are
+    /// (Clip with only a max bound is Minimum(x, max)).
+    pub inputs: Option<Vec<usize>>,
+}
+
+/// Every plugin rt2 applies, by ONNX op type.
+pub const PLUGINS: &[Plugin] = &[
+    rename("And", "LogicalAnd"),
+    Plugin {
+        onnx: "AveragePool",
+        opsets: (8, 18),
+        ge: "AvgPoolV2",
+        converts: "kernel_shape -> ksize [1,1,kh,kw]; strides -> [1,1,sh,sw]; pads [t,l,b,r] -> [t,b,l,r]; \
+                   auto_pad NOTSET/SAME_UPPER/VALID -> padding_mode CALCULATED/SAME/VALID; ceil_mode -> bool; \
+                   count_include_pad -> exclusive = !count_include_pad; data_format NCHW",
+        keeps: "kernel not 2-D; dilations other than 1; auto_pad SAME_LOWER",
+        source: OPS_NN,
+        map: average_pool,
+    },
+    Plugin {
+        onnx: "BatchNormalization",
+        opsets: (8, 18),
+        ge: "BatchNorm",
+        converts: "epsilon kept; data_format NCHW, is_training false; momentum dropped; inputs as (x, scale, \
+                   offset, mean, variance)",
+        keeps: "training_mode 1, or the running statistics outputs read",
+        source: OPS_NN,
+        map: batch_norm,
+    },
+    Plugin {
+        onnx: "Cast",
+        opsets: (8, 18),
+        ge: "Cast",
+        converts: "to (ONNX type) -> dst_type (GE type number)",
+        keeps: "a target type past ONNX's 16 (bfloat16): float8, int4, ... (GE's table stops there)",
+        source: OPS_MATH,
+        map: cast,
+    },
+    Plugin {
+        onnx: "Clip",
+        opsets: (11, 18),
+        ge: "ClipByValue, Minimum, Maximum",
+        converts: "both bounds: ClipByValue(x, min, max); only max: Minimum(x, max); only min: Maximum(x, min)",
+        keeps: "no bound given (GE refuses); before opset 11 (GE casts to float32 first)",
+        source: OPS_MATH,
+        map: clip,
+    },
+    Plugin {
+        onnx: "Concat",
+        opsets: (8, 18),
+        ge: "ConcatD",
+        converts: "axis -> concat_dim; N = the input count (one input: Identity)",
+        keeps: "",
+        source: OPS_MATH,
+        map: concat,
+    },
+    Plugin {
+        onnx: "Conv",
+        opsets: (8, 18),
+        ge: "Conv2D",
+        converts: "strides, dilations -> [1,1,h,w]; pads [t,l,b,r] -> [t,b,l,r]; group -> groups; \
+                   data_format NCHW; auto_pad kept",
+        keeps: "kernel not 2-D (GE: Conv3D, or Unsqueeze/Conv2D/Squeeze for 1-D)",
+        source: OPS_NN,
+        map: conv,
+    },
+    rename("Det", "MatrixDeterminant"),
+    Plugin {
+        onnx: "Elu",
+        opsets: (8, 18),
+        ge: "Elu",
+        converts: "alpha kept (1.0 when absent)",
+        keeps: "",
+        source: OPS_NN,
+        map: same_attrs,
+    },
+    Plugin {
+        onnx: "Flatten",
+        opsets: (8, 18),
+        ge: "Flatten",
+        converts: "axis kept",
+        keeps: "",
+        source: OPS_MATH,
+        map: same_attrs,
+    },
+    Plugin {
+        onnx: "Gather",
+        opsets: (8, 18),
+        ge: "GatherV2",
+        converts: "axis -> Const input 2 (int32 scalar); negative_index_support true",
+        keeps: "",
+        source: OPS_MATH,
+        map: gather,
+    },
+    Plugin {
+        onnx: "GatherElements",
+        opsets: (11, 18),
+        ge: "GatherElements",
+        converts: "axis -> dim",
+        keeps: "",
+        source: OPS_MATH,
+        map: gather_elements,
+    },
+    rename("Div", "RealDiv"),
+    rename("GreaterOrEqual", "GreaterEqual"),
+    Plugin {
+        onnx: "HardSigmoid",
+        opsets: (8, 18),
+        ge: "HardSigmoid",
+        converts: "alpha, beta kept (0.2, 0.5 when absent)",
+        keeps: "",
+        source: OPS_NN,
+        map: same_attrs,
+    },
+    rename("IsNaN", "IsNan"),
+    Plugin {
+        onnx: "LeakyRelu",
+        opsets: (8, 18),
+        ge: "LeakyRelu",
+        converts: "alpha -> negative_slope (0.01 when absent)",
+        keeps: "",
+        source: OPS_NN,
+        map: leaky_relu,
+    },
+    rename("LessOrEqual", "LessEqual"),
+    Plugin {
+        onnx: "LogSoftmax",
+        opsets: (8, 18),
+        ge: "LogSoftmaxV2",
+        converts: "axis -> axes [axis]",
+        keeps: "before opset 13, an axis not the last (ONNX flattens there; GE's op takes one axis)",
+        source: OPS_NN,
+        map: softmax,
+    },
+    Plugin {
+        onnx: "MatMul",
+        opsets: (8, 18),
+        ge: "BatchMatMulV2",
+        converts: "adj_x1, adj_x2 false",
+        keeps: "",
+        source: OPS_NN,
+        map: matmul,
+    },
+    Plugin {
+        onnx: "MaxPool",
+        opsets: (8, 18),
+        ge: "MaxPoolV3",
+        converts: "kernel_shape -> ksize [1,1,kh,kw]; strides -> [1,1,sh,sw]; pads [t,l,b,r] -> [t,b,l,r]; \
+                   auto_pad NOTSET/SAME_UPPER/VALID -> padding_mode CALCULATED/SAME/VALID; ceil_mode -> bool; \
+                   data_format NCHW",
+        keeps: "kernel not 2-D; dilations other than 1; auto_pad SAME_LOWER; storage_order 1 or the \
+                Indices output read (GE refuses both)",
+        source: OPS_NN,
+        map: max_pool,
+    },
+    rename("Not", "LogicalNot"),
+    rename("Or", "LogicalOr"),
+    reduce("ReduceMax"),
+    reduce("ReduceMean"),
+    reduce("ReduceMin"),
+    reduce("ReduceProd"),
+    reduce("ReduceSum"),
+    Plugin {
+        onnx: "Reshape",
+        opsets: (8, 18),
+        ge: "Reshape",
+        converts: "allowzero kept (0 when absent)",
+        keeps: "",
+        source: OPS_MATH,
+        map: reshape,
+    },
+    Plugin {
+        onnx: "ScatterND",
+        opsets: (11, 18),
+        ge: "TensorScatterUpdate",
+        converts: "none (same inputs and meaning)",
+        keeps: "reduction other than none",
+        source: SIMILAR,
+        map: scatter_nd,
+    },
+    Plugin {
+        onnx: "Size",
+        opsets: (8, 18),
+        ge: "Size",
+        converts: "dtype int64",
+        keeps: "",
+        source: OPS_MATH,
+        map: size,
+    },
+    Plugin {
+        onnx: "Slice",
+        opsets: (8, 18),
+        ge: "StridedSliceV2",
+        converts: "inputs (data, starts, ends, axes, steps) as (x, begin, end, axes, strides); before opset 10 \
+                   starts, ends, axes -> Const int64 inputs",
+        keeps: "",
+        source: OPS_MATH,
+        map: slice,
+    },
+    Plugin {
+        onnx: "Softmax",
+        opsets: (8, 18),
+        ge: "SoftmaxV2",
+        converts: "axis -> axes [axis]",
+        keeps: "before opset 13, an axis not the last (ONNX flattens there; GE marks need_fusion)",
+        source: OPS_NN,
+        map: softmax,
+    },
+    Plugin {
+        onnx: "Squeeze",
+        opsets: (8, 18),
+        ge: "Squeeze, SqueezeV3",
+        converts: "before opset 13: Squeeze, axes -> axis ([] when absent); from 13: SqueezeV3 (x, axes)",
+        keeps: "",
+        source: OPS_MATH,
+        map: squeeze,
+    },
+    Plugin {
+        onnx: "Transpose",
+        opsets: (8, 18),
+        ge: "Transpose",
+        converts: "perm -> Const input 1 (int32)",
+        keeps: "perm absent (GE refuses: the reversed axes are not supported)",
+        source: OPS_MATH,
+        map: transpose,
+    },
+    Plugin {
+        onnx: "Unsqueeze",
+        opsets: (8, 18),
+        ge: "Unsqueeze, UnsqueezeV3",
+        converts: "before opset 13: Unsqueeze, axes kept; from 13: UnsqueezeV3 (x, axes)",
+        keeps: "",
+        source: OPS_MATH,
+        map: unsqueeze,
+    },
+    rename("Where", "SelectV2"),
+];
+
+/// The reductions' plugin: `ReduceX` with `axes` as input 1 (a Const int32 from the
+/// attribute, or the node's own axes input) and `keep_dims` a bool.
+const fn reduce(onnx: &'static str) -> Plugin {
+    Plugin {
+        onnx,
+        opsets: (8, 18),
+        ge: onnx,
+        converts: "axes -> input 1 (Const int32 from the attribute; [] reduces all); keepdims -> keep_dims \
+                   (bool); noop_with_empty_axes kept (0 before opset 13)",
+        keeps: "ReduceMax/Min/Prod at opsets 13-17 with an axes attribute (GE's plugin drops it and would \
+                reduce every axis)",
+        source: OPS_MATH,
+        map: reduce_op,
+    }
+}
+
+/// An ONNX op GE takes over under another name, attributes and inputs unchanged (the
+/// plugins registered with an empty ParseParams).
+const fn rename(onnx: &'static str, ge: &'static str) -> Plugin {
+    Plugin {
+        onnx,
+        opsets: (8, 18),
+        ge,
+        converts: "none (same inputs and meaning)",
+        keeps: "",
+        source: SIMILAR,
+        map: renamed,
+    }
+}
+
+/// The plugin for `op_type` at `opset`, if any. GE registers its plugins up to opset 18
+/// and ATC refuses later ones; rt2 applies the newest registration to later opsets too,
+/// since the ONNX ops it maps changed only their type lists since (and where a later
+/// version added an attribute, the conversion reads it: AveragePool's dilations).
+pub fn plugin(op_type: &str, opset: i64) -> Option<&'static Plugin> {
+    PLUGINS
+        .iter()
+        .find(|p| p.onnx == op_type && opset >= p.opsets.0)
+}
+
+/// The GE form of an ONNX default-domain node, or `None` to keep it as written.
+pub fn map(op_type: &str, node: &Node) -> Option<Mapped> {
+    let p = plugin(op_type, node.opset)?;
+    (p.map)(p, node)
+}
+
+/// The markdown table of [`PLUGINS`] docs/ONNX_IMPORT.md carries.
+pub fn table() -> String {
+    let mut out = String::from(
+        "| ONNX | GE registers | GE | conversion | kept as ONNX when |\n|---|---|---|---|---|\n",
+    );
+    for p in PLUGINS {
+        let keeps = if p.keeps.is_empty() { "-" } else { p.keeps };
+        let opsets = format!("{}-{}", p.opsets.0, p.opsets.1);
+        out.push_str(&format!(
+            "| {} | {opsets} | {} | {} | {keeps} |\n",
+            p.onnx, p.ge, p.converts
+        ));
+    }
+    out
+}
+
+fn renamed(p: &Plugin, n: &Node) -> Option<Mapped> {
+    Some(Mapped {
+        op_type: p.ge,
+        attrs: n.attrs.clone(),
+        onnx_meaning: true,
+        consts: Vec::new(),
+        inputs: None,
+    })
+}
+
+fn scatter_nd(p: &Plugin, n: &Node) -> Option<Mapped> {
+    match str_attr(n.attrs, "reduction") {
+        None | Some("none") => renamed(p, n),
+        Some(_) => None,
+    }
+}
+
+/// The node's attributes under their ONNX names, as GE's op of the plugin takes them.
+fn same_attrs(p: &Plugin, n: &Node) -> Option<Mapped> {
+    Some(ge_op(p.ge, n.attrs.clone()))
+}
+
+fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
+    Mapped {
+        op_type,
+        attrs,
+        onnx_meaning: false,
+        consts: Vec::new(),
+        inputs: None,
+    }
+}
+
+fn batch_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let stats_read = n.outputs.iter().skip(1).any(|o| !o.is_empty());
+    if stats_read || int_attr(n.attrs, "training_mode").unwrap_or(0) != 0 {
+        return None;
+    }
+    let epsilon = match n.attrs.get("epsilon")?.value.as_ref()? {
+        Value::F(e) => *e,
+        _ => return None,
+    };
+    Some(ge_op(
+        "BatchNorm",
+        BTreeMap::from([
+            ("epsilon".to_string(), super::tensor::attr_f(epsilon)),
+            ("data_format".to_string(), attr_s("NCHW")),
+            ("is_training".to_string(), attr_b(false)),
+        ]),
+    ))
+}
+
+fn clip(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let given = |i: usize| n.inputs.get(i).is_some_and(Option::is_some);
+    let (op, inputs) = match (given(1), given(2)) {
+        (true, true) => ("ClipByValue", vec![0, 1, 2]),
+        (false, true) => ("Minimum", vec![0, 2]),
+        (true, false) => ("Maximum", vec![0, 1]),
+        (false, false) => return None,
+    };
+    let mut m = ge_op(op, BTreeMap::new());
+    m.inputs = Some(inputs);
+    Some(m)
+}
+
+fn leaky_relu(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let alpha = match n.attrs.get("alpha").and_then(|a| a.value.as_ref()) {
+        Some(Value::F(a)) => *a,
+        _ => 0.01,
+    };
+    Some(ge_op(
+        "LeakyRelu",
+        BTreeMap::from([("negative_slope".to_string(), super::tensor::attr_f(alpha))]),
+    ))
+}
+
+fn matmul(_: &Plugin, _: &Node) -> Option<Mapped> {
+    Some(ge_op(
+        "BatchMatMulV2",
+        BTreeMap::from([
+            ("adj_x1".to_string(), attr_b(false)),
+            ("adj_x2".to_string(), attr_b(false)),
+            ("offset_x".to_string(), attr_i(0)),
+        ]),
+    ))
+}
+
+/// Softmax and LogSoftmax: `axes` `[axis]`. Before opset 13 ONNX normalizes the input
+/// flattened to 2-D at `axis`, which is one axis only when `axis` is the last.
+fn softmax(p: &Plugin, n: &Node) -> Option<Mapped> {
+    let axis = int_attr(n.attrs, "axis")?;
+    if n.opset < 13 {
+        let rank = n.inputs.first()?.as_ref()?.shape.rank()? as i64;
+        if axis != rank - 1 && axis != -1 {
+            return None;
+        }
+    }
+    Some(ge_op(
+        p.ge,
+        BTreeMap::from([("axes".to_string(), attr_ints(&[axis]))]),
+    ))
+}
+
+fn cast(_: &Plugin, n: &Node) -> Option<Mapped> {
+    // The plugin's type table covers ONNX's types 1 (float) to 16 (bfloat16).
+    let to = int_attr(n.attrs, "to").filter(|t| (1..=16).contains(t))?;
+    let to = DataType::from_onnx(to as i32)?;
+    let attrs = BTreeMap::from([("dst_type".to_string(), attr_i(to.to_ge()))]);
+    Some(ge_op("Cast", attrs))
+}
+
+fn concat(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let axis = int_attr(n.attrs, "axis")?;
+    if n.inputs.len() == 1 {
+        return Some(ge_op("Identity", BTreeMap::new()));
+    }
+    let attrs = BTreeMap::from([
+        ("concat_dim".to_string(), attr_i(axis)),
+        ("N".to_string(), attr_i(n.inputs.len() as i64)),
+    ]);
+    Some(ge_op("ConcatD", attrs))
+}
+
+fn gather(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let axis = int_attr(n.attrs, "axis").unwrap_or(0);
+    let mut m = ge_op(
+        "GatherV2",
+        BTreeMap::from([("negative_index_support".to_string(), attr_b(true))]),
+    );
+    m.consts
+        .push(("axis", int_tensor(DataType::Int32, &[], &[axis])));
+    Some(m)
+}
+
+/// GE's `op` with one int attribute `name` = `value`.
+fn one_int(op: &'static str, name: &str, value: i64) -> Option<Mapped> {
+    Some(ge_op(
+        op,
+        BTreeMap::from([(name.to_string(), attr_i(value))]),
+    ))
+}
+
+fn gather_elements(_: &Plugin, n: &Node) -> Option<Mapped> {
+    one_int(
+        "GatherElements",
+        "dim",
+        int_attr(n.attrs, "axis").unwrap_or(0),
+    )
+}
+
+fn reduce_op(p: &Plugin, n: &Node) -> Option<Mapped> {
+    let keep = int_attr(n.attrs, "keepdims").unwrap_or(1) != 0;
+    let noop = if n.opset < 13 {
+        0
+    } else {
+        int_attr(n.attrs, "noop_with_empty_axes").unwrap_or(0)
+    };
+    let attrs = BTreeMap::from([
+        ("keep_dims".to_string(), attr_b(keep)),
+        ("noop_with_empty_axes".to_string(), attr_i(noop)),
+    ]);
+    let mut m = ge_op(p.ge, attrs);
+    if n.inputs.len() == 1 {
+        let axes = ints_attr(n.attrs, "axes");
+        if axes.is_some() && n.opset >= 13 && !matches!(p.ge, "ReduceMean" | "ReduceSum") {
+            return None;
+        }
+        let axes = axes.unwrap_or_default();
+        m.consts.push((
+            "axes",
+            int_tensor(DataType::Int32, &[axes.len() as i64], axes),
+        ));
+    }
+    Some(m)
+}
+
+fn reshape(_: &Plugin, n: &Node) -> Option<Mapped> {
+    one_int(
+        "Reshape",
+        "allowzero",
+        int_attr(n.attrs, "allowzero").unwrap_or(0),
+    )
+}
+
+fn size(_: &Plugin, _: &Node) -> Option<Mapped> {
+    one_int("Size", "dtype", DataType::Int64.to_ge())
+}
+
+fn slice(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let mut m = ge_op("StridedSliceV2", BTreeMap::new());
+    if n.opset < 10 {
+        let starts = ints_attr(n.attrs, "starts")?;
+        let ends = ints_attr(n.attrs, "ends")?;
+        let list = |v: &[i64]| int_tensor(DataType::Int64, &[v.len() as i64], v);
+        m.consts.push(("begin", list(starts)));
+        m.consts.push(("end", list(ends)));
+        if let Some(axes) = ints_attr(n.attrs, "axes") {
+            m.consts.push(("axes", list(axes)));
+        }
+    }
+    Some(m)
+}
+
+fn squeeze(_: &Plugin, n: &Node) -> Option<Mapped> {
+    if n.opset >= 13 {
+        return Some(ge_op("SqueezeV3", BTreeMap::new()));
+    }
+    let axes = ints_attr(n.attrs, "axes").unwrap_or_default();
+    Some(ge_op(
+        "Squeeze",
+        BTreeMap::from([("axis".to_string(), attr_ints(axes))]),
+    ))
+}
+
+fn unsqueeze(_: &Plugin, n: &Node) -> Option<Mapped> {
+    if n.opset >= 13 {
+        return Some(ge_op("UnsqueezeV3", BTreeMap::new()));
+    }
+    let axes = ints_attr(n.attrs, "axes").filter(|a| !a.is_empty())?;
+    Some(ge_op(
+        "Unsqueeze",
+        BTreeMap::from([("axes".to_string(), attr_ints(axes))]),
+    ))
+}
+
+fn transpose(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let perm = ints_attr(n.attrs, "perm").filter(|p| !p.is_empty())?;
+    let mut m = ge_op("Transpose", BTreeMap::new());
+    m.consts.push((
+        "perm",
+        int_tensor(DataType::Int32, &[perm.len() as i64], perm),
+    ));
+    Some(m)
+}
+
+/// A Const tensor of ints, `dtype` int32 or int64, little-endian.
+fn int_tensor(dtype: DataType, dims: &[i64], values: &[i64]) -> TensorDef {
+    let vt = ValueType {
+        dtype: Some(dtype),
+        shape: Shape::known(dims),
+    };
+    let data = match dtype {
+        DataType::Int32 => values
+            .iter()
+            .flat_map(|&v| (v.clamp(i32::MIN.into(), i32::MAX.into()) as i32).to_le_bytes())
+            .collect(),
+        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    TensorDef {
+        desc: Some(descriptor(&vt, "ND")),
+        data,
+    }
+}
+
+// ---- attribute readers -------------------------------------------------------------
+
+fn int_attr(attrs: &BTreeMap<String, AttrDef>, name: &str) -> Option<i64> {
+    match attrs.get(name)?.value.as_ref()? {
+        Value::I(v) => Some(*v),
+        _ => None,
+    }
+}
+
+fn ints_attr<'a>(attrs: &'a BTreeMap<String, AttrDef>, name: &str) -> Option<&'a [i64]> {
+    match attrs.get(name)?.value.as_ref()? {
+        Value::List(l) => Some(&l.i),
+        _ => None,
+    }
+}
+
+fn str_attr<'a>(attrs: &'a BTreeMap<String, AttrDef>, name: &str) -> Option<&'a str> {
+    match attrs.get(name)?.value.as_ref()? {
+        Value::S(s) => std::str::from_utf8(s).ok(),
+        _ => None,
+    }
+}
+
+fn attr_b(v: bool) -> AttrDef {
+    AttrDef {
+        value: Some(Value::B(v)),
+    }
+}
+
+// ---- windows: convolutions and pools ------------------------------------------------
+
+/// A 2-D window's attributes as GE's NCHW ops take them: 4-element `[1,1,h,w]` lists and
+/// pads reordered from ONNX's [top, left, bottom, right] to GE's [top, bottom, left,
+/// right]. `None` when the window is not 2-D or a list is malformed.
+struct Window2d {
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    pads: Vec<i64>,
+}
+
+/// The node's spatial rank: `kernel_shape`'s length, else the weight's rank - 2 (input 1,
+/// convolutions), else the data's.
+fn spatial_rank(n: &Node, weight: bool) -> Option<usize> {
+    if let Some(k) = ints_attr(n.attrs, "kernel_shape") {
+        return Some(k.len());
+    }
+    let rank = |i: usize| {
+        n.inputs
+            .get(i)?
+            .as_ref()?
+            .shape
+            .rank()
+            .and_then(|r| r.checked_sub(2))
+    };
+    if weight { rank(1) } else { None }.or_else(|| rank(0))
+}
+
+fn window2d(n: &Node, weight: bool) -> Option<Window2d> {
+    if spatial_rank(n, weight)? != 2 {
+        return None;
+    }
+    let pair = |name: &str| -> Option<Vec<i64>> {
+        match ints_attr(n.attrs, name) {
+            None => Some(vec![1, 1, 1, 1]),
+            Some(&[h, w]) => Some(vec![1, 1, h, w]),
+            Some(_) => None,
+        }
+    };
+    let pads = match ints_attr(n.attrs, "pads") {
+        None => vec![0; 4],
+        Some(&[t, l, b, r]) => vec![t, b, l, r],
+        Some(_) => return None,
+    };
+    Some(Window2d {
+        strides: pair("strides")?,
+        dilations: pair("dilations")?,
+        pads,
+    })
+}
+
+/// The ONNX `auto_pad` as GE's pools' `padding_mode`; `None` for SAME_LOWER, which GE's
+/// SAME (TensorFlow's, the larger half of the padding last) would pad as SAME_UPPER.
+fn padding_mode(n: &Node) -> Option<&'static str> {
+    match str_attr(n.attrs, "auto_pad").unwrap_or("NOTSET") {
+        "NOTSET" => Some("CALCULATED"),
+        "SAME_UPPER" => Some("SAME"),
+        "VALID" => Some("VALID"),
+        _ => None,
+    }
+}
+
+fn conv(p: &Plugin, n: &Node) -> Option<Mapped> {
+    let w = window2d(n, true)?;
+    let mut attrs = BTreeMap::new();
+    attrs.insert("strides".into(), attr_ints(&w.strides));
+    attrs.insert("dilations".into(), attr_ints(&w.dilations));
+    attrs.insert("pads".into(), attr_ints(&w.pads));
+    attrs.insert(
+        "groups".into(),
+        attr_i(int_attr(n.attrs, "group").unwrap_or(1)),
+    );
+    attrs.insert("data_format".into(), attr_s("NCHW"));
+    attrs.insert("offset_x".into(), attr_i(0));
+    let auto_pad = str_attr(n.attrs, "auto_pad").unwrap_or("NOTSET");
+    attrs.insert("auto_pad".into(), attr_s(auto_pad));
+    Some(Mapped {
+        op_type: p.ge,
+        attrs,
+        onnx_meaning: false,
+        consts: Vec::new(),
+        inputs: None,
+    })
+}
+
+/// The attributes MaxPoolV3 and AvgPoolV2 share; `None` when the pool keeps its ONNX
+/// form (not 2-D, dilated, SAME_LOWER).
+fn pool2d(n: &Node) -> Option<BTreeMap<String, AttrDef>> {
+    let w = window2d(n, false)?;
+    if w.dilations != [1, 1, 1, 1] {
+        return None;
+    }
+    let &[kh, kw] = ints_attr(n.attrs, "kernel_shape")? else {
+        return None;
+    };
+    let mut attrs = BTreeMap::new();
+    attrs.insert("ksize".into(), attr_ints(&[1, 1, kh, kw]));
+    attrs.insert("strides".into(), attr_ints(&w.strides));
+    attrs.insert("pads".into(), attr_ints(&w.pads));
+    attrs.insert("padding_mode".into(), attr_s(padding_mode(n)?));
+    let ceil = int_attr(n.attrs, "ceil_mode").unwrap_or(0) != 0;
+    attrs.insert("ceil_mode".into(), attr_b(ceil));
+    attrs.insert("data_format".into(), attr_s("NCHW"));
+    attrs.insert("global_pooling".into(), attr_b(false));
+    Some(attrs)
+}
+
+fn max_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
+    let indices_read = n.outputs.get(1).is_some_and(|o| !o.is_empty());
+    if indices_read || int_attr(n.attrs, "storage_order").unwrap_or(0) != 0 {
+        return None;
+    }
+    Some(Mapped {
+        op_type: p.ge,
+        attrs: pool2d(n)?,
+        onnx_meaning: false,
+        consts: Vec::new(),
+        inputs: None,
+    })
+}
+
+fn average_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
+    let mut attrs = pool2d(n)?;
+    let include = int_attr(n.attrs, "count_include_pad").unwrap_or(0) != 0;
+    attrs.insert("exclusive".into(), attr_b(!include));
+    attrs.insert("divisor_override".into(), attr_i(0));
+    Some(Mapped {
+        op_type: p.ge,
+        attrs,
+        onnx_meaning: false,
+        consts: Vec::new(),
+        inputs: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node<'a>(
+        opset: i64,
+        attrs: &'a BTreeMap<String, AttrDef>,
+        inputs: &'a [Option<ValueType>],
+        outputs: &'a [String],
+    ) -> Node<'a> {
+        Node {
+            opset,
+            attrs,
+            inputs,
+            outputs,
+        }
+    }
+
+    fn ints(m: &Mapped, name: &str) -> Vec<i64> {
+        ints_attr(&m.attrs, name).unwrap().to_vec()
+    }
+
+    fn tensor(dims: &[i64]) -> Option<ValueType> {
+        Some(ValueType {
+            dtype: Some(DataType::Float32),
+            shape: Shape::known(dims),
+        })
+    }
+
+    /// docs/ONNX_IMPORT.md carries [`table`] between its plugin markers; `RT2_BLESS=1`
+    /// rewrites it.
+    #[test]
+    fn plugin_table_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ONNX_IMPORT.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (begin, end) = ("<!-- plugins:begin -->\n", "<!-- plugins:end -->");
+        let a = doc.find(begin).expect("begin marker") + begin.len();
+        let b = doc.find(end).expect("end marker");
+        let want = format!("{}{}", &doc[..a], table()) + &doc[b..];
+        if std::env::var_os("RT2_BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        assert!(
+            doc == want,
+            "docs/ONNX_IMPORT.md's plugin table is stale: RT2_BLESS=1"
+        );
+    }
+
+    #[test]
+    fn conv_becomes_conv2d_with_ge_lists() {
+        let attrs = BTreeMap::from([
+            ("kernel_shape".to_string(), attr_ints(&[3, 5])),
+            ("strides".to_string(), attr_ints(&[2, 3])),
+            ("dilations".to_string(), attr_ints(&[1, 2])),
+            // ONNX: top, left, bottom, right.
+            ("pads".to_string(), attr_ints(&[1, 2, 3, 4])),
+            ("group".to_string(), attr_i(2)),
+            ("auto_pad".to_string(), attr_s("NOTSET")),
+        ]);
+        let inputs = [tensor(&[1, 4, 9, 9]), tensor(&[6, 2, 3, 5])];
+        let m = map("Conv", &node(11, &attrs, &inputs, &["y".into()])).unwrap();
+        assert_eq!(m.op_type, "Conv2D");
+        assert_eq!(ints(&m, "strides"), [1, 1, 2, 3]);
+        assert_eq!(ints(&m, "dilations"), [1, 1, 1, 2]);
+        // GE: top, bottom, left, right.
+        assert_eq!(ints(&m, "pads"), [1, 3, 2, 4]);
+        assert_eq!(int_attr(&m.attrs, "groups"), Some(2));
+        assert_eq!(str_attr(&m.attrs, "data_format"), Some("NCHW"));
+        assert!(!m.onnx_meaning);
+        // A 1-D or 3-D kernel keeps ONNX's Conv; so does an opset before GE's first.
+        let one_d = BTreeMap::from([("kernel_shape".to_string(), attr_ints(&[3]))]);
+        assert!(map("Conv", &node(11, &one_d, &inputs, &[])).is_none());
+        assert!(map("Conv", &node(7, &attrs, &inputs, &[])).is_none());
+        // Later opsets than GE registers take the newest registration.
+        assert!(map("Conv", &node(22, &attrs, &inputs, &[])).is_some());
+    }
+
+    #[test]
+    fn pools_map_only_where_exact() {
+        let mut attrs = BTreeMap::from([
+            ("kernel_shape".to_string(), attr_ints(&[2, 2])),
+            ("pads".to_string(), attr_ints(&[0, 1, 0, 1])),
+            ("auto_pad".to_string(), attr_s("NOTSET")),
+            ("ceil_mode".to_string(), attr_i(1)),
+            ("count_include_pad".to_string(), attr_i(1)),
+        ]);
+        let x = [tensor(&[1, 1, 5, 5])];
+        let y = ["y".to_string()];
+        let m = map("AveragePool", &node(11, &attrs, &x, &y)).unwrap();
+        assert_eq!(m.op_type, "AvgPoolV2");
+        assert_eq!(ints(&m, "ksize"), [1, 1, 2, 2]);
+        assert_eq!(ints(&m, "pads"), [0, 0, 1, 1]);
+        assert_eq!(str_attr(&m.attrs, "padding_mode"), Some("CALCULATED"));
+        assert!(matches!(m.attrs["ceil_mode"].value, Some(Value::B(true))));
+        assert!(matches!(m.attrs["exclusive"].value, Some(Value::B(false))));
+        // MaxPool's indices output read: GE refuses it, rt2 keeps ONNX's MaxPool.
+        let both = ["y".to_string(), "i".to_string()];
+        assert_eq!(
+            map("MaxPool", &node(12, &attrs, &x, &y)).unwrap().op_type,
+            "MaxPoolV3"
+        );
+        assert!(map("MaxPool", &node(12, &attrs, &x, &both)).is_none());
+        attrs.insert("auto_pad".into(), attr_s("SAME_LOWER"));
+        assert!(map("MaxPool", &node(12, &attrs, &x, &y)).is_none());
+        attrs.insert("auto_pad".into(), attr_s("NOTSET"));
+        attrs.insert("dilations".into(), attr_ints(&[2, 2]));
+        assert!(map("MaxPool", &node(12, &attrs, &x, &y)).is_none());
+    }
+
+    #[test]
+    fn axes_and_perm_become_const_inputs() {
+        let attrs = BTreeMap::from([("perm".to_string(), attr_ints(&[0, 2, 1]))]);
+        let m = map("Transpose", &node(13, &attrs, &[tensor(&[2, 3, 4])], &[])).unwrap();
+        assert_eq!(m.op_type, "Transpose");
+        let (name, perm) = &m.consts[0];
+        assert_eq!(*name, "perm");
+        let values: Vec<i32> = perm
+            .data
+            .chunks(4)
+            .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(values, [0, 2, 1]);
+        // No perm: GE refuses (reversed axes unsupported), ONNX's Transpose stays.
+        assert!(
+            map(
+                "Transpose",
+                &node(13, &BTreeMap::new(), &[tensor(&[2, 3])], &[])
+            )
+            .is_none()
+        );
+
+        let axes = BTreeMap::from([
+            ("axes".to_string(), attr_ints(&[1])),
+            ("keepdims".to_string(), attr_i(0)),
+        ]);
+        let x = [tensor(&[2, 3])];
+        let m = map("ReduceMean", &node(13, &axes, &x, &[])).unwrap();
+        assert!(matches!(m.attrs["keep_dims"].value, Some(Value::B(false))));
+        assert_eq!(m.consts[0].1.data, 1i32.to_le_bytes());
+        // GE's ReduceMax plugin drops an opset-13 axes attribute: kept as ONNX.
+        assert!(map("ReduceMax", &node(13, &axes, &x, &[])).is_none());
+        assert!(map("ReduceMax", &node(11, &axes, &x, &[])).is_some());
+    }
+
+    #[test]
+    fn clip_softmax_and_cast() {
+        let x = tensor(&[4]);
+        let only_max = [x.clone(), None, x.clone()];
+        let m = map("Clip", &node(13, &BTreeMap::new(), &only_max, &[])).unwrap();
+        assert_eq!((m.op_type, m.inputs), ("Minimum", Some(vec![0, 2])));
+        assert!(
+            map(
+                "Clip",
+                &node(13, &BTreeMap::new(), std::slice::from_ref(&x), &[])
+            )
+            .is_none()
+        );
+
+        // Before opset 13 Softmax flattens at axis: only the last axis maps.
+        let axis1 = BTreeMap::from([("axis".to_string(), attr_i(1))]);
+        let rank3 = [tensor(&[2, 3, 4])];
+        assert!(map("Softmax", &node(11, &axis1, &rank3, &[])).is_none());
+        let m = map("Softmax", &node(13, &axis1, &rank3, &[])).unwrap();
+        assert_eq!((m.op_type, ints(&m, "axes")), ("SoftmaxV2", vec![1]));
+
+        let to_half = BTreeMap::from([("to".to_string(), attr_i(10))]);
+        let m = map("Cast", &node(13, &to_half, std::slice::from_ref(&x), &[])).unwrap();
+        assert_eq!(
+            int_attr(&m.attrs, "dst_type"),
+            Some(DataType::Float16.to_ge())
+        );
+        let to_fp8 = BTreeMap::from([("to".to_string(), attr_i(17))]);
+        assert!(map("Cast", &node(19, &to_fp8, &[x], &[])).is_none());
+    }
+}
