@@ -512,26 +512,10 @@ impl OnDevice<'_> {
             attrs: &op_attrs,
             outputs: n.output_descs.len(),
         };
-        match contract(&ctx).map_err(Launched::Unsupported)? {
-            crate::ops::GeUse::Attrs(a) => Ok((spec, a, args)),
-            crate::ops::GeUse::Launch {
-                op,
-                attrs,
-                first,
-                count,
-            } => {
-                let target = *self.device.ops().get(op).ok_or_else(|| {
-                    Launched::Unsupported(format!("{op} is not in the op library"))
-                })?;
-                let args = args
-                    .get(first..first + count)
-                    .ok_or_else(|| {
-                        Launched::Failed(format!("no inputs {first}..{}", first + count))
-                    })?
-                    .to_vec();
-                Ok((target, attrs, args))
-            }
-        }
+        let (target, attrs, range) = contract(&ctx)
+            .and_then(|u| u.resolve(self.device.ops(), spec, args.len()))
+            .map_err(Launched::Unsupported)?;
+        Ok((target, attrs, args[range].to_vec()))
     }
 }
 

@@ -38,7 +38,7 @@ use crate::om::graph::{
 };
 use crate::om::onnx::PARENT_NODE_INDEX;
 use crate::om::{Shape, TensorDesc};
-use crate::ops::{Attrs, GeUse, InferCtx, OpRegistry, OpSpec, TensorMeta};
+use crate::ops::{Attrs, InferCtx, OpRegistry, OpSpec, TensorMeta};
 use crate::ops::{DType, HostTensor};
 
 /// What a converter does with a node.
@@ -774,29 +774,17 @@ impl<'r> Lowering<'r> {
         // GE's Split, say, is launched as SplitD on its input 1: the op and the inputs
         // it takes (`first..first + count`) may change here.
         let (mut spec, mut first, mut count) = (spec, 0, ins.len());
-        let refused = match spec.and_then(|s| s.ge_contract) {
-            Some(f) if !n.attrs.contains_key(attrs::ONNX_OPSET_ATTR) => {
+        let refused = match spec.and_then(|s| Some((s, s.ge_contract?))) {
+            Some((own, f)) if !n.attrs.contains_key(attrs::ONNX_OPSET_ATTR) => {
                 let outputs = n.output_descs.len().max(1);
-                match self.with_ctx(&n.op_type, ins, &attrs, outputs, f) {
-                    Ok(GeUse::Attrs(a)) => {
-                        attrs = a;
+                let used = self
+                    .with_ctx(&n.op_type, ins, &attrs, outputs, f)
+                    .and_then(|u| u.resolve(self.reg, own, ins.len()));
+                match used {
+                    Ok((target, a, range)) => {
+                        (spec, attrs, first, count) = (Some(target), a, range.start, range.len());
                         None
                     }
-                    Ok(GeUse::Launch {
-                        op,
-                        attrs: a,
-                        first: f0,
-                        count: c,
-                    }) => match self.reg.get(op) {
-                        Some(target) if f0 + c <= ins.len() => {
-                            (spec, attrs, first, count) = (Some(*target), a, f0, c);
-                            None
-                        }
-                        _ => Some(format!(
-                            "{op} on inputs {f0}..{} is not in the op library",
-                            f0 + c
-                        )),
-                    },
                     Err(why) => Some(why),
                 }
             }

@@ -348,6 +348,35 @@ pub enum GeUse {
 /// node is then not computed (lowered as GE's compiled kernel).
 pub type GeContractFn = fn(&InferCtx) -> Result<GeUse, String>;
 
+impl GeUse {
+    /// The op a node of `spec` with `inputs` inputs is launched as, the attributes it is
+    /// launched with and the range of the node's inputs it takes; `Err` names a launch
+    /// the library cannot make. One reading for lowering and for the op-by-op
+    /// conformance runner.
+    pub fn resolve(
+        self,
+        reg: &OpRegistry,
+        spec: OpSpec,
+        inputs: usize,
+    ) -> Result<(OpSpec, Attrs, std::ops::Range<usize>), String> {
+        match self {
+            GeUse::Attrs(a) => Ok((spec, a, 0..inputs)),
+            GeUse::Launch {
+                op,
+                attrs: a,
+                first,
+                count,
+            } => match reg.get(op) {
+                Some(target) if first + count <= inputs => Ok((*target, a, first..first + count)),
+                _ => Err(format!(
+                    "{op} on inputs {first}..{} is not in the op library",
+                    first + count
+                )),
+            },
+        }
+    }
+}
+
 /// One op type of the library.
 #[derive(Clone, Copy)]
 pub struct OpSpec {

@@ -621,21 +621,9 @@ fn plugin_form(
     }
     for (suffix, value) in m.consts {
         let name = s.op_name(&format!("{}_{suffix}", op.name));
-        let desc = value.desc.clone().unwrap_or_default();
-        s.ops.push(OpDef {
-            name: name.clone(),
-            r#type: "Const".to_string(),
-            output_desc: vec![desc.clone()],
-            attr: BTreeMap::from([(
-                "value".to_string(),
-                AttrDef {
-                    value: Some(Value::T(Box::new(value))),
-                },
-            )]),
-            ..Default::default()
-        });
         op.input.push(format!("{name}:0"));
-        op.input_desc.push(desc);
+        op.input_desc.push(value.desc.clone().unwrap_or_default());
+        push_const(s, &name, value, BTreeMap::new());
     }
     !m.onnx_meaning
 }
@@ -729,11 +717,24 @@ fn const_op(
     op_name: &str,
     value_name: &str,
     value: TensorDef,
-    mut attrs: BTreeMap<String, AttrDef>,
+    attrs: BTreeMap<String, AttrDef>,
 ) -> Result<()> {
     let vt = const_type(&value);
     let desc = value.desc.clone().unwrap_or_default();
-    s.define(value_name, op_name, 0, vt, desc.clone())?;
+    s.define(value_name, op_name, 0, vt, desc)?;
+    push_const(s, op_name, value, attrs);
+    Ok(())
+}
+
+/// Pushes a `Const` op holding `value` under attr `value`, defining no value name: a
+/// Const input a GE plugin adds is reached only through its consumer's input.
+fn push_const(
+    s: &mut Scope,
+    op_name: &str,
+    value: TensorDef,
+    mut attrs: BTreeMap<String, AttrDef>,
+) {
+    let desc = value.desc.clone().unwrap_or_default();
     attrs.insert(
         "value".to_string(),
         AttrDef {
@@ -747,7 +748,6 @@ fn const_op(
         attr: attrs,
         ..Default::default()
     });
-    Ok(())
 }
 
 fn const_type(t: &TensorDef) -> ValueType {

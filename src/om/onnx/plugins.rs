@@ -538,10 +538,7 @@ fn reduce_op(p: &Plugin, n: &Node) -> Option<Mapped> {
             return None;
         }
         let axes = axes.unwrap_or_default();
-        m.consts.push((
-            "axes",
-            int_tensor(DataType::Int32, &[axes.len() as i64], axes),
-        ));
+        m.consts.push(("axes", int_list(DataType::Int32, axes)));
     }
     Some(m)
 }
@@ -563,11 +560,10 @@ fn slice(_: &Plugin, n: &Node) -> Option<Mapped> {
     if n.opset < 10 {
         let starts = ints_attr(n.attrs, "starts")?;
         let ends = ints_attr(n.attrs, "ends")?;
-        let list = |v: &[i64]| int_tensor(DataType::Int64, &[v.len() as i64], v);
-        m.consts.push(("begin", list(starts)));
-        m.consts.push(("end", list(ends)));
+        m.consts.push(("begin", int_list(DataType::Int64, starts)));
+        m.consts.push(("end", int_list(DataType::Int64, ends)));
         if let Some(axes) = ints_attr(n.attrs, "axes") {
-            m.consts.push(("axes", list(axes)));
+            m.consts.push(("axes", int_list(DataType::Int64, axes)));
         }
     }
     Some(m)
@@ -598,11 +594,13 @@ fn unsqueeze(_: &Plugin, n: &Node) -> Option<Mapped> {
 fn transpose(_: &Plugin, n: &Node) -> Option<Mapped> {
     let perm = ints_attr(n.attrs, "perm").filter(|p| !p.is_empty())?;
     let mut m = ge_op("Transpose", BTreeMap::new());
-    m.consts.push((
-        "perm",
-        int_tensor(DataType::Int32, &[perm.len() as i64], perm),
-    ));
+    m.consts.push(("perm", int_list(DataType::Int32, perm)));
     Some(m)
+}
+
+/// A 1-D Const tensor of `values` ([`int_tensor`]).
+fn int_list(dtype: DataType, values: &[i64]) -> TensorDef {
+    int_tensor(dtype, &[values.len() as i64], values)
 }
 
 /// A Const tensor of ints, `dtype` int32 or int64, little-endian.

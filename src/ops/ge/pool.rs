@@ -417,14 +417,13 @@ pub fn pool_v2(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    let hw = known_hw(ctx)?.filter(|hw| hw.iter().all(|&d| d >= 0));
-    let hw = hw.or_else(|| {
-        let dims: Vec<i64> = inputs[0].shape.iter().map(|&d| d as i64).collect();
-        let nchw = data_format(ctx, "NCHW").ok()?;
-        (dims.len() == 4).then(|| {
-            let [_, _, h, w] = nchw_dims(&dims, nchw);
-            [h, w]
-        })
+    // The (H, W) of the tensor computed on (global pooling's window), whatever the
+    // launch's metas knew.
+    let dims: Vec<i64> = inputs[0].shape.iter().map(|&d| d as i64).collect();
+    let nchw = data_format(ctx, "NCHW")?;
+    let hw = (dims.len() == 4).then(|| {
+        let [_, _, h, w] = nchw_dims(&dims, nchw);
+        [h, w]
     });
     Pool2d::v2(ctx, ctx.op == "MaxPoolV3", hw)?.compute(ctx, inputs, outputs)
 }
