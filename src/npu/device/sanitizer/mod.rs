@@ -448,7 +448,7 @@ impl Sanitizer {
             let race = self
                 .checks
                 .race
-                .then(|| block.access(lo, hi, l, &clock, t.role.writes(), task))
+                .then(|| block.access(lo, hi, l, &clock, t.role, task))
                 .flatten();
             if t.role.writes() {
                 block.mark_written(lo, hi);
@@ -475,24 +475,43 @@ impl Sanitizer {
             }
             if let Some(r) = race {
                 let (a, b) = (lo.max(r.lo), hi.min(r.hi));
-                let key = format!("race {task} {} {}", t.role.name(), r.task);
+                // Two unordered accesses have no "first": which one the device saw first
+                // is up to thread timing. The finding names them in one order whichever
+                // way they ran (the later lane in name order is the task), so a race is
+                // reported the same on every run and counted once.
+                let this = (task, t.role);
+                let that = (&r.task, r.role);
+                let ((task, role), (other, other_role)) =
+                    if (&this.0.lane, this.0.to_string()) >= (&that.0.lane, that.0.to_string()) {
+                        (this, that)
+                    } else {
+                        (that, this)
+                    };
+                let verb = |role: Role, now: bool| match (role.writes(), now) {
+                    (true, true) => "writes",
+                    (false, true) => "reads",
+                    (true, false) => "wrote",
+                    (false, false) => "read",
+                };
+                let key = format!("race {task} {} {other} {}", role.name(), other_role.name());
                 let detail = format!(
-                    "{} {} bytes {}..{} of the block at {:#x} ({}), which {} {} without an \
-                     event, notify or stream order between them",
-                    if t.role.writes() { "writes" } else { "reads" },
-                    t.role.name(),
+                    "{} {} bytes {}..{} of the block at {:#x} ({}), which {} {} as its {} \
+                     without an event, notify or stream order between them",
+                    verb(role, true),
+                    role.name(),
                     a,
                     b,
                     base,
                     DevicePtr(base + a),
-                    r.task,
-                    if r.write { "wrote" } else { "read" },
+                    other,
+                    verb(other_role, false),
+                    other_role.name(),
                 );
-                let other = r.task.clone();
+                let (task, other) = (task.clone(), other.clone());
                 s.find(key, || Finding {
                     check: Check::Race,
                     kind: "race",
-                    task: task.clone(),
+                    task,
                     detail,
                     address: base + a,
                     bytes: b - a,

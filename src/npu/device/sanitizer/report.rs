@@ -140,7 +140,8 @@ pub struct Finding {
     pub check: Check,
     /// What went wrong, in a few words (`uninitialized read`, `use after free`, `race`).
     pub kind: &'static str,
-    /// The task that did it (for a race, the later of the two).
+    /// The task that did it (for a race, the one on the later lane in name order: two
+    /// unordered accesses have no first).
     pub task: Arc<TaskInfo>,
     /// The rest, in a sentence: which argument, which bytes, what the allocation was.
     pub detail: String,

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::Role;
 use super::clock::{Clock, Lane};
 use super::report::{AllocEvent, TaskInfo};
 
@@ -23,6 +24,8 @@ pub(crate) struct Record {
     /// The lane's epoch at the access.
     pub epoch: u32,
     pub write: bool,
+    /// What the access was to the task (its input 0, a copy's source), for messages.
+    pub role: Role,
     pub task: Arc<TaskInfo>,
 }
 
@@ -97,9 +100,10 @@ impl Block {
         hi: u64,
         lane: Lane,
         clock: &Clock,
-        write: bool,
+        role: Role,
         task: &Arc<TaskInfo>,
     ) -> Option<Record> {
+        let write = role.writes();
         let conflict = self
             .records
             .iter()
@@ -127,6 +131,7 @@ impl Block {
             lane,
             epoch: clock.get(lane),
             write,
+            role,
             task: task.clone(),
         });
         conflict
@@ -178,25 +183,30 @@ mod tests {
         let mut b = block(1024);
         let mut c0 = Clock::default();
         c0.tick(0);
-        assert!(b.access(0, 512, 0, &c0, true, &task).is_none());
+        assert!(b.access(0, 512, 0, &c0, Role::Output(0), &task).is_none());
         // Lane 1 has not seen lane 0's write: a read of an overlapping range races.
         let mut c1 = Clock::default();
         c1.tick(1);
-        let r = b.access(256, 300, 1, &c1, false, &task).expect("a race");
+        let r = b
+            .access(256, 300, 1, &c1, Role::Input(0), &task)
+            .expect("a race");
         assert_eq!((r.lane, r.lo, r.hi, r.write), (0, 0, 512, true));
         // Disjoint bytes never race; reads never race reads.
-        assert!(b.access(512, 1024, 1, &c1, true, &task).is_none());
+        assert!(
+            b.access(512, 1024, 1, &c1, Role::Output(0), &task)
+                .is_none()
+        );
         let mut c2 = Clock::default();
         c2.tick(2);
         c2.join(&c0);
         assert!(
-            b.access(600, 700, 2, &c2, false, &task).is_some(),
+            b.access(600, 700, 2, &c2, Role::Input(0), &task).is_some(),
             "lane 1 wrote 512..1024"
         );
         // Once lane 2 has seen lane 1 too, its write is ordered after everything.
         c2.join(&c1);
         c2.tick(2);
-        assert!(b.access(0, 1024, 2, &c2, true, &task).is_none());
+        assert!(b.access(0, 1024, 2, &c2, Role::Output(0), &task).is_none());
         assert_eq!(
             b.records.len(),
             1,
