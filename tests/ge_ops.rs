@@ -331,14 +331,10 @@ fn the_ge_op_coverage_page_is_current() {
 /// the coverage page says computes with GE's contract is in the library.
 #[test]
 fn the_ge_contract_ops_have_prototypes_and_compute() {
-    use rt2::ops::ge::coverage::GE_CONTRACT;
+    use rt2::ops::ge::coverage::ge_contract_ops;
     use rt2::ops::ge::prototype::prototype;
     let reg = rt2::ops::OpRegistry::new();
-    for op in GE_CONTRACT
-        .iter()
-        .copied()
-        .chain(rt2::ops::ge::alias::names())
-    {
+    for op in ge_contract_ops() {
         let spec = reg
             .get(op)
             .unwrap_or_else(|| panic!("{op} is not registered"));
@@ -355,7 +351,7 @@ fn the_ge_contract_ops_have_prototypes_and_compute() {
 /// computed with ONNX's meaning unchecked.
 #[test]
 fn the_shared_ops_are_all_ruled() {
-    use rt2::ops::ge::coverage::{GE_CONTRACT, Support, support};
+    use rt2::ops::ge::coverage::{Support, is_ge_contract, support};
     use rt2::ops::ge::prototype::prototypes;
     use rt2::ops::ge::shared::adapts;
     let reg = rt2::ops::OpRegistry::new();
@@ -363,8 +359,7 @@ fn the_shared_ops_are_all_ruled() {
         .values()
         .filter(|p| {
             reg.get(p.name).is_some_and(|s| s.compute.is_some())
-                && !GE_CONTRACT.contains(&p.name)
-                && !rt2::ops::ge::alias::names().any(|a| a == p.name)
+                && !is_ge_contract(p.name)
                 && support(p, &reg) != Support::Structure
                 && !(p.from_header() && p.attrs.is_empty())
                 && adapts(p.name).is_none()

@@ -257,6 +257,9 @@ fn value_of(node: &AttrMap, k: &str, v: &AttrValue) -> Option<Attr> {
                 .collect(),
         )),
         AttrValue::List(ListAttr::None) => Some(Attr::Ints(Vec::new())),
+        // A list of int lists (PadD's `paddings`, a [before, after] row per dim) reads
+        // flattened, row by row.
+        AttrValue::ListListInt(rows) => Some(Attr::Ints(rows.concat())),
         _ => None,
     }
 }

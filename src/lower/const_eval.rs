@@ -108,6 +108,16 @@ pub fn fold(
             };
             one(value.repeat(n))
         }
+        // GE's Fill(dims, value) (what GE's ONNX plugin makes of ConstantOfShape) and
+        // FillD(value; dims).
+        "Fill" | "FillD" => {
+            let value = input(if op == "Fill" { 1 } else { 0 })?;
+            if value.data.len() != value.dtype.size() {
+                return None;
+            }
+            let n: usize = out_shape(0)?.iter().map(|&d| d as usize).product();
+            one(value.data.repeat(n))
+        }
         "Range" => {
             let (s, l, d) = (input(0)?, input(1)?, input(2)?);
             let dt = s.dtype;

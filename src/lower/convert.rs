@@ -1012,7 +1012,9 @@ impl<'r> Lowering<'r> {
     }
 
     /// The node's output metas from the op library, on the metas and known values of its
-    /// inputs ([`Lowering::with_ctx`]).
+    /// inputs ([`Lowering::with_ctx`]). The op is the spec's: a GE node launched as
+    /// another op (GE's Pad as PadD) is inferred as that op, whose alias rows and
+    /// attribute readers go by its name.
     fn infer(
         &mut self,
         path: &str,
@@ -1022,10 +1024,8 @@ impl<'r> Lowering<'r> {
         attrs: &Attrs,
     ) -> Result<Vec<TensorMeta>> {
         let outputs = n.output_descs.len().max(1);
-        self.with_ctx(&n.op_type, ins, attrs, outputs, |ctx| {
-            spec.infer_shapes(ctx)
-        })
-        .map_err(|e| node_error(path, n, e.to_string()))
+        self.with_ctx(spec.name, ins, attrs, outputs, |ctx| spec.infer_shapes(ctx))
+            .map_err(|e| node_error(path, n, e.to_string()))
     }
 
     /// The node as its op's translation hook asks for it ([`crate::ops::Translation`]):

@@ -11,13 +11,13 @@
 //! type, and the compute functions are grouped by shape of work (unary maps, broadcasting ops,
 //! casts, quantization, the axis-wise Hardmax and MeanVarianceNormalization).
 
-mod binary;
+pub(crate) mod binary;
 pub mod broadcast;
 mod cast;
 mod normalize;
 pub mod num;
 mod quant;
-mod unary;
+pub(crate) mod unary;
 
 use crate::ops::DType;
 use crate::ops::{
@@ -212,7 +212,7 @@ fn infer_unary(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(vec![ctx.inputs[0].clone()])
 }
 
-fn infer_arithmetic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+pub(crate) fn infer_arithmetic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let (min, max) = ARITHMETIC
         .iter()
         .find(|(n, _, _)| *n == ctx.op)
@@ -224,7 +224,7 @@ fn infer_arithmetic(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(dtype, broadcast_all(ctx, &all)?))
 }
 
-fn infer_comparison(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+pub(crate) fn infer_comparison(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
     same_dtype(ctx)?;
     Ok(meta(DType::Bool, broadcast_all(ctx, &[0, 1])?))
@@ -281,7 +281,7 @@ fn infer_clip(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 /// opset 7 the slope broadcasts to x as in the other arithmetic ops.
 fn infer_prelu(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 2)?;
-    if ctx.attr_int("onnx_opset", 7)? < 7
+    if binary::channel_slope(ctx)?
         && let (Some(x), Some(s)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape)
         && s.len() == 1
         && x.len() >= 2

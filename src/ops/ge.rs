@@ -25,13 +25,16 @@
 
 mod aipp;
 pub mod alias;
+mod array;
 mod attrs;
 mod conv;
 pub mod coverage;
 mod eltwise;
 mod layout;
+pub mod math;
 mod matmul;
 mod movement;
+mod norm;
 mod pool;
 pub mod prototype;
 pub mod shared;
@@ -41,6 +44,9 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     alias::register(reg);
+    math::register(reg);
+    array::register(reg);
+    norm::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

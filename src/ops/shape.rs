@@ -413,18 +413,24 @@ fn infer_constant_of_shape(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         Some(Attr::Tensor(t)) => t.dtype,
         _ => DType::F32,
     };
-    match ctx.value_ints(0)? {
-        Some(dims) if dims.iter().all(|&d| d >= 0) => Ok(meta(dtype, Some(dims))),
-        Some(dims) => Err(ctx.input_error(0, format!("{dims:?} has a negative dim"))),
+    Ok(meta(dtype, dims_input(ctx, 0)?))
+}
+
+/// The output shape a 1-D dims input `i` gives (ConstantOfShape's, GE's Fill's): its
+/// values when known, else as many unknown dims as it has elements.
+pub(crate) fn dims_input(ctx: &InferCtx, i: usize) -> Result<Option<Vec<i64>>, OpError> {
+    match ctx.value_ints(i)? {
+        Some(dims) if dims.iter().all(|&d| d >= 0) => Ok(Some(dims)),
+        Some(dims) => Err(ctx.input_error(i, format!("{dims:?} has a negative dim"))),
         None => {
             // A rank past any real tensor's is left unknown rather than spelled out as
             // that many unknown dims (a declared shape input of [2^40] would ask for 8 TiB).
-            let rank = ctx.inputs[0]
+            let rank = ctx.inputs[i]
                 .shape
                 .as_ref()
                 .and_then(|s| s.first().copied())
                 .filter(|&r| (0..=MAX_SPELLED_RANK).contains(&r));
-            Ok(meta(dtype, rank.map(|r| vec![UNKNOWN; r as usize])))
+            Ok(rank.map(|r| vec![UNKNOWN; r as usize]))
         }
     }
 }

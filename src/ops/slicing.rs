@@ -6,7 +6,7 @@
 //! k, Range's bounds); without it the output's rank is still known. NonZero's output shape
 //! depends on the data itself and is only known after it has run.
 
-mod compute;
+pub(crate) mod compute;
 
 use crate::ops::{Attr, DType, HostTensor};
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};

@@ -41,7 +41,8 @@ fn writes_the_exeg_and_a_json_summary_of_what_it_holds() {
         assert_eq!(sum as usize, g.total_nodes(), "{key}: histogram adds up");
     }
     // Every compute node but the graph boundaries is one launch, except that the light
-    // models build their weights with ConstantOfShape, which lowering folds.
+    // models build their weights with ConstantOfShape (GE's Fill, as the import maps it),
+    // which lowering folds.
     let inspect = s
         .rt2(&["inspect", model.to_str().unwrap(), "--format", "json"])
         .ok()
@@ -50,7 +51,9 @@ fn writes_the_exeg_and_a_json_summary_of_what_it_holds() {
         .as_object()
         .unwrap()
         .iter()
-        .filter(|(k, _)| !["Data", "Const", "NetOutput", "ConstantOfShape"].contains(&k.as_str()))
+        .filter(|(k, _)| {
+            !["Data", "Const", "NetOutput", "ConstantOfShape", "Fill"].contains(&k.as_str())
+        })
         .map(|(_, v)| v.as_u64().unwrap())
         .sum();
     let launches = j["graphs"]["main"]["kernels"]["LaunchKernelWithHandle"]

@@ -80,6 +80,15 @@ pub struct Mapped {
 pub const PLUGINS: &[Plugin] = &[
     rename("And", "LogicalAnd"),
     Plugin {
+        onnx: "ArgMax",
+        opsets: (8, 18),
+        ge: "ArgMaxV2",
+        converts: "axis -> Const int32 scalar dimension; dtype int64",
+        keeps: "keepdims 1 (GE adds an ExpandDims); select_last_index 1 (GE refuses)",
+        source: OPS_MATH,
+        map: arg_max,
+    },
+    Plugin {
         onnx: "AveragePool",
         opsets: (8, 18),
         ge: "AvgPoolV2",
@@ -126,6 +135,15 @@ pub const PLUGINS: &[Plugin] = &[
         keeps: "",
         source: OPS_MATH,
         map: concat,
+    },
+    Plugin {
+        onnx: "ConstantOfShape",
+        opsets: (8, 18),
+        ge: "Fill",
+        converts: "value -> Const scalar input (float32 0 when absent)",
+        keeps: "",
+        source: OPS_MATH,
+        map: constant_of_shape,
     },
     Plugin {
         onnx: "Conv",
@@ -228,6 +246,16 @@ pub const PLUGINS: &[Plugin] = &[
     },
     rename("Not", "LogicalNot"),
     rename("Or", "LogicalOr"),
+    Plugin {
+        onnx: "Pad",
+        opsets: (11, 18),
+        ge: "PadV3",
+        converts: "mode kept; paddings_contiguous false (ONNX's begins-then-ends pads)",
+        keeps: "opsets 8-10 (GE builds a subgraph); mode other than constant, reflect, edge; \
+                the axes input (opset 18)",
+        source: OPS_NN,
+        map: pad,
+    },
     reduce("ReduceMax"),
     reduce("ReduceMean"),
     reduce("ReduceMin"),
@@ -287,6 +315,15 @@ pub const PLUGINS: &[Plugin] = &[
         keeps: "",
         source: OPS_MATH,
         map: squeeze,
+    },
+    Plugin {
+        onnx: "Sum",
+        opsets: (8, 18),
+        ge: "AccumulateNV2",
+        converts: "N = the input count",
+        keeps: "",
+        source: OPS_MATH,
+        map: sum,
     },
     Plugin {
         onnx: "Transpose",
@@ -401,6 +438,69 @@ fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
         consts: Vec::new(),
         inputs: None,
     }
+}
+
+fn arg_max(_: &Plugin, n: &Node) -> Option<Mapped> {
+    if int_attr(n.attrs, "keepdims").unwrap_or(1) != 0
+        || int_attr(n.attrs, "select_last_index").unwrap_or(0) != 0
+    {
+        return None;
+    }
+    let mut m = ge_op(
+        "ArgMaxV2",
+        BTreeMap::from([("dtype".to_string(), attr_i(DataType::Int64.to_ge()))]),
+    );
+    let axis = int_attr(n.attrs, "axis").unwrap_or(0);
+    m.consts
+        .push(("dimension", int_tensor(DataType::Int32, &[], &[axis])));
+    Some(m)
+}
+
+/// ConstantOfShape(input; value): Fill(dims, value), the value a scalar Const (a float32
+/// 0 without the attribute, ONNX's default).
+fn constant_of_shape(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let value = match n.attrs.get("value").and_then(|a| a.value.as_ref()) {
+        Some(Value::T(t)) => {
+            let mut t = (**t).clone();
+            if let Some(d) = t.desc.as_mut() {
+                d.shape = Some(Default::default());
+            }
+            t
+        }
+        None => TensorDef {
+            desc: Some(descriptor(
+                &ValueType {
+                    dtype: Some(DataType::Float32),
+                    shape: Shape::known(&[]),
+                },
+                "ND",
+            )),
+            data: 0f32.to_le_bytes().to_vec(),
+        },
+        Some(_) => return None,
+    };
+    let mut m = ge_op("Fill", BTreeMap::new());
+    m.consts.push(("value", value));
+    Some(m)
+}
+
+/// Pad from opset 11 (pads an input): PadV3 with ONNX's pads layout.
+fn pad(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let mode = str_attr(n.attrs, "mode").unwrap_or("constant");
+    if n.inputs.len() > 3 || !matches!(mode, "constant" | "reflect" | "edge") {
+        return None;
+    }
+    Some(ge_op(
+        "PadV3",
+        BTreeMap::from([
+            ("mode".to_string(), attr_s(mode)),
+            ("paddings_contiguous".to_string(), attr_b(false)),
+        ]),
+    ))
+}
+
+fn sum(_: &Plugin, n: &Node) -> Option<Mapped> {
+    one_int("AccumulateNV2", "N", n.inputs.len() as i64)
 }
 
 fn batch_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
@@ -928,6 +1028,48 @@ mod tests {
         // GE's ReduceMax plugin drops an opset-13 axes attribute: kept as ONNX.
         assert!(map("ReduceMax", &node(13, &axes, &x, &[])).is_none());
         assert!(map("ReduceMax", &node(11, &axes, &x, &[])).is_some());
+    }
+
+    #[test]
+    fn pad_arg_max_fill_and_sum() {
+        let x = [tensor(&[2, 3]), tensor(&[4]), tensor(&[])];
+        let reflect = BTreeMap::from([("mode".to_string(), attr_s("reflect"))]);
+        let m = map("Pad", &node(13, &reflect, &x, &[])).unwrap();
+        assert_eq!(m.op_type, "PadV3");
+        assert!(matches!(
+            m.attrs["paddings_contiguous"].value,
+            Some(Value::B(false))
+        ));
+        assert_eq!(str_attr(&m.attrs, "mode"), Some("reflect"));
+        // Opset 10's pads attribute: GE builds a subgraph, the node stays ONNX's.
+        assert!(map("Pad", &node(10, &reflect, &x[..1], &[])).is_none());
+        let wrap = BTreeMap::from([("mode".to_string(), attr_s("wrap"))]);
+        assert!(map("Pad", &node(18, &wrap, &x, &[])).is_none());
+
+        let keep0 = BTreeMap::from([
+            ("axis".to_string(), attr_i(-1)),
+            ("keepdims".to_string(), attr_i(0)),
+        ]);
+        let m = map("ArgMax", &node(13, &keep0, &x[..1], &[])).unwrap();
+        assert_eq!(m.op_type, "ArgMaxV2");
+        assert_eq!(m.consts[0].0, "dimension");
+        assert_eq!(m.consts[0].1.data, (-1i32).to_le_bytes());
+        // keepdims 1 (the default) needs GE's ExpandDims after it.
+        assert!(map("ArgMax", &node(13, &BTreeMap::new(), &x[..1], &[])).is_none());
+
+        let m = map(
+            "ConstantOfShape",
+            &node(13, &BTreeMap::new(), &x[1..2], &[]),
+        )
+        .unwrap();
+        assert_eq!(m.op_type, "Fill");
+        assert_eq!(m.consts[0].1.data, 0f32.to_le_bytes());
+        let shape = m.consts[0].1.desc.as_ref().and_then(|d| d.shape.as_ref());
+        assert!(shape.is_none_or(|s| s.dim.is_empty()), "a scalar");
+
+        let m = map("Sum", &node(13, &BTreeMap::new(), &x, &[])).unwrap();
+        assert_eq!(m.op_type, "AccumulateNV2");
+        assert_eq!(int_attr(&m.attrs, "N"), Some(3));
     }
 
     #[test]

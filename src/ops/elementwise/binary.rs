@@ -15,11 +15,14 @@ use crate::dispatch;
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, SpecialFn, TensorMeta, TensorMut, TensorRef};
 
-fn unsupported(ctx: &InferCtx, dtype: DType) -> OpError {
+pub(crate) fn unsupported(ctx: &InferCtx, dtype: DType) -> OpError {
     ctx.input_error(0, format!("{dtype} is not supported by this op"))
 }
 
-fn mismatch<'a>(ctx: &'a InferCtx, out_shape: &'a [usize]) -> impl Fn(Mismatch) -> OpError + 'a {
+pub(crate) fn mismatch<'a>(
+    ctx: &'a InferCtx,
+    out_shape: &'a [usize],
+) -> impl Fn(Mismatch) -> OpError + 'a {
     move |m| {
         ctx.input_error(
             m.input,
@@ -29,7 +32,7 @@ fn mismatch<'a>(ctx: &'a InferCtx, out_shape: &'a [usize]) -> impl Fn(Mismatch) 
 }
 
 /// `out = f(inputs[0], inputs[1])`, broadcast.
-fn binary<A: Num, B: Num, O: Num>(
+pub(crate) fn binary<A: Num, B: Num, O: Num>(
     ctx: &InferCtx,
     a: &TensorRef,
     b: &TensorRef,
@@ -305,19 +308,23 @@ pub fn compute_logic(
     }
 }
 
-/// PRelu(x, slope): x where x >= 0, x * slope elsewhere. Before opset 7 a 1-D slope holds
-/// one value per channel (axis 1); inference accepted it, and here it is viewed as
-/// `[C, 1, ..., 1]` so it broadcasts the same way.
+/// Whether a 1-D PRelu slope is one value per channel (dim 1): ONNX's PRelu before
+/// opset 7, and GE's (`channel_slope`, which lowering sets on a GE graph's PRelu).
+pub(crate) fn channel_slope(ctx: &InferCtx) -> Result<bool, OpError> {
+    Ok(ctx.attr_int("onnx_opset", 7)? < 7 || ctx.attr_bool("channel_slope", false)?)
+}
+
+/// PRelu(x, slope): x where x >= 0, x * slope elsewhere. Before opset 7, and in GE's
+/// PRelu, a 1-D slope holds one value per channel (axis 1); inference accepted it, and
+/// here it is viewed as `[C, 1, ..., 1]` so it broadcasts the same way.
 pub fn compute_prelu(
     ctx: &InferCtx,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let (x, slope) = (&inputs[0], &inputs[1]);
-    let per_channel = ctx.attr_int("onnx_opset", 7)? < 7
-        && slope.rank() == 1
-        && x.rank() >= 2
-        && slope.shape[0] == x.shape[1];
+    let per_channel =
+        channel_slope(ctx)? && slope.rank() == 1 && x.rank() >= 2 && slope.shape[0] == x.shape[1];
     let mut channel_shape = vec![1; x.rank().saturating_sub(1)];
     let slope = if per_channel {
         channel_shape[0] = slope.shape[0];

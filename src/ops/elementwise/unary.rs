@@ -1,6 +1,6 @@
 //! Unary compute functions: the math functions and activations (one generic map over a slice per
-//! op), the integer forms of Abs, Neg, Sign and Relu, BitwiseNot, Not, IsNaN, IsInf and
-//! Identity.
+//! op), ONNX's and GE's own (Rsqrt, Muls, FastGelu, ..., registered by `ge::math`), the
+//! integer forms of Abs, Neg, Sign and Relu, BitwiseNot, Not, IsNaN, IsInf and Identity.
 //!
 //! Float ops run in the type's [`Real`] (f32 for float16 and bfloat16, rounding once per
 //! element on the way out). Each op is matched once per launch and its arm is its own
@@ -157,6 +157,130 @@ fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), O
             } else {
                 zero
             })
+        }
+        _ => return ge_float_unary(ctx, x, out),
+    }
+    Ok(())
+}
+
+/// GE's own unary float functions (registered by `crate::ops::ge::math`, from their
+/// prototypes' documentation): the same maps as [`float_unary`]'s, in their own match.
+fn ge_float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpError> {
+    macro_rules! map {
+        (|$v:ident| $e:expr) => {
+            T::map_r(x, out, |$v: R<T>| $e)
+        };
+    }
+    type R<T> = <T as Float>::R;
+    let c = |v: f64| R::<T>::c(v);
+    let attr = |name: &str, default: f32| -> Result<R<T>, OpError> {
+        Ok(c(ctx.attr_float(name, default)? as f64))
+    };
+    // A float attribute GE's prototype requires (Muls' `value`, NanToNum's three).
+    let req = |name: &str| -> Result<R<T>, OpError> {
+        match ctx.attrs.get(name) {
+            None => Err(ctx.attr_error(name, "is required and missing")),
+            Some(_) => attr(name, 0.0),
+        }
+    };
+    let (zero, one) = (c(0.0), c(1.0));
+    match ctx.op {
+        "Rsqrt" => map!(|v| one / v.sqrt()),
+        "Square" => map!(|v| v * v),
+        "Inv" => map!(|v| one / v),
+        "Log1p" => map!(|v| v.ln_1p()),
+        "Expm1" => map!(|v| v.exp_m1()),
+        "Rint" => map!(|v| v.round_even()),
+        "Erfinv" => map!(|v| c(super::num::erfinv(v.to_f64()))),
+        "LogSigmoid" => map!(|v| -softplus(-v)),
+        "BNLL" => map!(|v| softplus(v)),
+        "FastGelu" => {
+            let (a, b) = (c(-1.702), c(0.851));
+            map!(|v| v / (one + (a * v.abs()).exp()) * (b * (v - v.abs())).exp())
+        }
+        // ops-nn's fast_gelu_v2 proto: `x (sgn(x) [-0.1444 (min(|0.7071 x|, 1.769) -
+        // 1.769)^2 + 0.5] + 0.5)`, sgn(x) = (x + 1e-12) / |x + 1e-12|.
+        "FastGeluV2" => {
+            let (a, b, k, e) = (
+                c(-0.1444),
+                c(1.769),
+                c(std::f64::consts::FRAC_1_SQRT_2),
+                c(1e-12),
+            );
+            let half = c(0.5);
+            map!(|v| {
+                let z = (k * v).abs();
+                let z = if z < b { z } else { b };
+                let sgn = (v + e) / (v + e).abs();
+                v * (sgn * (a * (z - b) * (z - b) + half) + half)
+            })
+        }
+        // `v < 0` first so NaN passes through, as the library's Relu.
+        "Relu6" | "Relu6D" => {
+            let six = c(6.0) * attr("scale", 1.0)?;
+            map!(|v| if v < zero {
+                zero
+            } else if v > six {
+                six
+            } else {
+                v
+            })
+        }
+        "SoftplusV2" => {
+            let (beta, threshold) = (attr("beta", 1.0)?, attr("threshold", 20.0)?);
+            map!(|v| if beta * v > threshold {
+                v
+            } else {
+                (beta * v).exp().ln_1p() / beta
+            })
+        }
+        "CeluV2" => {
+            let alpha = attr("alpha", 1.0)?;
+            map!(|v| if v < zero {
+                alpha * (v / alpha).exp_m1()
+            } else {
+                v
+            })
+        }
+        "HardShrink" => {
+            let lambd = attr("lambd", 0.5)?;
+            map!(|v| if v > lambd || v < -lambd { v } else { zero })
+        }
+        "SoftShrink" => {
+            let lambd = attr("lambd", 0.5)?;
+            map!(|v| if v > lambd {
+                v - lambd
+            } else if v < -lambd {
+                v + lambd
+            } else {
+                zero
+            })
+        }
+        "ThresholdV2D" => {
+            let (threshold, value) = (req("threshold")?, req("value")?);
+            map!(|v| if v > threshold { v } else { value })
+        }
+        "Threshold" => {
+            let threshold = attr("threshold", 0.0)?;
+            map!(|v| if v > threshold { one } else { zero })
+        }
+        "NanToNum" => {
+            let (nan, pos, neg) = (req("nan")?, req("posinf")?, req("neginf")?);
+            map!(|v| if v.is_nan() {
+                nan
+            } else if v.is_infinite() {
+                if v > zero { pos } else { neg }
+            } else {
+                v
+            })
+        }
+        "Muls" => {
+            let k = req("value")?;
+            map!(|v| v * k)
+        }
+        "Adds" => {
+            let k = req("value")?;
+            map!(|v| v + k)
         }
         _ => return Err(unsupported(ctx, T::DTYPE)),
     }

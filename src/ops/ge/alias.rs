@@ -10,7 +10,10 @@
 //! (`split_combination_ops`), GatherV2, GatherV2D (`selection_ops`), ReduceMaxD,
 //! ReduceMinD, ReduceProdD (`reduce_ops`), LogSoftmaxV2 (`nn_norm_ops`), ClipByValue
 //! (`elewise_calculation_ops`), TopKV2 (`selection_ops`), SqueezeV3, UnsqueezeV3,
-//! StridedSliceV2 (`array_ops`, `selection_ops`), BatchNorm (`nn_batch_norm_ops`).
+//! StridedSliceV2 (`array_ops`, `selection_ops`), BatchNorm (`nn_batch_norm_ops`), AddN,
+//! AccumulateNV2, MaxN, ClipByValueV2, ArgMaxV2 (`elewise_calculation_ops`), PadD, PadV2D, PadV3,
+//! BroadcastTo (`pad_ops`), SliceD (`selection_ops`), SplitV, SplitVD
+//! (`split_combination_ops`), SqueezeV2, UnsqueezeV2 (`array_ops`).
 
 use super::attrs::onnx_attrs;
 use crate::ops::registry::library;
@@ -47,7 +50,283 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     ("UnsqueezeV3", &[1], |ctx| leading("Unsqueeze", ctx, 2, 2)),
     ("StridedSliceV2", &[1, 2, 3, 4], strided_slice_v2),
     ("BatchNorm", &[], batch_norm),
+    // elewise_calculation_ops: AddN (and AccumulateNV2, what GE's ONNX Sum plugin makes)
+    // and MaxN sum and max any number of tensors (`N`, when
+    // given, the count); ClipByValueV2 is ClipByValue.
+    ("AddN", &[], |ctx| variadic("Sum", ctx)),
+    ("AccumulateNV2", &[], |ctx| variadic("Sum", ctx)),
+    ("MaxN", &[], |ctx| variadic("Max", ctx)),
+    ("ClipByValueV2", &[], |ctx| same("Clip", ctx, 3)),
+    // pad_ops: PadD's `paddings` (a [before, after] row per dim, as rt2 reads a list of
+    // int lists: flattened row by row) and PadV3's input (`paddings_contiguous` true:
+    // the same interleaving; false: ONNX's begins then ends), constant values from
+    // PadV2D's input 1 and PadV3's input 2.
+    ("PadD", &[], pad_d),
+    ("PadV2D", &[1], pad_d),
+    ("PadV3", &[1], pad_v3),
+    // selection_ops: SliceD(x; offsets, size), a size of -1 to the end.
+    ("SliceD", &[], slice_d),
+    // split_combination_ops: SplitV(x, size_splits, split_dim; num_split) and SplitVD,
+    // one size of -1 the rest.
+    ("SplitV", &[1, 2], split_v),
+    ("SplitVD", &[], split_v),
+    // array_ops: SqueezeV2 and UnsqueezeV2 with `axis` (SqueezeV2's empty: every 1).
+    ("SqueezeV2", &[], |ctx| axes_as("Squeeze", ctx)),
+    ("UnsqueezeV2", &[], |ctx| axes_as("Unsqueeze", ctx)),
+    // pad_ops: BroadcastTo(x, shape), x broadcast to the shape (the library's Expand,
+    // which also takes a shape x is not broadcast to: inference checks it is the shape).
+    ("BroadcastTo", &[1], |ctx| leading("Expand", ctx, 2, 2)),
+    // elewise_calculation_ops: ArgMaxV2(x, dimension; dtype int64).
+    ("ArgMaxV2", &[1], arg_max_v2),
 ];
+
+/// Pad's `pads` (all begins, then all ends) from GE's per-dim [before, after] pairs,
+/// interleaved (`b0, e0, b1, e1, ...`).
+fn pads_from_pairs(ctx: &InferCtx, name: &str, pairs: &[i64]) -> Result<Vec<i64>, OpError> {
+    let rank = ctx.inputs[0].shape.as_ref().map(Vec::len);
+    if !pairs.len().is_multiple_of(2) || rank.is_some_and(|r| pairs.len() != 2 * r) {
+        return Err(ctx.attr_error(
+            name,
+            format!("{pairs:?} is not a [before, after] pair for each of x's dims"),
+        ));
+    }
+    let (b, e): (Vec<i64>, Vec<i64>) = pairs.chunks(2).map(|p| (p[0], p[1])).unzip();
+    Ok(b.into_iter().chain(e).collect())
+}
+
+/// The one value of input `i`, a float (a pad's constant).
+fn scalar_input(ctx: &InferCtx, i: usize) -> Result<Option<f64>, OpError> {
+    let Some(t) = ctx.values.get(i).copied().flatten() else {
+        return match ctx.inputs.get(i) {
+            Some(_) => Err(ctx.input_error(i, "its value is needed and is not known")),
+            None => Ok(None),
+        };
+    };
+    match (t.element_count(), t.float_at(0)) {
+        (Some(1), Some(v)) => Ok(Some(v)),
+        _ => Err(ctx.input_error(i, format!("is {} {:?}, not one value", t.dtype, t.shape))),
+    }
+}
+
+/// The library's Pad, constant mode, with `pads` and the fill `value`.
+fn pad(pads: Vec<i64>, mode: &str, value: f64) -> Translation {
+    Translation {
+        op: "Pad",
+        attrs: onnx_attrs(vec![
+            ("pads", Attr::Ints(pads)),
+            ("mode", Attr::Str(mode.to_string())),
+            ("value", Attr::Float(value)),
+        ]),
+        inputs: 1,
+    }
+}
+
+/// PadD(x; paddings) and PadV2D(x, constant_values; paddings).
+fn pad_d(ctx: &InferCtx) -> Result<Translation, OpError> {
+    let n = if ctx.op == "PadV2D" { 2 } else { 1 };
+    ctx.arity(n, n)?;
+    let pairs = ctx
+        .attr_ints("paddings")?
+        .ok_or_else(|| ctx.attr_error("paddings", "is required and missing"))?
+        .to_vec();
+    let value = if n == 2 {
+        scalar_input(ctx, 1)?.unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    Ok(pad(
+        pads_from_pairs(ctx, "paddings", &pairs)?,
+        "constant",
+        value,
+    ))
+}
+
+/// PadV3(x, paddings, constant_values?; mode "constant", paddings_contiguous true): the
+/// library's Pad on the same inputs, its constant read as Pad's input 2. ONNX's layout
+/// (`paddings_contiguous` false, what GE's ONNX Pad plugin writes) is Pad's own, so the
+/// paddings may be known only at run time; GE's interleaved layout is reordered into
+/// Pad's `pads` attribute, from a constant.
+fn pad_v3(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(2, 3)?;
+    let mode = match ctx.attr_str("mode", "constant")? {
+        m @ ("constant" | "reflect" | "edge") => m,
+        other => {
+            return Err(ctx.attr_error(
+                "mode",
+                format!("{other:?}: constant, reflect and edge are computed"),
+            ));
+        }
+    };
+    let mut attrs = vec![("mode", Attr::Str(mode.to_string()))];
+    if ctx.attr_bool("paddings_contiguous", true)? {
+        let values = ctx.value_ints(1)?.ok_or_else(|| {
+            ctx.input_error(
+                1,
+                "its value is needed (interleaved paddings are reordered at lowering) and is \
+                 not known",
+            )
+        })?;
+        attrs.push((
+            "pads",
+            Attr::Ints(pads_from_pairs(ctx, "paddings", &values)?),
+        ));
+    }
+    Ok(Translation {
+        op: "Pad",
+        attrs: onnx_attrs(attrs),
+        inputs: ctx.inputs.len(),
+    })
+}
+
+/// SliceD(x; offsets, size): Slice from `offsets` for `size` (-1: to the end).
+fn slice_d(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(1, 1)?;
+    let list = |name: &str| -> Result<Vec<i64>, OpError> {
+        Ok(ctx
+            .attr_ints(name)?
+            .ok_or_else(|| ctx.attr_error(name, "is required and missing"))?
+            .to_vec())
+    };
+    let (offsets, size) = (list("offsets")?, list("size")?);
+    Ok(Translation {
+        op: "Slice",
+        attrs: offset_size_attrs(ctx, &offsets, &size)?,
+        inputs: 1,
+    })
+}
+
+/// Slice's `starts` and `ends` for TensorFlow's `begin` and `size` (-1: to the end).
+pub fn offset_size_attrs(ctx: &InferCtx, offsets: &[i64], size: &[i64]) -> Result<Attrs, OpError> {
+    if offsets.len() != size.len()
+        || ctx.inputs[0]
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.len() != size.len())
+        || offsets.iter().zip(size).any(|(&o, &n)| o < 0 || n < -1)
+    {
+        return Err(ctx.attr_error(
+            "size",
+            format!("offsets {offsets:?} and size {size:?} do not fit x"),
+        ));
+    }
+    let ends = offsets
+        .iter()
+        .zip(size)
+        .map(|(&o, &n)| if n == -1 { i64::MAX } else { o + n })
+        .collect();
+    Ok(onnx_attrs(vec![
+        ("starts", Attr::Ints(offsets.to_vec())),
+        ("ends", Attr::Ints(ends)),
+    ]))
+}
+
+/// SplitV(x, size_splits, split_dim; num_split) and SplitVD(x; size_splits, split_dim,
+/// num_split): Split with `split` the sizes, one -1 the rest of the dim.
+fn split_v(ctx: &InferCtx) -> Result<Translation, OpError> {
+    let (mut sizes, dim) = if ctx.op == "SplitV" {
+        ctx.arity(3, 3)?;
+        (
+            ctx.value_ints(1)?
+                .ok_or_else(|| ctx.input_error(1, "its value is needed and is not known"))?,
+            axis_input(ctx, 2)?,
+        )
+    } else {
+        ctx.arity(1, 1)?;
+        let sizes = ctx
+            .attr_ints("size_splits")?
+            .ok_or_else(|| ctx.attr_error("size_splits", "is required and missing"))?
+            .to_vec();
+        let dim = match ctx.attrs.get("split_dim") {
+            None => return Err(ctx.attr_error("split_dim", "is required and missing")),
+            Some(_) => ctx.attr_int("split_dim", 0)?,
+        };
+        (sizes, dim)
+    };
+    let num = ctx.attr_int("num_split", sizes.len() as i64)?;
+    if num != sizes.len() as i64 {
+        return Err(ctx.attr_error(
+            "num_split",
+            format!("is {num}, but size_splits has {} sizes", sizes.len()),
+        ));
+    }
+    let rest: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] == -1).collect();
+    if let [i] = rest[..] {
+        let shape = ctx.inputs[0].shape.as_ref();
+        let total = shape.and_then(|s| {
+            let r = s.len() as i64;
+            let a = if dim < 0 { dim + r } else { dim };
+            s.get(usize::try_from(a).ok()?).copied()
+        });
+        let known: i64 = sizes.iter().filter(|&&v| v != -1).sum();
+        match total {
+            Some(t) if t >= known && t != crate::ops::UNKNOWN => sizes[i] = t - known,
+            _ => {
+                return Err(ctx.attr_error(
+                    "size_splits",
+                    format!("{sizes:?}: the -1 needs the split dim's size"),
+                ));
+            }
+        }
+    } else if !rest.is_empty() {
+        return Err(ctx.attr_error("size_splits", format!("{sizes:?} has more than one -1")));
+    }
+    Ok(Translation {
+        op: "Split",
+        attrs: onnx_attrs(vec![("axis", Attr::Int(dim)), ("split", Attr::Ints(sizes))]),
+        inputs: 1,
+    })
+}
+
+/// SqueezeV2 / UnsqueezeV2(x; axis): the library op with `axes` the list (an empty
+/// Squeeze list squeezes every 1, as an absent `axes`).
+fn axes_as(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(1, 1)?;
+    let axes = ctx.attr_ints("axis")?.unwrap_or(&[]).to_vec();
+    let attrs = if axes.is_empty() && op == "Squeeze" {
+        Attrs::new()
+    } else {
+        onnx_attrs(vec![("axes", Attr::Ints(axes))])
+    };
+    Ok(Translation {
+        op,
+        attrs,
+        inputs: 1,
+    })
+}
+
+/// ArgMaxV2(x, dimension; dtype int64): ArgMax without the dim, first index on ties.
+fn arg_max_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(2, 2)?;
+    match ctx.attrs.get("dtype") {
+        None | Some(Attr::DType(crate::ops::DType::I64)) => {}
+        Some(other) => {
+            return Err(ctx.attr_error("dtype", format!("{other:?}: int64 indices are computed")));
+        }
+    }
+    Ok(Translation {
+        op: "ArgMax",
+        attrs: onnx_attrs(vec![
+            ("axis", Attr::Int(axis_input(ctx, 1)?)),
+            ("keepdims", Attr::Int(0)),
+        ]),
+        inputs: 1,
+    })
+}
+
+/// The library's variadic `op` on every input; GE's `N`, when given, must count them.
+fn variadic(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(1, usize::MAX)?;
+    let n = ctx.inputs.len();
+    let given = ctx.attr_int("N", n as i64)?;
+    if given != n as i64 {
+        return Err(ctx.attr_error("N", format!("is {given}, but the node has {n} tensors")));
+    }
+    Ok(Translation {
+        op,
+        attrs: Attrs::new(),
+        inputs: n,
+    })
+}
 
 /// The library op `op` on the node's inputs (between `min` and `max` of them), no
 /// attributes.

@@ -49,6 +49,24 @@ pub const GE_CONTRACT: &[&str] = &[
     "TransposeD",
 ];
 
+/// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
+/// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
+/// ([`super::array`]) and LayerNorm ([`super::norm`]).
+pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
+    GE_CONTRACT
+        .iter()
+        .copied()
+        .chain(super::alias::names())
+        .chain(super::math::names())
+        .chain(super::array::names())
+        .chain(super::norm::names())
+}
+
+/// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
+pub fn is_ge_contract(op: &str) -> bool {
+    ge_contract_ops().any(|o| o == op)
+}
+
 /// Op types lowering itself handles: the graph's inputs, constants and outputs.
 const STRUCTURE: &[&str] = &[
     "Data",
@@ -104,7 +122,7 @@ pub fn support(p: &Prototype, reg: &OpRegistry) -> Support {
     let computes = reg.get(p.name).is_some_and(|s| s.compute.is_some());
     if !computes {
         Support::LaunchOnly
-    } else if GE_CONTRACT.contains(&p.name) || super::alias::names().any(|a| a == p.name) {
+    } else if is_ge_contract(p.name) {
         Support::GeContract
     } else {
         match super::shared::adapts(p.name) {

@@ -147,6 +147,12 @@ const RULES: &[(&str, &[Fix])] = &[
             Rename("batch_dim", "batch_axis", Some(V::I(0))),
         ],
     ),
+    // GE's Mod is TensorFlow's: the remainder of a truncating division, C's `fmod`, for
+    // integers and floats (ONNX's Mod without `fmod` floors integers and refuses floats).
+    ("Mod", &[Default("fmod", V::I(1))]),
+    // GE's PRelu weight is one slope per channel (dim 1) when 1-D, where ONNX's
+    // broadcasting would align it with the last dim.
+    ("PRelu", &[Default("channel_slope", V::B(true))]),
     ("Round", &[Neutral("decimals", V::I(0))]),
     ("ScatterElements", &[]),
     // GE's dtype default is int32; the library's, absent, is int64 (ONNX's).
@@ -156,6 +162,8 @@ const RULES: &[(&str, &[Fix])] = &[
     ("SpaceToDepth", &[Require("data_format", V::S("NCHW"))]),
     // GE's `axis` [] squeezes every 1 (TensorFlow's), as ONNX's absent `axes`.
     ("Squeeze", &[RenameNonEmpty("axis", "axes")]),
+    // GE's `scale` (nonlinear_fuc_ops) is the slope ONNX's Swish calls `alpha`.
+    ("Swish", &[Rename("scale", "alpha", Some(V::F(1.0)))]),
     ("ThresholdedRelu", &[]),
     ("Unsqueeze", &[]),
 ];
@@ -163,6 +171,8 @@ const RULES: &[(&str, &[Fix])] = &[
 /// GE op types computed by another library op, their axis input made an attribute.
 const RELAUNCH: &[(&str, GeContractFn)] = &[
     ("Concat", concat),
+    ("Pad", pad),
+    ("Slice", slice),
     ("Split", split),
     ("TopK", top_k),
     ("Transpose", transpose),
@@ -231,6 +241,62 @@ fn concat(ctx: &InferCtx) -> Result<GeUse, String> {
             .collect(),
         first: 1,
         count: n,
+    })
+}
+
+/// The int values of constant input `i`.
+fn const_ints(ctx: &InferCtx, i: usize, what: &str) -> Result<Vec<i64>, String> {
+    ctx.values
+        .get(i)
+        .copied()
+        .flatten()
+        .and_then(|t| t.int_values())
+        .ok_or_else(|| {
+            format!(
+                "GE's {} with {what} (input {i}) known only at run time is not computed",
+                ctx.op
+            )
+        })
+}
+
+/// GE's Slice(x, offsets, size), TensorFlow's (a size of -1 to the end): SliceD, where
+/// ONNX's Slice would read size as the ends.
+fn slice(ctx: &InferCtx) -> Result<GeUse, String> {
+    if ctx.inputs.len() != 3 {
+        return Err(format!(
+            "GE's Slice takes x, offsets and size, not {} inputs",
+            ctx.inputs.len()
+        ));
+    }
+    let (offsets, size) = (const_ints(ctx, 1, "offsets")?, const_ints(ctx, 2, "size")?);
+    Ok(GeUse::Launch {
+        op: "SliceD",
+        attrs: onnx_attrs(vec![
+            ("offsets", Attr::Ints(offsets)),
+            ("size", Attr::Ints(size)),
+        ]),
+        first: 0,
+        count: 1,
+    })
+}
+
+/// GE's Pad(x, paddings), TensorFlow's (a [before, after] row per dim, zeros): PadD,
+/// where ONNX's Pad would read the pairs as all begins then all ends.
+fn pad(ctx: &InferCtx) -> Result<GeUse, String> {
+    if ctx.inputs.len() != 2 {
+        return Err(format!(
+            "GE's Pad takes x and paddings, not {} inputs",
+            ctx.inputs.len()
+        ));
+    }
+    Ok(GeUse::Launch {
+        op: "PadD",
+        attrs: onnx_attrs(vec![(
+            "paddings",
+            Attr::Ints(const_ints(ctx, 1, "paddings")?),
+        )]),
+        first: 0,
+        count: 1,
     })
 }
 
@@ -310,8 +376,11 @@ const DIFFERENT: &[(&str, &str)] = &[
         "Softmax",
         "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
     ),
-    ("Swish", "GE's Swish has a scale attribute"),
     ("Unique", "GE's Unique gives y and idx with an out_idx type"),
+    (
+        "Where",
+        "GE's Where is TensorFlow's (the coordinates of x's true elements)",
+    ),
     (
         "Upsample",
         "GE's Upsample is Caffe's (scale, stride_h, stride_w)",

@@ -249,13 +249,14 @@ fn layer_norm_typed<T: Scalar>(
     let xv = x.slice::<T>()?;
     let rows = xv.len().checked_div(row).unwrap_or(0);
     let mut stats = vec![(0.0f64, 0.0f64); rows];
+    // (mean, population variance) per row.
     for (s, xs) in stats.iter_mut().zip(xv.chunks(row.max(1))) {
-        let (m, v) = moments(xs);
-        *s = (m, 1.0 / (v + eps).sqrt());
+        *s = moments(xs);
     }
+    let inv = |v: f64| 1.0 / (v + eps).sqrt();
     let y = outputs[0].slice_mut::<T>()?;
     groups(xv, y, row, |i, xs, out| {
-        let (m, inv) = stats[i];
+        let (m, inv) = (stats[i].0, inv(stats[i].1));
         for (((o, v), a), b) in out.iter_mut().zip(xs).zip(&scale).zip(&bias) {
             *o = T::from_f64((v.to_f64() - m) * inv * a + b);
         }
@@ -264,7 +265,13 @@ fn layer_norm_typed<T: Scalar>(
         write_f64s(out, &stats.iter().map(|s| s.0).collect::<Vec<_>>())?;
     }
     if let Some(out) = outputs.get_mut(2) {
-        write_f64s(out, &stats.iter().map(|s| s.1).collect::<Vec<_>>())?;
+        // GE's LayerNorm (`ge::norm`) gives the variance where ONNX gives InvStdDev.
+        let third: Vec<f64> = if ctx.op == "LayerNorm" {
+            stats.iter().map(|s| s.1).collect()
+        } else {
+            stats.iter().map(|s| inv(s.1)).collect()
+        };
+        write_f64s(out, &third)?;
     }
     Ok(())
 }

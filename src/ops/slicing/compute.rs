@@ -130,22 +130,29 @@ pub fn tile(
     if reps.len() != x.rank() || reps.iter().any(|&r| r < 0) {
         return Err(ctx.input_error(1, format!("repeats {reps:?} do not fit rank {}", x.rank())));
     }
-    let base = View::contiguous(x.shape);
-    let mut view = View {
-        shape: Vec::new(),
-        strides: Vec::new(),
-        offset: 0,
-    };
-    for (k, &r) in reps.iter().enumerate() {
-        view.shape.extend([r as usize, x.shape[k]]);
-        view.strides.extend([0, base.strides[k]]);
-    }
+    let view = tile_view(x.shape, &reps);
     let src = bytes(ctx, x, 0)?;
     let y = output(ctx, outputs, 0)?;
     moved(
         ctx,
         copy_view(x.dtype.size(), src, &view, bytes_mut(ctx, y)?),
     )
+}
+
+/// A tensor of `shape` repeated `reps[k]` times along dim `k` (non-negative, one per dim):
+/// the tensor viewed over dims `(r0, d0, r1, d1, ...)` with stride 0 on each `r`.
+pub(crate) fn tile_view(shape: &[usize], reps: &[i64]) -> View {
+    let base = View::contiguous(shape);
+    let mut view = View {
+        shape: Vec::with_capacity(2 * shape.len()),
+        strides: Vec::with_capacity(2 * shape.len()),
+        offset: 0,
+    };
+    for (k, &r) in reps.iter().enumerate() {
+        view.shape.extend([r as usize, shape[k]]);
+        view.strides.extend([0, base.strides[k]]);
+    }
+    view
 }
 
 /// The little-endian bytes of `v` as one element of `dtype`.

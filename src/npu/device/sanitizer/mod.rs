@@ -46,6 +46,7 @@ use super::error::NpuError;
 use super::ids::{DevicePtr, ModelId, StreamId};
 use clock::{Clock, Lane};
 use shadow::Block;
+pub(crate) use shadow::Role;
 
 /// Distinct findings kept; later ones are counted as dropped.
 pub const MAX_FINDINGS: usize = 1000;
@@ -67,31 +68,6 @@ pub(crate) enum LaneKey {
     /// (channels, locks, joins), and a lane per thread would take every hand-off between
     /// them for a race. What this misses is a race between host threads.
     Host,
-}
-
-/// What a task's access is to its bytes, for messages.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Role {
-    Input(usize),
-    Output(usize),
-    /// A copy's source, a conditional task's value.
-    Read,
-    /// A copy's or memset's destination, a value written at a model's start.
-    Write,
-}
-
-impl Role {
-    fn writes(self) -> bool {
-        matches!(self, Role::Output(_) | Role::Write)
-    }
-    fn name(self) -> String {
-        match self {
-            Role::Input(i) => format!("input {i}"),
-            Role::Output(i) => format!("output {i}"),
-            Role::Read => "source".into(),
-            Role::Write => "destination".into(),
-        }
-    }
 }
 
 /// One range a task touches.

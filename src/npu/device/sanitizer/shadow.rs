@@ -6,13 +6,37 @@
 
 use std::sync::Arc;
 
-use super::Role;
 use super::clock::{Clock, Lane};
 use super::report::{AllocEvent, TaskInfo};
 
 /// Access records one block keeps before it forgets its oldest (a block touched in many
 /// partial, unordered ranges; whole-tensor accesses prune each other and stay few).
 const MAX_RECORDS: usize = 256;
+
+/// What a task's access is to its bytes, for messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Role {
+    Input(usize),
+    Output(usize),
+    /// A copy's source, a conditional task's value.
+    Read,
+    /// A copy's or memset's destination, a value written at a model's start.
+    Write,
+}
+
+impl Role {
+    pub(crate) fn writes(self) -> bool {
+        matches!(self, Role::Output(_) | Role::Write)
+    }
+    pub(crate) fn name(self) -> String {
+        match self {
+            Role::Input(i) => format!("input {i}"),
+            Role::Output(i) => format!("output {i}"),
+            Role::Read => "source".into(),
+            Role::Write => "destination".into(),
+        }
+    }
+}
 
 /// One access to a range of a block, as the race check keeps it.
 #[derive(Clone, Debug)]

@@ -1,0 +1,241 @@
+//! A GE graph as GE holds a TensorFlow-born model: TensorFlow's Pad, Slice, Mod and PRelu
+//! (op types ONNX also names, with other meanings), StridedSliceD with its masks, Pack,
+//! and GE's elementwise math (Square, Adds, Rsqrt, SquaredDifference). It lowers and runs
+//! under every executor to bit-identical outputs, which match the same computation written
+//! out here element by element from the prototypes' documented semantics.
+
+use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use rt2::lower::{LowerOptions, lower};
+use rt2::npu::device::{Device, DeviceConfig};
+use rt2::om::file::{ReadOptions, read};
+use rt2::ops::{DType, HostTensor};
+
+fn desc(dtype: &str, dims: &[i64]) -> String {
+    let dims: String = dims.iter().map(|d| format!("dim: {d} ")).collect();
+    format!("dtype: {dtype} shape {{ {dims}}} layout: \"ND\"")
+}
+
+fn attr(key: &str, value: &str) -> String {
+    format!("attr {{ key: \"{key}\" value {{ {value} }} }}")
+}
+
+fn ints(v: &[i64]) -> String {
+    let items: String = v.iter().map(|i| format!("i: {i} ")).collect();
+    format!("list {{ {items}val_type: VT_LIST_INT }}")
+}
+
+fn op(name: &str, ty: &str, inputs: &[&str], attrs: &[String], out: &[i64]) -> String {
+    let ins: String = inputs.iter().map(|i| format!("input: \"{i}\" ")).collect();
+    format!(
+        "op {{ name: \"{name}\" type: \"{ty}\" {ins}{} output_desc {{ {} }} }}\n",
+        attrs.join(" "),
+        desc("DT_FLOAT", out)
+    )
+}
+
+/// A Const of `dtype` with the little-endian `bytes`.
+fn konst(name: &str, dtype: &str, dims: &[i64], bytes: &[u8]) -> String {
+    let data: String = bytes.iter().map(|b| format!("\\{b:03o}")).collect();
+    let value = format!("t {{ desc {{ {} }} data: \"{data}\" }}", desc(dtype, dims));
+    format!(
+        "op {{ name: \"{name}\" type: \"Const\" {} output_desc {{ {} }} }}\n",
+        attr("value", &value),
+        desc(dtype, dims)
+    )
+}
+
+fn i32s(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+const X: [i64; 4] = [2, 3, 4, 4];
+
+fn graph() -> String {
+    let mut ops = format!(
+        "op {{ name: \"x\" type: \"Data\" {} input_desc {{ {d} }} output_desc {{ {d} }} }}\n",
+        attr("index", "i: 0"),
+        d = desc("DT_FLOAT", &X)
+    );
+    // TensorFlow's Pad: a [before, after] row per dim.
+    ops += &konst(
+        "paddings",
+        "DT_INT32",
+        &[4, 2],
+        &i32s(&[0, 0, 0, 0, 1, 0, 0, 2]),
+    );
+    ops += &op("pad", "Pad", &["x:0", "paddings:0"], &[], &[2, 3, 5, 6]);
+    // TensorFlow's Slice: offsets and a size (-1: to the end).
+    ops += &konst("offsets", "DT_INT32", &[4], &i32s(&[0, 1, 0, 3]));
+    ops += &konst("size", "DT_INT32", &[4], &i32s(&[-1, 2, 4, 2]));
+    ops += &op(
+        "slice",
+        "Slice",
+        &["pad:0", "offsets:0", "size:0"],
+        &[],
+        &[2, 2, 4, 2],
+    );
+    // One slope per channel (dim 1), here as many as the last dim has elements.
+    ops += &konst("slope", "DT_FLOAT", &[2], &f32s(&[0.5, -2.0]));
+    ops += &op(
+        "prelu",
+        "PRelu",
+        &["slice:0", "slope:0"],
+        &[],
+        &[2, 2, 4, 2],
+    );
+    ops += &konst("divisor", "DT_FLOAT", &[], &f32s(&[0.75]));
+    ops += &op("mod", "Mod", &["prelu:0", "divisor:0"], &[], &[2, 2, 4, 2]);
+    // x[1, :, 3::-2, :] as TensorFlow writes it.
+    ops += &op(
+        "ss",
+        "StridedSliceD",
+        &["mod:0"],
+        &[
+            attr("begin", &ints(&[1, 0, 3])),
+            attr("end", &ints(&[0, 0, 0])),
+            attr("strides", &ints(&[1, 1, -2])),
+            attr("end_mask", "i: 6"),
+            attr("shrink_axis_mask", "i: 1"),
+        ],
+        &[2, 2, 2],
+    );
+    ops += &op("sq", "Square", &["ss:0"], &[], &[2, 2, 2]);
+    ops += &op(
+        "adds",
+        "Adds",
+        &["sq:0"],
+        &[attr("value", "f: 1.0")],
+        &[2, 2, 2],
+    );
+    ops += &op("rsqrt", "Rsqrt", &["adds:0"], &[], &[2, 2, 2]);
+    ops += &op(
+        "diff",
+        "SquaredDifference",
+        &["rsqrt:0", "ss:0"],
+        &[],
+        &[2, 2, 2],
+    );
+    ops += &op(
+        "pack",
+        "Pack",
+        &["rsqrt:0", "diff:0"],
+        &[attr("axis", "i: 1"), attr("N", "i: 2")],
+        &[2, 2, 2, 2],
+    );
+    ops += &format!(
+        "op {{ name: \"out\" type: \"NetOutput\" input: \"pack:0\" input_desc {{ {} }} }}\n",
+        desc("DT_FLOAT", &[2, 2, 2, 2])
+    );
+    format!("name: \"tf\" graph {{ name: \"tf\" input: \"x:0\" output: \"pack:0\"\n{ops}}}\n")
+}
+
+fn input() -> Vec<f32> {
+    (0..X.iter().product::<i64>())
+        .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37)
+        .collect()
+}
+
+/// The graph's computation, element by element.
+fn expected(x: &[f32]) -> Vec<f32> {
+    let at = |n: usize, c: usize, h: usize, w: usize| x[((n * 3 + c) * 4 + h) * 4 + w];
+    // pad: H gains one row before, W two columns after.
+    let pad = |n: usize, c: usize, h: usize, w: usize| {
+        if h == 0 || w >= 4 {
+            0.0
+        } else {
+            at(n, c, h - 1, w)
+        }
+    };
+    // slice: channels 1..3, all 5 rows but the last (size 4), columns 3..5.
+    let slice = |n: usize, c: usize, h: usize, w: usize| pad(n, c + 1, h, w + 3);
+    let slope = [0.5f32, -2.0];
+    let prelu = |n, c: usize, h, w| {
+        let v = slice(n, c, h, w);
+        if v < 0.0 { v * slope[c] } else { v }
+    };
+    // C's fmod: the sign of the dividend.
+    let modv = |n, c, h, w| prelu(n, c, h, w) % 0.75;
+    // ss[c][k][w] = mod[1][c][3 - 2k][w].
+    let ss = |c: usize, k: usize, w: usize| modv(1, c, 3 - 2 * k, w);
+    let mut out = Vec::new();
+    for c in 0..2 {
+        for part in 0..2 {
+            for k in 0..2 {
+                for w in 0..2 {
+                    let s = ss(c, k, w);
+                    let r = 1.0 / (s * s + 1.0).sqrt();
+                    out.push(if part == 0 { r } else { (r - s) * (r - s) });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_tensorflow_born_ge_graph_computes_tensorflows_meanings_under_every_executor() {
+    let file = read(graph().as_bytes(), &ReadOptions::default()).expect("reads");
+    let x = input();
+    let tensor = HostTensor {
+        dtype: DType::F32,
+        shape: X.to_vec(),
+        data: f32s(&x),
+    };
+    let want = expected(&x);
+    // The PRelu slopes apply per channel: a slope along the last dim (ONNX's broadcast)
+    // would give other values.
+    assert!(want.iter().any(|&v| v != 0.0));
+    let mut first: Option<Vec<u8>> = None;
+    for multi_thread in [false, true] {
+        let eg = lower(
+            &file.root().model,
+            &LowerOptions {
+                multi_thread,
+                ..LowerOptions::default()
+            },
+        )
+        .expect("lowers");
+        let executors: &[ExecutorType] = if multi_thread {
+            &[ExecutorType::TopologicalMultiThread]
+        } else {
+            &[
+                ExecutorType::Sequential,
+                ExecutorType::Topological,
+                ExecutorType::TopologicalPriority,
+            ]
+        };
+        for &executor in executors {
+            let device = Device::new(DeviceConfig::default());
+            let options = ExecutorOptions {
+                executor,
+                ..ExecutorOptions::default()
+            };
+            let mut ex = ModelV2Executor::create(&eg, &device, options).expect("creates");
+            ex.load().expect("loads");
+            let mut out = Vec::new();
+            ex.execute_sync(&[&tensor], &mut out)
+                .unwrap_or_else(|e| panic!("{}: {e}", executor.name()));
+            assert_eq!(out[0].shape, [2, 2, 2, 2]);
+            let got: Vec<f32> = out[0]
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                    "{}: element {i}: {g} vs {w}",
+                    executor.name()
+                );
+            }
+            match &first {
+                None => first = Some(out[0].data.clone()),
+                Some(f) => assert_eq!(f, &out[0].data, "{}", executor.name()),
+            }
+        }
+    }
+}
