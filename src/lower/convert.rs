@@ -835,7 +835,7 @@ impl<'r> Lowering<'r> {
         // kernel as well.
         let compiled = (!computes).then(|| compiled_kernel_name(n));
         let (spec, attrs, ins) = match self.translated(n, &spec, ins, &attrs, &outs) {
-            Some((target, attrs, arity)) => (target, attrs, &mut ins[..arity]),
+            Some((target, attrs, taken)) => (target, attrs, &mut ins[taken]),
             None => (spec, attrs, ins),
         };
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
@@ -1029,7 +1029,7 @@ impl<'r> Lowering<'r> {
     }
 
     /// The node as its op's translation hook asks for it ([`crate::ops::Translation`]):
-    /// the op to launch instead, its attributes, and how many leading inputs it takes.
+    /// the op to launch instead, its attributes, and the range of inputs it takes.
     /// The translated op's own inference must give the node's output metas exactly, or
     /// the node stays as it is: a translation never changes a shape or a type, and the
     /// values are the translated op's kernel's, which the node's own compute calls too.
@@ -1040,19 +1040,20 @@ impl<'r> Lowering<'r> {
         ins: &[Option<TVal>],
         attrs: &Attrs,
         outs: &[TensorMeta],
-    ) -> Option<(OpSpec, Attrs, usize)> {
+    ) -> Option<(OpSpec, Attrs, std::ops::Range<usize>)> {
         let hook = spec.translate?;
         let outputs = n.output_descs.len().max(1);
         // The spec's own name: a GE node launched as another op (GE's Split as SplitD)
         // asks that op's hook.
         let plan = self.with_ctx(spec.name, ins, attrs, outputs, hook)?;
         let target = *self.reg.get(plan.op)?;
-        let ins = ins.get(..plan.inputs)?;
+        let taken = plan.first..plan.first + plan.inputs;
+        let ins = ins.get(taken.clone())?;
         let check = self.with_ctx(target.name, ins, &plan.attrs, outputs, |ctx| {
             target.infer_shapes(ctx)
         });
         // The node's outputs lead the target's (MaxPool's optional indices follow).
-        (check.ok()?.get(..outs.len())? == outs).then_some((target, plan.attrs, plan.inputs))
+        (check.ok()?.get(..outs.len())? == outs).then_some((target, plan.attrs, taken))
     }
 
     /// The node's outputs as constants, when folding applies.

@@ -313,7 +313,10 @@ pub struct Translation {
     pub op: &'static str,
     /// Its attributes, in place of the node's own.
     pub attrs: Attrs,
-    /// How many of the node's inputs it takes (the leading ones); the rest are left out.
+    /// The first of the node's inputs it takes (GE's Conv2DTranspose leaves out its
+    /// input_size, input 0).
+    pub first: usize,
+    /// How many of the node's inputs it takes, from `first`; the rest are left out.
     pub inputs: usize,
 }
 

@@ -619,13 +619,22 @@ fn plugin_form(
         op.input = keep.iter().map(|&i| op.input[i].clone()).collect();
         op.input_desc = keep.iter().map(|&i| op.input_desc[i].clone()).collect();
     }
+    for (k, (suffix, value)) in m.leading_consts.into_iter().enumerate() {
+        const_input(s, op, suffix, value, k);
+    }
     for (suffix, value) in m.consts {
-        let name = s.op_name(&format!("{}_{suffix}", op.name));
-        op.input.push(format!("{name}:0"));
-        op.input_desc.push(value.desc.clone().unwrap_or_default());
-        push_const(s, &name, value, BTreeMap::new());
+        const_input(s, op, suffix, value, op.input.len());
     }
     !m.onnx_meaning
+}
+
+/// A plugin's Const `<node>_<suffix>` holding `value`, made input `at` of `op`.
+fn const_input(s: &mut Scope, op: &mut OpDef, suffix: &str, value: TensorDef, at: usize) {
+    let name = s.op_name(&format!("{}_{suffix}", op.name));
+    op.input.insert(at, format!("{name}:0"));
+    op.input_desc
+        .insert(at, value.desc.clone().unwrap_or_default());
+    push_const(s, &name, value, BTreeMap::new());
 }
 
 fn rank4(d: &TensorDescriptor) -> bool {

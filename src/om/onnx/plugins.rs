@@ -71,6 +71,9 @@ pub struct Mapped {
     /// Const inputs the plugin appends after the node's own, each with a name suffix for
     /// its op (`<node>_<suffix>`): a Transpose's `perm`, a Gather's `axis`.
     pub consts: Vec<(&'static str, TensorDef)>,
+    /// Const inputs the plugin puts before the node's own (Conv2DTranspose's
+    /// `input_size`), named the same way.
+    pub leading_consts: Vec<(&'static str, TensorDef)>,
     /// The node's inputs the GE op takes, in its order, when not all of them as they are
     /// (Clip with only a max bound is Minimum(x, max)).
     pub inputs: Option<Vec<usize>>,
@@ -154,6 +157,17 @@ pub const PLUGINS: &[Plugin] = &[
         keeps: "kernel not 2-D (GE: Conv3D, or Unsqueeze/Conv2D/Squeeze for 1-D)",
         source: OPS_NN,
         map: conv,
+    },
+    Plugin {
+        onnx: "ConvTranspose",
+        opsets: (8, 18),
+        ge: "Conv2DTranspose",
+        converts: "Const int64 input_size [0,0,0,0] first; strides, dilations -> [1,1,h,w]; pads [t,l,b,r] -> \
+                   [t,b,l,r]; output_padding -> [0,0,ph,pw]; group -> groups; data_format NCHW",
+        keeps: "kernel not 2-D (GE adds Unsqueeze/Squeeze or makes Conv3DTranspose); auto_pad other than \
+                NOTSET; output_shape given",
+        source: OPS_NN,
+        map: conv_transpose,
     },
     rename("Det", "MatrixDeterminant"),
     Plugin {
@@ -414,6 +428,7 @@ fn renamed(p: &Plugin, n: &Node) -> Option<Mapped> {
         attrs: n.attrs.clone(),
         onnx_meaning: true,
         consts: Vec::new(),
+        leading_consts: Vec::new(),
         inputs: None,
     })
 }
@@ -436,6 +451,7 @@ fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
         attrs,
         onnx_meaning: false,
         consts: Vec::new(),
+        leading_consts: Vec::new(),
         inputs: None,
     }
 }
@@ -832,8 +848,43 @@ fn conv(p: &Plugin, n: &Node) -> Option<Mapped> {
         attrs,
         onnx_meaning: false,
         consts: Vec::new(),
+        leading_consts: Vec::new(),
         inputs: None,
     })
+}
+
+/// ConvTranspose, 2-D with explicit pads: Conv2DTranspose with an all-zero `input_size`
+/// (the output's shape left to the attributes) as input 0.
+fn conv_transpose(p: &Plugin, n: &Node) -> Option<Mapped> {
+    if str_attr(n.attrs, "auto_pad").unwrap_or("NOTSET") != "NOTSET"
+        || n.attrs.contains_key("output_shape")
+    {
+        return None;
+    }
+    let w = window2d(n, true)?;
+    let output_padding = match ints_attr(n.attrs, "output_padding") {
+        None => vec![0; 4],
+        Some(&[h, w]) => vec![0, 0, h, w],
+        Some(_) => return None,
+    };
+    let mut m = ge_op(
+        p.ge,
+        BTreeMap::from([
+            ("strides".to_string(), attr_ints(&w.strides)),
+            ("dilations".to_string(), attr_ints(&w.dilations)),
+            ("pads".to_string(), attr_ints(&w.pads)),
+            ("output_padding".to_string(), attr_ints(&output_padding)),
+            (
+                "groups".to_string(),
+                attr_i(int_attr(n.attrs, "group").unwrap_or(1)),
+            ),
+            ("data_format".to_string(), attr_s("NCHW")),
+            ("offset_x".to_string(), attr_i(0)),
+        ]),
+    );
+    m.leading_consts
+        .push(("input_size", int_list(DataType::Int64, &[0; 4])));
+    Some(m)
 }
 
 /// The attributes MaxPoolV3 and AvgPoolV2 share; `None` when the pool keeps its ONNX
@@ -868,6 +919,7 @@ fn max_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
         attrs: pool2d(n)?,
         onnx_meaning: false,
         consts: Vec::new(),
+        leading_consts: Vec::new(),
         inputs: None,
     })
 }
@@ -882,6 +934,7 @@ fn average_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
         attrs,
         onnx_meaning: false,
         consts: Vec::new(),
+        leading_consts: Vec::new(),
         inputs: None,
     })
 }
@@ -1028,6 +1081,29 @@ mod tests {
         // GE's ReduceMax plugin drops an opset-13 axes attribute: kept as ONNX.
         assert!(map("ReduceMax", &node(13, &axes, &x, &[])).is_none());
         assert!(map("ReduceMax", &node(11, &axes, &x, &[])).is_some());
+    }
+
+    #[test]
+    fn conv_transpose_puts_input_size_first() {
+        let attrs = BTreeMap::from([
+            ("strides".to_string(), attr_ints(&[2, 2])),
+            ("pads".to_string(), attr_ints(&[1, 0, 1, 0])),
+            ("output_padding".to_string(), attr_ints(&[1, 0])),
+            ("group".to_string(), attr_i(2)),
+        ]);
+        let x = [tensor(&[1, 4, 5, 5]), tensor(&[4, 3, 3, 3])];
+        let m = map("ConvTranspose", &node(13, &attrs, &x, &[])).unwrap();
+        assert_eq!(m.op_type, "Conv2DTranspose");
+        assert_eq!(ints(&m, "strides"), [1, 1, 2, 2]);
+        assert_eq!(ints(&m, "pads"), [1, 1, 0, 0]);
+        assert_eq!(ints(&m, "output_padding"), [0, 0, 1, 0]);
+        assert_eq!(int_attr(&m.attrs, "groups"), Some(2));
+        assert_eq!(m.leading_consts[0].0, "input_size");
+        assert_eq!(m.leading_consts[0].1.data, [0u8; 32]);
+        let shaped = BTreeMap::from([("output_shape".to_string(), attr_ints(&[10, 10]))]);
+        assert!(map("ConvTranspose", &node(13, &shaped, &x, &[])).is_none());
+        let same = BTreeMap::from([("auto_pad".to_string(), attr_s("SAME_UPPER"))]);
+        assert!(map("ConvTranspose", &node(13, &same, &x, &[])).is_none());
     }
 
     #[test]

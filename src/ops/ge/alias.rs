@@ -11,7 +11,8 @@
 //! ReduceMinD, ReduceProdD (`reduce_ops`), LogSoftmaxV2 (`nn_norm_ops`), ClipByValue
 //! (`elewise_calculation_ops`), TopKV2 (`selection_ops`), SqueezeV3, UnsqueezeV3,
 //! StridedSliceV2 (`array_ops`, `selection_ops`), BatchNorm (`nn_batch_norm_ops`), AddN,
-//! AccumulateNV2, MaxN, ClipByValueV2, ArgMaxV2 (`elewise_calculation_ops`), PadD, PadV2D, PadV3,
+//! AccumulateNV2, MaxN, ClipByValueV2, ArgMaxV2, Conv2DTranspose, Conv2DTransposeD
+//! (`nn_calculation_ops`), (`elewise_calculation_ops`), PadD, PadV2D, PadV3,
 //! BroadcastTo (`pad_ops`), SliceD (`selection_ops`), SplitV, SplitVD
 //! (`split_combination_ops`), SqueezeV2, UnsqueezeV2 (`array_ops`).
 
@@ -76,6 +77,11 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     // pad_ops: BroadcastTo(x, shape), x broadcast to the shape (the library's Expand,
     // which also takes a shape x is not broadcast to: inference checks it is the shape).
     ("BroadcastTo", &[1], |ctx| leading("Expand", ctx, 2, 2)),
+    // nn_calculation_ops: Conv2DTranspose(input_size, x, filter, bias?, offset_w?) and
+    // Conv2DTransposeD(x, filter, bias?, offset_w?; input_size), what GE's ONNX
+    // ConvTranspose plugin makes.
+    ("Conv2DTranspose", &[0], conv2d_transpose),
+    ("Conv2DTransposeD", &[], conv2d_transpose),
     // elewise_calculation_ops: ArgMaxV2(x, dimension; dtype int64).
     ("ArgMaxV2", &[1], arg_max_v2),
 ];
@@ -111,6 +117,7 @@ fn scalar_input(ctx: &InferCtx, i: usize) -> Result<Option<f64>, OpError> {
 /// The library's Pad, constant mode, with `pads` and the fill `value`.
 fn pad(pads: Vec<i64>, mode: &str, value: f64) -> Translation {
     Translation {
+        first: 0,
         op: "Pad",
         attrs: onnx_attrs(vec![
             ("pads", Attr::Ints(pads)),
@@ -172,6 +179,7 @@ fn pad_v3(ctx: &InferCtx) -> Result<Translation, OpError> {
         ));
     }
     Ok(Translation {
+        first: 0,
         op: "Pad",
         attrs: onnx_attrs(attrs),
         inputs: ctx.inputs.len(),
@@ -189,6 +197,7 @@ fn slice_d(ctx: &InferCtx) -> Result<Translation, OpError> {
     };
     let (offsets, size) = (list("offsets")?, list("size")?);
     Ok(Translation {
+        first: 0,
         op: "Slice",
         attrs: offset_size_attrs(ctx, &offsets, &size)?,
         inputs: 1,
@@ -271,6 +280,7 @@ fn split_v(ctx: &InferCtx) -> Result<Translation, OpError> {
         return Err(ctx.attr_error("size_splits", format!("{sizes:?} has more than one -1")));
     }
     Ok(Translation {
+        first: 0,
         op: "Split",
         attrs: onnx_attrs(vec![("axis", Attr::Int(dim)), ("split", Attr::Ints(sizes))]),
         inputs: 1,
@@ -288,9 +298,103 @@ fn axes_as(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
         onnx_attrs(vec![("axes", Attr::Ints(axes))])
     };
     Ok(Translation {
+        first: 0,
         op,
         attrs,
         inputs: 1,
+    })
+}
+
+/// Conv2DTranspose and Conv2DTransposeD, NCHW: ONNX's ConvTranspose on x, filter (`[Cin,
+/// Cout/groups, kh, kw]`, ONNX's W) and bias. The 4-element `strides`, `dilations` and
+/// `output_padding` give their (h, w); `pads` [top, bottom, left, right] are removed from
+/// the full output as ONNX's. `input_size` is the output's shape; all zeros (what GE's
+/// ONNX plugin writes) leaves it to the attributes, otherwise rows and columns past the
+/// attributes' output are output padding, as TensorFlow's conv2d_transpose adds them. The
+/// plugin's `auto_pad` and `output_shape` pass through. Quantization (`offset_w`,
+/// `offset_x`) is refused.
+fn conv2d_transpose(ctx: &InferCtx) -> Result<Translation, OpError> {
+    let first = usize::from(ctx.op == "Conv2DTranspose");
+    ctx.arity(first + 2, first + 4)?;
+    if ctx.inputs.len() > first + 3 || ctx.attr_int("offset_x", 0)? != 0 {
+        return Err(ctx.attr_error("offset_x", "quantized convolution is not computed"));
+    }
+    if ctx.attr_str("data_format", "NHWC")? != "NCHW" {
+        return Err(ctx.attr_error("data_format", "only NCHW is computed"));
+    }
+    let hw = |name: &str, default: Option<i64>| -> Result<[i64; 2], OpError> {
+        let v = match (ctx.attr_ints(name)?, default) {
+            (Some(v), _) => v.to_vec(),
+            (None, Some(d)) => vec![d; 4],
+            (None, None) => return Err(ctx.attr_error(name, "is required and missing")),
+        };
+        match v[..] {
+            [n, c, h, w] if name == "output_padding" || (n == 1 && c == 1) => Ok([h, w]),
+            _ => Err(ctx.attr_error(name, format!("{v:?} is not [1, 1, h, w]"))),
+        }
+    };
+    let (strides, dilations) = (hw("strides", None)?, hw("dilations", Some(1))?);
+    let mut output_padding = hw("output_padding", Some(0))?;
+    let pads = ctx
+        .attr_ints("pads")?
+        .ok_or_else(|| ctx.attr_error("pads", "is required and missing"))?
+        .to_vec();
+    let [t, b, l, r] = pads[..] else {
+        return Err(ctx.attr_error(
+            "pads",
+            format!("{pads:?} is not [top, bottom, left, right]"),
+        ));
+    };
+    let size = if first == 1 {
+        ctx.value_ints(0)?
+    } else {
+        Some(
+            ctx.attr_ints("input_size")?
+                .ok_or_else(|| ctx.attr_error("input_size", "is required and missing"))?
+                .to_vec(),
+        )
+    };
+    if let Some(size) = size.filter(|s| s.iter().any(|&d| d != 0)) {
+        let dims = |i: usize| ctx.inputs[first + i].shape.clone().filter(|s| s.len() == 4);
+        let (Some(x), Some(w), &[_, _, oh, ow]) = (dims(0), dims(1), &size[..]) else {
+            return Err(ctx.attr_error(
+                "input_size",
+                format!("{size:?} needs x's and filter's (H, W) and four dims"),
+            ));
+        };
+        let spatial = [(oh, x[2], w[2], t + b), (ow, x[3], w[3], l + r)];
+        for (k, (out, i, kernel, pad)) in spatial.into_iter().enumerate() {
+            let natural =
+                strides[k] * (i - 1) + output_padding[k] + (kernel - 1) * dilations[k] + 1 - pad;
+            if out < natural {
+                return Err(ctx.attr_error(
+                    "input_size",
+                    format!("{size:?} is smaller than the attributes' output"),
+                ));
+            }
+            output_padding[k] += out - natural;
+        }
+    }
+    let mut attrs = vec![
+        ("strides", Attr::Ints(strides.to_vec())),
+        ("dilations", Attr::Ints(dilations.to_vec())),
+        ("pads", Attr::Ints(vec![t, l, b, r])),
+        ("output_padding", Attr::Ints(output_padding.to_vec())),
+        ("group", Attr::Int(ctx.attr_int("groups", 1)?)),
+    ];
+    if let Ok(pad) = ctx.attr_str("auto_pad", "NOTSET")
+        && pad != "NOTSET"
+    {
+        attrs.push(("auto_pad", Attr::Str(pad.to_string())));
+    }
+    if let Some(shape) = ctx.attr_ints("output_shape")?.filter(|s| !s.is_empty()) {
+        attrs.push(("output_shape", Attr::Ints(shape.to_vec())));
+    }
+    Ok(Translation {
+        first,
+        op: "ConvTranspose",
+        attrs: onnx_attrs(attrs),
+        inputs: ctx.inputs.len() - first,
     })
 }
 
@@ -304,6 +408,7 @@ fn arg_max_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
         }
     }
     Ok(Translation {
+        first: 0,
         op: "ArgMax",
         attrs: onnx_attrs(vec![
             ("axis", Attr::Int(axis_input(ctx, 1)?)),
@@ -322,6 +427,7 @@ fn variadic(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
         return Err(ctx.attr_error("N", format!("is {given}, but the node has {n} tensors")));
     }
     Ok(Translation {
+        first: 0,
         op,
         attrs: Attrs::new(),
         inputs: n,
@@ -338,6 +444,7 @@ fn leading(
 ) -> Result<Translation, OpError> {
     ctx.arity(min, max)?;
     Ok(Translation {
+        first: 0,
         op,
         attrs: Attrs::new(),
         inputs: ctx.inputs.len(),
@@ -385,6 +492,7 @@ fn batch_norm(ctx: &InferCtx) -> Result<Translation, OpError> {
     }
     let epsilon = f64::from(ctx.attr_float("epsilon", 1e-4)?);
     Ok(Translation {
+        first: 0,
         op: "BatchNormalization",
         attrs: onnx_attrs(vec![("epsilon", Attr::Float(epsilon))]),
         inputs: 5,
@@ -395,6 +503,7 @@ fn batch_norm(ctx: &InferCtx) -> Result<Translation, OpError> {
 fn same(op: &'static str, ctx: &InferCtx, n: usize) -> Result<Translation, OpError> {
     ctx.arity(n, n)?;
     Ok(Translation {
+        first: 0,
         op,
         attrs: Attrs::new(),
         inputs: n,
@@ -435,6 +544,7 @@ fn select(ctx: &InferCtx) -> Result<Translation, OpError> {
         ));
     }
     Ok(Translation {
+        first: 0,
         op: "Where",
         attrs: Attrs::new(),
         inputs: 3,
@@ -446,6 +556,7 @@ fn expand_dims(ctx: &InferCtx) -> Result<Translation, OpError> {
     ctx.arity(2, 2)?;
     let axis = axis_input(ctx, 1)?;
     Ok(Translation {
+        first: 0,
         op: "Unsqueeze",
         attrs: onnx_attrs(vec![("axes", Attr::Ints(vec![axis]))]),
         inputs: 1,
@@ -462,6 +573,7 @@ fn concat_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
     }
     let axis = axis_input(ctx, n)?;
     Ok(Translation {
+        first: 0,
         op: "Concat",
         attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: n,
@@ -475,6 +587,7 @@ fn gather(ctx: &InferCtx, axis: i64) -> Result<Translation, OpError> {
         return Err(ctx.attr_error("batch_dims", format!("is {batch}; only 0 is computed")));
     }
     Ok(Translation {
+        first: 0,
         op: "Gather",
         attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: 2,
@@ -510,6 +623,7 @@ fn reduce_d(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
     };
     // An empty `axes` reduces nothing, as TensorFlow's reductions.
     Ok(Translation {
+        first: 0,
         op,
         attrs: onnx_attrs(vec![
             ("axes", Attr::Ints(axes)),
@@ -528,6 +642,7 @@ fn log_softmax_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
         return Err(ctx.attr_error("axes", format!("{axes:?}: one axis is computed")));
     };
     Ok(Translation {
+        first: 0,
         op: "LogSoftmax",
         attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: 1,
@@ -545,6 +660,7 @@ pub fn top_k(ctx: &InferCtx) -> Result<Translation, OpError> {
         }
     };
     Ok(Translation {
+        first: 0,
         op: "TopK",
         attrs: onnx_attrs(vec![
             ("axis", Attr::Int(ctx.attr_int("dim", -1)?)),
@@ -564,34 +680,35 @@ fn target_fn(op: &str) -> Result<TargetFn, OpError> {
         .ok_or_else(|| OpError::NoCompute { op: op.to_string() })
 }
 
-/// The target op's spec and a context for it: the node's leading inputs and values, the
-/// translated attributes.
+/// The target op's spec and a context for it: the node's inputs and values it takes
+/// (from the translation's `first`, also handed to `f`), the translated attributes.
 fn with_target<R>(
     ctx: &InferCtx,
-    f: impl FnOnce(&OpSpec, &InferCtx) -> Result<R, OpError>,
+    f: impl FnOnce(&OpSpec, &InferCtx, usize) -> Result<R, OpError>,
 ) -> Result<R, OpError> {
     let t = target_fn(ctx.op)?(ctx)?;
     let spec = library().get(t.op).ok_or_else(|| OpError::NoCompute {
         op: t.op.to_string(),
     })?;
-    let values = &ctx.values[..t.inputs.min(ctx.values.len())];
+    let taken = t.first..t.first + t.inputs;
+    let values = ctx.values.get(taken.clone()).unwrap_or_default();
     let target = InferCtx {
         op: t.op,
-        inputs: &ctx.inputs[..t.inputs],
+        inputs: &ctx.inputs[taken],
         values,
         attrs: &t.attrs,
         outputs: ctx.outputs,
     };
-    f(spec, &target)
+    f(spec, &target, t.first)
 }
 
 fn infer(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
-    with_target(ctx, |spec, target| spec.infer_shapes(target))
+    with_target(ctx, |spec, target, _| spec.infer_shapes(target))
 }
 
 fn compute(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
-    with_target(ctx, |spec, target| match spec.compute {
-        Some(Compute::Into(f)) => f(target, &inputs[..target.inputs.len()], outputs),
+    with_target(ctx, |spec, target, first| match spec.compute {
+        Some(Compute::Into(f)) => f(target, &inputs[first..first + target.inputs.len()], outputs),
         _ => Err(OpError::NoCompute {
             op: target.op.to_string(),
         }),

@@ -194,6 +194,7 @@ pub fn infer_conv2d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 pub fn translate_conv2d(ctx: &InferCtx) -> Option<Translation> {
     let p = Conv2d::read(ctx).ok()?;
     (p.nchw && !given(ctx, 3)).then(|| Translation {
+        first: 0,
         op: "Conv",
         attrs: p.onnx(),
         inputs: ctx.inputs.len().min(3),

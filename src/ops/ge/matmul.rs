@@ -252,6 +252,7 @@ pub fn translate_matmul(ctx: &InferCtx) -> Option<Translation> {
     }
     if !ta && !tb && !bias {
         return Some(Translation {
+            first: 0,
             op: "MatMul",
             attrs: Attrs::default(),
             inputs: 2,
@@ -275,6 +276,7 @@ pub fn translate_fully_connection(ctx: &InferCtx) -> Option<Translation> {
 /// `inputs` inputs.
 fn gemm_translation(ta: bool, tb: bool, inputs: usize) -> Translation {
     Translation {
+        first: 0,
         op: "Gemm",
         attrs: [
             ("transA".to_string(), Attr::Int(i64::from(ta))),

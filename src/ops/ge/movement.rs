@@ -95,6 +95,7 @@ pub fn concat(
 pub fn translate_concat(ctx: &InferCtx) -> Option<Translation> {
     let axis = required_int(ctx, "concat_dim").ok()?;
     Some(Translation {
+        first: 0,
         op: "Concat",
         attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
         inputs: ctx.inputs.len(),
@@ -212,6 +213,7 @@ pub fn transpose(
 pub fn translate_transpose(ctx: &InferCtx) -> Option<Translation> {
     let rank = ctx.inputs[0].shape.as_ref()?.len();
     Some(Translation {
+        first: 0,
         op: "Transpose",
         attrs: onnx_attrs(vec![("perm", Attr::Ints(perm(ctx, rank).ok()?))]),
         inputs: 1,
@@ -259,6 +261,7 @@ fn onnx_reduce_op(op: &str) -> &'static str {
 /// ReduceMeanD and ReduceSumD as ReduceMean and ReduceSum.
 pub fn translate_reduce(ctx: &InferCtx) -> Option<Translation> {
     Some(Translation {
+        first: 0,
         op: onnx_reduce_op(ctx.op),
         attrs: reduce_attrs(ctx).ok()?,
         inputs: 1,
@@ -325,6 +328,7 @@ pub fn translate_softmax(ctx: &InferCtx) -> Option<Translation> {
     let rank = x.shape.as_ref().map(Vec::len).filter(|&r| r > 0)?;
     let (first, last) = softmax_axes(ctx, rank).ok()?;
     (first == last && softmax_dtype(ctx, x.dtype).ok()? == x.dtype).then(|| Translation {
+        first: 0,
         op: "Softmax",
         attrs: onnx_attrs(vec![("axis", Attr::Int(first as i64))]),
         inputs: 1,

@@ -272,6 +272,7 @@ impl Pool2d {
     fn translation(&self, hw: Option<[i64; 2]>) -> Option<Translation> {
         let hw = hw.filter(|hw| self.nchw && hw.iter().all(|&d| d >= 0))?;
         Some(Translation {
+            first: 0,
             op: if self.max { "MaxPool" } else { "AveragePool" },
             attrs: self.onnx(hw),
             inputs: 1,

@@ -365,3 +365,87 @@ fn arg_max_v2_and_the_variadic_forms() {
         .contains("int64")
     );
 }
+
+/// Conv2DTranspose is ONNX's ConvTranspose on (x, filter, bias), input_size left out; a
+/// non-zero input_size larger than the attributes' output adds rows and columns at the
+/// end (TensorFlow's conv2d_transpose), as ONNX's output_padding does.
+#[test]
+fn conv2d_transpose_is_onnx_conv_transpose_with_input_size() {
+    let x = iota(&[1, 2, 3, 3]);
+    let w = Tensor::from_vec(
+        &[2, 1, 2, 2],
+        &[0.5f32, -1.0, 2.0, 0.25, 1.0, 1.5, -0.5, 0.75],
+    );
+    let b = Tensor::from_vec(&[1], &[0.125f32]);
+    let ge = [
+        ("strides", ints(&[1, 1, 2, 2])),
+        ("pads", ints(&[1, 0, 0, 0])),
+        ("data_format", Attr::Str("NCHW".into())),
+    ];
+    let onnx = [("strides", ints(&[2, 2])), ("pads", ints(&[1, 0, 0, 0]))];
+    let want = run(
+        "ConvTranspose",
+        &onnx,
+        &[x.clone(), w.clone(), b.clone()],
+        1,
+    );
+    let zeros = Tensor::from_vec(&[4], &[0i64; 4]);
+    let got = run(
+        "Conv2DTranspose",
+        &ge,
+        &[zeros, x.clone(), w.clone(), b.clone()],
+        1,
+    );
+    assert_eq!(got[0].shape, [1, 1, 5, 6]);
+    assert_eq!(
+        got[0].slice::<f32>().unwrap(),
+        want[0].slice::<f32>().unwrap()
+    );
+    // input_size one row and column past: output_padding [1, 1].
+    let padded = run(
+        "ConvTranspose",
+        &[
+            ("strides", ints(&[2, 2])),
+            ("pads", ints(&[1, 0, 0, 0])),
+            ("output_padding", ints(&[1, 1])),
+        ],
+        &[x.clone(), w.clone(), b.clone()],
+        1,
+    );
+    let size = Tensor::from_vec(&[4], &[1i32, 1, 6, 7]);
+    let got = run(
+        "Conv2DTranspose",
+        &ge,
+        &[size, x.clone(), w.clone(), b.clone()],
+        1,
+    );
+    assert_eq!(got[0].shape, [1, 1, 6, 7]);
+    assert_eq!(
+        got[0].slice::<f32>().unwrap(),
+        padded[0].slice::<f32>().unwrap()
+    );
+    let mut d = ge.to_vec();
+    d.push(("input_size", ints(&[1, 1, 6, 7])));
+    let got = run("Conv2DTransposeD", &d, &[x.clone(), w.clone(), b], 1);
+    assert_eq!(
+        got[0].slice::<f32>().unwrap(),
+        padded[0].slice::<f32>().unwrap()
+    );
+    // GE's default layout is NHWC, not computed.
+    let nhwc = [
+        ("strides", ints(&[1, 1, 2, 2])),
+        ("pads", ints(&[0, 0, 0, 0])),
+    ];
+    assert!(
+        err(
+            "Conv2DTransposeD",
+            &[
+                nhwc[0].clone(),
+                nhwc[1].clone(),
+                ("input_size", ints(&[0, 0, 0, 0]))
+            ],
+            &[x, w]
+        )
+        .contains("NCHW")
+    );
+}
