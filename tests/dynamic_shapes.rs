@@ -346,3 +346,65 @@ fn graph_mode_replays_a_captured_length_bit_for_bit() {
         ex.unload().expect("unloads");
     }
 }
+
+/// A shape of unknown length (Shape of a tensor of unknown rank, here a ConstantOfShape
+/// whose dims input has no declared shape) feeding an op beside a folded constant: the
+/// Shape is launched with its shape inferred at run time, not read on the host, so the
+/// Sub's launch is given both operands' shapes. Under every engine.
+#[test]
+fn a_shape_of_unknown_length_feeds_later_ops() {
+    use rt2::om::onnx::builder::{OnnxBuilder, attr_t, tensor_f32, value_info};
+    let model = OnnxBuilder::new("unknown_rank")
+        .opset("", 13)
+        .input_info(value_info("dims", 7, None))
+        .input("x", 1, &[2.into(), 3.into()])
+        .output_info(value_info("y", 7, None))
+        .node(
+            "ConstantOfShape",
+            &["dims"],
+            &["c"],
+            vec![attr_t("value", tensor_f32("v", &[1], &[1.0]))],
+        )
+        .node("Shape", &["c"], &["s"], vec![])
+        .node("Shape", &["x"], &["sx"], vec![])
+        .node("Sub", &["s", "sx"], &["y"], vec![])
+        .build();
+    let file = read(&model, &ReadOptions::default()).expect("reads");
+    let dims = HostTensor {
+        dtype: DType::I64,
+        shape: vec![2],
+        data: [4i64, 5].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let x = HostTensor {
+        dtype: DType::F32,
+        shape: vec![2, 3],
+        data: vec![0; 24],
+    };
+    for executor in ExecutorType::ALL {
+        let multi_thread = executor == ExecutorType::TopologicalMultiThread;
+        let eg = lower(
+            &file.root().model,
+            &LowerOptions {
+                multi_thread,
+                ..LowerOptions::default()
+            },
+        )
+        .expect("lowers");
+        let device = Device::new(DeviceConfig::default());
+        let options = ExecutorOptions {
+            executor,
+            ..ExecutorOptions::default()
+        };
+        let mut ex = ModelV2Executor::create(&eg, &device, options).expect("creates");
+        ex.load().expect("loads");
+        let mut out = Vec::new();
+        ex.execute_sync(&[&dims, &x], &mut out)
+            .unwrap_or_else(|e| panic!("{}: {e}", executor.name()));
+        let y: Vec<i64> = out[0]
+            .data
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(y, [2, 2], "{}", executor.name());
+    }
+}

@@ -884,6 +884,12 @@ impl<'r> Lowering<'r> {
         origin: &Arc<Origin>,
     ) -> Option<TVal> {
         let [out] = outs else { return None };
+        // The result's own shape must be known here (a host tensor carries no shape value
+        // for its readers' launches): an input of unknown rank gives a Shape of unknown
+        // length, which is launched as any op, its shape inferred at run time.
+        if !out.is_static() {
+            return None;
+        }
         let shape = self.b.shape_of(ins.first_mut()?.as_mut()?)?;
         let mut k = node(
             format_compact!("{}/BuildShapeTensorData", n.name),

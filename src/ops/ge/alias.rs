@@ -12,7 +12,7 @@
 //! (`elewise_calculation_ops`), TopKV2 (`selection_ops`), SqueezeV3, UnsqueezeV3,
 //! StridedSliceV2 (`array_ops`, `selection_ops`), BatchNorm (`nn_batch_norm_ops`), AddN,
 //! AccumulateNV2, MaxN, ClipByValueV2, ArgMaxV2, Conv2DTranspose, Conv2DTransposeD
-//! (`nn_calculation_ops`), (`elewise_calculation_ops`), PadD, PadV2D, PadV3,
+//! (`nn_calculation_ops`), Cumsum, Cumprod, GatherNd (`selection_ops`), (`elewise_calculation_ops`), PadD, PadV2D, PadV3,
 //! BroadcastTo (`pad_ops`), SliceD (`selection_ops`), SplitV, SplitVD
 //! (`split_combination_ops`), SqueezeV2, UnsqueezeV2 (`array_ops`).
 
@@ -82,6 +82,12 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     // ConvTranspose plugin makes.
     ("Conv2DTranspose", &[0], conv2d_transpose),
     ("Conv2DTransposeD", &[], conv2d_transpose),
+    // selection_ops: Cumsum / Cumprod(x, axis; exclusive false, reverse false), ONNX's
+    // CumSum / CumProd with the flags as ints; GatherNd(x, indices), ONNX's GatherND
+    // with no batch dims.
+    ("Cumsum", &[], |ctx| cumulative("CumSum", ctx)),
+    ("Cumprod", &[], |ctx| cumulative("CumProd", ctx)),
+    ("GatherNd", &[], |ctx| leading("GatherND", ctx, 2, 2)),
     // elewise_calculation_ops: ArgMaxV2(x, dimension; dtype int64).
     ("ArgMaxV2", &[1], arg_max_v2),
 ];
@@ -395,6 +401,23 @@ fn conv2d_transpose(ctx: &InferCtx) -> Result<Translation, OpError> {
         op: "ConvTranspose",
         attrs: onnx_attrs(attrs),
         inputs: ctx.inputs.len() - first,
+    })
+}
+
+/// GE's Cumsum / Cumprod: the library's op on (x, axis), `exclusive` and `reverse` as ints.
+fn cumulative(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(2, 2)?;
+    let flag = |name: &str| -> Result<Attr, OpError> {
+        Ok(Attr::Int(i64::from(ctx.attr_bool(name, false)?)))
+    };
+    Ok(Translation {
+        first: 0,
+        op,
+        attrs: onnx_attrs(vec![
+            ("exclusive", flag("exclusive")?),
+            ("reverse", flag("reverse")?),
+        ]),
+        inputs: 2,
     })
 }
 

@@ -22,13 +22,17 @@
 //! - ReverseV2(x, axis) and ReverseV2D(x; axis): x reversed along each listed dim.
 //! - Fill(dims, value) and FillD(value; dims): a tensor of shape `dims` holding value.
 //! - FlattenV2(x; axis 1, end_axis -1): dims `axis..=end_axis` merged into one.
+//! - CumsumD / CumprodD(x; axis required, exclusive false, reverse false): the library's
+//!   CumSum / CumProd, the axis given as an attribute.
 
+use super::attrs::{onnx_attrs, with_attrs};
 use crate::ops::elementwise::broadcast as broadcast_shapes;
 use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::compute as shape_kernel;
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    Attr, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN,
+    meta,
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
@@ -45,6 +49,8 @@ const OPS: &[(&str, &[usize])] = &[
     ("Fill", &[0]),
     ("FillD", &[]),
     ("FlattenV2", &[]),
+    ("CumsumD", &[]),
+    ("CumprodD", &[]),
 ];
 
 /// Registers the family.
@@ -58,6 +64,7 @@ pub fn register(reg: &mut OpRegistry) {
             "BroadcastToD" | "ExpandD" => (infer_broadcast, shape_kernel::expand),
             "ReverseV2" | "ReverseV2D" => (infer_reverse, reverse),
             "Fill" | "FillD" => (infer_fill, fill),
+            "CumsumD" | "CumprodD" => (infer_cumulative, cumulative),
             _ => (infer_flatten, shape_kernel::copy_through),
         };
         let mut spec = OpSpec::new(name, infer).computes(compute);
@@ -645,6 +652,46 @@ fn infer_flatten(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     out.push(merged);
     out.extend_from_slice(&s[last + 1..]);
     Ok(meta(x.dtype, Some(out)))
+}
+
+// ---------------------------------------------------------------------------------------
+// CumsumD, CumprodD
+
+fn infer_cumulative(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(1, 1)?;
+    let x = &ctx.inputs[0];
+    if let Some(s) = &x.shape {
+        axis(ctx, "axis", required_int(ctx, "axis")?, s.len().max(1))?;
+    }
+    Ok(vec![x.clone()])
+}
+
+/// The library's CumSum / CumProd with the axis as its input 1, a scalar on the stack.
+fn cumulative(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let x = input(ctx, inputs, 0)?;
+    let a = required_int(ctx, "axis")?.to_le_bytes();
+    let flag = |name: &str| -> Result<Attr, OpError> {
+        Ok(Attr::Int(i64::from(ctx.attr_bool(name, false)?)))
+    };
+    let attrs = onnx_attrs(vec![
+        ("exclusive", flag("exclusive")?),
+        ("reverse", flag("reverse")?),
+    ]);
+    let op = if ctx.op == "CumsumD" {
+        "CumSum"
+    } else {
+        "CumProd"
+    };
+    let library = InferCtx {
+        op,
+        ..with_attrs(ctx, &attrs)
+    };
+    let operands = [*x, TensorRef::new(DType::I64, &[], &a)];
+    crate::ops::reduce::compute::cumulative(&library, &operands, outputs)
 }
 
 #[cfg(test)]

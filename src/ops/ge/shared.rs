@@ -170,6 +170,7 @@ const RULES: &[(&str, &[Fix])] = &[
 
 /// GE op types computed by another library op, their axis input made an attribute.
 const RELAUNCH: &[(&str, GeContractFn)] = &[
+    ("ArgMin", arg_min),
     ("Concat", concat),
     ("Pad", pad),
     ("Slice", slice),
@@ -280,6 +281,29 @@ fn slice(ctx: &InferCtx) -> Result<GeUse, String> {
     })
 }
 
+/// GE's ArgMin(x, dimension; dtype int64): the library's ArgMin on x, `axis` the constant
+/// dimension, the dim dropped. An int32 `dtype` is not computed (the library's indices are
+/// int64).
+fn arg_min(ctx: &InferCtx) -> Result<GeUse, String> {
+    if ctx.inputs.len() != 2 {
+        return Err(format!(
+            "GE's ArgMin takes x and dimension, not {} inputs",
+            ctx.inputs.len()
+        ));
+    }
+    match ctx.attrs.get("dtype") {
+        None | Some(Attr::DType(DType::I64)) => {}
+        Some(other) => return Err(format!("GE's ArgMin with dtype {other:?} is not computed")),
+    }
+    let axis = const_int(ctx, 1, "dimension")?;
+    Ok(GeUse::Launch {
+        op: "ArgMin",
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis)), ("keepdims", Attr::Int(0))]),
+        first: 0,
+        count: 1,
+    })
+}
+
 /// GE's Pad(x, paddings), TensorFlow's (a [before, after] row per dim, zeros): PadD,
 /// where ONNX's Pad would read the pairs as all begins then all ends.
 fn pad(ctx: &InferCtx) -> Result<GeUse, String> {
@@ -340,10 +364,6 @@ pub fn ge_node(ctx: &InferCtx) -> Result<GeUse, String> {
 /// and has no rule above: a GE node of one is not computed (see the module doc).
 const DIFFERENT: &[(&str, &str)] = &[
     ("ArgMax", "GE's ArgMax is not checked against ONNX's"),
-    (
-        "ArgMin",
-        "GE's ArgMin takes its axis as input 1 (dimension) and a dtype",
-    ),
     ("Celu", "GE's Celu has alpha1, alpha2 and alpha3"),
     ("Clip", "GE's Clip is not checked against ONNX's"),
     (
@@ -520,6 +540,49 @@ mod tests {
         assert_eq!(a.get("axis"), Some(&Attr::Int(1)));
         // ReverseSequence's seq_dim is required in GE.
         assert!(ge_node_attrs("ReverseSequence", &mut Attrs::new(), 2).is_err());
+    }
+
+    #[test]
+    fn tensorflow_forms_relaunch_as_library_ops() {
+        use crate::ops::{HostTensor, TensorMeta};
+        let scalar = |v: i32| HostTensor {
+            dtype: DType::I32,
+            shape: vec![],
+            data: v.to_le_bytes().to_vec(),
+        };
+        let metas = [
+            TensorMeta::new(DType::F32, &[2, 3]),
+            TensorMeta::new(DType::I32, &[]),
+        ];
+        let dim = scalar(-1);
+        let values = [None, Some(&dim)];
+        let ctx = |op: &'static str, attrs: &'static Attrs| InferCtx {
+            op,
+            inputs: &metas,
+            values: &values,
+            attrs,
+            outputs: 1,
+        };
+        static NONE: std::sync::LazyLock<Attrs> = std::sync::LazyLock::new(Attrs::new);
+        match ge_node(&ctx("ArgMin", &NONE)).unwrap() {
+            GeUse::Launch {
+                op,
+                attrs,
+                first,
+                count,
+            } => {
+                assert_eq!((op, first, count), ("ArgMin", 0, 1));
+                assert_eq!(attrs.get("axis"), Some(&Attr::Int(-1)));
+                assert_eq!(attrs.get("keepdims"), Some(&Attr::Int(0)));
+            }
+            other => panic!("{other:?}"),
+        }
+        let no_value = [None, None];
+        let unknown = InferCtx {
+            values: &no_value,
+            ..ctx("ArgMin", &NONE)
+        };
+        assert!(ge_node(&unknown).unwrap_err().contains("dimension"));
     }
 
     #[test]

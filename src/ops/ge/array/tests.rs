@@ -449,3 +449,37 @@ fn conv2d_transpose_is_onnx_conv_transpose_with_input_size() {
         .contains("NCHW")
     );
 }
+
+#[test]
+fn cumulative_sums_and_gather_nd() {
+    let x = Tensor::from_vec(&[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let axis = Tensor::from_vec(&[], &[1i32]);
+    assert_eq!(
+        run_f32("Cumsum", &[], &[x.clone(), axis.clone()]),
+        [1., 3., 6., 4., 9., 15.]
+    );
+    let flags = [
+        ("exclusive", Attr::Bool(true)),
+        ("reverse", Attr::Bool(true)),
+    ];
+    assert_eq!(
+        run_f32("Cumsum", &flags, &[x.clone(), axis]),
+        [5., 3., 0., 11., 6., 0.]
+    );
+    let d = [("axis", Attr::Int(0)), ("exclusive", Attr::Bool(true))];
+    assert_eq!(
+        run_f32("CumsumD", &d, std::slice::from_ref(&x)),
+        [0., 0., 0., 1., 2., 3.]
+    );
+    assert_eq!(
+        run_f32(
+            "CumprodD",
+            &[("axis", Attr::Int(-1))],
+            std::slice::from_ref(&x)
+        ),
+        [1., 2., 6., 4., 20., 120.]
+    );
+    assert!(err("CumsumD", &[], std::slice::from_ref(&x)).contains("axis"));
+    let idx = Tensor::from_vec(&[2, 2], &[1i32, 0, 0, 2]);
+    assert_eq!(run_f32("GatherNd", &[], &[x, idx]), [4., 3.]);
+}
