@@ -24,6 +24,11 @@
 //! - FlattenV2(x; axis 1, end_axis -1): dims `axis..=end_axis` merged into one.
 //! - CumsumD / CumprodD(x; axis required, exclusive false, reverse false): the library's
 //!   CumSum / CumProd, the axis given as an attribute.
+//! - OneHotD(x, on_value, off_value; depth required, axis -1): TensorFlow's one-hot, a new
+//!   dim of `depth` at `axis` holding on_value where it is x's index and off_value elsewhere;
+//!   an index outside `[0, depth)` (negative ones too) gives a row of off_value. GE's
+//!   OneHot(x, depth, on_value, off_value) is launched as OneHotD with its constant depth
+//!   (`shared.rs`), its depth input left unread: on and off are the last two inputs.
 
 use super::attrs::{onnx_attrs, with_attrs};
 use crate::ops::elementwise::broadcast as broadcast_shapes;
@@ -51,6 +56,7 @@ const OPS: &[(&str, &[usize])] = &[
     ("FlattenV2", &[]),
     ("CumsumD", &[]),
     ("CumprodD", &[]),
+    ("OneHotD", &[]),
 ];
 
 /// Registers the family.
@@ -65,6 +71,7 @@ pub fn register(reg: &mut OpRegistry) {
             "ReverseV2" | "ReverseV2D" => (infer_reverse, reverse),
             "Fill" | "FillD" => (infer_fill, fill),
             "CumsumD" | "CumprodD" => (infer_cumulative, cumulative),
+            "OneHotD" => (infer_one_hot, one_hot),
             _ => (infer_flatten, shape_kernel::copy_through),
         };
         let mut spec = OpSpec::new(name, infer).computes(compute);
@@ -692,6 +699,76 @@ fn cumulative(
     };
     let operands = [*x, TensorRef::new(DType::I64, &[], &a)];
     crate::ops::reduce::compute::cumulative(&library, &operands, outputs)
+}
+
+// ---------------------------------------------------------------------------------------
+// OneHotD
+
+/// (depth, the new dim's place in y) for x of rank `rank`.
+fn one_hot_axis(ctx: &InferCtx, rank: usize) -> Result<(i64, usize), OpError> {
+    let depth = required_int(ctx, "depth")?;
+    if depth < 0 {
+        return Err(ctx.attr_error("depth", format!("{depth} is negative")));
+    }
+    Ok((
+        depth,
+        axis(ctx, "axis", ctx.attr_int("axis", -1)?, rank + 1)?,
+    ))
+}
+
+fn infer_one_hot(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(3, 4)?;
+    let n = ctx.inputs.len();
+    let (on, off) = (&ctx.inputs[n - 2], &ctx.inputs[n - 1]);
+    if on.dtype != off.dtype {
+        return Err(ctx.input_error(n - 1, format!("is {}, on_value is {}", off.dtype, on.dtype)));
+    }
+    let x = &ctx.inputs[0];
+    if !matches!(x.dtype, DType::U8 | DType::I32 | DType::I64) {
+        return Err(ctx.input_error(
+            0,
+            format!("is {}, indices are uint8, int32 or int64", x.dtype),
+        ));
+    }
+    let Some(s) = &x.shape else {
+        return Ok(meta(on.dtype, None));
+    };
+    let (depth, a) = one_hot_axis(ctx, s.len())?;
+    let mut out = s.clone();
+    out.insert(a, depth);
+    Ok(meta(on.dtype, Some(out)))
+}
+
+/// OneHotD: y viewed as `[outer, depth, inner]` around the new dim; every element
+/// off_value, then on_value at each in-range index.
+fn one_hot(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+    let n = inputs.len();
+    let x = input(ctx, inputs, 0)?;
+    let (depth, a) = one_hot_axis(ctx, x.rank())?;
+    let indices =
+        crate::ops::shape::indices::ints(x).ok_or_else(|| ctx.input_error(0, "is not integers"))?;
+    let on = bytes(ctx, &inputs[n - 2], n - 2)?;
+    let off = bytes(ctx, &inputs[n - 1], n - 1)?;
+    let width = inputs[n - 2].dtype.size();
+    if on.len() != width || off.len() != width {
+        return Err(ctx.input_error(n - 2, "on_value and off_value are one value each"));
+    }
+    let inner: usize = x.shape[a..].iter().product();
+    let depth = depth as usize;
+    let y = output(ctx, outputs, 0)?;
+    let dst = bytes_mut(ctx, y)?;
+    for chunk in dst.chunks_exact_mut(width) {
+        chunk.copy_from_slice(off);
+    }
+    for (k, &i) in indices.iter().enumerate() {
+        let Some(i) = usize::try_from(i).ok().filter(|&i| i < depth) else {
+            continue;
+        };
+        let (o, r) = (k / inner.max(1), k % inner.max(1));
+        let at = ((o * depth + i) * inner + r) * width;
+        dst[at..at + width].copy_from_slice(on);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -172,6 +172,7 @@ const RULES: &[(&str, &[Fix])] = &[
 const RELAUNCH: &[(&str, GeContractFn)] = &[
     ("ArgMin", arg_min),
     ("Concat", concat),
+    ("OneHot", one_hot),
     ("Pad", pad),
     ("Slice", slice),
     ("Split", split),
@@ -181,12 +182,7 @@ const RELAUNCH: &[(&str, GeContractFn)] = &[
 
 /// GE's Transpose(x, perm): the library's Transpose with `perm` the constant's values.
 fn transpose(ctx: &InferCtx) -> Result<GeUse, String> {
-    if ctx.inputs.len() != 2 {
-        return Err(format!(
-            "GE's Transpose takes x and perm, not {} inputs",
-            ctx.inputs.len()
-        ));
-    }
+    takes(ctx, 2, "x and perm")?;
     let perm = ctx
         .values
         .get(1)
@@ -245,6 +241,18 @@ fn concat(ctx: &InferCtx) -> Result<GeUse, String> {
     })
 }
 
+/// That the node has `n` inputs, GE's `what`.
+fn takes(ctx: &InferCtx, n: usize, what: &str) -> Result<(), String> {
+    if ctx.inputs.len() == n {
+        return Ok(());
+    }
+    Err(format!(
+        "GE's {} takes {what}, not {} inputs",
+        ctx.op,
+        ctx.inputs.len()
+    ))
+}
+
 /// The int values of constant input `i`.
 fn const_ints(ctx: &InferCtx, i: usize, what: &str) -> Result<Vec<i64>, String> {
     ctx.values
@@ -263,12 +271,7 @@ fn const_ints(ctx: &InferCtx, i: usize, what: &str) -> Result<Vec<i64>, String> 
 /// GE's Slice(x, offsets, size), TensorFlow's (a size of -1 to the end): SliceD, where
 /// ONNX's Slice would read size as the ends.
 fn slice(ctx: &InferCtx) -> Result<GeUse, String> {
-    if ctx.inputs.len() != 3 {
-        return Err(format!(
-            "GE's Slice takes x, offsets and size, not {} inputs",
-            ctx.inputs.len()
-        ));
-    }
+    takes(ctx, 3, "x, offsets and size")?;
     let (offsets, size) = (const_ints(ctx, 1, "offsets")?, const_ints(ctx, 2, "size")?);
     Ok(GeUse::Launch {
         op: "SliceD",
@@ -285,12 +288,7 @@ fn slice(ctx: &InferCtx) -> Result<GeUse, String> {
 /// dimension, the dim dropped. An int32 `dtype` is not computed (the library's indices are
 /// int64).
 fn arg_min(ctx: &InferCtx) -> Result<GeUse, String> {
-    if ctx.inputs.len() != 2 {
-        return Err(format!(
-            "GE's ArgMin takes x and dimension, not {} inputs",
-            ctx.inputs.len()
-        ));
-    }
+    takes(ctx, 2, "x and dimension")?;
     match ctx.attrs.get("dtype") {
         None | Some(Attr::DType(DType::I64)) => {}
         Some(other) => return Err(format!("GE's ArgMin with dtype {other:?} is not computed")),
@@ -304,15 +302,25 @@ fn arg_min(ctx: &InferCtx) -> Result<GeUse, String> {
     })
 }
 
+/// GE's OneHot(x, depth, on_value, off_value; axis -1), TensorFlow's (an index out of
+/// range gives a row of off_value; ONNX's wraps negative ones and takes the two values as
+/// one input): OneHotD on all four inputs with the constant depth as its attribute.
+fn one_hot(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 4, "x, depth, on_value and off_value")?;
+    let depth = const_int(ctx, 1, "depth")?;
+    let axis = ctx.attrs.get("axis").and_then(Attr::as_int).unwrap_or(-1);
+    Ok(GeUse::Launch {
+        op: "OneHotD",
+        attrs: onnx_attrs(vec![("depth", Attr::Int(depth)), ("axis", Attr::Int(axis))]),
+        first: 0,
+        count: 4,
+    })
+}
+
 /// GE's Pad(x, paddings), TensorFlow's (a [before, after] row per dim, zeros): PadD,
 /// where ONNX's Pad would read the pairs as all begins then all ends.
 fn pad(ctx: &InferCtx) -> Result<GeUse, String> {
-    if ctx.inputs.len() != 2 {
-        return Err(format!(
-            "GE's Pad takes x and paddings, not {} inputs",
-            ctx.inputs.len()
-        ));
-    }
+    takes(ctx, 2, "x and paddings")?;
     Ok(GeUse::Launch {
         op: "PadD",
         attrs: onnx_attrs(vec![(
@@ -326,12 +334,7 @@ fn pad(ctx: &InferCtx) -> Result<GeUse, String> {
 
 /// GE's Split(split_dim, x; num_split): SplitD (equal parts) of x.
 fn split(ctx: &InferCtx) -> Result<GeUse, String> {
-    if ctx.inputs.len() != 2 {
-        return Err(format!(
-            "GE's Split takes split_dim and x, not {} inputs",
-            ctx.inputs.len()
-        ));
-    }
+    takes(ctx, 2, "split_dim and x")?;
     let dim = const_int(ctx, 0, "split_dim")?;
     let parts = match ctx.attrs.get("num_split") {
         Some(Attr::Int(n)) => *n,
@@ -380,10 +383,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "GE's LogSoftmax is not checked against ONNX's",
     ),
     ("NonZero", "GE's NonZero has transpose and dtype attributes"),
-    (
-        "OneHot",
-        "GE's OneHot takes on_value and off_value as two inputs",
-    ),
     (
         "Scatter",
         "GE's Scatter updates var in place with a reduce attribute",
@@ -564,19 +563,41 @@ mod tests {
             outputs: 1,
         };
         static NONE: std::sync::LazyLock<Attrs> = std::sync::LazyLock::new(Attrs::new);
-        match ge_node(&ctx("ArgMin", &NONE)).unwrap() {
-            GeUse::Launch {
-                op,
-                attrs,
-                first,
-                count,
-            } => {
-                assert_eq!((op, first, count), ("ArgMin", 0, 1));
-                assert_eq!(attrs.get("axis"), Some(&Attr::Int(-1)));
-                assert_eq!(attrs.get("keepdims"), Some(&Attr::Int(0)));
+        /// The launch a GE node becomes: (op, attributes, first input, input count).
+        fn launch(ctx: &InferCtx) -> (&'static str, Attrs, usize, usize) {
+            match ge_node(ctx).unwrap() {
+                GeUse::Launch {
+                    op,
+                    attrs,
+                    first,
+                    count,
+                } => (op, attrs, first, count),
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
         }
+        let (op, attrs, first, count) = launch(&ctx("ArgMin", &NONE));
+        assert_eq!((op, first, count), ("ArgMin", 0, 1));
+        assert_eq!(attrs.get("axis"), Some(&Attr::Int(-1)));
+        assert_eq!(attrs.get("keepdims"), Some(&Attr::Int(0)));
+        let one_hot_metas = [
+            TensorMeta::new(DType::I32, &[4]),
+            TensorMeta::new(DType::I32, &[]),
+            TensorMeta::new(DType::F32, &[]),
+            TensorMeta::new(DType::F32, &[]),
+        ];
+        let depth = scalar(5);
+        let one_hot_values = [None, Some(&depth), None, None];
+        let one_hot = InferCtx {
+            op: "OneHot",
+            inputs: &one_hot_metas,
+            values: &one_hot_values,
+            attrs: &NONE,
+            outputs: 1,
+        };
+        let (op, attrs, first, count) = launch(&one_hot);
+        assert_eq!((op, first, count), ("OneHotD", 0, 4));
+        assert_eq!(attrs.get("depth"), Some(&Attr::Int(5)));
+        assert_eq!(attrs.get("axis"), Some(&Attr::Int(-1)));
         let no_value = [None, None];
         let unknown = InferCtx {
             values: &no_value,
@@ -591,8 +612,6 @@ mod tests {
         assert!(ge_node_attrs("SpaceToDepth", &mut Attrs::new(), 1).is_err());
         let mut a = attrs(&[("data_format", Attr::Str("NCHW".into()))]);
         assert_eq!(ge_node_attrs("SpaceToDepth", &mut a, 1), Ok(()));
-        let e = ge_node_attrs("OneHot", &mut Attrs::new(), 4).unwrap_err();
-        assert!(e.contains("on_value"), "{e}");
         // Squeeze's empty `axis` is ONNX's absent `axes`.
         let mut a = attrs(&[("axis", Attr::Ints(vec![]))]);
         ge_node_attrs("Squeeze", &mut a, 1).unwrap();

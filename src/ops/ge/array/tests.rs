@@ -483,3 +483,33 @@ fn cumulative_sums_and_gather_nd() {
     let idx = Tensor::from_vec(&[2, 2], &[1i32, 0, 0, 2]);
     assert_eq!(run_f32("GatherNd", &[], &[x, idx]), [4., 3.]);
 }
+
+#[test]
+fn one_hot_gives_off_rows_for_indices_out_of_range() {
+    let x = Tensor::from_vec(&[2, 2], &[0i32, 2, -1, 3]);
+    let (on, off) = (
+        Tensor::from_vec(&[], &[5.0f32]),
+        Tensor::from_vec(&[], &[-1.0f32]),
+    );
+    let (shape, y) = run_f32_with_shape(
+        "OneHotD",
+        &[("depth", Attr::Int(3))],
+        &[x.clone(), on.clone(), off.clone()],
+    );
+    assert_eq!(shape, [2, 2, 3]);
+    assert_eq!(
+        y,
+        [5., -1., -1., -1., -1., 5., -1., -1., -1., -1., -1., -1.]
+    );
+    // The new dim first; a relaunched GE OneHot keeps its depth input, unread.
+    let depth = Tensor::from_vec(&[], &[3i32]);
+    let (shape, y) = run_f32_with_shape(
+        "OneHotD",
+        &[("depth", Attr::Int(3)), ("axis", Attr::Int(0))],
+        &[x, depth, on, off],
+    );
+    assert_eq!(shape, [3, 2, 2]);
+    assert_eq!(y[..4], [5., -1., -1., -1.]);
+    assert_eq!(y[4..8], [-1., -1., -1., -1.]);
+    assert_eq!(y[8..], [-1., 5., -1., -1.]);
+}
