@@ -16,7 +16,7 @@
 //! BroadcastTo (`pad_ops`), SliceD (`selection_ops`), SplitV, SplitVD
 //! (`split_combination_ops`), SqueezeV2, UnsqueezeV2 (`array_ops`).
 
-use super::attrs::onnx_attrs;
+use super::attrs::{no_offset_x, onnx_attrs, required_int, required_ints, required_list};
 use crate::ops::registry::library;
 use crate::ops::{
     Attr, Attrs, Compute, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef,
@@ -138,10 +138,7 @@ fn pad(pads: Vec<i64>, mode: &str, value: f64) -> Translation {
 fn pad_d(ctx: &InferCtx) -> Result<Translation, OpError> {
     let n = if ctx.op == "PadV2D" { 2 } else { 1 };
     ctx.arity(n, n)?;
-    let pairs = ctx
-        .attr_ints("paddings")?
-        .ok_or_else(|| ctx.attr_error("paddings", "is required and missing"))?
-        .to_vec();
+    let pairs = required_list(ctx, "paddings")?;
     let value = if n == 2 {
         scalar_input(ctx, 1)?.unwrap_or(0.0)
     } else {
@@ -195,13 +192,7 @@ fn pad_v3(ctx: &InferCtx) -> Result<Translation, OpError> {
 /// SliceD(x; offsets, size): Slice from `offsets` for `size` (-1: to the end).
 fn slice_d(ctx: &InferCtx) -> Result<Translation, OpError> {
     ctx.arity(1, 1)?;
-    let list = |name: &str| -> Result<Vec<i64>, OpError> {
-        Ok(ctx
-            .attr_ints(name)?
-            .ok_or_else(|| ctx.attr_error(name, "is required and missing"))?
-            .to_vec())
-    };
-    let (offsets, size) = (list("offsets")?, list("size")?);
+    let (offsets, size) = (required_list(ctx, "offsets")?, required_list(ctx, "size")?);
     Ok(Translation {
         first: 0,
         op: "Slice",
@@ -247,15 +238,10 @@ fn split_v(ctx: &InferCtx) -> Result<Translation, OpError> {
         )
     } else {
         ctx.arity(1, 1)?;
-        let sizes = ctx
-            .attr_ints("size_splits")?
-            .ok_or_else(|| ctx.attr_error("size_splits", "is required and missing"))?
-            .to_vec();
-        let dim = match ctx.attrs.get("split_dim") {
-            None => return Err(ctx.attr_error("split_dim", "is required and missing")),
-            Some(_) => ctx.attr_int("split_dim", 0)?,
-        };
-        (sizes, dim)
+        (
+            required_list(ctx, "size_splits")?,
+            required_int(ctx, "split_dim")?,
+        )
     };
     let num = ctx.attr_int("num_split", sizes.len() as i64)?;
     if num != sizes.len() as i64 {
@@ -322,9 +308,10 @@ fn axes_as(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
 fn conv2d_transpose(ctx: &InferCtx) -> Result<Translation, OpError> {
     let first = usize::from(ctx.op == "Conv2DTranspose");
     ctx.arity(first + 2, first + 4)?;
-    if ctx.inputs.len() > first + 3 || ctx.attr_int("offset_x", 0)? != 0 {
-        return Err(ctx.attr_error("offset_x", "quantized convolution is not computed"));
+    if ctx.inputs.len() > first + 3 {
+        return Err(ctx.input_error(first + 3, "offset_w: quantized convolution is not computed"));
     }
+    no_offset_x(ctx)?;
     if ctx.attr_str("data_format", "NHWC")? != "NCHW" {
         return Err(ctx.attr_error("data_format", "only NCHW is computed"));
     }
@@ -341,24 +328,12 @@ fn conv2d_transpose(ctx: &InferCtx) -> Result<Translation, OpError> {
     };
     let (strides, dilations) = (hw("strides", None)?, hw("dilations", Some(1))?);
     let mut output_padding = hw("output_padding", Some(0))?;
-    let pads = ctx
-        .attr_ints("pads")?
-        .ok_or_else(|| ctx.attr_error("pads", "is required and missing"))?
-        .to_vec();
-    let [t, b, l, r] = pads[..] else {
-        return Err(ctx.attr_error(
-            "pads",
-            format!("{pads:?} is not [top, bottom, left, right]"),
-        ));
-    };
+    let pads = required_ints(ctx, "pads", 4)?;
+    let (t, b, l, r) = (pads[0], pads[1], pads[2], pads[3]);
     let size = if first == 1 {
         ctx.value_ints(0)?
     } else {
-        Some(
-            ctx.attr_ints("input_size")?
-                .ok_or_else(|| ctx.attr_error("input_size", "is required and missing"))?
-                .to_vec(),
-        )
+        Some(required_list(ctx, "input_size")?)
     };
     if let Some(size) = size.filter(|s| s.iter().any(|&d| d != 0)) {
         let dims = |i: usize| ctx.inputs[first + i].shape.clone().filter(|s| s.len() == 4);
@@ -407,18 +382,23 @@ fn conv2d_transpose(ctx: &InferCtx) -> Result<Translation, OpError> {
 /// GE's Cumsum / Cumprod: the library's op on (x, axis), `exclusive` and `reverse` as ints.
 fn cumulative(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
     ctx.arity(2, 2)?;
-    let flag = |name: &str| -> Result<Attr, OpError> {
-        Ok(Attr::Int(i64::from(ctx.attr_bool(name, false)?)))
-    };
     Ok(Translation {
         first: 0,
         op,
-        attrs: onnx_attrs(vec![
-            ("exclusive", flag("exclusive")?),
-            ("reverse", flag("reverse")?),
-        ]),
+        attrs: cumulative_flags(ctx)?,
         inputs: 2,
     })
+}
+
+/// GE's `exclusive` and `reverse` (bools, false) as the library's CumSum takes them.
+pub fn cumulative_flags(ctx: &InferCtx) -> Result<Attrs, OpError> {
+    let flag = |name: &str| -> Result<Attr, OpError> {
+        Ok(Attr::Int(i64::from(ctx.attr_bool(name, false)?)))
+    };
+    Ok(onnx_attrs(vec![
+        ("exclusive", flag("exclusive")?),
+        ("reverse", flag("reverse")?),
+    ]))
 }
 
 /// ArgMaxV2(x, dimension; dtype int64): ArgMax without the dim, first index on ties.
@@ -626,20 +606,13 @@ fn gather_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
 /// GatherV2D(x, indices; axis required).
 fn gather_v2d(ctx: &InferCtx) -> Result<Translation, OpError> {
     ctx.arity(2, 2)?;
-    let axis = match ctx.attrs.get("axis") {
-        None => return Err(ctx.attr_error("axis", "is required and missing")),
-        Some(_) => ctx.attr_int("axis", 0)?,
-    };
-    gather(ctx, axis)
+    gather(ctx, required_int(ctx, "axis")?)
 }
 
 /// Reduce*D(x; axes required, keep_dims false).
 fn reduce_d(op: &'static str, ctx: &InferCtx) -> Result<Translation, OpError> {
     ctx.arity(1, 1)?;
-    let axes = ctx
-        .attr_ints("axes")?
-        .ok_or_else(|| ctx.attr_error("axes", "is required and missing"))?
-        .to_vec();
+    let axes = required_list(ctx, "axes")?;
     let keep = match ctx.attrs.get("keep_dims") {
         Some(Attr::Bool(b)) => i64::from(*b),
         _ => ctx.attr_int("keep_dims", 0)?,

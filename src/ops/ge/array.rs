@@ -30,14 +30,13 @@
 //!   OneHot(x, depth, on_value, off_value) is launched as OneHotD with its constant depth
 //!   (`shared.rs`), its depth input left unread: on and off are the last two inputs.
 
-use super::attrs::{onnx_attrs, with_attrs};
+use super::attrs::{required_int, required_list, with_attrs};
 use crate::ops::elementwise::broadcast as broadcast_shapes;
 use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::compute as shape_kernel;
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    Attr, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN,
-    meta,
+    DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
@@ -87,21 +86,6 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     OPS.iter().map(|(name, _)| *name)
 }
 
-/// A required list-of-ints attribute.
-fn required_ints(ctx: &InferCtx, name: &str) -> Result<Vec<i64>, OpError> {
-    ctx.attr_ints(name)?
-        .map(<[i64]>::to_vec)
-        .ok_or_else(|| ctx.attr_error(name, "is required and missing"))
-}
-
-/// A required int attribute.
-fn required_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
-    match ctx.attrs.get(name) {
-        None => Err(ctx.attr_error(name, "is required and missing")),
-        Some(_) => ctx.attr_int(name, 0),
-    }
-}
-
 /// `axis` in `[-rank, rank)` as an index.
 fn axis(ctx: &InferCtx, name: &str, axis: i64, rank: usize) -> Result<usize, OpError> {
     let r = rank as i64;
@@ -135,9 +119,9 @@ enum Cut {
 fn slice_spec(ctx: &InferCtx) -> Result<Option<[Vec<i64>; 3]>, OpError> {
     if ctx.op == "StridedSliceD" {
         return Ok(Some([
-            required_ints(ctx, "begin")?,
-            required_ints(ctx, "end")?,
-            required_ints(ctx, "strides")?,
+            required_list(ctx, "begin")?,
+            required_list(ctx, "end")?,
+            required_list(ctx, "strides")?,
         ]));
     }
     ctx.arity(4, 4)?;
@@ -468,7 +452,7 @@ fn unpack(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Re
 
 fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    let reps = required_ints(ctx, "multiples")?;
+    let reps = required_list(ctx, "multiples")?;
     let x = &ctx.inputs[0];
     let Some(s) = &x.shape else {
         return Ok(meta(x.dtype, None));
@@ -490,7 +474,7 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 /// TileD: the library's tile view of x.
 fn tile(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
     let x = input(ctx, inputs, 0)?;
-    let reps = required_ints(ctx, "multiples")?;
+    let reps = required_list(ctx, "multiples")?;
     if reps.len() != x.rank() || reps.iter().any(|&r| r < 0) {
         return Err(ctx.attr_error(
             "multiples",
@@ -508,7 +492,7 @@ fn tile(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Resu
 
 fn infer_broadcast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
-    let target = required_ints(ctx, "shape")?;
+    let target = required_list(ctx, "shape")?;
     let x = &ctx.inputs[0];
     let out = broadcast_shapes(&[x.shape.as_deref(), Some(&target)]).map_err(|_| {
         ctx.attr_error(
@@ -539,7 +523,7 @@ fn reverse_axes(
     rank: usize,
 ) -> Result<Option<Vec<usize>>, OpError> {
     let list = match (ctx.op, inputs) {
-        ("ReverseV2D", _) => required_ints(ctx, "axis")?,
+        ("ReverseV2D", _) => required_list(ctx, "axis")?,
         (_, Some(ins)) => crate::ops::shape::indices::ints(input(ctx, ins, 1)?)
             .ok_or_else(|| ctx.input_error(1, "is not integers"))?,
         (_, None) => match ctx.value_ints(1)? {
@@ -598,7 +582,7 @@ fn reverse(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> R
 fn infer_fill(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let (value, dims) = if ctx.op == "FillD" {
         ctx.arity(1, 1)?;
-        (&ctx.inputs[0], Some(required_ints(ctx, "dims")?))
+        (&ctx.inputs[0], Some(required_list(ctx, "dims")?))
     } else {
         ctx.arity(2, 2)?;
         (&ctx.inputs[1], crate::ops::shape::dims_input(ctx, 0)?)
@@ -681,13 +665,7 @@ fn cumulative(
 ) -> Result<(), OpError> {
     let x = input(ctx, inputs, 0)?;
     let a = required_int(ctx, "axis")?.to_le_bytes();
-    let flag = |name: &str| -> Result<Attr, OpError> {
-        Ok(Attr::Int(i64::from(ctx.attr_bool(name, false)?)))
-    };
-    let attrs = onnx_attrs(vec![
-        ("exclusive", flag("exclusive")?),
-        ("reverse", flag("reverse")?),
-    ]);
+    let attrs = super::alias::cumulative_flags(ctx)?;
     let op = if ctx.op == "CumsumD" {
         "CumSum"
     } else {

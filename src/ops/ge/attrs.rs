@@ -5,12 +5,33 @@
 
 use crate::ops::{Attr, Attrs, InferCtx, OpError};
 
+/// A required int attribute.
+pub fn required_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
+    match ctx.attrs.get(name) {
+        None => Err(ctx.attr_error(name, "is required and missing")),
+        Some(_) => ctx.attr_int(name, 0),
+    }
+}
+
+/// A required float attribute.
+pub fn required_float(ctx: &InferCtx, name: &str) -> Result<f32, OpError> {
+    match ctx.attrs.get(name) {
+        None => Err(ctx.attr_error(name, "is required and missing")),
+        Some(_) => ctx.attr_float(name, 0.0),
+    }
+}
+
+/// A required list-of-ints attribute, of any length.
+pub fn required_list(ctx: &InferCtx, name: &str) -> Result<Vec<i64>, OpError> {
+    ctx.attr_ints(name)?
+        .map(<[i64]>::to_vec)
+        .ok_or_else(|| ctx.attr_error(name, "is required and missing"))
+}
+
 /// A required list-of-ints attribute of exactly `len` values.
 pub fn required_ints(ctx: &InferCtx, name: &str, len: usize) -> Result<Vec<i64>, OpError> {
-    let v = ctx
-        .attr_ints(name)?
-        .ok_or_else(|| ctx.attr_error(name, "is required and missing"))?;
-    checked_len(ctx, name, v, len)
+    let v = required_list(ctx, name)?;
+    checked_len(ctx, name, &v, len)
 }
 
 /// A list-of-ints attribute of exactly `len` values, `default` when absent.

@@ -35,6 +35,7 @@
 
 use half::{bf16, f16};
 
+use super::attrs::required_float;
 use crate::dispatch;
 use crate::ops::elementwise::binary::{binary as binary_map, mismatch, unsupported};
 use crate::ops::elementwise::broadcast;
@@ -116,14 +117,6 @@ pub fn names() -> impl Iterator<Item = &'static str> {
         .copied()
 }
 
-/// A required float attribute.
-fn required(ctx: &InferCtx, name: &str) -> Result<f32, OpError> {
-    match ctx.attrs.get(name) {
-        None => Err(ctx.attr_error(name, "is required and missing")),
-        Some(_) => ctx.attr_float(name, 0.0),
-    }
-}
-
 /// The attributes each op requires, checked at inference so a node without them does not
 /// lower.
 fn required_attrs(op: &str) -> &'static [&'static str] {
@@ -138,7 +131,7 @@ fn required_attrs(op: &str) -> &'static [&'static str] {
 
 fn check_required(ctx: &InferCtx) -> Result<(), OpError> {
     for name in required_attrs(ctx.op) {
-        required(ctx, name)?;
+        required_float(ctx, name)?;
     }
     Ok(())
 }
@@ -200,7 +193,8 @@ fn unary(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Res
 }
 
 fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpError> {
-    let value = || -> Result<T, OpError> { Ok(T::from_f64(f64::from(required(ctx, "value")?))) };
+    let value =
+        || -> Result<T, OpError> { Ok(T::from_f64(f64::from(required_float(ctx, "value")?))) };
     match ctx.op {
         "Square" => broadcast::par_map(x, out, |v| v.mul(v)),
         "Relu6" | "Relu6D" => {
@@ -235,7 +229,7 @@ fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpErr
 /// not 0).
 fn fill(ctx: &InferCtx, _inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
     let v = match ctx.op {
-        "Fills" => f64::from(required(ctx, "value")?),
+        "Fills" => f64::from(required_float(ctx, "value")?),
         "OnesLike" => 1.0,
         _ => 0.0,
     };
@@ -297,7 +291,7 @@ fn float_binary<T: Float>(
             x * y.ln()
         }),
         "Axpy" => {
-            let alpha = R::<T>::c(f64::from(required(ctx, "alpha")?));
+            let alpha = R::<T>::c(f64::from(required_float(ctx, "alpha")?));
             zip_r!(|x, y| x + alpha * y)
         }
         _ => Err(unsupported(ctx, T::DTYPE)),
@@ -340,7 +334,7 @@ fn int_binary<T: Num>(
         }),
         "MulNoNan" => binary_map(ctx, a, b, out, |x: T, y: T| x.mul(y)),
         "Axpy" => {
-            let alpha = T::from_f64(f64::from(required(ctx, "alpha")?));
+            let alpha = T::from_f64(f64::from(required_float(ctx, "alpha")?));
             binary_map(ctx, a, b, out, |x: T, y: T| x.add(alpha.mul(y)))
         }
         _ => Err(unsupported(ctx, T::DTYPE)),

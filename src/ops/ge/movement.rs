@@ -13,7 +13,7 @@
 //!   `half_to_float` false. Several axes must be adjacent: they are one softmax over
 //!   their flattened extent. `half_to_float` gives a float32 y for a float16 or bfloat16 x.
 
-use super::attrs::{onnx_attrs, with_attrs};
+use super::attrs::{onnx_attrs, required_int, required_list, with_attrs};
 use crate::ops::nn::agree;
 use crate::ops::nn::scalar::read_f64s;
 use crate::ops::nn::softmax;
@@ -24,14 +24,6 @@ use crate::ops::{
     Attr, Attrs, DType, InferCtx, OpError, Tensor, TensorMeta, TensorMut, TensorRef, Translation,
     UNKNOWN, meta,
 };
-
-/// A required int attribute.
-fn required_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
-    match ctx.attrs.get(name) {
-        None => Err(ctx.attr_error(name, "is required and missing")),
-        Some(_) => ctx.attr_int(name, 0),
-    }
-}
 
 /// ConcatD / ConcatV2D: dims agree but on `concat_dim`, which adds up.
 pub fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
@@ -223,10 +215,7 @@ pub fn translate_transpose(ctx: &InferCtx) -> Option<Translation> {
 /// The ONNX attributes of the reduce: `axes`, `keep_dims` and `noop_with_empty_axes`
 /// under ONNX's names, `axes` required.
 fn reduce_attrs(ctx: &InferCtx) -> Result<Attrs, OpError> {
-    let axes = ctx
-        .attr_ints("axes")?
-        .ok_or_else(|| ctx.attr_error("axes", "is required and missing"))?
-        .to_vec();
+    let axes = required_list(ctx, "axes")?;
     Ok(onnx_attrs(vec![
         ("axes", Attr::Ints(axes)),
         (
