@@ -201,6 +201,28 @@ pub fn op_attrs(map: &AttrMap) -> Attrs {
     })
 }
 
+/// Records on a GE node's attributes the origin format of each of its inputs
+/// ([`crate::ops::ge::INPUT_FORMATS_ATTR`]), for the ops whose meaning depends on a layout
+/// their prototype takes from the tensor, not from an attribute. Left off where every
+/// input is ND or undescribed (nothing to tell) and on the ONNX importer's nodes, whose
+/// layouts are ONNX's.
+pub fn add_input_formats(n: &crate::om::ComputeNode, attrs: &mut Attrs) {
+    if n.attrs.contains_key(ONNX_OPSET_ATTR) {
+        return;
+    }
+    let formats: Vec<i64> = n
+        .input_descs
+        .iter()
+        .map(|d| TensorFormat::of(d).origin_format)
+        .collect();
+    if formats.iter().any(|&f| f != ND) {
+        attrs.insert(
+            crate::ops::ge::INPUT_FORMATS_ATTR.into(),
+            Attr::Ints(formats),
+        );
+    }
+}
+
 fn convert(map: &AttrMap, keep: impl Fn(&str) -> bool) -> Attrs {
     // The source map iterates in name order with unique names, so without named
     // attributes the result is built sorted, in one allocation. A flattened member's

@@ -764,6 +764,7 @@ impl<'r> Lowering<'r> {
             return Ok(vec![None; n.output_descs.len()]);
         }
         let mut attrs = attrs::op_attrs(&n.attrs);
+        attrs::add_input_formats(n, &mut attrs);
         if let Some(why) = unsupported_type(n, &attrs) {
             self.unsupported(path, n, &why);
             return Ok(vec![None; n.output_descs.len()]);

@@ -39,6 +39,8 @@ mod pool;
 pub mod prototype;
 pub mod shared;
 
+pub use attrs::{INPUT_FORMATS_ATTR, input_format};
+
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta};
 
 /// Registers the family.

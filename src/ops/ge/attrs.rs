@@ -100,3 +100,19 @@ pub fn data_format(ctx: &InferCtx, default: &str) -> Result<bool, OpError> {
         other => Err(ctx.attr_error("data_format", format!("{other:?} is not NCHW or NHWC"))),
     }
 }
+
+/// The attribute lowering puts on each node of a GE graph: the origin format of each of
+/// its inputs as the graph's tensor descriptors record them (`C_Format` numbers, -1 where
+/// a descriptor names none). An op whose meaning depends on a layout its prototype takes
+/// from the tensor rather than from an attribute (ResizeBilinearV2's NHWC or NCHW,
+/// DepthwiseConv2D's HWCN or NCHW filter) reads it through [`input_format`].
+pub const INPUT_FORMATS_ATTR: &str = "_input_origin_formats";
+
+/// The origin format of input `i` as lowering recorded it ([`INPUT_FORMATS_ATTR`]);
+/// `None` when the node carries none (an ONNX import, a unit test) or the number is not a
+/// format.
+pub fn input_format(ctx: &InferCtx, i: usize) -> Option<crate::formats::Format> {
+    let v = ctx.attr_ints(INPUT_FORMATS_ATTR).ok().flatten()?;
+    let n = u8::try_from(*v.get(i)?).ok()?;
+    crate::formats::Format::from_number(n)
+}
