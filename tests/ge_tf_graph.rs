@@ -2,7 +2,8 @@
 //! (op types ONNX also names, with other meanings), StridedSliceD with its masks, Pack,
 //! and GE's elementwise math (Square, Adds, Rsqrt, SquaredDifference). It lowers and runs
 //! under every executor to bit-identical outputs, which match the same computation written
-//! out here element by element from the prototypes' documented semantics.
+//! out here element by element from the prototypes' documented semantics. A
+//! ResizeBilinearV2 takes its NCHW or NHWC layout from the tensor descriptors' format.
 
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
@@ -176,20 +177,10 @@ fn expected(x: &[f32]) -> Vec<f32> {
     out
 }
 
-#[test]
-fn a_tensorflow_born_ge_graph_computes_tensorflows_meanings_under_every_executor() {
-    let file = read(graph().as_bytes(), &ReadOptions::default()).expect("reads");
-    let x = input();
-    let tensor = HostTensor {
-        dtype: DType::F32,
-        shape: X.to_vec(),
-        data: f32s(&x),
-    };
-    let want = expected(&x);
-    // The PRelu slopes apply per channel: a slope along the last dim (ONNX's broadcast)
-    // would give other values.
-    assert!(want.iter().any(|&v| v != 0.0));
-    let mut first: Option<Vec<u8>> = None;
+/// Runs `file`'s graph on `input` under every executor, checks they agree bit for bit,
+/// and gives the first output's shape and values.
+fn run_everywhere(file: &rt2::om::file::ModelFile, input: &HostTensor) -> (Vec<i64>, Vec<f32>) {
+    let mut first: Option<HostTensor> = None;
     for multi_thread in [false, true] {
         let eg = lower(
             &file.root().model,
@@ -217,25 +208,97 @@ fn a_tensorflow_born_ge_graph_computes_tensorflows_meanings_under_every_executor
             let mut ex = ModelV2Executor::create(&eg, &device, options).expect("creates");
             ex.load().expect("loads");
             let mut out = Vec::new();
-            ex.execute_sync(&[&tensor], &mut out)
+            ex.execute_sync(&[input], &mut out)
                 .unwrap_or_else(|e| panic!("{}: {e}", executor.name()));
-            assert_eq!(out[0].shape, [2, 2, 2, 2]);
-            let got: Vec<f32> = out[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-6 * w.abs().max(1.0),
-                    "{}: element {i}: {g} vs {w}",
-                    executor.name()
-                );
-            }
             match &first {
-                None => first = Some(out[0].data.clone()),
-                Some(f) => assert_eq!(f, &out[0].data, "{}", executor.name()),
+                None => first = Some(out.swap_remove(0)),
+                Some(f) => assert_eq!(f.data, out[0].data, "{}", executor.name()),
             }
         }
     }
+    let out = first.expect("ran");
+    let values = out
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    (out.shape, values)
+}
+
+#[test]
+fn a_tensorflow_born_ge_graph_computes_tensorflows_meanings_under_every_executor() {
+    let file = read(graph().as_bytes(), &ReadOptions::default()).expect("reads");
+    let x = input();
+    let tensor = HostTensor {
+        dtype: DType::F32,
+        shape: X.to_vec(),
+        data: f32s(&x),
+    };
+    let want = expected(&x);
+    // The PRelu slopes apply per channel: a slope along the last dim (ONNX's broadcast)
+    // would give other values.
+    assert!(want.iter().any(|&v| v != 0.0));
+    let (shape, got) = run_everywhere(&file, &tensor);
+    assert_eq!(shape, [2, 2, 2, 2]);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+            "element {i}: {g} vs {w}"
+        );
+    }
+}
+
+/// ResizeBilinearV2 of one [1, 2, 1, 2] tensor to size [1, 4] with half-pixel centers,
+/// its layout told only by the tensor descriptors' format, as GE's graphs tell it.
+fn resize_graph(layout: &str, out: &[i64]) -> String {
+    let d = |dims: &[i64]| desc("DT_FLOAT", dims).replace("\"ND\"", &format!("\"{layout}\""));
+    let x = d(&[1, 2, 1, 2]);
+    let mut ops = format!(
+        "op {{ name: \"x\" type: \"Data\" {} input_desc {{ {x} }} output_desc {{ {x} }} }}\n",
+        attr("index", "i: 0"),
+    );
+    ops += &konst("size", "DT_INT32", &[2], &i32s(&[1, 4]));
+    ops += &format!(
+        "op {{ name: \"resize\" type: \"ResizeBilinearV2\" input: \"x:0\" input: \"size:0\" \
+         {} input_desc {{ {x} }} input_desc {{ {} }} output_desc {{ {} }} }}\n",
+        attr("half_pixel_centers", "b: true"),
+        desc("DT_INT32", &[2]),
+        d(out),
+    );
+    ops += &format!(
+        "op {{ name: \"out\" type: \"NetOutput\" input: \"resize:0\" input_desc {{ {} }} }}\n",
+        d(out)
+    );
+    format!("name: \"r\" graph {{ name: \"r\" input: \"x:0\" output: \"resize:0\"\n{ops}}}\n")
+}
+
+/// The same bytes resize along other dims when the descriptors say NCHW than when they
+/// say NHWC: lowering carries the tensor's format to the op.
+#[test]
+fn resize_takes_its_layout_from_the_tensor_format() {
+    let x = HostTensor {
+        dtype: DType::F32,
+        shape: vec![1, 2, 1, 2],
+        data: f32s(&[10.0, 20.0, -1.0, 1.0]),
+    };
+    // NCHW: two channels of one row of two pixels, each row resized 2 -> 4 at
+    // -0.25, 0.25, 0.75, 1.25.
+    let file = read(
+        resize_graph("NCHW", &[1, 2, 1, 4]).as_bytes(),
+        &ReadOptions::default(),
+    )
+    .expect("reads");
+    let (shape, y) = run_everywhere(&file, &x);
+    assert_eq!(shape, [1, 2, 1, 4]);
+    assert_eq!(y, [10.0, 12.5, 17.5, 20.0, -1.0, -0.5, 0.5, 1.0]);
+    // NHWC: two rows of one pixel of two channels; H 2 -> 1 samples halfway between the
+    // rows, W 1 -> 4 repeats the pixel.
+    let file = read(
+        resize_graph("NHWC", &[1, 1, 4, 2]).as_bytes(),
+        &ReadOptions::default(),
+    )
+    .expect("reads");
+    let (shape, y) = run_everywhere(&file, &x);
+    assert_eq!(shape, [1, 1, 4, 2]);
+    assert_eq!(y, [4.5, 10.5, 4.5, 10.5, 4.5, 10.5, 4.5, 10.5]);
 }

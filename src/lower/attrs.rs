@@ -202,7 +202,7 @@ pub fn op_attrs(map: &AttrMap) -> Attrs {
 }
 
 /// Records on a GE node's attributes the origin format of each of its inputs
-/// ([`crate::ops::ge::INPUT_FORMATS_ATTR`]), for the ops whose meaning depends on a layout
+/// ([`crate::ops::INPUT_FORMATS_ATTR`]), for the ops whose meaning depends on a layout
 /// their prototype takes from the tensor, not from an attribute. Left off where every
 /// input is ND or undescribed (nothing to tell) and on the ONNX importer's nodes, whose
 /// layouts are ONNX's.
@@ -216,10 +216,7 @@ pub fn add_input_formats(n: &crate::om::ComputeNode, attrs: &mut Attrs) {
         .map(|d| TensorFormat::of(d).origin_format)
         .collect();
     if formats.iter().any(|&f| f != ND) {
-        attrs.insert(
-            crate::ops::ge::INPUT_FORMATS_ATTR.into(),
-            Attr::Ints(formats),
-        );
+        attrs.insert(crate::ops::INPUT_FORMATS_ATTR.into(), Attr::Ints(formats));
     }
 }
 

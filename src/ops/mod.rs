@@ -34,8 +34,9 @@ pub use dtype::DType;
 pub use error::OpError;
 pub use registry::{
     Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS,
-    GeContractFn, GeUse, InferCtx, InferFn, OpRegistry, OpSpec, Prepack, PrepackFn, ShapeValues,
-    SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN, meta, shape_values,
+    GeContractFn, GeUse, INPUT_FORMATS_ATTR, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,
+    PrepackFn, ShapeValues, SpecialFn, SpecializeFn, TensorMeta, TranslateFn, Translation, UNKNOWN,
+    meta, shape_values,
 };
 pub use tensor::{Buffer, Elem, Tensor, TensorMut, TensorRef};
 #[cfg(test)]

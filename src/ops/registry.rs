@@ -614,5 +614,13 @@ impl OpRegistry {
 /// each op checks it against what it computes.
 pub const DECLARED_SHAPE_ATTR: &str = "_rt2_declared_shape";
 
+/// The attribute lowering puts on each node of a GE graph: the origin format of each of
+/// its inputs as the graph's tensor descriptors record them (`C_Format` numbers). An op
+/// whose meaning depends on a layout its prototype takes from the tensor rather than from
+/// an attribute (ResizeBilinearV2's NHWC or NCHW) reads it through
+/// [`crate::ops::ge::input_format`]. GE has no such attribute: its ops read their
+/// descriptors.
+pub const INPUT_FORMATS_ATTR: &str = "_input_origin_formats";
+
 /// The op types that read [`DECLARED_SHAPE_ATTR`].
 pub const DECLARED_SHAPE_OPS: &[&str] = &["TransData", "Aipp"];

@@ -3,7 +3,7 @@
 //! handing translated attributes to the ONNX ops' kernels. Below every op file of the
 //! family.
 
-use crate::ops::{Attr, Attrs, InferCtx, OpError};
+use crate::ops::{Attr, Attrs, INPUT_FORMATS_ATTR, InferCtx, OpError};
 
 /// A required int attribute.
 pub fn required_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
@@ -101,14 +101,8 @@ pub fn data_format(ctx: &InferCtx, default: &str) -> Result<bool, OpError> {
     }
 }
 
-/// The attribute lowering puts on each node of a GE graph: the origin format of each of
-/// its inputs as the graph's tensor descriptors record them (`C_Format` numbers, -1 where
-/// a descriptor names none). An op whose meaning depends on a layout its prototype takes
-/// from the tensor rather than from an attribute (ResizeBilinearV2's NHWC or NCHW,
-/// DepthwiseConv2D's HWCN or NCHW filter) reads it through [`input_format`].
-pub const INPUT_FORMATS_ATTR: &str = "_input_origin_formats";
-
-/// The origin format of input `i` as lowering recorded it ([`INPUT_FORMATS_ATTR`]);
+/// The origin format of input `i` as lowering recorded it ([`INPUT_FORMATS_ATTR`], ND
+/// where a descriptor names none);
 /// `None` when the node carries none (an ONNX import, a unit test) or the number is not a
 /// format.
 pub fn input_format(ctx: &InferCtx, i: usize) -> Option<crate::formats::Format> {

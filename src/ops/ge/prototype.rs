@@ -25,6 +25,7 @@ use std::sync::LazyLock;
 /// The facts files, with the names they are reported under.
 const FILES: &[(&str, &str)] = &[
     ("array_ops", include_str!("prototypes/array_ops.txt")),
+    ("image_ops", include_str!("prototypes/image_ops.txt")),
     (
         "elewise_calculation_ops",
         include_str!("prototypes/elewise_calculation_ops.txt"),
