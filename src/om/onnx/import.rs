@@ -173,6 +173,8 @@ struct Scope<'a> {
     values: HashMap<String, ValueRef>,
     /// Names taken, each with the next suffix to try, so that many equal names stay linear.
     names: HashMap<String, usize>,
+    /// Ops a plugin's subgraph puts after the op being converted, pushed after it.
+    after: Vec<OpDef>,
 }
 
 impl Scope<'_> {
@@ -181,6 +183,13 @@ impl Scope<'_> {
     }
     /// A unique op name in this graph, prefixed for subgraphs as GE's subgraph
     /// post-processing does (`<subgraph>/<node>`).
+    /// A unique name for an op a plugin adds for op `name` (already this scope's):
+    /// `<name>_<suffix>`, prefixed once.
+    fn derived(&mut self, name: &str, suffix: &str) -> String {
+        let base = name.strip_prefix(self.prefix).unwrap_or(name);
+        self.op_name(&format!("{base}_{suffix}"))
+    }
+
     fn op_name(&mut self, base: &str) -> String {
         let first = format!("{}{base}", self.prefix);
         let mut k = match self.names.get(&first) {
@@ -244,6 +253,7 @@ impl Importer {
             ops: Vec::new(),
             values: HashMap::new(),
             names: HashMap::new(),
+            after: Vec::new(),
         };
         let mut types: HashMap<&str, ValueType> = HashMap::new();
         for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
@@ -352,6 +362,8 @@ impl Importer {
         for ((node, op_name), constant) in g.node.iter().zip(op_names).zip(constants) {
             let op = self.node(&mut s, node, op_name, constant, depth)?;
             s.ops.push(op);
+            let after = std::mem::take(&mut s.after);
+            s.ops.extend(after);
         }
 
         // NetOutput: one input per graph output, in order.
@@ -610,9 +622,16 @@ fn plugin_form(
         inputs: input_types,
         outputs,
     };
-    let Some(m) = plugins::map(onnx_type, &node) else {
+    let Some(mut m) = plugins::map(onnx_type, &node) else {
         return false;
     };
+    let node_op = op.clone();
+    for (i, extra) in std::mem::take(&mut m.before) {
+        let made = extra_op(s, &op.name, &extra, &node_op, &[], None);
+        op.input[i] = format!("{}:0", made.name);
+        op.input_desc[i] = made.output_desc[0].clone();
+        s.ops.push(made);
+    }
     op.r#type = m.op_type.to_string();
     *attrs = m.attrs;
     if let Some(keep) = m.inputs {
@@ -625,12 +644,82 @@ fn plugin_form(
     for (suffix, value) in m.consts {
         const_input(s, op, suffix, value, op.input.len());
     }
+    if !m.after.is_empty() {
+        // The node's name and outputs go to the last op after it; the mapped op is
+        // renamed, and its output, now internal, is left for inference to describe.
+        let node_name = std::mem::take(&mut op.name);
+        op.name = s.derived(&node_name, m.op_type);
+        let outputs = std::mem::take(&mut op.output_desc);
+        op.output_desc = vec![descriptor(&ValueType::default(), "ND"); outputs.len()];
+        let mut made: Vec<String> = Vec::new();
+        let last = m.after.len() - 1;
+        for (k, extra) in m.after.iter().enumerate() {
+            let last_one = (k == last).then(|| (node_name.clone(), outputs.clone()));
+            let e = extra_op(s, &node_name, extra, &node_op, &made, Some(&op.name));
+            let e = match last_one {
+                Some((name, outputs)) => OpDef {
+                    name,
+                    output_desc: outputs,
+                    ..e
+                },
+                None => e,
+            };
+            made.push(e.name.clone());
+            s.after.push(e);
+        }
+    }
     !m.onnx_meaning
+}
+
+/// One op of a plugin's subgraph beside the mapped one, named `<node>_<suffix>`: its
+/// inputs resolved against the node's own (`node_op`, as the ONNX node wrote them), the
+/// ops made after the mapped op so far (`after`) and the mapped op itself (`mapped`), its
+/// Consts pushed to the scope. Its output is described by inference.
+fn extra_op(
+    s: &mut Scope,
+    node: &str,
+    extra: &plugins::Extra,
+    node_op: &OpDef,
+    after: &[String],
+    mapped: Option<&str>,
+) -> OpDef {
+    let mut op = OpDef {
+        name: s.derived(node, extra.suffix),
+        r#type: extra.op_type.to_string(),
+        attr: extra.attrs.clone(),
+        output_desc: vec![descriptor(&ValueType::default(), "ND")],
+        ..Default::default()
+    };
+    let unknown = || descriptor(&ValueType::default(), "ND");
+    for from in &extra.inputs {
+        let (input, desc) = match from {
+            plugins::Operand::Input(i) => (
+                node_op.input.get(*i).cloned().unwrap_or_default(),
+                node_op.input_desc.get(*i).cloned().unwrap_or_else(unknown),
+            ),
+            plugins::Operand::Mapped => (
+                mapped.map(|m| format!("{m}:0")).unwrap_or_default(),
+                unknown(),
+            ),
+            plugins::Operand::After(k) => (
+                after.get(*k).map(|a| format!("{a}:0")).unwrap_or_default(),
+                unknown(),
+            ),
+            plugins::Operand::Const(suffix, value) => {
+                let at = op.input.len();
+                const_input(s, &mut op, suffix, (**value).clone(), at);
+                continue;
+            }
+        };
+        op.input.push(input);
+        op.input_desc.push(desc);
+    }
+    op
 }
 
 /// A plugin's Const `<node>_<suffix>` holding `value`, made input `at` of `op`.
 fn const_input(s: &mut Scope, op: &mut OpDef, suffix: &str, value: TensorDef, at: usize) {
-    let name = s.op_name(&format!("{}_{suffix}", op.name));
+    let name = s.derived(&op.name.clone(), suffix);
     op.input.insert(at, format!("{name}:0"));
     op.input_desc
         .insert(at, value.desc.clone().unwrap_or_default());

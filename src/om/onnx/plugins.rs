@@ -77,6 +77,56 @@ pub struct Mapped {
     /// The node's inputs the GE op takes, in its order, when not all of them as they are
     /// (Clip with only a max bound is Minimum(x, max)).
     pub inputs: Option<Vec<usize>>,
+    /// Ops of the plugin's subgraph that feed the op: each `(i, op)` computes what the
+    /// op reads in place of the node's input `i` (before-opset-11 Clip's Cast).
+    pub before: Vec<(usize, Extra)>,
+    /// Ops of the plugin's subgraph after the op, in order; the last gives the node's
+    /// output, under the node's name, and the mapped op is renamed `<node>_<GE type>`
+    /// (ArgMax's ExpandDims, Gemm's bias Add).
+    pub after: Vec<Extra>,
+}
+
+/// One more op of the subgraph a plugin builds (GE inlines the `PartitionedCall`, so ATC's
+/// graph holds these ops beside the mapped one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extra {
+    /// Its GE op type.
+    pub op_type: &'static str,
+    /// It is named `<node>_<suffix>` (unless it is the last of [`Mapped::after`]).
+    pub suffix: &'static str,
+    /// Its GE attributes.
+    pub attrs: BTreeMap<String, AttrDef>,
+    /// Its inputs, in order.
+    pub inputs: Vec<Operand>,
+}
+
+/// Where an [`Extra`] op's input comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    /// The ONNX node's input `i`.
+    Input(usize),
+    /// The mapped op's output 0.
+    Mapped,
+    /// Output 0 of [`Mapped::after`]'s op `k`.
+    After(usize),
+    /// A Const the plugin makes, named `<node>_<suffix>`.
+    Const(&'static str, Box<TensorDef>),
+}
+
+impl Extra {
+    fn new(op_type: &'static str, suffix: &'static str, inputs: Vec<Operand>) -> Extra {
+        Extra {
+            op_type,
+            suffix,
+            attrs: BTreeMap::new(),
+            inputs,
+        }
+    }
+
+    fn with(mut self, name: &str, value: AttrDef) -> Extra {
+        self.attrs.insert(name.to_string(), value);
+        self
+    }
 }
 
 /// Every plugin rt2 applies, by ONNX op type.
@@ -85,9 +135,9 @@ pub const PLUGINS: &[Plugin] = &[
     Plugin {
         onnx: "ArgMax",
         opsets: (8, 18),
-        ge: "ArgMaxV2",
-        converts: "axis -> Const int32 scalar dimension; dtype int64",
-        keeps: "keepdims 1 (GE adds an ExpandDims); select_last_index 1 (GE refuses)",
+        ge: "ArgMaxV2, ExpandDims",
+        converts: "axis -> Const int32 scalar dimension; dtype int64; keepdims 1: ExpandDims(y, the same axis) after",
+        keeps: "select_last_index 1 (GE refuses)",
         source: OPS_MATH,
         map: arg_max,
     },
@@ -126,9 +176,18 @@ pub const PLUGINS: &[Plugin] = &[
         opsets: (11, 18),
         ge: "ClipByValue, Minimum, Maximum",
         converts: "both bounds: ClipByValue(x, min, max); only max: Minimum(x, max); only min: Maximum(x, min)",
-        keeps: "no bound given (GE refuses); before opset 11 (GE casts to float32 first)",
+        keeps: "no bound given (GE refuses)",
         source: OPS_MATH,
         map: clip,
+    },
+    Plugin {
+        onnx: "Clip",
+        opsets: (8, 10),
+        ge: "Cast, ClipByValue",
+        converts: "Cast(x) to float32, then ClipByValue(x, Const min, Const max) from the attributes",
+        keeps: "x not float32 (the Cast would change its type)",
+        source: OPS_MATH,
+        map: clip_attrs,
     },
     Plugin {
         onnx: "Concat",
@@ -236,6 +295,15 @@ pub const PLUGINS: &[Plugin] = &[
         keeps: "before opset 13, an axis not the last (ONNX flattens there; GE's op takes one axis)",
         source: OPS_NN,
         map: softmax,
+    },
+    Plugin {
+        onnx: "Gemm",
+        opsets: (8, 18),
+        ge: "MatMulV2, Add, Muls",
+        converts: "MatMulV2(A, B; transpose_x1 transA, transpose_x2 transB), then Add(y, C) when alpha and beta are 1, else Add(Muls(y, alpha), Muls(C, beta))",
+        keeps: "A or B not float; no C with alpha other than 1 (GE drops alpha)",
+        source: OPS_NN,
+        map: gemm,
     },
     Plugin {
         onnx: "MatMul",
@@ -395,9 +463,12 @@ const fn rename(onnx: &'static str, ge: &'static str) -> Plugin {
 /// since the ONNX ops it maps changed only their type lists since (and where a later
 /// version added an attribute, the conversion reads it: AveragePool's dilations).
 pub fn plugin(op_type: &str, opset: i64) -> Option<&'static Plugin> {
+    // Some ops have one plugin per opset range (Clip's before and from opset 11): the one
+    // starting latest at or below the node's opset applies.
     PLUGINS
         .iter()
-        .find(|p| p.onnx == op_type && opset >= p.opsets.0)
+        .filter(|p| p.onnx == op_type && opset >= p.opsets.0)
+        .max_by_key(|p| p.opsets.0)
 }
 
 /// The GE form of an ONNX default-domain node, or `None` to keep it as written.
@@ -424,12 +495,8 @@ pub fn table() -> String {
 
 fn renamed(p: &Plugin, n: &Node) -> Option<Mapped> {
     Some(Mapped {
-        op_type: p.ge,
-        attrs: n.attrs.clone(),
         onnx_meaning: true,
-        consts: Vec::new(),
-        leading_consts: Vec::new(),
-        inputs: None,
+        ..ge_op(p.ge, n.attrs.clone())
     })
 }
 
@@ -453,13 +520,16 @@ fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
         consts: Vec::new(),
         leading_consts: Vec::new(),
         inputs: None,
+        before: Vec::new(),
+        after: Vec::new(),
     }
 }
 
+/// ArgMax(x; axis, keepdims): ArgMaxV2(x, dimension) with int64 indices, the dim dropped;
+/// with keepdims 1 an ExpandDims(y, axis) puts it back (the same Const axis: a negative
+/// one counts from the end of ArgMaxV2's output, which lands where x's dim was).
 fn arg_max(_: &Plugin, n: &Node) -> Option<Mapped> {
-    if int_attr(n.attrs, "keepdims").unwrap_or(1) != 0
-        || int_attr(n.attrs, "select_last_index").unwrap_or(0) != 0
-    {
+    if int_attr(n.attrs, "select_last_index").unwrap_or(0) != 0 {
         return None;
     }
     let mut m = ge_op(
@@ -467,8 +537,67 @@ fn arg_max(_: &Plugin, n: &Node) -> Option<Mapped> {
         BTreeMap::from([("dtype".to_string(), attr_i(DataType::Int64.to_ge()))]),
     );
     let axis = int_attr(n.attrs, "axis").unwrap_or(0);
-    m.consts
-        .push(("dimension", int_tensor(DataType::Int32, &[], &[axis])));
+    let dimension = int_tensor(DataType::Int32, &[], &[axis]);
+    m.consts.push(("dimension", dimension.clone()));
+    if int_attr(n.attrs, "keepdims").unwrap_or(1) == 1 {
+        let inputs = vec![Operand::Mapped, Operand::Const("axis", Box::new(dimension))];
+        m.after.push(Extra::new("ExpandDims", "ExpandDims", inputs));
+    }
+    Some(m)
+}
+
+/// Gemm(A, B, C?; alpha, beta, transA, transB): MatMulV2(A, B) with the transposes, then
+/// `+ C` (Add) when alpha and beta are 1, else `alpha AB + beta C` as two Muls and an
+/// Add. Without C and with an alpha other than 1 GE's subgraph is the MatMulV2 alone,
+/// which loses alpha: such a node keeps its ONNX type.
+fn gemm(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let float = |k: &str| match n.attrs.get(k).and_then(|a| a.value.as_ref()) {
+        Some(Value::F(v)) => *v,
+        _ => 1.0,
+    };
+    let (alpha, beta) = (float("alpha"), float("beta"));
+    let flag = |k: &str| attr_b(int_attr(n.attrs, k).unwrap_or(0) != 0);
+    let floats = |i: usize| {
+        n.inputs.get(i).cloned().flatten().is_some_and(|v| {
+            matches!(
+                v.dtype,
+                Some(DataType::Float32 | DataType::Float16 | DataType::Bfloat16)
+            )
+        })
+    };
+    if !floats(0) || !floats(1) {
+        return None;
+    }
+    let mut m = ge_op(
+        "MatMulV2",
+        BTreeMap::from([
+            ("transpose_x1".to_string(), flag("transA")),
+            ("transpose_x2".to_string(), flag("transB")),
+            ("offset_x".to_string(), attr_i(0)),
+        ]),
+    );
+    m.inputs = Some(vec![0, 1]);
+    let one = |v: f32| (v - 1.0).abs() <= f32::EPSILON;
+    match n.inputs.get(2) {
+        Some(Some(_)) if one(alpha) && one(beta) => {
+            m.after.push(Extra::new(
+                "Add",
+                "Add",
+                vec![Operand::Mapped, Operand::Input(2)],
+            ));
+        }
+        Some(Some(_)) => {
+            let muls = |suffix, from, value| {
+                Extra::new("Muls", suffix, vec![from]).with("value", super::tensor::attr_f(value))
+            };
+            m.after.push(muls("Muls", Operand::Mapped, alpha));
+            m.after.push(muls("Muls_C", Operand::Input(2), beta));
+            let add = vec![Operand::After(0), Operand::After(1)];
+            m.after.push(Extra::new("Add", "Add", add));
+        }
+        _ if one(alpha) => {}
+        _ => return None,
+    }
     Some(m)
 }
 
@@ -548,6 +677,39 @@ fn clip(_: &Plugin, n: &Node) -> Option<Mapped> {
     };
     let mut m = ge_op(op, BTreeMap::new());
     m.inputs = Some(inputs);
+    Some(m)
+}
+
+/// Clip before opset 11 (bounds as attributes): Cast(x) to float32, then
+/// ClipByValue(x, min, max) with the bounds as scalar Consts. The Cast changes a float16
+/// or double input's type, which ONNX keeps: only a float32 input is mapped.
+fn clip_attrs(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let is_f32 = n.inputs.first().cloned().flatten()?.dtype == Some(DataType::Float32);
+    if !is_f32 {
+        return None;
+    }
+    let bound = |k: &str, default: f32| {
+        let v = match n.attrs.get(k).and_then(|a| a.value.as_ref()) {
+            Some(Value::F(v)) => *v,
+            _ => default,
+        };
+        TensorDef {
+            desc: Some(descriptor(
+                &ValueType {
+                    dtype: Some(DataType::Float32),
+                    shape: Shape::known(&[]),
+                },
+                "ND",
+            )),
+            data: v.to_le_bytes().to_vec(),
+        }
+    };
+    let mut m = ge_op("ClipByValue", BTreeMap::new());
+    let cast = Extra::new("Cast", "Cast", vec![Operand::Input(0)])
+        .with("dst_type", attr_i(DataType::Float32.to_ge()));
+    m.before.push((0, cast));
+    m.consts.push(("min", bound("min", f32::MIN)));
+    m.consts.push(("max", bound("max", f32::MAX)));
     Some(m)
 }
 
@@ -843,14 +1005,7 @@ fn conv(p: &Plugin, n: &Node) -> Option<Mapped> {
     attrs.insert("offset_x".into(), attr_i(0));
     let auto_pad = str_attr(n.attrs, "auto_pad").unwrap_or("NOTSET");
     attrs.insert("auto_pad".into(), attr_s(auto_pad));
-    Some(Mapped {
-        op_type: p.ge,
-        attrs,
-        onnx_meaning: false,
-        consts: Vec::new(),
-        leading_consts: Vec::new(),
-        inputs: None,
-    })
+    Some(ge_op(p.ge, attrs))
 }
 
 /// ConvTranspose, 2-D with explicit pads: Conv2DTranspose with an all-zero `input_size`
@@ -914,14 +1069,7 @@ fn max_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
     if indices_read || int_attr(n.attrs, "storage_order").unwrap_or(0) != 0 {
         return None;
     }
-    Some(Mapped {
-        op_type: p.ge,
-        attrs: pool2d(n)?,
-        onnx_meaning: false,
-        consts: Vec::new(),
-        leading_consts: Vec::new(),
-        inputs: None,
-    })
+    Some(ge_op(p.ge, pool2d(n)?))
 }
 
 fn average_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
@@ -929,14 +1077,7 @@ fn average_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
     let include = int_attr(n.attrs, "count_include_pad").unwrap_or(0) != 0;
     attrs.insert("exclusive".into(), attr_b(!include));
     attrs.insert("divisor_override".into(), attr_i(0));
-    Some(Mapped {
-        op_type: p.ge,
-        attrs,
-        onnx_meaning: false,
-        consts: Vec::new(),
-        leading_consts: Vec::new(),
-        inputs: None,
-    })
+    Some(ge_op(p.ge, attrs))
 }
 
 #[cfg(test)]
@@ -1014,6 +1155,99 @@ mod tests {
         assert!(map("Conv", &node(7, &attrs, &inputs, &[])).is_none());
         // Later opsets than GE registers take the newest registration.
         assert!(map("Conv", &node(22, &attrs, &inputs, &[])).is_some());
+    }
+
+    /// Gemm is MatMulV2 with the transposes, then `+ C` or `alpha AB + beta C`.
+    #[test]
+    fn gemm_becomes_matmul_and_its_bias_ops() {
+        let f = |k: &str, v: f32| (k.to_string(), super::super::tensor::attr_f(v));
+        let ab = [tensor(&[3, 4]), tensor(&[5, 4]), tensor(&[3, 5])];
+        let plain = BTreeMap::from([("transB".to_string(), attr_i(1))]);
+        let m = map("Gemm", &node(13, &plain, &ab, &[])).unwrap();
+        assert_eq!(m.op_type, "MatMulV2");
+        assert_eq!(m.inputs, Some(vec![0, 1]));
+        assert!(matches!(
+            m.attrs["transpose_x2"].value,
+            Some(Value::B(true))
+        ));
+        assert!(matches!(
+            m.attrs["transpose_x1"].value,
+            Some(Value::B(false))
+        ));
+        let ops: Vec<_> = m
+            .after
+            .iter()
+            .map(|e| (e.op_type, e.inputs.clone()))
+            .collect();
+        assert_eq!(ops, [("Add", vec![Operand::Mapped, Operand::Input(2)])]);
+
+        let scaled = BTreeMap::from([f("alpha", 0.5), f("beta", 2.0)]);
+        let m = map("Gemm", &node(13, &scaled, &ab, &[])).unwrap();
+        let ops: Vec<_> = m
+            .after
+            .iter()
+            .map(|e| (e.op_type, e.inputs.clone()))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("Muls", vec![Operand::Mapped]),
+                ("Muls", vec![Operand::Input(2)]),
+                ("Add", vec![Operand::After(0), Operand::After(1)]),
+            ]
+        );
+        let value = |k: usize| m.after[k].attrs["value"].value.clone();
+        assert_eq!(value(0), Some(Value::F(0.5)));
+        assert_eq!(value(1), Some(Value::F(2.0)));
+
+        // No C: the MatMulV2 alone, unless alpha scales it (GE would drop alpha).
+        let m = map("Gemm", &node(13, &plain, &ab[..2], &[])).unwrap();
+        assert!(m.after.is_empty());
+        assert!(map("Gemm", &node(13, &scaled, &ab[..2], &[])).is_none());
+        let ints = [
+            Some(ValueType {
+                dtype: Some(DataType::Int32),
+                shape: Shape::known(&[2, 2]),
+            }),
+            tensor(&[2, 2]),
+        ];
+        assert!(map("Gemm", &node(13, &plain, &ints, &[])).is_none());
+    }
+
+    /// Clip before opset 11 takes its bounds as attributes: a Cast to float32 feeds a
+    /// ClipByValue with the bounds as Consts, for float32 inputs only. From opset 11 the
+    /// other plugin applies.
+    #[test]
+    fn clip_before_opset_11_casts_and_clips() {
+        let bounds = BTreeMap::from([("min".to_string(), super::super::tensor::attr_f(-1.5))]);
+        let x = [tensor(&[4])];
+        let m = map("Clip", &node(9, &bounds, &x, &[])).unwrap();
+        assert_eq!(m.op_type, "ClipByValue");
+        assert_eq!(m.before.len(), 1);
+        assert_eq!(m.before[0].0, 0);
+        assert_eq!(m.before[0].1.op_type, "Cast");
+        assert_eq!(
+            int_attr(&m.before[0].1.attrs, "dst_type"),
+            Some(DataType::Float32.to_ge())
+        );
+        assert_eq!(m.consts[0].1.data, (-1.5f32).to_le_bytes());
+        assert_eq!(m.consts[1].1.data, f32::MAX.to_le_bytes());
+        let half = [Some(ValueType {
+            dtype: Some(DataType::Float16),
+            shape: Shape::known(&[4]),
+        })];
+        assert!(map("Clip", &node(9, &bounds, &half, &[])).is_none());
+        assert!(
+            map("Clip", &node(6, &bounds, &x, &[])).is_none(),
+            "before GE registers it"
+        );
+        let m = map(
+            "Clip",
+            &node(11, &bounds, &[tensor(&[4]), tensor(&[])], &[]),
+        )
+        .unwrap();
+        assert_eq!(m.op_type, "Maximum");
+        assert!(m.before.is_empty());
     }
 
     #[test]
@@ -1130,8 +1364,15 @@ mod tests {
         assert_eq!(m.op_type, "ArgMaxV2");
         assert_eq!(m.consts[0].0, "dimension");
         assert_eq!(m.consts[0].1.data, (-1i32).to_le_bytes());
-        // keepdims 1 (the default) needs GE's ExpandDims after it.
-        assert!(map("ArgMax", &node(13, &BTreeMap::new(), &x[..1], &[])).is_none());
+        assert!(m.after.is_empty());
+        // keepdims 1 (the default): GE's ExpandDims after it, on the same axis.
+        let m = map("ArgMax", &node(13, &BTreeMap::new(), &x[..1], &[])).unwrap();
+        assert_eq!(m.after.len(), 1);
+        assert_eq!(m.after[0].op_type, "ExpandDims");
+        assert_eq!(m.after[0].inputs[0], Operand::Mapped);
+        assert!(
+            matches!(&m.after[0].inputs[1], Operand::Const("axis", t) if t.data == 0i32.to_le_bytes())
+        );
 
         let m = map(
             "ConstantOfShape",

@@ -948,3 +948,64 @@ fn scan8_body_inputs_skip_sequence_lens() {
     assert_eq!(ai(op(b, "scan_0_body/st"), PARENT_NODE_INDEX), 1);
     assert_eq!(ai(op(b, "scan_0_body/xe"), PARENT_NODE_INDEX), 2);
 }
+
+/// A plugin that builds a subgraph (Gemm with alpha and beta) leaves GE's ops wired as
+/// GE inlines them: the MatMulV2 renamed `<node>_MatMulV2`, the scaled product and bias
+/// added by the op that keeps the node's name, so the graph's consumers are unchanged.
+/// A Cast before (Clip at opset 9) feeds the mapped op in place of the node's input.
+#[test]
+fn subgraph_plugins_wire_their_ops() {
+    let bytes = OnnxBuilder::new("g")
+        .opset("", 13)
+        .input("a", F32, &[v(2), v(3)])
+        .input("b", F32, &[v(3), v(4)])
+        .input("c", F32, &[v(4)])
+        .named_node(
+            "gemm",
+            "Gemm",
+            &["a", "b", "c"],
+            &["y"],
+            vec![attr_f("alpha", 0.5), attr_f("beta", 2.0)],
+        )
+        .named_node("relu", "Relu", &["y"], &["z"], vec![])
+        .output("z", F32, &[])
+        .build();
+    let m = imp(&bytes);
+    let g = &m.graph[0];
+    let mm = op(g, "gemm_MatMulV2");
+    assert_eq!(mm.r#type, "MatMulV2");
+    assert_eq!(mm.input, ["a:0", "b:0"]);
+    let muls = op(g, "gemm_Muls");
+    assert_eq!(
+        (muls.r#type.as_str(), &muls.input[..]),
+        ("Muls", &["gemm_MatMulV2:0".to_string()][..])
+    );
+    assert_eq!(af(muls, "value"), 0.5);
+    assert_eq!(op(g, "gemm_Muls_C").input, ["c:0"]);
+    let add = op(g, "gemm");
+    assert_eq!(add.r#type, "Add");
+    assert_eq!(add.input, ["gemm_Muls:0", "gemm_Muls_C:0"]);
+    assert_eq!(op(g, "relu").input, ["gemm:0"]);
+    // Every op comes after the ops it reads.
+    let at = |n: &str| g.op.iter().position(|o| o.name == n).unwrap();
+    assert!(at("gemm_MatMulV2") < at("gemm_Muls") && at("gemm_Muls_C") < at("gemm"));
+    assert!(at("gemm") < at("relu"));
+
+    let bytes = OnnxBuilder::new("g")
+        .opset("", 9)
+        .input("x", F32, &[v(4)])
+        .named_node("clip", "Clip", &["x"], &["y"], vec![attr_f("max", 1.0)])
+        .output("y", F32, &[])
+        .build();
+    let m = imp(&bytes);
+    let g = &m.graph[0];
+    let cast = op(g, "clip_Cast");
+    assert_eq!(
+        (cast.r#type.as_str(), &cast.input[..]),
+        ("Cast", &["x:0".to_string()][..])
+    );
+    let clip = op(g, "clip");
+    assert_eq!(clip.r#type, "ClipByValue");
+    assert_eq!(clip.input, ["clip_Cast:0", "clip_min:0", "clip_max:0"]);
+    assert_eq!(const_f32(op(g, "clip_max")).1, [1.0]);
+}
