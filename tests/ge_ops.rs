@@ -371,3 +371,123 @@ fn the_shared_ops_are_all_ruled() {
         "shared with ONNX, not ruled: {unruled:?}"
     );
 }
+
+/// An ONNX model whose nodes GE's plugins turn into several ops (a 1-D Conv and
+/// AveragePool lifted to 2-D between Unsqueeze and Squeeze, Gemm with alpha and beta as
+/// MatMulV2, Muls and Add, Clip at opset 10 as Cast and ClipByValue; x is clipped) computes through
+/// those GE ops what it computes with its ONNX ops, under every executor.
+#[test]
+fn subgraph_plugins_compute_as_the_onnx_ops() {
+    let w = seeded_f32(3 * 2 * 3, 7, 0.4);
+    let wfc = seeded_f32(4 * 15, 11, 0.3);
+    let bytes = OnnxBuilder::new("subgraphs")
+        .opset("", 10)
+        .input("x", 1, &[1.into(), 2.into(), 9.into()])
+        .output("y", 1, &[1.into(), 4.into()])
+        .initializer(tensor_f32("w", &[3, 2, 3], &w))
+        .initializer(tensor_f32("b", &[3], &[0.1, -0.2, 0.3]))
+        .initializer(tensor_f32("wfc", &[4, 15], &wfc))
+        .initializer(tensor_f32("bfc", &[4], &[0.5, -0.5, 0.25, 0.0]))
+        .node(
+            "Clip",
+            &["x"],
+            &["xc"],
+            vec![attr_f("min", -0.4), attr_f("max", 0.6)],
+        )
+        .node(
+            "Conv",
+            &["xc", "w", "b"],
+            &["c"],
+            vec![attr_ints("pads", &[2, 1]), attr_ints("strides", &[2])],
+        )
+        .node(
+            "AveragePool",
+            &["c"],
+            &["p"],
+            vec![attr_ints("kernel_shape", &[2]), attr_ints("pads", &[0, 1])],
+        )
+        .node("Flatten", &["p"], &["f"], vec![])
+        .node(
+            "Gemm",
+            &["f", "wfc", "bfc"],
+            &["g"],
+            vec![
+                attr_i("transB", 1),
+                attr_f("alpha", 0.5),
+                attr_f("beta", 2.0),
+            ],
+        )
+        .node(
+            "Clip",
+            &["g"],
+            &["y"],
+            vec![attr_f("min", -0.4), attr_f("max", 0.6)],
+        )
+        .build();
+    let ge = read(&bytes, &ReadOptions::default()).expect("reads");
+    let types: Vec<&str> = ge
+        .root()
+        .model
+        .root
+        .nodes
+        .iter()
+        .map(|n| n.op_type.as_str())
+        .collect();
+    for t in [
+        "Unsqueeze",
+        "Conv2D",
+        "AvgPoolV2",
+        "Squeeze",
+        "MatMulV2",
+        "Muls",
+        "Cast",
+        "ClipByValue",
+    ] {
+        assert!(types.contains(&t), "{t} is not in {types:?}");
+    }
+    let onnx = ReadOptions {
+        import: rt2::om::onnx::ImportOptions {
+            onnx_types: true,
+            ..Default::default()
+        },
+    };
+    let lower_with = |opts: &ReadOptions, multi_thread| {
+        let file = read(&bytes, opts).expect("reads");
+        let options = LowerOptions {
+            multi_thread,
+            ..LowerOptions::default()
+        };
+        lower(&file.root().model, &options).expect("lowers")
+    };
+    let x: Vec<f32> = (0..18).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3).collect();
+    let input = HostTensor {
+        dtype: DType::F32,
+        shape: vec![1, 2, 9],
+        data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let want = execute(&lower_with(&onnx, false), ExecutorType::Sequential, &input);
+    assert_eq!(want.len(), 4);
+    assert!(
+        want.iter().any(|&v| v > -0.4 && v < 0.6),
+        "{want:?} is all clipped"
+    );
+    for (multi_thread, executor) in [
+        (false, ExecutorType::Sequential),
+        (false, ExecutorType::Topological),
+        (false, ExecutorType::TopologicalPriority),
+        (true, ExecutorType::TopologicalMultiThread),
+    ] {
+        let got = execute(
+            &lower_with(&ReadOptions::default(), multi_thread),
+            executor,
+            &input,
+        );
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-6,
+                "{}: {got:?} vs {want:?}",
+                executor.name()
+            );
+        }
+    }
+}

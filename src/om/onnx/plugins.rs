@@ -144,11 +144,12 @@ pub const PLUGINS: &[Plugin] = &[
     Plugin {
         onnx: "AveragePool",
         opsets: (8, 18),
-        ge: "AvgPoolV2",
+        ge: "AvgPoolV2 (1-D: Unsqueeze, AvgPoolV2, Squeeze)",
         converts: "kernel_shape -> ksize [1,1,kh,kw]; strides -> [1,1,sh,sw]; pads [t,l,b,r] -> [t,b,l,r]; \
                    auto_pad NOTSET/SAME_UPPER/VALID -> padding_mode CALCULATED/SAME/VALID; ceil_mode -> bool; \
-                   count_include_pad -> exclusive = !count_include_pad; data_format NCHW",
-        keeps: "kernel not 2-D; dilations other than 1; auto_pad SAME_LOWER",
+                   count_include_pad -> exclusive = !count_include_pad; data_format NCHW; \
+                   a 1-D pool runs on x unsqueezed at axis 3 (ksize [1,1,k,1], pads [b,e,0,0]), squeezed after",
+        keeps: "kernel 3-D; dilations other than 1; auto_pad SAME_LOWER",
         source: OPS_NN,
         map: average_pool,
     },
@@ -185,7 +186,7 @@ pub const PLUGINS: &[Plugin] = &[
         opsets: (8, 10),
         ge: "Cast, ClipByValue",
         converts: "Cast(x) to float32, then ClipByValue(x, Const min, Const max) from the attributes",
-        keeps: "x not float32 (the Cast would change its type)",
+        keeps: "x not known to be float32 (the Cast would change its type)",
         source: OPS_MATH,
         map: clip_attrs,
     },
@@ -213,7 +214,7 @@ pub const PLUGINS: &[Plugin] = &[
         ge: "Conv2D",
         converts: "strides, dilations -> [1,1,h,w]; pads [t,l,b,r] -> [t,b,l,r]; group -> groups; \
                    data_format NCHW; auto_pad kept",
-        keeps: "kernel not 2-D (GE: Conv3D, or Unsqueeze/Conv2D/Squeeze for 1-D)",
+        keeps: "kernel 3-D (GE: Conv3D)",
         source: OPS_NN,
         map: conv,
     },
@@ -301,7 +302,7 @@ pub const PLUGINS: &[Plugin] = &[
         opsets: (8, 18),
         ge: "MatMulV2, Add, Muls",
         converts: "MatMulV2(A, B; transpose_x1 transA, transpose_x2 transB), then Add(y, C) when alpha and beta are 1, else Add(Muls(y, alpha), Muls(C, beta))",
-        keeps: "A or B not float; no C with alpha other than 1 (GE drops alpha)",
+        keeps: "A or B known not to be float32, float16 or bfloat16; no C with alpha other than 1 (GE drops alpha)",
         source: OPS_NN,
         map: gemm,
     },
@@ -557,15 +558,19 @@ fn gemm(_: &Plugin, n: &Node) -> Option<Mapped> {
     };
     let (alpha, beta) = (float("alpha"), float("beta"));
     let flag = |k: &str| attr_b(int_attr(n.attrs, k).unwrap_or(0) != 0);
-    let floats = |i: usize| {
+    // An input of unknown type (an intermediate value without value_info) is taken as
+    // the float it almost always is; a known integer or double one keeps ONNX's Gemm.
+    let not_float = |i: usize| {
         n.inputs.get(i).cloned().flatten().is_some_and(|v| {
-            matches!(
-                v.dtype,
-                Some(DataType::Float32 | DataType::Float16 | DataType::Bfloat16)
-            )
+            v.dtype.is_some_and(|d| {
+                !matches!(
+                    d,
+                    DataType::Float32 | DataType::Float16 | DataType::Bfloat16
+                )
+            })
         })
     };
-    if !floats(0) || !floats(1) {
+    if not_float(0) || not_float(1) {
         return None;
     }
     let mut m = ge_op(
@@ -682,7 +687,7 @@ fn clip(_: &Plugin, n: &Node) -> Option<Mapped> {
 
 /// Clip before opset 11 (bounds as attributes): Cast(x) to float32, then
 /// ClipByValue(x, min, max) with the bounds as scalar Consts. The Cast changes a float16
-/// or double input's type, which ONNX keeps: only a float32 input is mapped.
+/// or double input's type, which ONNX keeps: only an input known to be float32 is mapped.
 fn clip_attrs(_: &Plugin, n: &Node) -> Option<Mapped> {
     let is_f32 = n.inputs.first().cloned().flatten()?.dtype == Some(DataType::Float32);
     if !is_f32 {
@@ -992,7 +997,12 @@ fn padding_mode(n: &Node) -> Option<&'static str> {
 }
 
 fn conv(p: &Plugin, n: &Node) -> Option<Mapped> {
-    let w = window2d(n, true)?;
+    let lifted = spatial_rank(n, true)? == 1;
+    let w = if lifted {
+        window1d(n)?
+    } else {
+        window2d(n, true)?
+    };
     let mut attrs = BTreeMap::new();
     attrs.insert("strides".into(), attr_ints(&w.strides));
     attrs.insert("dilations".into(), attr_ints(&w.dilations));
@@ -1005,7 +1015,43 @@ fn conv(p: &Plugin, n: &Node) -> Option<Mapped> {
     attrs.insert("offset_x".into(), attr_i(0));
     let auto_pad = str_attr(n.attrs, "auto_pad").unwrap_or("NOTSET");
     attrs.insert("auto_pad".into(), attr_s(auto_pad));
-    Some(ge_op(p.ge, attrs))
+    let mut m = ge_op(p.ge, attrs);
+    if lifted {
+        // As GE's 1-D pools: the 1-D convolution runs as a 2-D one over [N, C, L, 1],
+        // its weight [Cout, Cin/group, k] as [Cout, Cin/group, k, 1].
+        for i in [0, 1] {
+            let unsqueeze = Extra::new("Unsqueeze", UNSQUEEZE[i], vec![Operand::Input(i)])
+                .with("axes", attr_ints(&[3]));
+            m.before.push((i, unsqueeze));
+        }
+        let squeeze =
+            Extra::new("Squeeze", "Squeeze", vec![Operand::Mapped]).with("axis", attr_ints(&[3]));
+        m.after.push(squeeze);
+    }
+    Some(m)
+}
+
+/// The names of the Unsqueeze ops lifting a 1-D convolution's x and weight.
+const UNSQUEEZE: [&str; 2] = ["Unsqueeze", "Unsqueeze_w"];
+
+/// A 1-D window lifted to GE's 2-D lists over `[N, C, L, 1]`: `[1, 1, v, 1]` strides and
+/// dilations, pads `[begin, end, 0, 0]`.
+fn window1d(n: &Node) -> Option<Window2d> {
+    let one = |name: &str| match ints_attr(n.attrs, name) {
+        None => Some(vec![1, 1, 1, 1]),
+        Some(&[v]) => Some(vec![1, 1, v, 1]),
+        Some(_) => None,
+    };
+    let pads = match ints_attr(n.attrs, "pads") {
+        None => vec![0; 4],
+        Some(&[b, e]) => vec![b, e, 0, 0],
+        Some(_) => return None,
+    };
+    Some(Window2d {
+        strides: one("strides")?,
+        dilations: one("dilations")?,
+        pads,
+    })
 }
 
 /// ConvTranspose, 2-D with explicit pads: Conv2DTranspose with an all-zero `input_size`
@@ -1045,15 +1091,22 @@ fn conv_transpose(p: &Plugin, n: &Node) -> Option<Mapped> {
 /// The attributes MaxPoolV3 and AvgPoolV2 share; `None` when the pool keeps its ONNX
 /// form (not 2-D, dilated, SAME_LOWER).
 fn pool2d(n: &Node) -> Option<BTreeMap<String, AttrDef>> {
-    let w = window2d(n, false)?;
+    pool_window(n, false)
+}
+
+/// A pool's window as GE's 2-D pools take it; with `lifted`, a 1-D pool's over
+/// `[N, C, L, 1]` (`ksize` `[1, 1, k, 1]`, `pads` `[begin, end, 0, 0]`).
+fn pool_window(n: &Node, lifted: bool) -> Option<BTreeMap<String, AttrDef>> {
+    let (ksize, w) = match (lifted, ints_attr(n.attrs, "kernel_shape")?) {
+        (true, &[k]) => ([1, 1, k, 1], window1d(n)?),
+        (false, &[kh, kw]) => ([1, 1, kh, kw], window2d(n, false)?),
+        _ => return None,
+    };
     if w.dilations != [1, 1, 1, 1] {
         return None;
     }
-    let &[kh, kw] = ints_attr(n.attrs, "kernel_shape")? else {
-        return None;
-    };
     let mut attrs = BTreeMap::new();
-    attrs.insert("ksize".into(), attr_ints(&[1, 1, kh, kw]));
+    attrs.insert("ksize".into(), attr_ints(&ksize));
     attrs.insert("strides".into(), attr_ints(&w.strides));
     attrs.insert("pads".into(), attr_ints(&w.pads));
     attrs.insert("padding_mode".into(), attr_s(padding_mode(n)?));
@@ -1072,12 +1125,23 @@ fn max_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
     Some(ge_op(p.ge, pool2d(n)?))
 }
 
-fn average_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
-    let mut attrs = pool2d(n)?;
+fn average_pool(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let lifted = spatial_rank(n, false)? == 1;
+    let mut attrs = pool_window(n, lifted)?;
     let include = int_attr(n.attrs, "count_include_pad").unwrap_or(0) != 0;
     attrs.insert("exclusive".into(), attr_b(!include));
     attrs.insert("divisor_override".into(), attr_i(0));
-    Some(ge_op(p.ge, attrs))
+    let mut m = ge_op("AvgPoolV2", attrs);
+    if lifted {
+        // GE's `trans_2d`: the 1-D pool runs as a 2-D one over [N, C, L, 1].
+        let unsqueeze = Extra::new("Unsqueeze", "Unsqueeze", vec![Operand::Input(0)])
+            .with("axes", attr_ints(&[3]));
+        m.before.push((0, unsqueeze));
+        let squeeze =
+            Extra::new("Squeeze", "Squeeze", vec![Operand::Mapped]).with("axis", attr_ints(&[3]));
+        m.after.push(squeeze);
+    }
+    Some(m)
 }
 
 #[cfg(test)]
@@ -1149,9 +1213,24 @@ mod tests {
         assert_eq!(int_attr(&m.attrs, "groups"), Some(2));
         assert_eq!(str_attr(&m.attrs, "data_format"), Some("NCHW"));
         assert!(!m.onnx_meaning);
-        // A 1-D or 3-D kernel keeps ONNX's Conv; so does an opset before GE's first.
-        let one_d = BTreeMap::from([("kernel_shape".to_string(), attr_ints(&[3]))]);
-        assert!(map("Conv", &node(11, &one_d, &inputs, &[])).is_none());
+        // A 1-D kernel runs as a 2-D one over [N, C, L, 1]: x and the weight unsqueezed
+        // at axis 3 first, the result squeezed after.
+        let one_d = BTreeMap::from([
+            ("kernel_shape".to_string(), attr_ints(&[3])),
+            ("strides".to_string(), attr_ints(&[2])),
+            ("pads".to_string(), attr_ints(&[1, 0])),
+        ]);
+        let m = map("Conv", &node(11, &one_d, &inputs, &[])).unwrap();
+        assert_eq!(ints(&m, "strides"), [1, 1, 2, 1]);
+        assert_eq!(ints(&m, "pads"), [1, 0, 0, 0]);
+        let before: Vec<_> = m.before.iter().map(|(i, e)| (*i, e.op_type)).collect();
+        assert_eq!(before, [(0, "Unsqueeze"), (1, "Unsqueeze")]);
+        assert_eq!(ints_attr(&m.before[1].1.attrs, "axes"), Some(&[3][..]));
+        assert_eq!(m.after[0].op_type, "Squeeze");
+        assert_eq!(ints_attr(&m.after[0].attrs, "axis"), Some(&[3][..]));
+        // A 3-D kernel keeps ONNX's Conv; so does an opset before GE's first.
+        let three_d = BTreeMap::from([("kernel_shape".to_string(), attr_ints(&[3, 3, 3]))]);
+        assert!(map("Conv", &node(11, &three_d, &inputs, &[])).is_none());
         assert!(map("Conv", &node(7, &attrs, &inputs, &[])).is_none());
         // Later opsets than GE registers take the newest registration.
         assert!(map("Conv", &node(22, &attrs, &inputs, &[])).is_some());

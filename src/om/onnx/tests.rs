@@ -186,6 +186,7 @@ fn cnn_with_initializers() {
             "Relu_2",
             "MaxPool_3",
             "Flatten_4",
+            "Gemm_5_MatMulV2",
             "Gemm_5",
             "Node_Output",
         ]
@@ -249,9 +250,16 @@ fn cnn_with_initializers() {
     assert_eq!(as_(mp, "padding_mode"), "CALCULATED");
     assert!(matches!(value(&mp.attr, "ceil_mode"), Value::B(false)));
     assert_eq!(ai(op(g, "Flatten_4"), "axis"), 1);
-    let gemm = op(g, "Gemm_5");
-    assert_eq!((af(gemm, "alpha"), af(gemm, "beta")), (1.0, 1.0));
-    assert_eq!((ai(gemm, "transA"), ai(gemm, "transB")), (0, 1));
+    // Gemm with alpha and beta 1: MatMulV2 with the transposes, then the bias Add, which
+    // keeps the node's name.
+    let mm = op(g, "Gemm_5_MatMulV2");
+    assert_eq!(mm.r#type, "MatMulV2");
+    assert_eq!(mm.input, ["Flatten_4:0", "fc_w_Initializer_6:0"]);
+    assert!(matches!(value(&mm.attr, "transpose_x2"), Value::B(true)));
+    assert_eq!(as_(mm, "original_type"), "ai.onnx::17::Gemm");
+    let add = op(g, "Gemm_5");
+    assert_eq!(add.r#type, "Add");
+    assert_eq!(add.input, ["Gemm_5_MatMulV2:0", "fc_b_Initializer_5:0"]);
     // An output whose type ONNX did not record: undefined dtype, unknown rank.
     assert_eq!(op(g, "Relu_2").output_desc[0].dtype, 0);
     assert_eq!(dims(&op(g, "Relu_2").output_desc[0]), [-2]);
