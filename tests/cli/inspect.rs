@@ -59,7 +59,8 @@ fn onnx_graph_summary_has_the_contract_keys() {
     assert!(j.get("header").is_none() && j.get("partitions").is_none());
     let g = &j["graphs"][0];
     assert_eq!(g["name"], "cnn_bn");
-    assert_eq!(g["nodes"], 18);
+    // The Gemm is GE's MatMulV2 and Add.
+    assert_eq!(g["nodes"], 19);
     assert_eq!(
         g["inputs"],
         serde_json::json!([{"name": "x", "dtype": "float32", "shape": [-1, 3, 8, 8]}])

@@ -505,13 +505,16 @@ fn run_cnn(sc: &Scratch, exec: &str, extra: &[&str]) -> serde_json::Value {
 }
 
 /// The ops of cnn_bn (compute node name, op type), as lowering names them.
-const CNN_OPS: [(&str, &str); 7] = [
+const CNN_OPS: [(&str, &str); 8] = [
     ("conv1", "Conv"),
     ("bn1", "BatchNormalization"),
     ("relu1", "Relu"),
     ("pool1", "MaxPool"),
     ("flatten", "Reshape"),
-    ("fc", "Gemm"),
+    // GE's Gemm plugin: MatMulV2 (launched as the library's Gemm), then the bias Add
+    // under the node's name.
+    ("fc_MatMulV2", "Gemm"),
+    ("fc", "Add"),
     ("softmax", "Softmax"),
 ];
 

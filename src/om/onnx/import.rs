@@ -626,8 +626,11 @@ fn plugin_form(
         return false;
     };
     let node_op = op.clone();
+    // Every op of the plugin's subgraph is the node's, as a profile or a dump names it.
+    let original = attr_s(&format!("ai.onnx::{opset}::{onnx_type}"));
     for (i, extra) in std::mem::take(&mut m.before) {
-        let made = extra_op(s, &op.name, &extra, &node_op, &[], None);
+        let mut made = extra_op(s, &op.name, &extra, &node_op, &[], None);
+        made.attr.insert("original_type".into(), original.clone());
         op.input[i] = format!("{}:0", made.name);
         op.input_desc[i] = made.output_desc[0].clone();
         s.ops.push(made);
@@ -656,7 +659,7 @@ fn plugin_form(
         for (k, extra) in m.after.iter().enumerate() {
             let last_one = (k == last).then(|| (node_name.clone(), outputs.clone()));
             let e = extra_op(s, &node_name, extra, &node_op, &made, Some(&op.name));
-            let e = match last_one {
+            let mut e = match last_one {
                 Some((name, outputs)) => OpDef {
                     name,
                     output_desc: outputs,
@@ -664,6 +667,7 @@ fn plugin_form(
                 },
                 None => e,
             };
+            e.attr.insert("original_type".into(), original.clone());
             made.push(e.name.clone());
             s.after.push(e);
         }
