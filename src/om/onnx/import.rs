@@ -647,6 +647,10 @@ fn plugin_form(
     for (suffix, value) in m.consts {
         const_input(s, op, suffix, value, op.input.len());
     }
+    if let Some(n) = m.outputs {
+        op.output_desc
+            .resize(n, descriptor(&ValueType::default(), "ND"));
+    }
     if !m.after.is_empty() {
         // The node's name and outputs go to the last op after it; the mapped op is
         // renamed, and its output, now internal, is left for inference to describe.

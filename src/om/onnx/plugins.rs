@@ -84,6 +84,8 @@ pub struct Mapped {
     /// output, under the node's name, and the mapped op is renamed `<node>_<GE type>`
     /// (ArgMax's ExpandDims, Gemm's bias Add).
     pub after: Vec<Extra>,
+    /// How many outputs the GE op has when not the node's count (LayerNorm's three).
+    pub outputs: Option<usize>,
 }
 
 /// One more op of the subgraph a plugin builds (GE inlines the `PartitionedCall`, so ATC's
@@ -278,6 +280,16 @@ pub const PLUGINS: &[Plugin] = &[
         map: same_attrs,
     },
     rename("IsNaN", "IsNan"),
+    Plugin {
+        onnx: "LayerNormalization",
+        opsets: (17, 18),
+        ge: "LayerNorm",
+        converts: "axis -> begin_norm_axis and begin_params_axis; epsilon kept; no B: a Const scalar 0 beta; \
+                   GE's BroadcastTo of scale and B to x's shape left out (the same values)",
+        keeps: "Mean or InvStdDev read (GE computes InvStdDev as Rsqrt(Adds(variance, epsilon)) after)",
+        source: OPS_NN,
+        map: layer_norm,
+    },
     Plugin {
         onnx: "LeakyRelu",
         opsets: (8, 18),
@@ -523,6 +535,7 @@ fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
         inputs: None,
         before: Vec::new(),
         after: Vec::new(),
+        outputs: None,
     }
 }
 
@@ -698,16 +711,7 @@ fn clip_attrs(_: &Plugin, n: &Node) -> Option<Mapped> {
             Some(Value::F(v)) => *v,
             _ => default,
         };
-        TensorDef {
-            desc: Some(descriptor(
-                &ValueType {
-                    dtype: Some(DataType::Float32),
-                    shape: Shape::known(&[]),
-                },
-                "ND",
-            )),
-            data: v.to_le_bytes().to_vec(),
-        }
+        f32_scalar(v)
     };
     let mut m = ge_op("ClipByValue", BTreeMap::new());
     let cast = Extra::new("Cast", "Cast", vec![Operand::Input(0)])
@@ -715,6 +719,37 @@ fn clip_attrs(_: &Plugin, n: &Node) -> Option<Mapped> {
     m.before.push((0, cast));
     m.consts.push(("min", bound("min", f32::MIN)));
     m.consts.push(("max", bound("max", f32::MAX)));
+    Some(m)
+}
+
+/// LayerNormalization(X, Scale, B?; axis -1, epsilon 1e-5): GE's LayerNorm(x, gamma, beta)
+/// normalizing from `axis`, its y the node's Y. GE's plugin broadcasts Scale and B to X's
+/// shape with BroadcastTo and leaves begin_params_axis at 0; starting the parameters at
+/// `axis` instead gives the same values without the two broadcasts (rt2's choice).
+fn layer_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
+    if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        return None;
+    }
+    let axis = int_attr(n.attrs, "axis").unwrap_or(-1);
+    let epsilon = match n.attrs.get("epsilon").and_then(|a| a.value.as_ref()) {
+        Some(Value::F(v)) => *v,
+        _ => 1e-5,
+    };
+    let mut m = ge_op(
+        "LayerNorm",
+        BTreeMap::from([
+            ("begin_norm_axis".to_string(), attr_i(axis)),
+            ("begin_params_axis".to_string(), attr_i(axis)),
+            ("epsilon".to_string(), super::tensor::attr_f(epsilon)),
+        ]),
+    );
+    if !n.inputs.get(2).is_some_and(Option::is_some) {
+        // As GE's plugin: a float32 scalar 0 for the missing B.
+        m.inputs = Some(vec![0, 1]);
+        m.consts.push(("beta", f32_scalar(0.0)));
+    }
+    // GE's LayerNorm has three outputs (y, mean, variance) where the node has one.
+    m.outputs = Some(3);
     Some(m)
 }
 
@@ -884,6 +919,18 @@ fn transpose(_: &Plugin, n: &Node) -> Option<Mapped> {
 /// A 1-D Const tensor of `values` ([`int_tensor`]).
 fn int_list(dtype: DataType, values: &[i64]) -> TensorDef {
     int_tensor(dtype, &[values.len() as i64], values)
+}
+
+/// A float32 scalar Const.
+fn f32_scalar(v: f32) -> TensorDef {
+    let vt = ValueType {
+        dtype: Some(DataType::Float32),
+        shape: Shape::known(&[]),
+    };
+    TensorDef {
+        desc: Some(descriptor(&vt, "ND")),
+        data: v.to_le_bytes().to_vec(),
+    }
 }
 
 /// A Const tensor of ints, `dtype` int32 or int64, little-endian.

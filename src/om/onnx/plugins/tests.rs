@@ -352,3 +352,24 @@ fn clip_softmax_and_cast() {
     let to_fp8 = BTreeMap::from([("to".to_string(), attr_i(17))]);
     assert!(map("Cast", &node(19, &to_fp8, &[x], &[])).is_none());
 }
+
+/// LayerNormalization is GE's LayerNorm with its parameters from the same axis, a Const
+/// 0 beta without B, three outputs; a node whose Mean or InvStdDev is read keeps ONNX's.
+#[test]
+fn layer_normalization_becomes_layer_norm() {
+    let attrs = BTreeMap::from([("axis".to_string(), attr_i(-2))]);
+    let x = [tensor(&[2, 3, 4]), tensor(&[3, 4])];
+    let m = map("LayerNormalization", &node(17, &attrs, &x, &["y".into()])).unwrap();
+    assert_eq!(m.op_type, "LayerNorm");
+    assert_eq!(int_attr(&m.attrs, "begin_norm_axis"), Some(-2));
+    assert_eq!(int_attr(&m.attrs, "begin_params_axis"), Some(-2));
+    assert_eq!(m.attrs["epsilon"].value, Some(Value::F(1e-5)));
+    assert_eq!(m.inputs, Some(vec![0, 1]));
+    assert_eq!(m.consts[0].0, "beta");
+    assert_eq!(m.consts[0].1.data, 0f32.to_le_bytes());
+    assert_eq!(m.outputs, Some(3));
+    let read_mean = ["y".to_string(), "mean".to_string()];
+    assert!(map("LayerNormalization", &node(17, &attrs, &x, &read_mean)).is_none());
+    let unread = ["y".to_string(), String::new(), String::new()];
+    assert!(map("LayerNormalization", &node(17, &attrs, &x, &unread)).is_some());
+}
