@@ -41,7 +41,9 @@
 //! rt2's choices where GE does not say: FillV2 and FillV2D give float32 (the prototypes
 //! name no output-type attribute and ONNX's ConstantOfShape defaults to float); pads are
 //! non-negative (no cropping by a negative pad); PadV3D's reflect pads at most `dim - 1`
-//! each side, as PyTorch's reflection padding.
+//! each side, as PyTorch's reflection padding. TransShape is not registered: its
+//! documentation says only that y takes the shape `outShape` (default empty), not how
+//! x's elements are laid out in it.
 
 mod patches;
 mod space;
@@ -440,6 +442,16 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         }
     }
     let Some(s) = &x.shape else {
+        // Unknown rank still needs the required attributes.
+        match ctx.op {
+            "MirrorPad" if ctx.attrs.get("mode").is_none() => {
+                return Err(ctx.attr_error("mode", "is required and missing"));
+            }
+            "PadV3D" => {
+                required_list(ctx, "paddings")?;
+            }
+            _ => {}
+        }
         return Ok(meta(x.dtype, None));
     };
     let (mode, pairs) = pad_spec(ctx, None, s.len())?;
@@ -589,6 +601,7 @@ fn infer_slice(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     )?;
     let x = &ctx.inputs[0];
     let Some(s) = &x.shape else {
+        required_list(ctx, if ctx.op == "SliceDV2" { "size" } else { "axes" })?;
         return Ok(meta(x.dtype, None));
     };
     let spec = slice_spec(ctx, None, s.len())?;

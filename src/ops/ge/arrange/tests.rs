@@ -595,6 +595,21 @@ fn extract_image_patches_as_tensorflow() {
     );
     assert_eq!(s, [1, 3, 3, 4]);
     assert_eq!(y[32..], [8., 0., 0., 0.]);
+    // rates 2 on a 4x4 image: a 2x2 window spans 3x3, taking x[r, c], x[r, c + 2],
+    // x[r + 2, c], x[r + 2, c + 2]; VALID leaves 2x2 windows.
+    let mut dilated = attrs("VALID");
+    dilated[2] = ("rates", ints(&[1, 2, 2, 1]));
+    let (s, y) = run_f32_with_shape("ExtractImagePatches", &dilated, &[iota(&[1, 4, 4, 1])]);
+    assert_eq!(s, [1, 2, 2, 4]);
+    let mut want = Vec::new();
+    for r in 0..2 {
+        for c in 0..2 {
+            for (dr, dc) in [(0, 0), (0, 2), (2, 0), (2, 2)] {
+                want.push(((r + dr) * 4 + c + dc) as f32);
+            }
+        }
+    }
+    assert_eq!(y, want);
     assert!(
         err(
             "ExtractImagePatches",
@@ -708,6 +723,17 @@ fn inference_keeps_unknown_dims_and_ranks() {
     )
     .unwrap();
     assert_eq!(m.shape, None);
+    let unknown = [TensorMeta::unknown_rank(DType::F32)];
+    assert!(infer1("PadV3D", &unknown, &[], &[]).is_err());
+    assert!(
+        infer1(
+            "ConfusionTransposeD",
+            &unknown,
+            &[],
+            &[("perm", ints(&[0]))]
+        )
+        .is_err()
+    );
     let m = infer1(
         "TileWithAxis",
         &[f(&[2, UNKNOWN])],
