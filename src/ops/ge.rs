@@ -25,6 +25,7 @@
 
 mod aipp;
 pub mod alias;
+mod arrange;
 mod array;
 mod attrs;
 mod conv;
@@ -33,6 +34,7 @@ mod eltwise;
 mod layout;
 pub mod math;
 mod matmul;
+mod matrix;
 mod movement;
 mod norm;
 mod pool;
@@ -51,6 +53,8 @@ pub fn register(reg: &mut OpRegistry) {
     array::register(reg);
     norm::register(reg);
     resize::register(reg);
+    matrix::register(reg);
+    arrange::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

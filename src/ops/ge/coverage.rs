@@ -51,8 +51,8 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`]), LayerNorm ([`super::norm`]) and image resampling
-/// ([`super::resize`]).
+/// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]), image resampling
+/// ([`super::resize`]) and the matrix ops ([`super::matrix`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -62,6 +62,8 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::array::names())
         .chain(super::norm::names())
         .chain(super::resize::names())
+        .chain(super::matrix::names())
+        .chain(super::arrange::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

@@ -156,7 +156,7 @@ pub(crate) fn tile_view(shape: &[usize], reps: &[i64]) -> View {
 }
 
 /// The little-endian bytes of `v` as one element of `dtype`.
-fn element_bytes(dtype: DType, v: f64) -> Vec<u8> {
+pub(crate) fn element_bytes(dtype: DType, v: f64) -> Vec<u8> {
     match dtype {
         DType::F16 => f16::from_f64(v).to_le_bytes().to_vec(),
         DType::Bf16 => bf16::from_f64(v).to_le_bytes().to_vec(),
