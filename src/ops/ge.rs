@@ -41,6 +41,7 @@ mod pool;
 pub mod prototype;
 mod resize;
 pub mod shared;
+mod table;
 
 pub use attrs::input_format;
 

@@ -86,37 +86,29 @@ const OPS: &[(&str, &[usize])] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads) in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "IdentityN" | "Snapshot" | "StopGradient" | "TensorMove" => (infer_identity, identity),
-            "Copy" => (infer_copy, copy),
-            "ShapeN" => (infer_shape_n, shape_n),
-            "Bitcast" => (infer_bitcast, shape_kernel::copy_through),
-            "MirrorPad" | "PadV2" | "PadV3D" => (infer_pad, pad),
-            "FillV2" | "FillV2D" => (infer_fill, fill),
-            "SliceDV2" | "SliceWithAxes" => (infer_slice, slice),
-            "StridedSliceV3" => (infer_onnx_slice, onnx_slice),
-            "Crop" => (infer_crop, crop),
-            "Roll" => (infer_same, roll),
-            "Permute" | "ConfusionTransposeD" => (infer_permute, permute),
-            "TileWithAxis" => (infer_tile, tile),
-            "DataFormatVecPermute" => (infer_format_permute, format_permute),
-            _ => (infer_parallel_concat, parallel_concat),
-        };
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "IdentityN" | "Snapshot" | "StopGradient" | "TensorMove" => (infer_identity, identity),
+        "Copy" => (infer_copy, copy),
+        "ShapeN" => (infer_shape_n, shape_n),
+        "Bitcast" => (infer_bitcast, shape_kernel::copy_through),
+        "MirrorPad" | "PadV2" | "PadV3D" => (infer_pad, pad),
+        "FillV2" | "FillV2D" => (infer_fill, fill),
+        "SliceDV2" | "SliceWithAxes" => (infer_slice, slice),
+        "StridedSliceV3" => (infer_onnx_slice, onnx_slice),
+        "Crop" => (infer_crop, crop),
+        "Roll" => (infer_same, roll),
+        "Permute" | "ConfusionTransposeD" => (infer_permute, permute),
+        "TileWithAxis" => (infer_tile, tile),
+        "DataFormatVecPermute" => (infer_format_permute, format_permute),
+        _ => (infer_parallel_concat, parallel_concat),
+    });
     space::register(reg);
     patches::register(reg);
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter()
-        .map(|(name, _)| *name)
+    super::table::names(OPS)
         .chain(space::names())
         .chain(patches::names())
 }

@@ -36,7 +36,7 @@ use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::compute as shape_kernel;
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
@@ -60,30 +60,23 @@ const OPS: &[(&str, &[usize])] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads) in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "StridedSlice" | "StridedSliceD" => (infer_strided_slice, strided_slice),
-            "Pack" => (infer_pack, pack),
-            "Unpack" => (infer_unpack, unpack),
-            "TileD" => (infer_tile, tile),
-            "BroadcastToD" | "ExpandD" => (infer_broadcast, shape_kernel::expand),
-            "ReverseV2" | "ReverseV2D" => (infer_reverse, reverse),
-            "Fill" | "FillD" => (infer_fill, fill),
-            "CumsumD" | "CumprodD" => (infer_cumulative, cumulative),
-            "OneHotD" => (infer_one_hot, one_hot),
-            _ => (infer_flatten, shape_kernel::copy_through),
-        };
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "StridedSlice" | "StridedSliceD" => (infer_strided_slice, strided_slice),
+        "Pack" => (infer_pack, pack),
+        "Unpack" => (infer_unpack, unpack),
+        "TileD" => (infer_tile, tile),
+        "BroadcastToD" | "ExpandD" => (infer_broadcast, shape_kernel::expand),
+        "ReverseV2" | "ReverseV2D" => (infer_reverse, reverse),
+        "Fill" | "FillD" => (infer_fill, fill),
+        "CumsumD" | "CumprodD" => (infer_cumulative, cumulative),
+        "OneHotD" => (infer_one_hot, one_hot),
+        _ => (infer_flatten, shape_kernel::copy_through),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|(name, _)| *name)
+    super::table::names(OPS)
 }
 
 /// `axis` in `[-rank, rank)` as an index.

@@ -29,43 +29,39 @@ use super::attrs::required_int;
 use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    Attr, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN,
-    meta,
+    Attr, DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers.
-const OPS: &[&str] = &[
-    "Tril",
-    "Triu",
-    "Eye",
-    "Diag",
-    "DiagPart",
-    "MatrixDiag",
-    "MatrixDiagPart",
-    "MatrixSetDiag",
-    "Trace",
+const OPS: &super::table::Table = &[
+    ("Tril", &[]),
+    ("Triu", &[]),
+    ("Eye", &[]),
+    ("Diag", &[]),
+    ("DiagPart", &[]),
+    ("MatrixDiag", &[]),
+    ("MatrixDiagPart", &[]),
+    ("MatrixSetDiag", &[]),
+    ("Trace", &[]),
 ];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &name in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "Tril" | "Triu" => (infer_triangle, triangle),
-            "Eye" => (infer_eye, eye),
-            "Diag" => (infer_diag, diag),
-            "DiagPart" => (infer_diag_part, diag_part),
-            "MatrixDiag" => (infer_matrix_diag, matrix_diag),
-            "MatrixDiagPart" => (infer_matrix_diag_part, matrix_diag_part),
-            "MatrixSetDiag" => (infer_matrix_set_diag, matrix_set_diag),
-            _ => (infer_trace, trace),
-        };
-        reg.add(OpSpec::new(name, infer).computes(compute));
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "Tril" | "Triu" => (infer_triangle, triangle),
+        "Eye" => (infer_eye, eye),
+        "Diag" => (infer_diag, diag),
+        "DiagPart" => (infer_diag_part, diag_part),
+        "MatrixDiag" => (infer_matrix_diag, matrix_diag),
+        "MatrixDiagPart" => (infer_matrix_diag_part, matrix_diag_part),
+        "MatrixSetDiag" => (infer_matrix_set_diag, matrix_set_diag),
+        _ => (infer_trace, trace),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().copied()
+    super::table::names(OPS)
 }
 
 /// A GE type attribute: an element type lowering already converted, or a GE type number

@@ -38,8 +38,7 @@ use crate::formats::Format;
 use crate::ops::nn::scalar::Scalar;
 use crate::ops::shape::args::{bytes, bytes_mut, input, output};
 use crate::ops::{
-    Attr, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN,
-    meta,
+    Attr, DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
@@ -53,22 +52,15 @@ const OPS: &[(&str, &[usize])] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads) in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "CropAndResize" => (infer_crop_and_resize, crop_and_resize),
-            _ => (infer_resize, resize),
-        };
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "CropAndResize" => (infer_crop_and_resize, crop_and_resize),
+        _ => (infer_resize, resize),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|(name, _)| *name)
+    super::table::names(OPS)
 }
 
 /// Where H, W and C sit in a 4-D image.

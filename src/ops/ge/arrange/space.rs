@@ -28,9 +28,7 @@ use crate::formats::Format;
 use crate::ops::shape::args::{bytes, bytes_mut, input, moved, output};
 use crate::ops::shape::indices::ints;
 use crate::ops::shape::movement::{View, copy_mapped, copy_view, strides};
-use crate::ops::{
-    InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
-};
+use crate::ops::{InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta};
 
 /// The op types this file registers, with the inputs whose values their inference reads.
 const OPS: &[(&str, &[usize])] = &[
@@ -45,22 +43,15 @@ const OPS: &[(&str, &[usize])] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads) in OPS {
-        let mut spec = if name == "PassThrough" {
-            OpSpec::new(name, infer_pass_through).computes(pass_through)
-        } else {
-            OpSpec::new(name, infer).computes(compute)
-        };
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::super::table::register(reg, OPS, |name| match name {
+        "PassThrough" => (infer_pass_through, pass_through),
+        _ => (infer, compute),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|(name, _)| *name)
+    super::super::table::names(OPS)
 }
 
 /// A space/batch move: its block dims and their pads (or crops).
