@@ -23,6 +23,7 @@
 //! What GE leaves to quantization (`offset_x`, `offset_w`) is accepted only at its
 //! neutral value, and the error says so.
 
+mod activation;
 mod aipp;
 pub mod alias;
 mod array;
@@ -35,9 +36,11 @@ pub mod math;
 mod matmul;
 mod movement;
 mod norm;
+mod normalize;
 mod pool;
 pub mod prototype;
 pub mod shared;
+mod stats;
 
 pub use attrs::{INPUT_FORMATS_ATTR, input_format};
 
@@ -49,6 +52,9 @@ pub fn register(reg: &mut OpRegistry) {
     math::register(reg);
     array::register(reg);
     norm::register(reg);
+    normalize::register(reg);
+    stats::register(reg);
+    activation::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -51,7 +51,9 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`]) and LayerNorm ([`super::norm`]).
+/// ([`super::array`]), LayerNorm ([`super::norm`]), the other normalizations
+/// ([`super::normalize`]), statistics and norms ([`super::stats`]) and activations and
+/// fake quantization ([`super::activation`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -60,6 +62,9 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::math::names())
         .chain(super::array::names())
         .chain(super::norm::names())
+        .chain(super::normalize::names())
+        .chain(super::stats::names())
+        .chain(super::activation::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
