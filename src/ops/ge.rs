@@ -23,6 +23,7 @@
 //! What GE leaves to quantization (`offset_x`, `offset_w`) is accepted only at its
 //! neutral value, and the error says so.
 
+mod activation;
 mod aipp;
 pub mod alias;
 mod arrange;
@@ -37,10 +38,12 @@ mod matmul;
 mod matrix;
 mod movement;
 mod norm;
+mod normalize;
 mod pool;
 pub mod prototype;
 mod resize;
 pub mod shared;
+mod stats;
 mod table;
 
 pub use attrs::input_format;
@@ -56,6 +59,9 @@ pub fn register(reg: &mut OpRegistry) {
     resize::register(reg);
     matrix::register(reg);
     arrange::register(reg);
+    normalize::register(reg);
+    stats::register(reg);
+    activation::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -51,7 +51,9 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]), image resampling
+/// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]) and the other
+/// normalizations ([`super::normalize`]), statistics and norms ([`super::stats`]),
+/// activations and fake quantization ([`super::activation`]), image resampling
 /// ([`super::resize`]) and the matrix ops ([`super::matrix`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
@@ -64,6 +66,9 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::resize::names())
         .chain(super::matrix::names())
         .chain(super::arrange::names())
+        .chain(super::normalize::names())
+        .chain(super::stats::names())
+        .chain(super::activation::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
