@@ -28,6 +28,7 @@ pub mod alias;
 mod array;
 mod attrs;
 mod conv;
+mod convs;
 pub mod coverage;
 mod eltwise;
 mod layout;
@@ -36,6 +37,7 @@ mod matmul;
 mod movement;
 mod norm;
 mod pool;
+mod pools;
 pub mod prototype;
 pub mod shared;
 
@@ -49,6 +51,8 @@ pub fn register(reg: &mut OpRegistry) {
     math::register(reg);
     array::register(reg);
     norm::register(reg);
+    convs::register(reg);
+    pools::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

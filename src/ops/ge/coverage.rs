@@ -51,7 +51,9 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`]) and LayerNorm ([`super::norm`]).
+/// ([`super::array`]), LayerNorm ([`super::norm`]), the depthwise, transposed and 3-D
+/// convolutions and bias additions ([`super::convs`]) and the 1-D, 3-D, adaptive and
+/// argmax pools ([`super::pools`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -60,6 +62,8 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::math::names())
         .chain(super::array::names())
         .chain(super::norm::names())
+        .chain(super::convs::names())
+        .chain(super::pools::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
