@@ -30,6 +30,7 @@ mod arrange;
 mod array;
 mod attrs;
 mod conv;
+mod convs;
 pub mod coverage;
 mod eltwise;
 mod layout;
@@ -40,6 +41,7 @@ mod movement;
 mod norm;
 mod normalize;
 mod pool;
+mod pools;
 pub mod prototype;
 mod resize;
 pub mod shared;
@@ -62,6 +64,8 @@ pub fn register(reg: &mut OpRegistry) {
     normalize::register(reg);
     stats::register(reg);
     activation::register(reg);
+    convs::register(reg);
+    pools::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

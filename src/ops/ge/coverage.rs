@@ -54,7 +54,8 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]) and the other
 /// normalizations ([`super::normalize`]), statistics and norms ([`super::stats`]),
 /// activations and fake quantization ([`super::activation`]), image resampling
-/// ([`super::resize`]) and the matrix ops ([`super::matrix`]).
+/// ([`super::resize`]), the matrix ops ([`super::matrix`]), and the convolutions and
+/// pools beyond Conv2D's and Pooling's ([`super::convs`], [`super::pools`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -69,6 +70,8 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::normalize::names())
         .chain(super::stats::names())
         .chain(super::activation::names())
+        .chain(super::convs::names())
+        .chain(super::pools::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
