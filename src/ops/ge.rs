@@ -37,6 +37,7 @@ mod movement;
 mod norm;
 mod pool;
 pub mod prototype;
+mod select;
 pub mod shared;
 
 pub use attrs::{INPUT_FORMATS_ATTR, input_format};
@@ -49,6 +50,7 @@ pub fn register(reg: &mut OpRegistry) {
     math::register(reg);
     array::register(reg);
     norm::register(reg);
+    select::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -51,7 +51,8 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`]) and LayerNorm ([`super::norm`]).
+/// ([`super::array`]), LayerNorm ([`super::norm`]) and the selection, scatter and segment
+/// ops ([`super::select`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -60,6 +61,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::math::names())
         .chain(super::array::names())
         .chain(super::norm::names())
+        .chain(super::select::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
