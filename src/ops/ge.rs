@@ -44,6 +44,7 @@ mod pool;
 mod pools;
 pub mod prototype;
 mod resize;
+mod select;
 pub mod shared;
 mod stats;
 mod table;
@@ -66,6 +67,7 @@ pub fn register(reg: &mut OpRegistry) {
     activation::register(reg);
     convs::register(reg);
     pools::register(reg);
+    select::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

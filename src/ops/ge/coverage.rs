@@ -51,11 +51,12 @@ pub const GE_CONTRACT: &[&str] = &[
 
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
-/// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]) and the other
-/// normalizations ([`super::normalize`]), statistics and norms ([`super::stats`]),
-/// activations and fake quantization ([`super::activation`]), image resampling
-/// ([`super::resize`]), the matrix ops ([`super::matrix`]), and the convolutions and
-/// pools beyond Conv2D's and Pooling's ([`super::convs`], [`super::pools`]).
+/// ([`super::array`], [`super::arrange`]), selection, scatter and segment ops
+/// ([`super::select`]), LayerNorm ([`super::norm`]) and the other normalizations
+/// ([`super::normalize`]), statistics and norms ([`super::stats`]), activations and fake
+/// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
+/// ops ([`super::matrix`]), and the convolutions and pools beyond Conv2D's and Pooling's
+/// ([`super::convs`], [`super::pools`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -72,6 +73,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::activation::names())
         .chain(super::convs::names())
         .chain(super::pools::names())
+        .chain(super::select::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
