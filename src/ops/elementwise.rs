@@ -324,20 +324,26 @@ fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
             return Err(ctx.attr_error("to", format!("is {other:?}, not an element type")));
         }
         // GE's Cast names its target `dst_type`, in GE's own type numbering.
-        (None, Some(_)) => dst_type(ctx)?,
+        (None, Some(_)) => ge_type_attr(ctx, "dst_type", None)?,
         (None, None) => return Err(ctx.attr_error("to", "is missing")),
     };
     Ok(meta(to, ctx.inputs[0].shape.clone()))
 }
 
-/// Cast's target type from GE's `dst_type`: a GE type number (C++ `ge::DataType`:
-/// `inc/external/graph/types.h`), or an element type already converted.
-fn dst_type(ctx: &InferCtx) -> Result<DType, OpError> {
-    let number = match ctx.attrs.get("dst_type") {
-        Some(crate::ops::Attr::DType(d)) => return Ok(*d),
-        Some(crate::ops::Attr::Int(n)) => *n,
-        Some(other) => return Err(ctx.attr_error("dst_type", format!("is {other:?}, not an int"))),
-        None => return Err(ctx.attr_error("dst_type", "is missing")),
+/// A GE type attribute `name`: a GE type number (C++ `ge::DataType`:
+/// `inc/external/graph/types.h`), or an element type lowering already converted;
+/// `default` when absent (required when `None`). Cast's `dst_type`, Eye's `dtype`.
+pub(crate) fn ge_type_attr(
+    ctx: &InferCtx,
+    name: &str,
+    default: Option<DType>,
+) -> Result<DType, OpError> {
+    let number = match (ctx.attrs.get(name), default) {
+        (Some(crate::ops::Attr::DType(d)), _) => return Ok(*d),
+        (Some(crate::ops::Attr::Int(n)), _) => *n,
+        (Some(other), _) => return Err(ctx.attr_error(name, format!("is {other:?}, not a type"))),
+        (None, Some(d)) => return Ok(d),
+        (None, None) => return Err(ctx.attr_error(name, "is missing")),
     };
     Ok(match number {
         0 => DType::F32,
@@ -355,7 +361,7 @@ fn dst_type(ctx: &InferCtx) -> Result<DType, OpError> {
         27 => DType::Bf16,
         other => {
             return Err(ctx.attr_error(
-                "dst_type",
+                name,
                 format!("GE type {other} is not one the device computes on"),
             ));
         }

@@ -32,35 +32,32 @@ use super::stats::is_float;
 use crate::dispatch;
 use crate::ops::nn::scalar::Scalar;
 use crate::ops::{
-    DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers.
-const OPS: &[&str] = &[
-    "GLU",
-    "ReluV2",
-    "ThresholdV2",
-    "FakeQuantWithMinMaxArgs",
-    "FakeQuantWithMinMaxVars",
-    "FakeQuantWithMinMaxVarsPerChannel",
+const OPS: &super::table::Table = &[
+    ("GLU", &[]),
+    ("ReluV2", &[]),
+    ("ThresholdV2", &[]),
+    ("FakeQuantWithMinMaxArgs", &[]),
+    ("FakeQuantWithMinMaxVars", &[]),
+    ("FakeQuantWithMinMaxVarsPerChannel", &[]),
 ];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &name in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "GLU" => (infer_glu, glu),
-            "ReluV2" => (infer_relu_v2, relu_v2),
-            "ThresholdV2" => (infer_threshold, threshold),
-            _ => (infer_fake_quant, fake_quant),
-        };
-        reg.add(OpSpec::new(name, infer).computes(compute));
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "GLU" => (infer_glu, glu),
+        "ReluV2" => (infer_relu_v2, relu_v2),
+        "ThresholdV2" => (infer_threshold, threshold),
+        _ => (infer_fake_quant, fake_quant),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().copied()
+    super::table::names(OPS)
 }
 
 fn unsupported(ctx: &InferCtx, i: usize, d: DType) -> OpError {

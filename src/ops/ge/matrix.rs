@@ -67,33 +67,7 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// A GE type attribute: an element type lowering already converted, or a GE type number
 /// (C++ `ge::DataType`), `default` when absent.
 pub(super) fn type_attr(ctx: &InferCtx, name: &str, default: DType) -> Result<DType, OpError> {
-    let number = match ctx.attrs.get(name) {
-        None => return Ok(default),
-        Some(Attr::DType(d)) => return Ok(*d),
-        Some(Attr::Int(n)) => *n,
-        Some(other) => return Err(ctx.attr_error(name, format!("is {other:?}, not a type"))),
-    };
-    Ok(match number {
-        0 => DType::F32,
-        1 => DType::F16,
-        2 => DType::I8,
-        3 => DType::I32,
-        4 => DType::U8,
-        6 => DType::I16,
-        7 => DType::U16,
-        8 => DType::U32,
-        9 => DType::I64,
-        10 => DType::U64,
-        11 => DType::F64,
-        12 => DType::Bool,
-        27 => DType::Bf16,
-        other => {
-            return Err(ctx.attr_error(
-                name,
-                format!("GE type {other} is not one the device computes on"),
-            ));
-        }
-    })
+    crate::ops::elementwise::ge_type_attr(ctx, name, Some(default))
 }
 
 /// The known rank of input `i` must be at least `min`.

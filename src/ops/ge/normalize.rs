@@ -55,41 +55,36 @@ use super::attrs::{given, input_format, required_float, required_int};
 use super::stats::{axes_mask, broadcast_strides, group_strides, is_float, moments, walk};
 use crate::dispatch;
 use crate::ops::nn::scalar::{Scalar, read_f64s, write_f64s};
-use crate::ops::{
-    DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN,
-};
+use crate::ops::{DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN};
 
 /// The op types this file registers.
-const OPS: &[&str] = &[
-    "InstanceNorm",
-    "GroupNormRelu",
-    "RmsNorm",
-    "AddLayerNorm",
-    "DeepNorm",
-    "LayerNormV4",
-    "MVN",
-    "MVNV2",
-    "Normalize",
-    "L2Normalize",
-    "Renorm",
-    "BNInfer",
+const OPS: &super::table::Table = &[
+    ("InstanceNorm", &[]),
+    ("GroupNormRelu", &[]),
+    ("RmsNorm", &[]),
+    ("AddLayerNorm", &[]),
+    ("DeepNorm", &[]),
+    ("LayerNormV4", &[]),
+    ("MVN", &[]),
+    ("MVNV2", &[]),
+    ("Normalize", &[]),
+    ("L2Normalize", &[]),
+    ("Renorm", &[]),
+    ("BNInfer", &[]),
 ];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &name in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "InstanceNorm" => (infer_instance_norm, instance_norm),
-            "RmsNorm" | "AddLayerNorm" | "DeepNorm" | "LayerNormV4" => (infer_rows, rows),
-            _ => (infer_same, same),
-        };
-        reg.add(OpSpec::new(name, infer).computes(compute));
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "InstanceNorm" => (infer_instance_norm, instance_norm),
+        "RmsNorm" | "AddLayerNorm" | "DeepNorm" | "LayerNormV4" => (infer_rows, rows),
+        _ => (infer_same, same),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().copied()
+    super::table::names(OPS)
 }
 
 fn unsupported(ctx: &InferCtx, i: usize, d: DType) -> OpError {

@@ -60,12 +60,12 @@ use crate::ops::nn::{Window, spatial};
 use crate::ops::shape::args::moved;
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    Attr, Attrs, ComputeFn, DType, InferCtx, InferFn, OpError, OpRegistry, OpSpec, Tensor,
-    TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    Attr, Attrs, DType, InferCtx, OpError, OpRegistry, Tensor, TensorMeta, TensorMut, TensorRef,
+    UNKNOWN, meta,
 };
 
 /// (op type, inputs whose values inference reads, inference, compute).
-const OPS: &[(&str, &[usize], InferFn, ComputeFn)] = &[
+const OPS: &super::table::Entries = &[
     ("AvgPool1D", &[], infer_window, window_pool),
     ("AvgPool3D", &[], infer_window, window_pool),
     ("AvgPool3DD", &[], infer_window, window_pool),
@@ -81,18 +81,12 @@ const OPS: &[(&str, &[usize], InferFn, ComputeFn)] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads, infer, compute) in OPS {
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register_entries(reg, OPS);
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|e| e.0)
+    super::table::entry_names(OPS)
 }
 
 /// `d` reordered by `perm`.

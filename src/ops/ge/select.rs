@@ -65,10 +65,10 @@ mod kernel;
 mod order;
 mod segment;
 
-use crate::ops::{ComputeFn, InferFn, OpRegistry, OpSpec};
+use crate::ops::OpRegistry;
 
 /// (op type, inputs whose values inference reads, inference, compute).
-const OPS: &[(&str, &[usize], InferFn, ComputeFn)] = &[
+const OPS: &super::table::Entries = &[
     ("ArgMaxD", &[], order::infer_arg, order::arg),
     ("ArgMinD", &[], order::infer_arg, order::arg),
     ("ArgMaxWithValue", &[], order::infer_arg, order::arg),
@@ -177,18 +177,12 @@ const OPS: &[(&str, &[usize], InferFn, ComputeFn)] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads, infer, compute) in OPS {
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register_entries(reg, OPS);
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|(name, ..)| *name)
+    super::table::entry_names(OPS)
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ use super::attrs::required_list;
 use crate::dispatch;
 use crate::ops::nn::scalar::{Scalar, write_f64s};
 use crate::ops::{
-    DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
+    DType, InferCtx, OpError, OpRegistry, TensorMeta, TensorMut, TensorRef, UNKNOWN, meta,
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
@@ -59,23 +59,16 @@ const OPS: &[(&str, &[usize])] = &[
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
-    for &(name, reads) in OPS {
-        let (infer, compute): (crate::ops::InferFn, crate::ops::ComputeFn) = match name {
-            "CosineSimilarity" => (infer_cosine, cosine),
-            "Dot" => (infer_dot, dot),
-            _ => (infer_reduce, reduce),
-        };
-        let mut spec = OpSpec::new(name, infer).computes(compute);
-        if !reads.is_empty() {
-            spec = spec.reading(reads);
-        }
-        reg.add(spec);
-    }
+    super::table::register(reg, OPS, |name| match name {
+        "CosineSimilarity" => (infer_cosine, cosine),
+        "Dot" => (infer_dot, dot),
+        _ => (infer_reduce, reduce),
+    });
 }
 
 /// The op types this file registers.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    OPS.iter().map(|(name, _)| *name)
+    super::table::names(OPS)
 }
 
 // ---------------------------------------------------------------------------------------
