@@ -19,8 +19,8 @@
 use super::attrs::{no_offset_x, onnx_attrs, required_int, required_ints, required_list};
 use crate::ops::registry::library;
 use crate::ops::{
-    Attr, Attrs, Compute, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut, TensorRef,
-    Translation,
+    Attr, Attrs, Compute, DType, InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, TensorMut,
+    TensorRef, Translation,
 };
 
 /// What a GE node of an alias is: the library op, its attributes and how many of the
@@ -58,6 +58,9 @@ const ALIASES: &[(&str, &[usize], TargetFn)] = &[
     ("AccumulateNV2", &[], |ctx| variadic("Sum", ctx)),
     ("MaxN", &[], |ctx| variadic("Max", ctx)),
     ("ClipByValueV2", &[], |ctx| same("Clip", ctx, 3)),
+    // matrix_calculation_ops: GEMM(a, b, c, alpha, beta) is ONNX's Gemm with alpha and
+    // beta the values of their constant inputs.
+    ("GEMM", &[3, 4], gemm),
     // pad_ops: PadD's `paddings` (a [before, after] row per dim, as rt2 reads a list of
     // int lists: flattened row by row) and PadV3's input (`paddings_contiguous` true:
     // the same interleaving; false: ONNX's begins then ends), constant values from
@@ -418,6 +421,58 @@ fn arg_max_v2(ctx: &InferCtx) -> Result<Translation, OpError> {
             ("keepdims", Attr::Int(0)),
         ]),
         inputs: 1,
+    })
+}
+
+/// GEMM(a, b, c, alpha, beta; transpose_a, transpose_b false): `alpha op(a) op(b) + beta
+/// c`, the library's Gemm on (a, b, c) with alpha and beta from their one-element inputs,
+/// which must be constants (the node is refused otherwise: a run-time scale is not
+/// computed). Float types only: GE's int8 GEMM is a quantized kernel.
+fn gemm(ctx: &InferCtx) -> Result<Translation, OpError> {
+    ctx.arity(5, 5)?;
+    if !matches!(ctx.inputs[0].dtype, DType::F32 | DType::F16) {
+        let d = ctx.inputs[0].dtype;
+        return Err(ctx.input_error(0, format!("is {d}: only float GEMM is computed")));
+    }
+    let scale = |i: usize, name: &str| -> Result<f32, OpError> {
+        let t = ctx.values.get(i).copied().flatten().ok_or_else(|| {
+            ctx.input_error(
+                i,
+                format!("{name} is not a constant: GEMM is computed with its value"),
+            )
+        })?;
+        let one = |v: f32| {
+            if t.element_count() == Some(1) {
+                Ok(v)
+            } else {
+                Err(())
+            }
+        };
+        let v = match t.dtype {
+            DType::F32 => t
+                .data
+                .get(..4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            DType::F16 => t
+                .data
+                .get(..2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+            _ => None,
+        };
+        v.and_then(|v| one(v).ok())
+            .ok_or_else(|| ctx.input_error(i, format!("{name} is not one float value")))
+    };
+    let flag = |name: &str| -> Result<i64, OpError> { Ok(i64::from(ctx.attr_bool(name, false)?)) };
+    Ok(Translation {
+        first: 0,
+        op: "Gemm",
+        attrs: onnx_attrs(vec![
+            ("alpha", Attr::Float(f64::from(scale(3, "alpha")?))),
+            ("beta", Attr::Float(f64::from(scale(4, "beta")?))),
+            ("transA", Attr::Int(flag("transpose_a")?)),
+            ("transB", Attr::Int(flag("transpose_b")?)),
+        ]),
+        inputs: 3,
     })
 }
 

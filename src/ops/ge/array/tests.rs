@@ -2,7 +2,7 @@
 //! and the aliases that launch library ops with GE's attributes translated.
 
 use crate::ops::testing::{i64s, run, run_f32, run_f32_with_shape, try_run};
-use crate::ops::{Attr, DType, HostTensor, InferCtx, OpRegistry, Tensor, TensorMeta};
+use crate::ops::{Attr, DType, HostTensor, InferCtx, OpRegistry, Tensor, TensorMeta, assert_close};
 
 /// `0, 1, 2, ...` in `shape`.
 fn iota(shape: &[usize]) -> Tensor {
@@ -512,4 +512,40 @@ fn one_hot_gives_off_rows_for_indices_out_of_range() {
     assert_eq!(y[..4], [5., -1., -1., -1.]);
     assert_eq!(y[4..8], [-1., -1., -1., -1.]);
     assert_eq!(y[8..], [-1., 5., -1., -1.]);
+}
+
+/// GEMM: `alpha op(a) op(b) + beta c` with alpha and beta from their constant inputs,
+/// against the product written out; an integer GEMM (a quantized kernel) is refused.
+#[test]
+fn gemm_scales_by_its_constant_inputs() {
+    // a [3, 2] transposed is [2, 3]; b [3, 2]; c [2, 2].
+    let a = Tensor::from_vec(&[3, 2], &[1.0f32, -2.0, 0.5, 3.0, 2.0, 1.0]);
+    let b = Tensor::from_vec(&[3, 2], &[1.0f32, 0.0, -1.0, 2.0, 0.5, -0.5]);
+    let c = Tensor::from_vec(&[2, 2], &[1.0f32, 2.0, 3.0, 4.0]);
+    let scalar = |v: f32| Tensor::from_vec(&[1], &[v]);
+    let y = run_f32(
+        "GEMM",
+        &[("transpose_a", Attr::Int(1))],
+        &[a.clone(), b.clone(), c.clone(), scalar(0.5), scalar(-2.0)],
+    );
+    let (av, bv, cv) = (
+        a.slice::<f32>().unwrap(),
+        b.slice::<f32>().unwrap(),
+        c.slice::<f32>().unwrap(),
+    );
+    let mut want = Vec::new();
+    for i in 0..2 {
+        for j in 0..2 {
+            let dot: f32 = (0..3).map(|k| av[k * 2 + i] * bv[k * 2 + j]).sum();
+            want.push(0.5 * dot - 2.0 * cv[i * 2 + j]);
+        }
+    }
+    assert_close(&y, &want);
+    let ints = Tensor::from_vec(&[3, 2], &[1i32; 6]);
+    let e = err(
+        "GEMM",
+        &[],
+        &[ints.clone(), ints.clone(), ints, scalar(1.0), scalar(1.0)],
+    );
+    assert!(e.contains("float"), "{e}");
 }
