@@ -30,6 +30,7 @@ mod array;
 mod attrs;
 mod conv;
 pub mod coverage;
+mod detect;
 mod eltwise;
 mod layout;
 pub mod math;
@@ -55,6 +56,7 @@ pub fn register(reg: &mut OpRegistry) {
     resize::register(reg);
     matrix::register(reg);
     arrange::register(reg);
+    detect::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

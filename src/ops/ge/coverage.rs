@@ -52,7 +52,8 @@ pub const GE_CONTRACT: &[&str] = &[
 /// Every op type computed with GE's contract: [`GE_CONTRACT`], the aliases
 /// ([`super::alias`]), GE's elementwise math ([`super::math`]), data movement
 /// ([`super::array`], [`super::arrange`]), LayerNorm ([`super::norm`]), image resampling
-/// ([`super::resize`]) and the matrix ops ([`super::matrix`]).
+/// ([`super::resize`]), the matrix ops ([`super::matrix`]) and the detection ops
+/// ([`super::detect`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -64,6 +65,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::resize::names())
         .chain(super::matrix::names())
         .chain(super::arrange::names())
+        .chain(super::detect::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
