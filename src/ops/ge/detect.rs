@@ -29,12 +29,32 @@
 //!   the variance, one value for all four coordinates or four values. rt2's choice: an
 //!   empty `max_size` means no max-size boxes (as Caffe without `max_size`); given, it
 //!   pairs with `min_size` one to one and each must exceed its min size (Caffe's checks).
+//! - ROIPooling(x [N, C, H, W], rois, roi_actual_num?; pooled_h, pooled_w,
+//!   spatial_scale_h, spatial_scale_w required), Caffe's (Fast R-CNN) ROIPooling with a
+//!   scale per axis: each ROI `[batch_id, x1, y1, x2, y2]` is rounded to cells
+//!   `round(x1 sw) ..= round(x2 sw)` (half away from zero) and likewise in y, at least
+//!   one cell; bin `i` of `pooled` spans `floor(i s) .. ceil((i + 1) s)` cells from the
+//!   start with `s = cells / pooled`, clipped to the map; the output is each bin's max, 0
+//!   for an empty bin. Computed in f32 as Caffe's float layer.
+//! - PSROIPooling(x [N, output_dim group_size^2, H, W], rois; output_dim, group_size,
+//!   spatial_scale required), R-FCN's position-sensitive ROI pooling: the ROI spans
+//!   `round(x1) s .. (round(x2) + 1) s` (at least 0.1) in x and likewise in y, split
+//!   into `group_size` bins a side with the edges floored and ceiled and clipped; output
+//!   channel `k`'s bin `(i, j)` is the mean of input channel `(k g + i) g + j` over the
+//!   bin (summed in f32, as R-FCN), 0 for an empty bin. `group_size` is below 128.
+//!
+//! Both ROI poolings take rois as GE's `[batch, 5, rois]` (field-major, the ROIs of all
+//! batches in order) or Caffe's `[num_rois, 5]`; a ROI's image is its `batch_id`. Their
+//! output is `[rois, C, pooled_h, pooled_w]` (Caffe's top shape; rt2's choice, GE
+//! documents none). rt2's choice: ROIPooling's `roi_actual_num`, documented only as "the
+//! number of ROIs per batch" in a `[batch, 8]` tensor, is refused when given.
 //!
 //! Not here: the detection ops whose numerics GE's documentation does not pin down (see
 //! docs/GE_OPS.md).
 
 use half::f16;
 
+use super::attrs::{given, required_float, required_int};
 use crate::ops::shape::args::{input, output};
 use crate::ops::{
     DType, InferCtx, OpError, OpRegistry, OpSpec, Tensor, TensorMeta, TensorMut, TensorRef,
@@ -42,7 +62,12 @@ use crate::ops::{
 };
 
 /// The op types this file registers.
-const OPS: &[&str] = &["NonMaxSuppressionV3", "PriorBox"];
+const OPS: &[&str] = &[
+    "NonMaxSuppressionV3",
+    "PriorBox",
+    "ROIPooling",
+    "PSROIPooling",
+];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
@@ -52,6 +77,8 @@ pub fn register(reg: &mut OpRegistry) {
             .computes_alloc(nms_v3),
     );
     reg.add(OpSpec::new("PriorBox", infer_prior_box).computes(prior_box));
+    reg.add(OpSpec::new("ROIPooling", infer_roi_pooling).computes(roi_pooling));
+    reg.add(OpSpec::new("PSROIPooling", infer_psroi_pooling).computes(psroi_pooling));
 }
 
 /// The op types this file registers.
@@ -354,20 +381,262 @@ fn prior_box(
     if y.len() != v.len() {
         return Err(ctx.compute_error(format!("output {:?} is not [1, 2, {len}]", y.shape)));
     }
+    store(ctx, y, &v)
+}
+
+/// Writes `v` into `y` (float32 or float16), each value rounded once.
+fn store(ctx: &InferCtx, y: &mut TensorMut, v: &[f64]) -> Result<(), OpError> {
     match y.dtype {
         DType::F32 => y
             .slice_mut::<f32>()?
             .iter_mut()
-            .zip(&v)
+            .zip(v)
             .for_each(|(o, &c)| *o = c as f32),
         DType::F16 => y
             .slice_mut::<f16>()?
             .iter_mut()
-            .zip(&v)
+            .zip(v)
             .for_each(|(o, &c)| *o = f16::from_f64(c)),
         other => return Err(ctx.compute_error(format!("{other} output"))),
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// ROIPooling, PSROIPooling
+
+/// The ROI count of a rois shape: `[num_rois, 5]` (Caffe's) or `[batch, 5, rois]` (GE's);
+/// `None` for any other shape.
+fn roi_count(s: &[i64]) -> Option<i64> {
+    let known = |d: i64, v: i64| d == v || d == UNKNOWN;
+    match s {
+        [n, f] if known(*f, 5) => Some(*n),
+        [b, f, r] if known(*f, 5) => Some(if *b == UNKNOWN || *r == UNKNOWN {
+            UNKNOWN
+        } else {
+            b * r
+        }),
+        _ => None,
+    }
+}
+
+/// Shared inference: x `[N, C, H, W]`, rois; output `[rois, channels, ph, pw]` of x's type.
+fn infer_roi(
+    ctx: &InferCtx,
+    channels: Option<i64>,
+    pooled: [i64; 2],
+) -> Result<Vec<TensorMeta>, OpError> {
+    let dtype = check_float(ctx, 0)?;
+    check_float(ctx, 1)?;
+    check_rank(ctx, 0, 4, "an NCHW feature map")?;
+    let count = match &ctx.inputs[1].shape {
+        None => UNKNOWN,
+        Some(s) => roi_count(s).ok_or_else(|| {
+            ctx.input_error(
+                1,
+                format!("is {s:?}, not [num_rois, 5] or [batch, 5, rois]"),
+            )
+        })?,
+    };
+    let c = match channels {
+        Some(c) => c,
+        None => ctx.inputs[0].shape.as_ref().map_or(UNKNOWN, |s| s[1]),
+    };
+    Ok(meta(dtype, Some(vec![count, c, pooled[0], pooled[1]])))
+}
+
+/// The ROIs `[batch_id, x1, y1, x2, y2]` of input `k`, from either layout.
+fn read_rois(ctx: &InferCtx, t: &TensorRef, k: usize) -> Result<Vec<[f32; 5]>, OpError> {
+    let v = floats(ctx, t, k)?;
+    match *t.shape {
+        [n, 5] => Ok((0..n)
+            .map(|i| std::array::from_fn(|f| v[i * 5 + f]))
+            .collect()),
+        [b, 5, r] => Ok((0..b * r)
+            .map(|i| std::array::from_fn(|f| v[((i / r) * 5 + f) * r + i % r]))
+            .collect()),
+        _ => Err(ctx.input_error(
+            k,
+            format!("is {:?}, not [num_rois, 5] or [batch, 5, rois]", t.shape),
+        )),
+    }
+}
+
+/// A ROI's image index, checked against the batch of `n`.
+fn roi_batch(ctx: &InferCtx, roi: &[f32; 5], n: usize) -> Result<usize, OpError> {
+    let b = roi[0] as i64;
+    if b < 0 || b as usize >= n || roi[0].is_nan() {
+        return Err(ctx.input_error(
+            1,
+            format!("batch_id {} is outside the batch of {n}", roi[0]),
+        ));
+    }
+    Ok(b as usize)
+}
+
+/// A positive int attribute, required.
+fn positive_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
+    let v = required_int(ctx, name)?;
+    if v < 1 {
+        return Err(ctx.attr_error(name, format!("is {v}, not positive")));
+    }
+    Ok(v)
+}
+
+fn infer_roi_pooling(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    if given(ctx, 2) {
+        return Err(ctx.input_error(
+            2,
+            "roi_actual_num is not supported: GE documents its [batch, 8] layout only as \
+             the number of ROIs per batch",
+        ));
+    }
+    let pooled = [
+        positive_int(ctx, "pooled_h")?,
+        positive_int(ctx, "pooled_w")?,
+    ];
+    required_float(ctx, "spatial_scale_h")?;
+    required_float(ctx, "spatial_scale_w")?;
+    infer_roi(ctx, None, pooled)
+}
+
+fn roi_pooling(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    infer_roi_pooling(ctx)?;
+    let (ph, pw) = (
+        required_int(ctx, "pooled_h")? as usize,
+        required_int(ctx, "pooled_w")? as usize,
+    );
+    let (scale_h, scale_w) = (
+        required_float(ctx, "spatial_scale_h")?,
+        required_float(ctx, "spatial_scale_w")?,
+    );
+    let x = input(ctx, inputs, 0)?;
+    let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let rois = read_rois(ctx, input(ctx, inputs, 1)?, 1)?;
+    let data = floats(ctx, x, 0)?;
+    let mut v = vec![0f64; rois.len() * c * ph * pw];
+    for (r, roi) in rois.iter().enumerate() {
+        let b = roi_batch(ctx, roi, n)?;
+        // Caffe's ROIPooling: corners rounded to feature cells, both ends included.
+        let (x1, y1) = ((roi[1] * scale_w).round(), (roi[2] * scale_h).round());
+        let (x2, y2) = ((roi[3] * scale_w).round(), (roi[4] * scale_h).round());
+        let roi_h = (y2 - y1 + 1.0).max(1.0);
+        let roi_w = (x2 - x1 + 1.0).max(1.0);
+        let (bin_h, bin_w) = (roi_h / ph as f32, roi_w / pw as f32);
+        let span = |i: usize, bin: f32, start: f32, size: usize| {
+            let clamp = |e: f32| (e + start).clamp(0.0, size as f32) as usize;
+            (
+                clamp((i as f32 * bin).floor()),
+                clamp(((i + 1) as f32 * bin).ceil()),
+            )
+        };
+        for ch in 0..c {
+            let plane = &data[(b * c + ch) * h * w..][..h * w];
+            for i in 0..ph {
+                let (h0, h1) = span(i, bin_h, y1, h);
+                for j in 0..pw {
+                    let (w0, w1) = span(j, bin_w, x1, w);
+                    let mut m = 0f32;
+                    if h1 > h0 && w1 > w0 {
+                        m = f32::MIN;
+                        for row in plane[h0 * w..h1 * w].chunks_exact(w) {
+                            for &e in &row[w0..w1] {
+                                if e > m {
+                                    m = e;
+                                }
+                            }
+                        }
+                    }
+                    v[((r * c + ch) * ph + i) * pw + j] = f64::from(m);
+                }
+            }
+        }
+    }
+    store(ctx, output(ctx, outputs, 0)?, &v)
+}
+
+fn infer_psroi_pooling(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let dim = positive_int(ctx, "output_dim")?;
+    let group = positive_int(ctx, "group_size")?;
+    if group >= 128 {
+        return Err(ctx.attr_error("group_size", format!("is {group}, not below 128")));
+    }
+    required_float(ctx, "spatial_scale")?;
+    if let Some(s) = &ctx.inputs[0].shape
+        && s.len() == 4
+        && s[1] != UNKNOWN
+        && s[1] != dim * group * group
+    {
+        return Err(ctx.input_error(
+            0,
+            format!(
+                "has {} channels, not output_dim x group_size^2 = {}",
+                s[1],
+                dim * group * group
+            ),
+        ));
+    }
+    infer_roi(ctx, Some(dim), [group, group])
+}
+
+fn psroi_pooling(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    infer_psroi_pooling(ctx)?;
+    let dim = required_int(ctx, "output_dim")? as usize;
+    let g = required_int(ctx, "group_size")? as usize;
+    let scale = required_float(ctx, "spatial_scale")?;
+    let x = input(ctx, inputs, 0)?;
+    let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let rois = read_rois(ctx, input(ctx, inputs, 1)?, 1)?;
+    let data = floats(ctx, x, 0)?;
+    let mut v = vec![0f64; rois.len() * dim * g * g];
+    for (r, roi) in rois.iter().enumerate() {
+        let b = roi_batch(ctx, roi, n)?;
+        // R-FCN's PSROIPooling: corners rounded, the far edge one cell past the corner.
+        let x1 = roi[1].round() * scale;
+        let y1 = roi[2].round() * scale;
+        let x2 = (roi[3].round() + 1.0) * scale;
+        let y2 = (roi[4].round() + 1.0) * scale;
+        let (bin_h, bin_w) = ((y2 - y1).max(0.1) / g as f32, (x2 - x1).max(0.1) / g as f32);
+        let span = |i: usize, bin: f32, start: f32, size: usize| {
+            let clamp = |e: f32| e.clamp(0.0, size as f32) as usize;
+            (
+                clamp((i as f32 * bin + start).floor()),
+                clamp(((i + 1) as f32 * bin + start).ceil()),
+            )
+        };
+        for ct in 0..dim {
+            for i in 0..g {
+                let (h0, h1) = span(i, bin_h, y1, h);
+                for j in 0..g {
+                    let (w0, w1) = span(j, bin_w, x1, w);
+                    let ch = (ct * g + i) * g + j;
+                    let plane = &data[(b * c + ch) * h * w..][..h * w];
+                    let mut mean = 0f32;
+                    if h1 > h0 && w1 > w0 {
+                        let mut sum = 0f32;
+                        for row in plane[h0 * w..h1 * w].chunks_exact(w) {
+                            for &e in &row[w0..w1] {
+                                sum += e;
+                            }
+                        }
+                        mean = sum / ((h1 - h0) * (w1 - w0)) as f32;
+                    }
+                    v[((r * dim + ct) * g + i) * g + j] = f64::from(mean);
+                }
+            }
+        }
+    }
+    store(ctx, output(ctx, outputs, 0)?, &v)
 }
 
 #[cfg(test)]

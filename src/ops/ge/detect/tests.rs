@@ -250,3 +250,127 @@ fn prior_box_float16_and_errors() {
     bad.push(("variance", floats(&[0.1, 0.2, 0.3])));
     assert!(err(&bad).contains("variance"), "{}", err(&bad));
 }
+
+// ---- ROIPooling
+
+/// A 4 x 4 map per channel: `100 ch + 4 row + col`.
+fn ramp(channels: usize) -> Tensor {
+    let v: Vec<f32> = (0..channels * 16)
+        .map(|i| (100 * (i / 16) + i % 16) as f32)
+        .collect();
+    f32s(&[1, channels, 4, 4], &v)
+}
+
+fn roi_attrs(scale_h: f32, scale_w: f32) -> Vec<(&'static str, Attr)> {
+    vec![
+        ("pooled_h", Attr::Int(2)),
+        ("pooled_w", Attr::Int(2)),
+        ("spatial_scale_h", Attr::Float(f64::from(scale_h))),
+        ("spatial_scale_w", Attr::Float(f64::from(scale_w))),
+    ]
+}
+
+/// At scale_w 1 and scale_h 0.5: ROI x 0..3, y 0..6 is cells 0..=3 both ways, bins of
+/// 2: each quadrant's max. ROI x 1..3, y 2..6 is cells 1..=3 both ways, bins of 1.5:
+/// rows and columns [1, 3) and [2, 4).
+#[test]
+fn roi_pooling_takes_each_bins_max() {
+    let rois = f32s(&[2, 5], &[0.0, 0.0, 0.0, 3.0, 6.0, 0.0, 1.0, 2.0, 3.0, 6.0]);
+    let (shape, y) = run_f32_with_shape("ROIPooling", &roi_attrs(0.5, 1.0), &[ramp(2), rois]);
+    assert_eq!(shape, [2, 2, 2, 2]);
+    let want = [
+        5.0, 7.0, 13.0, 15.0, 105.0, 107.0, 113.0, 115.0, // roi 0
+        10.0, 11.0, 14.0, 15.0, 110.0, 111.0, 114.0, 115.0, // roi 1
+    ];
+    assert_eq!(y, want);
+}
+
+/// GE's `[batch, 5, rois]` layout holds the same ROIs field-major; a ROI past the map
+/// has only empty bins, which are 0.
+#[test]
+fn roi_pooling_reads_ges_layout_and_zeroes_empty_bins() {
+    // Two ROIs: (0, 0)-(3, 3) and (10, 10)-(12, 12), as [1, 5, 2].
+    let rois = f32s(
+        &[1, 5, 2],
+        &[0.0, 0.0, 0.0, 10.0, 0.0, 10.0, 3.0, 12.0, 3.0, 12.0],
+    );
+    let (shape, y) = run_f32_with_shape("ROIPooling", &roi_attrs(1.0, 1.0), &[ramp(1), rois]);
+    assert_eq!(shape, [2, 1, 2, 2]);
+    assert_eq!(y, [5.0, 7.0, 13.0, 15.0, 0.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn roi_pooling_refuses_bad_attributes_and_rois() {
+    let rois = || f32s(&[1, 5], &[0.0, 0.0, 0.0, 3.0, 3.0]);
+    let err = |attrs: &[(&str, Attr)], inputs: &[Tensor]| {
+        try_run("ROIPooling", attrs, inputs, 1)
+            .unwrap_err()
+            .to_string()
+    };
+    let attrs = roi_attrs(1.0, 1.0);
+    for k in 0..4 {
+        let mut missing = attrs.clone();
+        let (name, _) = missing.remove(k);
+        assert!(err(&missing, &[ramp(1), rois()]).contains(name), "{name}");
+    }
+    let mut bad = attrs.clone();
+    bad[0].1 = Attr::Int(0);
+    assert!(err(&bad, &[ramp(1), rois()]).contains("pooled_h"));
+    let far = f32s(&[1, 5], &[1.0, 0.0, 0.0, 3.0, 3.0]);
+    assert!(err(&attrs, &[ramp(1), far]).contains("batch_id"));
+    let counts = Tensor::from_vec(&[1, 8], &[1i32; 8]);
+    assert!(err(&attrs, &[ramp(1), rois(), counts]).contains("roi_actual_num"));
+    let odd = f32s(&[1, 4], &[0.0; 4]);
+    assert!(err(&attrs, &[ramp(1), odd]).contains("num_rois"));
+}
+
+// ---- PSROIPooling
+
+fn ps_attrs(dim: i64, group: i64) -> Vec<(&'static str, Attr)> {
+    vec![
+        ("output_dim", Attr::Int(dim)),
+        ("group_size", Attr::Int(group)),
+        ("spatial_scale", Attr::Float(1.0)),
+    ]
+}
+
+/// Group 2: bin (i, j) reads channel `2 i + j` only. ROI (0, 0)-(1, 1) spans cells 0..2
+/// (the far edge one past the corner), bins of one cell each; ROI (0, 0)-(0, 0) is one
+/// cell, bins of half a cell that all cover cell (0, 0).
+#[test]
+fn psroi_pooling_reads_each_bins_own_channel() {
+    // x[ch, r, c] = 10 ch + 2 r + c on a 2 x 2 map.
+    let v: Vec<f32> = (0..16).map(|i| (10 * (i / 4) + i % 4) as f32).collect();
+    let x = f32s(&[1, 4, 2, 2], &v);
+    let rois = f32s(
+        &[1, 5, 2],
+        &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+    );
+    let (shape, y) = run_f32_with_shape("PSROIPooling", &ps_attrs(1, 2), &[x, rois]);
+    assert_eq!(shape, [2, 1, 2, 2]);
+    assert_eq!(y, [0.0, 11.0, 22.0, 33.0, 0.0, 10.0, 20.0, 30.0]);
+}
+
+/// Group 1, two output channels: each the mean of its channel over the ROI's cells.
+#[test]
+fn psroi_pooling_averages_the_bin() {
+    let x = f32s(&[1, 2, 2, 2], &[1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0]);
+    let rois = f32s(&[1, 5], &[0.0, 0.0, 0.0, 1.0, 1.0]);
+    let (shape, y) = run_f32_with_shape("PSROIPooling", &ps_attrs(2, 1), &[x, rois]);
+    assert_eq!(shape, [1, 2, 1, 1]);
+    assert_eq!(y, [2.5, 25.0]);
+}
+
+#[test]
+fn psroi_pooling_refuses_bad_attributes() {
+    let x = f32s(&[1, 3, 2, 2], &[0.0; 12]);
+    let rois = f32s(&[1, 5], &[0.0; 5]);
+    let err = |attrs: &[(&str, Attr)], x: Tensor| {
+        try_run("PSROIPooling", attrs, &[x, rois.clone()], 1)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(err(&ps_attrs(1, 2), x.clone()).contains("channels"));
+    assert!(err(&ps_attrs(3, 128), x.clone()).contains("group_size"));
+    assert!(err(&ps_attrs(3, 1)[..2], x).contains("spatial_scale"));
+}
