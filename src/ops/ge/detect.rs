@@ -1,7 +1,8 @@
 //! GE's detection ops (graphengine `image_ops.h`, `nn_detect_ops.h`), each computed as the
 //! framework layer its prototype says it is compatible with. float16 and float32 operands
-//! are read into f32 (NonMaxSuppressionV3's IoU) or f64 (the geometry of PriorBox and the
-//! ROI bins) and each result is rounded once to the output's type.
+//! are read into f32 (NonMaxSuppressionV3's IoU; the ROI poolings, as Caffe's float
+//! layers) or f64 (PriorBox's geometry), and each result is rounded once to the output's
+//! type.
 //!
 //! - NonMaxSuppressionV3(boxes [n, 4], scores [n], max_output_size, iou_threshold,
 //!   score_threshold; offset 0), TensorFlow's op of that name: the boxes scoring strictly
@@ -49,8 +50,13 @@
 //! documents none). rt2's choice: ROIPooling's `roi_actual_num`, documented only as "the
 //! number of ROIs per batch" in a `[batch, 8]` tensor, is refused when given.
 //!
-//! Not here: the detection ops whose numerics GE's documentation does not pin down (see
-//! docs/GE_OPS.md).
+//! Not here, as GE's documentation does not pin their numerics down: SSDDetectionOutput
+//! (the default `keep_top_k` -1 leaves its `[batch, keep_top_k, 8]` output unsized, and
+//! neither the padding rows nor `out_boxnum`'s shape are documented), Proposal and
+//! ProposalD (`cls_prob` is documented as the background probability, and the padding of
+//! `rois` and the layout of `actual_rois_num` `[batch, 8]` are not given),
+//! YoloV3DetectionOutput (the box decoding against `img_info` and its NMS are not
+//! described) and DecodeBBox (its prototype is HiAI's, with no layout or formula).
 
 use half::f16;
 
@@ -474,6 +480,18 @@ fn roi_batch(ctx: &InferCtx, roi: &[f32; 5], n: usize) -> Result<usize, OpError>
     Ok(b as usize)
 }
 
+/// Input 0, checked to be a 4-D feature map.
+fn feature_map<'t, 'a>(
+    ctx: &InferCtx,
+    inputs: &'t [TensorRef<'a>],
+) -> Result<&'t TensorRef<'a>, OpError> {
+    let x = input(ctx, inputs, 0)?;
+    if x.rank() != 4 {
+        return Err(ctx.input_error(0, format!("is {:?}, not an NCHW feature map", x.shape)));
+    }
+    Ok(x)
+}
+
 /// A positive int attribute, required.
 fn positive_int(ctx: &InferCtx, name: &str) -> Result<i64, OpError> {
     let v = required_int(ctx, name)?;
@@ -515,7 +533,7 @@ fn roi_pooling(
         required_float(ctx, "spatial_scale_h")?,
         required_float(ctx, "spatial_scale_w")?,
     );
-    let x = input(ctx, inputs, 0)?;
+    let x = feature_map(ctx, inputs)?;
     let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
     let rois = read_rois(ctx, input(ctx, inputs, 1)?, 1)?;
     let data = floats(ctx, x, 0)?;
@@ -594,8 +612,11 @@ fn psroi_pooling(
     let dim = required_int(ctx, "output_dim")? as usize;
     let g = required_int(ctx, "group_size")? as usize;
     let scale = required_float(ctx, "spatial_scale")?;
-    let x = input(ctx, inputs, 0)?;
+    let x = feature_map(ctx, inputs)?;
     let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    if c != dim * g * g {
+        return Err(ctx.input_error(0, format!("has {c} channels, not {}", dim * g * g)));
+    }
     let rois = read_rois(ctx, input(ctx, inputs, 1)?, 1)?;
     let data = floats(ctx, x, 0)?;
     let mut v = vec![0f64; rois.len() * dim * g * g];

@@ -374,3 +374,42 @@ fn psroi_pooling_refuses_bad_attributes() {
     assert!(err(&ps_attrs(3, 128), x.clone()).contains("group_size"));
     assert!(err(&ps_attrs(3, 1)[..2], x).contains("spatial_scale"));
 }
+
+/// float16 in, float16 out: the same maxes and means, rounded once.
+#[test]
+fn roi_poolings_keep_float16() {
+    let h = |t: &Tensor| {
+        let v: Vec<f16> = t
+            .slice::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&x| f16::from_f32(x))
+            .collect();
+        Tensor::from_vec(&t.shape, &v)
+    };
+    let rois = f32s(&[1, 5], &[0.0, 0.0, 0.0, 3.0, 3.0]);
+    let out = run(
+        "ROIPooling",
+        &roi_attrs(1.0, 1.0),
+        &[h(&ramp(1)), h(&rois)],
+        1,
+    );
+    let got: Vec<f32> = out[0]
+        .slice::<f16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(got, [5.0, 7.0, 13.0, 15.0]);
+    // Mean of 1, 2, 3, 4 and 2, 2, 2, 3 (2.25) in group 1.
+    let x = f32s(&[1, 2, 2, 2], &[1.0, 2.0, 3.0, 4.0, 2.0, 2.0, 2.0, 3.0]);
+    let rois = f32s(&[1, 5], &[0.0, 0.0, 0.0, 1.0, 1.0]);
+    let out = run("PSROIPooling", &ps_attrs(2, 1), &[h(&x), h(&rois)], 1);
+    let got: Vec<f32> = out[0]
+        .slice::<f16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(got, [2.5, 2.25]);
+}
