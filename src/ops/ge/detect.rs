@@ -282,16 +282,18 @@ impl Priors {
                 format!("{variance:?} is not one or four positive values"),
             ));
         }
-        let img = [ctx.attr_int("img_h", 0)?, ctx.attr_int("img_w", 0)?];
-        if let Some(bad) = img.iter().find(|&&v| v < 0) {
-            return Err(ctx.attr_error("img_h", format!("image size {bad} is negative")));
-        }
-        let step = [
-            f64::from(ctx.attr_float("step_h", 0.0)?),
-            f64::from(ctx.attr_float("step_w", 0.0)?),
-        ];
-        if step.iter().any(|&v| v < 0.0) {
-            return Err(ctx.attr_error("step_h", format!("steps {step:?} are negative")));
+        let mut img = [0i64; 2];
+        let mut step = [0f64; 2];
+        for (k, axis) in ["h", "w"].into_iter().enumerate() {
+            let (size, stride) = (format!("img_{axis}"), format!("step_{axis}"));
+            img[k] = ctx.attr_int(&size, 0)?;
+            step[k] = f64::from(ctx.attr_float(&stride, 0.0)?);
+            if img[k] < 0 {
+                return Err(ctx.attr_error(&size, format!("is {}, negative", img[k])));
+            }
+            if step[k] < 0.0 || step[k].is_nan() {
+                return Err(ctx.attr_error(&stride, format!("is {}, not a step", step[k])));
+            }
         }
         Ok(Priors {
             min,

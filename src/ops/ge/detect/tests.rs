@@ -249,6 +249,12 @@ fn prior_box_float16_and_errors() {
     let mut bad = attrs.to_vec();
     bad.push(("variance", floats(&[0.1, 0.2, 0.3])));
     assert!(err(&bad).contains("variance"), "{}", err(&bad));
+    let mut bad = attrs.to_vec();
+    bad.push(("step_w", Attr::Float(-1.0)));
+    assert!(err(&bad).contains("step_w"), "{}", err(&bad));
+    let mut bad = attrs.to_vec();
+    bad.push(("img_w", Attr::Int(-8)));
+    assert!(err(&bad).contains("img_w"), "{}", err(&bad));
 }
 
 // ---- ROIPooling
