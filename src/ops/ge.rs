@@ -32,6 +32,7 @@ mod attrs;
 mod conv;
 mod convs;
 pub mod coverage;
+mod detect;
 mod eltwise;
 mod layout;
 pub mod math;
@@ -68,6 +69,7 @@ pub fn register(reg: &mut OpRegistry) {
     convs::register(reg);
     pools::register(reg);
     select::register(reg);
+    detect::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -55,8 +55,8 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ([`super::select`]), LayerNorm ([`super::norm`]) and the other normalizations
 /// ([`super::normalize`]), statistics and norms ([`super::stats`]), activations and fake
 /// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
-/// ops ([`super::matrix`]), and the convolutions and pools beyond Conv2D's and Pooling's
-/// ([`super::convs`], [`super::pools`]).
+/// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
+/// ([`super::convs`], [`super::pools`]) and detection ([`super::detect`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -74,6 +74,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::convs::names())
         .chain(super::pools::names())
         .chain(super::select::names())
+        .chain(super::detect::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

@@ -42,6 +42,10 @@ const FILES: &[(&str, &str)] = &[
         "nn_calculation_ops",
         include_str!("prototypes/nn_calculation_ops.txt"),
     ),
+    (
+        "nn_detect_ops",
+        include_str!("prototypes/nn_detect_ops.txt"),
+    ),
     ("nn_norm_ops", include_str!("prototypes/nn_norm_ops.txt")),
     (
         "nn_pooling_ops",
