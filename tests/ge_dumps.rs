@@ -299,7 +299,7 @@ fn storage_and_origin_formats_reach_the_lowered_tensors_and_the_views() {
     assert_eq!(formats(&lowered(&partitioned()).main), []);
 }
 
-/// `x` -> FakeOpNpu (an op that exists only as a compiled AI Core kernel) -> MirrorPad
+/// `x` -> FakeOpNpu (an op that exists only as a compiled AI Core kernel) -> FractionalMaxPool
 /// (on AI CPU, not in the op library) -> Relu (on AI CPU's TensorFlow kernels, computed
 /// by rt2) -> NetOutput. Every output descriptor is static, as GE's built graphs are.
 fn compiled_kernels() -> ModelDef {
@@ -324,7 +324,7 @@ fn compiled_kernels() -> ModelDef {
             DumpOp::new("paddings", "Const")
                 .value(int32(&[2, 2]), paddings)
                 .out_desc(int32(&[2, 2])),
-            DumpOp::new("pad", "MirrorPad")
+            DumpOp::new("pad", "FractionalMaxPool")
                 .attr_s("_ge_attr_op_kernel_lib_name", "aicpu_ascend_kernel")
                 .attr_s("mode", "REFLECT")
                 .input("fake:0")
@@ -376,8 +376,8 @@ fn ops_rt2_cannot_compute_lower_as_compiled_kernels_on_their_engines() {
             ),
             (
                 "AicpuLaunchCCKernel".into(),
-                "MirrorPad".into(),
-                own("MirrorPad")
+                "FractionalMaxPool".into(),
+                own("FractionalMaxPool")
             ),
             ("AicpuLaunchTfKernel".into(), "Relu".into(), None),
         ]
@@ -418,7 +418,10 @@ fn ops_rt2_cannot_compute_lower_as_compiled_kernels_on_their_engines() {
     let named: Vec<String> = missing.iter().map(|m| m.to_string()).collect();
     assert_eq!(
         named,
-        ["compiled/fake (FakeOpNpu)", "compiled/pad (MirrorPad)"]
+        [
+            "compiled/fake (FakeOpNpu)",
+            "compiled/pad (FractionalMaxPool)"
+        ]
     );
     // The views name each engine's launch.
     let dot = rt2::exec::view::dot::to_dot(&eg, rt2::exec::view::GraphSelect::Main);
@@ -438,7 +441,7 @@ fn running_refuses_every_op_it_cannot_compute_at_load() {
     assert_eq!(
         err.to_string(),
         "2 op(s) rt2 cannot compute (compiled kernels only): compiled/fake (FakeOpNpu), \
-         compiled/pad (MirrorPad)"
+         compiled/pad (FractionalMaxPool)"
     );
 }
 

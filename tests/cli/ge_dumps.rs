@@ -277,7 +277,7 @@ fn check_feeds_the_data_set_to_the_inputs_and_fills_the_weights() {
 }
 
 /// `x` -> two FakeOpNpu (an op that exists only as a compiled kernel, output shapes
-/// declared as GE's built graphs do) and a MirrorPad on AI CPU -> NetOutput.
+/// declared as GE's built graphs do) and a FractionalMaxPool on AI CPU -> NetOutput.
 fn fake_ops() -> ModelDef {
     let fake = |name: &str, src: &str| {
         DumpOp::new(name, "FakeOpNpu")
@@ -294,7 +294,7 @@ fn fake_ops() -> ModelDef {
                 .out_desc(f32_desc(&[4])),
             fake("fake1", "x:0"),
             fake("fake2", "fake1:0"),
-            DumpOp::new("pad", "MirrorPad")
+            DumpOp::new("pad", "FractionalMaxPool")
                 .attr_s("_ge_attr_op_kernel_lib_name", "aicpu_ascend_kernel")
                 .input("fake2:0")
                 .in_desc(f32_desc(&[4]))
@@ -318,7 +318,7 @@ fn compiled_kernels_lower_and_are_listed_but_do_not_run() {
     assert!(
         lowered.stdout().ends_with(
             "3 op(s) lowered as compiled kernels rt2 cannot compute (rt2 run refuses them):\n  \
-             FakeOpNpu (2): fake1, fake2\n  MirrorPad (1): pad\n"
+             FakeOpNpu (2): fake1, fake2\n  FractionalMaxPool (1): pad\n"
         ),
         "{}",
         lowered.stdout()
@@ -330,10 +330,10 @@ fn compiled_kernels_lower_and_are_listed_but_do_not_run() {
         .json();
     assert_eq!(
         j["no_compute"],
-        serde_json::json!({"FakeOpNpu": ["fake1", "fake2"], "MirrorPad": ["pad"]})
+        serde_json::json!({"FakeOpNpu": ["fake1", "fake2"], "FractionalMaxPool": ["pad"]})
     );
     let refusal = "3 op(s) rt2 cannot compute (compiled kernels only): fake/fake1 (FakeOpNpu), \
-                   fake/fake2 (FakeOpNpu), fake/pad (MirrorPad)";
+                   fake/fake2 (FakeOpNpu), fake/pad (FractionalMaxPool)";
     for f in [file.as_str(), "fake.exeg"] {
         let run = sc.rt2(&["run", f]).fails(1, &[f, refusal]);
         assert_eq!(run.stderr().lines().count(), 1, "{}", run.stderr());
