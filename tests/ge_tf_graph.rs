@@ -302,3 +302,52 @@ fn resize_takes_its_layout_from_the_tensor_format() {
     assert_eq!(shape, [1, 1, 4, 2]);
     assert_eq!(y, [4.5, 10.5, 4.5, 10.5, 4.5, 10.5, 4.5, 10.5]);
 }
+
+/// GE's LRN is TensorFlow's: `x / (bias + alpha sum x^2)^beta` over the `2 depth_radius +
+/// 1` channels around each (alpha not divided by the window, as ONNX's is), computed
+/// under every executor against the sum written out.
+#[test]
+fn ge_lrn_sums_over_its_radius_with_an_undivided_alpha() {
+    let dims = [1i64, 4, 1, 2];
+    let mut ops = format!(
+        "op {{ name: \"x\" type: \"Data\" {} input_desc {{ {d} }} output_desc {{ {d} }} }}\n",
+        attr("index", "i: 0"),
+        d = desc("DT_FLOAT", &dims)
+    );
+    let lrn_attrs = [
+        attr("depth_radius", "i: 1"),
+        attr("alpha", "f: 0.5"),
+        attr("beta", "f: 0.75"),
+        attr("bias", "f: 2.0"),
+    ];
+    ops += &op("lrn", "LRN", &["x:0"], &lrn_attrs, &dims);
+    ops += &format!(
+        "op {{ name: \"out\" type: \"NetOutput\" input: \"lrn:0\" input_desc {{ {} }} }}\n",
+        desc("DT_FLOAT", &dims)
+    );
+    let text =
+        format!("name: \"l\" graph {{ name: \"l\" input: \"x:0\" output: \"lrn:0\"\n{ops}}}\n");
+    let file = read(text.as_bytes(), &ReadOptions::default()).expect("reads");
+    let x = [1.0f32, -2.0, 0.5, 3.0, -1.5, 0.25, 2.0, -0.75];
+    let input = HostTensor {
+        dtype: DType::F32,
+        shape: dims.to_vec(),
+        data: f32s(&x),
+    };
+    let (shape, y) = run_everywhere(&file, &input);
+    assert_eq!(shape, dims);
+    // x[c][w] = x[c * 2 + w]; channels c-1..=c+1 within 0..4.
+    for c in 0..4usize {
+        for w in 0..2usize {
+            let sum: f64 = (c.saturating_sub(1)..=(c + 1).min(3))
+                .map(|k| f64::from(x[k * 2 + w]).powi(2))
+                .sum();
+            let want = f64::from(x[c * 2 + w]) / (2.0 + 0.5 * sum).powf(0.75);
+            let got = f64::from(y[c * 2 + w]);
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{c},{w}: {got} vs {want}"
+            );
+        }
+    }
+}

@@ -291,6 +291,15 @@ pub const PLUGINS: &[Plugin] = &[
         map: layer_norm,
     },
     Plugin {
+        onnx: "LRN",
+        opsets: (8, 18),
+        ge: "LRN",
+        converts: "size -> depth_radius (size - 1) / 2; alpha -> alpha / size; beta, bias kept; norm_region ACROSS_CHANNELS",
+        keeps: "an even size (GE's window is 2 depth_radius + 1 channels)",
+        source: OPS_NN,
+        map: lrn,
+    },
+    Plugin {
         onnx: "LeakyRelu",
         opsets: (8, 18),
         ge: "LeakyRelu",
@@ -751,6 +760,27 @@ fn layer_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
     // GE's LayerNorm has three outputs (y, mean, variance) where the node has one.
     m.outputs = Some(3);
     Some(m)
+}
+
+/// LRN(X; size, alpha 1e-4, beta 0.75, bias 1): GE's LRN over `2 depth_radius + 1`
+/// channels with TensorFlow's undivided alpha. An even size has no such window: kept.
+fn lrn(_: &Plugin, n: &Node) -> Option<Mapped> {
+    let size = int_attr(n.attrs, "size").filter(|s| *s > 0 && s % 2 == 1)?;
+    let float = |k: &str, d: f32| match n.attrs.get(k).and_then(|a| a.value.as_ref()) {
+        Some(Value::F(v)) => *v,
+        _ => d,
+    };
+    let f = super::tensor::attr_f;
+    Some(ge_op(
+        "LRN",
+        BTreeMap::from([
+            ("depth_radius".to_string(), attr_i((size - 1) / 2)),
+            ("alpha".to_string(), f(float("alpha", 1e-4) / size as f32)),
+            ("beta".to_string(), f(float("beta", 0.75))),
+            ("bias".to_string(), f(float("bias", 1.0))),
+            ("norm_region".to_string(), attr_s("ACROSS_CHANNELS")),
+        ]),
+    ))
 }
 
 fn leaky_relu(_: &Plugin, n: &Node) -> Option<Mapped> {

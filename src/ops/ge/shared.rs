@@ -172,6 +172,7 @@ const RULES: &[(&str, &[Fix])] = &[
 const RELAUNCH: &[(&str, GeContractFn)] = &[
     ("ArgMin", arg_min),
     ("Concat", concat),
+    ("LRN", lrn),
     ("OneHot", one_hot),
     ("Pad", pad),
     ("Slice", slice),
@@ -302,6 +303,56 @@ fn arg_min(ctx: &InferCtx) -> Result<GeUse, String> {
     })
 }
 
+/// GE's LRN(x; depth_radius 5, bias 1, alpha 1, beta 0.5, norm_region
+/// "ACROSS_CHANNELS"), TensorFlow's local response normalization over the
+/// `2 depth_radius + 1` channels around each, `x / (bias + alpha sum x^2)^beta`: the
+/// library's (ONNX's) LRN with `size` that window and `alpha` times it (ONNX divides
+/// alpha by size). NCHW only (the library's channels are dim 1; an NHWC x, as a
+/// TensorFlow graph holds, is not computed), and Caffe's WITHIN_CHANNEL region is not.
+fn lrn(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    if ctx.inputs[0].shape.as_ref().is_some_and(|s| s.len() != 4) {
+        return Err("GE's LRN takes a 4-D x".into());
+    }
+    if let Some(f) = super::attrs::input_format(ctx, 0)
+        && f != crate::formats::Format::Nchw
+    {
+        return Err(format!(
+            "GE's LRN on an {} x is not computed (NCHW only)",
+            f.name()
+        ));
+    }
+    let region = ctx.attrs.get("norm_region").and_then(Attr::as_str);
+    if region.is_some_and(|r| r != "ACROSS_CHANNELS") {
+        return Err(format!(
+            "GE's LRN with norm_region {region:?} is not computed"
+        ));
+    }
+    let radius = ctx
+        .attrs
+        .get("depth_radius")
+        .and_then(Attr::as_int)
+        .unwrap_or(5);
+    if !(0..=1 << 20).contains(&radius) {
+        return Err(format!(
+            "GE's LRN depth_radius {radius} is not a window radius"
+        ));
+    }
+    let size = 2 * radius + 1;
+    let float = |k: &str, d: f64| ctx.attrs.get(k).and_then(Attr::as_float).unwrap_or(d);
+    Ok(GeUse::Launch {
+        op: "LRN",
+        attrs: onnx_attrs(vec![
+            ("size", Attr::Int(size)),
+            ("alpha", Attr::Float(float("alpha", 1.0) * size as f64)),
+            ("beta", Attr::Float(float("beta", 0.5))),
+            ("bias", Attr::Float(float("bias", 1.0))),
+        ]),
+        first: 0,
+        count: 1,
+    })
+}
+
 /// GE's OneHot(x, depth, on_value, off_value; axis -1), TensorFlow's (an index out of
 /// range gives a row of off_value; ONNX's wraps negative ones and takes the two values as
 /// one input): OneHotD on all four inputs with the constant depth as its attribute.
@@ -372,10 +423,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     (
         "ConvTranspose",
         "GE's ConvTranspose takes output_shape, filter and x in that order",
-    ),
-    (
-        "LRN",
-        "GE's LRN has depth_radius and norm_region where ONNX's has size",
     ),
     ("LSTM", "GE's LSTM is Caffe's, not ONNX's"),
     (

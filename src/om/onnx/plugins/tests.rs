@@ -373,3 +373,23 @@ fn layer_normalization_becomes_layer_norm() {
     let unread = ["y".to_string(), String::new(), String::new()];
     assert!(map("LayerNormalization", &node(17, &attrs, &x, &unread)).is_some());
 }
+
+/// LRN: GE's depth_radius from an odd size and TensorFlow's alpha (divided by the size);
+/// an even size has no symmetric window and keeps ONNX's LRN.
+#[test]
+fn lrn_becomes_ge_lrn_for_odd_sizes() {
+    let f = super::super::tensor::attr_f;
+    let attrs = BTreeMap::from([
+        ("size".to_string(), attr_i(5)),
+        ("alpha".to_string(), f(0.0005)),
+    ]);
+    let x = [tensor(&[1, 8, 3, 3])];
+    let m = map("LRN", &node(13, &attrs, &x, &[])).unwrap();
+    assert_eq!(m.op_type, "LRN");
+    assert_eq!(int_attr(&m.attrs, "depth_radius"), Some(2));
+    assert_eq!(m.attrs["alpha"].value, Some(Value::F(0.0005 / 5.0)));
+    assert_eq!(m.attrs["beta"].value, Some(Value::F(0.75)));
+    assert_eq!(str_attr(&m.attrs, "norm_region"), Some("ACROSS_CHANNELS"));
+    let even = BTreeMap::from([("size".to_string(), attr_i(4))]);
+    assert!(map("LRN", &node(13, &even, &x, &[])).is_none());
+}
