@@ -175,7 +175,10 @@ fn out_dims(ctx: &InferCtx, b: &Blocks, shape: &[i64]) -> Result<Vec<i64>, OpErr
 }
 
 fn infer(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
-    let x = &ctx.inputs[0];
+    let x = ctx
+        .inputs
+        .first()
+        .ok_or_else(|| ctx.input_error(0, "x is missing"))?;
     let Some(s) = &x.shape else {
         // Any rank holds the blocks while it is unknown.
         blocks(ctx, None, usize::MAX)?;
