@@ -548,6 +548,20 @@ impl OpRegistry {
         inputs: &[Tensor],
         outputs: usize,
     ) -> Result<Vec<Tensor>, OpError> {
+        self.run_on_host_poisoned(op, attrs, inputs, outputs, HOST_POISON)
+    }
+
+    /// [`run_on_host`](Self::run_on_host) with the outputs filled with `poison` first: two
+    /// runs with different poisons give the same results only if the op writes every
+    /// output byte (what tests/ge_op_sweep.rs checks of every GE op).
+    pub fn run_on_host_poisoned(
+        &self,
+        op: &str,
+        attrs: &Attrs,
+        inputs: &[Tensor],
+        outputs: usize,
+        poison: u8,
+    ) -> Result<Vec<Tensor>, OpError> {
         let spec = self
             .get(op)
             .ok_or_else(|| OpError::NoCompute { op: op.to_string() })?;
@@ -581,7 +595,7 @@ impl OpRegistry {
                         meta: m.to_string(),
                     })?;
                     let mut t = Tensor::zeroed(m.dtype, &shape);
-                    t.data.as_bytes_mut().fill(HOST_POISON);
+                    t.data.as_bytes_mut().fill(poison);
                     outs.push(t);
                 }
                 let mut muts: Vec<TensorMut> = outs.iter_mut().map(Tensor::as_mut).collect();
