@@ -1,0 +1,130 @@
+//! GE's quantization ops against their formulas worked out by hand.
+
+use half::f16;
+
+use crate::ops::testing::{run1, try_run};
+use crate::ops::{Attr, DType, Tensor};
+
+fn quant_attrs(scale: f64, offset: f64) -> Vec<(&'static str, Attr)> {
+    vec![
+        ("scale", Attr::Float(scale)),
+        ("offset", Attr::Float(offset)),
+    ]
+}
+
+fn quant(attrs: &[(&str, Attr)], x: &[f32]) -> Vec<i8> {
+    let t = run1("AscendQuant", attrs, &[Tensor::from_vec(&[x.len()], x)]);
+    assert_eq!(t.dtype, DType::I8);
+    t.slice::<i8>().unwrap().to_vec()
+}
+
+/// scale 0.5, offset 0: 1 -> 0.5 -> 0 and 3 -> 1.5 -> 2 and 5 -> 2.5 -> 2 (ties to even);
+/// -3 -> -1.5 -> -2; saturation at 127 and -128.
+#[test]
+fn quant_rounds_ties_to_even_and_saturates() {
+    let y = quant(
+        &quant_attrs(0.5, 0.0),
+        &[1.0, 3.0, 5.0, -3.0, 1000.0, -1000.0, 255.0],
+    );
+    assert_eq!(y, [0, 2, 2, -2, 127, -128, 127]);
+}
+
+/// The offset is added after scaling: 10 * 0.1 - 3.25 = -2.25 -> -2; 4 * 0.1 - 3.25 =
+/// -2.85 -> -3.
+#[test]
+fn quant_adds_a_negative_offset_after_scaling() {
+    let y = quant(&quant_attrs(0.1, -3.25), &[10.0, 4.0, 0.0]);
+    assert_eq!(y, [-2, -3, -3]);
+}
+
+/// sqrt_mode scales twice: 3 * 2 * 2 + 1 = 13.
+#[test]
+fn quant_sqrt_mode_scales_twice() {
+    let mut a = quant_attrs(2.0, 1.0);
+    a.push(("sqrt_mode", Attr::Int(1)));
+    assert_eq!(quant(&a, &[3.0, -0.5]), [13, -1]);
+}
+
+/// 1.5, -1.5, 2.7, -2.7 under each rounding mode.
+#[test]
+fn quant_round_modes() {
+    let x = [1.5, -1.5, 2.7, -2.7];
+    for (mode, want) in [
+        ("Round", [2, -2, 3, -3]),
+        ("Floor", [1, -2, 2, -3]),
+        ("Ceil", [2, -1, 3, -2]),
+        ("Trunc", [1, -1, 2, -2]),
+    ] {
+        let mut a = quant_attrs(1.0, 0.0);
+        a.push(("round_mode", Attr::Str(mode.into())));
+        assert_eq!(quant(&a, &x), want, "{mode}");
+    }
+}
+
+/// A float16 x is scaled in f32.
+#[test]
+fn quant_takes_float16() {
+    let x: Vec<f16> = [2.5f32, -7.0].iter().map(|&v| f16::from_f32(v)).collect();
+    let t = run1(
+        "AscendQuant",
+        &quant_attrs(3.0, 0.5),
+        &[Tensor::from_vec(&[2], &x)],
+    );
+    assert_eq!(t.slice::<i8>().unwrap(), [8, -20]);
+}
+
+#[test]
+fn quant_refuses_bad_attributes() {
+    let x = Tensor::from_vec(&[1], &[1.0f32]);
+    let err = |attrs: &[(&str, Attr)]| {
+        try_run("AscendQuant", attrs, std::slice::from_ref(&x), 1)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(err(&[("scale", Attr::Float(1.0))]).contains("offset"));
+    assert!(err(&[("offset", Attr::Float(1.0))]).contains("scale"));
+    let mut a = quant_attrs(1.0, 0.0);
+    a.push(("round_mode", Attr::Str("Nearest".into())));
+    assert!(err(&a).contains("round_mode"));
+    let mut a = quant_attrs(1.0, 0.0);
+    a.push(("dst_type", Attr::Int(29)));
+    assert!(err(&a).contains("int4"));
+    let i = Tensor::from_vec(&[1], &[1i32]);
+    let e = try_run("AscendQuant", &quant_attrs(1.0, 0.0), &[i], 1).unwrap_err();
+    assert!(e.to_string().contains("float16 or float32"), "{e}");
+}
+
+/// (x + offset) * scale: (-128 + 3) * 0.5 = -62.5, (127 + 3) * 0.5 = 65, (0 + 3) * 0.5.
+#[test]
+fn anti_quant_adds_the_offset_then_scales() {
+    let x = Tensor::from_vec(&[3], &[-128i8, 127, 0]);
+    let t = run1(
+        "AscendAntiQuant",
+        &quant_attrs(0.5, 3.0),
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(t.dtype, DType::F32);
+    assert_eq!(t.slice::<f32>().unwrap(), [-62.5, 65.0, 1.5]);
+    let mut a = quant_attrs(0.5, -1.0);
+    a.push(("sqrt_mode", Attr::Int(1)));
+    a.push(("dtype", Attr::Int(1)));
+    let t = run1("AscendAntiQuant", &a, &[x]);
+    assert_eq!(t.dtype, DType::F16);
+    let got: Vec<f32> = t
+        .slice::<f16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(got, [-32.25, 31.5, -0.25]);
+}
+
+#[test]
+fn anti_quant_refuses_float_x_and_missing_scale() {
+    let f = Tensor::from_vec(&[1], &[1.0f32]);
+    let e = try_run("AscendAntiQuant", &quant_attrs(1.0, 0.0), &[f], 1).unwrap_err();
+    assert!(e.to_string().contains("int8"), "{e}");
+    let x = Tensor::from_vec(&[1], &[1i8]);
+    let e = try_run("AscendAntiQuant", &[("offset", Attr::Float(0.0))], &[x], 1).unwrap_err();
+    assert!(e.to_string().contains("scale"), "{e}");
+}
