@@ -10,6 +10,15 @@
 //! - AscendAntiQuant(x int8; scale, offset required, dtype DT_FLOAT, sqrt_mode false):
 //!   `y = (x + offset) * scale`, times `scale` once more with sqrt_mode
 //!   (aclnnAscendAntiQuant's formula), float32 or float16 as `dtype` asks.
+//! - AscendDequant(x int32, deq_scale; sqrt_mode false, relu_flag false, dtype DT_FLOAT):
+//!   `y = x * deq_scale` (times `deq_scale` once more with sqrt_mode), then `max(y, 0)`
+//!   with relu_flag, float32 or float16 as `dtype` asks. deq_scale holds one scale for the
+//!   whole tensor or one per channel, the channel being x's dimension 1 (NCHW's C, the
+//!   column of a matrix; rt2's choice for the logical layout of the header's NC1HWC0 and
+//!   FRACTAL_NZ). A float16 deq_scale is taken as is; a uint64 one is the device's
+//!   quantization parameter as aclnnTransQuantParam documents it: the float32 scale's bits
+//!   (their top 19, the rest cleared) in bits 0 to 31, an offset in bits 37 to 45 and a flag
+//!   in bit 46. The offset only concerns an int8 result, so a non-zero one is refused.
 //!
 //! x may be float16 or float32; everything is computed in f32, as the device's vector
 //! unit does, and a float16 result is rounded from that f32 once.
@@ -24,12 +33,17 @@ use crate::ops::{
 };
 
 /// The op types this file registers, with the inputs whose values their inference reads.
-const OPS: &[(&str, &[usize])] = &[("AscendQuant", &[]), ("AscendAntiQuant", &[])];
+const OPS: &[(&str, &[usize])] = &[
+    ("AscendQuant", &[]),
+    ("AscendAntiQuant", &[]),
+    ("AscendDequant", &[]),
+];
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     super::table::register(reg, OPS, |name| match name {
         "AscendQuant" => (infer_quant, quant),
+        "AscendDequant" => (infer_dequant, dequant),
         _ => (infer_anti_quant, anti_quant),
     });
 }
@@ -141,8 +155,8 @@ fn quant(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Res
     Ok(())
 }
 
-/// AscendAntiQuant's output type: `dtype`, float32 or float16.
-fn anti_quant_type(ctx: &InferCtx) -> Result<DType, OpError> {
+/// AscendAntiQuant's and AscendDequant's output type: `dtype`, float32 or float16.
+fn float_type(ctx: &InferCtx) -> Result<DType, OpError> {
     match ge_type_attr(ctx, "dtype", Some(DType::F32))? {
         d @ (DType::F32 | DType::F16) => Ok(d),
         other => Err(ctx.attr_error("dtype", format!("is {other}, not float32 or float16"))),
@@ -157,7 +171,7 @@ fn infer_anti_quant(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }
     scale_of(ctx)?;
     required_float(ctx, "offset")?;
-    Ok(meta(anti_quant_type(ctx)?, x.shape.clone()))
+    Ok(meta(float_type(ctx)?, x.shape.clone()))
 }
 
 fn anti_quant(
@@ -189,6 +203,96 @@ fn anti_quant(
         DType::F16 => {
             for (d, &v) in y.slice_mut::<f16>()?.iter_mut().zip(src) {
                 *d = f16::from_f32(one(v));
+            }
+        }
+        other => return Err(ctx.compute_error(format!("{other} output"))),
+    }
+    Ok(())
+}
+
+/// The bits of a uint64 deq_scale that hold the requantization offset.
+const OFFSET_BITS: u64 = 0x1FF << 37;
+
+fn infer_dequant(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let x = &ctx.inputs[0];
+    if x.dtype != DType::I32 {
+        return Err(ctx.input_error(0, format!("is {}, not int32", x.dtype)));
+    }
+    let s = &ctx.inputs[1];
+    if !matches!(s.dtype, DType::F16 | DType::U64) {
+        return Err(ctx.input_error(1, format!("is {}, not float16 or uint64", s.dtype)));
+    }
+    ctx.attr_bool("sqrt_mode", false)?;
+    ctx.attr_bool("relu_flag", false)?;
+    Ok(meta(float_type(ctx)?, x.shape.clone()))
+}
+
+/// The deq_scale values as f32, one or one per channel of x (its dimension 1).
+fn deq_scales(ctx: &InferCtx, x: &TensorRef, s: &TensorRef) -> Result<Vec<f32>, OpError> {
+    let scales: Vec<f32> = match s.dtype {
+        DType::F16 => s.slice::<f16>()?.iter().map(|v| v.to_f32()).collect(),
+        DType::U64 => {
+            let raw = s.slice::<u64>()?;
+            if let Some(v) = raw.iter().find(|&&v| v & OFFSET_BITS != 0) {
+                return Err(ctx.input_error(
+                    1,
+                    format!("{v:#x} has an offset (bits 37 to 45): a float result takes none"),
+                ));
+            }
+            // The low 32 bits are the scale's float32 bits.
+            raw.iter().map(|&v| f32::from_bits(v as u32)).collect()
+        }
+        other => return Err(ctx.input_error(1, format!("is {other}, not float16 or uint64"))),
+    };
+    let channels = x.shape.get(1).copied();
+    if scales.len() == 1 || (x.rank() >= 2 && channels == Some(scales.len())) {
+        Ok(scales)
+    } else {
+        Err(ctx.input_error(
+            1,
+            format!(
+                "has {} values, not 1 or one per channel of x {:?} (its dimension 1)",
+                scales.len(),
+                x.shape
+            ),
+        ))
+    }
+}
+
+fn dequant(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+    let x = input(ctx, inputs, 0)?;
+    let scales = deq_scales(ctx, x, input(ctx, inputs, 1)?)?;
+    let sqrt = ctx.attr_bool("sqrt_mode", false)?;
+    let relu = ctx.attr_bool("relu_flag", false)?;
+    let src = x.slice::<i32>()?;
+    let inner: usize = x.shape.iter().skip(2).product();
+    let y = output(ctx, outputs, 0)?;
+    if y.len() != x.len() {
+        return Err(ctx.compute_error(format!("output {:?} is not x's {:?}", y.shape, x.shape)));
+    }
+    let one = |i: usize, v: i32| {
+        let s = if scales.len() == 1 {
+            scales[0]
+        } else {
+            scales[(i / inner.max(1)) % scales.len()]
+        };
+        // int32 to f32 as the device converts it, then the scale (twice with sqrt_mode).
+        let mut r = v as f32 * s;
+        if sqrt {
+            r *= s;
+        }
+        if relu { r.max(0.0) } else { r }
+    };
+    match y.dtype {
+        DType::F32 => {
+            for (i, (d, &v)) in y.slice_mut::<f32>()?.iter_mut().zip(src).enumerate() {
+                *d = one(i, v);
+            }
+        }
+        DType::F16 => {
+            for (i, (d, &v)) in y.slice_mut::<f16>()?.iter_mut().zip(src).enumerate() {
+                *d = f16::from_f32(one(i, v));
             }
         }
         other => return Err(ctx.compute_error(format!("{other} output"))),

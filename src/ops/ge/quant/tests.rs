@@ -128,3 +128,52 @@ fn anti_quant_refuses_float_x_and_missing_scale() {
     let e = try_run("AscendAntiQuant", &[("offset", Attr::Float(0.0))], &[x], 1).unwrap_err();
     assert!(e.to_string().contains("scale"), "{e}");
 }
+
+/// Per channel on dimension 1 of a [1, 2, 1, 2] x: channel 0 by 0.5, channel 1 by -0.25;
+/// relu then clears the negatives.
+#[test]
+fn dequant_scales_per_channel_and_relus() {
+    let x = Tensor::from_vec(&[1, 2, 1, 2], &[3i32, -4, 8, -12]);
+    let s: Vec<f16> = [0.5f32, -0.25].iter().map(|&v| f16::from_f32(v)).collect();
+    let s = Tensor::from_vec(&[2], &s);
+    let t = run1("AscendDequant", &[], &[x.clone(), s.clone()]);
+    assert_eq!(t.dtype, DType::F32);
+    assert_eq!(t.slice::<f32>().unwrap(), [1.5, -2.0, -2.0, 3.0]);
+    let relu = [("relu_flag", Attr::Int(1))];
+    let t = run1("AscendDequant", &relu, &[x, s]);
+    assert_eq!(t.slice::<f32>().unwrap(), [1.5, 0.0, 0.0, 3.0]);
+}
+
+/// A uint64 deq_scale: 0.25's float32 bits with bit 46 set; sqrt_mode scales twice;
+/// dtype 1 gives float16.
+#[test]
+fn dequant_reads_the_uint64_scale_bits() {
+    let x = Tensor::from_vec(&[2, 1], &[100i32, -7]);
+    let s = Tensor::from_vec(&[1], &[u64::from(0.25f32.to_bits()) | (1 << 46)]);
+    let t = run1("AscendDequant", &[], &[x.clone(), s.clone()]);
+    assert_eq!(t.slice::<f32>().unwrap(), [25.0, -1.75]);
+    let a = [("sqrt_mode", Attr::Int(1)), ("dtype", Attr::Int(1))];
+    let t = run1("AscendDequant", &a, &[x, s]);
+    assert_eq!(t.dtype, DType::F16);
+    let got: Vec<f32> = t
+        .slice::<f16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(got, [6.25, -0.4375]);
+}
+
+#[test]
+fn dequant_refuses_an_offset_and_a_bad_scale_count() {
+    let x = Tensor::from_vec(&[1, 2], &[1i32, 2]);
+    let s = Tensor::from_vec(&[1], &[u64::from(1.0f32.to_bits()) | (3 << 37)]);
+    let e = try_run("AscendDequant", &[], &[x.clone(), s], 1).unwrap_err();
+    assert!(e.to_string().contains("offset"), "{e}");
+    let s = Tensor::from_vec(&[3], &[f16::ONE; 3]);
+    let e = try_run("AscendDequant", &[], &[x.clone(), s], 1).unwrap_err();
+    assert!(e.to_string().contains("one per channel"), "{e}");
+    let f = Tensor::from_vec(&[1], &[1.0f32]);
+    let e = try_run("AscendDequant", &[], &[x, f], 1).unwrap_err();
+    assert!(e.to_string().contains("float16 or uint64"), "{e}");
+}
