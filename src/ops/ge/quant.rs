@@ -19,9 +19,15 @@
 //!   quantization parameter as aclnnTransQuantParam documents it: the float32 scale's bits
 //!   (their top 19, the rest cleared) in bits 0 to 31, an offset in bits 37 to 45 and a flag
 //!   in bit 46. The offset only concerns an int8 result, so a non-zero one is refused.
+//! - AscendRequant(x int32, req_scale uint64; relu_flag false):
+//!   `y = saturate_int8(round_ties_even(x * scale))`, then `max(y, 0)` with relu_flag
+//!   (the ops-nn `quant/ascend_requant` README, read in a gitcode copy of ops-nn), the
+//!   scale read from req_scale's bits as for AscendDequant (a non-zero offset refused:
+//!   the formula has none). req_scale broadcasts onto x by NumPy's rules, as that README
+//!   says.
 //!
-//! x may be float16 or float32; everything is computed in f32, as the device's vector
-//! unit does, and a float16 result is rounded from that f32 once.
+//! A float x (float16 or float32) and every product are computed in f32, as the device's
+//! vector unit does, and a float16 result is rounded from that f32 once.
 
 use half::f16;
 
@@ -37,6 +43,7 @@ const OPS: &[(&str, &[usize])] = &[
     ("AscendQuant", &[]),
     ("AscendAntiQuant", &[]),
     ("AscendDequant", &[]),
+    ("AscendRequant", &[]),
 ];
 
 /// Registers the family.
@@ -44,6 +51,7 @@ pub fn register(reg: &mut OpRegistry) {
     super::table::register(reg, OPS, |name| match name {
         "AscendQuant" => (infer_quant, quant),
         "AscendDequant" => (infer_dequant, dequant),
+        "AscendRequant" => (infer_requant, requant),
         _ => (infer_anti_quant, anti_quant),
     });
 }
@@ -228,21 +236,27 @@ fn infer_dequant(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     Ok(meta(float_type(ctx)?, x.shape.clone()))
 }
 
+/// The float32 scales of a uint64 quantization parameter (input 1): the low 32 bits of
+/// each value; a value with an offset is refused.
+fn u64_scales(ctx: &InferCtx, s: &TensorRef) -> Result<Vec<f32>, OpError> {
+    let raw = s.slice::<u64>()?;
+    if let Some(v) = raw.iter().find(|&&v| v & OFFSET_BITS != 0) {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "{v:#x} has an offset (bits 37 to 45), which {} does not apply",
+                ctx.op
+            ),
+        ));
+    }
+    Ok(raw.iter().map(|&v| f32::from_bits(v as u32)).collect())
+}
+
 /// The deq_scale values as f32, one or one per channel of x (its dimension 1).
 fn deq_scales(ctx: &InferCtx, x: &TensorRef, s: &TensorRef) -> Result<Vec<f32>, OpError> {
     let scales: Vec<f32> = match s.dtype {
         DType::F16 => s.slice::<f16>()?.iter().map(|v| v.to_f32()).collect(),
-        DType::U64 => {
-            let raw = s.slice::<u64>()?;
-            if let Some(v) = raw.iter().find(|&&v| v & OFFSET_BITS != 0) {
-                return Err(ctx.input_error(
-                    1,
-                    format!("{v:#x} has an offset (bits 37 to 45): a float result takes none"),
-                ));
-            }
-            // The low 32 bits are the scale's float32 bits.
-            raw.iter().map(|&v| f32::from_bits(v as u32)).collect()
-        }
+        DType::U64 => u64_scales(ctx, s)?,
         other => return Err(ctx.input_error(1, format!("is {other}, not float16 or uint64"))),
     };
     let channels = x.shape.get(1).copied();
@@ -296,6 +310,68 @@ fn dequant(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> R
             }
         }
         other => return Err(ctx.compute_error(format!("{other} output"))),
+    }
+    Ok(())
+}
+
+fn infer_requant(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 2)?;
+    let x = &ctx.inputs[0];
+    if x.dtype != DType::I32 {
+        return Err(ctx.input_error(0, format!("is {}, not int32", x.dtype)));
+    }
+    if ctx.inputs[1].dtype != DType::U64 {
+        return Err(ctx.input_error(1, format!("is {}, not uint64", ctx.inputs[1].dtype)));
+    }
+    ctx.attr_bool("relu_flag", false)?;
+    Ok(meta(DType::I8, x.shape.clone()))
+}
+
+/// For each dimension of x, the stride of req_scale's element along it when req_scale
+/// broadcasts onto x by NumPy's rules (0 where it is broadcast).
+fn broadcast_strides(ctx: &InferCtx, x: &[usize], s: &[usize]) -> Result<Vec<usize>, OpError> {
+    if s.len() > x.len() {
+        return Err(ctx.input_error(1, format!("{s:?} has more dimensions than x {x:?}")));
+    }
+    let mut strides = vec![0; x.len()];
+    let mut step = 1;
+    for (k, &d) in s.iter().enumerate().rev() {
+        let xk = k + x.len() - s.len();
+        if d == x[xk] && d != 1 {
+            strides[xk] = step;
+        } else if d != 1 {
+            return Err(ctx.input_error(1, format!("{s:?} does not broadcast to x {x:?}")));
+        }
+        step *= d;
+    }
+    Ok(strides)
+}
+
+fn requant(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Result<(), OpError> {
+    let x = input(ctx, inputs, 0)?;
+    let s = input(ctx, inputs, 1)?;
+    if s.dtype != DType::U64 {
+        return Err(ctx.input_error(1, format!("is {}, not uint64", s.dtype)));
+    }
+    let scales = u64_scales(ctx, s)?;
+    let strides = broadcast_strides(ctx, x.shape, s.shape)?;
+    let relu = ctx.attr_bool("relu_flag", false)?;
+    let src = x.slice::<i32>()?;
+    let y = output(ctx, outputs, 0)?;
+    if y.len() != x.len() {
+        return Err(ctx.compute_error(format!("output {:?} is not x's {:?}", y.shape, x.shape)));
+    }
+    for (i, (d, &v)) in y.slice_mut::<i8>()?.iter_mut().zip(src).enumerate() {
+        // req_scale's element for x's element i: i's index along each dimension times
+        // that dimension's broadcast stride.
+        let (mut rest, mut at) = (i, 0);
+        for (&dim, &stride) in x.shape.iter().zip(&strides).rev() {
+            at += (rest % dim) * stride;
+            rest /= dim;
+        }
+        let scale = scales.get(at).copied().unwrap_or(0.0);
+        let r = (v as f32 * scale).round_ties_even() as i8;
+        *d = if relu { r.max(0) } else { r };
     }
     Ok(())
 }

@@ -177,3 +177,36 @@ fn dequant_refuses_an_offset_and_a_bad_scale_count() {
     let e = try_run("AscendDequant", &[], &[x, f], 1).unwrap_err();
     assert!(e.to_string().contains("float16 or uint64"), "{e}");
 }
+
+fn req(scales: &[f32]) -> Vec<u64> {
+    scales
+        .iter()
+        .map(|v| u64::from(v.to_bits()) | (1 << 46))
+        .collect()
+}
+
+/// One scale, 0.5: 5 -> 2.5 -> 2 and 7 -> 3.5 -> 4 (ties to even), -3 -> -1.5 -> -2,
+/// 1000 -> 127, -1000 -> -128; relu clears the negatives.
+#[test]
+fn requant_rounds_ties_to_even_and_saturates() {
+    let x = Tensor::from_vec(&[5], &[5i32, 7, -3, 1000, -1000]);
+    let s = Tensor::from_vec(&[1], &req(&[0.5]));
+    let t = run1("AscendRequant", &[], &[x.clone(), s.clone()]);
+    assert_eq!(t.dtype, DType::I8);
+    assert_eq!(t.slice::<i8>().unwrap(), [2, 4, -2, 127, -128]);
+    let t = run1("AscendRequant", &[("relu_flag", Attr::Int(1))], &[x, s]);
+    assert_eq!(t.slice::<i8>().unwrap(), [2, 4, 0, 127, 0]);
+}
+
+/// req_scale [1, 2, 1] broadcasts along dimension 1 of a [2, 2, 2] x.
+#[test]
+fn requant_broadcasts_req_scale() {
+    let x = Tensor::from_vec(&[2, 2, 2], &[10i32, 20, 10, 20, -10, 30, -10, 30]);
+    let s = Tensor::from_vec(&[1, 2, 1], &req(&[0.1, 2.0]));
+    let t = run1("AscendRequant", &[], &[x, s]);
+    assert_eq!(t.slice::<i8>().unwrap(), [1, 2, 20, 40, -1, 3, -20, 60]);
+    let x = Tensor::from_vec(&[2, 3], &[1i32; 6]);
+    let s = Tensor::from_vec(&[2], &req(&[1.0, 1.0]));
+    let e = try_run("AscendRequant", &[], &[x, s], 1).unwrap_err();
+    assert!(e.to_string().contains("broadcast"), "{e}");
+}
