@@ -44,6 +44,7 @@ mod normalize;
 mod pool;
 mod pools;
 pub mod prototype;
+mod quant;
 mod resize;
 mod select;
 pub mod shared;
@@ -70,6 +71,7 @@ pub fn register(reg: &mut OpRegistry) {
     pools::register(reg);
     select::register(reg);
     detect::register(reg);
+    quant::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

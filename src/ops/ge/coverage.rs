@@ -56,7 +56,8 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ([`super::normalize`]), statistics and norms ([`super::stats`]), activations and fake
 /// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
-/// ([`super::convs`], [`super::pools`]) and detection ([`super::detect`]).
+/// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]) and quantization
+/// ([`super::quant`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -75,6 +76,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::pools::names())
         .chain(super::select::names())
         .chain(super::detect::names())
+        .chain(super::quant::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

@@ -47,6 +47,7 @@ const FILES: &[(&str, &str)] = &[
         include_str!("prototypes/nn_detect_ops.txt"),
     ),
     ("nn_norm_ops", include_str!("prototypes/nn_norm_ops.txt")),
+    ("quantize_ops", include_str!("prototypes/quantize_ops.txt")),
     (
         "nn_pooling_ops",
         include_str!("prototypes/nn_pooling_ops.txt"),
