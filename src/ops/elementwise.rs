@@ -315,7 +315,7 @@ fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// Cast: attribute `to` is the target element type (lowering converts ONNX's numbering), or
-/// in a GE graph `dst_type`, a GE type number ([`dst_type`]).
+/// in a GE graph `dst_type`, a GE type number ([`ge_type_attr`]).
 fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(1, 1)?;
     let to = match (ctx.attrs.get("to"), ctx.attrs.get("dst_type")) {

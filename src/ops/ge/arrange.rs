@@ -26,7 +26,7 @@
 //!   extent from `offsets` (one offset for all of them, or one each); earlier dims whole.
 //! - Roll(x; shifts required, dims []): PyTorch's roll, `y[(i + shift) mod n] = x[i]` on
 //!   each listed dim (a dim listed twice shifts by the sum); no dims: x rolled flattened.
-//! - Permute(x; order [0]): Caffe's, output dim `i` is x's dim `order[i]`; dims the order
+//! - Permute(x; order `[0]`): Caffe's, output dim `i` is x's dim `order[i]`; dims the order
 //!   leaves out follow in increasing order (Caffe's completion, so the default is x).
 //! - ConfusionTransposeD(x; perm, shape, transpose_first required): transpose by `perm`
 //!   then reshape to `shape`, or (transpose_first false) reshape then transpose.

@@ -4,7 +4,7 @@
 //! layers) or f64 (PriorBox's geometry), and each result is rounded once to the output's
 //! type.
 //!
-//! - NonMaxSuppressionV3(boxes [n, 4], scores [n], max_output_size, iou_threshold,
+//! - NonMaxSuppressionV3(boxes `[n, 4]`, scores `[n]`, max_output_size, iou_threshold,
 //!   score_threshold; offset 0), TensorFlow's op of that name: the boxes scoring strictly
 //!   above `score_threshold`, visited by descending score (ties to the lower index), each
 //!   kept when its IoU with every box kept before is at most `iou_threshold`, until

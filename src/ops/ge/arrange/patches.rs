@@ -5,8 +5,8 @@
 //!   NHWC x with `[1, kh, kw, 1]`-style lists: `y[n, oh, ow, (i * kw + j) * c + k] =
 //!   x[n, oh * sh + i * rh - top, ow * sw + j * rw - left, k]`, 0 outside x; padding SAME
 //!   (`ceil(in / s)` windows, the padding split with the smaller half first) or VALID.
-//! - Im2col(x; ksizes required, strides [1], dilations [1], padding_mode "CALCULATED",
-//!   pads [0]): the same windows; an NCHW x gives PyTorch's unfold kept 4-D,
+//! - Im2col(x; ksizes required, strides `[1]`, dilations `[1]`, padding_mode "CALCULATED",
+//!   pads `[0]`): the same windows; an NCHW x gives PyTorch's unfold kept 4-D,
 //!   `y[n, (k * kh + i) * kw + j, oh, ow]`, an NHWC x (as lowering recorded its origin
 //!   format) TensorFlow's layout above. Lists hold 1 value (both dims), 2 (h, w) or 4 (in
 //!   x's layout); `pads` 1, 2 (`[h, w]`, both sides) or 4 (`[top, bottom, left, right]`),
