@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use crate::dispatch;
 use crate::ops::DType;
+use crate::ops::elementwise::vmath::Fun;
 use crate::ops::linalg::{
     Acc, MatLayout, Real, absent, dim_add, dim_div, dim_mul, gemm, index_values, min_chunks,
     narrow_into, not_float, widen_all,
@@ -743,11 +744,22 @@ fn compute_swish(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    dispatch!(inputs[0].dtype, T in [f32, f16, bf16, f64] => swish::<T>(ctx, inputs, outputs),
-        other => Err(not_float(ctx, 0, other)))
+    use crate::ops::elementwise::num::Float;
+    let fun = Fun::Swish(ctx.attr_float("alpha", 1.0)?);
+    let (x, y) = (&inputs[0], &mut outputs[0]);
+    // float32 and the 16-bit types run the vector math; float64 the scalar formula.
+    match x.dtype {
+        DType::F32 => f32::map_fun(fun, x.slice()?, y.slice_mut()?),
+        DType::F16 => f16::map_fun(fun, x.slice()?, y.slice_mut()?),
+        DType::Bf16 => bf16::map_fun(fun, x.slice()?, y.slice_mut()?),
+        DType::F64 => return swish::<f64>(ctx, inputs, outputs),
+        other => return Err(not_float(ctx, 0, other)),
+    };
+    Ok(())
 }
 
-/// Swish(x) = x * sigmoid(alpha * x), in chunks across threads for large inputs.
+/// Swish(x) = x * sigmoid(alpha * x) in float64, in chunks across threads for large
+/// inputs.
 fn swish<T: Real>(
     ctx: &InferCtx,
     inputs: &[TensorRef],

@@ -18,6 +18,7 @@ mod normalize;
 pub mod num;
 mod quant;
 pub(crate) mod unary;
+pub(crate) mod vmath;
 
 use crate::ops::DType;
 use crate::ops::{

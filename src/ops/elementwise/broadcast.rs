@@ -16,6 +16,7 @@
 //! builds the layout, checks every input holds the elements its shape says, and runs a
 //! per-element function over the runs. [`par_map`] is the unary map without broadcasting.
 
+use super::vmath::{self, Fun};
 use rayon::prelude::*;
 use smallvec::{SmallVec, smallvec};
 
@@ -243,6 +244,28 @@ pub fn par_map_half<H: HalfSlice>(x: &[H], out: &mut [H], f: impl Fn(f32) -> f32
             H::narrow(b, o);
         }
     });
+}
+
+/// `out[i] = fun(x[i])` on float32 with the vector math, in [`par_map`]'s chunks.
+pub fn par_map_fun(fun: Fun, x: &[f32], out: &mut [f32]) -> bool {
+    par_chunks(x, out, |x, out| vmath::map(fun, x, out));
+    true
+}
+
+/// [`par_map_fun`] for a 16-bit float type, through float32 blocks as
+/// [`par_map_half`].
+pub fn par_map_half_fun<H: HalfSlice>(fun: Fun, x: &[H], out: &mut [H]) -> bool {
+    par_chunks(x, out, |x, out| {
+        let mut wide = [0f32; HALF_BLOCK];
+        let mut mapped = [0f32; HALF_BLOCK];
+        for (o, x) in out.chunks_mut(HALF_BLOCK).zip(x.chunks(HALF_BLOCK)) {
+            let (w, m) = (&mut wide[..o.len()], &mut mapped[..o.len()]);
+            H::widen(x, w);
+            vmath::map(fun, w, m);
+            H::narrow(m, o);
+        }
+    });
+    true
 }
 
 /// A 16-bit float type whose slices convert to and from f32 as a whole.

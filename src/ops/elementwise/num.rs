@@ -210,10 +210,14 @@ pub trait Float: Num {
     /// converts whole blocks ([`super::broadcast::par_map_half`]), the same bits as
     /// element by element.
     fn map_r<F: Fn(Self::R) -> Self::R + Sync>(x: &[Self], out: &mut [Self], f: F);
+    /// `out[i] = fun(x[i])` with the vector math of [`super::vmath`], in the chunks
+    /// [`Float::map_r`] takes; `false` (nothing written) for a type it does not compute
+    /// (float64, which keeps the scalar formulas).
+    fn map_fun(fun: super::vmath::Fun, x: &[Self], out: &mut [Self]) -> bool;
 }
 
 macro_rules! float_num {
-    ($($t:ty => $r:ty, $to:expr, $from:expr, $from_f64:expr, $map:path);* $(;)?) => {$(
+    ($($t:ty => $r:ty, $to:expr, $from:expr, $from_f64:expr, $map:path, $fun:expr);* $(;)?) => {$(
         impl Float for $t {
             type R = $r;
             #[inline] fn to_r(self) -> $r { ($to)(self) }
@@ -221,6 +225,10 @@ macro_rules! float_num {
             #[inline]
             fn map_r<F: Fn($r) -> $r + Sync>(x: &[Self], out: &mut [Self], f: F) {
                 $map(x, out, f)
+            }
+            #[inline]
+            fn map_fun(fun: super::vmath::Fun, x: &[Self], out: &mut [Self]) -> bool {
+                ($fun)(fun, x, out)
             }
         }
         impl Num for $t {
@@ -252,10 +260,13 @@ macro_rules! float_num {
     )*};
 }
 float_num! {
-    f32 => f32, |x| x, |r| r, |v| v as f32, super::broadcast::par_map;
-    f64 => f64, |x| x, |r| r, |v| v, super::broadcast::par_map;
-    f16 => f32, f16::to_f32, f16::from_f32, f16::from_f64, super::broadcast::par_map_half;
-    bf16 => f32, bf16::to_f32, bf16::from_f32, bf16::from_f64, super::broadcast::par_map_half;
+    f32 => f32, |x| x, |r| r, |v| v as f32, super::broadcast::par_map,
+        super::broadcast::par_map_fun;
+    f64 => f64, |x| x, |r| r, |v| v, super::broadcast::par_map, |_, _, _| false;
+    f16 => f32, f16::to_f32, f16::from_f32, f16::from_f64, super::broadcast::par_map_half,
+        super::broadcast::par_map_half_fun;
+    bf16 => f32, bf16::to_f32, bf16::from_f32, bf16::from_f64, super::broadcast::par_map_half,
+        super::broadcast::par_map_half_fun;
 }
 
 /// An integer device type, for the bitwise ops.

@@ -10,6 +10,7 @@ use half::{bf16, f16};
 
 use super::broadcast::par_map;
 use super::num::{Float, Int, Num, Real};
+use super::vmath::Fun;
 use crate::dispatch;
 use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
@@ -48,6 +49,11 @@ fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpErr
 }
 
 fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpError> {
+    if let Some(fun) = vector_fun(ctx)?
+        && T::map_fun(fun, x, out)
+    {
+        return Ok(());
+    }
     // Each arm maps `|v| expr` with `v` already in the compute type `R`.
     macro_rules! map {
         (|$v:ident| $e:expr) => {
@@ -161,6 +167,27 @@ fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), O
         _ => return ge_float_unary(ctx, x, out),
     }
     Ok(())
+}
+
+/// The ops [`super::vmath`] computes for float32, float16 and bfloat16 (float64 keeps the
+/// scalar formulas below): the transcendental functions and the activations made of
+/// them, which would otherwise cost a libm call per element.
+fn vector_fun(ctx: &InferCtx) -> Result<Option<Fun>, OpError> {
+    Ok(Some(match ctx.op {
+        "Exp" => Fun::Exp,
+        "Log" => Fun::Log,
+        "Erf" => Fun::Erf,
+        "Tanh" => Fun::Tanh,
+        "Sigmoid" => Fun::Sigmoid,
+        "Softplus" | "BNLL" => Fun::Softplus,
+        "Mish" => Fun::Mish,
+        "Gelu" => match ctx.attr_str("approximate", "none")? {
+            "none" => Fun::Gelu,
+            "tanh" => Fun::GeluTanh,
+            _ => return Ok(None),
+        },
+        _ => return Ok(None),
+    }))
 }
 
 /// GE's own unary float functions (registered by `crate::ops::ge::math`, from their
