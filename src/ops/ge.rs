@@ -34,6 +34,7 @@ mod convs;
 pub mod coverage;
 mod detect;
 mod eltwise;
+mod int8;
 mod layout;
 pub mod math;
 mod matmul;
@@ -45,6 +46,7 @@ mod pool;
 mod pools;
 pub mod prototype;
 mod quant;
+mod quants;
 mod resize;
 mod select;
 pub mod shared;
@@ -72,6 +74,7 @@ pub fn register(reg: &mut OpRegistry) {
     select::register(reg);
     detect::register(reg);
     quant::register(reg);
+    quants::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

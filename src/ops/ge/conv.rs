@@ -9,14 +9,17 @@
 //! `[kh, kw, Cin/groups, Cout]` (TensorFlow's). GE also accepts NCHW input with an HWCN
 //! filter, told apart by the filter's tensor format, which an op does not see: rt2 takes
 //! an NCHW input's filter as NCHW.
+//!
+//! int8 x with an int8 filter and an optional int32 bias computes an int32 y, padded with
+//! `offset_x` ([`super::int8`]); a float x takes neither an int8 filter nor a non-zero
+//! `offset_x` or a given `offset_w`.
 
-use super::attrs::{
-    data_format, given, ints_or, no_offset_w, no_offset_x, onnx_attrs, required_ints, with_attrs,
-};
+use super::attrs::{data_format, given, ints_or, onnx_attrs, required_ints, with_attrs};
+use super::int8;
 use super::layout::{HWCN_TO_NCHW, permuted, run_nchw};
 use crate::ops::nn::{Window, agree, conv, spatial};
 use crate::ops::{
-    Attr, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
+    Attr, DType, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
 };
 
 /// Conv2D's attributes, checked.
@@ -62,7 +65,6 @@ impl Conv2d {
         if groups < 1 {
             return Err(ctx.attr_error("groups", format!("{groups} is not positive")));
         }
-        no_offset_x(ctx)?;
         let auto_pad = match ctx.attr_str("auto_pad", "NOTSET")? {
             "NOTSET" | "" => "NOTSET",
             "SAME_UPPER" => "SAME_UPPER",
@@ -105,8 +107,7 @@ impl Conv2d {
 pub fn infer_conv2d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 4)?;
     let p = Conv2d::read(ctx)?;
-    no_offset_w(ctx, 3)?;
-    let dtype = ctx.inputs[0].dtype;
+    let dtype = int8::check(ctx, 0, 1, Some(2), Some(3))?;
     let (Some(x), Some(f)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
         return Ok(meta(dtype, None));
     };
@@ -193,7 +194,7 @@ pub fn infer_conv2d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 /// permutes its operands at each launch ([`conv2d`]).
 pub fn translate_conv2d(ctx: &InferCtx) -> Option<Translation> {
     let p = Conv2d::read(ctx).ok()?;
-    (p.nchw && !given(ctx, 3)).then(|| Translation {
+    (p.nchw && !given(ctx, 3) && !int8::quantized(ctx, 0)).then(|| Translation {
         first: 0,
         op: "Conv",
         attrs: p.onnx(),
@@ -219,6 +220,12 @@ pub fn conv2d(
     let mut operands: Vec<TensorRef> = inputs[..inputs.len().min(3)].to_vec();
     if let Some(f) = &filter {
         operands[1] = f.as_ref();
+    }
+    if inputs[0].dtype == DType::I8 {
+        let offset = int8::offset_x(ctx)?;
+        return run_nchw(ctx, p.nchw, &operands, outputs, |ins, outs| {
+            int8::conv(&onnx, offset, ins, outs)
+        });
     }
     run_nchw(ctx, p.nchw, &operands, outputs, |ins, outs| {
         conv::conv(&onnx, ins, outs)

@@ -45,7 +45,9 @@
 //!   along x's dims from `axis`: `num_axes` of them (-1: all to the end, 0: a one-value
 //!   bias) when `bias_from_blob`, else as many as the bias has dims.
 //!
-//! Quantization (`offset_w` given, `offset_x` non-zero) is refused.
+//! DepthwiseConv2D and Conv3D with int8 x and filter and an optional int32 bias compute
+//! an int32 y, padded with `offset_x` ([`super::int8`]); the float forms and the
+//! transposed convolutions refuse a non-zero `offset_x` and a given `offset_w`.
 //!
 //! rt2's choices where GE does not say: a filter origin format other than the ones
 //! listed follows `data_format` as when none is recorded; Bias takes any bias with as
@@ -54,6 +56,7 @@
 
 use super::attrs::{given, input_format, ints_or, no_offset_w, no_offset_x, onnx_attrs};
 use super::attrs::{required_ints, required_list, with_attrs};
+use super::int8;
 use super::layout::permuted;
 use crate::formats::Format;
 use crate::ops::elementwise::binary::compute_arithmetic;
@@ -61,8 +64,8 @@ use crate::ops::nn::{Window, agree, conv, spatial};
 use crate::ops::shape::args::moved;
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{
-    Attr, Attrs, ComputeFn, InferCtx, InferFn, OpError, OpRegistry, OpSpec, Tensor, TensorMeta,
-    TensorMut, TensorRef, TranslateFn, Translation, UNKNOWN, meta,
+    Attr, Attrs, ComputeFn, DType, InferCtx, InferFn, OpError, OpRegistry, OpSpec, Tensor,
+    TensorMeta, TensorMut, TensorRef, TranslateFn, Translation, UNKNOWN, meta,
 };
 
 /// (op type, inputs whose values inference reads, inference, compute, translation).
@@ -331,8 +334,12 @@ impl Conv {
         let required = x.max(w) + 1;
         ctx.arity(required, offset_w.map_or(required, |o| o + 1))?;
         if let Some(o) = offset_w {
-            no_offset_w(ctx, o)?;
-            no_offset_x(ctx)?;
+            if matches!(kind, Kind::Depthwise | Kind::Conv3d) {
+                int8::check(ctx, x, w, bias, Some(o))?;
+            } else {
+                no_offset_w(ctx, o)?;
+                no_offset_x(ctx)?;
+            }
         }
         let ones = vec![1; n + 2];
         let (cf, stride, dilation, pads) = if kind == Kind::Deconvolution {
@@ -632,7 +639,11 @@ fn check_bias(ctx: &InferCtx, p: &Conv, cout: i64) -> Result<(), OpError> {
 
 /// y in `data_format` order.
 fn infer_conv(ctx: &InferCtx, p: &Conv) -> Result<Vec<TensorMeta>, OpError> {
-    let dtype = ctx.inputs[p.x].dtype;
+    let dtype = if p.transposed() {
+        ctx.inputs[p.x].dtype
+    } else {
+        int8::check(ctx, p.x, p.w, p.bias, None)?
+    };
     let Some([x, f]) = operand_dims(ctx, p)? else {
         if p.transposed()
             && let Some(size) = p.size(ctx)?
@@ -715,6 +726,12 @@ fn compute_conv(
     let attrs = p.onnx(groups);
     let onnx = with_attrs(ctx, &attrs);
     let transposed = p.transposed();
+    if !transposed && x.dtype == DType::I8 {
+        let offset = int8::offset_x(ctx)?;
+        return run_channels_first(ctx, p.cf, &operands, outputs, |ins, outs| {
+            int8::conv(&onnx, offset, ins, outs)
+        });
+    }
     run_channels_first(ctx, p.cf, &operands, outputs, |ins, outs| {
         if transposed {
             conv::conv_transpose(&onnx, ins, outs)
@@ -740,7 +757,8 @@ fn transposed(
 fn translate_forward(ctx: &InferCtx) -> Option<Translation> {
     let p = Conv::read(ctx).ok()?;
     let identity = p.filter_perm(ctx).iter().enumerate().all(|(k, &q)| k == q);
-    (p.kind == Kind::Conv3d && p.cf && identity).then(|| Translation {
+    let float = !int8::quantized(ctx, p.x);
+    (p.kind == Kind::Conv3d && p.cf && identity && float).then(|| Translation {
         first: 0,
         op: "Conv",
         attrs: p.onnx(p.groups),

@@ -57,7 +57,7 @@ pub const GE_CONTRACT: &[&str] = &[
 /// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
 /// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]) and quantization
-/// ([`super::quant`]).
+/// ([`super::quant`], [`super::quants`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -77,6 +77,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::select::names())
         .chain(super::detect::names())
         .chain(super::quant::names())
+        .chain(super::quants::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

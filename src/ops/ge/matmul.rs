@@ -11,8 +11,14 @@
 //! - `MatMulV2` (same file): x1, x2, optional bias, optional offset_w; `transpose_x1`,
 //!   `transpose_x2` false, `offset_x` 0.
 //! - `BatchMatMul` (same file): x1, x2; `adj_x1`, `adj_x2` false. Batch dims broadcast.
+//!   `BatchMatMulV2` adds MatMulV2's bias, offset_w and offset_x.
+//!
+//! FullyConnection, MatMulV2 and BatchMatMulV2 with int8 operands and an optional int32
+//! bias compute an int32 y, `offset_x` subtracted from x (x1) ([`super::int8`]); the
+//! float forms take neither int8 weights nor a non-zero `offset_x` or a given `offset_w`.
 
-use super::attrs::{given, no_offset_w, no_offset_x};
+use super::attrs::given;
+use super::int8;
 use crate::dispatch;
 use crate::ops::elementwise::broadcast;
 use crate::ops::nn::agree;
@@ -66,9 +72,7 @@ pub fn infer_fully_connection(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError
         Some(_) => ctx.attr_int("num_output", 0)?,
     };
     let transpose = ctx.attr_bool("transpose", false)?;
-    no_offset_x(ctx)?;
-    no_offset_w(ctx, 3)?;
-    let dtype = ctx.inputs[0].dtype;
+    let dtype = int8::check(ctx, 0, 1, Some(2), Some(3))?;
     let (Some(x), Some(w)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
         return Ok(meta(dtype, None));
     };
@@ -130,6 +134,14 @@ pub fn fully_connection(
     };
     if w.len() != k * n || outputs[0].len() != m * n {
         return Err(ctx.input_error(1, format!("w {:?} does not fit x {:?}", w.shape, x.shape)));
+    }
+    if x.dtype == DType::I8 {
+        let bias = int8::bias(ctx, inputs, 2, n)?;
+        let offset = int8::offset_x(ctx)?;
+        let y = outputs[0].slice_mut::<i32>()?;
+        let (xs, ws) = (x.slice::<i8>()?, w.slice::<i8>()?);
+        int8::product(xs, ws, (m, k, n), (false, !transpose), offset, bias, y);
+        return Ok(());
     }
     let bias = bias_values(ctx, inputs, 2, n)?;
     product_into(
@@ -247,7 +259,7 @@ pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
 pub fn translate_matmul(ctx: &InferCtx) -> Option<Translation> {
     let (ta, tb) = flags(ctx).ok()?;
     let bias = given(ctx, 2);
-    if given(ctx, 3) || ctx.attr_int("offset_x", 0).ok()? != 0 {
+    if given(ctx, 3) || ctx.attr_int("offset_x", 0).ok()? != 0 || int8::quantized(ctx, 0) {
         return None;
     }
     if !ta && !tb && !bias {
@@ -268,7 +280,8 @@ pub fn translate_fully_connection(ctx: &InferCtx) -> Option<Translation> {
     let x = ctx.inputs[0].shape.as_ref()?;
     let w = ctx.inputs[1].shape.as_ref()?;
     let plain = x.len() == 2 && w.len() == 2 && fc_axis(ctx, 2).ok()? == 1;
-    (plain && !given(ctx, 3) && ctx.attr_int("offset_x", 0).ok()? == 0)
+    let float = !int8::quantized(ctx, 0);
+    (plain && float && !given(ctx, 3) && ctx.attr_int("offset_x", 0).ok()? == 0)
         .then(|| gemm_translation(false, !transpose, ctx.inputs.len()))
 }
 
@@ -302,7 +315,7 @@ fn split_matrix(s: &[i64], t: bool) -> (&[i64], i64, i64) {
 /// bias: what GE's ONNX MatMul plugin makes of ONNX's vector products, which are ONNX's
 /// MatMul (the vector promoted to a matrix, its dim dropped from y).
 fn vector_product(ctx: &InferCtx, ta: bool, tb: bool, vector: bool) -> bool {
-    ctx.op == "BatchMatMulV2" && vector && !ta && !tb && !given(ctx, 2)
+    ctx.op == "BatchMatMulV2" && vector && !ta && !tb && !given(ctx, 2) && !int8::quantized(ctx, 0)
 }
 
 /// The library's MatMul, which computes [`vector_product`]s.
@@ -314,13 +327,13 @@ fn library_matmul() -> Result<&'static crate::ops::OpSpec, OpError> {
 
 /// MatMulV2 and BatchMatMul: batch dims broadcast, then [M, N].
 pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
-    if ctx.op == "BatchMatMul" {
+    let y_type = if ctx.op == "BatchMatMul" {
         ctx.arity(2, 2)?;
+        ctx.inputs[0].dtype
     } else {
         ctx.arity(2, 4)?;
-        no_offset_x(ctx)?;
-        no_offset_w(ctx, 3)?;
-    }
+        int8::check(ctx, 0, 1, Some(2), Some(3))?
+    };
     let (ta, tb) = flags(ctx)?;
     let vector = |i: usize| ctx.inputs[i].shape.as_ref().is_some_and(|s| s.len() == 1);
     if vector_product(ctx, ta, tb, vector(0) || vector(1)) {
@@ -338,7 +351,7 @@ pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         return Err(ctx.input_error(1, format!("is {}, x1 is {dtype}", ctx.inputs[1].dtype)));
     }
     let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
-        return Ok(meta(dtype, None));
+        return Ok(meta(y_type, None));
     };
     for (i, s) in [(0, a), (1, b)] {
         if s.len() < 2 {
@@ -363,12 +376,12 @@ pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     {
         return Err(ctx.input_error(2, format!("bias {bias:?} for {n} columns")));
     }
-    Ok(meta(dtype, Some(out)))
+    Ok(meta(y_type, Some(out)))
 }
 
 /// Element offset of output batch `index` (row-major over `out`) into an operand whose
 /// batch dims `dims` broadcast to `out`.
-fn batch_offset(mut index: usize, out: &[usize], dims: &[usize]) -> usize {
+pub(super) fn batch_offset(mut index: usize, out: &[usize], dims: &[usize]) -> usize {
     let lead = out.len() - dims.len();
     let (mut offset, mut stride) = (0, 1);
     for d in (0..out.len()).rev() {
@@ -421,8 +434,21 @@ pub fn matmul(
         a.shape[a.rank() - 1]
     };
     let (abatch, bbatch) = (&a.shape[..a.rank() - 2], &b.shape[..b.rank() - 2]);
-    let bias = bias_values(ctx, inputs, 2, n)?;
     let batches: usize = ob.iter().product();
+    if a.dtype == DType::I8 {
+        let bias = int8::bias(ctx, inputs, 2, n)?;
+        let offset = int8::offset_x(ctx)?;
+        let (av, bv) = (a.slice::<i8>()?, b.slice::<i8>()?);
+        let y = outputs[0].slice_mut::<i32>()?;
+        for (i, yb) in y.chunks_mut((m * n).max(1)).enumerate().take(batches) {
+            let ao = batch_offset(i, ob, abatch) * m * k;
+            let bo = batch_offset(i, ob, bbatch) * k * n;
+            let (ab, bb) = (&av[ao..ao + m * k], &bv[bo..bo + k * n]);
+            int8::product(ab, bb, (m, k, n), (ta, tb), offset, bias, yb);
+        }
+        return Ok(());
+    }
+    let bias = bias_values(ctx, inputs, 2, n)?;
     dispatch!(a.dtype, T in [f32, f64, half::f16, half::bf16] => {
         let (av, bv) = (a.slice::<T>()?, b.slice::<T>()?);
         let y = outputs[0].slice_mut::<T>()?;
