@@ -38,6 +38,7 @@ mod layout;
 pub mod math;
 mod matmul;
 mod matrix;
+mod misc;
 mod movement;
 mod norm;
 mod normalize;
@@ -72,6 +73,7 @@ pub fn register(reg: &mut OpRegistry) {
     select::register(reg);
     detect::register(reg);
     quant::register(reg);
+    misc::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h
