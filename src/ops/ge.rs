@@ -39,6 +39,7 @@ mod layout;
 pub mod math;
 mod matmul;
 mod matrix;
+mod misc;
 mod movement;
 mod norm;
 mod normalize;
@@ -75,6 +76,7 @@ pub fn register(reg: &mut OpRegistry) {
     detect::register(reg);
     quant::register(reg);
     quants::register(reg);
+    misc::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

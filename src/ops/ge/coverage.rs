@@ -56,8 +56,9 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ([`super::normalize`]), statistics and norms ([`super::stats`]), activations and fake
 /// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
-/// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]) and quantization
-/// ([`super::quant`], [`super::quants`]).
+/// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]), quantization
+/// ([`super::quant`], [`super::quants`]) and dropout's mask, AffineGrid, Dilation and
+/// MaxPoolExt2 ([`super::misc`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -78,6 +79,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::detect::names())
         .chain(super::quant::names())
         .chain(super::quants::names())
+        .chain(super::misc::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

@@ -158,6 +158,11 @@ const RULES: &[(&str, &[Fix])] = &[
     // GE's dtype default is int32; the library's, absent, is int64 (ONNX's).
     ("Shape", &[Default("dtype", V::T(DType::I32))]),
     ("Shrink", &[]),
+    // GE's ignore_index defaults to 0 (its prototype's); ONNX's, absent, ignores no class.
+    (
+        "SoftmaxCrossEntropyLoss",
+        &[Default("ignore_index", V::I(0))],
+    ),
     ("Size", &[Default("dtype", V::T(DType::I32))]),
     ("SpaceToDepth", &[Require("data_format", V::S("NCHW"))]),
     // GE's `axis` [] squeezes every 1 (TensorFlow's), as ONNX's absent `axes`.
@@ -171,14 +176,20 @@ const RULES: &[(&str, &[Fix])] = &[
 /// GE op types computed by another library op, their axis input made an attribute.
 const RELAUNCH: &[(&str, GeContractFn)] = &[
     ("ArgMin", arg_min),
+    ("Celu", celu),
     ("Concat", concat),
     ("LRN", lrn),
+    ("NonZero", non_zero),
     ("OneHot", one_hot),
     ("Pad", pad),
+    ("Scatter", scatter),
     ("Slice", slice),
     ("Split", split),
     ("TopK", top_k),
     ("Transpose", transpose),
+    ("Unique", unique),
+    ("Upsample", upsample),
+    ("Where", where_),
 ];
 
 /// GE's Transpose(x, perm): the library's Transpose with `perm` the constant's values.
@@ -402,6 +413,88 @@ fn split(ctx: &InferCtx) -> Result<GeUse, String> {
     })
 }
 
+/// A bool attribute of a GE node (a bool, or GE's 0/1 int), `default` when absent.
+fn flag(ctx: &InferCtx, name: &str, default: bool) -> Result<bool, String> {
+    match ctx.attrs.get(name) {
+        None => Ok(default),
+        Some(Attr::Bool(b)) => Ok(*b),
+        Some(Attr::Int(i)) => Ok(*i != 0),
+        Some(other) => Err(format!("GE's {} {name} is {other:?}, not a bool", ctx.op)),
+    }
+}
+
+/// The launch of GE's meaning of the node's type: the internal op `op` ([`super::misc`])
+/// on the node's first `count` inputs with its attributes.
+fn internal(ctx: &InferCtx, op: &'static str, count: usize) -> GeUse {
+    GeUse::Launch {
+        op,
+        attrs: ctx.attrs.clone(),
+        first: 0,
+        count,
+    }
+}
+
+/// GE's NonZero(x; transpose false, dtype int64), PyTorch's (`[N, rank]` coordinates, or
+/// `[rank, N]` with transpose): ONNX's NonZero where that is transposed int64, else
+/// `ge.NonZero`.
+fn non_zero(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    let int64 = matches!(
+        ctx.attrs.get("dtype"),
+        None | Some(Attr::DType(DType::I64)) | Some(Attr::Int(9))
+    );
+    if flag(ctx, "transpose", false)? && int64 {
+        return Ok(GeUse::Attrs(Attrs::new()));
+    }
+    Ok(internal(ctx, super::misc::NON_ZERO, 1))
+}
+
+/// GE's Where(x), TensorFlow's: the int64 `[N, rank]` coordinates of x's true elements,
+/// `ge.NonZero` with its defaults.
+fn where_(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    Ok(GeUse::Launch {
+        op: super::misc::NON_ZERO,
+        attrs: Attrs::new(),
+        first: 0,
+        count: 1,
+    })
+}
+
+/// GE's Unique(x; out_idx int32), TensorFlow's (y and idx): `ge.Unique`.
+fn unique(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    Ok(internal(ctx, super::misc::UNIQUE, 1))
+}
+
+/// GE's Upsample(x; scale, stride_h, stride_w), Caffe's: `ge.Upsample`.
+fn upsample(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    Ok(internal(ctx, super::misc::UPSAMPLE, 1))
+}
+
+/// GE's Scatter(var, indices, updates; reduce, axis), the KV-cache scatter: `ge.Scatter`.
+fn scatter(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 3, "var, indices and updates")?;
+    Ok(internal(ctx, super::misc::SCATTER, 3))
+}
+
+/// GE's Celu(x; alpha1, alpha2, alpha3 all 1): `alpha3 max(x, 0) + alpha1 (exp(min(x, 0)
+/// / alpha2) - 1)`, ONNX's Celu with `alpha` alpha1 where alpha1 is alpha2 and alpha3 is
+/// 1, else `ge.Celu`.
+fn celu(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    let alpha = |k: &str| ctx.attrs.get(k).and_then(Attr::as_float).unwrap_or(1.0) as f32;
+    let (a1, a2, a3) = (alpha("alpha1"), alpha("alpha2"), alpha("alpha3"));
+    if a1 == a2 && a3 == 1.0 && a1 != 0.0 {
+        return Ok(GeUse::Attrs(onnx_attrs(vec![(
+            "alpha",
+            Attr::Float(f64::from(a1)),
+        )])));
+    }
+    Ok(internal(ctx, super::misc::CELU, 1))
+}
+
 /// How a GE graph's node of a type GE and ONNX both name is computed (the library op's
 /// [`crate::ops::OpSpec::ge_contract`]): by another library op, or by its own with GE's
 /// attributes made its ([`ge_node_attrs`]).
@@ -418,7 +511,6 @@ pub fn ge_node(ctx: &InferCtx) -> Result<GeUse, String> {
 /// and has no rule above: a GE node of one is not computed (see the module doc).
 const DIFFERENT: &[(&str, &str)] = &[
     ("ArgMax", "GE's ArgMax is not checked against ONNX's"),
-    ("Celu", "GE's Celu has alpha1, alpha2 and alpha3"),
     ("Clip", "GE's Clip is not checked against ONNX's"),
     (
         "ConvTranspose",
@@ -429,27 +521,9 @@ const DIFFERENT: &[(&str, &str)] = &[
         "LogSoftmax",
         "GE's LogSoftmax is not checked against ONNX's",
     ),
-    ("NonZero", "GE's NonZero has transpose and dtype attributes"),
-    (
-        "Scatter",
-        "GE's Scatter updates var in place with a reduce attribute",
-    ),
-    (
-        "SoftmaxCrossEntropyLoss",
-        "GE's SoftmaxCrossEntropyLoss is not checked against ONNX's",
-    ),
     (
         "Softmax",
         "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
-    ),
-    ("Unique", "GE's Unique gives y and idx with an out_idx type"),
-    (
-        "Where",
-        "GE's Where is TensorFlow's (the coordinates of x's true elements)",
-    ),
-    (
-        "Upsample",
-        "GE's Upsample is Caffe's (scale, stride_h, stride_w)",
     ),
 ];
 
