@@ -27,6 +27,7 @@ pub mod const_eval;
 pub mod control;
 pub mod convert;
 pub mod error;
+pub mod fuse;
 pub mod layout;
 pub mod passes;
 
@@ -61,8 +62,10 @@ pub fn lower_with(
     opts: &LowerOptions,
 ) -> Result<ExecuteGraph, LowerError> {
     // Ascend storage formats become the layouts the ops mean (layout.rs).
-    let model = layout::to_origin(model)?;
-    let model = model.as_ref();
+    let origin = layout::to_origin(model)?;
+    // Activations spelled as several elementwise ops become one op (fuse.rs).
+    let fused = fuse::activations(origin.as_ref());
+    let model = fused.as_ref();
     let root = &model.root;
     let mut lw = Lowering::new(reg);
     lw.pack_weights = !opts.keep_weight_layout;

@@ -66,6 +66,11 @@ impl DType {
         )
     }
 
+    /// A floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::Bf16 | DType::F32 | DType::F64)
+    }
+
     /// Bytes of a tensor of this type with `dims`: the element count first, then the
     /// element size. `None` for a negative dim or past `u64`.
     pub fn tensor_bytes(self, dims: &[i64]) -> Option<u64> {

@@ -362,6 +362,9 @@ pub fn compute_pow(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let (base, exp, out) = (&inputs[0], &inputs[1], &mut outputs[0]);
+    if let Some(done) = pow_small_exponent(base, exp, out) {
+        return done;
+    }
     if base.dtype == exp.dtype && !base.dtype.is_int() {
         fn same<T: Float>(
             ctx: &InferCtx,
@@ -409,6 +412,49 @@ pub fn compute_pow(
     dispatch!(base.dtype, T in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
         pow::<T>(ctx, base, (&e, exp.shape, e_int), out),
         other => Err(unsupported(ctx, other)))
+}
+
+/// Pow of a float tensor by one exponent that is a small integer or a half, which graphs
+/// use for squares (LayerNorm's variance, L2 norms) and roots: products and square roots
+/// the loops vectorize, in place of a libm `pow` per element. x² is what `powf` gives
+/// (one rounding); x³ rounds twice, as ONNX Runtime's own x·x·x does; x^0.5 keeps
+/// `powf`'s +0 for -0 and +inf for -inf. `None` for any other case.
+fn pow_small_exponent(
+    base: &TensorRef,
+    exp: &TensorRef,
+    out: &mut TensorMut,
+) -> Option<Result<(), OpError>> {
+    if base.dtype.is_int() || exp.len() != 1 || out.len() != base.len() {
+        return None;
+    }
+    let e = dispatch!(exp.dtype,
+        E in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
+            Num::to_f64(exp.slice::<E>().ok()?[0]),
+        _other => return None);
+    fn run<T: Float>(e: f64, x: &[T], out: &mut [T]) -> bool {
+        let inf = <T::R as Real>::c(f64::INFINITY);
+        let zero = <T::R as Real>::c(0.0);
+        match e {
+            1.0 => T::map_r(x, out, |v| v),
+            2.0 => T::map_r(x, out, |v| v * v),
+            3.0 => T::map_r(x, out, |v| v * v * v),
+            0.5 => T::map_r(x, out, |v| {
+                if v == zero {
+                    zero
+                } else if v == -inf {
+                    inf
+                } else {
+                    v.sqrt()
+                }
+            }),
+            _ => return false,
+        }
+        true
+    }
+    let done = dispatch!(base.dtype, T in [f32, f64, f16, bf16] =>
+        run::<T>(e, base.slice::<T>().ok()?, out.slice_mut::<T>().ok()?),
+        _other => false);
+    done.then_some(Ok(()))
 }
 
 /// `b^e` for an integer base, by squaring, wrapping. A negative exponent truncates 1/b^e
@@ -895,6 +941,50 @@ mod tests {
             vals::<i32>(&run1("Pow", &[], &[i, t(&[], &[0.5f32])])),
             [1, 0, 1, 2]
         );
+    }
+
+    /// The exponents computed without `powf` give what `powf` gives (x³ within one
+    /// rounding), at the edges too, and a broadcast exponent of higher rank still takes
+    /// the general path.
+    #[test]
+    fn pow_by_small_exponents_matches_powf() {
+        let xs = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            1e-20,
+            3e19,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            0.1,
+            -7.0,
+        ];
+        let x = t(&[xs.len()], &xs);
+        for e in [1.0f32, 2.0, 3.0, 0.5] {
+            let got = vals::<f32>(&run1("Pow", &[], &[x.clone(), t(&[], &[e])]));
+            for (&v, &g) in xs.iter().zip(&got) {
+                let want = v.powf(e);
+                let close = g == want
+                    || (g.is_nan() && want.is_nan())
+                    || (e == 3.0 && (g - want).abs() <= 2.0 * f32::EPSILON * want.abs());
+                assert!(close, "{v}^{e} = {g}, powf gives {want}");
+                if e != 3.0 && !want.is_nan() {
+                    assert_eq!(g.to_bits(), want.to_bits(), "{v}^{e}");
+                }
+            }
+        }
+        let h = t(&[2], &[half::f16::from_f32(-1.5), half::f16::from_f32(3.0)]);
+        let got = vals::<half::f16>(&run1("Pow", &[], &[h, t(&[1], &[2i32])]));
+        assert_eq!(got, [half::f16::from_f32(2.25), half::f16::from_f32(9.0)]);
+        let wide = run1(
+            "Pow",
+            &[],
+            &[t(&[2], &[2.0f32, 3.0]), t(&[2, 1], &[2.0f32, 3.0])],
+        );
+        assert_eq!(wide.shape, [2, 2]);
+        assert_eq!(vals::<f32>(&wide), [4.0, 9.0, 8.0, 27.0]);
     }
 
     #[test]

@@ -1,0 +1,455 @@
+//! Activations that graphs write as several elementwise ops, fused at lowering into the
+//! one op that computes them in a single pass with the vector math.
+//!
+//! Exporters spell out what their framework computes as one function: PyTorch writes
+//! `nn.GELU()` as `x * 0.5 * (1 + Erf(x / √2))` (five nodes, each a full pass over the
+//! tensor and a tensor of memory), `nn.LayerNorm` before opset 17 as nine, and SiLU
+//! before opset 14 as `x * Sigmoid(x)`. Each is
+//! found here and replaced by one node:
+//!
+//! | pattern | becomes |
+//! |---|---|
+//! | `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)`, `Mul(Mul(x, 0.5), Add(...))`, `x * 1/√2` for the division, either operand order of every Mul and Add, `RealDiv` for Div | `Gelu` (ONNX's, `approximate` "none") |
+//! | `Mul(x, Sigmoid(x))`, either order | `Swish` (GE's, `scale` 1) |
+//! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
+//!
+//! A pattern fuses only where every node inside it is read by the next one alone (an
+//! intermediate another node or the graph's outputs read must be computed), its
+//! constants are the scalars of the formula (to float32 precision), and `x` is a
+//! floating-point tensor the fused op computes. The fused node keeps the last node's name
+//! and output descriptor and records the fused nodes' names in
+//! `_datadump_original_op_names`, as GE's own fusion passes do, so `rt2 compare` matches
+//! it. The other nodes of the pattern are removed.
+
+use std::borrow::Cow;
+
+use crate::om::graph::{
+    AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, NodeId, OutPort, is_const_type,
+};
+
+use super::attrs::{ONNX_OPSET_ATTR, tensor};
+
+/// Where GE's fusion passes record the nodes a fused node replaces.
+const ORIGINAL_OP_NAMES: &str = "_datadump_original_op_names";
+
+/// The model with its activation patterns fused ([the module](self)), or the model itself
+/// when it has none.
+pub fn activations(model: &ComputeModel) -> Cow<'_, ComputeModel> {
+    let mut any = false;
+    model.root.walk(&mut |g| any |= !find(g).is_empty());
+    if !any {
+        return Cow::Borrowed(model);
+    }
+    let mut m = model.clone();
+    fuse_graph(&mut m.root);
+    Cow::Owned(m)
+}
+
+fn fuse_graph(g: &mut ComputeGraph) {
+    for n in &mut g.nodes {
+        for s in &mut n.subgraphs {
+            fuse_graph(s);
+        }
+    }
+    let found = find(g);
+    if found.is_empty() {
+        return;
+    }
+    let mut dead = vec![false; g.nodes.len()];
+    for f in found {
+        for &k in &f.inner {
+            dead[k] = true;
+        }
+        apply(g, f);
+    }
+    remove(g, &dead);
+}
+
+/// Removes the nodes marked in `dead`, which nothing outside them reads, and renumbers
+/// every reference to the others.
+fn remove(g: &mut ComputeGraph, dead: &[bool]) {
+    let mut new_id = Vec::with_capacity(dead.len());
+    let mut next = 0u32;
+    for &d in dead {
+        new_id.push(next);
+        next += u32::from(!d);
+    }
+    let mut i = 0;
+    g.nodes.retain(|_| {
+        i += 1;
+        !dead[i - 1]
+    });
+    let port = |p: &mut OutPort| p.node = NodeId(new_id[p.node.index()]);
+    for n in &mut g.nodes {
+        n.inputs.iter_mut().flatten().for_each(port);
+        n.control_inputs.retain(|c| !dead[c.index()]);
+        for c in &mut n.control_inputs {
+            *c = NodeId(new_id[c.index()]);
+        }
+    }
+    g.inputs.iter_mut().for_each(port);
+    g.outputs.iter_mut().for_each(port);
+}
+
+/// One pattern found: the node that becomes the fused op, its input, what it becomes,
+/// and the nodes it replaces (the last one excluded).
+#[derive(Debug)]
+struct Fusion {
+    last: usize,
+    x: OutPort,
+    op: Fused,
+    inner: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fused {
+    Gelu,
+    Swish,
+    /// LayerNormalization over the last axis, with its scale and bias and epsilon.
+    LayerNorm {
+        gamma: OutPort,
+        beta: OutPort,
+        epsilon: f32,
+    },
+}
+
+/// How many times each node's outputs are read (by nodes and as graph outputs): the
+/// fused patterns only swallow nodes read once.
+fn readers(g: &ComputeGraph) -> Vec<u32> {
+    let mut count = vec![0u32; g.nodes.len()];
+    let ports = g.nodes.iter().flat_map(|n| n.inputs.iter().flatten());
+    for p in ports.chain(&g.outputs) {
+        if let Some(c) = count.get_mut(p.node.index()) {
+            *c += 1;
+        }
+    }
+    count
+}
+
+/// A view of one graph for matching.
+struct View<'a> {
+    g: &'a ComputeGraph,
+    readers: Vec<u32>,
+}
+
+impl<'a> View<'a> {
+    fn node(&self, p: OutPort) -> Option<&'a ComputeNode> {
+        self.g.nodes.get(p.node.index())
+    }
+
+    /// The value of a scalar (one-element) float constant at `p`.
+    fn scalar(&self, p: OutPort) -> Option<f64> {
+        let n = self.node(p)?;
+        if !is_const_type(&n.op_type) {
+            return None;
+        }
+        let Some(AttrValue::Tensor(t)) = n.attr("value") else {
+            return None;
+        };
+        let t = tensor(t)?;
+        (t.dtype.is_float() && t.element_count()? == 1).then(|| t.float_at(0))?
+    }
+
+    /// `n`'s two data inputs, when it has exactly two.
+    fn two(n: &ComputeNode) -> Option<(OutPort, OutPort)> {
+        match n.inputs.as_slice() {
+            [Some(a), Some(b)] => Some((*a, *b)),
+            _ => None,
+        }
+    }
+
+    /// For a commutative binary `n` with a scalar constant operand equal to `c` (to
+    /// float32 precision): the other operand.
+    fn with_const(&self, n: &ComputeNode, c: f64) -> Option<OutPort> {
+        let (a, b) = Self::two(n)?;
+        let near = |v: f64| (v - c).abs() <= 1e-6 * c.abs();
+        if self.scalar(b).is_some_and(near) {
+            Some(a)
+        } else if self.scalar(a).is_some_and(near) {
+            Some(b)
+        } else {
+            None
+        }
+    }
+
+    /// The node producing `p`, when it is of one of `ops`, `p` is its output 0, and
+    /// nothing but the pattern reads it.
+    fn sole(&self, p: OutPort, ops: &[&str]) -> Option<&'a ComputeNode> {
+        self.read(p, ops, 1)
+    }
+
+    /// [`View::sole`] for a node the pattern reads `times` times.
+    fn read(&self, p: OutPort, ops: &[&str], times: u32) -> Option<&'a ComputeNode> {
+        let n = self.node(p)?;
+        (p.index == 0 && ops.contains(&n.op_type.as_str()) && self.readers[p.node.index()] == times)
+            .then_some(n)
+    }
+
+    /// The integer values of a constant at `p`.
+    fn ints(&self, p: OutPort) -> Option<Vec<i64>> {
+        let n = self.node(p)?;
+        if !is_const_type(&n.op_type) {
+            return None;
+        }
+        let Some(AttrValue::Tensor(t)) = n.attr("value") else {
+            return None;
+        };
+        tensor(t)?.int_values()
+    }
+
+    /// For a ReduceMean `n` of the importer's or GE's form: its input, when it reduces
+    /// the last axis alone (`-1`, or `rank - 1` of a described input) keeping the dim.
+    fn mean_of_last(&self, n: &ComputeNode) -> Option<OutPort> {
+        let x = n.inputs.first().copied().flatten()?;
+        let axes = match (n.inputs.get(1).copied().flatten(), n.attr("axes")) {
+            (Some(a), _) => self.ints(a)?,
+            (None, Some(AttrValue::List(ListAttr::Int(a)))) => a.clone(),
+            _ => return None,
+        };
+        let keep = match n.attr("keep_dims").or_else(|| n.attr("keepdims")) {
+            Some(AttrValue::Bool(b)) => *b,
+            Some(AttrValue::Int(k)) => *k != 0,
+            _ => false,
+        };
+        let rank = n.input_descs.first().and_then(|d| match &d.shape {
+            crate::om::graph::Shape::Dims(d) => Some(d.len() as i64),
+            _ => None,
+        });
+        let last = matches!(axes.as_slice(), [-1]) || (rank.is_some() && axes == [rank? - 1]);
+        (keep && last).then_some(x)
+    }
+
+    /// Whether `x` is described as a float tensor (or not described: the op checks).
+    fn float_input(&self, n: &ComputeNode, i: usize) -> bool {
+        n.input_descs
+            .get(i)
+            .is_none_or(|d| super::attrs::dtype(d.dtype).is_none_or(|t| t.is_float()))
+    }
+}
+
+/// Every pattern of `g`, none overlapping another (a node belongs to one pattern).
+fn find(g: &ComputeGraph) -> Vec<Fusion> {
+    let v = View {
+        g,
+        readers: readers(g),
+    };
+    let mut taken = vec![false; g.nodes.len()];
+    let mut found = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let f = match n.op_type.as_str() {
+            "Mul" => gelu(&v, i, n).or_else(|| swish(&v, i, n)),
+            "Add" => layer_norm(&v, i, n),
+            _ => None,
+        };
+        let Some(f) = f else {
+            continue;
+        };
+        if f.inner.iter().chain([&f.last]).any(|&k| taken[k]) {
+            continue;
+        }
+        for &k in f.inner.iter().chain([&f.last]) {
+            taken[k] = true;
+        }
+        found.push(f);
+    }
+    found
+}
+
+/// GELU ending at the Mul `last` (see the module doc for its spellings).
+fn gelu(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let (a, b) = View::two(n)?;
+    // The last Mul is either (x * (1 + erf)) * 0.5 or (x * 0.5) * (1 + erf): candidates
+    // (x, the Add's output, the other Mul's output), each checked to the end.
+    let mut candidates = Vec::with_capacity(4);
+    if let Some(m) = v.with_const(n, 0.5)
+        && let Some(inner) = v.sole(m, &["Mul"])
+        && let Some((p, q)) = View::two(inner)
+    {
+        candidates.extend([(p, q, m), (q, p, m)]);
+    }
+    for (h, plus) in [(a, b), (b, a)] {
+        if let Some(x) = v.sole(h, &["Mul"]).and_then(|h| v.with_const(h, 0.5)) {
+            candidates.push((x, plus, h));
+        }
+    }
+    candidates.into_iter().find_map(|(x, plus, mul)| {
+        let (erf_out, scaled) = gelu_erf(v, x, plus)?;
+        let inner = [mul, plus, erf_out, scaled]
+            .iter()
+            .map(|p| p.node.index())
+            .collect();
+        Some(Fusion {
+            last,
+            x,
+            op: Fused::Gelu,
+            inner,
+        })
+    })
+}
+
+/// For GELU's `1 + Erf(x / √2)` at `plus`: the outputs of the Erf and of the division
+/// (or multiplication by 1/√2).
+fn gelu_erf(v: &View, x: OutPort, plus: OutPort) -> Option<(OutPort, OutPort)> {
+    let add = v.sole(plus, &["Add"])?;
+    let erf_out = v.with_const(add, 1.0)?;
+    let erf = v.sole(erf_out, &["Erf"])?;
+    let scaled = erf.inputs.first().copied().flatten()?;
+    let div = v.sole(scaled, &["Div", "RealDiv", "Mul"])?;
+    let xs = if div.op_type == "Mul" {
+        v.with_const(div, std::f64::consts::FRAC_1_SQRT_2)?
+    } else {
+        let (p, q) = View::two(div)?;
+        let r = v.scalar(q)?;
+        ((r - std::f64::consts::SQRT_2).abs() <= 1e-6).then_some(p)?
+    };
+    let xi = div.inputs.iter().position(|p| *p == Some(x))?;
+    (xs == x && v.float_input(div, xi)).then_some((erf_out, scaled))
+}
+
+/// LayerNorm over the last axis as PyTorch writes it before opset 17, ending at the Add
+/// `last`: `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma + beta`, the square
+/// as `Pow(d, 2)` or `Mul(d, d)`, gamma and beta constant vectors.
+fn layer_norm(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let (a, b) = View::two(n)?;
+    let (scaled, beta) = [(a, b), (b, a)]
+        .into_iter()
+        .find(|&(s, c)| v.sole(s, &["Mul"]).is_some() && vector(v, c))?;
+    let mul = v.node(scaled)?;
+    let (p, q) = View::two(mul)?;
+    let (normed, gamma) = [(p, q), (q, p)]
+        .into_iter()
+        .find(|&(r, c)| v.sole(r, &["Div", "RealDiv"]).is_some() && vector(v, c))?;
+    let div = v.node(normed)?;
+    let (centred, root) = View::two(div)?;
+    // d is read by the division and the square: twice by a Mul(d, d).
+    let sub = v
+        .read(centred, &["Sub"], 2)
+        .or_else(|| v.read(centred, &["Sub"], 3))?;
+    let (x, mean) = View::two(sub)?;
+    if v.mean_of_last(v.sole(mean, &["ReduceMean"])?)? != x {
+        return None;
+    }
+    let sqrt = v.sole(root, &["Sqrt"])?;
+    let plus = sqrt.inputs.first().copied().flatten()?;
+    let add = v.sole(plus, &["Add"])?;
+    let (var, eps) = View::two(add)?;
+    let (var, epsilon) = match (v.scalar(eps), v.scalar(var)) {
+        (Some(e), _) => (var, e),
+        (None, Some(e)) => (eps, e),
+        _ => return None,
+    };
+    let square = v.mean_of_last(v.sole(var, &["ReduceMean"])?)?;
+    let sq = v.sole(square, &["Pow", "Mul"])?;
+    let reads = v.readers[centred.node.index()];
+    let squares = match (sq.op_type.as_str(), View::two(sq)?) {
+        ("Pow", (d, two)) => d == centred && v.scalar(two) == Some(2.0) && reads == 2,
+        (_, (d, e)) => d == centred && e == centred && reads == 3,
+    };
+    if !squares || epsilon.is_nan() || epsilon <= 0.0 || !v.float_input(sub, 0) {
+        return None;
+    }
+    let inner = [scaled, normed, centred, mean, root, plus, var, square]
+        .iter()
+        .map(|p| p.node.index())
+        .collect();
+    Some(Fusion {
+        last,
+        x,
+        op: Fused::LayerNorm {
+            gamma,
+            beta,
+            epsilon: epsilon as f32,
+        },
+        inner,
+    })
+}
+
+/// Whether `p` is a constant vector (a scale or bias over the last axis).
+fn vector(v: &View, p: OutPort) -> bool {
+    v.node(p).is_some_and(|n| {
+        is_const_type(&n.op_type)
+            && matches!(n.attr("value"), Some(AttrValue::Tensor(t))
+                if matches!(&t.desc.shape, crate::om::graph::Shape::Dims(d) if d.len() == 1))
+    })
+}
+
+/// `x * Sigmoid(x)` at the Mul `last`.
+fn swish(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let (a, b) = View::two(n)?;
+    let (x, s) = [(a, b), (b, a)].into_iter().find(|&(x, s)| {
+        v.sole(s, &["Sigmoid"])
+            .is_some_and(|s| s.inputs.as_slice() == [Some(x)])
+    })?;
+    let xi = n.inputs.iter().position(|p| *p == Some(x))?;
+    v.float_input(n, xi).then(|| Fusion {
+        last,
+        x,
+        op: Fused::Swish,
+        inner: vec![s.node.index()],
+    })
+}
+
+/// Rewrites `g` for `f`: the last node becomes the fused op on `x` (the inner nodes,
+/// now unread, are removed by the caller).
+fn apply(g: &mut ComputeGraph, f: Fusion) {
+    // x's descriptor, from a node of the pattern that reads it.
+    let x_desc = f.inner.iter().chain([&f.last]).find_map(|&k| {
+        let n = &g.nodes[k];
+        let i = n.inputs.iter().position(|p| *p == Some(f.x))?;
+        n.input_descs.get(i).cloned()
+    });
+    let mut names: Vec<Vec<u8>> = f
+        .inner
+        .iter()
+        .map(|&k| g.nodes[k].name.clone().into_bytes())
+        .collect();
+    names.push(g.nodes[f.last].name.clone().into_bytes());
+    let consts = |p: OutPort, g: &ComputeGraph| {
+        let c = &g.nodes[p.node.index()];
+        c.output_descs
+            .get(p.index as usize)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (inputs, descs) = match f.op {
+        Fused::LayerNorm { gamma, beta, .. } => (
+            vec![Some(f.x), Some(gamma), Some(beta)],
+            x_desc
+                .map(|x| vec![x, consts(gamma, g), consts(beta, g)])
+                .unwrap_or_default(),
+        ),
+        _ => (vec![Some(f.x)], x_desc.into_iter().collect()),
+    };
+    let n = &mut g.nodes[f.last];
+    n.inputs = inputs;
+    n.input_descs = descs;
+    n.attrs.clear();
+    match f.op {
+        Fused::Gelu => {
+            n.op_type = "Gelu".to_string();
+            n.attrs
+                .insert(ONNX_OPSET_ATTR.to_string(), AttrValue::Int(20));
+            n.attrs
+                .insert("approximate".to_string(), AttrValue::Str(b"none".to_vec()));
+        }
+        Fused::Swish => {
+            n.op_type = "Swish".to_string();
+            n.attrs.insert("scale".to_string(), AttrValue::Float(1.0));
+        }
+        Fused::LayerNorm { epsilon, .. } => {
+            n.op_type = "LayerNormalization".to_string();
+            n.attrs
+                .insert(ONNX_OPSET_ATTR.to_string(), AttrValue::Int(17));
+            n.attrs.insert("axis".to_string(), AttrValue::Int(-1));
+            n.attrs
+                .insert("epsilon".to_string(), AttrValue::Float(epsilon));
+        }
+    }
+    n.attrs.insert(
+        ORIGINAL_OP_NAMES.to_string(),
+        AttrValue::List(ListAttr::Str(names)),
+    );
+}
+
+#[cfg(test)]
+mod tests;

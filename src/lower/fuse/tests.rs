@@ -1,0 +1,353 @@
+//! The fused patterns: found in each spelling, refused where a part of them is read
+//! elsewhere or a constant is not the formula's, and computing what the unfused graph
+//! computes under every executor.
+
+use super::activations;
+use crate::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use crate::lower::{LowerOptions, lower};
+use crate::npu::device::{Device, DeviceConfig};
+use crate::om::file::{ReadOptions, read};
+use crate::om::graph::{AttrValue, ComputeModel, ListAttr};
+use crate::om::onnx::builder::{F32, OnnxBuilder, tensor_f32};
+use crate::ops::{DType, HostTensor};
+
+const N: i64 = 67;
+
+/// A model of x `[2, N]` with scalar constants `consts` and `nodes` (op, inputs, output),
+/// whose output is `y`, plus any of `extra_outputs`.
+fn model(consts: &[(&str, f32)], nodes: &[(&str, &[&str], &str)], extra: &[&str]) -> ComputeModel {
+    model_with(consts, nodes, extra, |b| b)
+}
+
+/// [`model`] with more of the builder's (`more`: vector constants, node attributes).
+fn model_with(
+    consts: &[(&str, f32)],
+    nodes: &[(&str, &[&str], &str)],
+    extra: &[&str],
+    more: impl FnOnce(OnnxBuilder) -> OnnxBuilder,
+) -> ComputeModel {
+    let mut b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[2.into(), N.into()])
+        .output("y", F32, &[2.into(), N.into()]);
+    for o in extra {
+        b = b.output(o, F32, &[2.into(), N.into()]);
+    }
+    for (name, v) in consts {
+        b = b.initializer(tensor_f32(name, &[], &[*v]));
+    }
+    for (op, ins, out) in nodes {
+        let attrs = if *op == "ReduceMean" {
+            vec![crate::om::onnx::builder::attr_ints("axes", &[-1])]
+        } else {
+            vec![]
+        };
+        b = b.named_node(out, op, ins, &[out], attrs);
+    }
+    let file = read(&more(b).build(), &ReadOptions::default()).expect("reads");
+    file.root().model.clone()
+}
+
+/// The op types of the model's root graph, constants and data left out.
+fn ops(m: &ComputeModel) -> Vec<&str> {
+    m.root
+        .nodes
+        .iter()
+        .map(|n| n.op_type.as_str())
+        .filter(|t| !matches!(*t, "Const" | "Constant" | "Data" | "NetOutput"))
+        .collect()
+}
+
+const SQRT2: f32 = std::f32::consts::SQRT_2;
+
+/// PyTorch's `nn.GELU()` at opsets 9-19, on constants r2, one and half.
+const TORCH_GELU: [(&str, &[&str], &str); 5] = [
+    ("Div", &["x", "r2"], "d"),
+    ("Erf", &["d"], "e"),
+    ("Add", &["e", "one"], "a"),
+    ("Mul", &["x", "a"], "m"),
+    ("Mul", &["m", "half"], "y"),
+];
+
+/// [`TORCH_GELU`] with its constants, and any of `extra` graph outputs.
+fn gelu_with(r2: f32, one: f32, half: f32, extra: &[&str]) -> ComputeModel {
+    model(
+        &[("r2", r2), ("one", one), ("half", half)],
+        &TORCH_GELU,
+        extra,
+    )
+}
+
+fn torch_gelu() -> ComputeModel {
+    gelu_with(SQRT2, 1.0, 0.5, &[])
+}
+
+#[test]
+fn gelu_as_pytorch_writes_it_becomes_one_gelu() {
+    let m = torch_gelu();
+    let fused = activations(&m);
+    assert_eq!(ops(&fused), ["Gelu"]);
+    let g = fused
+        .root
+        .nodes
+        .iter()
+        .find(|n| n.op_type == "Gelu")
+        .unwrap();
+    assert_eq!(g.name, "y");
+    let x = m.root.nodes.iter().position(|n| n.name == "x").unwrap();
+    assert_eq!(g.inputs.len(), 1);
+    assert_eq!(g.inputs[0].unwrap().node.index(), x);
+    assert_eq!(
+        g.attr("approximate"),
+        Some(&AttrValue::Str(b"none".to_vec()))
+    );
+    let Some(AttrValue::List(ListAttr::Str(names))) = g.attr("_datadump_original_op_names") else {
+        panic!("no original names: {:?}", g.attrs);
+    };
+    let names: Vec<&str> = names
+        .iter()
+        .map(|n| std::str::from_utf8(n).unwrap())
+        .collect();
+    assert_eq!(names, ["m", "a", "e", "d", "y"]);
+}
+
+#[test]
+fn every_spelling_of_gelu_fuses() {
+    type Spelling<'a> = (
+        &'a [(&'a str, f32)],
+        &'a [(&'a str, &'a [&'a str], &'a str)],
+    );
+    let up = f32::from_bits(SQRT2.to_bits() + 1);
+    let spellings: [Spelling; 2] = [
+        // x * 0.5 first, constants on the left, the division as a product.
+        (
+            &[
+                ("k", std::f32::consts::FRAC_1_SQRT_2),
+                ("one", 1.0),
+                ("half", 0.5),
+            ],
+            &[
+                ("Mul", &["half", "x"], "h"),
+                ("Mul", &["k", "x"], "d"),
+                ("Erf", &["d"], "e"),
+                ("Add", &["one", "e"], "a"),
+                ("Mul", &["a", "h"], "y"),
+            ],
+        ),
+        // (1 + erf) * x, then 0.5 on the left.
+        (
+            &[("r2", SQRT2), ("one", 1.0), ("half", 0.5)],
+            &[
+                ("Div", &["x", "r2"], "d"),
+                ("Erf", &["d"], "e"),
+                ("Add", &["e", "one"], "a"),
+                ("Mul", &["a", "x"], "m"),
+                ("Mul", &["half", "m"], "y"),
+            ],
+        ),
+    ];
+    let models = spellings
+        .iter()
+        .map(|(consts, nodes)| model(consts, nodes, &[]))
+        // √2 one float32 step off, as a constant computed in float32 may be.
+        .chain([gelu_with(up, 1.0, 0.5, &[])]);
+    for (m, nodes) in models.zip(spellings.iter().map(|s| s.1).chain([&TORCH_GELU[..]])) {
+        let fused = activations(&m);
+        assert_eq!(
+            ops(&fused).iter().filter(|t| **t == "Gelu").count(),
+            1,
+            "{nodes:?}"
+        );
+        assert!(!ops(&fused).contains(&"Erf"), "{nodes:?}");
+    }
+}
+
+#[test]
+fn gelu_is_left_alone_where_it_is_not_gelu() {
+    let gelu = gelu_with;
+    for (m, why) in [
+        (gelu(1.5, 1.0, 0.5, &[]), "another divisor"),
+        (gelu(SQRT2, 2.0, 0.5, &[]), "2 + erf"),
+        (gelu(SQRT2, 1.0, 0.25, &[]), "a quarter"),
+        (gelu(SQRT2, 1.0, 0.5, &["e"]), "the Erf is an output too"),
+        (
+            gelu(SQRT2, 1.0, 0.5, &["m"]),
+            "x (1 + erf) is an output too",
+        ),
+    ] {
+        let fused = activations(&m);
+        assert!(matches!(fused, std::borrow::Cow::Borrowed(_)), "{why}");
+        assert!(ops(&fused).contains(&"Erf"), "{why}");
+    }
+    // The Erf of another tensor than the one multiplied.
+    let m = model(
+        &[("r2", SQRT2), ("one", 1.0), ("half", 0.5)],
+        &[
+            ("Neg", &["x"], "z"),
+            ("Div", &["z", "r2"], "d"),
+            ("Erf", &["d"], "e"),
+            ("Add", &["e", "one"], "a"),
+            ("Mul", &["x", "a"], "m"),
+            ("Mul", &["m", "half"], "y"),
+        ],
+        &[],
+    );
+    assert!(ops(&activations(&m)).contains(&"Erf"));
+}
+
+#[test]
+fn x_times_its_sigmoid_becomes_swish() {
+    let m = model(
+        &[],
+        &[("Sigmoid", &["x"], "s"), ("Mul", &["s", "x"], "y")],
+        &[],
+    );
+    assert_eq!(ops(&activations(&m)), ["Swish"]);
+    let other = model(
+        &[],
+        &[
+            ("Neg", &["x"], "z"),
+            ("Sigmoid", &["z"], "s"),
+            ("Mul", &["s", "x"], "y"),
+        ],
+        &[],
+    );
+    assert_eq!(ops(&activations(&other)), ["Neg", "Sigmoid", "Mul"]);
+}
+
+/// `nn.LayerNorm(N)` as PyTorch writes it at opset 13 (`square` "Pow" or "Mul"), with
+/// any of `extra` graph outputs.
+fn torch_layer_norm(square: &str, extra: &[&str]) -> ComputeModel {
+    let sq: (&str, &[&str], &str) = if square == "Pow" {
+        ("Pow", &["d", "two"], "q")
+    } else {
+        ("Mul", &["d", "d"], "q")
+    };
+    model_with(
+        &[("two", 2.0), ("eps", 1e-5)],
+        &[
+            ("ReduceMean", &["x"], "m"),
+            ("Sub", &["x", "m"], "d"),
+            sq,
+            ("ReduceMean", &["q"], "v"),
+            ("Add", &["v", "eps"], "e"),
+            ("Sqrt", &["e"], "s"),
+            ("Div", &["d", "s"], "r"),
+            ("Mul", &["r", "gamma"], "o"),
+            ("Add", &["o", "beta"], "y"),
+        ],
+        extra,
+        |b| {
+            let g: Vec<f32> = (0..N).map(|i| 1.0 + 0.01 * i as f32).collect();
+            let be: Vec<f32> = (0..N).map(|i| 0.5 - 0.02 * i as f32).collect();
+            b.initializer(tensor_f32("gamma", &[N], &g))
+                .initializer(tensor_f32("beta", &[N], &be))
+        },
+    )
+}
+
+#[test]
+fn layer_norm_as_pytorch_writes_it_becomes_one_layer_normalization() {
+    for square in ["Pow", "Mul"] {
+        let m = torch_layer_norm(square, &[]);
+        let fused = activations(&m);
+        assert_eq!(ops(&fused), ["LayerNormalization"], "{square}");
+        let n = &fused.root.nodes.iter().find(|n| n.name == "y").unwrap();
+        assert_eq!(n.inputs.len(), 3);
+        assert_eq!(n.attr("epsilon"), Some(&AttrValue::Float(1e-5)));
+        assert_eq!(n.attr("axis"), Some(&AttrValue::Int(-1)));
+    }
+}
+
+#[test]
+fn layer_norm_with_a_part_read_elsewhere_is_left_alone() {
+    // The centred tensor is an output too: it must be computed.
+    assert!(ops(&activations(&torch_layer_norm("Pow", &["d"]))).contains(&"Sub"));
+}
+
+fn gelu64(v: f64) -> f64 {
+    0.5 * v * (1.0 + crate::ops::elementwise::num::erf(v * std::f64::consts::FRAC_1_SQRT_2))
+}
+
+fn run(m: &ComputeModel, executor: ExecutorType, x: &[f32]) -> Vec<f32> {
+    let eg = lower(
+        m,
+        &LowerOptions {
+            multi_thread: executor == ExecutorType::TopologicalMultiThread,
+            ..LowerOptions::default()
+        },
+    )
+    .expect("lowers");
+    let device = Device::new(DeviceConfig::default());
+    let options = ExecutorOptions {
+        executor,
+        ..ExecutorOptions::default()
+    };
+    let mut ex = ModelV2Executor::create(&eg, &device, options).expect("creates");
+    ex.load().expect("loads");
+    let input = HostTensor {
+        dtype: DType::F32,
+        shape: vec![2, N],
+        data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let mut out = Vec::new();
+    ex.execute_sync(&[&input], &mut out).expect("runs");
+    bytemuck::cast_slice(&out[0].data).to_vec()
+}
+
+/// The fused models compute GELU, x sigmoid(x) and LayerNorm (within float32's rounding
+/// of the f64 formulas) under every executor, with the same bits under each.
+#[test]
+fn fused_models_compute_the_formulas_under_every_executor() {
+    let x: Vec<f32> = (0..2 * N).map(|i| (i as f32 - N as f32) * 0.13).collect();
+    let swish = model(
+        &[],
+        &[("Sigmoid", &["x"], "s"), ("Mul", &["x", "s"], "y")],
+        &[],
+    );
+    let row = |r: usize| -> Vec<f64> {
+        let xs: Vec<f64> = x[r * N as usize..][..N as usize]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let mean = xs.iter().sum::<f64>() / N as f64;
+        let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / N as f64;
+        (0..N as usize)
+            .map(|i| {
+                (xs[i] - mean) / (var + 1e-5f32 as f64).sqrt() * (1.0 + 0.01 * i as f32) as f64
+                    + (0.5 - 0.02 * i as f32) as f64
+            })
+            .collect()
+    };
+    let ln: Vec<f64> = [row(0), row(1)].concat();
+    type Want = Box<dyn Fn(usize, f64) -> f64>;
+    let cases: [(ComputeModel, Want); 3] = [
+        (torch_gelu(), Box::new(|_, v| gelu64(v))),
+        (swish, Box::new(|_, v| v / (1.0 + (-v).exp()))),
+        (torch_layer_norm("Pow", &[]), Box::new(move |i, _| ln[i])),
+    ];
+    for (m, f) in cases {
+        assert_eq!(ops(&activations(&m)).len(), 1);
+        let first = run(&m, ExecutorType::Sequential, &x);
+        for (i, (&v, &y)) in x.iter().zip(&first).enumerate() {
+            let want = f(i, v as f64);
+            assert!(
+                (y as f64 - want).abs() <= 1e-5 * want.abs().max(1e-3),
+                "{v}: {y} vs {want}"
+            );
+        }
+        for executor in [
+            ExecutorType::Topological,
+            ExecutorType::TopologicalPriority,
+            ExecutorType::TopologicalMultiThread,
+        ] {
+            let got = run(&m, executor, &x);
+            assert_eq!(
+                bytemuck::cast_slice::<f32, u32>(&got),
+                bytemuck::cast_slice::<f32, u32>(&first),
+                "{}",
+                executor.name()
+            );
+        }
+    }
+}
