@@ -128,18 +128,25 @@ impl StreamState {
         Ok(stream)
     }
 
-    /// Issues a job: [`StreamState::send`], except that a small kernel launch or copy
-    /// reaching an idle stream runs now, on the calling thread (see
-    /// [`StreamState::with_idle`]).
+    /// Issues a job: [`StreamState::send`], except that a kernel launch (see
+    /// [`Here::for_launch`]) or a copy reaching an idle stream runs now, on the calling
+    /// thread (see [`StreamState::with_idle`]).
+    ///
+    /// A copy of any size runs here: the worker would make the same single-threaded
+    /// copy, after a hand-off that costs more than copying a few hundred kilobytes, and
+    /// a model's input upload that runs here leaves the stream idle for the launches
+    /// after it, which then run here too. (Queuing it made every execution of a small
+    /// model with a 128 KiB input hand its whole Main to the worker and wait for it:
+    /// two thread wake-ups, most of the execution's time.)
     pub fn submit(&self, core: &Core, job: Job, block: bool) -> Result<(), NpuError> {
         let here = match &job {
             Job::Task(Task::Launch(l)) => Here::for_launch(core, l),
             Job::Task(
-                Task::MemcpyH2D { len, .. }
-                | Task::MemcpyD2H { len, .. }
-                | Task::MemcpyD2D { len, .. }
-                | Task::Memset { len, .. },
-            ) if *len < PARALLEL_BYTES => Here::Small,
+                Task::MemcpyH2D { .. }
+                | Task::MemcpyD2H { .. }
+                | Task::MemcpyD2D { .. }
+                | Task::Memset { .. },
+            ) => Here::Small,
             _ => Here::Nothing,
         };
         let mut job = Some(job);
