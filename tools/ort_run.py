@@ -3,8 +3,9 @@ engine benchmarks. Inputs are seeded random float32 (or int64 zeros) of the mode
 declared shapes, made once; each run feeds the same inputs. Prints one JSON line:
 {"model": PATH, "ort_version": V, "run_ms": {"min", "median", "max"}, "runs": N}.
 
-Usage: $(tools/pyenv.sh) tools/ort_run.py MODEL.onnx [RUNS]
-One intra-op thread and default graph optimizations, as rt2's single-thread numbers.
+Usage: $(tools/pyenv.sh) tools/ort_run.py MODEL.onnx [RUNS] [THREADS]
+One intra-op thread (THREADS 1, the default) or ONNX Runtime's own default (THREADS 0),
+default graph optimizations.
 """
 
 import json
@@ -21,9 +22,11 @@ TYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(double)
 def main():
     path = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
+    if threads > 0:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {}
