@@ -256,6 +256,15 @@ thread_local! {
 /// splits work above 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of `f32`.
 const PARALLEL_BYTES: usize = 64 * 1024;
 
+/// Launches touching less than this run on the issuing thread even on a device of
+/// several compute cores, when that thread has a pool of its own: their parallel loops
+/// then run in order, right there. Splitting them over the cores would save less than
+/// the wake-ups of the cores' sleeping threads cost (tens of microseconds each on a
+/// virtual machine): with 64 KiB here, the default two compute threads made a
+/// transformer encoder at sequence 16 1.9x slower than one thread, and an Exp over 32k
+/// floats 2.5x (docs/PERFORMANCE.md).
+const SEQUENTIAL_BYTES: usize = 4 * 1024 * 1024;
+
 /// What running tasks needs besides the tasks: vectors and copy space kept between tasks
 /// for their capacity. A stream worker keeps one; so does each thread that runs launches
 /// inline (see [`StreamState::with_idle`]).
@@ -299,7 +308,9 @@ struct Exec<'a> {
 ///   runs on the thread that has it, once that thread is the only thread of a rayon pool
 ///   of its own ([`own_pool`]): the kernel's parallel loops then run in order, right
 ///   there. Handing such a kernel to the one core thread costs two wake-ups of a sleeping
-///   thread, which for a block of large kernels is a sizeable part of its time.
+///   thread, which for a block of large kernels is a sizeable part of its time;
+/// - on a device of several cores, a launch below [`SEQUENTIAL_BYTES`] runs the same way:
+///   its work is too small to pay for waking the cores.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Here {
     /// No kernel: a stream worker outside any pool enters the compute cores for each;
@@ -307,14 +318,15 @@ enum Here {
     Nothing,
     /// Kernels below [`PARALLEL_BYTES`].
     Small,
-    /// Every kernel (a device of one compute core, on a thread of a one-thread pool).
+    /// Every kernel (on a thread of a one-thread pool: a device of one compute core, or
+    /// a launch below [`SEQUENTIAL_BYTES`]).
     All,
 }
 
 impl Here {
     /// Where a launch issued on this thread may run, if the stream is idle.
     fn for_launch(core: &Core, l: &Launch) -> Here {
-        if core.one_core() && own_pool() {
+        if (core.one_core() || l.bytes_touched() < SEQUENTIAL_BYTES) && own_pool() {
             Here::All
         } else if l.bytes_touched() < PARALLEL_BYTES {
             Here::Small
