@@ -1252,13 +1252,14 @@ fn a_fault_taken_inline_surfaces_at_synchronize() {
     assert_eq!(get(&dev, q, 4), vec![2.0; 4]);
 }
 
-/// A large launch (128 KB each way) issued to an idle stream: on a device of one compute
-/// core it computes on the issuing thread, inside a one-thread pool (its parallel loops
-/// stay there); on a device of two it goes to a compute core, whose pool has two threads.
-/// Either way the result is the copy.
+/// A launch issued to an idle stream computes on the issuing thread, inside a one-thread
+/// pool (its parallel loops stay there), on a device of one compute core whatever its
+/// size, and on a device of two when it touches under 4 MiB (128 KB each way); a larger
+/// one (4 MB each way) on a device of two goes to a compute core, whose pool has two
+/// threads. Either way the result is the copy.
 #[test]
 fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
-    for threads in [1, 2] {
+    for (threads, n, here) in [(1, 1 << 15, true), (2, 1 << 15, true), (2, 1 << 20, false)] {
         let dev = Device::new(DeviceConfig {
             ops: Some(ops()),
             compute_threads: threads,
@@ -1266,7 +1267,6 @@ fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
             sanitize: None,
             ..DeviceConfig::default()
         });
-        let n = 1 << 15;
         let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let (x, s) = (put(&dev, &v), dev.default_stream());
         let y = dev.malloc(n * 4, s).unwrap();
@@ -1287,14 +1287,15 @@ fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
             .unwrap()
         };
         let ran: Vec<_> = WHERE.lock().unwrap().drain(..).collect();
-        assert_eq!(ran.len(), 1, "{threads} threads");
+        assert_eq!(ran.len(), 1, "{threads} threads, {n}");
         let (thread, pool) = ran[0];
         assert_eq!(
             thread == issued,
-            threads == 1,
-            "{threads} threads: ran on the issuer"
+            here,
+            "{threads} threads, {n}: ran on the issuer"
         );
-        assert_eq!(pool, threads, "{threads} threads: the kernel's pool");
+        let want = if here { 1 } else { threads };
+        assert_eq!(pool, want, "{threads} threads, {n}: the kernel's pool");
         assert_eq!(get(&dev, y, n), v);
     }
 }
