@@ -137,8 +137,8 @@ impl<'a> View<'a> {
         self.g.nodes.get(p.node.index())
     }
 
-    /// The value of a scalar (one-element) float constant at `p`.
-    fn scalar(&self, p: OutPort) -> Option<f64> {
+    /// The value of the constant at `p`, when it is one the device holds.
+    fn constant(&self, p: OutPort) -> Option<crate::ops::HostTensor> {
         let n = self.node(p)?;
         if !is_const_type(&n.op_type) {
             return None;
@@ -146,7 +146,12 @@ impl<'a> View<'a> {
         let Some(AttrValue::Tensor(t)) = n.attr("value") else {
             return None;
         };
-        let t = tensor(t)?;
+        tensor(t)
+    }
+
+    /// The value of a scalar (one-element) float constant at `p`.
+    fn scalar(&self, p: OutPort) -> Option<f64> {
+        let t = self.constant(p)?;
         (t.dtype.is_float() && t.element_count()? == 1).then(|| t.float_at(0))?
     }
 
@@ -187,14 +192,7 @@ impl<'a> View<'a> {
 
     /// The integer values of a constant at `p`.
     fn ints(&self, p: OutPort) -> Option<Vec<i64>> {
-        let n = self.node(p)?;
-        if !is_const_type(&n.op_type) {
-            return None;
-        }
-        let Some(AttrValue::Tensor(t)) = n.attr("value") else {
-            return None;
-        };
-        tensor(t)?.int_values()
+        self.constant(p)?.int_values()
     }
 
     /// For a ReduceMean `n` of the importer's or GE's form: its input, when it reduces

@@ -3,6 +3,21 @@
 
 use super::{Attr, Attrs, DType, HostTensor, InferCtx, OpError, OpRegistry, Tensor, TensorMeta};
 
+/// A float16 tensor of `v`, each value rounded once.
+pub(crate) fn f16_tensor(shape: &[usize], v: &[f32]) -> Tensor {
+    let h: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+    Tensor::from_vec(shape, &h)
+}
+
+/// A float16 tensor's values, widened to f32.
+pub(crate) fn f16_values(t: &Tensor) -> Vec<f32> {
+    t.slice::<half::f16>()
+        .expect("a float16 tensor")
+        .iter()
+        .map(|v| v.to_f32())
+        .collect()
+}
+
 /// A 1-D int64 host tensor, for tests.
 pub(crate) fn i64s(v: &[i64]) -> HostTensor {
     HostTensor {

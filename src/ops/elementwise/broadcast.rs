@@ -233,15 +233,25 @@ const HALF_BLOCK: usize = 256;
 /// (round to nearest, ties to even), so the result is bit for bit that of the
 /// per-element map.
 pub fn par_map_half<H: HalfSlice>(x: &[H], out: &mut [H], f: impl Fn(f32) -> f32 + Sync) {
+    par_half_blocks(x, out, |wide, mapped| {
+        for (m, &v) in mapped.iter_mut().zip(wide.iter()) {
+            *m = f(v);
+        }
+    });
+}
+
+/// The block walk [`par_map_half`] and [`par_map_half_fun`] share: each block of
+/// [`HALF_BLOCK`] elements widened to f32 on the stack, `map(widened, mapped)`, and the
+/// mapped block rounded back.
+fn par_half_blocks<H: HalfSlice>(x: &[H], out: &mut [H], map: impl Fn(&[f32], &mut [f32]) + Sync) {
     par_chunks(x, out, |x, out| {
-        let mut buf = [0f32; HALF_BLOCK];
+        let mut wide = [0f32; HALF_BLOCK];
+        let mut mapped = [0f32; HALF_BLOCK];
         for (o, x) in out.chunks_mut(HALF_BLOCK).zip(x.chunks(HALF_BLOCK)) {
-            let b = &mut buf[..o.len()];
-            H::widen(x, b);
-            for v in b.iter_mut() {
-                *v = f(*v);
-            }
-            H::narrow(b, o);
+            let (w, m) = (&mut wide[..o.len()], &mut mapped[..o.len()]);
+            H::widen(x, w);
+            map(w, m);
+            H::narrow(m, o);
         }
     });
 }
@@ -255,16 +265,7 @@ pub fn par_map_fun(fun: Fun, x: &[f32], out: &mut [f32]) -> bool {
 /// [`par_map_fun`] for a 16-bit float type, through float32 blocks as
 /// [`par_map_half`].
 pub fn par_map_half_fun<H: HalfSlice>(fun: Fun, x: &[H], out: &mut [H]) -> bool {
-    par_chunks(x, out, |x, out| {
-        let mut wide = [0f32; HALF_BLOCK];
-        let mut mapped = [0f32; HALF_BLOCK];
-        for (o, x) in out.chunks_mut(HALF_BLOCK).zip(x.chunks(HALF_BLOCK)) {
-            let (w, m) = (&mut wide[..o.len()], &mut mapped[..o.len()]);
-            H::widen(x, w);
-            vmath::map(fun, w, m);
-            H::narrow(m, o);
-        }
-    });
+    par_half_blocks(x, out, |wide, mapped| vmath::map(fun, wide, mapped));
     true
 }
 

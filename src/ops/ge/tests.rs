@@ -1,10 +1,10 @@
 //! The GE family against the ONNX ops that compute the same thing on the same data, small
 //! hand-computed cases, float16, and attribute errors.
 
-use half::f16;
-
 use crate::ops::testing::test_attrs;
-use crate::ops::testing::{run, run_f32, run_f32_with_shape, run1, try_run};
+use crate::ops::testing::{
+    f16_tensor, f16_values, run, run_f32, run_f32_with_shape, run1, try_run,
+};
 use crate::ops::{
     Attr, DType, InferCtx, OpRegistry, Tensor, TensorMeta, Translation, assert_close,
 };
@@ -41,22 +41,9 @@ fn permute(x: &Tensor, perm: &[i64]) -> Tensor {
     )
 }
 
+/// The float32 tensor `x` in float16.
 fn halves(x: &Tensor) -> Tensor {
-    let v: Vec<f16> = x
-        .slice::<f32>()
-        .unwrap()
-        .iter()
-        .map(|&v| f16::from_f32(v))
-        .collect();
-    Tensor::from_vec(&x.shape, &v)
-}
-
-fn from_halves(x: &Tensor) -> Vec<f32> {
-    x.slice::<f16>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_f32())
-        .collect()
+    f16_tensor(&x.shape, x.slice::<f32>().unwrap())
 }
 
 fn err(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> String {
@@ -119,13 +106,13 @@ fn conv2d_float16_accumulates_in_float32() {
         "Conv2D",
         &ge,
         &[halves(&x), halves(&w)].map(|h| {
-            let v = from_halves(&h);
+            let v = f16_values(&h);
             Tensor::from_vec(&h.shape, &v)
         }),
     );
     let got = run1("Conv2D", &ge, &[halves(&x), halves(&w)]);
     assert_eq!(got.dtype, DType::F16);
-    for (g, w) in from_halves(&got).iter().zip(&want) {
+    for (g, w) in f16_values(&got).iter().zip(&want) {
         assert!((g - w).abs() <= 2e-3 * w.abs().max(1.0), "{g} vs {w}");
     }
 }
@@ -327,7 +314,7 @@ fn eltwise_sums_with_coefficients_multiplies_and_maxes_any_n() {
         [3.0, -4.0]
     );
     let h = run1("Eltwise", &[("N", Attr::Int(2))], &[halves(&x), halves(&x)]);
-    assert_eq!(from_halves(&h), [3.0, -4.0]);
+    assert_eq!(f16_values(&h), [3.0, -4.0]);
     let e = err("Eltwise", &[("N", Attr::Int(2))], &inputs);
     assert!(
         e.contains("Eltwise") && e.contains("N") && e.contains("3 inputs"),
@@ -390,7 +377,7 @@ fn fully_connection_flattens_at_axis_and_reads_w_by_transpose() {
         (vec![1, 2, 1, 1], vec![3.5, 1.0])
     );
     let h = run1("FullyConnection", &fc2, &[halves(&x1), halves(&w1)]);
-    assert_eq!(from_halves(&h), [3.0, 1.0]);
+    assert_eq!(f16_values(&h), [3.0, 1.0]);
     let e = err("FullyConnection", &[], &[x.clone(), w.clone()]);
     assert!(e.contains("num_output") && e.contains("required"), "{e}");
     let e = err(
@@ -429,7 +416,7 @@ fn leaky_relu_takes_negative_slope_default_zero() {
         &[("negative_slope", Attr::Float(0.5))],
         &[halves(&x)],
     );
-    assert_eq!(from_halves(&h), [-1.0, -0.25, 0.0, 3.0]);
+    assert_eq!(f16_values(&h), [-1.0, -0.25, 0.0, 3.0]);
 }
 
 #[test]
@@ -475,7 +462,7 @@ fn softmax_v2_over_one_or_adjacent_axes() {
     let want = run_f32(
         "Softmax",
         &[],
-        &[Tensor::from_vec(&x.shape, &from_halves(&halves(&x)))],
+        &[Tensor::from_vec(&x.shape, &f16_values(&halves(&x)))],
     );
     assert_close(wide.slice::<f32>().unwrap(), &want);
     let e = err("SoftmaxV2", &[("axes", ints(&[0, 2]))], &[x]);
@@ -597,7 +584,7 @@ fn scale_and_power() {
         [1.0, 9.0, 25.0]
     );
     assert_eq!(
-        from_halves(&run1("Power", &p, &[halves(&x)])),
+        f16_values(&run1("Power", &p, &[halves(&x)])),
         [1.0, 9.0, 25.0]
     );
 }

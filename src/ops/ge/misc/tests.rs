@@ -5,7 +5,9 @@
 
 use half::f16;
 
-use crate::ops::testing::{run, run_f32, run_f32_with_shape, test_attrs, try_run};
+use crate::ops::testing::{
+    f16_tensor, f16_values, run, run_f32, run_f32_with_shape, test_attrs, try_run,
+};
 use crate::ops::{Attr, DType, InferCtx, OpRegistry, Tensor, TensorMeta, assert_close};
 
 /// Runs a node of `op` as a GE graph's node (no `onnx_opset`): the type's GE-contract hook
@@ -43,19 +45,6 @@ fn run_onnx(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor], outputs: usize)
 
 fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
     Tensor::from_vec(shape, v)
-}
-
-fn f16t(shape: &[usize], v: &[f32]) -> Tensor {
-    let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
-    Tensor::from_vec(shape, &h)
-}
-
-fn f16s(t: &Tensor) -> Vec<f32> {
-    t.slice::<f16>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_f32())
-        .collect()
 }
 
 fn err(op: &str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> String {
@@ -132,9 +121,9 @@ fn ge_unique_keeps_first_occurrence_order_with_int32_indices() {
     )
     .unwrap();
     assert_eq!(y[1].slice::<i64>().unwrap(), [0, 1, 0, 2, 1]);
-    let x16 = f16t(&[4], &[2.0, 2.0, -0.5, 2.0]);
+    let x16 = f16_tensor(&[4], &[2.0, 2.0, -0.5, 2.0]);
     let y = run_ge("Unique", &[], std::slice::from_ref(&x16), 2).unwrap();
-    assert_eq!(f16s(&y[0]), [2.0, -0.5]);
+    assert_eq!(f16_values(&y[0]), [2.0, -0.5]);
     assert_eq!(y[1].slice::<i32>().unwrap(), [0, 0, 1, 0]);
     // ONNX's Unique sorts by default.
     let y = run_onnx("Unique", &[], std::slice::from_ref(&x), 1);
@@ -162,9 +151,18 @@ fn ge_upsample_repeats_by_stride_and_scales() {
     }
     assert_eq!(y[0].slice::<f32>().unwrap(), &want[..]);
     // Defaults: stride 2 both ways, scale 1.
-    let y = run_ge("Upsample", &[], &[f16t(&[1, 1, 1, 2], &[1.5, -3.0])], 1).unwrap();
+    let y = run_ge(
+        "Upsample",
+        &[],
+        &[f16_tensor(&[1, 1, 1, 2], &[1.5, -3.0])],
+        1,
+    )
+    .unwrap();
     assert_eq!(y[0].shape, [1, 1, 2, 4]);
-    assert_eq!(f16s(&y[0]), [1.5, 1.5, -3.0, -3.0, 1.5, 1.5, -3.0, -3.0]);
+    assert_eq!(
+        f16_values(&y[0]),
+        [1.5, 1.5, -3.0, -3.0, 1.5, 1.5, -3.0, -3.0]
+    );
     let bad = run_ge(
         "Upsample",
         &[("stride_h", Attr::Int(0))],
@@ -202,17 +200,17 @@ fn ge_celu_has_three_alphas() {
         &[2.0 * ((-0.5f32).exp() - 1.0), 0.0, 2.0],
     );
     // Defaults, float16.
-    let y = run_ge("Celu", &[], &[f16t(&[2], &[-1.0, 0.5])], 1).unwrap();
+    let y = run_ge("Celu", &[], &[f16_tensor(&[2], &[-1.0, 0.5])], 1).unwrap();
     let want = f16::from_f32((-1.0f32).exp() - 1.0).to_f32();
-    assert_eq!(f16s(&y[0]), [want, 0.5]);
+    assert_eq!(f16_values(&y[0]), [want, 0.5]);
     let y = run_ge(
         "Celu",
         &[("alpha3", Attr::Float(2.0))],
-        &[f16t(&[2], &[-1.0, 0.5])],
+        &[f16_tensor(&[2], &[-1.0, 0.5])],
         1,
     )
     .unwrap();
-    assert_eq!(f16s(&y[0]), [want, 1.0]);
+    assert_eq!(f16_values(&y[0]), [want, 1.0]);
     let bad = run_ge(
         "Celu",
         &[("alpha2", Attr::Float(0.0))],
@@ -350,10 +348,14 @@ fn dropout_do_mask_keeps_the_set_bits_scaled() {
     let y = run(
         "DropOutDoMask",
         &[],
-        &[f16t(&[10], &x), mask.clone(), f16t(&[1], &[0.5])],
+        &[
+            f16_tensor(&[10], &x),
+            mask.clone(),
+            f16_tensor(&[1], &[0.5]),
+        ],
         1,
     );
-    assert_eq!(f16s(&y[0]), want);
+    assert_eq!(f16_values(&y[0]), want);
     let y = run_f32(
         "DropOutDoMaskV3D",
         &[("keep_prob", Attr::Float(0.25))],
@@ -432,13 +434,13 @@ fn affine_grid_maps_the_base_grid_through_theta() {
         "AffineGrid",
         &[],
         &[
-            f16t(&[1, 2, 3], &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
+            f16_tensor(&[1, 2, 3], &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
             size.clone(),
         ],
         1,
     );
     assert_eq!(
-        f16s(&y[0]),
+        f16_values(&y[0]),
         [
             -2.0 / 3.0,
             -0.5,
@@ -482,8 +484,8 @@ fn dilation_spreads_x_with_padding_value_between() {
     let d = [("dilations", Attr::Ints(vec![2]))];
     let y = run("Dilation", &d, &[Tensor::from_vec(&[3], &[1i8, -2, 3])], 1);
     assert_eq!(y[0].slice::<i8>().unwrap(), [1, 0, -2, 0, 3]);
-    let y = run("Dilation", &d, &[f16t(&[2], &[0.5, -1.5])], 1);
-    assert_eq!(f16s(&y[0]), [0.5, 0.0, -1.5]);
+    let y = run("Dilation", &d, &[f16_tensor(&[2], &[0.5, -1.5])], 1);
+    assert_eq!(f16_values(&y[0]), [0.5, 0.0, -1.5]);
     assert!(err("Dilation", &[], std::slice::from_ref(&x)).contains("dilations"));
     let e = err(
         "Dilation",
@@ -519,10 +521,10 @@ fn max_pool_ext2_is_tensorflows_max_pool() {
     let y = run(
         "MaxPoolExt2",
         &attrs("VALID"),
-        &[f16t(&[1, 2, 3, 1], &[1.0, -5.0, 3.0, 2.0, 0.5, -1.0])],
+        &[f16_tensor(&[1, 2, 3, 1], &[1.0, -5.0, 3.0, 2.0, 0.5, -1.0])],
         1,
     );
-    assert_eq!(f16s(&y[0]), [2.0, 3.0]);
+    assert_eq!(f16_values(&y[0]), [2.0, 3.0]);
     let mut no_padding = attrs("VALID");
     no_padding.pop();
     assert!(err("MaxPoolExt2", &no_padding, std::slice::from_ref(&x)).contains("padding"));

@@ -1,9 +1,9 @@
 //! GE's selection, scatter and segment ops against their frameworks' meanings written out
 //! here by hand: small literal inputs, expectations worked out element by element.
 
-use half::f16;
-
-use crate::ops::testing::{infer_for_test, run, run_f32, run_f32_with_shape, run1, try_run};
+use crate::ops::testing::{
+    f16_tensor, f16_values, infer_for_test, run, run_f32, run_f32_with_shape, run1, try_run,
+};
 use crate::ops::{Attr, DType, Tensor, TensorMeta, UNKNOWN};
 
 fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
@@ -18,23 +18,10 @@ fn i64t(shape: &[usize], v: &[i64]) -> Tensor {
     Tensor::from_vec(shape, v)
 }
 
-fn f16t(shape: &[usize], v: &[f32]) -> Tensor {
-    let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
-    Tensor::from_vec(shape, &h)
-}
-
 fn boolt(shape: &[usize], v: &[bool]) -> Tensor {
     let mut t = Tensor::from_vec(shape, &v.iter().map(|&b| u8::from(b)).collect::<Vec<_>>());
     t.dtype = DType::Bool;
     t
-}
-
-fn f16s(t: &Tensor) -> Vec<f32> {
-    t.slice::<f16>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_f32())
-        .collect()
 }
 
 fn i32s(t: &Tensor) -> Vec<i32> {
@@ -93,10 +80,10 @@ fn arg_with_value_gives_indices_and_extremes() {
     assert_eq!(i32s(&out[0]), [1, 1, 1, 1]);
     assert_eq!(out[1].slice::<f32>().unwrap(), [-2.0, -7.0, -2.0, 0.0]);
     // float16: the values keep their type.
-    let x = f16t(&[3], &[0.5, -1.5, 0.25]);
+    let x = f16_tensor(&[3], &[0.5, -1.5, 0.25]);
     let out = run("ArgMinWithValue", &[("dimension", int(0))], &[x], 2);
     assert_eq!(out[0].shape, Vec::<usize>::new());
-    assert_eq!((i32s(&out[0]), f16s(&out[1])), (vec![1], vec![-1.5]));
+    assert_eq!((i32s(&out[0]), f16_values(&out[1])), (vec![1], vec![-1.5]));
     assert!(err("ArgMaxWithValue", &[], &[arg_x()], 2).contains("dimension"));
 }
 
@@ -106,8 +93,8 @@ fn hard_max_marks_the_first_maximum() {
     assert_eq!(y, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
     let y = run_f32("HardMax", &[("axis", int(0))], &[arg_x()]);
     assert_eq!(y, [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
-    let h = run1("HardMax", &[], &[f16t(&[3], &[-1.0, -0.5, -0.5])]);
-    assert_eq!(f16s(&h), [0.0, 1.0, 0.0]);
+    let h = run1("HardMax", &[], &[f16_tensor(&[3], &[-1.0, -0.5, -0.5])]);
+    assert_eq!(f16_values(&h), [0.0, 1.0, 0.0]);
     assert!(err("HardMax", &[("axis", int(2))], &[arg_x()], 1).contains("axis"));
     assert!(err("HardMax", &[], &[i32t(&[2], &[1, 2])], 1).contains("float"));
 }
@@ -141,8 +128,13 @@ fn arg_max_with_k_is_caffes_arg_max() {
     let out = run("ArgMaxWithK", &vals, std::slice::from_ref(&x), 2);
     assert_eq!(out[0].dtype, DType::F32);
     assert_eq!(out[0].slice::<f32>().unwrap(), [1.0, 3.0, -2.0, 0.0]);
-    let h = run("ArgMaxWithK", &[], &[f16t(&[1, 3], &[0.5, 2.0, 2.0])], 2);
-    assert_eq!((i32s(&h[0]), f16s(&h[1])), (vec![2], vec![2.0]));
+    let h = run(
+        "ArgMaxWithK",
+        &[],
+        &[f16_tensor(&[1, 3], &[0.5, 2.0, 2.0])],
+        2,
+    );
+    assert_eq!((i32s(&h[0]), f16_values(&h[1])), (vec![2], vec![2.0]));
     assert!(
         err(
             "ArgMaxWithK",
@@ -166,7 +158,7 @@ fn arg_max_with_k_is_caffes_arg_max() {
 
 #[test]
 fn top_k_d_and_v2d_sort_descending_with_ties_to_the_lower_index() {
-    let assist = f16t(&[8], &[0.0; 8]);
+    let assist = f16_tensor(&[8], &[0.0; 8]);
     let out = run("TopKD", &[("k", int(2))], &[arg_x(), assist.clone()], 2);
     assert_eq!(out[0].slice::<f32>().unwrap(), [3.0, 3.0, 0.0, -2.0]);
     assert_eq!(i32s(&out[1]), [2, 3, 3, 0]);
@@ -190,10 +182,10 @@ fn top_k_d_and_v2d_sort_descending_with_ties_to_the_lower_index() {
     let h = run(
         "TopKV2D",
         &[],
-        &[f16t(&[3], &[1.0, 4.0, 2.0]), k, assist.clone()],
+        &[f16_tensor(&[3], &[1.0, 4.0, 2.0]), k, assist.clone()],
         2,
     );
-    assert_eq!(f16s(&h[0]), [4.0]);
+    assert_eq!(f16_values(&h[0]), [4.0]);
     assert!(err("TopKD", &[], &[arg_x(), assist.clone()], 2).contains('k'));
     // The prototype's assist input is not optional.
     assert!(try_run("TopKD", &[("k", int(1))], &[arg_x()], 2).is_err());
@@ -214,8 +206,8 @@ fn sort_v2_sorts_values_along_an_axis() {
     let y = run_f32("SortV2", &[("descending", Attr::Bool(true))], &[nan]);
     assert!(y[0].is_nan());
     assert_eq!(&y[1..], [2.0, -1.0]);
-    let h = run1("SortV2", &[], &[f16t(&[3], &[0.5, -0.25, 0.0])]);
-    assert_eq!(f16s(&h), [-0.25, 0.0, 0.5]);
+    let h = run1("SortV2", &[], &[f16_tensor(&[3], &[0.5, -0.25, 0.0])]);
+    assert_eq!(f16_values(&h), [-0.25, 0.0, 0.5]);
     assert!(err("SortV2", &[("axis", int(-3))], &[arg_x()], 1).contains("axis"));
 }
 
@@ -350,12 +342,12 @@ fn scatters_into_var_update_or_add_rows_and_elements() {
         "ScatterAdd",
         &[],
         &[
-            f16t(&[2], &[1.0, 2.0]),
+            f16_tensor(&[2], &[1.0, 2.0]),
             i32t(&[1], &[1]),
-            f16t(&[1], &[0.5]),
+            f16_tensor(&[1], &[0.5]),
         ],
     );
-    assert_eq!(f16s(&h), [1.0, 2.5]);
+    assert_eq!(f16_values(&h), [1.0, 2.5]);
     let e = err(
         "ScatterUpdate",
         &[],
@@ -470,9 +462,13 @@ fn masked_fill_puts_value_where_the_mask_is_true() {
     let h = run1(
         "MaskedFill",
         &[],
-        &[f16t(&[3], &[1.0, 2.0, 3.0]), mask, f16t(&[], &[-1.5])],
+        &[
+            f16_tensor(&[3], &[1.0, 2.0, 3.0]),
+            mask,
+            f16_tensor(&[], &[-1.5]),
+        ],
     );
-    assert_eq!(f16s(&h), [-1.5, 2.0, -1.5]);
+    assert_eq!(f16_values(&h), [-1.5, 2.0, -1.5]);
     let not_bool = f32t(&[3], &[1.0, 0.0, 1.0]);
     assert!(err("MaskedFill", &[], &[x, not_bool, f32t(&[], &[0.0])], 1).contains("bool"));
 }
@@ -523,9 +519,9 @@ fn segment_sum_and_max_reduce_sorted_segments() {
     let h = run1(
         "SegmentSum",
         &[],
-        &[f16t(&[3], &[0.5, 0.25, 1.0]), i64t(&[3], &[1, 1, 1])],
+        &[f16_tensor(&[3], &[0.5, 0.25, 1.0]), i64t(&[3], &[1, 1, 1])],
     );
-    assert_eq!(f16s(&h), [0.0, 1.75]);
+    assert_eq!(f16_values(&h), [0.0, 1.75]);
     let e = err("SegmentSum", &[], &[seg_x(), i32t(&[4], &[0, 1, 0, 1])], 1);
     assert!(e.contains("not sorted"), "{e}");
     let e = err("SegmentMax", &[], &[seg_x(), i32t(&[4], &[-1, 0, 0, 0])], 1);
@@ -558,8 +554,11 @@ fn unsorted_segments_start_from_the_identity_and_drop_negative_ids() {
         [-7.0, 8.0, f32::MAX, f32::MAX, 1.0, -2.0]
     );
     // float16's and int32's finite limits.
-    let h = run_op("UnsortedSegmentMax", f16t(&[4], &[1.0, 2.0, 3.0, 4.0]));
-    assert_eq!(f16s(&h), [4.0, -65504.0, 3.0]);
+    let h = run_op(
+        "UnsortedSegmentMax",
+        f16_tensor(&[4], &[1.0, 2.0, 3.0, 4.0]),
+    );
+    assert_eq!(f16_values(&h), [4.0, -65504.0, 3.0]);
     let i = run_op("UnsortedSegmentMin", i32t(&[4], &[1, 2, 3, 4]));
     assert_eq!(i32s(&i), [4, i32::MAX, 1]);
     // 2-D ids of x's whole shape: each id one element.
