@@ -41,6 +41,7 @@ mod matmul;
 mod matrix;
 mod misc;
 mod movement;
+mod named;
 mod norm;
 mod normalize;
 mod pool;
@@ -77,6 +78,7 @@ pub fn register(reg: &mut OpRegistry) {
     quant::register(reg);
     quants::register(reg);
     misc::register(reg);
+    named::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

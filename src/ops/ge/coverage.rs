@@ -57,8 +57,9 @@ pub const GE_CONTRACT: &[&str] = &[
 /// quantization ([`super::activation`]), image resampling ([`super::resize`]), the matrix
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
 /// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]), quantization
-/// ([`super::quant`], [`super::quants`]) and dropout's mask, AffineGrid, Dilation and
-/// MaxPoolExt2 ([`super::misc`]).
+/// ([`super::quant`], [`super::quants`]), dropout's mask, AffineGrid, Dilation and
+/// MaxPoolExt2 ([`super::misc`]) and the Netron-named types whose header was found
+/// ([`super::named`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -80,6 +81,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::quant::names())
         .chain(super::quants::names())
         .chain(super::misc::names())
+        .chain(super::named::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

@@ -71,6 +71,13 @@ const FILES: &[(&str, &str)] = &[
         "transformation_ops",
         include_str!("prototypes/transformation_ops.txt"),
     ),
+    ("random_ops", include_str!("prototypes/random_ops.txt")),
+    ("sparse_ops", include_str!("prototypes/sparse_ops.txt")),
+    ("ops_cv", include_str!("prototypes/ops_cv.txt")),
+    (
+        "data_flow_ops",
+        include_str!("prototypes/data_flow_ops.txt"),
+    ),
     ("netron", include_str!("prototypes/netron.txt")),
 ];
 
@@ -411,6 +418,11 @@ mod tests {
         assert!(ge.inputs[0].dtypes.contains(&"BF16"));
         assert!(ge.inputs[0].dtypes.contains(&"U64"));
         assert!(!prototype("Activation").unwrap().from_header());
+        // A type whose header was found after Netron named it: the header's facts alone.
+        let nms = prototype("NonMaxSuppressionV6").unwrap();
+        assert!(nms.from_header());
+        assert_eq!(nms.input_range(), (2, Some(5)));
+        assert_eq!(nms.inputs[2].name, "max_output_size");
     }
 
     #[test]
