@@ -58,7 +58,7 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
 /// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]), quantization
 /// ([`super::quant`], [`super::quants`]) and dropout's mask, AffineGrid, Dilation and
-/// MaxPoolExt2 ([`super::misc`]).
+/// MaxPoolExt2 ([`super::misc`]), and deformable convolution ([`super::deform`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -80,6 +80,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::quant::names())
         .chain(super::quants::names())
         .chain(super::misc::names())
+        .chain(super::deform::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).
