@@ -32,6 +32,7 @@ mod attrs;
 mod conv;
 mod convs;
 pub mod coverage;
+mod deform;
 mod detect;
 mod eltwise;
 mod int8;
@@ -79,6 +80,7 @@ pub fn register(reg: &mut OpRegistry) {
     quants::register(reg);
     misc::register(reg);
     named::register(reg);
+    deform::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams
     reg.add(OpSpec::new("Aipp", aipp::infer_aipp).computes(aipp::aipp));
     // ops-nn conv/conv2d/op_graph/conv2d_proto.h

@@ -651,7 +651,9 @@ fn plugin_form(
         op.output_desc
             .resize(n, descriptor(&ValueType::default(), "ND"));
     }
-    if !m.after.is_empty() {
+    if let Some(routes) = m.node_outputs.take() {
+        route_outputs(s, op, &m.after, &node_op, outputs, &routes, &original);
+    } else if !m.after.is_empty() {
         // The node's name and outputs go to the last op after it; the mapped op is
         // renamed, and its output, now internal, is left for inference to describe.
         let node_name = std::mem::take(&mut op.name);
@@ -677,6 +679,61 @@ fn plugin_form(
         }
     }
     !m.onnx_meaning
+}
+
+/// A plugin's ops after the mapped op `op` when the node's outputs come from several of
+/// them ([`plugins::Mapped::node_outputs`]): `op` keeps the node's name, the ops after it
+/// are named `<node>_<suffix>`, and each node output read is redefined as the output its
+/// route names, which takes over its descriptor.
+fn route_outputs(
+    s: &mut Scope,
+    op: &mut OpDef,
+    after: &[plugins::Extra],
+    node_op: &OpDef,
+    outputs: &[String],
+    routes: &[plugins::Operand],
+    original: &AttrDef,
+) {
+    let mut made: Vec<OpDef> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for extra in after {
+        let mut e = extra_op(s, &op.name, extra, node_op, &names, Some(&op.name));
+        e.attr.insert("original_type".into(), original.clone());
+        names.push(e.name.clone());
+        made.push(e);
+    }
+    for (k, route) in routes.iter().enumerate() {
+        let Some(value) = outputs.get(k).filter(|o| !o.is_empty()) else {
+            continue;
+        };
+        let (target, index) = match route {
+            plugins::Operand::MappedOutput(j) if *j != k => (None, *j),
+            plugins::Operand::After(a) if *a < made.len() => (Some(*a), 0),
+            _ => continue,
+        };
+        let Some(slot) = op.output_desc.get_mut(k) else {
+            continue;
+        };
+        let desc = std::mem::replace(slot, descriptor(&ValueType::default(), "ND"));
+        let name = match target {
+            Some(a) => {
+                made[a].output_desc[0] = desc.clone();
+                made[a].name.clone()
+            }
+            None => {
+                if let Some(d) = op.output_desc.get_mut(index) {
+                    *d = desc.clone();
+                }
+                op.name.clone()
+            }
+        };
+        if let Some(v) = s.values.get_mut(value.as_str()) {
+            v.op = name;
+            v.index = index as i64;
+            v.desc = desc;
+        }
+    }
+    s.after.extend(made);
 }
 
 /// One op of a plugin's subgraph beside the mapped one, named `<node>_<suffix>`: its
@@ -707,6 +764,10 @@ fn extra_op(
             ),
             plugins::Operand::Mapped => (
                 mapped.map(|m| format!("{m}:0")).unwrap_or_default(),
+                unknown(),
+            ),
+            plugins::Operand::MappedOutput(k) => (
+                mapped.map(|m| format!("{m}:{k}")).unwrap_or_default(),
                 unknown(),
             ),
             plugins::Operand::After(k) => (

@@ -86,6 +86,11 @@ pub struct Mapped {
     pub after: Vec<Extra>,
     /// How many outputs the GE op has when not the node's count (LayerNorm's three).
     pub outputs: Option<usize>,
+    /// Where each of the node's outputs comes from, when not all from one op: the mapped
+    /// op's output k ([`Operand::MappedOutput`]) or output 0 of an op after it
+    /// ([`Operand::After`]). The mapped op then keeps the node's name (LayerNormalization's
+    /// Y from LayerNorm, Mean and InvStdDev from the Casts after it).
+    pub node_outputs: Option<Vec<Operand>>,
 }
 
 /// One more op of the subgraph a plugin builds (GE inlines the `PartitionedCall`, so ATC's
@@ -109,6 +114,8 @@ pub enum Operand {
     Input(usize),
     /// The mapped op's output 0.
     Mapped,
+    /// The mapped op's output k (LayerNorm's mean and variance).
+    MappedOutput(usize),
     /// Output 0 of [`Mapped::after`]'s op `k`.
     After(usize),
     /// A Const the plugin makes, named `<node>_<suffix>`.
@@ -285,8 +292,9 @@ pub const PLUGINS: &[Plugin] = &[
         opsets: (17, 18),
         ge: "LayerNorm",
         converts: "axis -> begin_norm_axis and begin_params_axis; epsilon kept; no B: a Const scalar 0 beta; \
-                   GE's BroadcastTo of scale and B to x's shape left out (the same values)",
-        keeps: "Mean or InvStdDev read (GE computes InvStdDev as Rsqrt(Adds(variance, epsilon)) after)",
+                   GE's BroadcastTo of scale and B to x's shape left out (the same values); Mean read: \
+                   Cast(mean) to float32; InvStdDev read: Cast(Rsqrt(Adds(variance, epsilon))) to float32",
+        keeps: "Mean or InvStdDev read with X not known to be float32 (GE rounds them to X's type first)",
         source: OPS_NN,
         map: layer_norm,
     },
@@ -339,11 +347,12 @@ pub const PLUGINS: &[Plugin] = &[
     Plugin {
         onnx: "MaxPool",
         opsets: (8, 18),
-        ge: "MaxPoolV3",
+        ge: "MaxPoolV3 (1-D: Unsqueeze, MaxPoolV3, Squeeze)",
         converts: "kernel_shape -> ksize [1,1,kh,kw]; strides -> [1,1,sh,sw]; pads [t,l,b,r] -> [t,b,l,r]; \
                    auto_pad NOTSET/SAME_UPPER/VALID -> padding_mode CALCULATED/SAME/VALID; ceil_mode -> bool; \
-                   data_format NCHW",
-        keeps: "kernel not 2-D; dilations other than 1; auto_pad SAME_LOWER; storage_order 1 or the \
+                   data_format NCHW; a 1-D pool runs on x unsqueezed at axis 3 (ksize [1,1,k,1], pads \
+                   [b,e,0,0]), squeezed after",
+        keeps: "kernel 3-D; dilations other than 1; auto_pad SAME_LOWER; storage_order 1 or the \
                 Indices output read (GE refuses both)",
         source: OPS_NN,
         map: max_pool,
@@ -545,6 +554,7 @@ fn ge_op(op_type: &'static str, attrs: BTreeMap<String, AttrDef>) -> Mapped {
         before: Vec::new(),
         after: Vec::new(),
         outputs: None,
+        node_outputs: None,
     }
 }
 
@@ -735,8 +745,16 @@ fn clip_attrs(_: &Plugin, n: &Node) -> Option<Mapped> {
 /// normalizing from `axis`, its y the node's Y. GE's plugin broadcasts Scale and B to X's
 /// shape with BroadcastTo and leaves begin_params_axis at 0; starting the parameters at
 /// `axis` instead gives the same values without the two broadcasts (rt2's choice).
+///
+/// Mean and InvStdDev, when read, are GE's subgraph after LayerNorm: Cast(mean) and
+/// Cast(Rsqrt(Adds(variance, epsilon))) to float32 (`stash_type` 1; GE's Identity ops
+/// left out). LayerNorm gives them in X's type, so only a float32 X gives ONNX's values.
 fn layer_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
-    if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+    let read = |k: usize| n.outputs.get(k).is_some_and(|o| !o.is_empty());
+    let stats = read(1) || read(2);
+    let is_f32 =
+        n.inputs.first().cloned().flatten().and_then(|t| t.dtype) == Some(DataType::Float32);
+    if stats && !is_f32 {
         return None;
     }
     let axis = int_attr(n.attrs, "axis").unwrap_or(-1);
@@ -759,6 +777,22 @@ fn layer_norm(_: &Plugin, n: &Node) -> Option<Mapped> {
     }
     // GE's LayerNorm has three outputs (y, mean, variance) where the node has one.
     m.outputs = Some(3);
+    if stats {
+        let to_f32 = |e: Extra| e.with("dst_type", attr_i(DataType::Float32.to_ge()));
+        let adds = Extra::new("Adds", "Adds", vec![Operand::MappedOutput(2)])
+            .with("value", super::tensor::attr_f(epsilon));
+        m.after = vec![
+            adds,
+            Extra::new("Rsqrt", "Rsqrt", vec![Operand::After(0)]),
+            to_f32(Extra::new("Cast", "cast1", vec![Operand::After(1)])),
+            to_f32(Extra::new("Cast", "cast2", vec![Operand::MappedOutput(1)])),
+        ];
+        m.node_outputs = Some(vec![
+            Operand::MappedOutput(0),
+            Operand::After(3),
+            Operand::After(2),
+        ]);
+    }
     Some(m)
 }
 
@@ -1165,12 +1199,6 @@ fn conv_transpose(p: &Plugin, n: &Node) -> Option<Mapped> {
     Some(m)
 }
 
-/// The attributes MaxPoolV3 and AvgPoolV2 share; `None` when the pool keeps its ONNX
-/// form (not 2-D, dilated, SAME_LOWER).
-fn pool2d(n: &Node) -> Option<BTreeMap<String, AttrDef>> {
-    pool_window(n, false)
-}
-
 /// A pool's window as GE's 2-D pools take it; with `lifted`, a 1-D pool's over
 /// `[N, C, L, 1]` (`ksize` `[1, 1, k, 1]`, `pads` `[begin, end, 0, 0]`).
 fn pool_window(n: &Node, lifted: bool) -> Option<BTreeMap<String, AttrDef>> {
@@ -1194,12 +1222,16 @@ fn pool_window(n: &Node, lifted: bool) -> Option<BTreeMap<String, AttrDef>> {
     Some(attrs)
 }
 
-fn max_pool(p: &Plugin, n: &Node) -> Option<Mapped> {
+fn max_pool(_: &Plugin, n: &Node) -> Option<Mapped> {
     let indices_read = n.outputs.get(1).is_some_and(|o| !o.is_empty());
     if indices_read || int_attr(n.attrs, "storage_order").unwrap_or(0) != 0 {
         return None;
     }
-    Some(ge_op(p.ge, pool2d(n)?))
+    let lifted = spatial_rank(n, false)? == 1;
+    Some(lifted_pool(
+        ge_op("MaxPoolV3", pool_window(n, lifted)?),
+        lifted,
+    ))
 }
 
 fn average_pool(_: &Plugin, n: &Node) -> Option<Mapped> {
@@ -1208,9 +1240,13 @@ fn average_pool(_: &Plugin, n: &Node) -> Option<Mapped> {
     let include = int_attr(n.attrs, "count_include_pad").unwrap_or(0) != 0;
     attrs.insert("exclusive".into(), attr_b(!include));
     attrs.insert("divisor_override".into(), attr_i(0));
-    let mut m = ge_op("AvgPoolV2", attrs);
+    Some(lifted_pool(ge_op("AvgPoolV2", attrs), lifted))
+}
+
+/// A pool `m`; with `lifted`, GE's `trans_2d`: the 1-D pool runs as a 2-D one over
+/// [N, C, L, 1], x unsqueezed at axis 3 before and the result squeezed there after.
+fn lifted_pool(mut m: Mapped, lifted: bool) -> Mapped {
     if lifted {
-        // GE's `trans_2d`: the 1-D pool runs as a 2-D one over [N, C, L, 1].
         let unsqueeze = Extra::new("Unsqueeze", "Unsqueeze", vec![Operand::Input(0)])
             .with("axes", attr_ints(&[3]));
         m.before.push((0, unsqueeze));
@@ -1218,7 +1254,7 @@ fn average_pool(_: &Plugin, n: &Node) -> Option<Mapped> {
             Extra::new("Squeeze", "Squeeze", vec![Operand::Mapped]).with("axis", attr_ints(&[3]));
         m.after.push(squeeze);
     }
-    Some(m)
+    m
 }
 
 #[cfg(test)]

@@ -1017,3 +1017,44 @@ fn subgraph_plugins_wire_their_ops() {
     assert_eq!(clip.input, ["clip_Cast:0", "clip_min:0", "clip_max:0"]);
     assert_eq!(const_f32(op(g, "clip_max")).1, [1.0]);
 }
+
+/// A plugin whose node outputs come from several ops (LayerNormalization with Mean and
+/// InvStdDev read): LayerNorm keeps the node's name and gives Y; Mean and InvStdDev are
+/// the Casts after it, which their readers and the graph's outputs now name.
+#[test]
+fn routed_plugin_outputs_rewire_their_readers() {
+    let bytes = OnnxBuilder::new("g")
+        .opset("", 17)
+        .input("x", F32, &[v(2), v(3)])
+        .input("s", F32, &[v(3)])
+        .named_node(
+            "ln",
+            "LayerNormalization",
+            &["x", "s"],
+            &["y", "mean", "inv"],
+            vec![attr_f("epsilon", 0.25)],
+        )
+        .named_node("relu", "Relu", &["inv"], &["z"], vec![])
+        .output("y", F32, &[])
+        .output("mean", F32, &[])
+        .output("z", F32, &[])
+        .build();
+    let m = imp(&bytes);
+    let g = &m.graph[0];
+    let ln = op(g, "ln");
+    assert_eq!(ln.r#type, "LayerNorm");
+    assert_eq!(ln.output_desc.len(), 3);
+    let adds = op(g, "ln_Adds");
+    assert_eq!(
+        (adds.r#type.as_str(), &adds.input[..]),
+        ("Adds", &["ln:2".to_string()][..])
+    );
+    assert_eq!(af(adds, "value"), 0.25);
+    assert_eq!(op(g, "ln_Rsqrt").input, ["ln_Adds:0"]);
+    assert_eq!(op(g, "ln_cast1").input, ["ln_Rsqrt:0"]);
+    assert_eq!(op(g, "ln_cast2").input, ["ln:1"]);
+    assert_eq!(op(g, "relu").input, ["ln_cast1:0"]);
+    let at = |n: &str| g.op.iter().position(|o| o.name == n).unwrap();
+    assert!(at("ln") < at("ln_Adds") && at("ln_cast1") < at("relu"));
+    assert_eq!(g.output, ["ln:0", "ln_cast2:0", "relu:0"]);
+}

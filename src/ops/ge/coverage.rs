@@ -58,8 +58,8 @@ pub const GE_CONTRACT: &[&str] = &[
 /// ops ([`super::matrix`]), the convolutions and pools beyond Conv2D's and Pooling's
 /// ([`super::convs`], [`super::pools`]), detection ([`super::detect`]), quantization
 /// ([`super::quant`], [`super::quants`]), dropout's mask, AffineGrid, Dilation and
-/// MaxPoolExt2 ([`super::misc`]) and the Netron-named types whose header was found
-/// ([`super::named`]).
+/// MaxPoolExt2 ([`super::misc`]), the Netron-named types whose header was found
+/// ([`super::named`]) and deformable convolution ([`super::deform`]).
 pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
     GE_CONTRACT
         .iter()
@@ -82,6 +82,7 @@ pub fn ge_contract_ops() -> impl Iterator<Item = &'static str> {
         .chain(super::quants::names())
         .chain(super::misc::names())
         .chain(super::named::names())
+        .chain(super::deform::names())
 }
 
 /// Whether `op` is computed with GE's contract (see [`ge_contract_ops`]).

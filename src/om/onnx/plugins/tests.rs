@@ -213,6 +213,28 @@ fn pools_map_only_where_exact() {
     attrs.insert("auto_pad".into(), attr_s("NOTSET"));
     attrs.insert("dilations".into(), attr_ints(&[2, 2]));
     assert!(map("MaxPool", &node(12, &attrs, &x, &y)).is_none());
+    // A 1-D MaxPool: GE's `trans_2d`, MaxPoolV3 over [N, C, L, 1] between an Unsqueeze
+    // and a Squeeze at axis 3; dilated, it keeps ONNX's.
+    let mut one_d = BTreeMap::from([
+        ("kernel_shape".to_string(), attr_ints(&[3])),
+        ("strides".to_string(), attr_ints(&[2])),
+        ("pads".to_string(), attr_ints(&[1, 2])),
+    ]);
+    let x1 = [tensor(&[1, 2, 9])];
+    let m = map("MaxPool", &node(12, &one_d, &x1, &y)).unwrap();
+    assert_eq!(m.op_type, "MaxPoolV3");
+    assert_eq!(ints(&m, "ksize"), [1, 1, 3, 1]);
+    assert_eq!(ints(&m, "strides"), [1, 1, 2, 1]);
+    assert_eq!(ints(&m, "pads"), [1, 2, 0, 0]);
+    let before: Vec<_> = m.before.iter().map(|(i, e)| (*i, e.op_type)).collect();
+    assert_eq!(before, [(0, "Unsqueeze")]);
+    assert_eq!(ints_attr(&m.before[0].1.attrs, "axes"), Some(&[3][..]));
+    assert_eq!(m.after.len(), 1);
+    assert_eq!(m.after[0].op_type, "Squeeze");
+    assert_eq!(m.after[0].inputs, [Operand::Mapped]);
+    assert_eq!(ints_attr(&m.after[0].attrs, "axis"), Some(&[3][..]));
+    one_d.insert("dilations".into(), attr_ints(&[2]));
+    assert!(map("MaxPool", &node(12, &one_d, &x1, &y)).is_none());
 }
 
 #[test]
@@ -354,7 +376,8 @@ fn clip_softmax_and_cast() {
 }
 
 /// LayerNormalization is GE's LayerNorm with its parameters from the same axis, a Const
-/// 0 beta without B, three outputs; a node whose Mean or InvStdDev is read keeps ONNX's.
+/// 0 beta without B, three outputs; a node whose Mean or InvStdDev is read gets GE's
+/// Casts and Rsqrt(Adds(variance, epsilon)) after, for a float32 X only.
 #[test]
 fn layer_normalization_becomes_layer_norm() {
     let attrs = BTreeMap::from([("axis".to_string(), attr_i(-2))]);
@@ -368,10 +391,56 @@ fn layer_normalization_becomes_layer_norm() {
     assert_eq!(m.consts[0].0, "beta");
     assert_eq!(m.consts[0].1.data, 0f32.to_le_bytes());
     assert_eq!(m.outputs, Some(3));
-    let read_mean = ["y".to_string(), "mean".to_string()];
-    assert!(map("LayerNormalization", &node(17, &attrs, &x, &read_mean)).is_none());
+    assert!(m.after.is_empty() && m.node_outputs.is_none());
     let unread = ["y".to_string(), String::new(), String::new()];
-    assert!(map("LayerNormalization", &node(17, &attrs, &x, &unread)).is_some());
+    let m = map("LayerNormalization", &node(17, &attrs, &x, &unread)).unwrap();
+    assert!(m.after.is_empty() && m.node_outputs.is_none());
+
+    let read_mean = ["y".to_string(), "mean".to_string()];
+    let m = map("LayerNormalization", &node(17, &attrs, &x, &read_mean)).unwrap();
+    let ops: Vec<_> = m
+        .after
+        .iter()
+        .map(|e| (e.op_type, e.inputs.clone()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("Adds", vec![Operand::MappedOutput(2)]),
+            ("Rsqrt", vec![Operand::After(0)]),
+            ("Cast", vec![Operand::After(1)]),
+            ("Cast", vec![Operand::MappedOutput(1)]),
+        ]
+    );
+    assert_eq!(m.after[0].attrs["value"].value, Some(Value::F(1e-5)));
+    let float = DataType::Float32.to_ge();
+    assert_eq!(int_attr(&m.after[2].attrs, "dst_type"), Some(float));
+    assert_eq!(int_attr(&m.after[3].attrs, "dst_type"), Some(float));
+    assert_eq!(
+        m.node_outputs,
+        Some(vec![
+            Operand::MappedOutput(0),
+            Operand::After(3),
+            Operand::After(2)
+        ])
+    );
+    // A float16 X: GE's mean and variance are float16 before the Casts; ONNX's are not.
+    let half = [
+        Some(ValueType {
+            dtype: Some(DataType::Float16),
+            shape: Shape::known(&[2, 3, 4]),
+        }),
+        tensor(&[3, 4]),
+    ];
+    let read_inv = ["y".to_string(), String::new(), "inv".to_string()];
+    assert!(map("LayerNormalization", &node(17, &attrs, &half, &read_inv)).is_none());
+    assert!(
+        map(
+            "LayerNormalization",
+            &node(17, &attrs, &half, &["y".into()])
+        )
+        .is_some()
+    );
 }
 
 /// LRN: GE's depth_radius from an odd size and TensorFlow's alpha (divided by the size);
