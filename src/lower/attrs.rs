@@ -193,11 +193,11 @@ pub fn attrs(map: &AttrMap) -> Attrs {
 }
 
 /// The attributes an op's kernels read: [`attrs`] without the bookkeeping GE and rt2 keep
-/// on a node (names starting with `_`, and `original_type`).
+/// on a node (names starting with `_`, and `original_type`), but with rt2's own private
+/// attributes for the op (`_rt2_*`: a declared output shape, a fused activation).
 pub fn op_attrs(map: &AttrMap) -> Attrs {
-    // GE's own bookkeeping starts with `_`; the declared output shape is rt2's, for the op.
     convert(map, |k| {
-        (!k.starts_with('_') || k == crate::ops::DECLARED_SHAPE_ATTR) && k != "original_type"
+        (!k.starts_with('_') || k.starts_with("_rt2_")) && k != "original_type"
     })
 }
 

@@ -1,5 +1,6 @@
 //! Activations that graphs write as several elementwise ops, fused at lowering into the
-//! one op that computes them in a single pass with the vector math.
+//! one op that computes them in a single pass with the vector math; and the activation
+//! after a convolution, fused into the convolution.
 //!
 //! Exporters spell out what their framework computes as one function: PyTorch writes
 //! `nn.GELU()` as `x * 0.5 * (1 + Erf(x / √2))` (five nodes, each a full pass over the
@@ -12,6 +13,12 @@
 //! | `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)`, `Mul(Mul(x, 0.5), Add(...))`, `x * 1/√2` for the division, either operand order of every Mul and Add, `RealDiv` for Div | `Gelu` (ONNX's, `approximate` "none") |
 //! | `Mul(x, Sigmoid(x))`, either order | `Swish` (GE's, `scale` 1) |
 //! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
+//! | `Relu`, `LeakyRelu`, `Clip` or `ClipByValue` (constant bounds), `Relu6`, `HardSigmoid` or `HardSwish` of a float32 `Conv` or `Conv2D` | the convolution, applying the activation as it stores its output (`_rt2_fused_activation`, see `ops::nn::epilogue`) |
+//!
+//! A CNN's convolutions are nearly all followed by Relu (or Relu6, LeakyRelu, HardSwish):
+//! run apart, each is a second pass over the convolution's output. Fused, the
+//! convolution applies it to each tile as it stores it (`ops::nn::epilogue`, with the
+//! standalone op's arithmetic, so the result has the same bits).
 //!
 //! A pattern fuses only where every node inside it is read by the next one alone (an
 //! intermediate another node or the graph's outputs read must be computed), its
@@ -28,6 +35,9 @@ use crate::om::graph::{
 };
 
 use super::attrs::{ONNX_OPSET_ATTR, tensor};
+use crate::ops::{
+    DType, FUSED_ACTIVATION_ATTR as ACTIVATION_ATTR, FUSED_ACTIVATION_PARAMS_ATTR as PARAMS_ATTR,
+};
 
 /// Where GE's fusion passes record the nodes a fused node replaces.
 const ORIGINAL_OP_NAMES: &str = "_datadump_original_op_names";
@@ -105,6 +115,13 @@ struct Fusion {
 enum Fused {
     Gelu,
     Swish,
+    /// The convolution node `conv` applying the activation (see `ops::nn::epilogue`).
+    ConvActivation {
+        conv: usize,
+        kind: &'static str,
+        params: [f32; 2],
+        count: usize,
+    },
     /// LayerNormalization over the last axis, with its scale and bias and epsilon.
     LayerNorm {
         gamma: OutPort,
@@ -130,6 +147,78 @@ fn readers(g: &ComputeGraph) -> Vec<u32> {
 struct View<'a> {
     g: &'a ComputeGraph,
     readers: Vec<u32>,
+    /// Each node's output 0 element type, where known ([`output_types`]).
+    types: Vec<Option<DType>>,
+}
+
+/// Ops whose output has the element type of their input 0, whatever the values: a value
+/// the importer left undescribed after one of them has its input's type.
+const TYPE_PRESERVING: &[&str] = &[
+    "Conv",
+    "Conv2D",
+    "DepthwiseConv2D",
+    "Relu",
+    "Relu6",
+    "LeakyRelu",
+    "Clip",
+    "ClipByValue",
+    "Sigmoid",
+    "Tanh",
+    "HardSwish",
+    "HardSigmoid",
+    "MaxPool",
+    "MaxPoolV3",
+    "AvgPool",
+    "AvgPoolV2",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Pooling",
+    "BatchNorm",
+    "BatchNormalization",
+    "Add",
+    "AddV2",
+    "Sub",
+    "Mul",
+    "Concat",
+    "ConcatD",
+    "ConcatV2D",
+    "Identity",
+    "Reshape",
+    "Transpose",
+    "TransposeD",
+    "Pad",
+    "PadD",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "ExpandDims",
+    "Resize",
+    "Softmax",
+    "SoftmaxV2",
+    "Dropout",
+];
+
+/// The element type of each node's output 0: its descriptor's, else, after a
+/// [`TYPE_PRESERVING`] op, its input 0's. Nodes are visited in order, so a value read
+/// from a later node (none in a graph the readers made) stays unknown.
+fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
+    let mut types: Vec<Option<DType>> = Vec::with_capacity(g.nodes.len());
+    for (i, n) in g.nodes.iter().enumerate() {
+        let described = n
+            .output_descs
+            .first()
+            .and_then(|d| super::attrs::dtype(d.dtype));
+        let inherited = || {
+            let x = n.inputs.first().copied().flatten()?;
+            let from = x.node.index();
+            (x.index == 0 && from < i && TYPE_PRESERVING.contains(&n.op_type.as_str()))
+                .then(|| types[from])
+                .flatten()
+        };
+        let t = described.or_else(inherited);
+        types.push(t);
+    }
+    types
 }
 
 impl<'a> View<'a> {
@@ -230,6 +319,7 @@ fn find(g: &ComputeGraph) -> Vec<Fusion> {
     let v = View {
         g,
         readers: readers(g),
+        types: output_types(g),
     };
     let mut taken = vec![false; g.nodes.len()];
     let mut found = Vec::new();
@@ -237,6 +327,8 @@ fn find(g: &ComputeGraph) -> Vec<Fusion> {
         let f = match n.op_type.as_str() {
             "Mul" => gelu(&v, i, n).or_else(|| swish(&v, i, n)),
             "Add" => layer_norm(&v, i, n),
+            "Relu" | "LeakyRelu" | "Clip" | "ClipByValue" | "Relu6" | "Relu6D" | "HardSigmoid"
+            | "HardSwish" => conv_activation(&v, i, n),
             _ => None,
         };
         let Some(f) = f else {
@@ -387,9 +479,109 @@ fn swish(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     })
 }
 
-/// Rewrites `g` for `f`: the last node becomes the fused op on `x` (the inner nodes,
-/// now unread, are removed by the caller).
+/// An activation at `last` applied to a float32 convolution's output that nothing else
+/// reads: the convolution applies it as it stores (`ops::nn::epilogue`). Each
+/// activation's parameters are read as its compute reads them; a form whose parameters
+/// are not plain values here (Clip's bounds computed at run time, GE's Clip, a GE
+/// HardSigmoid relying on its defaults, which lowering writes later) is left alone.
+fn conv_activation(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let x = n.inputs.first().copied().flatten()?;
+    let conv = v.sole(x, &["Conv", "Conv2D"])?;
+    let f32_out = v.types[x.node.index()] == Some(DType::F32);
+    if !f32_out || conv.attr(ACTIVATION_ATTR).is_some() || !conv.subgraphs.is_empty() {
+        return None;
+    }
+    let float = |k: &str| match n.attr(k) {
+        Some(AttrValue::Float(f)) => Some(*f),
+        _ => None,
+    };
+    let onnx = n.attr(ONNX_OPSET_ATTR).is_some();
+    let (kind, params, count) = match n.op_type.as_str() {
+        "Relu" => ("Relu", [0.0; 2], 0),
+        "HardSwish" => ("HardSwish", [0.0; 2], 0),
+        // As the unary compute: ONNX's alpha, else GE's negative_slope (default 0).
+        "LeakyRelu" => {
+            let alpha = float("alpha")
+                .or_else(|| float("negative_slope"))
+                .unwrap_or(0.0);
+            ("LeakyRelu", [alpha, 0.0], 1)
+        }
+        "HardSigmoid" => ("HardSigmoid", [float("alpha")?, float("beta")?], 2),
+        "Relu6" | "Relu6D" => ("Clip", [0.0, 6.0 * float("scale").unwrap_or(1.0)], 2),
+        // ONNX's Clip, or GE's ClipByValue (which the importer makes of it: the same
+        // compute, both bounds inputs).
+        "Clip" | "ClipByValue" if onnx || n.op_type == "ClipByValue" => {
+            // A bound from a constant scalar input (opset 11 on), else the attribute.
+            let bound = |i: usize, k: &str, none: f32| match n.inputs.get(i).copied().flatten() {
+                Some(p) => v.scalar(p).map(|b| b as f32),
+                None => Some(float(k).unwrap_or(none)),
+            };
+            let lo = bound(1, "min", f32::NEG_INFINITY)?;
+            let hi = bound(2, "max", f32::INFINITY)?;
+            ("Clip", [lo, hi], 2)
+        }
+        _ => return None,
+    };
+    Some(Fusion {
+        last,
+        x,
+        op: Fused::ConvActivation {
+            conv: x.node.index(),
+            kind,
+            params,
+            count,
+        },
+        inner: vec![x.node.index()],
+    })
+}
+
+/// Rewrites `g` for `f`: the last node becomes the fused op (the inner nodes, now
+/// unread, are removed by the caller).
 fn apply(g: &mut ComputeGraph, f: Fusion) {
+    match f.op {
+        Fused::ConvActivation {
+            conv,
+            kind,
+            params,
+            count,
+        } => conv_in_place(g, f.last, conv, kind, &params[..count]),
+        _ => activation_in_place(g, f),
+    }
+}
+
+/// The activation node `last` becomes the convolution `conv` applying `kind`: under the
+/// activation's name and output (its readers keep reading it), with the activation's
+/// control inputs added to its own.
+fn conv_in_place(g: &mut ComputeGraph, last: usize, conv: usize, kind: &str, params: &[f32]) {
+    let act = &g.nodes[last];
+    let mut n = g.nodes[conv].clone();
+    let names = vec![n.name.clone().into_bytes(), act.name.clone().into_bytes()];
+    n.name = act.name.clone();
+    n.output_descs = act.output_descs.clone();
+    for c in &act.control_inputs {
+        if !n.control_inputs.contains(c) {
+            n.control_inputs.push(*c);
+        }
+    }
+    n.attrs.insert(
+        ACTIVATION_ATTR.to_string(),
+        AttrValue::Str(kind.as_bytes().to_vec()),
+    );
+    if !params.is_empty() {
+        n.attrs.insert(
+            PARAMS_ATTR.to_string(),
+            AttrValue::List(ListAttr::Float(params.to_vec())),
+        );
+    }
+    n.attrs.insert(
+        ORIGINAL_OP_NAMES.to_string(),
+        AttrValue::List(ListAttr::Str(names)),
+    );
+    g.nodes[last] = n;
+}
+
+/// The last node of an elementwise pattern becomes the fused op on `x`.
+fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
     // x's descriptor, from a node of the pattern that reads it.
     let x_desc = f.inner.iter().chain([&f.last]).find_map(|&k| {
         let n = &g.nodes[k];
@@ -434,6 +626,7 @@ fn apply(g: &mut ComputeGraph, f: Fusion) {
             n.op_type = "Swish".to_string();
             n.attrs.insert("scale".to_string(), AttrValue::Float(1.0));
         }
+        Fused::ConvActivation { .. } => unreachable!("fused by conv_in_place"),
         Fused::LayerNorm { epsilon, .. } => {
             n.op_type = "LayerNormalization".to_string();
             n.attrs

@@ -32,6 +32,9 @@ pub(crate) mod testing;
 pub use attr::{Attr, AttrMap, HostTensor};
 pub use dtype::DType;
 pub use error::OpError;
+pub use nn::epilogue::{
+    ACTIVATION_ATTR as FUSED_ACTIVATION_ATTR, PARAMS_ATTR as FUSED_ACTIVATION_PARAMS_ATTR,
+};
 pub use registry::{
     Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS,
     GeContractFn, GeUse, INPUT_FORMATS_ATTR, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,

@@ -9,6 +9,7 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, met
 pub(crate) mod conv;
 mod conv_direct;
 mod dropout;
+pub(crate) mod epilogue;
 pub(crate) mod gemm;
 pub(crate) mod norm;
 pub(crate) mod pool;

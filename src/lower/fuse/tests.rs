@@ -270,6 +270,11 @@ fn gelu64(v: f64) -> f64 {
 }
 
 fn run(m: &ComputeModel, executor: ExecutorType, x: &[f32]) -> Vec<f32> {
+    run_shaped(m, executor, x, &[2, N])
+}
+
+/// `m`'s first output for the input `x` of `shape`.
+fn run_shaped(m: &ComputeModel, executor: ExecutorType, x: &[f32], shape: &[i64]) -> Vec<f32> {
     let eg = lower(
         m,
         &LowerOptions {
@@ -287,7 +292,7 @@ fn run(m: &ComputeModel, executor: ExecutorType, x: &[f32]) -> Vec<f32> {
     ex.load().expect("loads");
     let input = HostTensor {
         dtype: DType::F32,
-        shape: vec![2, N],
+        shape: shape.to_vec(),
         data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
     };
     let mut out = Vec::new();
@@ -350,4 +355,137 @@ fn fused_models_compute_the_formulas_under_every_executor() {
             );
         }
     }
+}
+
+/// x `[1, 3, 9, 11]` -> Conv (4 output channels, 3x3, stride 2, pad 1, bias) -> `act`
+/// with `attrs` and the constant scalar inputs `bounds` (Clip's), -> y; `conv_out` also
+/// makes the convolution's output a graph output.
+fn conv_then(
+    act: &str,
+    attrs: Vec<crate::proto::onnx::AttributeProto>,
+    bounds: &[(&str, f32)],
+    conv_out: bool,
+) -> ComputeModel {
+    use crate::om::onnx::builder::{attr_ints, seeded_f32};
+    let mut b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[1.into(), 3.into(), 9.into(), 11.into()])
+        .output("y", F32, &[1.into(), 4.into(), 5.into(), 6.into()])
+        .initializer(tensor_f32("w", &[4, 3, 3, 3], &seeded_f32(108, 7, 0.5)))
+        .initializer(tensor_f32("b", &[4], &[0.25, -0.5, 0.0, 1.0]));
+    if conv_out {
+        b = b.output("c", F32, &[1.into(), 4.into(), 5.into(), 6.into()]);
+    }
+    let mut inputs = vec!["c"];
+    for (name, v) in bounds {
+        b = b.initializer(tensor_f32(name, &[], &[*v]));
+        inputs.push(name);
+    }
+    b = b.named_node(
+        "conv",
+        "Conv",
+        &["x", "w", "b"],
+        &["c"],
+        vec![
+            attr_ints("kernel_shape", &[3, 3]),
+            attr_ints("strides", &[2, 2]),
+            attr_ints("pads", &[1, 1, 1, 1]),
+        ],
+    );
+    b = b.named_node("act", act, &inputs, &["y"], attrs);
+    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
+    file.root().model.clone()
+}
+
+/// The activations after a convolution fuse into it: the node keeps the activation's
+/// name and records both, and a fused model gives the bits of the unfused one (the same
+/// model with the convolution's output read too, so that nothing fuses) under every
+/// executor.
+#[test]
+fn activations_after_a_convolution_fuse_into_it_with_the_same_bits() {
+    use crate::om::onnx::builder::{attr_f, seeded_f32};
+    let x: Vec<f32> = seeded_f32(297, 3, 4.0);
+    type Case = (
+        &'static str,
+        fn() -> Vec<crate::proto::onnx::AttributeProto>,
+        &'static [(&'static str, f32)],
+    );
+    let cases: [Case; 5] = [
+        ("Relu", Vec::new, &[]),
+        ("LeakyRelu", || vec![attr_f("alpha", 0.1)], &[]),
+        ("Clip", Vec::new, &[("lo", -0.5), ("hi", 0.75)]),
+        (
+            "HardSigmoid",
+            || vec![attr_f("alpha", 0.3), attr_f("beta", 0.4)],
+            &[],
+        ),
+        ("HardSwish", Vec::new, &[]),
+    ];
+    for (act, attrs, bounds) in cases {
+        let fused = activations(&conv_then(act, attrs(), bounds, false)).into_owned();
+        // The importer reads ONNX's Conv as GE's Conv2D (and Clip as ClipByValue).
+        assert_eq!(ops(&fused), ["Conv2D"], "{act}");
+        let conv = fused.root.nodes.iter().find(|n| n.op_type == "Conv2D");
+        let conv = conv.expect("a Conv2D");
+        assert_eq!(conv.name, "act");
+        assert_eq!(
+            conv.attr("_rt2_fused_activation"),
+            Some(&AttrValue::Str(act.as_bytes().to_vec()))
+        );
+        assert_eq!(
+            conv.attr("_datadump_original_op_names"),
+            Some(&AttrValue::List(ListAttr::Str(vec![
+                b"conv".to_vec(),
+                b"act".to_vec()
+            ])))
+        );
+        let apart = conv_then(act, attrs(), bounds, true);
+        assert_eq!(ops(&activations(&apart)).len(), 2, "{act}");
+        let want = run_shaped(&apart, ExecutorType::Sequential, &x, &[1, 3, 9, 11]);
+        assert!(want.iter().any(|&v| v > 0.0) && want.iter().any(|&v| v <= 0.0));
+        for executor in [
+            ExecutorType::Sequential,
+            ExecutorType::Topological,
+            ExecutorType::TopologicalPriority,
+            ExecutorType::TopologicalMultiThread,
+        ] {
+            let got = run_shaped(&fused, executor, &x, &[1, 3, 9, 11]);
+            assert_eq!(
+                bytemuck::cast_slice::<f32, u32>(&got),
+                bytemuck::cast_slice::<f32, u32>(&want),
+                "{act} under {}",
+                executor.name()
+            );
+        }
+    }
+}
+
+/// A Clip whose bound is given at run time, or a convolution read elsewhere, stays
+/// apart.
+#[test]
+fn activations_a_convolution_cannot_apply_are_left_alone() {
+    use crate::om::onnx::builder::attr_ints;
+    let apart = conv_then("Relu", Vec::new(), &[], true);
+    assert_eq!(ops(&activations(&apart)), ["Conv2D", "Relu"]);
+    let b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[1.into(), 1.into(), 4.into(), 4.into()])
+        .input("lo", F32, &[])
+        .input("hi", F32, &[])
+        .output("y", F32, &[1.into(), 1.into(), 4.into(), 4.into()])
+        .initializer(tensor_f32("w", &[1, 1, 1, 1], &[2.0]))
+        .named_node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            vec![attr_ints("kernel_shape", &[1, 1])],
+        )
+        .named_node("act", "Clip", &["c", "lo", "hi"], &["y"], vec![]);
+    let m = read(&b.build(), &ReadOptions::default())
+        .expect("reads")
+        .root()
+        .model
+        .clone();
+    assert_eq!(ops(&activations(&m)), ["Conv2D", "ClipByValue"]);
 }

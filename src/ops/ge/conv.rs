@@ -17,7 +17,7 @@
 use super::attrs::{data_format, given, ints_or, onnx_attrs, required_ints, with_attrs};
 use super::int8;
 use super::layout::{HWCN_TO_NCHW, permuted, run_nchw};
-use crate::ops::nn::{Window, agree, conv, spatial};
+use crate::ops::nn::{Window, agree, conv, epilogue, spatial};
 use crate::ops::{
     Attr, DType, InferCtx, OpError, TensorMeta, TensorMut, TensorRef, Translation, UNKNOWN, meta,
 };
@@ -197,9 +197,20 @@ pub fn translate_conv2d(ctx: &InferCtx) -> Option<Translation> {
     (p.nchw && !given(ctx, 3) && !int8::quantized(ctx, 0)).then(|| Translation {
         first: 0,
         op: "Conv",
-        attrs: p.onnx(),
+        attrs: with_epilogue(ctx, p.onnx()),
         inputs: ctx.inputs.len().min(3),
     })
+}
+
+/// `attrs` with the activation lowering fused into this node (`ops::nn::epilogue`),
+/// which the library's Conv applies.
+fn with_epilogue(ctx: &InferCtx, mut attrs: crate::ops::Attrs) -> crate::ops::Attrs {
+    for k in [epilogue::ACTIVATION_ATTR, epilogue::PARAMS_ATTR] {
+        if let Some(v) = ctx.attrs.get(k) {
+            attrs.insert(k.to_string(), v.clone());
+        }
+    }
+    attrs
 }
 
 /// Conv2D through the library's Conv: the filter permuted to NCHW for NHWC, then the
@@ -210,7 +221,7 @@ pub fn conv2d(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let p = Conv2d::read(ctx)?;
-    let attrs = p.onnx();
+    let attrs = with_epilogue(ctx, p.onnx());
     let onnx = with_attrs(ctx, &attrs);
     let filter = if p.nchw {
         None

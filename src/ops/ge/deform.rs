@@ -1,7 +1,7 @@
 //! GE's deformable convolution (`prototypes/nn_calculation_ops.txt`; graphengine
 //! `nn_calculation_ops.h`, ops-nn `conv/deformable_offsets` and `conv/deformable_conv2d`):
 //!
-//! - DeformableOffsets(x, offsets; strides, pads, ksize required, dilations [1,1,1,1],
+//! - DeformableOffsets(x, offsets; strides, pads, ksize required, dilations `[1,1,1,1]`,
 //!   data_format "NCHW", deformable_groups 1, modulated true): the patches a deformable
 //!   convolution reads, each bilinearly sampled at its kernel tap moved by a learned
 //!   offset. Output position `(oh, ow)` and tap `(i, j)` sample x at
@@ -14,7 +14,7 @@
 //!   `floor + 1` each way) weighted by the distances, a pixel outside the image counting
 //!   as 0, so a point a full pixel or more outside samples 0.
 //! - DeformableConv2D(x, filter, offsets, bias?; strides, pads required, dilations
-//!   [1,1,1,1], groups 1, data_format "NHWC", deformable_groups 1, modulated true):
+//!   `[1,1,1,1]`, groups 1, data_format "NHWC", deformable_groups 1, modulated true):
 //!   DeformableOffsets with the filter's kh, kw as `ksize`, then a convolution of its
 //!   output with stride (kh, kw), no padding and `groups` (GE's own fusion pass splits it
 //!   so), plus the bias. The filter is NCHW `[Cout, Cin/groups, kh, kw]` for NCHW data and

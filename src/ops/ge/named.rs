@@ -45,7 +45,7 @@
 //! repeated indices in order (the last wins, TensorFlow's CPU kernel); NonMaxSuppressionV6's
 //! `max_boxes_size`, documented nowhere, is accepted at 0 only (what GE's ONNX plugin
 //! leaves it at), a negative max_output_size selects nothing (ONNX Runtime's clamp), and
-//! the output has one row per selected box (the header's "[M]" shape contradicts its own
+//! the output has one row per selected box (the header's "`[M]`" shape contradicts its own
 //! "2-D"; ops-cv's aclnn documentation gives `[num_selected_indices, 3]`);
 //! BatchNormExt2 in training ignores given input_mean and input_variance (the header says
 //! they "cannot be used" there).

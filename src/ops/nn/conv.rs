@@ -1,8 +1,9 @@
 //! Convolution and transposed convolution (1-D to 3-D, groups, strides, dilations,
 //! padding, bias).
 //!
-//! float32 Conv with unit strides over one or two spatial dims runs directly where the
-//! CPU has AVX-512 or AVX2 and FMA (conv_direct.rs: no im2col matrix). Otherwise Conv
+//! float32 Conv over one or two spatial dims runs directly where the CPU has AVX-512 or
+//! AVX2 and FMA (conv_direct.rs: no im2col matrix; strided windows through polyphase
+//! planes). Otherwise Conv
 //! lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where `col`
 //! is the im2col matrix of the input patch under every kernel tap (per-thread scratch; a
 //! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
@@ -13,6 +14,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::conv_direct::{Direct, Isa};
+use super::epilogue::Epilogue;
 use super::gemm::{Mat, gemm};
 use super::scalar::{Scalar, widened};
 use super::window::Window;
@@ -183,6 +185,7 @@ fn conv_typed<T: Scalar>(
     let y = outputs[0].slice_mut::<T>()?;
     let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
     let bias = bias_values::<T>(ctx, inputs.get(2), m)?;
+    let epilogue = Epilogue::read(ctx)?;
     if y.is_empty() {
         return Ok(());
     }
@@ -191,8 +194,8 @@ fn conv_typed<T: Scalar>(
     let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
-    // float32 windows with unit strides convolve directly (conv_direct.rs) where the CPU
-    // has its vector kernels; a 1x1 kernel that reads the input as is stays one GEMM.
+    // float32 windows convolve directly (conv_direct.rs) where the CPU has its vector
+    // kernels; a 1x1 kernel that reads the input as is stays one GEMM.
     let plan = match T::DTYPE {
         DType::F32 if !direct => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
         _ => None,
@@ -206,7 +209,7 @@ fn conv_typed<T: Scalar>(
             let wg = &wv[g * mg * rows..][..mg * rows];
             let bg = bias.map(|b| &b[g * mg..][..mg]);
             with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
-                plan.conv(xg, wg, bg, padded, out, inner);
+                plan.conv(xg, wg, bg, epilogue, padded, out, inner);
             });
         };
         if blocks > 1 && parallel {
@@ -237,6 +240,10 @@ fn conv_typed<T: Scalar>(
                 gemm(1.0, wg, Mat::row_major(col, rows, olen), beta, out, olen);
             });
         }
+        // The block's output was just written; it is applied while still in cache.
+        if let Some(e) = epilogue {
+            apply_epilogue(e, out);
+        }
     };
     if blocks > 1 && parallel {
         y.par_chunks_mut(mg * olen)
@@ -248,6 +255,18 @@ fn conv_typed<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// Applies a fused activation to a block of `T` outputs: in float32 or float64 as the
+/// output is (the standalone activation's arithmetic), other types through float64.
+fn apply_epilogue<T: Scalar>(e: Epilogue, v: &mut [T]) {
+    match T::DTYPE {
+        DType::F32 => e.apply(as_f32_mut(v)),
+        DType::F64 => e.apply::<f64>(bytemuck::cast_slice_mut(v)),
+        _ => v
+            .iter_mut()
+            .for_each(|x| *x = T::from_f64(e.one(x.to_f64()))),
+    }
 }
 
 /// `T`'s elements as the float32 they are (the caller has matched `T::DTYPE`).
@@ -668,7 +687,28 @@ mod tests {
                 inputs.push(Tensor::from_vec(&[self.m], &b));
             }
             let (_, got) = run_f32_with_shape("Conv", &attrs, &inputs);
-            assert_close(&got, &self.reference(&x, &w, &b));
+            let want = self.reference(&x, &w, &b);
+            assert_close(&got, &want);
+            // float64 takes im2col + GEMM, the path of every window on a CPU without the
+            // direct kernels.
+            let wide = |t: &Tensor| {
+                let v: Vec<f64> = t
+                    .slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect();
+                Tensor::from_vec(&t.shape, &v)
+            };
+            let inputs: Vec<Tensor> = inputs.iter().map(wide).collect();
+            let got = crate::ops::testing::run1("Conv", &attrs, &inputs);
+            let got: Vec<f32> = got
+                .slice::<f64>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            assert_close(&got, &want);
         }
     }
 
@@ -703,7 +743,7 @@ mod tests {
             bias: true,
             ..Case::new([1, 4, 10, 12], 9, [3, 2])
         });
-        // Strides (im2col's path) beside unit strides.
+        // Strides beside unit strides.
         cases.push(Case {
             stride: [2, 3],
             pads: [1, 1, 1, 1],
@@ -761,9 +801,10 @@ mod tests {
     #[test]
     fn direct_kernels_match_the_reference_on_every_isa() {
         use super::super::conv_direct::{Direct, Isa};
+        use super::super::epilogue::Epilogue;
         use super::super::window::Window;
         // 128 channels x 64 outputs x 9 taps of weights: more than one channel chunk,
-        // so later chunks add onto the output.
+        // so later chunks add onto the output (and only the last applies the epilogue).
         let cases = [
             Case {
                 pads: [1; 4],
@@ -775,6 +816,44 @@ mod tests {
                 dil: [2, 1],
                 ..Case::new([1, 3, 11, 35], 7, [2, 4])
             },
+            // Strided windows, through polyphase planes: a ResNet stem (7x7, stride 2,
+            // pad 3), a downsampling 3x3, a 1x1 projection of stride 2 (one plane read),
+            // and uneven strides with a dilation and asymmetric pads.
+            Case {
+                stride: [2, 2],
+                pads: [3; 4],
+                bias: true,
+                ..Case::new([1, 3, 23, 20], 5, [7, 7])
+            },
+            Case {
+                stride: [2, 2],
+                pads: [1; 4],
+                ..Case::new([1, 130, 13, 15], 9, [3, 3])
+            },
+            Case {
+                stride: [2, 2],
+                ..Case::new([1, 16, 9, 9], 8, [1, 1])
+            },
+            Case {
+                stride: [3, 2],
+                dil: [2, 1],
+                pads: [2, 0, 1, 3],
+                bias: true,
+                ..Case::new([1, 4, 17, 19], 6, [3, 4])
+            },
+            Case {
+                stride: [1, 4],
+                pads: [0, 2, 0, 1],
+                ..Case::new([1, 5, 1, 61], 3, [1, 9])
+            },
+        ];
+        let epilogues = [
+            None,
+            Some(Epilogue::Clip {
+                lo: 0.0,
+                hi: f32::INFINITY,
+            }),
+            Some(Epilogue::HardSwish),
         ];
         for isa in Isa::available() {
             for case in &cases {
@@ -785,18 +864,25 @@ mod tests {
                     input: [1, h, wd],
                     output: [1, oh, ow],
                     kernel: [1, case.k[0], case.k[1]],
-                    stride: [1; 3],
+                    stride: [1, case.stride[0], case.stride[1]],
                     dilation: [1, case.dil[0], case.dil[1]],
                     pad_begin: [0, case.pads[0] as isize, case.pads[1] as isize],
                     pad_end: [0, case.pads[2] as isize, case.pads[3] as isize],
                 };
                 let plan = Direct::plan(&win, c, isa).unwrap();
+                // Scratch poisoned: every element the kernels read must be written first.
                 let mut padded = vec![f32::NAN; plan.scratch_len()];
                 for parallel in [false, true] {
-                    let mut y = vec![f32::NAN; case.m * oh * ow];
-                    let bias = case.bias.then_some(&b[..]);
-                    plan.conv(&x, &w, bias, &mut padded, &mut y, parallel);
-                    assert_close(&y, &case.reference(&x, &w, &b));
+                    for e in epilogues {
+                        let mut y = vec![f32::NAN; case.m * oh * ow];
+                        let bias = case.bias.then_some(&b[..]);
+                        plan.conv(&x, &w, bias, e, &mut padded, &mut y, parallel);
+                        let mut want = case.reference(&x, &w, &b);
+                        if let Some(e) = e {
+                            e.apply(&mut want);
+                        }
+                        assert_close(&y, &want);
+                    }
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! Direct float32 convolution for unit-stride 1-D and 2-D windows, on x86-64 with AVX-512
+//! Direct float32 convolution of 1-D and 2-D windows, any strides, on x86-64 with AVX-512
 //! or AVX2 and FMA (detected at run time); everything else, and every other machine, takes
 //! conv.rs's im2col + GEMM.
 //!
@@ -7,12 +7,20 @@
 //! whose kernel (matrixmultiply's 8x8 on 16 ymm registers) also leaves half of AVX-512's
 //! registers and width unused. Here nothing is expanded:
 //!
-//! - The input of one (image, group) is copied once into zero-bordered planes `hp` x `wp`
-//!   (`wp` = output width + kernel span - 1). Output position (y, x) is the linear index
-//!   `q = y * wp + x`, and tap (a, b) reads the padded input at `q + a*dh*wp + b*dw`: for
-//!   every tap, consecutive outputs read consecutive inputs, so a vector of outputs takes
-//!   one unaligned load per tap, with no gather and no index arithmetic. The `wp - ow`
-//!   positions past each output row's end are computed and dropped (2 of 58 here).
+//! - The input of one (image, group) is copied once into zero-bordered planes `hp` x `wp`.
+//!   Output position (y, x) is the linear index `q = y * wp + x`, and every tap reads its
+//!   plane at `q` plus a constant offset: for every tap, consecutive outputs read
+//!   consecutive inputs, so a vector of outputs takes one unaligned load per tap, with no
+//!   gather and no index arithmetic. The `wp - ow` positions past each output row's end
+//!   are computed and dropped (2 of 58 for a 3x3 kernel over 56 columns).
+//! - A stride `s` would break that (output x reads input `s x + tap`), so a strided
+//!   input is split into its polyphase planes while it is copied: plane `(ry, rx)` holds
+//!   the padded input's rows `s_h i + ry` and columns `s_w j + rx`, and tap (a, b) reads
+//!   plane `(a d_h mod s_h, b d_w mod s_w)` at `(a d_h div s_h) wp + (b d_w div s_w)`.
+//!   Each tap is again a unit-stride read; the planes together are the input's size, and
+//!   only the planes some tap reads are made (a 1x1 kernel of stride 2 reads one).
+//! - The taps' offsets are a table, computed once per call ([`MAX_TAPS`] at most; larger
+//!   kernels take im2col + GEMM).
 //! - A micro-kernel keeps an `MR` output channels x `NV` vectors tile of sums in registers
 //!   across every input channel and tap (24 of AVX-512's 32 registers: 4 channels x 96
 //!   positions), so each output is written once per channel chunk; per tap it loads `NV`
@@ -21,11 +29,14 @@
 //!   reads (its channels' rows under the kernel) is then reused by every channel group
 //!   while it is in cache, and the weights of a task stay in L2. Channels are chunked so
 //!   those weights fit ([`WEIGHT_BYTES`]); later chunks add onto the output.
+//! - A fused activation ([`Epilogue`]) is applied as the last chunk stores a tile row,
+//!   while it is in cache, instead of by a later pass over the whole output.
 //!
 //! Sums run in a different order than the GEMM's, so results agree to rounding, not bits.
 
 use rayon::prelude::*;
 
+use super::epilogue::Epilogue;
 use super::window::Window;
 
 /// Widest vector (floats) of any kernel: the padded input carries this much slack after
@@ -41,6 +52,8 @@ const TASK_CHANNELS: usize = 64;
 const WEIGHT_BYTES: usize = 256 << 10;
 /// Output elements times taps below which a block runs on the calling thread.
 const PARALLEL_WORK: usize = 1 << 14;
+/// Most taps (kernel elements) the offset table holds: 16x16, or a 1-D kernel of 256.
+pub(super) const MAX_TAPS: usize = 256;
 
 pub(super) use crate::ops::simd::Isa;
 
@@ -52,7 +65,7 @@ fn shape(isa: Isa) -> (usize, usize) {
     }
 }
 
-/// A unit-stride window over one (image, group) as the direct kernel computes it.
+/// A window over one (image, group) as the direct kernel computes it.
 #[derive(Debug, Clone)]
 pub(super) struct Direct {
     isa: Isa,
@@ -64,47 +77,74 @@ pub(super) struct Direct {
     /// Output height and width.
     oh: usize,
     ow: usize,
-    kh: usize,
-    kw: usize,
-    dh: usize,
-    dw: usize,
+    /// Strides.
+    sh: usize,
+    sw: usize,
     /// Padding before the input's rows and columns.
     pt: usize,
     pl: usize,
-    /// The padded planes' height and width.
+    /// Each polyphase plane's height and width.
     hp: usize,
     wp: usize,
+    /// The slot of polyphase plane `ry * sw + rx` among the planes made, `usize::MAX`
+    /// for a plane no tap reads.
+    slot: [usize; MAX_PHASES],
+    /// Planes made per channel.
+    slots: usize,
+    /// Taps, and each tap's offset from a position's index in its channel's planes.
+    taps: usize,
+    offs: [usize; MAX_TAPS],
 }
+
+/// Most polyphase planes a window may have (strides up to 4 x 4, or 16 along one dim).
+const MAX_PHASES: usize = 16;
 
 impl Direct {
     /// The direct plan for `win` over `channels` input channels on `isa`, if it applies:
-    /// unit strides, at most two spatial dims, a non-empty output. `isa` must be a set
-    /// this CPU has, from [`Isa::detect`] or [`Isa::available`]: [`Direct::conv`] runs
-    /// that set's kernels.
+    /// at most two spatial dims, strides of at most [`MAX_PHASES`] planes, at most
+    /// [`MAX_TAPS`] taps, a non-empty output. `isa` must be a set this CPU has, from
+    /// [`Isa::detect`] or [`Isa::available`]: [`Direct::conv`] runs that set's kernels.
     pub(super) fn plan(win: &Window, channels: usize, isa: Isa) -> Option<Direct> {
-        if win.stride != [1; 3]
-            || win.input[0] != 1
-            || win.kernel[0] != 1
-            || win.output[0] != 1
-            || win.pad_begin[0] != 0
-        {
+        if win.input[0] != 1 || win.kernel[0] != 1 || win.output[0] != 1 || win.pad_begin[0] != 0 {
             return None;
         }
         let [_, h, w] = win.input;
         let [_, oh, ow] = win.output;
         let [_, kh, kw] = win.kernel;
         let [_, dh, dw] = win.dilation;
-        if oh == 0 || ow == 0 || kh == 0 || kw == 0 {
+        let [_, sh, sw] = win.stride;
+        let taps = kh.checked_mul(kw)?;
+        if oh == 0 || ow == 0 || taps == 0 || taps > MAX_TAPS || sh == 0 || sw == 0 {
             return None;
         }
-        // The kernels' reads are bounded by the padded input's size (see `task`), so that
-        // size, and every offset below it, must not wrap: a window too large to address
-        // (a crafted dilation, say) goes to im2col + GEMM, whose indexing is checked.
-        let hp = (kh - 1).checked_mul(dh)?.checked_add(oh)?;
-        let wp = (kw - 1).checked_mul(dw)?.checked_add(ow)?;
+        if sh.checked_mul(sw)? > MAX_PHASES {
+            return None;
+        }
+        // The kernels' reads are bounded by the planes' size (see `task`), so that size,
+        // and every offset below it, must not wrap: a window too large to address (a
+        // crafted dilation, say) goes to im2col + GEMM, whose indexing is checked.
+        let hp = ((kh - 1).checked_mul(dh)? / sh).checked_add(oh)?;
+        let wp = ((kw - 1).checked_mul(dw)? / sw).checked_add(ow)?;
+        let plane = hp.checked_mul(wp)?;
+        let mut slot = [usize::MAX; MAX_PHASES];
+        let mut slots = 0;
+        for a in 0..kh {
+            for b in 0..kw {
+                let phase = (a * dh % sh) * sw + b * dw % sw;
+                if slot[phase] == usize::MAX {
+                    slot[phase] = slots;
+                    slots += 1;
+                }
+            }
+        }
         channels
-            .checked_mul(hp.checked_mul(wp)?)?
+            .checked_mul(slots.checked_mul(plane)?)?
             .checked_add(MAX_LANES)?;
+        let mut offs = [0; MAX_TAPS];
+        for (t, off) in offs[..taps].iter_mut().enumerate() {
+            let (ta, tb) = (t / kw * dh, t % kw * dw);
+            *off = slot[(ta % sh) * sw + tb % sw] * plane + ta / sh * wp + tb / sw;
+        }
         Some(Direct {
             isa,
             channels,
@@ -112,19 +152,26 @@ impl Direct {
             w,
             oh,
             ow,
-            kh,
-            kw,
-            dh,
-            dw,
+            sh,
+            sw,
             pt: usize::try_from(win.pad_begin[1]).ok()?,
             pl: usize::try_from(win.pad_begin[2]).ok()?,
             hp,
             wp,
+            slot,
+            slots,
+            taps,
+            offs,
         })
     }
 
+    /// One polyphase plane's floats.
     fn plane(&self) -> usize {
         self.hp * self.wp
+    }
+    /// One channel's planes' floats.
+    fn channel_floats(&self) -> usize {
+        self.slots * self.plane()
     }
     /// Linear positions up to the last output: (oh - 1) full padded rows and one output row.
     fn positions(&self) -> usize {
@@ -132,25 +179,27 @@ impl Direct {
     }
     /// Floats of scratch [`Direct::conv`] needs.
     pub(super) fn scratch_len(&self) -> usize {
-        self.channels * self.plane() + MAX_LANES
+        self.channels * self.channel_floats() + MAX_LANES
     }
 
     /// `out` (`[M, oh * ow]`) = the convolution of `x` (`[channels, h * w]`) with `w`
-    /// (`[M, channels, kh, kw]`) plus `bias` (`[M]`, or zeros), using `padded` (at least
-    /// [`Direct::scratch_len`] floats, contents unspecified) for the padded input.
-    /// `parallel` splits the output channels across rayon's threads.
+    /// (`[M, channels, kh, kw]`) plus `bias` (`[M]`, or zeros), then `epilogue`, using
+    /// `padded` (at least [`Direct::scratch_len`] floats, contents unspecified) for the
+    /// polyphase planes. `parallel` splits the output channels across rayon's threads.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn conv(
         &self,
         x: &[f32],
         w: &[f32],
         bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
         padded: &mut [f32],
         out: &mut [f32],
         parallel: bool,
     ) {
         let (channels, olen) = (self.channels, self.oh * self.ow);
         let m = out.len() / olen;
-        let k = channels * self.kh * self.kw;
+        let k = channels * self.taps;
         assert!(
             x.len() >= channels * self.h * self.w
                 && w.len() >= m * k
@@ -173,7 +222,7 @@ impl Direct {
             .clamp(MR, TASK_CHANNELS);
         let task = |t: usize, y: &mut [f32]| {
             let m0 = t * per;
-            self.task(padded, &w[m0 * k..], bias.map(|b| &b[m0..]), y);
+            self.task(padded, &w[m0 * k..], bias.map(|b| &b[m0..]), epilogue, y);
         };
         if parallel && per < m {
             out.par_chunks_mut(per * olen)
@@ -186,52 +235,79 @@ impl Direct {
         }
     }
 
-    /// Copies `x`'s planes into `dst` with their zero borders, and zeroes the slack after.
+    /// Copies `x`'s channels into `dst` as their polyphase planes (see the module doc),
+    /// zero where a plane's element falls in the padding or past the input, and zeroes
+    /// the slack after.
     fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
         let (h, w, wp, plane) = (self.h, self.w, self.wp, self.plane());
-        let channels = self.channels;
-        let (planes, slack) = dst.split_at_mut(channels * plane);
+        let (sh, sw) = (self.sh, self.sw);
+        let (planes, slack) = dst.split_at_mut(self.channels * self.channel_floats());
         slack.fill(0.0);
         let one = |c: usize, p: &mut [f32]| {
             let src = &x[c * h * w..][..h * w];
-            for (i, row) in p.chunks_mut(wp).enumerate() {
-                let r = i.wrapping_sub(self.pt);
-                if r >= h {
-                    row.fill(0.0);
+            for (phase, &slot) in self.slot[..sh * sw].iter().enumerate() {
+                if slot == usize::MAX {
                     continue;
                 }
-                let lo = self.pl.min(wp);
-                let n = w.min(wp - lo);
-                row[..lo].fill(0.0);
-                row[lo..lo + n].copy_from_slice(&src[r * w..][..n]);
-                row[lo + n..].fill(0.0);
+                let (ry, rx) = (phase / sw, phase % sw);
+                let p = &mut p[slot * plane..][..plane];
+                // Plane columns j read padded column `j sw + rx`, input column
+                // `j sw + rx - pl`: inside the input for j in lo..hi.
+                let lo = self.pl.saturating_sub(rx).div_ceil(sw).min(wp);
+                let hi = (w + self.pl).saturating_sub(rx).div_ceil(sw).clamp(lo, wp);
+                for (i, row) in p.chunks_mut(wp).enumerate() {
+                    let r = (i * sh + ry).wrapping_sub(self.pt);
+                    if r >= h {
+                        row.fill(0.0);
+                        continue;
+                    }
+                    let line = &src[r * w..][..w];
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let first = lo * sw + rx - self.pl;
+                    if sw == 1 {
+                        row[lo..hi].copy_from_slice(&line[first..first + (hi - lo)]);
+                    } else {
+                        for (d, s) in row[lo..hi].iter_mut().zip(line[first..].iter().step_by(sw)) {
+                            *d = *s;
+                        }
+                    }
+                }
             }
         };
+        let per = self.channel_floats();
         if parallel && planes.len() >= PARALLEL_WORK {
             planes
-                .par_chunks_mut(plane)
+                .par_chunks_mut(per)
                 .enumerate()
                 .for_each(|(c, p)| one(c, p));
         } else {
-            for (c, p) in planes.chunks_mut(plane).enumerate() {
+            for (c, p) in planes.chunks_mut(per).enumerate() {
                 one(c, p);
             }
         }
     }
 
     /// One task: output channels `y.len() / olen` with weights `w` (rows `k` apart).
-    fn task(&self, padded: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+    fn task(
+        &self,
+        padded: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
+        y: &mut [f32],
+    ) {
         let (lanes, nv_max) = shape(self.isa);
         let (channels, olen) = (self.channels, self.oh * self.ow);
         let m = y.len() / olen;
-        let taps = self.kh * self.kw;
+        let taps = self.taps;
         let k = channels * taps;
         let nq = self.positions();
         let chunk = (WEIGHT_BYTES / (4 * m * taps)).clamp(1, channels);
         let mut tile = [0.0f32; MR * TILE_FLOATS];
         for c0 in (0..channels).step_by(chunk) {
             let cn = chunk.min(channels - c0);
-            let first = c0 == 0;
+            let (first, last) = (c0 == 0, c0 + cn == channels);
             let mut q0 = 0;
             while q0 < nq {
                 let nv = (nq - q0).div_ceil(lanes).min(nv_max);
@@ -246,12 +322,9 @@ impl Direct {
                         tile[i * TILE_FLOATS..][..nv * lanes].fill(b);
                     }
                     let args = TileArgs {
-                        x: padded[c0 * self.plane() + q0..].as_ptr(),
-                        plane: self.plane(),
-                        row_step: self.dh * self.wp,
-                        dw: self.dw,
-                        kh: self.kh,
-                        kw: self.kw,
+                        x: padded[c0 * self.channel_floats() + q0..].as_ptr(),
+                        channel: self.channel_floats(),
+                        offs: &self.offs[..taps],
                         channels: cn,
                         w: w[m0 * k + c0 * taps..].as_ptr(),
                         w_stride: k,
@@ -262,13 +335,14 @@ impl Direct {
                     // `plan`), so this CPU has it; `mr <= MR` and `nv <= nv_max`, the
                     // ISA's tile width. Input: the tile's vectors cover positions
                     // `q0..q0 + nv * lanes`, and `q0 + nv * lanes <= nq + lanes - 1` (nv
-                    // is `(nq - q0).div_ceil(lanes)` or less). The last tap adds
-                    // `(kh - 1) * dh * wp + (kw - 1) * dw`, and with `nq = (oh - 1) * wp
-                    // + ow` that makes the furthest read of channel c0 + cn - 1 end below
-                    // `(c0 + cn) * plane + lanes - 1 <= channels * plane + MAX_LANES`: inside
-                    // `padded`, which was cut to `scratch_len` above (`plan` checked that
-                    // this size does not wrap, so neither does any offset below it, the
-                    // taps' included: `kh <= hp`, `kw <= wp`). Weights: rows
+                    // is `(nq - q0).div_ceil(lanes)` or less). A tap's offset is its
+                    // plane's start (below `(slots - 1) * plane`) plus `qa * wp + qb`
+                    // with `qa <= hp - oh` and `qb <= wp - ow` (how `plan` sized the
+                    // planes), and with `nq = (oh - 1) * wp + ow` the furthest read of
+                    // channel c0 + cn - 1 ends below `(c0 + cn) * slots * plane + lanes -
+                    // 1 <= channels * slots * plane + MAX_LANES`: inside `padded`, which
+                    // was cut to `scratch_len` above (`plan` checked that this size does
+                    // not wrap, so neither does any offset below it). Weights: rows
                     // `m0..m0 + mr` (below m, the rows of `y`), columns `c0 * taps ..
                     // (c0 + cn) * taps <= k` of `w`, whose `m * k` floats the assert in
                     // `conv` checked. Output: the local `tile` holds MR rows of
@@ -276,7 +350,8 @@ impl Direct {
                     unsafe { run_tile(self.isa, mr, nv, &args) };
                     for i in 0..mr {
                         let dst = &mut y[(m0 + i) * olen..][..olen];
-                        self.store(&tile[i * TILE_FLOATS..][..qn], q0, first, dst);
+                        let src = &tile[i * TILE_FLOATS..][..qn];
+                        self.store(src, q0, first, last.then_some(epilogue).flatten(), dst);
                     }
                 }
                 q0 += qn;
@@ -285,8 +360,16 @@ impl Direct {
     }
 
     /// Writes (first chunk) or adds the tile row `src`, positions `q0..`, into the output
-    /// plane `dst`, dropping the positions past each output row's end.
-    fn store(&self, src: &[f32], q0: usize, first: bool, dst: &mut [f32]) {
+    /// plane `dst`, dropping the positions past each output row's end; the last chunk
+    /// then applies `epilogue` to what it stored.
+    fn store(
+        &self,
+        src: &[f32],
+        q0: usize,
+        first: bool,
+        epilogue: Option<Epilogue>,
+        dst: &mut [f32],
+    ) {
         let (wp, ow) = (self.wp, self.ow);
         let end = q0 + src.len();
         let mut q = q0;
@@ -303,6 +386,9 @@ impl Direct {
                         *d += s;
                     }
                 }
+                if let Some(e) = epilogue {
+                    e.apply(d);
+                }
             }
             q = next;
         }
@@ -310,16 +396,13 @@ impl Direct {
 }
 
 /// One micro-kernel call: the tile at `out` (rows `ld` apart, holding the initial sums)
-/// plus, for each of `channels` input channels (planes `plane` apart from `x`) and each
-/// tap, the weights (rows `w_stride` apart, one column per (channel, tap)) times the input
-/// under the tap.
-struct TileArgs {
+/// plus, for each of `channels` input channels (`channel` floats apart from `x`) and each
+/// tap (its offset from `x` in `offs`), the weights (rows `w_stride` apart, one column
+/// per (channel, tap)) times the input under the tap.
+struct TileArgs<'a> {
     x: *const f32,
-    plane: usize,
-    row_step: usize,
-    dw: usize,
-    kh: usize,
-    kw: usize,
+    channel: usize,
+    offs: &'a [usize],
     channels: usize,
     w: *const f32,
     w_stride: usize,
@@ -357,25 +440,25 @@ mod x86 {
     use crate::ops::simd::{Avx2, Avx512, Simd};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
-    /// The tap loops' bounds are runtime values; the body (NV loads, MR broadcasts,
+    /// The tap loop's bound is a runtime value; the body (NV loads, MR broadcasts,
     /// MR * NV FMAs) is fully unrolled.
     ///
     /// # Safety
-    /// This CPU has `S`'s set. For every channel `c < t.channels`, tap `(a, b)` below
-    /// `(t.kh, t.kw)` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.plane +
-    /// a * t.row_step + b * t.dw + v * S::LANES` are readable; for every row `i < MR`
-    /// the `t.channels * t.kh * t.kw` floats at `t.w + i * t.w_stride` are readable;
-    /// the `NV * S::LANES` floats at `t.out + i * t.ld` are readable (initialized) and
-    /// writable, and alias neither input.
+    /// This CPU has `S`'s set. For every channel `c < t.channels`, tap offset `o` in
+    /// `t.offs` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.channel + o +
+    /// v * S::LANES` are readable; for every row `i < MR` the `t.channels *
+    /// t.offs.len()` floats at `t.w + i * t.w_stride` are readable; the `NV * S::LANES`
+    /// floats at `t.out + i * t.ld` are readable (initialized) and writable, and alias
+    /// neither input.
     #[inline(always)]
     unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
         // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
-        // The loads at `xp + v * LANES` are the contract's input vectors of channel c,
-        // tap (a, b); the weight read at `wc + i * w_stride` is row i's column
-        // `c * kh * kw + a * kw + b` (`wc` steps by one per tap); the tile's loads and
-        // stores are the contract's output rows. After the last channel `xc` points a
-        // plane past the last one, which may be past the end of the input, so that step
-        // uses wrapping arithmetic and is never dereferenced.
+        // The loads at `xp + v * LANES` are the contract's input vectors of channel c at
+        // one tap's offset; the weight read at `wc + i * w_stride` is row i's column
+        // `c * taps + tap` (`wc` steps by one per tap); the tile's loads and stores are
+        // the contract's output rows. After the last channel `xc` points a channel past
+        // the last one, which may be past the end of the input, so that step uses
+        // wrapping arithmetic and is never dereferenced.
         unsafe {
             let mut acc = [[S::splat(0.0); NV]; MR];
             for (i, row) in acc.iter_mut().enumerate() {
@@ -385,24 +468,21 @@ mod x86 {
             }
             let (mut xc, mut wc) = (t.x, t.w);
             for _ in 0..t.channels {
-                for a in 0..t.kh {
-                    let xr = xc.add(a * t.row_step);
-                    for b in 0..t.kw {
-                        let xp = xr.add(b * t.dw);
-                        let mut xv = [S::splat(0.0); NV];
-                        for (v, x) in xv.iter_mut().enumerate() {
-                            *x = S::load(xp.add(v * S::LANES));
-                        }
-                        for (i, row) in acc.iter_mut().enumerate() {
-                            let wb = S::splat(*wc.add(i * t.w_stride));
-                            for (a, x) in row.iter_mut().zip(&xv) {
-                                *a = S::fma(wb, *x, *a);
-                            }
-                        }
-                        wc = wc.add(1);
+                for &off in t.offs {
+                    let xp = xc.add(off);
+                    let mut xv = [S::splat(0.0); NV];
+                    for (v, x) in xv.iter_mut().enumerate() {
+                        *x = S::load(xp.add(v * S::LANES));
                     }
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        let wb = S::splat(*wc.add(i * t.w_stride));
+                        for (a, x) in row.iter_mut().zip(&xv) {
+                            *a = S::fma(wb, *x, *a);
+                        }
+                    }
+                    wc = wc.add(1);
                 }
-                xc = xc.wrapping_add(t.plane);
+                xc = xc.wrapping_add(t.channel);
             }
             for (i, row) in acc.iter().enumerate() {
                 for (v, a) in row.iter().enumerate() {
@@ -471,5 +551,36 @@ mod tests {
         let plan = Direct::plan(&win, 4, Isa::Avx2).expect("a plan");
         assert_eq!((plan.hp, plan.wp), (5, 5));
         assert_eq!(plan.scratch_len(), 4 * 25 + MAX_LANES);
+        assert_eq!(plan.offs[..9], [0, 1, 2, 5, 6, 7, 10, 11, 12]);
+    }
+
+    /// A strided window reads polyphase planes: a 3x3 kernel of stride 2 over 7x7 (pad
+    /// 1, output 4x4) reads all four planes (5x5 each: the output plus one), and tap
+    /// (a, b) reads plane (a mod 2, b mod 2) at (a div 2, b div 2); a 1x1 kernel of
+    /// stride 2 reads plane (0, 0) alone, and a kernel past [`MAX_TAPS`] has no plan.
+    #[test]
+    fn a_strided_window_reads_its_polyphase_planes() {
+        let mut win = Window {
+            input: [1, 7, 7],
+            output: [1, 4, 4],
+            kernel: [1, 3, 3],
+            stride: [1, 2, 2],
+            dilation: [1; 3],
+            pad_begin: [0, 1, 1],
+            pad_end: [0, 1, 1],
+        };
+        let plan = Direct::plan(&win, 1, Isa::Avx2).expect("a plan");
+        assert_eq!((plan.hp, plan.wp, plan.slots), (5, 5, 4));
+        let p = 25;
+        assert_eq!(
+            plan.offs[..9],
+            [0, p, 1, 2 * p, 3 * p, 2 * p + 1, 5, p + 5, 6]
+        );
+        win.kernel = [1, 1, 1];
+        win.output = [1, 4, 4];
+        let plan = Direct::plan(&win, 1, Isa::Avx2).expect("a plan");
+        assert_eq!((plan.hp, plan.wp, plan.slots, plan.taps), (4, 4, 1, 1));
+        win.kernel = [1, 1, MAX_TAPS + 1];
+        assert!(Direct::plan(&win, 1, Isa::Avx2).is_none());
     }
 }

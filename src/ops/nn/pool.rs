@@ -233,9 +233,7 @@ fn max_pool_rows<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
                         2 => running_max::<T, 2>(acc, src, first),
                         _ => {
                             for (a, c) in acc.iter_mut().zip(src.chunks(sw)) {
-                                if first || c[0] > *a {
-                                    *a = c[0];
-                                }
+                                *a = if first || c[0] > *a { c[0] } else { *a };
                             }
                         }
                     }
@@ -280,10 +278,12 @@ fn running_max<T: Scalar, const S: usize>(acc: &mut [T], src: &[T], first: bool)
         }
         tail[0] = last[0];
     } else {
+        // A select that always stores, not a store under a branch: the compiler turns
+        // it into a vector max (x86's `maxps` keeps its second operand unless the first
+        // is greater, NaN included: this very rule), where the conditional store became
+        // one masked scalar store per lane, ten times slower.
         for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
-            if c[0] > *a {
-                *a = c[0];
-            }
+            *a = if c[0] > *a { c[0] } else { *a };
         }
         if last[0] > tail[0] {
             tail[0] = last[0];
