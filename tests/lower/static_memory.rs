@@ -233,7 +233,8 @@ fn bundled_models_compute_the_same_bits_planned() {
             .collect(),
     };
     let planned = same_bits_planned("squeezenet", &onnx, &[x]);
-    assert!(planned >= 50, "only {planned} tensors planned");
+    // 40 since its 26 conv Relus fuse into the convolutions (lower/fuse.rs).
+    assert!(planned >= 38, "only {planned} tensors planned");
 }
 
 /// Executions of one planned model on two streams, issued without waiting in between:
