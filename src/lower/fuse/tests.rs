@@ -489,3 +489,174 @@ fn activations_a_convolution_cannot_apply_are_left_alone() {
         .clone();
     assert_eq!(ops(&activations(&m)), ["Conv2D", "ClipByValue"]);
 }
+
+/// How a [`conv_bn`] model differs from the plain one.
+#[derive(Clone, Copy, Default)]
+struct BnCase {
+    /// The convolution has no bias input.
+    no_bias: bool,
+    /// The convolution's output is a graph output too.
+    conv_out: bool,
+    /// The normalization's `training_mode` attribute.
+    training: bool,
+    /// The mean is a graph input, not a constant.
+    mean_input: bool,
+}
+
+/// x `[1, 3, 9, 11]` -> Conv (4 output channels, 3x3, stride 2, pad 1) ->
+/// BatchNormalization (epsilon 1e-3) -> Relu -> y.
+fn conv_bn(case: BnCase) -> ComputeModel {
+    use crate::om::onnx::builder::{attr_f, attr_i, attr_ints, seeded_f32};
+    let shape = [1.into(), 4.into(), 5.into(), 6.into()];
+    let mut b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[1.into(), 3.into(), 9.into(), 11.into()])
+        .output("y", F32, &shape)
+        .initializer(tensor_f32("w", &[4, 3, 3, 3], &seeded_f32(108, 7, 0.5)))
+        .initializer(tensor_f32("scale", &[4], &[1.5, 0.5, -2.0, 1.0]))
+        .initializer(tensor_f32("offset", &[4], &[0.1, -0.2, 0.3, 0.0]))
+        .initializer(tensor_f32("var", &[4], &[0.8, 2.5, 0.04, 1.0]));
+    b = if case.mean_input {
+        b.input("mean", F32, &[4.into()])
+    } else {
+        b.initializer(tensor_f32("mean", &[4], &[0.2, -0.3, 0.05, 0.0]))
+    };
+    if case.conv_out {
+        b = b.output("c", F32, &shape);
+    }
+    let conv_inputs: &[&str] = if case.no_bias {
+        &["x", "w"]
+    } else {
+        b = b.initializer(tensor_f32("b", &[4], &[0.25, -0.5, 0.0, 1.0]));
+        &["x", "w", "b"]
+    };
+    let mut bn_attrs = vec![attr_f("epsilon", 1e-3)];
+    if case.training {
+        bn_attrs.push(attr_i("training_mode", 1));
+    }
+    b.named_node(
+        "conv",
+        "Conv",
+        conv_inputs,
+        &["c"],
+        vec![
+            attr_ints("kernel_shape", &[3, 3]),
+            attr_ints("strides", &[2, 2]),
+            attr_ints("pads", &[1, 1, 1, 1]),
+        ],
+    )
+    .named_node(
+        "bn",
+        "BatchNormalization",
+        &["c", "scale", "offset", "mean", "var"],
+        &["n"],
+        bn_attrs,
+    )
+    .named_node("relu", "Relu", &["n"], &["y"], vec![])
+    .build_model()
+}
+
+trait BuildModel {
+    fn build_model(self) -> ComputeModel;
+}
+
+impl BuildModel for OnnxBuilder {
+    fn build_model(self) -> ComputeModel {
+        read(&self.build(), &ReadOptions::default())
+            .expect("reads")
+            .root()
+            .model
+            .clone()
+    }
+}
+
+/// A normalization after a convolution folds into its filter and bias (with or without
+/// a bias of its own), the Relu after it then fuses too, the old constants go, and the
+/// result is the unfused model's within float32 rounding, with the same bits under every
+/// executor.
+#[test]
+fn batch_normalization_after_a_convolution_folds_into_it() {
+    use crate::om::onnx::builder::seeded_f32;
+    let x: Vec<f32> = seeded_f32(297, 3, 4.0);
+    let shape = [1, 3, 9, 11];
+    for no_bias in [false, true] {
+        let case = BnCase {
+            no_bias,
+            ..BnCase::default()
+        };
+        let m = conv_bn(case);
+        let fused = activations(&m).into_owned();
+        assert_eq!(ops(&fused), ["Conv2D"], "no_bias {no_bias}");
+        let conv = &fused.root.nodes.iter().find(|n| n.op_type == "Conv2D");
+        let conv = conv.expect("a Conv2D");
+        assert_eq!(conv.name, "relu");
+        assert_eq!(
+            conv.attr("_rt2_fused_activation"),
+            Some(&AttrValue::Str(b"Relu".to_vec()))
+        );
+        let consts = fused.root.nodes.iter().filter(|n| n.op_type == "Const");
+        let mut consts: Vec<&str> = consts.map(|n| n.name.as_str()).collect();
+        consts.sort_unstable();
+        assert_eq!(consts, ["bn/folded_bias", "bn/folded_filter"]);
+
+        let apart = conv_bn(BnCase {
+            conv_out: true,
+            ..case
+        });
+        assert!(ops(&activations(&apart)).contains(&"BatchNorm"));
+        let want = run_shaped(&apart, ExecutorType::Sequential, &x, &shape);
+        assert!(want.iter().filter(|&&v| v > 0.0).count() > 20);
+        assert!(want.iter().filter(|&&v| v == 0.0).count() > 20);
+        let first = run_shaped(&m, ExecutorType::Sequential, &x, &shape);
+        for (i, (&g, &w)) in first.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "no_bias {no_bias}, element {i}: {g} vs {w}"
+            );
+        }
+        for executor in [
+            ExecutorType::Topological,
+            ExecutorType::TopologicalPriority,
+            ExecutorType::TopologicalMultiThread,
+        ] {
+            let got = run_shaped(&m, executor, &x, &shape);
+            assert_eq!(
+                bytemuck::cast_slice::<f32, u32>(&got),
+                bytemuck::cast_slice::<f32, u32>(&first),
+                "{}",
+                executor.name()
+            );
+        }
+    }
+}
+
+/// A normalization in training mode, one whose statistics are not constants, or one
+/// after a convolution read elsewhere, stays.
+#[test]
+fn batch_normalizations_that_cannot_fold_stay() {
+    for case in [
+        BnCase {
+            training: true,
+            ..BnCase::default()
+        },
+        BnCase {
+            mean_input: true,
+            ..BnCase::default()
+        },
+        BnCase {
+            conv_out: true,
+            ..BnCase::default()
+        },
+    ] {
+        let m = conv_bn(case);
+        let fused = activations(&m);
+        let kept = ops(&fused);
+        assert!(
+            kept.contains(&"Conv2D") && kept.len() == 3,
+            "training {}, mean input {}, conv read {}: {kept:?}",
+            case.training,
+            case.mean_input,
+            case.conv_out
+        );
+    }
+}
