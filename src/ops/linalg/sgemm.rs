@@ -36,8 +36,9 @@
 //! rate. Read in place, the same weight is one strided visit per row and panel (above),
 //! which is slower.
 //!
-//! Whatever the kernels do not cover goes to matrixmultiply: a B or C whose columns are
-//! not contiguous, the last `n % LANES` columns, more than one row tile over a k whose
+//! The last `n % LANES` columns run through the same kernels on a zero-padded copy of
+//! their strip ([`tail`]). Whatever the kernels do not cover goes to matrixmultiply: a B
+//! or C whose columns are not contiguous, more than one row tile over a k whose
 //! panel copy would exceed [`MAX_PANEL_FLOATS`], and machines without AVX2 and FMA.
 
 use crate::ops::simd::Isa;
@@ -103,6 +104,14 @@ pub unsafe fn sgemm(
         }
         _ => 0,
     };
+    let done = match kernels() {
+        Some(isa) if csb == 1 && csc == 1 && m > 0 && k > 0 => {
+            // SAFETY: as for `run` above (the same guard); the columns `done..n` of B
+            // (from B's column 0) and of C are the caller's.
+            done + unsafe { tail(isa, &p, n - done, done, done) }
+        }
+        _ => done,
+    };
     if done < n {
         // SAFETY: the columns `done..n` of B and C (`done <= n`: `run` returns whole
         // vectors of columns below n) are a sub-block of the blocks the caller vouched
@@ -163,8 +172,7 @@ pub fn pack_b(b: &[f32], k: usize, n: usize) -> Vec<f32> {
 
 /// `C = alpha * A B + beta * C` with B packed by [`pack_b`] (`bp`, [`packed_len`]`(k, n)`
 /// floats) and C row-major. Each element is the sum over k in order, one FMA per term, as
-/// in [`sgemm`]'s kernels: a product gives the same bits packed or not (the last
-/// `n % LANES` columns, which matrixmultiply computes in both, excepted).
+/// in [`sgemm`]'s kernels: a product gives the same bits packed or not.
 ///
 /// # Safety
 /// A's m x k elements (strides `rsa`, `csa`) and C's m x n (row stride `rsc`, columns
@@ -207,8 +215,23 @@ pub unsafe fn sgemm_packed(
         Some(isa) if k > 0 => unsafe { run_packed(isa, &p, n) },
         _ => 0,
     };
-    // What is left (all of it without the kernels, else the last columns short of a
-    // vector): matrixmultiply, panel by panel, reading each in place.
+    let done = match kernels() {
+        Some(isa) if k > 0 && done < n => {
+            let panel = done / PACK_WIDTH;
+            let tail_p = Product {
+                b: bp.wrapping_add(panel * k * PACK_WIDTH),
+                ..p
+            };
+            // SAFETY: as for `run_packed` above; the columns `done..n` are the last
+            // panel's (`done` is a whole number of vectors, and a panel a whole number
+            // of vectors), its rows PACK_WIDTH apart from `tail_p.b`, inside the packed
+            // B the caller vouched for.
+            done + unsafe { tail(isa, &tail_p, n - done, done, done % PACK_WIDTH) }
+        }
+        _ => done,
+    };
+    // What is left (all of it without the kernels): matrixmultiply, panel by panel,
+    // reading each in place.
     let mut j0 = done;
     while j0 < n {
         let panel = j0 / PACK_WIDTH;
@@ -237,6 +260,87 @@ pub unsafe fn sgemm_packed(
         }
         j0 = end;
     }
+}
+
+thread_local! {
+    /// The calling thread's copies of a tail's columns of B and C (see [`tail`]).
+    static TAIL: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Computes C's last `r` columns (from `j0`), fewer than a vector, with the kernels: the
+/// matching columns of B (from `b0` in `p.b`'s rows: `j0` in a plain B, the offset in
+/// its panel in a packed one) are copied into a zero-padded vector-wide strip, C's likewise when it is read (`beta` non-zero), the
+/// kernel runs on the strips and the `r` columns are copied back. Returns `r`, or 0
+/// where the kernel does not take the strip (matrixmultiply computes it then).
+///
+/// Before, matrixmultiply computed these columns, and it packs all of A for them on
+/// every call: a 1x1 convolution over a 7x7 map (n 49) with 2048 input channels spent
+/// more time packing its weights for the last column than multiplying the 48 others.
+/// The strip costs a vector's work for `r` columns instead, and each element stays the
+/// sum over k in order, one FMA per term, as in every other column: the same bits as
+/// the product of any width around it.
+///
+/// # Safety
+/// As [`sgemm`], with `isa` available on this CPU, `p.m` and `p.k` non-zero, B's and C's
+/// column strides 1, and the columns addressed as above inside the caller's blocks.
+unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
+    let lanes = match isa {
+        Isa::Avx512 => 16,
+        Isa::Avx2 => 8,
+    };
+    if r == 0 || r >= lanes {
+        return 0;
+    }
+    let (m, k) = (p.m, p.k);
+    TAIL.with(|cell| {
+        let mut buf = cell.take();
+        let need = (k + m) * lanes;
+        if buf.len() < need {
+            buf = vec![0.0; need];
+        }
+        let (bt, ct) = buf.split_at_mut(k * lanes);
+        for (i, row) in bt.chunks_exact_mut(lanes).enumerate() {
+            // SAFETY: row i's columns b0..b0 + r of B, inside the caller's block.
+            let src =
+                unsafe { std::slice::from_raw_parts(p.b.offset(i as isize * p.rsb).add(b0), r) };
+            row[..r].copy_from_slice(src);
+            row[r..].fill(0.0);
+        }
+        let ct = &mut ct[..m * lanes];
+        if p.beta != 0.0 {
+            for (i, row) in ct.chunks_exact_mut(lanes).enumerate() {
+                // SAFETY: row i's columns j0..j0 + r of C, initialized (beta non-zero).
+                let src = unsafe {
+                    std::slice::from_raw_parts(p.c.offset(i as isize * p.rsc).add(j0), r)
+                };
+                row[..r].copy_from_slice(src);
+                row[r..].fill(0.0);
+            }
+        }
+        let strip = Product {
+            b: bt.as_ptr(),
+            rsb: lanes as isize,
+            c: ct.as_mut_ptr(),
+            rsc: lanes as isize,
+            ..*p
+        };
+        // SAFETY: `isa` is this CPU's; the strip's B is k x lanes and its C m x lanes,
+        // both this thread's buffer (taken out of the cell: nothing else refers to it),
+        // aliasing neither A nor each other; A is the caller's.
+        let done = unsafe { run(isa, &strip, lanes) };
+        if done == lanes {
+            for (i, row) in ct.chunks_exact(lanes).enumerate() {
+                // SAFETY: row i's columns j0..j0 + r of C, the caller's, distinct from
+                // the buffer.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(p.c.offset(i as isize * p.rsc).add(j0), r)
+                };
+                dst.copy_from_slice(&row[..r]);
+            }
+        }
+        cell.set(buf);
+        if done == lanes { r } else { 0 }
+    })
 }
 
 /// The packed product's leading columns that whole vectors cover; returns how many.
@@ -1017,6 +1121,47 @@ mod tests {
     /// which tile (or remainder tile) it fell in, nor on whether k ran in blocks: the
     /// same row computed alone (k-blocked), and within a larger product (a panel copy,
     /// k whole), has the same bits, under each kernel.
+    /// The last columns short of a vector get the bits the same columns get inside a
+    /// wider product, with a C row stride past the columns and beta reading C, on every
+    /// kernel and both row paths (few rows, and many).
+    #[test]
+    fn a_column_tail_has_the_bits_of_a_wider_product() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (m, k) in [(3, 77), (29, 200)] {
+            let wide = 64;
+            let a = values(m * k, 7);
+            let b = values(k * wide, 8);
+            for isa in Isa::available().into_iter().map(Some) {
+                for beta in [0.0f32, 0.5] {
+                    let run = |n: usize| {
+                        let c = vec![0.75f32; m * wide];
+                        product(
+                            isa,
+                            (m, k, n),
+                            1.0,
+                            &a,
+                            (k, 1),
+                            &b,
+                            (wide, 1),
+                            beta,
+                            c,
+                            wide,
+                        )
+                    };
+                    let all = run(wide);
+                    for n in [1, 5, 17, 49] {
+                        let some = run(n);
+                        for i in 0..m {
+                            let (got, want) = (&some[i * wide..][..wide], &all[i * wide..][..n]);
+                            assert_eq!(bits(&got[..n]), bits(want), "{isa:?} {m}x{k}x{n} row {i}");
+                            assert!(got[n..].iter().all(|&v| v == 0.75), "{isa:?} wrote past n");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_row_has_the_same_bits_in_any_tile() {
         let (m, k, n) = (21, 129, 64);
@@ -1162,7 +1307,9 @@ mod tests {
                                 rsc,
                             )
                         };
-                        let kernel_cols = if isa.is_some() && k > 0 { n / 8 * 8 } else { 0 };
+                        // The kernels compute every column, the last ones short of a
+                        // vector through their strip: the same bits as in place.
+                        let kernel_cols = if isa.is_some() && k > 0 { n } else { 0 };
                         let what = format!("{isa:?} {m}x{k}x{n} a_t {a_t} packed");
                         check(&c, &before, &want, (m, n, rsc), &what);
                         for i in 0..m {
