@@ -50,9 +50,10 @@ pub struct Args {
     /// exact (Free, Launch) relations instead of Launch-to-Free edges.
     #[arg(long)]
     pub multi_thread: bool,
-    /// Keep constant MatMul weights as the model stores them. By default a float32
-    /// MatMul by a constant matrix becomes a `MatMulPacked` on the weight packed into
-    /// column panels once, here, which the kernel streams at every execution.
+    /// Keep constant MatMul and Gemm weights as the model stores them. By default a
+    /// float32 MatMul (Gemm) by a constant matrix becomes a `MatMulPacked` (`GemmPacked`)
+    /// on the weight packed into column panels once, here, which the kernel streams at
+    /// every execution.
     #[arg(long)]
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors here: Init allocates one feature

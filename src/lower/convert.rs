@@ -110,9 +110,9 @@ pub struct Lowering<'r> {
     /// Prepare constant inputs in the layouts their ops ask for (see
     /// [`Lowering::prepacked`]); off keeps every weight as the model stores it.
     pub pack_weights: bool,
-    /// Each constant prepared so far, by its constant id and the op it was prepared for:
-    /// its prepared constant's id.
-    packed: foldhash::HashMap<(u32, &'static str), u32>,
+    /// Each constant prepared so far, by its constant id, the op it was prepared for and
+    /// the packing (its function's address): its prepared constant's id.
+    packed: foldhash::HashMap<(u32, &'static str, usize), u32>,
     /// When set, every node's output metas as lowering inferred them: (graph name, node
     /// name, one per output, `None` where lowering made none).
     pub metas: Option<Vec<NodeMetas>>,
@@ -951,12 +951,15 @@ impl<'r> Lowering<'r> {
         })?;
         let target = *self.reg.get(plan.op)?;
         let id = ins.get(plan.input)?.as_ref()?.konst?;
-        let prepared = match self.packed.get(&(id, plan.op)) {
+        // Keyed by the packing too: one op may lay a constant out two ways (Gemm's B,
+        // packed as it is or transposed).
+        let key = (id, plan.op, plan.pack as usize);
+        let prepared = match self.packed.get(&key) {
             Some(&p) => p,
             None => {
                 let t = (plan.pack)(&self.b.consts[id as usize])?;
                 let p = self.b.add_const(t);
-                self.packed.insert((id, plan.op), p);
+                self.packed.insert(key, p);
                 p
             }
         };

@@ -41,8 +41,9 @@ use convert::{Bind, Lowering};
 pub struct LowerOptions {
     /// Apply the multi-thread passes (SplitMixedLaunchMemory, RemoveLaunchFreeEdge).
     pub multi_thread: bool,
-    /// Keep constant MatMul weights as the model stores them: every MatMul stays a
-    /// MatMul, instead of a `MatMulPacked` on the weight packed into column panels.
+    /// Keep constant MatMul and Gemm weights as the model stores them: every MatMul and
+    /// Gemm stays as it is, instead of a `MatMulPacked` or `GemmPacked` on the weight
+    /// packed into column panels.
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors at lowering
     /// ([`passes::memory`]): one feature memory block from Init instead of an

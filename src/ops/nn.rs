@@ -26,7 +26,12 @@ pub fn register(reg: &mut OpRegistry) {
             .prepacks(gemm::prepack_matmul),
     );
     reg.add(OpSpec::new(gemm::MATMUL_PACKED, infer_matmul_packed).computes(gemm::matmul_packed));
-    reg.add(OpSpec::new("Gemm", infer_gemm).computes(gemm::gemm_op));
+    reg.add(
+        OpSpec::new("Gemm", infer_gemm)
+            .computes(gemm::gemm_op)
+            .prepacks(gemm::prepack_gemm),
+    );
+    reg.add(OpSpec::new(gemm::GEMM_PACKED, infer_gemm_packed).computes(gemm::gemm_packed));
     reg.add(
         OpSpec::new("Conv", infer_conv)
             .computes(conv::conv)
@@ -177,6 +182,48 @@ fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let mut out = rows.to_vec();
     out.push(n);
     Ok(meta(dtype, Some(out)))
+}
+
+/// GemmPacked (rt2's own, made by lowering; see `gemm::GEMM_PACKED`): Gemm's A and C,
+/// B' packed into `[ceil(n / PACK_WIDTH), K, PACK_WIDTH]` panels, `[M, n]` out.
+fn infer_gemm_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::ops::linalg::sgemm::PACK_WIDTH;
+    ctx.arity(2, 3)?;
+    let dtype = ctx.inputs[0].dtype;
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::Bf16) || ctx.inputs[1].dtype != DType::F32
+    {
+        return Err(ctx.input_error(
+            1,
+            "GemmPacked takes a float32, float16 or bfloat16 A and a float32 packed B",
+        ));
+    }
+    let n = ctx.attr_int("n", -1)?;
+    if n < 0 {
+        return Err(ctx.compute_error("needs a non-negative attribute \"n\""));
+    }
+    let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(dtype, None));
+    };
+    let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;
+    if a.len() != 2
+        || b.len() != 3
+        || agree(b[0], panels).is_none()
+        || agree(b[2], PACK_WIDTH as i64).is_none()
+    {
+        return Err(ctx.input_error(
+            1,
+            format!("{a:?} x {b:?}: GemmPacked takes a 2-D A and [{panels}, K, {PACK_WIDTH}]"),
+        ));
+    }
+    let (m, k) = if ctx.attr_int("transA", 0)? != 0 {
+        (a[1], a[0])
+    } else {
+        (a[0], a[1])
+    };
+    if agree(k, b[1]).is_none() {
+        return Err(ctx.input_error(1, format!("inner dims differ: {a:?} x {b:?}")));
+    }
+    Ok(meta(dtype, Some(vec![m, n])))
 }
 
 /// Gemm: A `[M, K]` (or transposed), B `[K, N]` (or transposed), optional C broadcast to
