@@ -400,8 +400,8 @@ impl Direct {
     }
 }
 
-/// `dst[j] = src[j * S]` for every j of `dst` (`src` holds at least `(dst.len() - 1) * S
-/// + 1` floats). With the stride a constant and the reads in whole chunks of `S`, the
+/// `dst[j] = src[j * S]` for every j of `dst` (`src` holds at least
+/// `(dst.len() - 1) * S + 1` floats). With the stride a constant and the reads in whole chunks of `S`, the
 /// compiler turns the loop into vector loads and shuffles; `step_by` with a run-time
 /// stride stays one scalar load and store per element, which made the polyphase copy of
 /// a strided convolution's input (a depthwise 3x3 of stride 2 over 96 x 112 x 112) take
