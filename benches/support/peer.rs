@@ -10,16 +10,31 @@ use std::time::Instant;
 /// "median", "max"}, ...}`), or `None` with the reason printed when Python cannot be had.
 #[allow(dead_code)]
 pub fn ort_session(model: &Path) -> Option<serde_json::Value> {
-    ort_script("ort_session.py", model, 10)
+    ort_script("ort_session.py", model, 10, &[])
 }
 
 /// ORT's one-thread run report for `model` (`{"ort_version", "run_ms": {...}}`).
 #[allow(dead_code)] // each bench binary includes this file and uses part of it
 pub fn ort_run(model: &Path, runs: usize) -> Option<serde_json::Value> {
-    ort_script("ort_run.py", model, runs)
+    ort_run_threads(model, runs, 1)
 }
 
-fn ort_script(script: &str, model: &Path, runs: usize) -> Option<serde_json::Value> {
+/// ORT's run report for `model` with `threads` intra-op threads (tools/ort_run.py's
+/// THREADS: 1 is one thread, 0 is ONNX Runtime's own default), so a bench can pair rt2's
+/// default device with ORT's default session as well as one thread with one thread.
+#[allow(dead_code)]
+pub fn ort_run_threads(model: &Path, runs: usize, threads: usize) -> Option<serde_json::Value> {
+    ort_script("ort_run.py", model, runs, &[threads.to_string()])
+}
+
+/// Runs tools/`script` on `model` with `runs` and the further arguments `extra`, and
+/// parses the JSON line it prints.
+fn ort_script(
+    script: &str,
+    model: &Path,
+    runs: usize,
+    extra: &[String],
+) -> Option<serde_json::Value> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let py = Command::new("bash")
         .arg(root.join("tools/pyenv.sh"))
@@ -37,6 +52,7 @@ fn ort_script(script: &str, model: &Path, runs: usize) -> Option<serde_json::Val
         .arg(root.join("tools").join(script))
         .arg(model)
         .arg(runs.to_string())
+        .args(extra)
         .output()
         .ok()?;
     if !out.status.success() {
