@@ -660,3 +660,62 @@ fn batch_normalizations_that_cannot_fold_stay() {
         );
     }
 }
+
+/// A UNet decoder stage, ConvTranspose -> Concat -> Conv -> BatchNormalization -> Relu,
+/// folds and fuses to one convolution: the element type is followed through GE's
+/// Conv2DTranspose (whose x is its input 1) and the Concat.
+#[test]
+fn a_decoder_stage_after_a_transposed_convolution_folds() {
+    use crate::om::onnx::builder::{attr_i, attr_ints, seeded_f32};
+    let m = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[1.into(), 4.into(), 5.into(), 5.into()])
+        .input("skip", F32, &[1.into(), 2.into(), 10.into(), 10.into()])
+        .output("y", F32, &[1.into(), 3.into(), 10.into(), 10.into()])
+        .initializer(tensor_f32("wt", &[4, 2, 2, 2], &seeded_f32(32, 1, 0.5)))
+        .initializer(tensor_f32("w", &[3, 4, 3, 3], &seeded_f32(108, 2, 0.5)))
+        .initializer(tensor_f32("scale", &[3], &[1.0, 2.0, 0.5]))
+        .initializer(tensor_f32("offset", &[3], &[0.0, 0.1, -0.1]))
+        .initializer(tensor_f32("mean", &[3], &[0.0, 0.2, -0.2]))
+        .initializer(tensor_f32("var", &[3], &[1.0, 0.5, 2.0]))
+        .named_node(
+            "up",
+            "ConvTranspose",
+            &["x", "wt"],
+            &["u"],
+            vec![
+                attr_ints("kernel_shape", &[2, 2]),
+                attr_ints("strides", &[2, 2]),
+            ],
+        )
+        .named_node(
+            "cat",
+            "Concat",
+            &["u", "skip"],
+            &["c"],
+            vec![attr_i("axis", 1)],
+        )
+        .named_node(
+            "conv",
+            "Conv",
+            &["c", "w"],
+            &["v"],
+            vec![
+                attr_ints("kernel_shape", &[3, 3]),
+                attr_ints("pads", &[1, 1, 1, 1]),
+            ],
+        )
+        .named_node(
+            "bn",
+            "BatchNormalization",
+            &["v", "scale", "offset", "mean", "var"],
+            &["n"],
+            vec![],
+        )
+        .named_node("relu", "Relu", &["n"], &["y"], vec![])
+        .build_model();
+    let fused = activations(&m);
+    let kept = ops(&fused);
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert_eq!(kept[2], "Conv2D", "{kept:?}");
+}

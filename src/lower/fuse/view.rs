@@ -107,6 +107,8 @@ const TYPE_PRESERVING: &[&str] = &[
     "InstanceNormalization",
     "LRN",
     "ConvTranspose",
+    "Conv2DTransposeD",
+    "Deconvolution",
     "Upsample",
     "Slice",
     "Tile",
@@ -131,8 +133,9 @@ const TYPE_PRESERVING: &[&str] = &[
 ];
 
 /// The element type of each node's output 0: its descriptor's, else, after a
-/// [`TYPE_PRESERVING`] op, its input 0's. Nodes are visited in order, so a value read
-/// from a later node (none in a graph the readers made) stays unknown.
+/// [`TYPE_PRESERVING`] op, its input 0's (a Conv2DTranspose's x, its input 1). Nodes
+/// are visited in order, so a value read from a later node (none in a graph the readers
+/// made) stays unknown.
 pub(super) fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
     let mut types: Vec<Option<DType>> = Vec::with_capacity(g.nodes.len());
     for (i, n) in g.nodes.iter().enumerate() {
@@ -141,11 +144,16 @@ pub(super) fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
             .first()
             .and_then(|d| super::super::attrs::dtype(d.dtype));
         let inherited = || {
-            let x = n.inputs.first().copied().flatten()?;
+            let op = n.op_type.as_str();
+            // GE's Conv2DTranspose takes the output's size first and x second.
+            let data = match op {
+                "Conv2DTranspose" => 1,
+                _ if TYPE_PRESERVING.contains(&op) => 0,
+                _ => return None,
+            };
+            let x = n.inputs.get(data).copied().flatten()?;
             let from = x.node.index();
-            (x.index == 0 && from < i && TYPE_PRESERVING.contains(&n.op_type.as_str()))
-                .then(|| types[from])
-                .flatten()
+            (x.index == 0 && from < i).then(|| types[from]).flatten()
         };
         let t = described.or_else(inherited);
         types.push(t);
