@@ -413,22 +413,43 @@ pub fn prepack_matmul(ctx: &InferCtx) -> Option<Prepack> {
 /// A [K, N] float32 matrix as `MatMulPacked` reads it: [ceil(N / PACK_WIDTH), K,
 /// PACK_WIDTH] column panels (`linalg::sgemm::pack_b`).
 fn pack_matmul_weight(b: &HostTensor) -> Option<HostTensor> {
-    use crate::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
-    let &[k, n] = b.shape.as_slice() else {
+    let (k, n, floats) = matrix_floats(b)?;
+    Some(packed(&floats, k, n))
+}
+
+/// A 2-D float host tensor's rows, columns and elements as f32; `None` for another rank
+/// or type, or a size that does not match the shape.
+fn matrix_floats(b: &HostTensor) -> Option<(usize, usize, Vec<f32>)> {
+    let &[r, c] = b.shape.as_slice() else {
         return None;
     };
-    let (k, n) = (usize::try_from(k).ok()?, usize::try_from(n).ok()?);
+    let (r, c) = (usize::try_from(r).ok()?, usize::try_from(c).ok()?);
     let floats = widen_floats(b)?;
-    if floats.len() != k.checked_mul(n)? {
-        return None;
-    }
-    let data = pack_b(&floats, k, n);
+    (floats.len() == r.checked_mul(c)?).then_some((r, c, floats))
+}
+
+/// The row-major `k` x `n` matrix `b` packed into column panels, as a host tensor.
+fn packed(b: &[f32], k: usize, n: usize) -> HostTensor {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
+    let data = pack_b(b, k, n);
     debug_assert_eq!(data.len(), packed_len(k, n));
-    Some(HostTensor {
+    HostTensor {
         dtype: DType::F32,
         shape: vec![n.div_ceil(PACK_WIDTH) as i64, k as i64, PACK_WIDTH as i64],
         data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    })
+    }
+}
+
+/// The width `n` of a packed weight (input 1) over `k` rows: the attribute, checked
+/// against the weight's shape and size.
+fn packed_width(ctx: &InferCtx, bp: &TensorRef, k: usize) -> Result<usize, OpError> {
+    use crate::ops::linalg::sgemm::packed_len;
+    let n = usize::try_from(ctx.attr_int("n", -1)?)
+        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
+    if bp.shape.get(1) != Some(&k) || bp.len() != packed_len(k, n) {
+        return Err(ctx.input_error(1, "is not A's K rows packed to the width \"n\""));
+    }
+    Ok(n)
 }
 
 /// The elements of a float32, float16 or bfloat16 host tensor as f32 (exactly), read
@@ -474,17 +495,13 @@ fn matmul_packed_f32(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    use crate::ops::linalg::sgemm::{packed_len, sgemm_packed};
+    use crate::ops::linalg::sgemm::sgemm_packed;
     let (a, bp) = (inputs[0].slice::<f32>()?, inputs[1].slice::<f32>()?);
-    let n = usize::try_from(ctx.attr_int("n", -1)?)
-        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
     let (&k, _) = inputs[0]
         .shape
         .split_last()
         .ok_or_else(|| ctx.input_error(0, "is a scalar; MatMul needs at least 1-D"))?;
-    if inputs[1].shape.get(1) != Some(&k) || bp.len() != packed_len(k, n) {
-        return Err(ctx.input_error(1, "is not A's K rows packed to the width \"n\""));
-    }
+    let n = packed_width(ctx, &inputs[1], k)?;
     let rows = a
         .len()
         .checked_div(k)
@@ -641,25 +658,14 @@ pub fn prepack_gemm(ctx: &InferCtx) -> Option<Prepack> {
 /// An [N, K] matrix as the [K, N] matrix it is transposed, packed as
 /// [`pack_matmul_weight`] packs.
 fn pack_transposed_weight(b: &HostTensor) -> Option<HostTensor> {
-    let &[n, k] = b.shape.as_slice() else {
-        return None;
-    };
-    let (nu, ku) = (usize::try_from(n).ok()?, usize::try_from(k).ok()?);
-    let floats = widen_floats(b)?;
-    if floats.len() != nu.checked_mul(ku)? {
-        return None;
-    }
+    let (n, k, floats) = matrix_floats(b)?;
     let mut t = vec![0.0f32; floats.len()];
-    for (j, row) in floats.chunks_exact(ku.max(1)).enumerate() {
+    for (j, row) in floats.chunks_exact(k.max(1)).enumerate() {
         for (i, &v) in row.iter().enumerate() {
-            t[i * nu + j] = v;
+            t[i * n + j] = v;
         }
     }
-    pack_matmul_weight(&HostTensor {
-        dtype: DType::F32,
-        shape: vec![k, n],
-        data: t.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    })
+    Some(packed(&t, k, n))
 }
 
 /// GemmPacked (rt2's own, made by lowering): Gemm with B' packed ([`prepack_gemm`]):
@@ -681,12 +687,10 @@ fn gemm_packed_f32(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    use crate::ops::linalg::sgemm::{packed_len, sgemm_packed};
+    use crate::ops::linalg::sgemm::sgemm_packed;
     let alpha = ctx.attr_float("alpha", 1.0)?;
     let beta = ctx.attr_float("beta", 1.0)?;
     let (a, bp) = (inputs[0].slice::<f32>()?, inputs[1].slice::<f32>()?);
-    let n = usize::try_from(ctx.attr_int("n", -1)?)
-        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
     let &[r, c] = inputs[0].shape else {
         return Err(ctx.input_error(0, "Gemm takes a 2-D A"));
     };
@@ -696,9 +700,7 @@ fn gemm_packed_f32(
     } else {
         (r, c, c, 1)
     };
-    if inputs[1].shape.get(1) != Some(&k) || bp.len() != packed_len(k, n) {
-        return Err(ctx.input_error(1, "is not A's K rows packed to the width \"n\""));
-    }
+    let n = packed_width(ctx, &inputs[1], k)?;
     let out = outputs[0].slice_mut::<f32>()?;
     if out.len() != m * n {
         return Err(ctx.compute_error("output size does not match the operands"));
