@@ -12,12 +12,14 @@
 use std::path::PathBuf;
 
 use rt2::cmd::check::{Tolerance, compare};
-use rt2::exec::ExecuteGraph;
-use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use rt2::exec::runtime::ExecutorType;
 use rt2::lower::{LowerOptions, lower};
-use rt2::npu::device::{Device, DeviceConfig};
 use rt2::om::file::{ReadOptions, read};
 use rt2::ops::{DType, HostTensor};
+
+#[path = "support/execute.rs"]
+mod execute;
+use execute::execute;
 
 fn data_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("RT2_ONNX_LIGHT_DATA") {
@@ -37,27 +39,6 @@ fn runner_input(shape: &[i64]) -> HostTensor {
             .flat_map(|i| (i as f32 / n as f32).to_le_bytes())
             .collect(),
     }
-}
-
-fn execute(eg: &ExecuteGraph, executor: ExecutorType, input: &HostTensor) -> Vec<HostTensor> {
-    let device = Device::new(DeviceConfig::default());
-    let mut ex = ModelV2Executor::create(
-        eg,
-        &device,
-        ExecutorOptions {
-            executor,
-            ..ExecutorOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: create: {e}", executor.name()));
-    ex.load()
-        .unwrap_or_else(|e| panic!("{}: load: {e}", executor.name()));
-    let mut out = Vec::new();
-    ex.execute_sync(&[input], &mut out)
-        .unwrap_or_else(|e| panic!("{}: execute: {e}", executor.name()));
-    ex.unload()
-        .unwrap_or_else(|e| panic!("{}: unload: {e}", executor.name()));
-    out
 }
 
 fn check(model: &str, rtol: f64) {

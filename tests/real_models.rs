@@ -10,12 +10,14 @@
 use std::path::{Path, PathBuf};
 
 use rt2::cmd::check::{Tolerance, compare};
-use rt2::exec::ExecuteGraph;
-use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
+use rt2::exec::runtime::ExecutorType;
 use rt2::lower::{LowerOptions, lower};
-use rt2::npu::device::{Device, DeviceConfig};
 use rt2::om::file::{ReadOptions, read};
 use rt2::ops::HostTensor;
+
+#[path = "support/execute.rs"]
+mod execute;
+use execute::execute;
 
 /// The folder of one fixture: `model.onnx` and `test_data_set_0/`.
 fn fixture(name: &str) -> PathBuf {
@@ -31,29 +33,6 @@ fn read_pb(path: &Path) -> HostTensor {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     rt2::lower::attrs::tensor(&t)
         .unwrap_or_else(|| panic!("{}: not a tensor of static shape", path.display()))
-}
-
-/// One execution of `eg` under `executor` on a fresh device, as a user runs a model:
-/// create, load, `execute_sync`, unload.
-fn execute(eg: &ExecuteGraph, executor: ExecutorType, input: &HostTensor) -> Vec<HostTensor> {
-    let device = Device::new(DeviceConfig::default());
-    let mut ex = ModelV2Executor::create(
-        eg,
-        &device,
-        ExecutorOptions {
-            executor,
-            ..ExecutorOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: create: {e}", executor.name()));
-    ex.load()
-        .unwrap_or_else(|e| panic!("{}: load: {e}", executor.name()));
-    let mut out = Vec::new();
-    ex.execute_sync(&[input], &mut out)
-        .unwrap_or_else(|e| panic!("{}: execute: {e}", executor.name()));
-    ex.unload()
-        .unwrap_or_else(|e| panic!("{}: unload: {e}", executor.name()));
-    out
 }
 
 /// Runs fixture `name` under the four engines: bit-identical outputs, each within `tol`
