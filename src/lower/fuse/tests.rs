@@ -300,6 +300,35 @@ fn run_shaped(m: &ComputeModel, executor: ExecutorType, x: &[f32], shape: &[i64]
     bytemuck::cast_slice(&out[0].data).to_vec()
 }
 
+/// The four executors, `seq` first.
+const EXECUTORS: [ExecutorType; 4] = [
+    ExecutorType::Sequential,
+    ExecutorType::Topological,
+    ExecutorType::TopologicalPriority,
+    ExecutorType::TopologicalMultiThread,
+];
+
+/// Asserts that `m` gives the bits of `want` for the input `x` of `shape` under each of
+/// `executors` (`what` names the case in a failure).
+fn assert_bits(
+    m: &ComputeModel,
+    executors: &[ExecutorType],
+    x: &[f32],
+    shape: &[i64],
+    want: &[f32],
+    what: &str,
+) {
+    for &executor in executors {
+        let got = run_shaped(m, executor, x, shape);
+        assert_eq!(
+            bytemuck::cast_slice::<f32, u32>(&got),
+            bytemuck::cast_slice::<f32, u32>(want),
+            "{what} under {}",
+            executor.name()
+        );
+    }
+}
+
 /// The fused models compute GELU, x sigmoid(x) and LayerNorm (within float32's rounding
 /// of the f64 formulas) under every executor, with the same bits under each.
 #[test]
@@ -341,19 +370,7 @@ fn fused_models_compute_the_formulas_under_every_executor() {
                 "{v}: {y} vs {want}"
             );
         }
-        for executor in [
-            ExecutorType::Topological,
-            ExecutorType::TopologicalPriority,
-            ExecutorType::TopologicalMultiThread,
-        ] {
-            let got = run(&m, executor, &x);
-            assert_eq!(
-                bytemuck::cast_slice::<f32, u32>(&got),
-                bytemuck::cast_slice::<f32, u32>(&first),
-                "{}",
-                executor.name()
-            );
-        }
+        assert_bits(&m, &EXECUTORS[1..], &x, &[2, N], &first, "");
     }
 }
 
@@ -443,20 +460,7 @@ fn activations_after_a_convolution_fuse_into_it_with_the_same_bits() {
         assert_eq!(ops(&activations(&apart)).len(), 2, "{act}");
         let want = run_shaped(&apart, ExecutorType::Sequential, &x, &[1, 3, 9, 11]);
         assert!(want.iter().any(|&v| v > 0.0) && want.iter().any(|&v| v <= 0.0));
-        for executor in [
-            ExecutorType::Sequential,
-            ExecutorType::Topological,
-            ExecutorType::TopologicalPriority,
-            ExecutorType::TopologicalMultiThread,
-        ] {
-            let got = run_shaped(&fused, executor, &x, &[1, 3, 9, 11]);
-            assert_eq!(
-                bytemuck::cast_slice::<f32, u32>(&got),
-                bytemuck::cast_slice::<f32, u32>(&want),
-                "{act} under {}",
-                executor.name()
-            );
-        }
+        assert_bits(&fused, &EXECUTORS, &x, &[1, 3, 9, 11], &want, act);
     }
 }
 
@@ -614,19 +618,7 @@ fn batch_normalization_after_a_convolution_folds_into_it() {
                 "no_bias {no_bias}, element {i}: {g} vs {w}"
             );
         }
-        for executor in [
-            ExecutorType::Topological,
-            ExecutorType::TopologicalPriority,
-            ExecutorType::TopologicalMultiThread,
-        ] {
-            let got = run_shaped(&m, executor, &x, &shape);
-            assert_eq!(
-                bytemuck::cast_slice::<f32, u32>(&got),
-                bytemuck::cast_slice::<f32, u32>(&first),
-                "{}",
-                executor.name()
-            );
-        }
+        assert_bits(&m, &EXECUTORS[1..], &x, &shape, &first, "");
     }
 }
 
