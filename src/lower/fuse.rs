@@ -39,15 +39,16 @@ use super::attrs::ONNX_OPSET_ATTR;
 use crate::ops::{
     DType, FUSED_ACTIVATION_ATTR as ACTIVATION_ATTR, FUSED_ACTIVATION_PARAMS_ATTR as PARAMS_ATTR,
 };
-use view::{ORIGINAL_OP_NAMES, View, output_types, readers, remove};
+use view::{ORIGINAL_OP_NAMES, View, remove};
 
 /// The model with its activation patterns fused ([the module](self)), or the model itself
 /// when it has none.
 pub fn activations(model: &ComputeModel) -> Cow<'_, ComputeModel> {
     let mut any = false;
-    model
-        .root
-        .walk(&mut |g| any |= batch_norm::any(g) || !find(g).is_empty());
+    model.root.walk(&mut |g| {
+        let v = View::new(g);
+        any |= batch_norm::any(&v) || !find(&v).is_empty();
+    });
     if !any {
         return Cow::Borrowed(model);
     }
@@ -65,7 +66,7 @@ fn fuse_graph(g: &mut ComputeGraph) {
     // First, so that the activation after a folded normalization follows the
     // convolution it now fuses into.
     batch_norm::fold_all(g);
-    let found = find(g);
+    let found = find(&View::new(g));
     if found.is_empty() {
         return;
     }
@@ -109,20 +110,16 @@ enum Fused {
 }
 
 /// Every pattern of `g`, none overlapping another (a node belongs to one pattern).
-fn find(g: &ComputeGraph) -> Vec<Fusion> {
-    let v = View {
-        g,
-        readers: readers(g),
-        types: output_types(g),
-    };
+fn find(v: &View) -> Vec<Fusion> {
+    let g = v.g;
     let mut taken = vec![false; g.nodes.len()];
     let mut found = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let f = match n.op_type.as_str() {
-            "Mul" => gelu(&v, i, n).or_else(|| swish(&v, i, n)),
-            "Add" => layer_norm(&v, i, n),
+            "Mul" => gelu(v, i, n).or_else(|| swish(v, i, n)),
+            "Add" => layer_norm(v, i, n),
             "Relu" | "LeakyRelu" | "Clip" | "ClipByValue" | "Relu6" | "Relu6D" | "HardSigmoid"
-            | "HardSwish" => conv_activation(&v, i, n),
+            | "HardSwish" => conv_activation(v, i, n),
             _ => None,
         };
         let Some(f) = f else {

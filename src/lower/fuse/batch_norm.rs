@@ -35,7 +35,7 @@ use crate::om::graph::{
 use crate::ops::{DType, FUSED_ACTIVATION_ATTR, HostTensor};
 
 use super::super::attrs::ONNX_OPSET_ATTR;
-use super::view::{ORIGINAL_OP_NAMES, View, output_types, readers, remove};
+use super::view::{ORIGINAL_OP_NAMES, View, remove};
 
 /// One convolution and the normalization after it.
 struct Pair {
@@ -52,20 +52,19 @@ const VARIANCE: usize = 4;
 
 /// Whether `g` has a pair to fold, judged by op types, attributes and which inputs are
 /// constants, without evaluating a value (the cheap test before the model is copied).
-pub(super) fn any(g: &ComputeGraph) -> bool {
-    let v = view(g);
-    let side = side_outputs_read(g);
-    g.nodes
+pub(super) fn any(v: &View) -> bool {
+    let side = side_outputs_read(v.g);
+    v.g.nodes
         .iter()
         .enumerate()
-        .any(|(i, n)| pair(&v, &side, i, n).is_some())
+        .any(|(i, n)| pair(v, &side, i, n).is_some())
 }
 
 /// Folds every pair of `g` (not of its subgraphs); the convolutions and normalizations
 /// folded, and the constants only they read, are removed.
 pub(super) fn fold_all(g: &mut ComputeGraph) {
     let (folded, dead) = {
-        let v = view(g);
+        let v = View::new(g);
         let side = side_outputs_read(g);
         let pairs = g
             .nodes
@@ -93,14 +92,6 @@ pub(super) fn fold_all(g: &mut ComputeGraph) {
     let mut dead = dead;
     dead.resize(g.nodes.len(), false);
     remove(g, &dead);
-}
-
-fn view(g: &ComputeGraph) -> View<'_> {
-    View {
-        g,
-        readers: readers(g),
-        types: output_types(g),
-    }
 }
 
 /// For each node, whether an output other than its first is read (by a node or as a graph

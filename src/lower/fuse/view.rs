@@ -162,6 +162,15 @@ pub(super) fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
 }
 
 impl<'a> View<'a> {
+    /// The view of `g`: its readers and element types, computed once.
+    pub(super) fn new(g: &'a ComputeGraph) -> View<'a> {
+        View {
+            g,
+            readers: readers(g),
+            types: output_types(g),
+        }
+    }
+
     pub(super) fn node(&self, p: OutPort) -> Option<&'a ComputeNode> {
         self.g.nodes.get(p.node.index())
     }
