@@ -51,8 +51,8 @@ mod x86 {
     ///
     /// # Safety
     /// An implementation promises that `V` holds exactly `LANES` floats, that `load`
-    /// reads and `store` writes exactly the `LANES` floats from `p` on and no other
-    /// memory, with no alignment required, and that its methods use no instruction
+    /// reads and `store` writes exactly the `LANES` floats from `p` on (`store_first`
+    /// the first `n`) and no other memory, with no alignment required, and that its methods use no instruction
     /// outside the set its type names (`Avx512`: AVX-512F; `Avx2`: AVX2 and FMA). The
     /// kernels size their bounds from `LANES` and rely on this.
     ///
@@ -96,14 +96,20 @@ mod x86 {
         /// This CPU has the set, and `p .. p + LANES` is valid for writes (any alignment)
         /// with no live reference to those floats.
         unsafe fn store(p: *mut f32, v: Self::V);
+        /// Stores the first `n` lanes of `v` at `p` and touches no memory past them.
+        ///
+        /// # Safety
+        /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for writes (any
+        /// alignment) with no live reference to those floats.
+        unsafe fn store_first(p: *mut f32, v: Self::V, n: usize);
     }
 
     /// AVX-512F: 16 floats, 32 registers.
     pub(crate) struct Avx512;
 
     // SAFETY: `__m512` is 16 floats and `LANES` is 16; the `_mm512_loadu_ps` and
-    // `_mm512_storeu_ps` below touch exactly those 16 floats at any alignment, and every
-    // intrinsic used is AVX-512F.
+    // `_mm512_storeu_ps` below touch exactly those 16 floats at any alignment, the masked
+    // store only its first `n`, and every intrinsic used is AVX-512F.
     unsafe impl Simd for Avx512 {
         const LANES: usize = 16;
         type V = __m512;
@@ -139,14 +145,22 @@ mod x86 {
             // writable and unaliased; `storeu` needs no alignment.
             unsafe { _mm512_storeu_ps(p, v) }
         }
+        #[inline(always)]
+        unsafe fn store_first(p: *mut f32, v: __m512, n: usize) {
+            // SAFETY: the caller ensures AVX-512F, `n < 16` and that the `n` floats from
+            // `p` are writable and unaliased; a masked store writes (and faults on) only
+            // the lanes its mask sets, the low `n`.
+            unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as u16, v) }
+        }
     }
 
     /// AVX2 with FMA: 8 floats, 16 registers.
     pub(crate) struct Avx2;
 
     // SAFETY: `__m256` is 8 floats and `LANES` is 8; the `_mm256_loadu_ps` and
-    // `_mm256_storeu_ps` below touch exactly those 8 floats at any alignment, and every
-    // intrinsic used is AVX (loads, stores, set, mul) or FMA (`_mm256_fmadd_ps`).
+    // `_mm256_storeu_ps` below touch exactly those 8 floats at any alignment, the masked
+    // store only its first `n`, and every intrinsic used is AVX (loads, stores, set,
+    // mul), AVX2 (the integer compare) or FMA (`_mm256_fmadd_ps`).
     unsafe impl Simd for Avx2 {
         const LANES: usize = 8;
         type V = __m256;
@@ -184,6 +198,17 @@ mod x86 {
             // SAFETY: the caller ensures AVX2 (so AVX) and that the 8 floats from `p` are
             // writable and unaliased; `storeu` needs no alignment.
             unsafe { _mm256_storeu_ps(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn store_first(p: *mut f32, v: __m256, n: usize) {
+            // SAFETY: the caller ensures AVX2, `n < 8` and that the `n` floats from `p`
+            // are writable and unaliased; `maskstore` writes (and faults on) only the
+            // lanes whose mask sign bit is set: lane i where `n > i`, the low `n`.
+            unsafe {
+                let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
+                _mm256_maskstore_ps(p, mask, v)
+            }
         }
     }
 }

@@ -761,6 +761,21 @@ mod tests {
             pads: [1; 4],
             ..Case::new([1, 8, 17, 3], 8, [3, 3])
         });
+        // Depthwise with a channel multiplier of 2, strided, batch 2; and one large
+        // enough that its channels run in parallel.
+        cases.push(Case {
+            group: 4,
+            stride: [2, 2],
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([2, 4, 11, 20], 8, [3, 3])
+        });
+        cases.push(Case {
+            group: 32,
+            pads: [2; 4],
+            bias: true,
+            ..Case::new([1, 32, 40, 40], 32, [5, 5])
+        });
         // 1-D, with pads and dilation; a 1x1 kernel as a GEMM and padded.
         cases.push(Case {
             pads: [0, 2, 0, 1],
@@ -845,6 +860,35 @@ mod tests {
                 stride: [1, 4],
                 pads: [0, 2, 0, 1],
                 ..Case::new([1, 5, 1, 61], 3, [1, 9])
+            },
+            // One input channel (a depthwise convolution's group, or a grayscale image):
+            // its own kernel. MobileNet's 5x5 over 14x14 (one masked vector per row, rows
+            // in tiles of 8, 4 and 2); 57 columns (a masked fourth vector, two rows a
+            // tile) with three output channels from the one; a stride of 2; rows wider
+            // than a tile (298 columns, chunks of 128); uneven strides, a dilation and
+            // asymmetric pads.
+            Case {
+                pads: [2; 4],
+                bias: true,
+                ..Case::new([1, 1, 14, 14], 1, [5, 5])
+            },
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 1, 56, 57], 3, [3, 3])
+            },
+            Case {
+                stride: [2, 2],
+                pads: [1; 4],
+                ..Case::new([1, 1, 29, 113], 2, [3, 3])
+            },
+            Case::new([1, 1, 3, 300], 1, [1, 3]),
+            Case {
+                stride: [3, 2],
+                dil: [2, 1],
+                pads: [2, 0, 1, 3],
+                bias: true,
+                ..Case::new([1, 1, 17, 19], 2, [3, 4])
             },
         ];
         let epilogues = [

@@ -210,6 +210,10 @@ impl Direct {
         let padded = &mut padded[..self.scratch_len()];
         self.pad(x, padded, parallel);
         let padded = &*padded;
+        if channels == 1 {
+            self.depthwise(padded, w, bias, epilogue, out, parallel);
+            return;
+        }
         let threads = if parallel {
             rayon::current_num_threads().max(1)
         } else {
@@ -255,15 +259,20 @@ impl Direct {
                 // `j sw + rx - pl`: inside the input for j in lo..hi.
                 let lo = self.pl.saturating_sub(rx).div_ceil(sw).min(wp);
                 let hi = (w + self.pl).saturating_sub(rx).div_ceil(sw).clamp(lo, wp);
+                // The padding zeroed by one fill of the plane (in L1 or L2 on its way),
+                // not by up to three calls per row: on a small image (14x14 of a
+                // depthwise layer) the calls cost more than the copy.
+                let hp = plane / wp;
+                let rows_inside = ry >= self.pt && (hp - 1) * sh + ry - self.pt < h;
+                if lo > 0 || hi < wp || !rows_inside {
+                    p.fill(0.0);
+                }
                 for (i, row) in p.chunks_mut(wp).enumerate() {
                     let r = (i * sh + ry).wrapping_sub(self.pt);
                     if r >= h {
-                        row.fill(0.0);
                         continue;
                     }
                     let line = &src[r * w..][..w];
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
                     let first = lo * sw + rx - self.pl;
                     let row = &mut row[lo..hi];
                     match sw {
@@ -364,6 +373,84 @@ impl Direct {
         }
     }
 
+    /// The output channels of one input channel (a depthwise convolution's, or any
+    /// convolution's over a single channel): `out` (`[m, oh * ow]`) from the padded
+    /// planes and `w` (`[m, taps]`).
+    ///
+    /// Why not [`Direct::task`]: with one channel its reduction is only the taps, so its
+    /// costs per tile (filling the tile with the bias, copying it out and dropping the
+    /// `wp - ow` positions past each row, all in memory) outweigh the tile's few FMAs; a
+    /// 5x5 depthwise over 14x14 also computed 4 of every 18 positions only to drop them.
+    /// Here a tile is up to [`DW_ACCS`] vectors over `R` output rows, the sums go
+    /// straight from registers into the output rows (the row's last vector a masked
+    /// store), and nothing past a row's end is computed. The sums run in the same order
+    /// as the tile kernel's (bias, then the taps in turn), so the bits are the same.
+    fn depthwise(
+        &self,
+        padded: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
+        out: &mut [f32],
+        parallel: bool,
+    ) {
+        let (oh, ow, wp, taps) = (self.oh, self.ow, self.wp, self.taps);
+        let olen = oh * ow;
+        let (lanes, _) = shape(self.isa);
+        let channel = |j: usize, y: &mut [f32]| {
+            let wj = &w[j * taps..][..taps];
+            let b = bias.map_or(0.0, |b| b[j]);
+            for x0 in (0..ow).step_by(DW_ACCS * lanes) {
+                let n = (ow - x0).min(DW_ACCS * lanes);
+                let nv = n.div_ceil(lanes);
+                let mut r0 = 0;
+                while r0 < oh {
+                    // The most rows (1, 2, 4 or 8) whose tiles fit the accumulators.
+                    let fit = (DW_ACCS / nv).min(oh - r0);
+                    let rows = 1 << fit.ilog2();
+                    let args = DwArgs {
+                        x: padded[r0 * wp + x0..].as_ptr(),
+                        wp,
+                        offs: &self.offs[..taps],
+                        w: wj.as_ptr(),
+                        bias: b,
+                        out: y[r0 * ow + x0..].as_mut_ptr(),
+                        ow,
+                        n,
+                    };
+                    // SAFETY: `self.isa` came from `Isa::detect` or `Isa::available`,
+                    // so this CPU has it; `rows * nv <= DW_ACCS` with `rows` a power of
+                    // two and `nv <= DW_ACCS`, a pair `run_depthwise` has. Input: row i
+                    // of the tile, vector v reads positions `(r0 + i) * wp + x0 + v *
+                    // lanes + off ..` plus `lanes`, and `x0 + v * lanes < x0 + n <= ow`,
+                    // so every read ends below `(oh - 1) * wp + ow + lanes - 1 + off`:
+                    // the same bound as `task`'s tiles (see there), inside `padded`.
+                    // Weights: `taps` floats of `wj`. Output: rows `r0..r0 + rows <= oh`
+                    // of `y` (`oh * ow` floats), columns `x0..x0 + n <= ow`, which the
+                    // kernel writes only up to `n` (a masked last vector); `y` is a
+                    // unique borrow and aliases no input.
+                    unsafe { run_depthwise(self.isa, rows, nv, &args) };
+                    r0 += rows;
+                }
+            }
+            // The whole plane at once, while it is in cache: per tile row it would be
+            // one call per few floats on small images.
+            if let Some(e) = epilogue {
+                e.apply(y);
+            }
+        };
+        let m = out.len() / olen;
+        if parallel && m > 1 {
+            out.par_chunks_mut(olen)
+                .enumerate()
+                .for_each(|(j, y)| channel(j, y));
+        } else {
+            for (j, y) in out.chunks_mut(olen).enumerate() {
+                channel(j, y);
+            }
+        }
+    }
+
     /// Writes (first chunk) or adds the tile row `src`, positions `q0..`, into the output
     /// plane `dst`, dropping the positions past each output row's end; the last chunk
     /// then applies `epilogue` to what it stored.
@@ -432,6 +519,50 @@ struct TileArgs<'a> {
     ld: usize,
 }
 
+/// Vectors of sums one depthwise tile keeps in registers: enough independent FMA
+/// chains to cover the FMA's latency, with registers left for the loads on AVX2's 16.
+const DW_ACCS: usize = 8;
+
+/// One depthwise tile: `R` output rows (`ow` floats apart at `out`) of `n` columns
+/// (`V = n.div_ceil(LANES)` vectors), each the bias plus, per tap, its weight (the
+/// `offs.len()` floats at `w`) times the input at the tap's offset from the row's start
+/// (rows `wp` floats apart from `x`).
+struct DwArgs<'a> {
+    x: *const f32,
+    wp: usize,
+    offs: &'a [usize],
+    w: *const f32,
+    bias: f32,
+    out: *mut f32,
+    ow: usize,
+    n: usize,
+}
+
+/// Runs the `rows` x `nv` depthwise kernel of `isa`.
+///
+/// # Safety
+/// This CPU has `isa` (from [`Isa::detect`] or [`Isa::available`]), `rows` is 1, 2, 4
+/// or 8 and `nv` in `1..=DW_ACCS` with `rows * nv <= DW_ACCS`, `nv` is
+/// `args.n.div_ceil(lanes)`, and every read and write `args` implies lies inside live
+/// memory, the output aliasing neither input (see `x86::depthwise` and
+/// `Direct::depthwise` for the bounds).
+unsafe fn run_depthwise(isa: Isa, rows: usize, nv: usize, args: &DwArgs) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: each arm calls the kernel compiled for the set `isa` names, which this
+    // CPU has (the contract); `rows`, `nv` and `args` are forwarded under the same terms.
+    unsafe {
+        match isa {
+            Isa::Avx512 => x86::depthwise_avx512(rows, nv, args),
+            Isa::Avx2 => x86::depthwise_avx2(rows, nv, args),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, rows, nv, args);
+        unreachable!("Isa::detect finds no kernel on this architecture")
+    }
+}
+
 /// Runs the `mr` x `nv` tile kernel of `isa`.
 ///
 /// # Safety
@@ -458,7 +589,7 @@ unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::TileArgs;
+    use super::{DwArgs, TileArgs};
     use crate::ops::simd::{Avx2, Avx512, Simd};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
@@ -512,6 +643,90 @@ mod x86 {
                 }
             }
         }
+    }
+
+    /// The depthwise tile kernel: `R` rows x `V` vectors of sums in registers across
+    /// every tap, stored straight into the output rows.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `V` is `t.n.div_ceil(S::LANES)`. For every row `i < R`,
+    /// tap offset `o` in `t.offs` and vector `v < V`, the `S::LANES` floats at `t.x + i *
+    /// t.wp + o + v * S::LANES` are readable; the `t.offs.len()` floats at `t.w` are
+    /// readable; for every row `i < R` the `t.n` floats at `t.out + i * t.ow` are
+    /// writable and alias neither input.
+    #[inline(always)]
+    unsafe fn depthwise<S: Simd, const R: usize, const V: usize>(t: &DwArgs) {
+        // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
+        // The loads are the contract's input vectors; the weight read at `t.w + k` is
+        // tap k's (`k < offs.len()`). Stores: vector v of row i covers columns `v *
+        // LANES ..`, which start below `t.n` (`V = n.div_ceil(LANES)`); a vector that
+        // would end past `t.n` stores its first `t.n - v * LANES < LANES` lanes only.
+        unsafe {
+            let mut acc = [[S::splat(t.bias); V]; R];
+            for (k, &off) in t.offs.iter().enumerate() {
+                let wb = S::splat(*t.w.add(k));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let xp = t.x.add(i * t.wp + off);
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = S::fma(wb, S::load(xp.add(v * S::LANES)), *a);
+                    }
+                }
+            }
+            for (i, row) in acc.iter().enumerate() {
+                let yp = t.out.add(i * t.ow);
+                for (v, a) in row.iter().enumerate() {
+                    let at = v * S::LANES;
+                    if at + S::LANES <= t.n {
+                        S::store(yp.add(at), *a);
+                    } else {
+                        S::store_first(yp.add(at), *a, t.n - at);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls `depthwise::<$s, rows, nv>` for the pairs with `rows * nv <= DW_ACCS`.
+    macro_rules! dispatch_depthwise {
+        ($s:ty, $rows:expr, $nv:expr, $t:expr) => {
+            match ($rows, $nv) {
+                (1, 1) => depthwise::<$s, 1, 1>($t),
+                (1, 2) => depthwise::<$s, 1, 2>($t),
+                (1, 3) => depthwise::<$s, 1, 3>($t),
+                (1, 4) => depthwise::<$s, 1, 4>($t),
+                (1, 5) => depthwise::<$s, 1, 5>($t),
+                (1, 6) => depthwise::<$s, 1, 6>($t),
+                (1, 7) => depthwise::<$s, 1, 7>($t),
+                (1, 8) => depthwise::<$s, 1, 8>($t),
+                (2, 1) => depthwise::<$s, 2, 1>($t),
+                (2, 2) => depthwise::<$s, 2, 2>($t),
+                (2, 3) => depthwise::<$s, 2, 3>($t),
+                (2, 4) => depthwise::<$s, 2, 4>($t),
+                (4, 1) => depthwise::<$s, 4, 1>($t),
+                (4, 2) => depthwise::<$s, 4, 2>($t),
+                (8, 1) => depthwise::<$s, 8, 1>($t),
+                _ => unreachable!(),
+            }
+        };
+    }
+
+    /// # Safety
+    /// AVX-512F is available, and `t` is valid for a `rows` x `nv` depthwise tile (see
+    /// `run_depthwise`).
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn depthwise_avx512(rows: usize, nv: usize, t: &DwArgs) {
+        // SAFETY: this CPU has AVX-512F (the contract), all `Avx512` needs; the arm run
+        // is `depthwise::<Avx512, rows, nv>`, whose bounds on `t` are the caller's.
+        unsafe { dispatch_depthwise!(Avx512, rows, nv, t) }
+    }
+
+    /// # Safety
+    /// AVX2 and FMA are available, and `t` is valid for a `rows` x `nv` depthwise tile.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn depthwise_avx2(rows: usize, nv: usize, t: &DwArgs) {
+        // SAFETY: this CPU has AVX2 and FMA (the contract), all `Avx2` needs; the arm
+        // run is `depthwise::<Avx2, rows, nv>`, whose bounds on `t` are the caller's.
+        unsafe { dispatch_depthwise!(Avx2, rows, nv, t) }
     }
 
     /// Calls `tile::<$s, mr, nv>` for the runtime `mr` in 1..=4 and `nv` in 1..=$nv.
