@@ -29,6 +29,7 @@ pub mod alias;
 mod arrange;
 mod array;
 mod attrs;
+mod caffe_lstm;
 mod conv;
 mod convs;
 pub mod coverage;
@@ -79,6 +80,7 @@ pub fn register(reg: &mut OpRegistry) {
     quant::register(reg);
     quants::register(reg);
     misc::register(reg);
+    caffe_lstm::register(reg);
     named::register(reg);
     deform::register(reg);
     // ops-cv aipp_proto.h / graphengine aipp.h; the configuration is GE's AippOpParams

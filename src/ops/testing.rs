@@ -91,6 +91,36 @@ pub(crate) fn try_run(
     OpRegistry::new().run_on_host(op, &test_attrs(attrs), inputs, outputs)
 }
 
+/// Runs a node of `op` as lowering runs a GE graph's node (one without `onnx_opset`), every
+/// input a constant whose value is known: the type's GE-contract hook, where it has one,
+/// says which op runs on which inputs. `Err` is the hook's refusal or the op's error.
+pub(crate) fn try_run_ge(
+    op: &'static str,
+    attrs: &[(&str, Attr)],
+    inputs: &[Tensor],
+    outputs: usize,
+) -> Result<Vec<Tensor>, String> {
+    let reg = OpRegistry::new();
+    let spec = *reg.get(op).unwrap_or_else(|| panic!("{op} is registered"));
+    let attrs = test_attrs(attrs);
+    let metas: Vec<TensorMeta> = inputs.iter().map(TensorMeta::of).collect();
+    let hosts: Vec<HostTensor> = inputs.iter().map(Tensor::to_host).collect();
+    let values: Vec<Option<&HostTensor>> = hosts.iter().map(Some).collect();
+    let ctx = InferCtx {
+        op,
+        inputs: &metas,
+        values: &values,
+        attrs: &attrs,
+        outputs,
+    };
+    let (target, attrs, range) = match spec.ge_contract {
+        Some(hook) => hook(&ctx)?.resolve(&reg, spec, inputs.len())?,
+        None => (spec, attrs, 0..inputs.len()),
+    };
+    reg.run_on_host(target.name, &attrs, &inputs[range], outputs)
+        .map_err(|e| e.to_string())
+}
+
 /// [`try_run`] for a case that must succeed: panics with the op's name and the error.
 pub(crate) fn run(
     op: &str,

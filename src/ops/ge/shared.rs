@@ -175,15 +175,19 @@ const RULES: &[(&str, &[Fix])] = &[
 
 /// GE op types computed by another library op, their axis input made an attribute.
 const RELAUNCH: &[(&str, GeContractFn)] = &[
+    ("ArgMax", arg_max),
     ("ArgMin", arg_min),
     ("Celu", celu),
     ("Concat", concat),
     ("LRN", lrn),
+    ("LSTM", lstm),
+    ("LogSoftmax", log_softmax),
     ("NonZero", non_zero),
     ("OneHot", one_hot),
     ("Pad", pad),
     ("Scatter", scatter),
     ("Slice", slice),
+    ("Softmax", softmax),
     ("Split", split),
     ("TopK", top_k),
     ("Transpose", transpose),
@@ -312,6 +316,96 @@ fn arg_min(ctx: &InferCtx) -> Result<GeUse, String> {
         first: 0,
         count: 1,
     })
+}
+
+/// GE's ArgMax(x, dimension; output_type int64), graphengine's 2020 prototype (later
+/// ArgMaxV2): the library's ArgMax on x, `axis` the constant dimension, the dim dropped,
+/// the first index on ties (the header's constraint). An int32 `output_type` is not
+/// computed (the library's indices are int64).
+fn arg_max(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 2, "x and dimension")?;
+    match ctx.attrs.get("output_type") {
+        None | Some(Attr::DType(DType::I64)) => {}
+        Some(other) => {
+            return Err(format!(
+                "GE's ArgMax with output_type {other:?} is not computed (int64 indices are)"
+            ));
+        }
+    }
+    let axis = const_int(ctx, 1, "dimension")?;
+    Ok(GeUse::Launch {
+        op: "ArgMax",
+        attrs: onnx_attrs(vec![
+            ("axis", Attr::Int(axis)),
+            ("keepdims", Attr::Int(0)),
+            ("select_last_index", Attr::Int(0)),
+        ]),
+        first: 0,
+        count: 1,
+    })
+}
+
+/// The `axis` list of GE's Softmax and LogSoftmax (`ListInt`, default `[-1]`). An int is
+/// refused: it is HiAI's contract (an `Int` axis, default 0 or 1), not GE's.
+fn axis_list(ctx: &InferCtx) -> Result<Vec<i64>, String> {
+    match ctx.attrs.get("axis") {
+        None => Ok(vec![-1]),
+        Some(Attr::Ints(v)) if !v.is_empty() => Ok(v.clone()),
+        Some(other) => Err(format!(
+            "GE's {} axis is {other:?}, not a non-empty list of ints (GE's prototype \
+             declares ListInt; an int axis is another contract's)",
+            ctx.op
+        )),
+    }
+}
+
+/// GE's Softmax(x; axis [-1]), graphengine's 2020 prototype (later SoftmaxV2's `axes`):
+/// SoftmaxV2 over those axes (one softmax over their flattened extent; SoftmaxV2 requires
+/// them adjacent).
+fn softmax(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "x")?;
+    Ok(GeUse::Launch {
+        op: "SoftmaxV2",
+        attrs: onnx_attrs(vec![("axes", Attr::Ints(axis_list(ctx)?))]),
+        first: 0,
+        count: 1,
+    })
+}
+
+/// GE's LogSoftmax(logits; axis [-1]), graphengine's 2020 prototype (later
+/// LogSoftmaxV2's `axes`): the library's LogSoftmax over the one axis; several axes are
+/// not computed.
+fn log_softmax(ctx: &InferCtx) -> Result<GeUse, String> {
+    takes(ctx, 1, "logits")?;
+    let axes = axis_list(ctx)?;
+    let [axis] = axes[..] else {
+        return Err(format!(
+            "GE's LogSoftmax over axes {axes:?} is not computed (one axis is)"
+        ));
+    };
+    Ok(GeUse::Launch {
+        op: "LogSoftmax",
+        attrs: onnx_attrs(vec![("axis", Attr::Int(axis))]),
+        first: 0,
+        count: 1,
+    })
+}
+
+/// GE's LSTM(x, cont, w_x, bias, w_h, x_static?, h_0?, c_0?, w_x_static?; num_output 0,
+/// expose_hidden false), Caffe's: `ge.LSTM` on every input the node gives.
+fn lstm(ctx: &InferCtx) -> Result<GeUse, String> {
+    if !(5..=9).contains(&ctx.inputs.len()) {
+        return Err(format!(
+            "GE's LSTM takes x, cont, w_x, bias, w_h and up to four optional inputs, not {} \
+             inputs",
+            ctx.inputs.len()
+        ));
+    }
+    Ok(internal(
+        ctx,
+        super::caffe_lstm::CAFFE_LSTM,
+        ctx.inputs.len(),
+    ))
 }
 
 /// GE's LRN(x; depth_radius 5, bias 1, alpha 1, beta 0.5, norm_region
@@ -507,23 +601,20 @@ pub fn ge_node(ctx: &InferCtx) -> Result<GeUse, String> {
     Ok(GeUse::Attrs(attrs))
 }
 
-/// Op types GE and the op library both name whose GE contract is not the library op's
-/// and has no rule above: a GE node of one is not computed (see the module doc).
+/// Op types the op library (ONNX) names that no GE op prototype defines, so a GE graph's
+/// node of one has no contract rt2 could compute it by: it is not computed (see the
+/// module doc), with the reason.
 const DIFFERENT: &[(&str, &str)] = &[
-    ("ArgMax", "GE's ArgMax is not checked against ONNX's"),
-    ("Clip", "GE's Clip is not checked against ONNX's"),
+    (
+        "Clip",
+        "no GE op prototype (graphengine's or ops-math's, ops-nn's, ops-cv's REG_OP headers) \
+         defines Clip; GE's own clipping ops are ClipByValue and ClipByValueV2",
+    ),
     (
         "ConvTranspose",
-        "GE's ConvTranspose takes output_shape, filter and x in that order",
-    ),
-    ("LSTM", "GE's LSTM is Caffe's, not ONNX's"),
-    (
-        "LogSoftmax",
-        "GE's LogSoftmax is not checked against ONNX's",
-    ),
-    (
-        "Softmax",
-        "GE's Softmax is not checked against ONNX's (GE graphs use SoftmaxV2)",
+        "no GE op prototype defines ConvTranspose: only HiAI's IR header does \
+         (output_shape, filter, x, bias, offset_w; pad_mode), and GE's transposed \
+         convolutions are Conv2DTranspose and Conv2DTransposeD",
     ),
 ];
 

@@ -1071,3 +1071,111 @@ fn top_k_v2_gives_int32_indices_along_dim() {
     assert_eq!(out[0].slice::<f32>().unwrap(), [-1.0, 1.0, 2.0, 1.5]);
     assert_eq!(out[1].slice::<i32>().unwrap(), [1, 0, 1, 0]);
 }
+
+// ---------------------------------------------------------------------------------------
+// Op types GE's 2020 headers name as ONNX does (ArgMax, Softmax, LogSoftmax), run as a GE
+// graph's node, against values worked out by hand from the prototypes' documentation.
+
+fn ge(op: &'static str, attrs: &[(&str, Attr)], inputs: &[Tensor]) -> Result<Tensor, String> {
+    crate::ops::testing::try_run_ge(op, attrs, inputs, 1).map(|mut v| v.remove(0))
+}
+
+#[test]
+fn ge_arg_max_takes_the_dimension_input_and_drops_the_dim() {
+    // x [2, 3] = [[1, 5, 5], [7, -2, 7]]: the first maximum along dim 1 is (1, 0), along
+    // dim 0 (0 < 7, 5 > -2, 5 < 7) it is (1, 0, 1).
+    let x = f(&[2, 3], &[1.0, 5.0, 5.0, 7.0, -2.0, 7.0]);
+    let y = ge("ArgMax", &[], &[x.clone(), i32s(&[], &[1])]).unwrap();
+    assert_eq!((y.dtype, &y.shape[..]), (DType::I64, &[2][..]));
+    assert_eq!(y.slice::<i64>().unwrap(), [1, 0]);
+    // A negative dimension counts from the end.
+    let y = ge("ArgMax", &[], &[x.clone(), i32s(&[], &[-2])]).unwrap();
+    assert_eq!(y.slice::<i64>().unwrap(), [1, 0, 1]);
+    let y = ge(
+        "ArgMax",
+        &[("output_type", Attr::DType(DType::I64))],
+        &[x.clone(), i32s(&[1], &[0])],
+    )
+    .unwrap();
+    assert_eq!(y.slice::<i64>().unwrap(), [1, 0, 1]);
+    let e = ge(
+        "ArgMax",
+        &[("output_type", Attr::DType(DType::I32))],
+        &[x.clone(), i32s(&[], &[0])],
+    )
+    .unwrap_err();
+    assert!(e.contains("output_type") && e.contains("int64"), "{e}");
+    let e = ge("ArgMax", &[], std::slice::from_ref(&x)).unwrap_err();
+    assert!(e.contains("x and dimension"), "{e}");
+}
+
+#[test]
+fn ge_softmax_and_log_softmax_take_an_axis_list_default_last() {
+    // x [2, 2] = [[0, ln 3], [ln 2, ln 2]]: along the last dim (1/4, 3/4) and (1/2, 1/2);
+    // along dim 0 (1/3, 3/5) over (2/3, 2/5).
+    let (l2, l3) = (2f32.ln(), 3f32.ln());
+    let x = f(&[2, 2], &[0.0, l3, l2, l2]);
+    let y = ge("Softmax", &[], std::slice::from_ref(&x)).unwrap();
+    assert_close(y.slice::<f32>().unwrap(), &[0.25, 0.75, 0.5, 0.5]);
+    let y = ge(
+        "Softmax",
+        &[("axis", ints(&[-2]))],
+        std::slice::from_ref(&x),
+    )
+    .unwrap();
+    assert_close(y.slice::<f32>().unwrap(), &[1.0 / 3.0, 0.6, 2.0 / 3.0, 0.4]);
+    // Both dims at once: one softmax over the four values (1, 3, 2, 2) / 8.
+    let y = ge(
+        "Softmax",
+        &[("axis", ints(&[0, 1]))],
+        std::slice::from_ref(&x),
+    )
+    .unwrap();
+    assert_close(y.slice::<f32>().unwrap(), &[0.125, 0.375, 0.25, 0.25]);
+    let y = ge("LogSoftmax", &[], std::slice::from_ref(&x)).unwrap();
+    assert_close(
+        y.slice::<f32>().unwrap(),
+        &[0.25f32.ln(), 0.75f32.ln(), -l2, -l2],
+    );
+    let y = ge(
+        "LogSoftmax",
+        &[("axis", ints(&[0]))],
+        std::slice::from_ref(&x),
+    )
+    .unwrap();
+    assert_close(
+        y.slice::<f32>().unwrap(),
+        &[
+            (1.0f32 / 3.0).ln(),
+            0.6f32.ln(),
+            (2.0f32 / 3.0).ln(),
+            0.4f32.ln(),
+        ],
+    );
+    // An int axis is HiAI's contract (default 0), not GE's list: refused.
+    for op in ["Softmax", "LogSoftmax"] {
+        let e = ge(op, &[("axis", Attr::Int(1))], std::slice::from_ref(&x)).unwrap_err();
+        assert!(e.contains("not a non-empty list of ints"), "{e}");
+    }
+    let e = ge(
+        "LogSoftmax",
+        &[("axis", ints(&[0, 1]))],
+        std::slice::from_ref(&x),
+    )
+    .unwrap_err();
+    assert!(e.contains("one axis is"), "{e}");
+}
+
+#[test]
+fn ge_clip_and_conv_transpose_stay_refused_with_the_reason() {
+    let x = f(&[1, 2], &[0.5, -0.5]);
+    let bound = f(&[], &[0.0]);
+    let e = ge("Clip", &[], &[x.clone(), bound.clone(), bound]).unwrap_err();
+    assert!(
+        e.contains("no GE op prototype") && e.contains("ClipByValue"),
+        "{e}"
+    );
+    let w = f(&[2, 1, 1, 1], &[1.0, 1.0]);
+    let e = ge("ConvTranspose", &[], &[f(&[1, 2, 1, 1], &[0.5, 0.5]), w]).unwrap_err();
+    assert!(e.contains("only HiAI's IR header"), "{e}");
+}

@@ -210,3 +210,42 @@ fn crop_and_resize_refuses_bad_boxes() {
     let err = try_run("CropAndResize", &bad, &inputs(0), 1).unwrap_err();
     assert!(err.to_string().contains("method"), "{err}");
 }
+
+/// GE's ResizeNearestNeighborV2 without align_corners or half_pixel_centers (TensorFlow's
+/// `floor(o in / out)`, clamped) gives ONNX's Resize `nearest` with
+/// `coordinate_transformation_mode` asymmetric and `nearest_mode` floor, given `sizes`,
+/// bit for bit, up- and downsampling: the case an ONNX Resize could be mapped onto it.
+#[test]
+fn nearest_neighbor_is_onnx_nearest_asymmetric_floor() {
+    for ih in 1..=9usize {
+        for oh in 1..=20usize {
+            let (iw, ow) = (ih % 4 + 2, (oh * 3) % 11 + 1);
+            let v: Vec<f32> = (0..ih * iw)
+                .map(|k| (k * 37 % 101) as f32 * 0.37 - 11.0)
+                .collect();
+            let ge = run_f32(
+                "ResizeNearestNeighborV2",
+                &[],
+                &[nhwc(ih, iw, &v), size(oh as i32, ow as i32)],
+            );
+            let x = Tensor::from_vec(&[1, 1, ih, iw], &v);
+            let sizes = Tensor::from_vec(&[4], &[1i64, 1, oh as i64, ow as i64]);
+            let empty = Tensor::from_vec(&[0], &[] as &[f32]);
+            let onnx = run_f32(
+                "Resize",
+                &[
+                    ("mode", Attr::Str("nearest".into())),
+                    (
+                        "coordinate_transformation_mode",
+                        Attr::Str("asymmetric".into()),
+                    ),
+                    ("nearest_mode", Attr::Str("floor".into())),
+                    ("onnx_opset", Attr::Int(13)),
+                ],
+                &[x, empty.clone(), empty, sizes],
+            );
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&ge), bits(&onnx), "{ih}x{iw} -> {oh}x{ow}");
+        }
+    }
+}
