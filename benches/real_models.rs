@@ -77,7 +77,11 @@ fn fixture(name: &str) -> PathBuf {
 fn lowered(path: &Path) -> ExecuteGraph {
     let bytes = std::fs::read(path).expect("reading the model");
     let mut file = read(&bytes, &ReadOptions::default()).expect("imports");
-    lower(&file.models.swap_remove(0).model, &LowerOptions::default()).expect("lowers")
+    let opts = LowerOptions {
+        static_memory: true,
+        ..LowerOptions::default()
+    };
+    lower(&file.models.swap_remove(0).model, &opts).expect("lowers")
 }
 
 /// The fixture's input (`test_data_set_0/input_0.pb`).

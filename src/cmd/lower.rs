@@ -56,12 +56,16 @@ pub struct Args {
     /// every execution.
     #[arg(long)]
     pub keep_weight_layout: bool,
-    /// Plan the device memory of Main's static tensors here: Init allocates one feature
-    /// memory block and Main reads each tensor's place in it, instead of an AllocMemHbm
-    /// and a FreeMemory per tensor per execution. Tensors that share bytes are kept in
-    /// order by control edges.
-    #[arg(long)]
+    /// Plan the device memory of Main's static tensors here (the default): Init
+    /// allocates one feature memory block and Main reads each tensor's place in it,
+    /// instead of an AllocMemHbm and a FreeMemory per tensor per execution. Tensors that
+    /// share bytes are kept in order by control edges.
+    #[arg(long, overrides_with = "no_static_memory")]
     pub static_memory: bool,
+    /// Leave every Main tensor to an AllocMemHbm and a FreeMemory per execution, as GE's
+    /// lowering writes them (no feature memory block).
+    #[arg(long, overrides_with = "static_memory")]
+    pub no_static_memory: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -78,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let opts = LowerOptions {
         multi_thread: args.multi_thread,
         keep_weight_layout: args.keep_weight_layout,
-        static_memory: args.static_memory,
+        static_memory: !args.no_static_memory,
     };
     let model = match args.model {
         ModelChoice::One(m) => m,

@@ -61,9 +61,13 @@ pub struct Args {
     #[arg(long)]
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors (see `rt2 lower --static-memory`),
-    /// when lowering or for an `.exeg` without the plan.
-    #[arg(long)]
+    /// when lowering or for an `.exeg` without the plan (the default).
+    #[arg(long, overrides_with = "no_static_memory")]
     pub static_memory: bool,
+    /// Run Main with an AllocMemHbm and a FreeMemory per tensor per execution (a model
+    /// lowered here, or an `.exeg` as it is).
+    #[arg(long, overrides_with = "static_memory")]
+    pub no_static_memory: bool,
     /// Threads of the emulated device's compute cores, which kernels split large work
     /// over; 0: one per CPU. With 1, every kernel computes on the thread that issues it,
     /// as a one-thread runtime would. At most 1024.
@@ -244,7 +248,7 @@ impl Config {
             lower: LowerOptions {
                 multi_thread: args.executor == ExecutorType::TopologicalMultiThread,
                 keep_weight_layout: args.keep_weight_layout,
-                static_memory: args.static_memory,
+                static_memory: !args.no_static_memory,
             },
             device: DeviceConfig {
                 compute_threads: usize::from(args.compute_threads),

@@ -176,19 +176,20 @@ fn static_memory_plans_squeezenet_and_an_exeg_gets_the_plan_later() {
     let model = fixture("models/light_squeezenet.onnx");
     let model = model.to_str().unwrap();
     let plain = s
-        .rt2(&["lower", model, "-o", "p.exeg", "--format", "json"])
-        .ok()
-        .json();
-    let planned = s
         .rt2(&[
             "lower",
             model,
             "-o",
-            "s.exeg",
-            "--static-memory",
+            "p.exeg",
+            "--no-static-memory",
             "--format",
             "json",
         ])
+        .ok()
+        .json();
+    // The plan is the default.
+    let planned = s
+        .rt2(&["lower", model, "-o", "s.exeg", "--format", "json"])
         .ok()
         .json();
     let k = |j: &serde_json::Value, g: &str, kernel: &str| {
@@ -210,11 +211,17 @@ fn static_memory_plans_squeezenet_and_an_exeg_gets_the_plan_later() {
         k(&plain, "main", "LaunchKernelWithHandle"),
         k(&planned, "main", "LaunchKernelWithHandle")
     );
-    // An .exeg lowered without the plan gets it from `rt2 lower --static-memory`, the
-    // same bytes as planning while lowering.
+    // An .exeg lowered without the plan gets it from `rt2 lower` (`--static-memory`
+    // says the default), the same bytes as planning while lowering; a planned one is
+    // left as it is, and `--no-static-memory` passes an unplanned one through.
     s.rt2(&["lower", "p.exeg", "-o", "later.exeg", "--static-memory"])
         .ok();
     assert!(s.read("later.exeg") == s.read("s.exeg"));
+    s.rt2(&["lower", "s.exeg", "-o", "again.exeg"]).ok();
+    assert!(s.read("again.exeg") == s.read("s.exeg"));
+    s.rt2(&["lower", "p.exeg", "-o", "still.exeg", "--no-static-memory"])
+        .ok();
+    assert!(s.read("still.exeg") == s.read("p.exeg"));
 }
 
 #[test]

@@ -292,3 +292,80 @@ fn executions_switching_streams_keep_their_own_values() {
     }
     ex.unload().unwrap();
 }
+
+/// The device's caching allocator, recording what it was asked for.
+#[derive(Debug)]
+struct Recording {
+    inner: rt2::exec::runtime::CachingAllocator,
+    allocs: std::sync::Mutex<Vec<usize>>,
+    frees: std::sync::atomic::AtomicUsize,
+}
+
+impl rt2::exec::runtime::DeviceAllocator for Recording {
+    fn alloc(&self, bytes: usize) -> Result<rt2::npu::DevicePtr, rt2::npu::NpuError> {
+        self.allocs.lock().unwrap().push(bytes);
+        self.inner.alloc(bytes)
+    }
+    fn free(&self, ptr: rt2::npu::DevicePtr, bytes: usize) -> Result<(), rt2::npu::NpuError> {
+        self.frees.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.free(ptr, bytes)
+    }
+    fn stream(&self) -> rt2::npu::StreamId {
+        self.inner.stream()
+    }
+}
+
+/// An execution with an external allocator takes the planned tensors' memory from it
+/// (one block for the execution, given back once submitted), not from the block Init
+/// allocated; executions before and after on the model's own allocator, and on another
+/// stream, still compute their own values.
+#[test]
+fn an_external_allocator_serves_the_planned_tensors() {
+    use rt2::exec::runtime::ModelExecuteArg;
+    let onnx = add_chain_model(50, 64);
+    let mut eg = lowered(&onnx, LowerOptions::default());
+    let planned = rt2::lower::static_memory_pass(&mut eg).unwrap();
+    assert!(planned.tensors > 0 && planned.bytes > 0);
+    let plain = lowered(&onnx, LowerOptions::default());
+    let device = Device::new(DeviceConfig::default());
+    let mut ex = ModelV2Executor::create(&eg, &device, ExecutorOptions::default()).unwrap();
+    ex.load().unwrap();
+    let own = ex.model_stream().unwrap();
+    let other = device.create_stream();
+    for (k, stream) in [None, Some(own), None, Some(other), None]
+        .into_iter()
+        .enumerate()
+    {
+        let x = f32_tensor(&[1, 64], 40 + k as u64);
+        let want = run_twice(&plain, ExecutorType::Sequential, std::slice::from_ref(&x));
+        let rec = std::sync::Arc::new(Recording {
+            inner: rt2::exec::runtime::CachingAllocator::new(device.clone(), stream.unwrap_or(own)),
+            allocs: Default::default(),
+            frees: Default::default(),
+        });
+        let arg = ModelExecuteArg {
+            stream,
+            allocator: stream.map(|_| rec.clone() as _),
+        };
+        let mut outs = Vec::new();
+        ex.execute_sync_with(&arg, &[&x], &mut outs).unwrap();
+        assert!(
+            outs[0].data == want[0],
+            "execution {k} computed other values"
+        );
+        if stream.is_some() {
+            let allocs = rec.allocs.lock().unwrap().clone();
+            assert!(
+                allocs.contains(&planned.bytes),
+                "execution {k}: the external allocator was not asked for the {} byte block: {allocs:?}",
+                planned.bytes
+            );
+            assert_eq!(
+                rec.frees.load(std::sync::atomic::Ordering::SeqCst),
+                allocs.len(),
+                "execution {k}: what the execution allocated was not all given back"
+            );
+        }
+    }
+    ex.unload().unwrap();
+}

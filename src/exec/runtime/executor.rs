@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::exec::{ExecuteGraph, GraphKind, ModelIo};
-use crate::npu::device::{Device, StreamId};
+use crate::npu::device::{Device, DevicePtr, StreamId};
 use crate::ops::OpRegistry;
 use crate::ops::{DType, HostTensor};
 
@@ -83,11 +83,30 @@ pub struct ModelV2Executor {
     iterations: u64,
     /// Main captured for replay (graph mode).
     graph: Option<graph_mode::Graph>,
-    /// Whether Main's tensors have places in a feature memory block (static memory
-    /// planning, `lower::passes::memory`): then every execution uses the same bytes.
-    fixed_memory: bool,
-    /// The stream the last execution ran on.
-    last_stream: Option<StreamId>,
+    /// Main's feature memory, when its tensors have places in one block (static memory
+    /// planning, `lower::passes::memory`).
+    feature: Option<Feature>,
+}
+
+/// Main's planned tensors: the block Init allocated, and each view Main reads.
+///
+/// One block serves the model's own stream. An execution on another stream gets a block
+/// of its own from that stream's allocator (kept until unload), and one with an
+/// external allocator a block from it for that execution, freed once the execution is
+/// submitted (the allocator's frees are stream-ordered): so the planned tensors never
+/// bypass the caller's allocator, and executions on several streams never share bytes
+/// and need not wait for each other. Switching blocks rebinds the views, one slot write
+/// per planned tensor, not per node.
+#[derive(Debug)]
+struct Feature {
+    /// Init's block, on the model's stream.
+    block: Mem,
+    /// `(Main slot, offset in the block, bytes)` of each view Main reads.
+    views: Vec<(u32, u64, usize)>,
+    /// The block base the views point into now.
+    bound: DevicePtr,
+    /// Blocks made for other streams.
+    streams: Vec<(StreamId, Mem)>,
 }
 
 impl std::fmt::Debug for ModelV2Executor {
@@ -160,8 +179,7 @@ impl ModelV2Executor {
             stream_allocators: Vec::new(),
             iterations: 0,
             graph: None,
-            fixed_memory: false,
-            last_stream: None,
+            feature: None,
         })
     }
 
@@ -216,6 +234,7 @@ impl ModelV2Executor {
         }
         let mut main = self.main.new_state();
         bind_exports(&self.main, &mut main, &self.exports)?;
+        self.feature = feature(&self.init, &mut st, &self.main, &self.exports)?;
         for &(index, slot) in &self.main.inner_data {
             match &self.exports[index] {
                 Value::Streams(s) => self.stream_slots.push((slot, s.clone())),
@@ -224,7 +243,6 @@ impl ModelV2Executor {
             }
         }
         self.bound_stream = self.stream_slots.first().map(|(_, s)| s[0]);
-        self.fixed_memory = self.init.infos.iter().any(|n| n.kernel == "MemoryView");
         self.main_state = Some(main);
         self.status = ExecutorStatus::Loaded;
         Ok(())
@@ -286,6 +304,65 @@ impl ModelV2Executor {
         Ok(stream)
     }
 
+    /// Points Main's planned tensors at the feature memory for an execution of `arg` on
+    /// `stream` (see [`Feature`]): Init's block, the stream's own, or one from `arg`'s
+    /// external allocator, which is returned (as lent) for [`return_lent`] once the
+    /// execution is submitted.
+    fn bind_feature(
+        &mut self,
+        arg: &ModelExecuteArg,
+        stream: StreamId,
+    ) -> Result<Option<Mem>, ExecError> {
+        let own = self.model_stream();
+        let Some(f) = self.feature.as_mut() else {
+            return Ok(None);
+        };
+        let bytes = f.block.bytes;
+        let (base, lent) = if let Some(a) = &arg.allocator {
+            let ptr = a.alloc(bytes)?;
+            let mem = Mem {
+                ptr,
+                bytes,
+                allocator: a.clone(),
+            };
+            (ptr, Some(mem))
+        } else if Some(stream) == own {
+            (f.block.ptr, None)
+        } else if let Some((_, m)) = f.streams.iter().find(|(s, _)| *s == stream) {
+            (m.ptr, None)
+        } else {
+            // `bind_stream` made (or found) this stream's caching allocator.
+            let allocator = self
+                .stream_allocators
+                .iter()
+                .find(|(s, _)| *s == stream)
+                .map(|(_, a)| a.clone())
+                .ok_or(ExecError::State(StateError::NoStream))?;
+            let ptr = allocator.alloc(bytes)?;
+            f.streams.push((
+                stream,
+                Mem {
+                    ptr,
+                    bytes,
+                    allocator,
+                },
+            ));
+            (ptr, None)
+        };
+        if base != f.bound {
+            let st = self.main_state.as_mut().expect("loaded");
+            for &(slot, offset, size) in &f.views {
+                *st.arena.slot_mut(slot) = Value::Mem(Mem {
+                    ptr: DevicePtr(base.0 + offset),
+                    bytes: size,
+                    allocator: f.block.allocator.clone(),
+                });
+            }
+            f.bound = base;
+        }
+        Ok(lent)
+    }
+
     /// Checks the inputs' count, types and shapes against the model's.
     fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
         if inputs.len() != self.inputs.len() {
@@ -337,18 +414,12 @@ impl ModelV2Executor {
             return Err(ExecError::State(StateError::GraphCaptured));
         }
         let stream = self.bind_stream(arg)?;
-        // Executions on one stream are ordered by it; one on another stream would share
-        // the feature memory with work still queued on the last one, so that waits.
-        if self.fixed_memory
-            && let Some(last) = self.last_stream
-            && last != stream
-        {
-            self.env.device.synchronize(last)?;
-        }
-        self.last_stream = Some(stream);
+        let lent = self.bind_feature(arg, stream)?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
-        engine::run(&self.env, &self.main, st)?;
+        let run = engine::run(&self.env, &self.main, st);
+        return_lent(lent)?;
+        run?;
         self.output_tensors(outputs)?;
         self.iterations += 1;
         Ok(stream)
@@ -401,11 +472,14 @@ impl ModelV2Executor {
             return Err(ExecError::State(StateError::GraphCaptured));
         }
         let stream = self.bind_stream(arg)?;
+        let lent = self.bind_feature(arg, stream)?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         let run = engine::run(&self.env, &self.main, st);
+        let returned = return_lent(lent);
         let synced = self.env.device.synchronize(stream);
         run?;
+        returned?;
         synced?;
         let slots = self.main.output_slots();
         outputs.truncate(self.outputs.len());
@@ -455,6 +529,13 @@ impl ModelV2Executor {
             self.env.device.synchronize(s)?;
         }
         self.main_state = None;
+        // The other streams' blocks, after their work (DeInit frees Init's).
+        if let Some(f) = self.feature.take() {
+            for (stream, block) in f.streams {
+                self.env.device.synchronize(stream)?;
+                block.allocator.free(block.ptr, block.bytes)?;
+            }
+        }
         let mut st = self.deinit.new_state();
         bind_exports(&self.deinit, &mut st, &self.exports)?;
         engine::run(&self.env, &self.deinit, &mut st)?;
@@ -477,7 +558,9 @@ impl ModelV2Executor {
         if self.graph.is_some() {
             return Err(ExecError::State(StateError::GraphExists));
         }
-        let stream = self.bind_stream(&ModelExecuteArg::default())?;
+        let default = ModelExecuteArg::default();
+        let stream = self.bind_stream(&default)?;
+        self.bind_feature(&default, stream)?;
         self.bind_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         let captured = graph_mode::capture(&self.env, &self.main, st, stream, inputs)?;
@@ -526,6 +609,73 @@ impl Drop for ModelV2Executor {
             let _ = self.unload();
         }
     }
+}
+
+/// Frees a feature block lent by an external allocator for one execution, once the
+/// execution is submitted (stream-ordered, as every free).
+fn return_lent(lent: Option<Mem>) -> Result<(), ExecError> {
+    match lent {
+        Some(m) => Ok(m.allocator.free(m.ptr, m.bytes)?),
+        None => Ok(()),
+    }
+}
+
+/// Main's feature memory after Init ran into `init_state` (`None` without static memory
+/// planning): the block the `MemoryView`s cut, and the Main slots that read a view.
+fn feature(
+    init: &Plan,
+    init_state: &mut ExecState,
+    main: &Plan,
+    exports: &[Value],
+) -> Result<Option<Feature>, ExecError> {
+    let invalid = |msg: String| ExecError::Load {
+        graph: init.path.clone(),
+        node: String::new(),
+        source: LoadError::Invalid(msg),
+    };
+    let mut block: Option<Mem> = None;
+    let mut view_slots = std::collections::HashSet::new();
+    for (n, info) in init.infos.iter().enumerate() {
+        if info.kernel != "MemoryView" {
+            continue;
+        }
+        let Value::Mem(b) = init_state.arena.slot(init.inputs_of(n as u32)[0]) else {
+            return Err(invalid(format!("MemoryView {} reads no memory", info.name)));
+        };
+        match &block {
+            Some(k) if k.ptr != b.ptr => {
+                return Err(invalid(format!(
+                    "MemoryView {} cuts another block than the first view's",
+                    info.name
+                )));
+            }
+            Some(_) => {}
+            None => block = Some(b.clone()),
+        }
+        view_slots.insert(init.recs[n].out_start);
+    }
+    let Some(block) = block else {
+        return Ok(None);
+    };
+    let outputs = init.output_slots();
+    let mut views = Vec::new();
+    for &(index, slot) in &main.inner_data {
+        if !outputs.get(index).is_some_and(|o| view_slots.contains(o)) {
+            continue;
+        }
+        if let Some(Value::Mem(v)) = exports.get(index) {
+            let offset = v.ptr.0.checked_sub(block.ptr.0).ok_or_else(|| {
+                invalid(format!("Init's export {index} is a view before its block"))
+            })?;
+            views.push((slot, offset, v.bytes));
+        }
+    }
+    Ok(Some(Feature {
+        bound: block.ptr,
+        block,
+        views,
+        streams: Vec::new(),
+    }))
 }
 
 fn bind_exports(plan: &Plan, st: &mut ExecState, exports: &[Value]) -> Result<(), ExecError> {
