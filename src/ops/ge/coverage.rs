@@ -112,7 +112,9 @@ pub enum Support {
     /// Lowered as the graph's structure (inputs, constants, outputs).
     Structure,
     /// Computed by the ONNX op of the same name, GE's attributes checked or translated
-    /// to it, or by another library op GE's inputs are translated to ([`super::shared`]).
+    /// to it, by another library op GE's inputs are translated to, or by an internal
+    /// `ge.*` op of GE's meaning (GE's Caffe LSTM, NonZero, Unique, ...;
+    /// [`super::shared`]).
     Adapted,
     /// rt2 has an ONNX op of this name under another contract: a GE graph's node of it is
     /// not computed (lowered as its compiled kernel's launch).
@@ -128,7 +130,9 @@ impl Support {
             Support::GeContract => "computes (GE's prototype)",
             Support::SharedNoAttributes => "computes (shared with ONNX, no attributes)",
             Support::Structure => "graph structure",
-            Support::Adapted => "computes (a library op, GE's inputs and attributes translated)",
+            Support::Adapted => {
+                "computes (GE's meaning, by a library op or an internal ge.* op, GE's inputs and attributes translated)"
+            }
             Support::OnnxContract => {
                 "compiled kernel launch only (rt2's op of this name is ONNX's)"
             }
