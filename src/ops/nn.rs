@@ -13,6 +13,7 @@ pub(crate) mod epilogue;
 pub(crate) mod gemm;
 pub(crate) mod norm;
 pub(crate) mod pool;
+mod pool_f32;
 mod resize;
 pub(crate) mod scalar;
 pub(crate) mod softmax;

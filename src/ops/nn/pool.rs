@@ -8,9 +8,11 @@
 
 use rayon::prelude::*;
 
+use super::pool_f32::{average_pool_2d, global_average, inside, is_2d, max_pool_2d};
 use super::scalar::Scalar;
 use super::window::Window;
 use crate::dispatch;
+use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which the planes run on the calling thread.
@@ -119,26 +121,6 @@ pub fn max_pool(
         other => Err(ctx.compute_error(format!("computes float, int8 and uint8 types, not {other}"))))
 }
 
-/// The taps `k` in `0..kernel` of a window starting at `start` (stride applied, padding
-/// subtracted) whose positions `start + k * dilation` fall inside `0..n`: one range, as
-/// the positions only grow with `k`.
-#[inline]
-fn inside(start: isize, dilation: usize, kernel: usize, n: usize) -> std::ops::Range<usize> {
-    let dil = dilation as isize;
-    let lo = if start >= 0 {
-        0
-    } else {
-        (-start + dil - 1) / dil
-    };
-    let hi = if start >= n as isize {
-        0
-    } else {
-        (n as isize - 1 - start) / dil + 1
-    };
-    let (lo, hi) = (lo as usize, (hi as usize).min(kernel));
-    lo..hi.max(lo)
-}
-
 /// MaxPool's values alone (no Indices asked for): per output, the taps inside the input
 /// in window order, the first kept and replaced only by a greater value, exactly as the
 /// general walk ([`max_pool_typed`] with indices) picks them, so NaN handling and ties
@@ -146,8 +128,8 @@ fn inside(start: isize, dilation: usize, kernel: usize, n: usize) -> std::ops::R
 /// coordinate ([`inside`]), so the inner loop is a plain scan of input rows with no
 /// per-tap classification, callback or index bookkeeping, and nothing is allocated.
 fn max_pool_values<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
-    if win.input[0] == 1 && win.kernel[0] == 1 && win.output[0] == 1 && win.pad_begin[0] == 0 {
-        return max_pool_rows(win, x, y);
+    if is_2d(win) {
+        return max_pool_2d(win, x, y);
     }
     let [_, h, w] = win.input;
     let [od, oh, ow] = win.output;
@@ -185,110 +167,6 @@ fn max_pool_values<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
             }
         }
     });
-}
-
-/// [`max_pool_values`] of a 2-D window (the pools of CNNs), row by row: each output
-/// row keeps one running maximum per output column, and each tap of the window updates
-/// the whole row at once, `acc[ox] = max(acc[ox], x[ox * stride + offset])`. The
-/// columns whose window lies inside the row (all but a few at the edges) run that loop
-/// with no bounds logic, which the compiler vectorizes; the edge columns take the
-/// per-output walk. Taps are visited in window order and each running maximum starts
-/// at its first valid tap and is replaced only by a greater value, as in the general
-/// walk, so the result has the same bits (NaN and ties included). Per output the old
-/// walk spent a bounds test, an `Option` and a branch on every tap: SqueezeNet's three
-/// MaxPools were half its time.
-fn max_pool_rows<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
-    let [_, h, w] = win.input;
-    let ow = win.output[2];
-    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (win.kernel, win.stride, win.dilation);
-    let (ph, pw) = (win.pad_begin[1], win.pad_begin[2]);
-    // Output columns ox in lo..hi read taps ox*sw - pw + kx*dw all inside 0..w.
-    let reach = ((kw - 1) * dw) as isize;
-    let lo = ((pw + sw as isize - 1) / sw as isize).max(0) as usize;
-    let hi = if w as isize - 1 - reach + pw < 0 {
-        0
-    } else {
-        (((w as isize - 1 - reach + pw) / sw as isize) + 1) as usize
-    };
-    let (lo, hi) = (lo.min(ow), hi.min(ow).max(lo.min(ow)));
-    let empty = T::from_f64(f64::NEG_INFINITY);
-    planes(x, win.input_len(), y, win.output_len(), |_, xs, out| {
-        for (oy, acc) in out.chunks_exact_mut(ow).enumerate() {
-            let sy = (oy * sh) as isize - ph;
-            let ry = inside(sy, dh, kh, h);
-            let mut first = true;
-            for b in ry {
-                let row = &xs[(sy + (b * dh) as isize) as usize * w..][..w];
-                for kx in 0..kw {
-                    // The tap of output column lo, then every `sw`-th element after it.
-                    let start = lo * sw + kx * dw - pw as usize;
-                    let n = hi - lo;
-                    if n == 0 {
-                        break;
-                    }
-                    let src = &row[start..start + (n - 1) * sw + 1];
-                    let acc = &mut acc[lo..hi];
-                    match sw {
-                        1 => running_max::<T, 1>(acc, src, first),
-                        2 => running_max::<T, 2>(acc, src, first),
-                        _ => {
-                            for (a, c) in acc.iter_mut().zip(src.chunks(sw)) {
-                                *a = if first || c[0] > *a { c[0] } else { *a };
-                            }
-                        }
-                    }
-                    first = false;
-                }
-            }
-            if first {
-                // No row of the window is inside the input.
-                acc[lo..hi].fill(empty);
-            }
-            // The edge columns, whose windows leave the row.
-            for ox in (0..lo).chain(hi..ow) {
-                let sx = (ox * sw) as isize - pw;
-                let rx = inside(sx, dw, kw, w);
-                let mut best: Option<T> = None;
-                for b in inside(sy, dh, kh, h) {
-                    let row = &xs[(sy + (b * dh) as isize) as usize * w..][..w];
-                    for e in rx.clone() {
-                        let v = row[(sx + (e * dw) as isize) as usize];
-                        if best.is_none_or(|b| v > b) {
-                            best = Some(v);
-                        }
-                    }
-                }
-                acc[ox] = best.unwrap_or(empty);
-            }
-        }
-    });
-}
-
-/// `acc[i] = src[i * S]` (`first`), else `acc[i] = src[i * S]` where that is greater:
-/// one tap of a pool window over a row of outputs. The stride is a constant, so the
-/// strided reads are whole chunks and the loop carries no bounds checks: it
-/// vectorizes, with a de-interleave for stride 2.
-#[inline]
-fn running_max<T: Scalar, const S: usize>(acc: &mut [T], src: &[T], first: bool) {
-    let (body, last) = src.split_at(src.len() - 1);
-    let (init, tail) = acc.split_at_mut(acc.len() - 1);
-    if first {
-        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
-            *a = c[0];
-        }
-        tail[0] = last[0];
-    } else {
-        // A select that always stores, not a store under a branch: the compiler turns
-        // it into a vector max (x86's `maxps` keeps its second operand unless the first
-        // is greater, NaN included: this very rule), where the conditional store became
-        // one masked scalar store per lane, ten times slower.
-        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
-            *a = if c[0] > *a { c[0] } else { *a };
-        }
-        if last[0] > tail[0] {
-            tail[0] = last[0];
-        }
-    }
 }
 
 fn max_pool_typed<T: Scalar>(
@@ -362,6 +240,15 @@ pub fn average_pool(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
+    if inputs[0].dtype == DType::F32 && ctx.op == "AveragePool" {
+        let win = pool_window(ctx, &inputs[0], &outputs[0])?;
+        if is_2d(&win) {
+            let include_pad = ctx.attr_int("count_include_pad", 0)? != 0;
+            let y = outputs[0].slice_mut::<f32>()?;
+            average_pool_2d(&win, include_pad, inputs[0].slice::<f32>()?, y);
+            return Ok(());
+        }
+    }
     dispatch!(inputs[0].dtype, T in [f32, f64, half::f16, half::bf16]
         => sum_pool::<T>(ctx, inputs, outputs),
         other => Err(ctx.compute_error(format!("computes float types, not {other}"))))
@@ -427,6 +314,11 @@ fn global_pool_typed<T: Scalar>(
     }
     let ilen: usize = x.shape[2..].iter().product();
     let max = ctx.op == "GlobalMaxPool";
+    if T::DTYPE == DType::F32 && !max {
+        let y = outputs[0].slice_mut::<f32>()?;
+        global_average(x.slice::<f32>()?, ilen, y);
+        return Ok(());
+    }
     let xv = x.slice::<T>()?;
     let y = outputs[0].slice_mut::<T>()?;
     planes(xv, ilen, y, 1, |_, xs, out| {
@@ -467,6 +359,8 @@ mod tests {
         let value = |i: usize| match (i * 7) % 23 {
             0 => f32::NAN,
             1 | 2 => 0.5, // ties
+            3 => 0.0,
+            4 => -0.0, // +0 and -0 tie: the first in window order is kept
             k => (k as f32 * 1.7).sin() * 4.0 - 1.0,
         };
         let ints = |v: &[i64]| Attr::Ints(v.to_vec());
@@ -522,6 +416,19 @@ mod tests {
                 vec![
                     ("kernel_shape", ints(&[3, 5])),
                     ("pads", ints(&[1, 2, 1, 2])),
+                ],
+            ),
+            // Strides 1 to 4 over rows wider than a vector, zeros winning.
+            (
+                vec![1, 2, 9, 37],
+                vec![("kernel_shape", ints(&[2, 3])), ("strides", ints(&[1, 3]))],
+            ),
+            (
+                vec![1, 2, 8, 45],
+                vec![
+                    ("kernel_shape", ints(&[4, 2])),
+                    ("strides", ints(&[2, 4])),
+                    ("pads", ints(&[1, 0, 2, 1])),
                 ],
             ),
             // Windows that start in the padding and see no input tap.
@@ -600,5 +507,230 @@ mod tests {
                 .unwrap(),
             [9.0]
         );
+    }
+
+    /// Pseudo-random values in [-2, 2), no NaN: the same for every call.
+    fn noise(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    /// A 2-D pool's geometry, for the reference definitions below.
+    #[derive(Debug, Clone, Copy)]
+    struct Geo {
+        h: usize,
+        w: usize,
+        k: [usize; 2],
+        s: [usize; 2],
+        d: [usize; 2],
+        /// Begin and end pads of H, then of W.
+        p: [usize; 4],
+        ceil: bool,
+    }
+
+    impl Geo {
+        fn attrs(&self, include_pad: Option<bool>) -> Vec<(&'static str, Attr)> {
+            let mut a = vec![
+                (
+                    "kernel_shape",
+                    Attr::Ints(vec![self.k[0] as i64, self.k[1] as i64]),
+                ),
+                (
+                    "strides",
+                    Attr::Ints(vec![self.s[0] as i64, self.s[1] as i64]),
+                ),
+                (
+                    "dilations",
+                    Attr::Ints(vec![self.d[0] as i64, self.d[1] as i64]),
+                ),
+                (
+                    "pads",
+                    Attr::Ints(self.p.iter().map(|&v| v as i64).collect()),
+                ),
+                ("ceil_mode", Attr::Int(self.ceil as i64)),
+            ];
+            if let Some(inc) = include_pad {
+                a.push(("count_include_pad", Attr::Int(inc as i64)));
+            }
+            a
+        }
+        /// The window of output (oy, ox) by definition: each tap's (row, col), signed,
+        /// and whether it lies inside the input, in the padding, or past it.
+        fn window(&self, oy: usize, ox: usize) -> Vec<(isize, isize, u8)> {
+            let mut v = Vec::new();
+            for a in 0..self.k[0] {
+                for b in 0..self.k[1] {
+                    let y = (oy * self.s[0] + a * self.d[0]) as isize - self.p[0] as isize;
+                    let x = (ox * self.s[1] + b * self.d[1]) as isize - self.p[1] as isize;
+                    let (h, w) = (self.h as isize, self.w as isize);
+                    let inside = (0..h).contains(&y) && (0..w).contains(&x);
+                    let padded = (-(self.p[0] as isize)..h + self.p[2] as isize).contains(&y)
+                        && (-(self.p[1] as isize)..w + self.p[3] as isize).contains(&x);
+                    v.push((
+                        y,
+                        x,
+                        if inside {
+                            0
+                        } else if padded {
+                            1
+                        } else {
+                            2
+                        },
+                    ));
+                }
+            }
+            v
+        }
+    }
+
+    /// Many 2-D window shapes: kernels 1 to 7, strides 1 to 3, dilations, pads, ceil
+    /// mode, odd sizes and widths that are not a multiple of 16.
+    fn geometries() -> Vec<Geo> {
+        let mut v = Vec::new();
+        let mut i = 0usize;
+        for k in 1..=7usize {
+            for s in 1..=3usize {
+                for (h, w) in [(7, 7), (9, 19), (12, 37), (5, 66)] {
+                    i += 1;
+                    let kh = 1 + (k + i) % 3;
+                    let p = (i % 3).min(k - 1);
+                    let d = if i.is_multiple_of(5) { 2 } else { 1 };
+                    let g = Geo {
+                        h,
+                        w,
+                        k: [kh, k],
+                        s: [1 + i % 3, s],
+                        d: [1, d],
+                        p: [
+                            p.min(kh - 1),
+                            p,
+                            (i % 2).min(kh - 1),
+                            (i / 2 % 2).min(k - 1),
+                        ],
+                        ceil: i % 4 == 1,
+                    };
+                    let span = (k - 1) * d + 1;
+                    if span <= w + g.p[1] + g.p[3] && kh <= h + g.p[0] + g.p[2] {
+                        v.push(g);
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// float32 AveragePool (the row kernel) against its definition in float64, over
+    /// [`geometries`], both `count_include_pad`s; the outputs start as NaN (the host
+    /// driver poisons them), so an unwritten or accumulated-into output fails.
+    #[test]
+    fn average_pool_rows_match_the_definition() {
+        for (gi, g) in geometries().into_iter().enumerate() {
+            for include_pad in [false, true] {
+                let planes = 3;
+                let x = noise(planes * g.h * g.w, gi as u64);
+                let t = Tensor::from_vec(&[1, planes, g.h, g.w], &x);
+                let out = run("AveragePool", &g.attrs(Some(include_pad)), &[t], 1);
+                let (oh, ow) = (out[0].shape[2], out[0].shape[3]);
+                assert_eq!(out[0].shape, [1, planes, oh, ow], "{g:?}");
+                let got = out[0].slice::<f32>().unwrap();
+                for c in 0..planes {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let (mut sum, mut count) = (0.0f64, 0usize);
+                            for (y, xx, class) in g.window(oy, ox) {
+                                if class == 0 {
+                                    sum += x[(c * g.h + y as usize) * g.w + xx as usize] as f64;
+                                }
+                                count += (class == 0 || (class == 1 && include_pad)) as usize;
+                            }
+                            let want = if count == 0 { 0.0 } else { sum / count as f64 };
+                            let v = got[(c * oh + oy) * ow + ox] as f64;
+                            assert!(
+                                (v - want).abs() <= 1e-6 + 1e-5 * want.abs(),
+                                "{g:?} pad {include_pad} at {c},{oy},{ox}: {v} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// float32 MaxPool's values (the row kernel) against the definition (the first
+    /// greatest tap in window order), bit for bit, over [`geometries`] with dilations.
+    #[test]
+    fn max_pool_rows_match_the_definition() {
+        for (gi, g) in geometries().into_iter().enumerate() {
+            let mut g = g;
+            g.d[0] = 1 + gi % 2;
+            if (g.k[0] - 1) * g.d[0] + 1 > g.h + g.p[0] + g.p[2] {
+                g.d[0] = 1;
+            }
+            let mut x = noise(2 * g.h * g.w, 100 + gi as u64);
+            // Some exact zeros of both signs, where ReLU output would have them.
+            for (i, v) in x.iter_mut().enumerate() {
+                if i % 7 == 3 {
+                    *v = if i % 2 == 0 { 0.0 } else { -0.0 };
+                }
+            }
+            let t = Tensor::from_vec(&[1, 2, g.h, g.w], &x);
+            let out = run("MaxPool", &g.attrs(None), &[t], 1);
+            let (oh, ow) = (out[0].shape[2], out[0].shape[3]);
+            let got = out[0].slice::<f32>().unwrap();
+            for c in 0..2 {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut best: Option<f32> = None;
+                        for (y, xx, class) in g.window(oy, ox) {
+                            let v = if class == 0 {
+                                x[(c * g.h + y as usize) * g.w + xx as usize]
+                            } else {
+                                continue;
+                            };
+                            if best.is_none_or(|b| v > b) {
+                                best = Some(v);
+                            }
+                        }
+                        let want = best.unwrap_or(f32::NEG_INFINITY);
+                        let v = got[(c * oh + oy) * ow + ox];
+                        assert_eq!(v.to_bits(), want.to_bits(), "{g:?} at {c},{oy},{ox}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// float32 GlobalAveragePool (lanes of float32 sums) and the AveragePool whose window
+    /// is the plane (which takes it) against the float64 mean, over small and odd planes.
+    #[test]
+    fn global_average_matches_the_mean() {
+        for (c, h, w) in [(576, 7, 7), (96, 14, 14), (3, 1, 1), (5, 3, 17), (2, 33, 1)] {
+            let x = noise(c * h * w, (c + h) as u64);
+            let t = Tensor::from_vec(&[1, c, h, w], &x);
+            let gap = run("GlobalAveragePool", &[], std::slice::from_ref(&t), 1);
+            let k = [("kernel_shape", Attr::Ints(vec![h as i64, w as i64]))];
+            let avg = run("AveragePool", &k, &[t], 1);
+            for out in [&gap[0], &avg[0]] {
+                assert_eq!(out.shape, [1, c, 1, 1]);
+                for (p, &v) in out.slice::<f32>().unwrap().iter().enumerate() {
+                    let want = x[p * h * w..][..h * w]
+                        .iter()
+                        .map(|&v| v as f64)
+                        .sum::<f64>()
+                        / (h * w) as f64;
+                    assert!(
+                        (v as f64 - want).abs() <= 1e-6 + 1e-5 * want.abs(),
+                        "{c} {h} {w}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -15,7 +15,8 @@ use rayon::prelude::*;
 
 use super::scalar::{Scalar, read_f64s};
 use crate::dispatch;
-use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::ops::simd::Isa;
+use crate::ops::{DType, InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which an axis pass runs on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
@@ -205,6 +206,260 @@ fn resample_axis(
     out
 }
 
+/// One axis's taps when each output position reads one or two input positions: the
+/// form of nearest and linear resampling without antialiasing, what the fast float32
+/// path ([`resize_planes`]) takes.
+struct Taps2 {
+    /// First and second input position of each output position (the second equal to
+    /// the first for a one-tap position).
+    i0: Vec<u32>,
+    i1: Vec<u32>,
+    /// Their weights, as [`axis_taps`] computed them; `w1` is 0 for a one-tap position.
+    w0: Vec<f64>,
+    w1: Vec<f64>,
+    /// Whether every position has one tap of weight 1 (nearest).
+    copies: bool,
+}
+
+impl Taps2 {
+    /// `t` in this form, or `None` when a position has more than two taps, none (an
+    /// extrapolated one) or an input position past `in_len`.
+    fn of(t: &AxisTaps, in_len: usize) -> Option<Taps2> {
+        let n = t.spans.len();
+        let mut r = Taps2 {
+            i0: Vec::with_capacity(n),
+            i1: Vec::with_capacity(n),
+            w0: Vec::with_capacity(n),
+            w1: Vec::with_capacity(n),
+            copies: true,
+        };
+        for span in &t.spans {
+            let (s, e) = (*span)?;
+            if e <= s || e - s > 2 || t.idx[s..e].iter().any(|&i| i >= in_len) {
+                return None;
+            }
+            let last = e - 1;
+            r.i0.push(t.idx[s] as u32);
+            r.i1.push(t.idx[last] as u32);
+            r.w0.push(t.w[s]);
+            r.w1.push(if last > s { t.w[last] } else { 0.0 });
+            r.copies &= e - s == 1 && t.w[s] == 1.0;
+        }
+        Some(r)
+    }
+}
+
+/// Resize of float32 `[.., H, W]` planes `xs` to `[.., OH, OW]` planes `ys` (`dims` is
+/// `[H, W, OH, OW]`), each of H and W resampled by its taps or left alone (`None`).
+///
+/// This is the general path's arithmetic exactly, fused: the general path resamples H
+/// over the whole tensor in float64 (`0 + w0 * a + w1 * b`, the taps in order), then W
+/// from that, rounding to float32 at the end; here each output row's H pass is one
+/// float64 row of scratch, and the W pass reads it through per-output-column indices and
+/// weights computed once per call ([`Taps2`]), so the bits are the same (one difference:
+/// nearest copies values, so -0 stays -0 where `0 + 1 * -0` gave +0, as ONNX Runtime
+/// copies). Nearest (every tap a copy) does no arithmetic at all, and an output row
+/// whose source row equals the previous one's is a copy of that output row.
+fn resize_planes(
+    xs: &[f32],
+    ys: &mut [f32],
+    dims: [usize; 4],
+    th: Option<&Taps2>,
+    tw: Option<&Taps2>,
+    nearest: bool,
+) {
+    let [h, w, oh, ow] = dims;
+    let (ilen, olen) = (h * w, oh * ow);
+    if ilen == 0 || olen == 0 {
+        return;
+    }
+    let run = |xs: &[f32], ys: &mut [f32]| {
+        thread_local! {
+            static ROW: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        ROW.with(|cell| {
+            let mut guard = cell.try_borrow_mut();
+            let mut own = Vec::new();
+            let row: &mut Vec<f64> = match guard.as_mut() {
+                Ok(r) => r,
+                Err(_) => &mut own,
+            };
+            if row.len() < w {
+                row.resize(w, 0.0);
+            }
+            planes_isa(xs, ys, dims, th, tw, nearest, &mut row[..w]);
+        })
+    };
+    if ys.len() >= PARALLEL_ELEMS {
+        let per = PARALLEL_ELEMS.div_ceil(olen);
+        ys.par_chunks_mut(per * olen)
+            .enumerate()
+            .for_each(|(g, out)| run(&xs[g * per * ilen..][..out.len() / olen * ilen], out));
+    } else {
+        run(xs, ys);
+    }
+}
+
+/// [`planes_any`] in the widest vectors this CPU has.
+fn planes_isa(
+    xs: &[f32],
+    ys: &mut [f32],
+    dims: [usize; 4],
+    th: Option<&Taps2>,
+    tw: Option<&Taps2>,
+    nearest: bool,
+    row: &mut [f64],
+) {
+    /// [`planes_any`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// This CPU has AVX-512F. (The body is safe code.)
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn wide(
+        xs: &[f32],
+        ys: &mut [f32],
+        dims: [usize; 4],
+        th: Option<&Taps2>,
+        tw: Option<&Taps2>,
+        nearest: bool,
+        row: &mut [f64],
+    ) {
+        planes_any(xs, ys, dims, th, tw, nearest, row)
+    }
+    /// [`planes_any`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// This CPU has AVX2. (The body is safe code.)
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2(
+        xs: &[f32],
+        ys: &mut [f32],
+        dims: [usize; 4],
+        th: Option<&Taps2>,
+        tw: Option<&Taps2>,
+        nearest: bool,
+        row: &mut [f64],
+    ) {
+        planes_any(xs, ys, dims, th, tw, nearest, row)
+    }
+    #[cfg(target_arch = "x86_64")]
+    match Isa::detect() {
+        // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
+        Some(Isa::Avx512) => return unsafe { wide(xs, ys, dims, th, tw, nearest, row) },
+        // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
+        Some(Isa::Avx2) => return unsafe { avx2(xs, ys, dims, th, tw, nearest, row) },
+        None => {}
+    }
+    planes_any(xs, ys, dims, th, tw, nearest, row)
+}
+
+/// [`resize_planes`] of the whole planes `xs` into `ys`, `row` one input row of scratch.
+#[inline(always)]
+fn planes_any(
+    xs: &[f32],
+    ys: &mut [f32],
+    dims: [usize; 4],
+    th: Option<&Taps2>,
+    tw: Option<&Taps2>,
+    nearest: bool,
+    row: &mut [f64],
+) {
+    let [h, w, oh, ow] = dims;
+    // Nearest with both axes copies (or left alone): no arithmetic, bits copied.
+    let copies = nearest && th.is_none_or(|t| t.copies) && tw.is_none_or(|t| t.copies);
+    // Whether output column j reads input column j / k for an integer k (the
+    // upsampling by 2 of UNets, in both nearest modes they use): then a row is each
+    // input value repeated k times, which needs no index table.
+    let repeat = tw.filter(|_| copies && ow % w == 0).and_then(|t| {
+        let k = ow / w;
+        t.i0.iter()
+            .enumerate()
+            .all(|(j, &i)| i as usize == j / k)
+            .then_some(k)
+    });
+    for (xs, ys) in xs.chunks_exact(h * w).zip(ys.chunks_exact_mut(oh * ow)) {
+        for oy in 0..oh {
+            let (head, tail) = ys.split_at_mut(oy * ow);
+            let out = &mut tail[..ow];
+            let src_row = |i: u32| &xs[i as usize * w..][..w];
+            if copies {
+                let sy = th.map_or(oy as u32, |t| t.i0[oy]);
+                if oy > 0 && th.is_some_and(|t| t.i0[oy - 1] == sy) {
+                    // The same source row as the row above: copy that output row.
+                    out.copy_from_slice(&head[(oy - 1) * ow..]);
+                    continue;
+                }
+                let src = src_row(sy);
+                match (tw, repeat) {
+                    (None, _) => out.copy_from_slice(src),
+                    (Some(_), Some(2)) => {
+                        for (o, &v) in out.chunks_exact_mut(2).zip(src) {
+                            o[0] = v;
+                            o[1] = v;
+                        }
+                    }
+                    (Some(_), Some(k)) => {
+                        for (o, &v) in out.chunks_exact_mut(k).zip(src) {
+                            o.fill(v);
+                        }
+                    }
+                    (Some(t), None) => {
+                        // `min` keeps the reads provably in bounds, so the loop has no
+                        // panic path and vectorizes as a gather (Taps2::of checked every
+                        // index already, the clamp changes none).
+                        let last = src.len() - 1;
+                        for (o, &i) in out.iter_mut().zip(&t.i0) {
+                            *o = src[(i as usize).min(last)];
+                        }
+                    }
+                }
+                continue;
+            }
+            // The H pass into `row`, in float64 as the general path computes it.
+            match th {
+                None => {
+                    for (r, &v) in row.iter_mut().zip(src_row(oy as u32)) {
+                        *r = v as f64;
+                    }
+                }
+                Some(t) => {
+                    let (a, w0) = (src_row(t.i0[oy]), t.w0[oy]);
+                    if t.w1[oy] == 0.0 {
+                        for (r, &x) in row.iter_mut().zip(a) {
+                            *r = 0.0 + w0 * x as f64;
+                        }
+                    } else {
+                        let (b, w1) = (src_row(t.i1[oy]), t.w1[oy]);
+                        for ((r, &x), &y) in row.iter_mut().zip(a).zip(b) {
+                            *r = 0.0 + w0 * x as f64 + w1 * y as f64;
+                        }
+                    }
+                }
+            }
+            // The W pass, each output column's two taps of `row`.
+            match tw {
+                None => {
+                    for (o, &r) in out.iter_mut().zip(row.iter()) {
+                        *o = r as f32;
+                    }
+                }
+                Some(t) => {
+                    let last = row.len() - 1;
+                    let cols = t.i0.iter().zip(&t.i1).zip(t.w0.iter().zip(&t.w1));
+                    for (o, ((&i0, &i1), (&w0, &w1))) in out.iter_mut().zip(cols) {
+                        let one = 0.0 + w0 * row[(i0 as usize).min(last)];
+                        let two = one + w1 * row[(i1 as usize).min(last)];
+                        // A one-tap column (w1 = 0) adds nothing, not even 0 * inf.
+                        *o = if w1 == 0.0 { one } else { two } as f32;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Resize (opset 10: X, scales; 11 on: X, roi, scales, sizes) and Upsample (X, scales).
 pub fn resize(
     ctx: &InferCtx,
@@ -329,6 +584,36 @@ fn resize_typed<T: Scalar>(
             scale[a] = out_shape[a] as f64 / x.shape[a].max(1) as f64;
         }
     }
+    let resampled = |d: usize| {
+        let crops = p.coord == "tf_crop_and_resize" && axes.contains(&d);
+        !(out_shape[d] == x.shape[d] && scale[d] == 1.0 && !crops)
+    };
+    if T::DTYPE == DType::F32 && mode != Mode::Cubic && rank >= 2 && !(0..rank - 2).any(resampled) {
+        // The float32 planes of CNNs: see `resize_planes`.
+        let (hd, wd) = (rank - 2, rank - 1);
+        // Per axis: Some(None) leaves it alone, Some(Some(taps)) resamples it, None is
+        // a case the fast path does not take (more than two taps, extrapolation).
+        let plan = |d: usize| -> Option<Option<Taps2>> {
+            if !resampled(d) {
+                return Some(None);
+            }
+            if scale[d] <= 0.0 || !scale[d].is_finite() {
+                return None;
+            }
+            let taps = axis_taps(&p, scale[d], out_shape[d], x.shape[d], roi[d]);
+            Taps2::of(&taps, x.shape[d]).map(Some)
+        };
+        let (th, tw) = (plan(hd), plan(wd));
+        if let (Some(th), Some(tw)) = (th, tw) {
+            let (h, w) = (x.shape[hd], x.shape[wd]);
+            let (oh, ow) = (out_shape[hd], out_shape[wd]);
+            let xs: &[f32] = bytemuck::cast_slice(x.slice::<T>()?);
+            let ys: &mut [f32] = bytemuck::cast_slice_mut(outputs[0].slice_mut::<T>()?);
+            let nearest = mode == Mode::Nearest;
+            resize_planes(xs, ys, [h, w, oh, ow], th.as_ref(), tw.as_ref(), nearest);
+            return Ok(());
+        }
+    }
     let mut shape = x.shape.to_vec();
     let mut cur: Vec<f64> = x.slice::<T>()?.iter().map(|v| v.to_f64()).collect();
     for d in 0..rank {
@@ -356,7 +641,7 @@ fn resize_typed<T: Scalar>(
 mod tests {
     use crate::ops::Attr;
     use crate::ops::Tensor;
-    use crate::ops::testing::run_f32;
+    use crate::ops::testing::{run, run_f32};
 
     /// Resize of `x` by `scales`, with an empty roi.
     fn resize(attrs: &[(&str, Attr)], x: Tensor, scales: &[f32]) -> Vec<f32> {
@@ -406,5 +691,128 @@ mod tests {
             (y[3] - 1.5).abs() < 1e-6 && (y[2] - 1.0).abs() < 1e-6,
             "{y:?}"
         );
+    }
+
+    /// The float32 fast path (`resize_planes`) against the general path, which float64
+    /// tensors take: linear bit for bit (the same float64 arithmetic rounded once),
+    /// nearest the same values; and both against the 2-D definitions computed here.
+    /// Scales 2, 0.5, 3 and sizes that are no multiple, every coordinate mode UNets
+    /// use; outputs start as NaN (the host driver poisons them).
+    #[test]
+    fn float32_planes_match_the_general_path_and_the_definition() {
+        let modes: &[(&str, &str, &str)] = &[
+            ("linear", "half_pixel", "round_prefer_floor"),
+            ("linear", "align_corners", "round_prefer_floor"),
+            ("linear", "asymmetric", "round_prefer_floor"),
+            ("linear", "pytorch_half_pixel", "round_prefer_floor"),
+            ("nearest", "asymmetric", "floor"),
+            ("nearest", "half_pixel", "round_prefer_floor"),
+            ("nearest", "align_corners", "round_prefer_ceil"),
+            ("nearest", "tf_half_pixel_for_nn", "ceil"),
+        ];
+        let shapes: &[([usize; 4], [usize; 2])] = &[
+            ([1, 3, 8, 8], [16, 16]),
+            ([2, 2, 7, 13], [14, 26]),
+            ([1, 2, 8, 10], [4, 5]),
+            ([1, 1, 5, 6], [15, 18]),
+            ([1, 2, 9, 17], [13, 40]),
+            ([1, 2, 6, 33], [6, 50]),
+            ([1, 1, 11, 4], [3, 4]),
+            ([1, 40, 16, 32], [32, 64]),
+        ];
+        for &(mode, coord, nearest) in modes {
+            for (si, &(shape, [oh, ow])) in shapes.iter().enumerate() {
+                let n: usize = shape.iter().product();
+                let x: Vec<f32> = (0..n)
+                    .map(|i| ((i * 37 + si * 11) % 101) as f32 / 7.0 - 6.0)
+                    .collect();
+                let attrs = [
+                    ("mode", Attr::Str(mode.into())),
+                    ("coordinate_transformation_mode", Attr::Str(coord.into())),
+                    ("nearest_mode", Attr::Str(nearest.into())),
+                ];
+                let sizes = Tensor::from_vec(
+                    &[4],
+                    &[shape[0] as i64, shape[1] as i64, oh as i64, ow as i64],
+                );
+                let roi = Tensor::zeroed(crate::ops::DType::F32, &[0]);
+                let scales = Tensor::zeroed(crate::ops::DType::F32, &[0]);
+                let run_as = |t: Tensor| {
+                    run(
+                        "Resize",
+                        &attrs,
+                        &[t, roi.clone(), scales.clone(), sizes.clone()],
+                        1,
+                    )
+                    .remove(0)
+                };
+                let fast = run_as(Tensor::from_vec(&shape, &x));
+                let xd: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+                let general = run_as(Tensor::from_vec(&shape, &xd));
+                let fast = fast.slice::<f32>().unwrap();
+                let general = general.slice::<f64>().unwrap();
+                let case = format!("{mode} {coord} {nearest} {shape:?} -> {oh}x{ow}");
+                assert_eq!(fast.len(), shape[0] * shape[1] * oh * ow, "{case}");
+                for (i, (&f, &g)) in fast.iter().zip(general).enumerate() {
+                    assert_eq!(f.to_bits(), (g as f32).to_bits(), "{case} at {i}");
+                }
+                // The definition: source coordinate per axis, then the taps.
+                let (h, w) = (shape[2], shape[3]);
+                let coord_of = |j: usize, o: usize, i: usize| -> f64 {
+                    let s = o as f64 / i as f64;
+                    let j = j as f64;
+                    match coord {
+                        "align_corners" if o == 1 => 0.0,
+                        "align_corners" => j * (i as f64 - 1.0) / (o as f64 - 1.0),
+                        "asymmetric" => j / s,
+                        "pytorch_half_pixel" if o == 1 => 0.0,
+                        "tf_half_pixel_for_nn" => (j + 0.5) / s,
+                        _ => (j + 0.5) / s - 0.5,
+                    }
+                };
+                let clamp = |v: f64, i: usize| v.max(0.0).min(i as f64 - 1.0);
+                for p in 0..shape[0] * shape[1] {
+                    let at = |y: usize, xx: usize| x[(p * h + y) * w + xx] as f64;
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let (cy, cx) = (coord_of(oy, oh, h), coord_of(ox, ow, w));
+                            let want = if mode == "nearest" {
+                                let r = |c: f64| match nearest {
+                                    "floor" => c.floor(),
+                                    "ceil" => c.ceil(),
+                                    "round_prefer_ceil" => (c + 0.5).floor(),
+                                    _ => (c - 0.5).ceil(),
+                                };
+                                // An axis of scale 1 is left alone (as the general
+                                // path does), whatever the rounding would pick.
+                                let y = if oh == h {
+                                    oy
+                                } else {
+                                    clamp(r(cy), h) as usize
+                                };
+                                let xx = if ow == w {
+                                    ox
+                                } else {
+                                    clamp(r(cx), w) as usize
+                                };
+                                at(y, xx)
+                            } else {
+                                let (cy, cx) = (clamp(cy, h), clamp(cx, w));
+                                let (y0, x0) = (cy.floor() as usize, cx.floor() as usize);
+                                let (y1, x1) = ((y0 + 1).min(h - 1), (x0 + 1).min(w - 1));
+                                let (fy, fx) = (cy - y0 as f64, cx - x0 as f64);
+                                (at(y0, x0) * (1.0 - fx) + at(y0, x1) * fx) * (1.0 - fy)
+                                    + (at(y1, x0) * (1.0 - fx) + at(y1, x1) * fx) * fy
+                            };
+                            let got = fast[(p * oh + oy) * ow + ox] as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                                "{case} at {p},{oy},{ox}: {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

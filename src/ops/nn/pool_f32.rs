@@ -1,0 +1,610 @@
+//! The float32 pools of CNNs, row by row: AveragePool over 2-D windows, MaxPool's values
+//! (other types take a generic row walk, see [`max_pool_2d`]) and GlobalAveragePool,
+//! each compiled once per instruction set ([`Isa`]) so that the loops the compiler
+//! vectorizes use the widest
+//! vectors this CPU has (the crate itself is built for baseline x86-64, whose SSE2
+//! vectors are four floats wide and have no blend).
+//!
+//! A 2-D pool folds a `kh x kw` window; both row kernels fold it in two passes: first
+//! the window's input rows into one row (`col[x]`, a running sum or maximum down each
+//! input column: unit-stride loads over the whole row), then each output column's `kw`
+//! taps of that row (`out[ox] = fold(col[ox * sw + kx * dw - pw])`). The second pass is
+//! the only strided one, and its stride is a constant for the strides CNNs use
+//! ([`tap`]), so it vectorizes as loads and a de-interleave. Folding all taps per output
+//! (the general walk) costs `kh * kw` strided passes; this costs `kh - 1` contiguous and
+//! `kw` strided ones, and nothing per output but the division.
+
+use super::scalar::Scalar;
+use super::window::Window;
+use crate::ops::simd::Isa;
+
+/// Input elements below which all planes run in one call on the calling thread.
+const PARALLEL_ELEMS: usize = 1 << 14;
+
+/// The taps `k` in `0..kernel` of a window starting at `start` (stride applied, padding
+/// subtracted) whose positions `start + k * dilation` fall inside `0..n`: one range, as
+/// the positions only grow with `k`.
+#[inline]
+pub(super) fn inside(
+    start: isize,
+    dilation: usize,
+    kernel: usize,
+    n: usize,
+) -> std::ops::Range<usize> {
+    let dil = dilation as isize;
+    let lo = if start >= 0 {
+        0
+    } else {
+        (-start + dil - 1) / dil
+    };
+    let hi = if start >= n as isize {
+        0
+    } else {
+        (n as isize - 1 - start) / dil + 1
+    };
+    let (lo, hi) = (lo as usize, (hi as usize).min(kernel));
+    lo..hi.max(lo)
+}
+
+/// Whether `win` is a 2-D window (its promoted first dim trivial), which the row
+/// kernels take.
+pub(super) fn is_2d(win: &Window) -> bool {
+    win.input[0] == 1 && win.kernel[0] == 1 && win.output[0] == 1 && win.pad_begin[0] == 0
+}
+
+/// The output columns `lo..hi` of a 2-D window whose taps all lie inside the input row:
+/// the columns the vector loops take; the few others (the edges) take a scalar walk.
+fn interior(win: &Window) -> (usize, usize) {
+    let (w, ow) = (win.input[2], win.output[2]);
+    let (kw, sw, dw, pw) = (
+        win.kernel[2],
+        win.stride[2],
+        win.dilation[2],
+        win.pad_begin[2],
+    );
+    let reach = ((kw - 1) * dw) as isize;
+    let lo = ((pw + sw as isize - 1) / sw as isize).max(0) as usize;
+    let hi = if w as isize - 1 - reach + pw < 0 {
+        0
+    } else {
+        (((w as isize - 1 - reach + pw) / sw as isize) + 1) as usize
+    };
+    (lo.min(ow), hi.min(ow).max(lo.min(ow)))
+}
+
+/// Runs `f(input planes, output planes)` over groups of whole (image, channel) planes:
+/// one group on the calling thread for small inputs, else groups of at least
+/// [`PARALLEL_ELEMS`] input elements in parallel. Groups, not single planes, so that a
+/// pool over many small planes (a squeeze-excite's 576 planes of 7 x 7) pays one task
+/// and one instruction-set dispatch per group, not per plane.
+fn plane_groups<T: Scalar, F>(x: &[T], ilen: usize, y: &mut [T], olen: usize, f: F)
+where
+    F: Fn(&[T], &mut [T]) + Sync,
+{
+    use rayon::prelude::*;
+    if olen == 0 || ilen == 0 {
+        return;
+    }
+    if x.len() < PARALLEL_ELEMS {
+        return f(x, y);
+    }
+    let per = PARALLEL_ELEMS.div_ceil(ilen);
+    y.par_chunks_mut(per * olen)
+        .enumerate()
+        .for_each(|(g, out)| f(&x[g * per * ilen..][..out.len() / olen * ilen], out));
+}
+
+/// Calls `$f::<…>($args)` compiled for the best instruction set found: `$f` must be an
+/// `#[inline(always)]` function whose body is safe code; the wrappers only widen the
+/// vectors the compiler may use.
+macro_rules! per_isa {
+    ($(#[$doc:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($a:ident: $t:ty),*) => $f:ident) => {
+        $(#[$doc])*
+        fn $name $(<$g: $b>)? ($($a: $t),*) {
+            /// `$f` compiled for AVX-512F.
+            ///
+            /// # Safety
+            /// This CPU has AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn wide $(<$g: $b>)? ($($a: $t),*) {
+                $f $(::<$g>)? ($($a),*)
+            }
+            /// `$f` compiled for AVX2.
+            ///
+            /// # Safety
+            /// This CPU has AVX2.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2 $(<$g: $b>)? ($($a: $t),*) {
+                $f $(::<$g>)? ($($a),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            match Isa::detect() {
+                // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
+                Some(Isa::Avx512) => return unsafe { wide $(::<$g>)? ($($a),*) },
+                // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
+                Some(Isa::Avx2) => return unsafe { avx2 $(::<$g>)? ($($a),*) },
+                None => {}
+            }
+            $f $(::<$g>)? ($($a),*)
+        }
+    };
+}
+
+/// Per-thread scratch for the folded row (one row of the input, at most a few KB).
+fn with_row<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    thread_local! {
+        static ROW: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    ROW.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            f(&mut buf[..len])
+        }
+        // Re-entered on this thread (not expected: the kernels call nothing that pools).
+        Err(_) => f(&mut vec![0.0; len]),
+    })
+}
+
+/// `acc[i] = src[i * S]` (`first`), else `acc[i] += src[i * S]`: one tap of a window over
+/// a row of outputs. With the stride a constant and the reads whole chunks of `S`, the
+/// loop has no bounds checks and vectorizes (a de-interleave for `S` of 2 and 3); with a
+/// run-time stride it stays one scalar load per element.
+#[inline(always)]
+fn tap<const S: usize>(acc: &mut [f32], src: &[f32], first: bool) {
+    let Some((last, init)) = acc.split_last_mut() else {
+        return;
+    };
+    let n = init.len();
+    let body = &src[..n * S];
+    if first {
+        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
+            *a = c[0];
+        }
+        *last = src[n * S];
+    } else {
+        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
+            *a += c[0];
+        }
+        *last += src[n * S];
+    }
+}
+
+/// [`tap`] for any stride.
+#[inline(always)]
+fn tap_any(acc: &mut [f32], src: &[f32], stride: usize, first: bool) {
+    match stride {
+        1 => tap::<1>(acc, src, first),
+        2 => tap::<2>(acc, src, first),
+        3 => tap::<3>(acc, src, first),
+        _ => {
+            for (a, &v) in acc.iter_mut().zip(src.iter().step_by(stride)) {
+                *a = if first { v } else { *a + v };
+            }
+        }
+    }
+}
+
+/// float32 AveragePool over a 2-D window ([`is_2d`]): `count_include_pad` divides by
+/// the taps in the explicit padding too, never by those past it (ceil mode's last
+/// window), exactly as the general walk counts them.
+///
+/// The sums are float32, as ONNX Runtime's (MLAS's) are: each output is its input
+/// columns' sums (rows first) added in column order, then divided by the count. The
+/// general walk's float64 sum rounds once; this one rounds once per addition, a few
+/// units in the last place for the windows of CNNs (the conformance cases' tolerance).
+pub(super) fn average_pool_2d(win: &Window, include_pad: bool, x: &[f32], y: &mut [f32]) {
+    if win.input[1] == win.kernel[1]
+        && win.input[2] == win.kernel[2]
+        && win.output == [1, 1, 1]
+        && win.pad_begin == [0; 3]
+        && win.dilation == [1; 3]
+    {
+        // The window is the plane (ResNet's last pool): the global average, whose
+        // one contiguous sum per plane has none of the row pass's per-row overhead.
+        return global_average(x, win.input_len(), y);
+    }
+    plane_groups(x, win.input_len(), y, win.output_len(), |xs, out| {
+        with_row(win.input[2], |col| {
+            average_planes(win, include_pad, xs, out, col)
+        })
+    });
+}
+
+per_isa! {
+    /// [`average_planes_any`] in the widest vectors this CPU has.
+    fn average_planes(win: &Window, include_pad: bool, xs: &[f32], out: &mut [f32], col: &mut [f32])
+        => average_planes_any
+}
+
+/// [`average_pool_2d`] of whole planes `xs` into `out`, `col` one input row of scratch.
+#[inline(always)]
+fn average_planes_any(
+    win: &Window,
+    include_pad: bool,
+    xs: &[f32],
+    out: &mut [f32],
+    col: &mut [f32],
+) {
+    let [_, h, w] = win.input;
+    let ow = win.output[2];
+    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (win.kernel, win.stride, win.dilation);
+    let (ph, pw) = (win.pad_begin[1], win.pad_begin[2]);
+    // With count_include_pad, a tap counts when it lies inside the padded extent.
+    let (hp, wp) = (
+        (h as isize + ph + win.pad_end[1]).max(0) as usize,
+        (w as isize + pw + win.pad_end[2]).max(0) as usize,
+    );
+    let (lo, hi) = interior(win);
+    let olen = win.output_len();
+    for (xs, out) in xs.chunks_exact(h * w).zip(out.chunks_exact_mut(olen)) {
+        for (oy, orow) in out.chunks_exact_mut(ow).enumerate() {
+            let sy = (oy * sh) as isize - ph;
+            let ry = inside(sy, dh, kh, h);
+            let rows = if include_pad {
+                inside(sy + ph, dh, kh, hp).len()
+            } else {
+                ry.len()
+            };
+            if ry.is_empty() {
+                // No input row: the sum is 0, and so is the average (or the count is
+                // 0, which the general walk also makes 0).
+                orow.fill(0.0);
+                continue;
+            }
+            let row = |b: usize| &xs[(sy + (b * dh) as isize) as usize * w..][..w];
+            // The column sums of the window's rows; a single row is used in place.
+            let src: &[f32] = if ry.len() == 1 {
+                row(ry.start)
+            } else {
+                col.copy_from_slice(row(ry.start));
+                for b in ry.start + 1..ry.end {
+                    for (c, &v) in col.iter_mut().zip(row(b)) {
+                        *c += v;
+                    }
+                }
+                col
+            };
+            if hi > lo {
+                let acc = &mut orow[lo..hi];
+                let n = hi - lo;
+                for kx in 0..kw {
+                    let start = ((lo * sw + kx * dw) as isize - pw) as usize;
+                    tap_any(acc, &src[start..start + (n - 1) * sw + 1], sw, kx == 0);
+                }
+                let count = (rows * kw) as f32;
+                for a in acc.iter_mut() {
+                    *a /= count;
+                }
+            }
+            // The edge columns, whose windows leave the row.
+            for ox in (0..lo).chain(hi..ow) {
+                let sx = (ox * sw) as isize - pw;
+                let rx = inside(sx, dw, kw, w);
+                let cols = if include_pad {
+                    inside(sx + pw, dw, kw, wp).len()
+                } else {
+                    rx.len()
+                };
+                let mut sum = 0.0f32;
+                for e in rx {
+                    sum += src[(sx + (e * dw) as isize) as usize];
+                }
+                let count = rows * cols;
+                orow[ox] = if count == 0 { 0.0 } else { sum / count as f32 };
+            }
+        }
+    }
+}
+
+/// GlobalAveragePool in float32: each `ilen`-long plane of `x` summed into one of `y`.
+pub(super) fn global_average(x: &[f32], ilen: usize, y: &mut [f32]) {
+    plane_groups(x, ilen, y, 1, global_average_planes);
+}
+
+per_isa! {
+    /// [`global_average_any`] in the widest vectors this CPU has.
+    fn global_average_planes(xs: &[f32], out: &mut [f32]) => global_average_any
+}
+
+/// Sums per lane: 16 independent float32 sums (one AVX-512 vector, two AVX2 ones), so the
+/// additions pipeline instead of waiting on one running sum, and their order, hence the
+/// result's bits, is the same on every instruction set.
+const LANES: usize = 16;
+
+/// The mean of each `xs.len() / out.len()`-long plane of `xs` into `out`.
+#[inline(always)]
+fn global_average_any(xs: &[f32], out: &mut [f32]) {
+    let ilen = xs.len() / out.len();
+    for (plane, o) in xs.chunks_exact(ilen).zip(out.iter_mut()) {
+        let mut lanes = [0.0f32; LANES];
+        let mut chunks = plane.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l += v;
+            }
+        }
+        for (l, &v) in lanes.iter_mut().zip(chunks.remainder()) {
+            *l += v;
+        }
+        // A pairwise fold of the lanes: four dependent additions, not fifteen.
+        let mut n = LANES;
+        while n > 1 {
+            n /= 2;
+            for i in 0..n {
+                lanes[i] += lanes[i + n];
+            }
+        }
+        *o = lanes[0] / ilen as f32;
+    }
+}
+
+/// MaxPool's values over a 2-D window ([`is_2d`]), any float type (`empty` the value of
+/// a window with no input tap): the per-output walk's bits, see [`max_planes_any`].
+pub(super) fn max_pool_2d<T: Scalar>(win: &Window, x: &[T], y: &mut [T]) {
+    if T::DTYPE == crate::ops::DType::F32 {
+        let (x, y): (&[f32], &mut [f32]) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(y));
+        let w = win.input[2];
+        return plane_groups(x, win.input_len(), y, win.output_len(), |xs, out| {
+            with_row(3 * w, |scratch| max_planes_f32(win, xs, out, scratch))
+        });
+    }
+    // Other types compare in software (f16, bf16): the generic walk, baseline build.
+    plane_groups(x, win.input_len(), y, win.output_len(), |xs, out| {
+        max_planes_any::<T>(win, xs, out)
+    });
+}
+
+per_isa! {
+    /// [`max_planes_f32_any`] in the widest vectors this CPU has.
+    fn max_planes_f32(win: &Window, xs: &[f32], out: &mut [f32], scratch: &mut [f32])
+        => max_planes_f32_any
+}
+
+/// `dst[i] = if b[i * SB] > a[i * SA] { b[i * SB] } else { a[i * SA] }`: one step of the
+/// running maximum, the new value replacing the old only when greater (x86's `maxps`,
+/// one instruction). Always into a buffer other than `a`'s and `b`'s: with AVX-512 the
+/// compiler turns `a[i] = if b > a[i] { b } else { a[i] }` into a masked store, and the
+/// next pass's loads of those floats stall on it (3x slower than SSE2).
+#[inline(always)]
+fn max2<const SA: usize, const SB: usize>(dst: &mut [f32], a: &[f32], b: &[f32]) {
+    let n = dst.len();
+    if n == 0 {
+        return;
+    }
+    let (a, b) = (&a[..(n - 1) * SA + 1], &b[..(n - 1) * SB + 1]);
+    let (dst, dl) = dst.split_at_mut(n - 1);
+    for ((d, x), y) in dst
+        .iter_mut()
+        .zip(a.chunks_exact(SA))
+        .zip(b.chunks_exact(SB))
+    {
+        *d = if y[0] > x[0] { y[0] } else { x[0] };
+    }
+    let (x, y) = (a[(n - 1) * SA], b[(n - 1) * SB]);
+    dl[0] = if y > x { y } else { x };
+}
+
+/// [`max2`] with `a` read at stride `sa` (1 or `sb`) and `b` at `sb`, constants for the
+/// strides 1 to 3.
+#[inline(always)]
+fn max2_any(dst: &mut [f32], a: &[f32], sa: usize, b: &[f32], sb: usize) {
+    match (sa, sb) {
+        (1, 1) => max2::<1, 1>(dst, a, b),
+        (1, 2) => max2::<1, 2>(dst, a, b),
+        (2, 2) => max2::<2, 2>(dst, a, b),
+        (1, 3) => max2::<1, 3>(dst, a, b),
+        (3, 3) => max2::<3, 3>(dst, a, b),
+        _ => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                let (x, y) = (a[i * sa], b[i * sb]);
+                *d = if y > x { y } else { x };
+            }
+        }
+    }
+}
+
+/// The exact per-output walk of MaxPool's window at output `(sy, ox)`: taps in window
+/// order, the first kept and replaced only by a greater value.
+#[inline(always)]
+fn max_walk(win: &Window, xs: &[f32], sy: isize, ox: usize) -> f32 {
+    let [_, h, w] = win.input;
+    let ([_, kh, kw], [_, _, sw], [_, dh, dw]) = (win.kernel, win.stride, win.dilation);
+    let sx = (ox * sw) as isize - win.pad_begin[2];
+    let rx = inside(sx, dw, kw, w);
+    let mut best: Option<f32> = None;
+    for b in inside(sy, dh, kh, h) {
+        let row = &xs[(sy + (b * dh) as isize) as usize * w..][..w];
+        for e in rx.clone() {
+            let v = row[(sx + (e * dw) as isize) as usize];
+            if best.is_none_or(|b| v > b) {
+                best = Some(v);
+            }
+        }
+    }
+    best.unwrap_or(f32::NEG_INFINITY)
+}
+
+/// float32 MaxPool's values of whole planes, in two passes per output row (see the
+/// module): the running maximum down the window's rows into `col`, then across each
+/// output's `kw` columns of it, every step a [`max2`] into a fresh buffer. `scratch`
+/// holds three input rows.
+///
+/// The result has the bits of the per-output walk ([`max_walk`]: taps in row-major
+/// order, the first kept, replaced only by a greater value), which this order reaches
+/// too except in two cases, both checked for per output row and recomputed by the walk:
+/// a NaN in a window's first row but not its first tap (the walk skips that NaN, the
+/// column pass lets it hide its column), and a maximum of zero (+0 and -0 tie, and the
+/// walk keeps the first in row-major order, the column pass in column-major order).
+#[inline(always)]
+fn max_planes_f32_any(win: &Window, xs: &[f32], out: &mut [f32], scratch: &mut [f32]) {
+    let [_, h, w] = win.input;
+    let ow = win.output[2];
+    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (win.kernel, win.stride, win.dilation);
+    let (ph, pw) = (win.pad_begin[1], win.pad_begin[2]);
+    let (lo, hi) = interior(win);
+    let n = hi - lo;
+    let (col, rest) = scratch.split_at_mut(w);
+    let (alt, tmp) = rest.split_at_mut(w);
+    let olen = win.output_len();
+    for (xs, out) in xs.chunks_exact(h * w).zip(out.chunks_exact_mut(olen)) {
+        for (oy, orow) in out.chunks_exact_mut(ow).enumerate() {
+            let sy = (oy * sh) as isize - ph;
+            let ry = inside(sy, dh, kh, h);
+            if ry.is_empty() {
+                // No row of the window is inside the input.
+                orow.fill(f32::NEG_INFINITY);
+                continue;
+            }
+            let row = |b: usize| &xs[(sy + (b * dh) as isize) as usize * w..][..w];
+            // Down the rows, alternating between two buffers.
+            let mut src: &[f32] = row(ry.start);
+            let (mut cur, mut next) = (&mut *col, &mut *alt);
+            for b in ry.start + 1..ry.end {
+                max2::<1, 1>(next, src, row(b));
+                std::mem::swap(&mut cur, &mut next);
+                src = cur;
+            }
+            if n > 0 {
+                // Across the columns: tap kx of output ox reads src[ox * sw + off(kx)].
+                let at = |kx: usize| ((lo * sw + kx * dw) as isize - pw) as usize;
+                let dst = &mut orow[lo..hi];
+                let tmp = &mut tmp[..n];
+                if kw == 1 {
+                    for (d, &v) in dst.iter_mut().zip(src[at(0)..].iter().step_by(sw)) {
+                        *d = v;
+                    }
+                } else {
+                    // Taps 0 and 1 into whichever buffer makes the last step land in
+                    // `dst`, then each further tap into the other one.
+                    let odd = (kw - 2) % 2 == 1;
+                    let (mut a, mut b) = if odd { (tmp, dst) } else { (dst, tmp) };
+                    max2_any(a, &src[at(0)..], sw, &src[at(1)..], sw);
+                    for kx in 2..kw {
+                        max2_any(b, a, 1, &src[at(kx)..], sw);
+                        std::mem::swap(&mut a, &mut b);
+                    }
+                }
+                // The two cases the order changes (see above), rare in real data.
+                let span = &src[at(0)..at(kw - 1) + (n - 1) * sw + 1];
+                let nan = span.iter().fold(false, |f, v| f | v.is_nan());
+                let zero = orow[lo..hi].iter().fold(false, |f, &v| f | (v == 0.0));
+                if nan || zero {
+                    for (ox, o) in orow.iter_mut().enumerate().take(hi).skip(lo) {
+                        if nan || *o == 0.0 {
+                            *o = max_walk(win, xs, sy, ox);
+                        }
+                    }
+                }
+            }
+            // The edge columns, whose windows leave the row.
+            for ox in (0..lo).chain(hi..ow) {
+                orow[ox] = max_walk(win, xs, sy, ox);
+            }
+        }
+    }
+}
+
+/// MaxPool's values of whole planes, row by row: each output row keeps one running
+/// maximum per output column, and each tap of the window updates the whole row at once,
+/// `acc[ox] = max(acc[ox], x[ox * stride + offset])`. The columns whose window lies
+/// inside the row (all but a few at the edges) run that loop with no bounds logic,
+/// which the compiler vectorizes; the edge columns take the per-output walk. Taps are
+/// visited in window order and each running maximum starts at its first valid tap and
+/// is replaced only by a greater value, as in the general walk, so the result has the
+/// same bits (NaN and ties included). Per output the old walk spent a bounds test, an
+/// `Option` and a branch on every tap: SqueezeNet's three MaxPools were half its time.
+#[inline(always)]
+fn max_planes_any<T: Scalar>(win: &Window, xs: &[T], out: &mut [T]) {
+    let [_, h, w] = win.input;
+    let ow = win.output[2];
+    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (win.kernel, win.stride, win.dilation);
+    let (ph, pw) = (win.pad_begin[1], win.pad_begin[2]);
+    let (lo, hi) = interior(win);
+    let empty = T::from_f64(f64::NEG_INFINITY);
+    let olen = win.output_len();
+    for (xs, out) in xs.chunks_exact(h * w).zip(out.chunks_exact_mut(olen)) {
+        for (oy, acc) in out.chunks_exact_mut(ow).enumerate() {
+            let sy = (oy * sh) as isize - ph;
+            let ry = inside(sy, dh, kh, h);
+            let mut first = true;
+            for b in ry.clone() {
+                let row = &xs[(sy + (b * dh) as isize) as usize * w..][..w];
+                for kx in 0..kw {
+                    // The tap of output column lo, then every `sw`-th element after it.
+                    let start = ((lo * sw + kx * dw) as isize - pw) as usize;
+                    let n = hi - lo;
+                    if n == 0 {
+                        break;
+                    }
+                    let src = &row[start..start + (n - 1) * sw + 1];
+                    let acc = &mut acc[lo..hi];
+                    match sw {
+                        1 => running_max::<T, 1>(acc, src, first),
+                        2 => running_max::<T, 2>(acc, src, first),
+                        3 => running_max::<T, 3>(acc, src, first),
+                        _ => {
+                            for (a, &c) in acc.iter_mut().zip(src.iter().step_by(sw)) {
+                                *a = if first || c > *a { c } else { *a };
+                            }
+                        }
+                    }
+                    first = false;
+                }
+            }
+            if first {
+                // No row of the window is inside the input.
+                acc[lo..hi].fill(empty);
+            }
+            // The edge columns, whose windows leave the row.
+            for ox in (0..lo).chain(hi..ow) {
+                let sx = (ox * sw) as isize - pw;
+                let rx = inside(sx, dw, kw, w);
+                let mut best: Option<T> = None;
+                for b in ry.clone() {
+                    let row = &xs[(sy + (b * dh) as isize) as usize * w..][..w];
+                    for e in rx.clone() {
+                        let v = row[(sx + (e * dw) as isize) as usize];
+                        if best.is_none_or(|b| v > b) {
+                            best = Some(v);
+                        }
+                    }
+                }
+                acc[ox] = best.unwrap_or(empty);
+            }
+        }
+    }
+}
+
+/// `acc[i] = src[i * S]` (`first`), else `acc[i] = src[i * S]` where that is greater:
+/// one tap of a pool window over a row of outputs. The stride is a constant, so the
+/// strided reads are whole chunks and the loop carries no bounds checks: it
+/// vectorizes, with a de-interleave for strides 2 and 3.
+#[inline(always)]
+fn running_max<T: Scalar, const S: usize>(acc: &mut [T], src: &[T], first: bool) {
+    let Some((last, init)) = acc.split_last_mut() else {
+        return;
+    };
+    let n = init.len();
+    let body = &src[..n * S];
+    if first {
+        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
+            *a = c[0];
+        }
+        *last = src[n * S];
+    } else {
+        // A select that always stores, not a store under a branch: the compiler turns
+        // it into a vector max (x86's `maxps` keeps its second operand unless the first
+        // is greater, NaN included: this very rule), where the conditional store became
+        // one masked scalar store per lane, ten times slower.
+        for (a, c) in init.iter_mut().zip(body.chunks_exact(S)) {
+            *a = if c[0] > *a { c[0] } else { *a };
+        }
+        if src[n * S] > *last {
+            *last = src[n * S];
+        }
+    }
+}
