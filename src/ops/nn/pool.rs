@@ -240,7 +240,10 @@ pub fn average_pool(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
-    if inputs[0].dtype == DType::F32 && ctx.op == "AveragePool" {
+    // Every averaging op (AveragePool, and GE's Pooling, AvgPool and AvgPoolV2, which call
+    // this with their own names) takes the same float32 kernel, so a GE pool gives the
+    // bits of the AveragePool it translates to; LpPool sums powers.
+    if inputs[0].dtype == DType::F32 && ctx.op != "LpPool" {
         let win = pool_window(ctx, &inputs[0], &outputs[0])?;
         if is_2d(&win) {
             let include_pad = ctx.attr_int("count_include_pad", 0)? != 0;
