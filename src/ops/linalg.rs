@@ -20,6 +20,7 @@ pub mod norm;
 mod operands;
 mod real;
 pub mod sgemm;
+pub mod sgemv;
 
 pub use operands::{
     absent, broadcast_offsets, check_float_type, dim_add, dim_div, dim_mul, index_values, not_float,

@@ -102,6 +102,19 @@ mod x86 {
         /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for writes (any
         /// alignment) with no live reference to those floats.
         unsafe fn store_first(p: *mut f32, v: Self::V, n: usize);
+        /// The first `n` floats from `p` in the low lanes, the other lanes zero; reads
+        /// (and faults on) no memory past them.
+        ///
+        /// # Safety
+        /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for reads (any
+        /// alignment).
+        unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
+        /// The sum of the lanes, always added in the same order (so the same lanes give
+        /// the same bits).
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn hsum(v: Self::V) -> f32;
     }
 
     /// AVX-512F: 16 floats, 32 registers.
@@ -151,6 +164,18 @@ mod x86 {
             // `p` are writable and unaliased; a masked store writes (and faults on) only
             // the lanes its mask sets, the low `n`.
             unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as u16, v) }
+        }
+        #[inline(always)]
+        unsafe fn load_first(p: *const f32, n: usize) -> __m512 {
+            // SAFETY: the caller ensures AVX-512F, `n < 16` and that the `n` floats from
+            // `p` are readable; a zero-masked load reads (and faults on) only the lanes
+            // its mask sets, the low `n`.
+            unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as u16, p) }
+        }
+        #[inline(always)]
+        unsafe fn hsum(v: __m512) -> f32 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { _mm512_reduce_add_ps(v) }
         }
     }
 
@@ -208,6 +233,26 @@ mod x86 {
                 let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
                 let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
                 _mm256_maskstore_ps(p, mask, v)
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_first(p: *const f32, n: usize) -> __m256 {
+            // SAFETY: the caller ensures AVX2, `n < 8` and that the `n` floats from `p`
+            // are readable; `maskload` reads (and faults on) only the lanes whose mask
+            // sign bit is set, the low `n`, and zeroes the others.
+            unsafe {
+                let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
+                _mm256_maskload_ps(p, mask)
+            }
+        }
+        #[inline(always)]
+        unsafe fn hsum(v: __m256) -> f32 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX and SSE3).
+            unsafe {
+                let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+                _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
             }
         }
     }

@@ -180,7 +180,7 @@ fn conv_typed<T: Scalar>(
     let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
     let (cg, mg) = (c / group, m / group);
     check_weights(ctx, w, [m, cg], c, m, group)?;
-    let win = Window::new(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
+    let win = Window::new(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?.lying_flat();
     let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
     let y = outputs[0].slice_mut::<T>()?;
     let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());

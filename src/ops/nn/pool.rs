@@ -93,7 +93,9 @@ fn pool_window(ctx: &InferCtx, x: &TensorRef, y: &TensorMut) -> Result<Window, O
     if x.rank() < 3 || y.rank() != x.rank() {
         return Err(ctx.input_error(0, format!("is {:?}; a pool needs [N, C, D...]", x.shape)));
     }
-    Window::new(ctx, &x.shape[2..], &kernel, &y.shape[2..])
+    // GE's lifted 1-D pools ([N, C, L, 1]) run over rows; an index (MaxPool's
+    // Indices, in either storage order) is the same in both shapes, one dim being 1.
+    Ok(Window::new(ctx, &x.shape[2..], &kernel, &y.shape[2..])?.lying_flat())
 }
 
 fn each_output(win: &Window, mut f: impl FnMut(usize, [usize; 3])) {

@@ -488,11 +488,16 @@ fn max_planes_f32_any(win: &Window, xs: &[f32], out: &mut [f32], scratch: &mut [
                         std::mem::swap(&mut a, &mut b);
                     }
                 }
-                // The two cases the order changes (see above), rare in real data.
+                // The two cases the order changes (see above), rare in real data: a NaN,
+                // or a zero maximum where a -0 could tie with a +0. A -0 the walk would
+                // keep, or the column pass return, is in `span` (the first zero of its
+                // column in row order stays the column's), so without one every zero
+                // maximum is +0 either way: a ReLU's zeros cost nothing here.
                 let span = &src[at(0)..at(kw - 1) + (n - 1) * sw + 1];
-                let nan = span.iter().fold(false, |f, v| f | v.is_nan());
-                let zero = orow[lo..hi].iter().fold(false, |f, &v| f | (v == 0.0));
-                if nan || zero {
+                let (nan, neg_zero) = span.iter().fold((false, false), |(n, z), v| {
+                    (n | v.is_nan(), z | (v.to_bits() == (-0.0f32).to_bits()))
+                });
+                if nan || neg_zero {
                     for (ox, o) in orow.iter_mut().enumerate().take(hi).skip(lo) {
                         if nan || *o == 0.0 {
                             *o = max_walk(win, xs, sy, ox);

@@ -106,6 +106,35 @@ impl Window {
         self.kernel.iter().product()
     }
 
+    /// The same window over the same memory with its last dim moved up one, when that
+    /// dim is 1 everywhere (input, kernel and output, no padding): GE runs a 1-D
+    /// convolution or pool as a 2-D one over `[N, C, L, 1]`, whose `[L, 1]` planes are
+    /// laid out exactly as `[1, L]` ones. The row kernels then see one row of L
+    /// positions instead of L rows of one, each with its own loop overhead and copy
+    /// call. A stride or dilation of the trivial dim changes nothing (it has one
+    /// position); the new leading dim gets 1s.
+    pub fn lying_flat(self) -> Window {
+        let trivial = self.input[2] == 1
+            && self.kernel[2] == 1
+            && self.output[2] == 1
+            && self.pad_begin[2] == 0
+            && self.pad_end[2] == 0;
+        if !trivial || self.input[0] != 1 || self.kernel[0] != 1 || self.output[0] != 1 {
+            return self;
+        }
+        let up = |v: [usize; 3], fill: usize| [v[0], fill, v[1]];
+        let up_pad = |v: [isize; 3]| [v[0], 0, v[1]];
+        Window {
+            input: up(self.input, 1),
+            output: up(self.output, 1),
+            kernel: up(self.kernel, 1),
+            stride: up(self.stride, 1),
+            dilation: up(self.dilation, 1),
+            pad_begin: up_pad(self.pad_begin),
+            pad_end: up_pad(self.pad_end),
+        }
+    }
+
     /// For kernel offset `k` along dim `d`: the output positions `lo..hi` whose input
     /// position `o * stride + k * dilation - pad_begin` lies inside the input, and that
     /// position's offset (the input index of output `o` is `o * stride + offset`).
@@ -140,6 +169,35 @@ mod tests {
             pad_begin: [0, 0, pad],
             pad_end: [0, 0, pad],
         }
+    }
+
+    /// A window over `[L, 1]` planes lies flat as one over `[1, L]`; any other keeps
+    /// its shape.
+    #[test]
+    fn a_column_window_lies_flat() {
+        let column = Window {
+            input: [1, 9, 1],
+            output: [1, 4, 1],
+            kernel: [1, 3, 1],
+            stride: [1, 2, 5],
+            dilation: [1, 1, 3],
+            pad_begin: [0, 1, 0],
+            pad_end: [0, 0, 0],
+        };
+        let flat = column.clone().lying_flat();
+        assert_eq!(
+            (flat.input, flat.output, flat.kernel),
+            ([1, 1, 9], [1, 1, 4], [1, 1, 3])
+        );
+        assert_eq!((flat.stride, flat.dilation), ([1, 1, 2], [1, 1, 1]));
+        assert_eq!((flat.pad_begin, flat.pad_end), ([0, 0, 1], [0, 0, 0]));
+        let padded = Window {
+            pad_end: [0, 0, 1],
+            ..column
+        };
+        assert_eq!(padded.lying_flat().input, [1, 9, 1]);
+        let wide = window(1, 1, 5, 5);
+        assert_eq!(wide.lying_flat().input, [1, 1, 5]);
     }
 
     #[test]

@@ -9,9 +9,12 @@
 //! math, as ONNX Runtime does ([`Recurrence::direction_f32`]); every other form runs in
 //! f64 and is rounded once into the outputs.
 
+use std::cell::RefCell;
+
+use crate::ops::linalg::sgemv::sgemv;
 use crate::ops::nn::gemm::{Mat, gemm};
-use crate::ops::nn::scalar::{read_f64s, write_f64s};
-use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::ops::nn::scalar::{read_f64s, widened, write_f64s};
+use crate::ops::{DType, InferCtx, OpError, TensorMut, TensorRef};
 
 /// An activation function with its alpha and beta.
 #[derive(Debug, Clone, Copy)]
@@ -164,27 +167,48 @@ impl Dims {
     }
 }
 
-/// One call's operands and attributes, read and checked: what every direction runs on.
+/// One call's attributes and dimensions, read and checked: what every direction runs on.
 struct Recurrence {
     kind: Kind,
     dm: Dims,
     /// Gate values per hidden unit times the hidden size: a row of the projections.
     gh: usize,
-    xv: Vec<f64>,
-    w: Vec<f64>,
-    r: Vec<f64>,
-    bias: Vec<f64>,
     /// Each batch entry's step count.
     lens: Vec<usize>,
-    init_h: Option<Vec<f64>>,
-    init_c: Option<Vec<f64>>,
-    peep: Option<Vec<f64>>,
+    /// Whether the op has peepholes (LSTM's input 7).
+    peepholes: bool,
     acts: Vec<Act>,
     reverse_only: bool,
     clip: Option<f64>,
     input_forget: bool,
     linear_before_reset: bool,
 }
+
+/// The float operands widened to f64, for [`Recurrence::direction`].
+struct Wide {
+    xv: Vec<f64>,
+    w: Vec<f64>,
+    r: Vec<f64>,
+    bias: Vec<f64>,
+    init_h: Option<Vec<f64>>,
+    init_c: Option<Vec<f64>>,
+    peep: Option<Vec<f64>>,
+}
+
+/// The float32 operands of an LSTM, read in place, for [`Recurrence::direction_f32`].
+struct Narrow<'a> {
+    x: &'a [f32],
+    w: &'a [f32],
+    r: &'a [f32],
+    bias: Option<&'a [f32]>,
+    init_h: Option<&'a [f32]>,
+    init_c: Option<&'a [f32]>,
+}
+
+/// Batch sizes up to which each step's recurrent product is one [`sgemv`] per batch
+/// entry on R as stored; larger batches transpose R once per call and run each step as
+/// one GEMM, which reads R once for every row it holds in registers.
+const GEMV_BATCH: usize = 2;
 
 impl Recurrence {
     fn read(ctx: &InferCtx, inputs: &[TensorRef]) -> Result<Self, OpError> {
@@ -226,22 +250,35 @@ impl Recurrence {
         let h = dm.hidden;
         let gh = gates * h;
         let present = |i: usize| inputs.get(i).filter(|t| !t.is_empty());
-        let floats = |i: usize, len: usize, what: &str| -> Result<Option<Vec<f64>>, OpError> {
-            let Some(t) = present(i) else { return Ok(None) };
-            let v = read_f64s(t).map_err(|_| ctx.input_error(i, "expected a float type"))?;
-            if v.len() != len {
+        // Each float operand's element count, checked here; the values are read by
+        // whichever path runs (`wide` or `narrow`).
+        let check = |i: usize, len: usize, what: &str| -> Result<bool, OpError> {
+            let Some(t) = present(i) else {
+                return Ok(false);
+            };
+            if !t.dtype.is_float() {
+                return Err(ctx.input_error(i, "expected a float type"));
+            }
+            if t.len() != len {
                 return Err(
-                    ctx.input_error(i, format!("{what} has {} values, expected {len}", v.len()))
+                    ctx.input_error(i, format!("{what} has {} values, expected {len}", t.len()))
                 );
             }
-            Ok(Some(v))
+            Ok(true)
         };
-        let xv = floats(0, seq * batch * dm.input, "X")?.unwrap_or_default();
-        let w = floats(1, dirs * gh * dm.input, "W")?
-            .ok_or_else(|| ctx.input_error(1, "W is required"))?;
-        let r =
-            floats(2, dirs * gh * h, "R")?.ok_or_else(|| ctx.input_error(2, "R is required"))?;
-        let bias = floats(3, dirs * 2 * gh, "B")?.unwrap_or_else(|| vec![0.0; dirs * 2 * gh]);
+        check(0, seq * batch * dm.input, "X")?;
+        if !check(1, dirs * gh * dm.input, "W")? {
+            return Err(ctx.input_error(1, "W is required"));
+        }
+        if !check(2, dirs * gh * h, "R")? {
+            return Err(ctx.input_error(2, "R is required"));
+        }
+        check(3, dirs * 2 * gh, "B")?;
+        check(5, dirs * batch * h, "initial_h")?;
+        if kind == Kind::Lstm {
+            check(6, dirs * batch * h, "initial_c")?;
+        }
+        let peepholes = kind == Kind::Lstm && check(7, dirs * 3 * h, "P")?;
         let lens: Vec<usize> = match present(4) {
             None => vec![seq; batch],
             Some(t) => {
@@ -254,17 +291,6 @@ impl Recurrence {
                 }
                 v.iter().map(|&l| (l.max(0) as usize).min(seq)).collect()
             }
-        };
-        let init_h = floats(5, dirs * batch * h, "initial_h")?;
-        let init_c = if kind == Kind::Lstm {
-            floats(6, dirs * batch * h, "initial_c")?
-        } else {
-            None
-        };
-        let peep = if kind == Kind::Lstm {
-            floats(7, dirs * 3 * h, "P")?
-        } else {
-            None
         };
         let acts = activations(
             ctx,
@@ -282,14 +308,8 @@ impl Recurrence {
             kind,
             dm,
             gh,
-            xv,
-            w,
-            r,
-            bias,
             lens,
-            init_h,
-            init_c,
-            peep,
+            peepholes,
             acts,
             reverse_only,
             clip,
@@ -305,16 +325,16 @@ impl Recurrence {
 
     /// Runs direction `d` over every step: its outputs into `y`, its last states into
     /// `y_h` and `y_c`.
-    fn direction(&self, d: usize, y: &mut [f64], y_h: &mut [f64], y_c: &mut [f64]) {
+    fn direction(&self, ops: &Wide, d: usize, y: &mut [f64], y_h: &mut [f64], y_c: &mut [f64]) {
         let (dm, kind, gh) = (&self.dm, self.kind, self.gh);
         let (seq, batch, h) = (dm.seq, dm.batch, dm.hidden);
         let rows = seq * batch;
         let per_dir = self.acts.len() / dm.dirs;
         let reverse = self.reverse_only || d == 1;
         let act = &self.acts[d * per_dir..][..per_dir];
-        let wd = Mat::row_major(&self.w[d * gh * dm.input..][..gh * dm.input], gh, dm.input);
-        let rd = &self.r[d * gh * h..][..gh * h];
-        let bias = &self.bias;
+        let wd = Mat::row_major(&ops.w[d * gh * dm.input..][..gh * dm.input], gh, dm.input);
+        let rd = &ops.r[d * gh * h..][..gh * h];
+        let bias = &ops.bias;
         let (wb, rb) = (&bias[d * 2 * gh..][..gh], &bias[d * 2 * gh + gh..][..gh]);
         // Input projection of every step, biases folded in (GRU's recurrent bias of the
         // candidate gate stays out: with linear_before_reset it is inside the reset).
@@ -332,7 +352,7 @@ impl Recurrence {
         if rows > 0 && dm.input > 0 {
             gemm(
                 1.0,
-                Mat::row_major(&self.xv, rows, dm.input),
+                Mat::row_major(&ops.xv, rows, dm.input),
                 wd.t(),
                 1.0,
                 &mut xw,
@@ -343,10 +363,10 @@ impl Recurrence {
         let mut cs = vec![0.0f64; batch * h];
         for b in 0..batch {
             let at = dm.state_at(d, b);
-            if let Some(v) = &self.init_h {
+            if let Some(v) = &ops.init_h {
                 hs[b * h..][..h].copy_from_slice(&v[at..][..h]);
             }
-            if let Some(v) = &self.init_c {
+            if let Some(v) = &ops.init_c {
                 cs[b * h..][..h].copy_from_slice(&v[at..][..h]);
             }
         }
@@ -388,7 +408,7 @@ impl Recurrence {
                 let rec = &hr[b * gh..][..gh];
                 let hb = &mut hs[b * h..][..h];
                 let cb = &mut cs[b * h..][..h];
-                self.cell(d, act, rb, pre, rec, hb, cb);
+                self.cell(ops, d, act, rb, pre, rec, hb, cb);
                 y[dm.y_at(t, d, b)..][..h].copy_from_slice(hb);
             }
         }
@@ -399,89 +419,139 @@ impl Recurrence {
         }
     }
 
-    /// Whether direction `d` runs in float32 ([`Recurrence::direction_f32`]): an LSTM
-    /// with its default activations (sigmoid gates, tanh cell and output), no peepholes
-    /// and no coupled input and forget gates: what exporters write for `nn.LSTM`.
-    fn runs_in_f32(&self, d: usize) -> bool {
-        let per_dir = self.acts.len() / self.dm.dirs;
-        let act = &self.acts[d * per_dir..][..per_dir];
+    /// Whether the op runs in float32 ([`Recurrence::direction_f32`]): an LSTM with the
+    /// default activations in every direction (sigmoid gates, tanh cell and output), no
+    /// peepholes and no coupled input and forget gates: what exporters write for
+    /// `nn.LSTM`.
+    fn runs_in_f32(&self) -> bool {
         self.kind == Kind::Lstm
-            && matches!(act, [Act::Sigmoid, Act::Tanh, Act::Tanh])
-            && self.peep.is_none()
+            && self
+                .acts
+                .chunks(3)
+                .all(|a| matches!(a, [Act::Sigmoid, Act::Tanh, Act::Tanh]))
+            && !self.peepholes
             && !self.input_forget
     }
 
-    /// [`Recurrence::direction`] of an LSTM in float32, as ONNX Runtime computes it: the
-    /// input projection and each step's `H . R^T` are float32 products on rt2's GEMM
-    /// kernels (W and R transposed once per call, so the per-step product streams R's
-    /// rows as whole vectors), and each step's gates are whole-slice vector sigmoid and
-    /// tanh (`vmath`). In f64 every step went through matrixmultiply's dgemm, which
-    /// packs R again on every step, and through scalar `exp` and `tanh`: a speech
-    /// model's 200-step LSTM took 13 times ONNX Runtime's time.
-    fn direction_f32(&self, d: usize, y: &mut [f64], y_h: &mut [f64], y_c: &mut [f64]) {
+    /// The float operands widened to f64.
+    fn wide(&self, ctx: &InferCtx, inputs: &[TensorRef]) -> Result<Wide, OpError> {
+        let floats = |i: usize| -> Result<Option<Vec<f64>>, OpError> {
+            match inputs.get(i).filter(|t| !t.is_empty()) {
+                Some(t) => read_f64s(t)
+                    .map(Some)
+                    .map_err(|_| ctx.input_error(i, "expected a float type")),
+                None => Ok(None),
+            }
+        };
+        let lstm = self.kind == Kind::Lstm;
+        Ok(Wide {
+            xv: floats(0)?.unwrap_or_default(),
+            w: floats(1)?.unwrap_or_default(),
+            r: floats(2)?.unwrap_or_default(),
+            bias: floats(3)?.unwrap_or_else(|| vec![0.0; self.dm.dirs * 2 * self.gh]),
+            init_h: floats(5)?,
+            init_c: if lstm { floats(6)? } else { None },
+            peep: if lstm { floats(7)? } else { None },
+        })
+    }
+
+    /// [`Recurrence::direction`] of an LSTM in float32, as ONNX Runtime computes it, on
+    /// the operands as they are stored:
+    /// - The input projection of every step is one float32 GEMM, `X . W^T` with W read
+    ///   in place (transposed by strides), onto the summed biases.
+    /// - Each step's `H . R^T` is, at batch 1 or 2, a matrix-vector product per batch
+    ///   entry reading R front to back ([`sgemv`]); larger batches transpose R once and
+    ///   run one GEMM per step, reading R once for all the rows.
+    /// - The gates are whole-slice vector sigmoid and tanh (`vmath`).
+    ///
+    /// The working memory (`scratch`) is kept by the caller's thread between calls, so a
+    /// model's steady-state executions allocate nothing here. In f64 every step went
+    /// through matrixmultiply's dgemm, which packs R again on every step, and scalar
+    /// `exp` and `tanh`: a speech model's 200-step LSTM took 13 times ONNX Runtime's
+    /// time; transposing W and R on every call (strided writes) was a further fifth of
+    /// the time.
+    #[allow(clippy::too_many_arguments)]
+    fn direction_f32(
+        &self,
+        ops: &Narrow,
+        d: usize,
+        scratch: &mut [f32],
+        y: &mut [f32],
+        y_h: &mut [f32],
+        y_c: &mut [f32],
+    ) {
         use crate::ops::elementwise::vmath::{Fun, map};
         let (dm, gh) = (&self.dm, self.gh);
         let (seq, batch, h, input) = (dm.seq, dm.batch, dm.hidden, dm.input);
         let rows = seq * batch;
         let reverse = self.reverse_only || d == 1;
-        let transposed = |m: &[f64], r: usize, c: usize| -> Vec<f32> {
-            let mut t = vec![0.0f32; r * c];
-            for (i, row) in m.chunks_exact(c.max(1)).take(r).enumerate() {
-                for (j, &v) in row.iter().enumerate() {
-                    t[j * r + i] = v as f32;
-                }
-            }
-            t
-        };
-        // W^T [input, gh] and R^T [h, gh], row-major.
-        let wt = transposed(&self.w[d * gh * input..][..gh * input], gh, input);
-        let rt = transposed(&self.r[d * gh * h..][..gh * h], gh, h);
-        let bias = &self.bias[d * 2 * gh..][..2 * gh];
-        let mut xw = vec![0.0f32; rows * gh];
-        for row in xw.chunks_mut(gh) {
-            for (g, v) in row.iter_mut().enumerate() {
-                *v = (bias[g] + bias[gh + g]) as f32;
-            }
-        }
-        if rows > 0 && input > 0 {
-            let xv: Vec<f32> = self.xv.iter().map(|&v| v as f32).collect();
-            gemm(
-                1.0,
-                Mat::row_major(&xv, rows, input),
-                Mat::row_major(&wt, input, h * 4),
-                1.0,
-                &mut xw,
-                gh,
-            );
-        }
-        let state = |v: &Option<Vec<f64>>| -> Vec<f32> {
-            let mut s = vec![0.0f32; batch * h];
-            if let Some(v) = v {
-                for b in 0..batch {
-                    let at = dm.state_at(d, b);
-                    for (o, &i) in s[b * h..][..h].iter_mut().zip(&v[at..][..h]) {
-                        *o = i as f32;
+        let w = &ops.w[d * gh * input..][..gh * input];
+        let r = &ops.r[d * gh * h..][..gh * h];
+        let (xw, rest) = scratch.split_at_mut(rows * gh);
+        let (g, rest) = rest.split_at_mut(batch * gh);
+        let (act, rest) = rest.split_at_mut(gh);
+        let (hs, rest) = rest.split_at_mut(batch * h);
+        let (cs, rt) = rest.split_at_mut(batch * h);
+        match ops.bias {
+            Some(bias) => {
+                let (wb, rb) = bias[d * 2 * gh..][..2 * gh].split_at(gh);
+                for row in xw.chunks_exact_mut(gh) {
+                    for (v, (a, b)) in row.iter_mut().zip(wb.iter().zip(rb)) {
+                        *v = a + b;
                     }
                 }
             }
-            s
-        };
-        let (mut hs, mut cs) = (state(&self.init_h), state(&self.init_c));
-        let mut g = vec![0.0f32; batch * gh];
-        let mut act = vec![0.0f32; gh];
+            None => xw.fill(0.0),
+        }
+        if rows > 0 && input > 0 {
+            // W^T row-major, so the product runs on rt2's kernels (a strided B goes to
+            // matrixmultiply, which packs it and multiplies at half their rate).
+            let wt = &mut rt[..input * gh];
+            transpose(w, gh, input, wt);
+            gemm(
+                1.0,
+                Mat::row_major(ops.x, rows, input),
+                Mat::row_major(wt, input, gh),
+                1.0,
+                xw,
+                gh,
+            );
+        }
+        let gemv = batch <= GEMV_BATCH;
+        if !gemv {
+            transpose(r, gh, h, &mut rt[..h * gh]);
+        }
+        for (state, init) in [(&mut *hs, ops.init_h), (&mut *cs, ops.init_c)] {
+            for b in 0..batch {
+                let to = &mut state[b * h..][..h];
+                match init {
+                    Some(v) => to.copy_from_slice(&v[dm.state_at(d, b)..][..h]),
+                    None => to.fill(0.0),
+                }
+            }
+        }
         let clip = self.clip.map(|c| c as f32);
         for step in 0..seq {
             let t = if reverse { seq - 1 - step } else { step };
-            gemm(
-                1.0,
-                Mat::row_major(&hs, batch, h),
-                Mat::row_major(&rt, h, gh),
-                0.0,
-                &mut g,
-                gh,
-            );
+            if gemv {
+                for b in 0..batch {
+                    sgemv(r, h, &hs[b * h..][..h], &mut g[b * gh..][..gh]);
+                }
+            } else {
+                gemm(
+                    1.0,
+                    Mat::row_major(hs, batch, h),
+                    Mat::row_major(&rt[..h * gh], h, gh),
+                    0.0,
+                    g,
+                    gh,
+                );
+            }
             for b in 0..batch {
+                let out = &mut y[dm.y_at(t, d, b)..][..h];
                 if t >= self.lens[b] {
+                    // Past this entry's length: Y is zero and the state stays.
+                    out.fill(0.0);
                     continue;
                 }
                 let gb = &mut g[b * gh..][..gh];
@@ -506,18 +576,25 @@ impl Recurrence {
                 for j in 0..h {
                     hb[j] *= o[j];
                 }
-                for (o, &v) in y[dm.y_at(t, d, b)..][..h].iter_mut().zip(hb.iter()) {
-                    *o = f64::from(v);
-                }
+                out.copy_from_slice(hb);
             }
         }
         for b in 0..batch {
             let at = dm.state_at(d, b);
-            for j in 0..h {
-                y_h[at + j] = f64::from(hs[b * h + j]);
-                y_c[at + j] = f64::from(cs[b * h + j]);
-            }
+            y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
+            y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
         }
+    }
+
+    /// Floats of working memory [`Recurrence::direction_f32`] takes.
+    fn scratch_f32(&self) -> usize {
+        let (dm, gh) = (&self.dm, self.gh);
+        let rt = if dm.batch <= GEMV_BATCH {
+            dm.input * gh
+        } else {
+            dm.input.max(dm.hidden) * gh
+        };
+        dm.seq * dm.batch * gh + dm.batch * gh + gh + 2 * dm.batch * dm.hidden + rt
     }
 
     /// One step of one batch entry in direction `d`: the gates from the input projection
@@ -526,6 +603,7 @@ impl Recurrence {
     #[allow(clippy::too_many_arguments)]
     fn cell(
         &self,
+        ops: &Wide,
         d: usize,
         act: &[Act],
         rb: &[f64],
@@ -551,7 +629,7 @@ impl Recurrence {
                     hb[j] = (1.0 - z) * n + z * hb[j];
                 }
                 Kind::Lstm => {
-                    let p = |k: usize| self.peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
+                    let p = |k: usize| ops.peep.as_ref().map_or(0.0, |p| p[d * 3 * h + k * h + j]);
                     let c_prev = cb[j];
                     let i = act[0].apply(self.clamp(g(0) + p(0) * c_prev));
                     let f = if self.input_forget {
@@ -577,17 +655,32 @@ pub fn recurrence(
     outputs: &mut [TensorMut],
 ) -> Result<(), OpError> {
     let rec = Recurrence::read(ctx, inputs)?;
+    let dtype = inputs[0].dtype;
+    let same = inputs
+        .iter()
+        .enumerate()
+        .all(|(i, t)| i == 4 || t.is_empty() || t.dtype == dtype);
+    if rec.runs_in_f32() && same {
+        // float16 and bfloat16 are widened once and rounded once, as the products are.
+        match dtype {
+            DType::F32 => return rec.run_f32(ctx, inputs, outputs),
+            DType::F16 => {
+                return widened::<half::f16>(inputs, outputs, |i, o| rec.run_f32(ctx, i, o));
+            }
+            DType::Bf16 => {
+                return widened::<half::bf16>(inputs, outputs, |i, o| rec.run_f32(ctx, i, o));
+            }
+            _ => {}
+        }
+    }
+    let ops = rec.wide(ctx, inputs)?;
     let dm = &rec.dm;
     let (dirs, batch, h) = (dm.dirs, dm.batch, dm.hidden);
     let mut y = vec![0.0f64; dm.seq * dirs * batch * h];
     let mut y_h = vec![0.0f64; dirs * batch * h];
     let mut y_c = vec![0.0f64; dirs * batch * h];
     for d in 0..dirs {
-        if rec.runs_in_f32(d) {
-            rec.direction_f32(d, &mut y, &mut y_h, &mut y_c);
-        } else {
-            rec.direction(d, &mut y, &mut y_h, &mut y_c);
-        }
+        rec.direction(&ops, d, &mut y, &mut y_h, &mut y_c);
     }
     write_f64s(&mut outputs[0], &y)?;
     if let Some(o) = outputs.get_mut(1) {
@@ -597,6 +690,106 @@ pub fn recurrence(
         write_f64s(o, &y_c)?;
     }
     Ok(())
+}
+
+impl Recurrence {
+    /// Every direction of a float32 LSTM ([`Recurrence::direction_f32`]), straight into
+    /// the outputs; a state output the node does not have goes to working memory.
+    fn run_f32(
+        &self,
+        ctx: &InferCtx,
+        inputs: &[TensorRef],
+        outputs: &mut [TensorMut],
+    ) -> Result<(), OpError> {
+        let operand = |i: usize| -> Result<Option<&[f32]>, OpError> {
+            match inputs.get(i).filter(|t| !t.is_empty()) {
+                Some(t) => Ok(Some(t.slice::<f32>()?)),
+                None => Ok(None),
+            }
+        };
+        let ops = Narrow {
+            x: operand(0)?.unwrap_or(&[]),
+            w: operand(1)?.unwrap_or(&[]),
+            r: operand(2)?.unwrap_or(&[]),
+            bias: operand(3)?,
+            init_h: operand(5)?,
+            init_c: operand(6)?,
+        };
+        let dm = &self.dm;
+        let state = dm.dirs * dm.batch * dm.hidden;
+        with_scratch(2 * state + self.scratch_f32(), |scratch| {
+            let (spare, work) = scratch.split_at_mut(2 * state);
+            let (spare_h, spare_c) = spare.split_at_mut(state);
+            let mut outs = outputs.iter_mut();
+            let y = match outs.next() {
+                Some(o) => o.slice_mut::<f32>()?,
+                None => return Err(ctx.compute_error("has no output Y")),
+            };
+            let y_h = match outs.next() {
+                Some(o) => o.slice_mut::<f32>()?,
+                None => spare_h,
+            };
+            let y_c = match outs.next() {
+                Some(o) => o.slice_mut::<f32>()?,
+                None => spare_c,
+            };
+            if y.len() != dm.seq * state || y_h.len() != state || y_c.len() != state {
+                return Err(ctx.compute_error("outputs do not match the operands' shapes"));
+            }
+            for d in 0..dm.dirs {
+                self.direction_f32(&ops, d, work, y, y_h, y_c);
+            }
+            Ok(())
+        })
+    }
+}
+
+thread_local! {
+    /// Each thread's working memory for float32 LSTMs, kept between calls (a 200-step
+    /// LSTM's input projection alone is 400 KB): grown to the largest call and reused,
+    /// so steady-state executions allocate and fault in nothing here.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` floats of this thread's working memory. Every float `f` reads it
+/// writes first; debug builds fill the memory with NaN to catch a read that is not.
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    let poison = |v: &mut [f32]| {
+        if cfg!(debug_assertions) {
+            v.fill(f32::NAN);
+        }
+    };
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            poison(&mut buf[..len]);
+            f(&mut buf[..len])
+        }
+        // Re-entered on this thread (a launch run while a product waited on another
+        // thread's part): this call gets memory of its own.
+        Err(_) => {
+            let mut own = vec![0.0; len];
+            poison(&mut own);
+            f(&mut own)
+        }
+    })
+}
+
+/// `dst` ([cols, rows]) = `src` ([rows, cols]) transposed, in 8 x 8 blocks so both
+/// sides are touched a cache line at a time rather than one strided float per write.
+fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const B: usize = 8;
+    for i0 in (0..rows).step_by(B) {
+        for j0 in (0..cols).step_by(B) {
+            for i in i0..(i0 + B).min(rows) {
+                for j in j0..(j0 + B).min(cols) {
+                    dst[j * rows + i] = src[i * cols + j];
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -662,12 +855,20 @@ mod tests {
     /// The float32 LSTM computes what the f64 one does: the same model with zero
     /// peepholes (which sends it down the f64 path) agrees within float32 rounding, over
     /// both directions, both layouts, sequence lengths (one of them 0), initial states,
-    /// clip, and states large enough to saturate gates.
+    /// clip, and states large enough to saturate gates; at batch 1 and 2 (a
+    /// matrix-vector product per step) and 3 (a GEMM per step), with an input size past
+    /// a vector's width so the products have remainders.
     #[test]
     fn float32_lstm_agrees_with_the_f64_one() {
+        for batch in 1..=3 {
+            float32_lstm_agrees_at(batch);
+        }
+    }
+
+    fn float32_lstm_agrees_at(batch: usize) {
         let seeded =
             |n: usize, seed: u64, scale: f32| crate::om::onnx::builder::seeded_f32(n, seed, scale);
-        let (seq, batch, input, h) = (6, 3, 5, 7);
+        let (seq, input, h) = (6, 19, 7);
         for batch_first in [false, true] {
             for clip in [None, Some(0.8f32)] {
                 let xs = if batch_first {
@@ -679,7 +880,7 @@ mod tests {
                 let w = t(&[2, 4 * h, input], &seeded(2 * 4 * h * input, 2, 1.0));
                 let r = t(&[2, 4 * h, h], &seeded(2 * 4 * h * h, 3, 1.0));
                 let b = t(&[2, 8 * h], &seeded(2 * 8 * h, 4, 0.5));
-                let lens = Tensor::from_vec(&[batch], &[6i32, 3, 0]);
+                let lens = Tensor::from_vec(&[batch], &[6i32, 3, 0][..batch]);
                 let ss = if batch_first {
                     [batch, 2, h]
                 } else {
@@ -704,11 +905,62 @@ mod tests {
                     for (i, (a, b)) in f.iter().zip(w).enumerate() {
                         assert!(
                             (a - b).abs() <= 2e-5 * b.abs().max(1.0),
-                            "batch_first {batch_first} clip {clip:?} output {k}[{i}]: {a} vs {b}"
+                            "batch {batch} batch_first {batch_first} clip {clip:?} output \
+                             {k}[{i}]: {a} vs {b}"
                         );
                     }
                 }
             }
         }
+    }
+
+    /// A float16 LSTM is the float32 one on its widened operands, rounded once: its
+    /// outputs are the float32 LSTM's rounded to float16. A node with Y alone gives the
+    /// Y of a node with every output.
+    #[test]
+    fn float16_and_y_only_lstms_are_the_float32_one() {
+        let seeded =
+            |n: usize, seed: u64, scale: f32| crate::om::onnx::builder::seeded_f32(n, seed, scale);
+        let half = |v: &[f32]| {
+            v.iter()
+                .map(|&v| half::f16::from_f32(v))
+                .collect::<Vec<_>>()
+        };
+        let (seq, batch, input, h) = (5, 1, 4, 6);
+        let x = seeded(seq * batch * input, 1, 1.0);
+        let w = seeded(4 * h * input, 2, 1.0);
+        let r = seeded(4 * h * h, 3, 1.0);
+        // Exactly representable in float16, so both runs read the same operands.
+        let (x, w, r) = (
+            half(&x).iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            half(&w).iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            half(&r).iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+        );
+        let attrs = [("hidden_size", Attr::Int(h as i64))];
+        let shapes = [[seq, batch, input], [1, 4 * h, input], [1, 4 * h, h]];
+        let f32_in: Vec<Tensor> = [&x, &w, &r]
+            .iter()
+            .zip(&shapes)
+            .map(|(v, s)| t(s, v))
+            .collect();
+        let wide = run_f32s("LSTM", &attrs, &f32_in, 3);
+        let f16_in: Vec<Tensor> = [&x, &w, &r]
+            .iter()
+            .zip(&shapes)
+            .map(|(v, s)| Tensor::from_vec(s, &half(v)))
+            .collect();
+        let narrow = crate::ops::testing::run("LSTM", &attrs, &f16_in, 3);
+        for (k, (n, w)) in narrow.iter().zip(&wide).enumerate() {
+            let got: Vec<u16> = n
+                .slice::<half::f16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            let want: Vec<u16> = half(w).iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "output {k}");
+        }
+        let y = run_f32s("LSTM", &attrs, &f32_in, 1);
+        assert_eq!(y[0], wide[0]);
     }
 }
