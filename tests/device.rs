@@ -1254,12 +1254,17 @@ fn a_fault_taken_inline_surfaces_at_synchronize() {
 
 /// A launch issued to an idle stream computes on the issuing thread, inside a one-thread
 /// pool (its parallel loops stay there), on a device of one compute core whatever its
-/// size, and on a device of two when it touches under 4 MiB (128 KB each way); a larger
-/// one (4 MB each way) on a device of two goes to a compute core, whose pool has two
-/// threads. Either way the result is the copy.
+/// size, and on a device of two when it touches under 256 KiB (64 KiB each way); a
+/// larger one (256 KiB and 4 MiB each way) on a device of two goes to a compute core,
+/// whose pool has two threads. Either way the result is the copy.
 #[test]
 fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
-    for (threads, n, here) in [(1, 1 << 15, true), (2, 1 << 15, true), (2, 1 << 20, false)] {
+    for (threads, n, here) in [
+        (1, 1 << 20, true),
+        (2, 1 << 14, true),
+        (2, 1 << 16, false),
+        (2, 1 << 20, false),
+    ] {
         let dev = Device::new(DeviceConfig {
             ops: Some(ops()),
             compute_threads: threads,

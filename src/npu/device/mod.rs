@@ -56,6 +56,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use crate::ops::OpRegistry;
 
 pub mod access;
+mod awake;
 pub mod error;
 pub mod execution;
 pub mod host;
@@ -302,6 +303,7 @@ impl Device {
         let core = Arc::new(Core {
             id: DEVICES.fetch_add(1, Ordering::Relaxed),
             cores,
+            awake: awake::Awake::new(),
             registry: config.ops.unwrap_or_else(|| Arc::new(OpRegistry::new())),
             check_launch_shapes: config.check_launch_shapes,
             max_while_iterations: config.max_while_iterations.max(1),

@@ -65,6 +65,8 @@ pub(crate) struct Core {
     /// device (a host thread of rayon's global pool in `synchronize`, say), and a kernel
     /// waiting on them would deadlock the device.
     pub cores: rayon::ThreadPool,
+    /// Keeps `cores` polling through a burst of kernels (see `awake`).
+    pub(super) awake: super::awake::Awake,
     pub check_launch_shapes: bool,
     pub max_while_iterations: u64,
     pub(super) queue_depth: usize,

@@ -259,11 +259,15 @@ const PARALLEL_BYTES: usize = 64 * 1024;
 /// Launches touching less than this run on the issuing thread even on a device of
 /// several compute cores, when that thread has a pool of its own: their parallel loops
 /// then run in order, right there. Splitting them over the cores would save less than
-/// the wake-ups of the cores' sleeping threads cost (tens of microseconds each on a
-/// virtual machine): with 64 KiB here, the default two compute threads made a
-/// transformer encoder at sequence 16 1.9x slower than one thread, and an Exp over 32k
-/// floats 2.5x (docs/PERFORMANCE.md).
-const SEQUENTIAL_BYTES: usize = 4 * 1024 * 1024;
+/// the hand-off costs. With sleeping core threads the hand-off was their wake-ups (tens
+/// of microseconds each on a virtual machine): at 64 KiB the default two compute
+/// threads made a transformer encoder at sequence 16 1.9x slower than one thread, and
+/// the bound was raised to 4 MiB, which left every kernel of the real-model benchmark's
+/// encoder and MobileNet on one thread. The core threads now poll through a burst of
+/// kernels (`awake`), and 256 KiB took the encoder at sequence 128 from 1.63 to 1.19
+/// ms and the UNet from 46 to 34 ms with both tools' defaults (1 MiB and 4 MiB left the
+/// encoder at 1.63 ms; 128 KiB made it slower again) (docs/PERFORMANCE.md).
+const SEQUENTIAL_BYTES: usize = 256 * 1024;
 
 /// What running tasks needs besides the tasks: vectors and copy space kept between tasks
 /// for their capacity. A stream worker keeps one; so does each thread that runs launches
@@ -924,6 +928,7 @@ impl Exec<'_> {
                 let run = if here.runs(|| l.bytes_touched()) {
                     work()
                 } else {
+                    core.awake.touch(&core.cores);
                     core.cores.install(work)
                 };
                 *refs_kept = reuse(refs);
