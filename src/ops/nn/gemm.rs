@@ -156,6 +156,64 @@ fn by_row_blocks<T: Send>(
         });
 }
 
+/// `c = alpha * a . B + beta * c` for one row `a` (k floats `csa` apart) and a packed B
+/// ([`crate::ops::linalg::sgemm::pack_b`]), over blocks of B's column panels in
+/// parallel when the product is large. A classifier head ([1, 1280] times [1280, 1000])
+/// has one row, which [`by_row_blocks`] cannot split: its 5 MB weight streamed on one
+/// thread while the others waited. A run of whole panels is itself a packed matrix, and
+/// each element is the same sum in the same order whichever block computes it, so the
+/// bits do not depend on the split.
+///
+/// # Safety
+/// `a`'s k elements are live; `bp` holds `packed_len(k, n)` floats; `c` is n floats,
+/// initialized unless `beta` is 0, aliasing neither.
+#[allow(clippy::too_many_arguments)]
+unsafe fn one_row_packed(
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    csa: isize,
+    bp: &[f32],
+    beta: f32,
+    c: &mut [f32],
+) {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, packed_len, sgemm_packed};
+    debug_assert!(c.len() == n && bp.len() >= packed_len(k, n));
+    let tasks = (n * k.max(1) / PARALLEL_WORK).clamp(1, rayon::current_num_threads().max(1));
+    let per = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH);
+    // Raw pointers are not `Send`; the address is, and each task reads only its panels.
+    let a = a as usize;
+    let block = |i: usize, c: &mut [f32]| {
+        let j0 = i * per;
+        // SAFETY: the caller's A; panels from `j0 / PACK_WIDTH` on start `j0 * k`
+        // floats into `bp` and hold `packed_len(k, c.len())` floats up to its end
+        // (`j0 + c.len() <= n`); `c` is this block's part of the caller's C.
+        unsafe {
+            sgemm_packed(
+                1,
+                k,
+                c.len(),
+                alpha,
+                a as *const f32,
+                0,
+                csa,
+                bp[j0 * k..].as_ptr(),
+                beta,
+                c.as_mut_ptr(),
+                n as isize,
+            );
+        }
+    };
+    if tasks == 1 {
+        block(0, c);
+    } else {
+        c.par_chunks_mut(per)
+            .enumerate()
+            .for_each(|(i, c)| block(i, c));
+    }
+}
+
 /// One `gemm` on the calling thread, in the element type's kernel.
 fn gemm_serial<T: Scalar>(alpha: f32, a: Mat<T>, b: Mat<T>, beta: f32, c: &mut [T], ldc: usize) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
@@ -513,6 +571,13 @@ fn matmul_packed_f32(
     if rows * n == 0 {
         return Ok(());
     }
+    if rows == 1 {
+        // SAFETY: A's one row is `k` contiguous floats of `a` (`a.len() == k`, checked);
+        // `out` is its n floats, `bp` its `packed_len(k, n)` (checked); `out` is a
+        // mutable borrow of the output, so it aliases neither input.
+        unsafe { one_row_packed(k, n, 1.0, a.as_ptr(), 1, bp, 0.0, out) };
+        return Ok(());
+    }
     // Row blocks across the threads for large products, as `gemm` splits them.
     by_row_blocks((rows, k, n), out, n, |r0, r1, c| {
         // SAFETY: rows r0..r1 of A (k floats each, contiguous) lie inside `a`, which
@@ -709,6 +774,14 @@ fn gemm_packed_f32(
         return Ok(());
     }
     let beta = broadcast_c(ctx, inputs, beta, out, (m, n))?;
+    if m == 1 {
+        // SAFETY: A's one row is k floats `csa` apart from `a`'s start (inside `a`,
+        // whose length the shape gives); `out` is its n floats, initialized (C broadcast
+        // into it, or written only under beta 0), `bp` its `packed_len(k, n)` (checked);
+        // `out` is a mutable borrow of the output, so it aliases neither input.
+        unsafe { one_row_packed(k, n, alpha, a.as_ptr(), csa as isize, bp, beta, out) };
+        return Ok(());
+    }
     by_row_blocks((m, k, n), out, n, |r0, r1, c| {
         // SAFETY: rows r0..r1 of A' (element (i, p) at `i * rsa + p * csa`, below
         // `m * k`, the length of `a` as the shape says) lie inside `a`; `c` is the
@@ -860,6 +933,64 @@ mod tests {
                 outputs: 1,
             };
             assert!(prepack_gemm(&ctx).is_none());
+        }
+    }
+
+    /// A one-row product on a packed B large enough to split its column panels over
+    /// threads (a classifier head) gives the bits of the same product on one thread, in
+    /// MatMulPacked and GemmPacked (transposed A, a broadcast C), into poisoned outputs.
+    #[test]
+    fn one_row_packed_products_split_columns_with_the_same_bits() {
+        use crate::ops::linalg::sgemm::{pack_b, packed_len};
+        let seeded = |len: usize, seed: u64| crate::om::onnx::builder::seeded_f32(len, seed, 1.0);
+        // 1.3M multiply-adds: five times PARALLEL_WORK, split over every thread there is.
+        let (k, n) = (1283, 1001);
+        let (a, b) = (seeded(k, 1), seeded(k * n, 2));
+        let packed = pack_b(&b, k, n);
+        assert_eq!(packed.len(), packed_len(k, n));
+        let mut serial = vec![f32::NAN; n];
+        // SAFETY: `a` holds k floats, `packed` packed_len(k, n), `serial` n; distinct.
+        unsafe {
+            crate::ops::linalg::sgemm::sgemm_packed(
+                1,
+                k,
+                n,
+                1.0,
+                a.as_ptr(),
+                k as isize,
+                1,
+                packed.as_ptr(),
+                0.0,
+                serial.as_mut_ptr(),
+                n as isize,
+            );
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let packed_t = Tensor::from_vec(&[n.div_ceil(48), k, 48], &packed);
+        let n_attr = ("n", Attr::Int(n as i64));
+        let got = run_f32(
+            MATMUL_PACKED,
+            &[n_attr.clone()],
+            &[Tensor::from_vec(&[1, k], &a), packed_t.clone()],
+        );
+        assert_eq!(bits(&got), bits(&serial), "MatMulPacked");
+        // Gemm: A' = A^T of a [k, 1] A, C a scalar: alpha * A'B + beta * C.
+        let c = 0.25f32;
+        let got = run_f32(
+            GEMM_PACKED,
+            &[("transA", Attr::Int(1)), ("beta", Attr::Float(2.0)), n_attr],
+            &[
+                Tensor::from_vec(&[k, 1], &a),
+                packed_t,
+                Tensor::from_vec(&[1], &[c]),
+            ],
+        );
+        let want: Vec<f32> = serial.iter().map(|&v| 2.0f32.mul_add(c, v)).collect();
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "GemmPacked {j}: {g} vs {w}"
+            );
         }
     }
 
