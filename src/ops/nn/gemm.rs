@@ -970,7 +970,7 @@ mod tests {
         let n_attr = ("n", Attr::Int(n as i64));
         let got = run_f32(
             MATMUL_PACKED,
-            &[n_attr.clone()],
+            std::slice::from_ref(&n_attr),
             &[Tensor::from_vec(&[1, k], &a), packed_t.clone()],
         );
         assert_eq!(bits(&got), bits(&serial), "MatMulPacked");
