@@ -129,6 +129,7 @@ enum Kind {
 }
 
 /// What every step of every direction shares.
+#[derive(Clone)]
 struct Dims {
     seq: usize,
     batch: usize,
@@ -464,7 +465,9 @@ impl Recurrence {
     ///   run one GEMM per step, reading R once for all the rows.
     /// - The gates are whole-slice vector sigmoid and tanh (`vmath`).
     ///
-    /// The working memory (`scratch`) is kept by the caller's thread between calls, so a
+    /// The outputs are written as direction `od` of the layout `out` says: the op's own
+    /// (`od` = `d`), or one direction's alone when the two run on two threads. The
+    /// working memory (`scratch`) is kept by the caller's thread between calls, so a
     /// model's steady-state executions allocate nothing here. In f64 every step went
     /// through matrixmultiply's dgemm, which packs R again on every step, and scalar
     /// `exp` and `tanh`: a speech model's 200-step LSTM took 13 times ONNX Runtime's
@@ -476,6 +479,7 @@ impl Recurrence {
         ops: &Narrow,
         d: usize,
         scratch: &mut [f32],
+        (out, od): (&Dims, usize),
         y: &mut [f32],
         y_h: &mut [f32],
         y_c: &mut [f32],
@@ -548,7 +552,7 @@ impl Recurrence {
                 );
             }
             for b in 0..batch {
-                let out = &mut y[dm.y_at(t, d, b)..][..h];
+                let out = &mut y[out.y_at(t, od, b)..][..h];
                 if t >= self.lens[b] {
                     // Past this entry's length: Y is zero and the state stays.
                     out.fill(0.0);
@@ -580,7 +584,7 @@ impl Recurrence {
             }
         }
         for b in 0..batch {
-            let at = dm.state_at(d, b);
+            let at = out.state_at(od, b);
             y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
             y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
         }
@@ -717,8 +721,12 @@ impl Recurrence {
         };
         let dm = &self.dm;
         let state = dm.dirs * dm.batch * dm.hidden;
-        with_scratch(2 * state + self.scratch_f32(), |scratch| {
-            let (spare, work) = scratch.split_at_mut(2 * state);
+        let both = dm.dirs == 2 && rayon::current_num_threads() > 1;
+        // Each direction's outputs of its own, when the two run at once.
+        let local = if both { dm.seq * state + 2 * state } else { 0 };
+        with_scratch(2 * state + local + self.scratch_f32(), |scratch| {
+            let (spare, rest) = scratch.split_at_mut(2 * state);
+            let (local, work) = rest.split_at_mut(local);
             let (spare_h, spare_c) = spare.split_at_mut(state);
             let mut outs = outputs.iter_mut();
             let y = match outs.next() {
@@ -736,11 +744,66 @@ impl Recurrence {
             if y.len() != dm.seq * state || y_h.len() != state || y_c.len() != state {
                 return Err(ctx.compute_error("outputs do not match the operands' shapes"));
             }
+            if both {
+                self.both_directions(&ops, (local, work), y, y_h, y_c);
+                return Ok(());
+            }
             for d in 0..dm.dirs {
-                self.direction_f32(&ops, d, work, y, y_h, y_c);
+                self.direction_f32(&ops, d, work, (dm, d), y, y_h, y_c);
             }
             Ok(())
         })
+    }
+
+    /// A bidirectional float32 LSTM's two directions at once, one per thread: they share
+    /// nothing but the input, and a step of one is too short to split. Each writes its
+    /// outputs as a one-direction LSTM's would be laid out, into its half of `local`
+    /// (direction 1 with working memory of the thread it runs on), and they are then
+    /// copied into the op's layout, where the directions interleave. The values are
+    /// those of the directions run in turn.
+    fn both_directions(
+        &self,
+        ops: &Narrow,
+        (local, work): (&mut [f32], &mut [f32]),
+        y: &mut [f32],
+        y_h: &mut [f32],
+        y_c: &mut [f32],
+    ) {
+        let dm = &self.dm;
+        let one = Dims {
+            dirs: 1,
+            ..dm.clone()
+        };
+        let (seq, batch, h) = (dm.seq, dm.batch, dm.hidden);
+        let (ylen, slen) = (seq * batch * h, batch * h);
+        let (l0, l1) = local.split_at_mut(ylen + 2 * slen);
+        let (y0, s0) = l0.split_at_mut(ylen);
+        let (h0, c0) = s0.split_at_mut(slen);
+        let (y1, s1) = l1.split_at_mut(ylen);
+        let (h1, c1) = s1.split_at_mut(slen);
+        rayon::join(
+            || self.direction_f32(ops, 0, work, (&one, 0), y0, h0, c0),
+            || {
+                with_scratch(self.scratch_f32(), |w| {
+                    self.direction_f32(ops, 1, w, (&one, 0), y1, h1, c1)
+                })
+            },
+        );
+        for (d, (yd, hd, cd)) in [(&*y0, &*h0, &*c0), (&*y1, &*h1, &*c1)]
+            .into_iter()
+            .enumerate()
+        {
+            for t in 0..seq {
+                for b in 0..batch {
+                    y[dm.y_at(t, d, b)..][..h].copy_from_slice(&yd[one.y_at(t, 0, b)..][..h]);
+                }
+            }
+            for b in 0..batch {
+                let (to, from) = (dm.state_at(d, b), one.state_at(0, b));
+                y_h[to..][..h].copy_from_slice(&hd[from..][..h]);
+                y_c[to..][..h].copy_from_slice(&cd[from..][..h]);
+            }
+        }
     }
 }
 
@@ -857,7 +920,8 @@ mod tests {
     /// both directions, both layouts, sequence lengths (one of them 0), initial states,
     /// clip, and states large enough to saturate gates; at batch 1 and 2 (a
     /// matrix-vector product per step) and 3 (a GEMM per step), with an input size past
-    /// a vector's width so the products have remainders.
+    /// a vector's width so the products have remainders; and the two directions run in
+    /// turn or on two threads at once give the same bits.
     #[test]
     fn float32_lstm_agrees_with_the_f64_one() {
         for batch in 1..=3 {
@@ -898,6 +962,18 @@ mod tests {
                 }
                 let mut ins = vec![x, w, r, b, lens, h0, c0];
                 let fast = run_f32s("LSTM", &attrs, &ins, 3);
+                // The directions one after the other and on two threads at once: the
+                // same bits.
+                let on = |threads: usize| {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                    pool.unwrap().install(|| run_f32s("LSTM", &attrs, &ins, 3))
+                };
+                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
+                    v.iter()
+                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
+                        .collect()
+                };
+                assert_eq!(bits(&on(1)), bits(&on(2)), "batch {batch}: 1 and 2 threads");
                 ins.push(t(&[2, 3 * h], &vec![0.0; 2 * 3 * h]));
                 let wide = run_f32s("LSTM", &attrs, &ins, 3);
                 for (k, (f, w)) in fast.iter().zip(&wide).enumerate() {
