@@ -5,9 +5,10 @@
 //! The input projection of all time steps is one GEMM per direction (`X . W^T`, with the
 //! biases folded in); each step then adds `H_{t-1} . R^T`, another GEMM over the batch,
 //! and applies the gates row by row. An LSTM with the default activations and no
-//! peepholes (every exported `nn.LSTM`) runs in float32 on rt2's GEMM kernels and vector
-//! math, as ONNX Runtime does ([`Recurrence::direction_f32`]); every other form runs in
-//! f64 and is rounded once into the outputs.
+//! peepholes (every exported `nn.LSTM`) and a GRU with the default activations (every
+//! exported `nn.GRU`) run in float32 on rt2's GEMM kernels and vector math, as ONNX
+//! Runtime does ([`Recurrence::direction_f32`]); every other form runs in f64 and is
+//! rounded once into the outputs.
 
 use std::cell::RefCell;
 
@@ -196,7 +197,7 @@ struct Wide {
     peep: Option<Vec<f64>>,
 }
 
-/// The float32 operands of an LSTM, read in place, for [`Recurrence::direction_f32`].
+/// The float32 operands of an LSTM or GRU, read in place, for [`Recurrence::direction_f32`].
 struct Narrow<'a> {
     x: &'a [f32],
     w: &'a [f32],
@@ -422,16 +423,24 @@ impl Recurrence {
 
     /// Whether the op runs in float32 ([`Recurrence::direction_f32`]): an LSTM with the
     /// default activations in every direction (sigmoid gates, tanh cell and output), no
-    /// peepholes and no coupled input and forget gates: what exporters write for
-    /// `nn.LSTM`.
+    /// peepholes and no coupled input and forget gates, what exporters write for
+    /// `nn.LSTM`; or a GRU with the default activations (sigmoid gates, tanh candidate),
+    /// what they write for `nn.GRU`, with either `linear_before_reset`.
     fn runs_in_f32(&self) -> bool {
-        self.kind == Kind::Lstm
-            && self
+        match self.kind {
+            Kind::Lstm => {
+                self.acts
+                    .chunks(3)
+                    .all(|a| matches!(a, [Act::Sigmoid, Act::Tanh, Act::Tanh]))
+                    && !self.peepholes
+                    && !self.input_forget
+            }
+            Kind::Gru => self
                 .acts
-                .chunks(3)
-                .all(|a| matches!(a, [Act::Sigmoid, Act::Tanh, Act::Tanh]))
-            && !self.peepholes
-            && !self.input_forget
+                .chunks(2)
+                .all(|a| matches!(a, [Act::Sigmoid, Act::Tanh])),
+            Kind::Rnn => false,
+        }
     }
 
     /// The float operands widened to f64.
@@ -456,14 +465,17 @@ impl Recurrence {
         })
     }
 
-    /// [`Recurrence::direction`] of an LSTM in float32, as ONNX Runtime computes it, on
-    /// the operands as they are stored:
+    /// [`Recurrence::direction`] of an LSTM or GRU in float32, as ONNX Runtime computes
+    /// it, on the operands as they are stored:
     /// - The input projection of every step is one float32 GEMM, `X . W^T` with W read
     ///   in place (transposed by strides), onto the summed biases.
     /// - Each step's `H . R^T` is, at batch 1 or 2, a matrix-vector product per batch
     ///   entry reading R front to back ([`sgemv`]); larger batches transpose R once and
     ///   run one GEMM per step, reading R once for all the rows.
     /// - The gates are whole-slice vector sigmoid and tanh (`vmath`).
+    /// - A GRU always takes the matrix-vector path: without linear_before_reset its
+    ///   candidate rows of R multiply the reset state, known only once the other gates
+    ///   are, so each step is two products per batch entry ([`Recurrence::gru_cell`]).
     ///
     /// The outputs are written as direction `od` of the layout `out` says: the op's own
     /// (`od` = `d`), or one direction's alone when the two run on two threads. The
@@ -495,13 +507,21 @@ impl Recurrence {
         let (g, rest) = rest.split_at_mut(batch * gh);
         let (act, rest) = rest.split_at_mut(gh);
         let (hs, rest) = rest.split_at_mut(batch * h);
-        let (cs, rt) = rest.split_at_mut(batch * h);
+        let (cs, rest) = rest.split_at_mut(batch * h);
+        let (aux, rt) = rest.split_at_mut(h);
+        let gru = self.kind == Kind::Gru;
+        // GRU's candidate gate keeps its recurrent bias out of the projection: it is
+        // added to the recurrent product, inside the reset with linear_before_reset.
+        let folded = if gru { 2 * h } else { gh };
+        let rbh = ops
+            .bias
+            .map(|b| &b[d * 2 * gh + gh + folded..][..gh - folded]);
         match ops.bias {
             Some(bias) => {
                 let (wb, rb) = bias[d * 2 * gh..][..2 * gh].split_at(gh);
                 for row in xw.chunks_exact_mut(gh) {
-                    for (v, (a, b)) in row.iter_mut().zip(wb.iter().zip(rb)) {
-                        *v = a + b;
+                    for (g, (v, (a, b))) in row.iter_mut().zip(wb.iter().zip(rb)).enumerate() {
+                        *v = if g < folded { a + b } else { *a };
                     }
                 }
             }
@@ -521,7 +541,15 @@ impl Recurrence {
                 gh,
             );
         }
-        let gemv = batch <= GEMV_BATCH;
+        // GRU without linear_before_reset multiplies R's candidate rows by the reset
+        // state, known only after the other gates: one matrix-vector product each.
+        let gemv = batch <= GEMV_BATCH || gru;
+        // Rows of R each step's first product takes.
+        let first = if gru && !self.linear_before_reset {
+            2 * h
+        } else {
+            gh
+        };
         if !gemv {
             transpose(r, gh, h, &mut rt[..h * gh]);
         }
@@ -539,7 +567,12 @@ impl Recurrence {
             let t = if reverse { seq - 1 - step } else { step };
             if gemv {
                 for b in 0..batch {
-                    sgemv(r, h, &hs[b * h..][..h], &mut g[b * gh..][..gh]);
+                    sgemv(
+                        &r[..first * h],
+                        h,
+                        &hs[b * h..][..h],
+                        &mut g[b * gh..][..first],
+                    );
                 }
             } else {
                 gemm(
@@ -559,6 +592,13 @@ impl Recurrence {
                     continue;
                 }
                 let gb = &mut g[b * gh..][..gh];
+                if gru {
+                    let xb = &xw[dm.x_row(t, b) * gh..][..gh];
+                    let hb = &mut hs[b * h..][..h];
+                    self.gru_cell(xb, gb, rbh, &r[2 * h * h..][..h * h], act, aux, hb);
+                    out.copy_from_slice(hb);
+                    continue;
+                }
                 for (v, &p) in gb.iter_mut().zip(&xw[dm.x_row(t, b) * gh..][..gh]) {
                     *v += p;
                     if let Some(c) = clip {
@@ -590,6 +630,58 @@ impl Recurrence {
         }
     }
 
+    /// One GRU step of one batch entry in float32, as the f64 [`Recurrence::cell`]
+    /// computes it: `xb` the input projection (biases folded in but the candidate's
+    /// recurrent one, `rbh`), `gb` the recurrent product of the update and reset rows
+    /// (and, with linear_before_reset, the candidate rows), `rh` R's candidate rows,
+    /// `act` and `aux` working memory; the state `hb` is updated in place.
+    #[allow(clippy::too_many_arguments)]
+    fn gru_cell(
+        &self,
+        xb: &[f32],
+        gb: &mut [f32],
+        rbh: Option<&[f32]>,
+        rh: &[f32],
+        act: &mut [f32],
+        aux: &mut [f32],
+        hb: &mut [f32],
+    ) {
+        use crate::ops::elementwise::vmath::{Fun, map};
+        let h = hb.len();
+        let clip = |v: f32| match self.clip {
+            Some(c) => v.clamp(-(c as f32), c as f32),
+            None => v,
+        };
+        for (v, &p) in gb[..2 * h].iter_mut().zip(xb) {
+            *v = clip(*v + p);
+        }
+        // Update z and reset r (sigmoid).
+        map(Fun::Sigmoid, &gb[..2 * h], &mut act[..2 * h]);
+        let (zr, cand) = act.split_at_mut(2 * h);
+        let (z, r) = zr.split_at(h);
+        let rb = |j: usize| rbh.map_or(0.0, |b| b[j]);
+        let pre = &mut gb[2 * h..3 * h];
+        if self.linear_before_reset {
+            // r * (H . Rh^T + Rbh), the product taken with the others.
+            for j in 0..h {
+                pre[j] = clip(xb[2 * h + j] + r[j] * (pre[j] + rb(j)));
+            }
+        } else {
+            // (r * H) . Rh^T + Rbh.
+            for j in 0..h {
+                aux[j] = r[j] * hb[j];
+            }
+            sgemv(rh, h, aux, pre);
+            for j in 0..h {
+                pre[j] = clip(xb[2 * h + j] + pre[j] + rb(j));
+            }
+        }
+        map(Fun::Tanh, pre, &mut cand[..h]);
+        for j in 0..h {
+            hb[j] = (1.0 - z[j]) * cand[j] + z[j] * hb[j];
+        }
+    }
+
     /// Floats of working memory [`Recurrence::direction_f32`] takes.
     fn scratch_f32(&self) -> usize {
         let (dm, gh) = (&self.dm, self.gh);
@@ -598,7 +690,7 @@ impl Recurrence {
         } else {
             dm.input.max(dm.hidden) * gh
         };
-        dm.seq * dm.batch * gh + dm.batch * gh + gh + 2 * dm.batch * dm.hidden + rt
+        dm.seq * dm.batch * gh + dm.batch * gh + gh + (2 * dm.batch + 1) * dm.hidden + rt
     }
 
     /// One step of one batch entry in direction `d`: the gates from the input projection
@@ -697,8 +789,9 @@ pub fn recurrence(
 }
 
 impl Recurrence {
-    /// Every direction of a float32 LSTM ([`Recurrence::direction_f32`]), straight into
-    /// the outputs; a state output the node does not have goes to working memory.
+    /// Every direction of a float32 LSTM or GRU ([`Recurrence::direction_f32`]),
+    /// straight into the outputs; a state output the node does not have goes to working
+    /// memory (as does a GRU's cell state, which it has not).
     fn run_f32(
         &self,
         ctx: &InferCtx,
@@ -755,7 +848,7 @@ impl Recurrence {
         })
     }
 
-    /// A bidirectional float32 LSTM's two directions at once, one per thread: they share
+    /// A bidirectional float32 LSTM's or GRU's two directions at once, one per thread: they share
     /// nothing but the input, and a step of one is too short to split. Each writes its
     /// outputs as a one-direction LSTM's would be laid out, into its half of `local`
     /// (direction 1 with working memory of the thread it runs on), and they are then
@@ -808,7 +901,7 @@ impl Recurrence {
 }
 
 thread_local! {
-    /// Each thread's working memory for float32 LSTMs, kept between calls (a 200-step
+    /// Each thread's working memory for float32 LSTMs and GRUs, kept between calls (a 200-step
     /// LSTM's input projection alone is 400 KB): grown to the largest call and reused,
     /// so steady-state executions allocate and fault in nothing here.
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -983,6 +1076,95 @@ mod tests {
                             (a - b).abs() <= 2e-5 * b.abs().max(1.0),
                             "batch {batch} batch_first {batch_first} clip {clip:?} output \
                              {k}[{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The float32 GRU computes what the f64 one does (the same operands as float64
+    /// take the f64 path): both directions, both layouts, linear_before_reset 0 and 1,
+    /// clip, sequence lengths (one of them 0) and initial states, at batch 1 to 3; and
+    /// its two directions on one thread or two give the same bits.
+    #[test]
+    fn float32_gru_agrees_with_the_f64_one() {
+        let seeded =
+            |n: usize, seed: u64, scale: f32| crate::om::onnx::builder::seeded_f32(n, seed, scale);
+        let wide = |t: &Tensor| {
+            let v: Vec<f64> = t
+                .slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&v| v.into())
+                .collect();
+            Tensor::from_vec(&t.shape, &v)
+        };
+        let (seq, input, h) = (6, 19, 7);
+        for batch in 1..=3 {
+            for (batch_first, lbr, clip) in [
+                (false, 0, None),
+                (true, 1, None),
+                (false, 1, Some(0.8f32)),
+                (true, 0, Some(0.8f32)),
+            ] {
+                let xs = if batch_first {
+                    [batch, seq, input]
+                } else {
+                    [seq, batch, input]
+                };
+                let ss = if batch_first {
+                    [batch, 2, h]
+                } else {
+                    [2, batch, h]
+                };
+                let ins = vec![
+                    t(&xs, &seeded(seq * batch * input, 1, 2.0)),
+                    t(&[2, 3 * h, input], &seeded(2 * 3 * h * input, 2, 1.0)),
+                    t(&[2, 3 * h, h], &seeded(2 * 3 * h * h, 3, 1.0)),
+                    t(&[2, 6 * h], &seeded(2 * 6 * h, 4, 0.5)),
+                    Tensor::from_vec(&[batch], &[6i32, 3, 0][..batch]),
+                    t(&ss, &seeded(2 * batch * h, 5, 1.0)),
+                ];
+                let mut attrs = vec![
+                    ("hidden_size", Attr::Int(h as i64)),
+                    ("direction", Attr::Str("bidirectional".into())),
+                    ("layout", Attr::Int(i64::from(batch_first))),
+                    ("linear_before_reset", Attr::Int(lbr)),
+                ];
+                if let Some(c) = clip {
+                    attrs.push(("clip", Attr::Float(f64::from(c))));
+                }
+                let on = |threads: usize| {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                    pool.unwrap().install(|| run_f32s("GRU", &attrs, &ins, 2))
+                };
+                let (one, two) = (on(1), on(2));
+                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
+                    v.iter()
+                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
+                        .collect()
+                };
+                assert_eq!(bits(&one), bits(&two), "batch {batch}: 1 and 2 threads");
+                let reference: Vec<Tensor> = ins
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| if i == 4 { t.clone() } else { wide(t) })
+                    .collect();
+                let want = crate::ops::testing::run("GRU", &attrs, &reference, 2);
+                let case =
+                    format!("batch {batch} batch_first {batch_first} lbr {lbr} clip {clip:?}");
+                for (k, (f, w)) in one.iter().zip(&want).enumerate() {
+                    let w = w.slice::<f64>().unwrap();
+                    assert!(
+                        w.iter().any(|&v| v != 0.0),
+                        "{case}: output {k} is all zero"
+                    );
+                    assert_eq!(f.len(), w.len());
+                    for (i, (&a, &b)) in f.iter().zip(w).enumerate() {
+                        assert!(
+                            (f64::from(a) - b).abs() <= 2e-5 * b.abs().max(1.0),
+                            "{case} output {k}[{i}]: {a} vs {b}"
                         );
                     }
                 }
