@@ -8,6 +8,7 @@ use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, met
 
 pub(crate) mod conv;
 mod conv_direct;
+mod conv_dw;
 mod dropout;
 pub(crate) mod epilogue;
 pub(crate) mod gemm;
@@ -16,6 +17,7 @@ pub(crate) mod pool;
 mod pool_f32;
 mod resize;
 pub(crate) mod scalar;
+mod scratch;
 pub(crate) mod softmax;
 mod window;
 

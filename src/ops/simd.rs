@@ -115,6 +115,12 @@ mod x86 {
         /// # Safety
         /// This CPU has the set.
         unsafe fn hsum(v: Self::V) -> f32;
+        /// Transposes the `LANES` x `LANES` block whose row i is `r[i]`, in registers:
+        /// lane j of `r[i]` becomes lane i of `r[j]`.
+        ///
+        /// # Safety
+        /// This CPU has the set, and `r` holds `LANES` vectors (panics otherwise).
+        unsafe fn transpose(r: &mut [Self::V]);
     }
 
     /// AVX-512F: 16 floats, 32 registers.
@@ -177,6 +183,39 @@ mod x86 {
             // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_reduce_add_ps(v) }
         }
+        #[inline(always)]
+        unsafe fn transpose(r: &mut [__m512]) {
+            let r: &mut [__m512; 16] = r.try_into().expect("16 rows");
+            // SAFETY: the caller ensures AVX-512F, which every shuffle here is.
+            unsafe {
+                // Within each 128-bit lane k: pairs of rows interleaved, then 4x4 blocks
+                // transposed, so r[4i + j]'s lane k holds column 4k + j of rows 4i..4i+4.
+                let mut t = [_mm512_setzero_ps(); 16];
+                for i in 0..8 {
+                    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                }
+                for i in 0..4 {
+                    r[4 * i] = _mm512_shuffle_ps::<0x44>(t[4 * i], t[4 * i + 2]);
+                    r[4 * i + 1] = _mm512_shuffle_ps::<0xEE>(t[4 * i], t[4 * i + 2]);
+                    r[4 * i + 2] = _mm512_shuffle_ps::<0x44>(t[4 * i + 1], t[4 * i + 3]);
+                    r[4 * i + 3] = _mm512_shuffle_ps::<0xEE>(t[4 * i + 1], t[4 * i + 3]);
+                }
+                // Then the 128-bit lanes: column 4k + j is lane k of r[j], r[4 + j],
+                // r[8 + j] and r[12 + j], gathered in two rounds of lane shuffles.
+                let u = *r;
+                for j in 0..4 {
+                    let even_ab = _mm512_shuffle_f32x4::<0x88>(u[j], u[4 + j]);
+                    let odd_ab = _mm512_shuffle_f32x4::<0xDD>(u[j], u[4 + j]);
+                    let even_cd = _mm512_shuffle_f32x4::<0x88>(u[8 + j], u[12 + j]);
+                    let odd_cd = _mm512_shuffle_f32x4::<0xDD>(u[8 + j], u[12 + j]);
+                    r[j] = _mm512_shuffle_f32x4::<0x88>(even_ab, even_cd);
+                    r[4 + j] = _mm512_shuffle_f32x4::<0x88>(odd_ab, odd_cd);
+                    r[8 + j] = _mm512_shuffle_f32x4::<0xDD>(even_ab, even_cd);
+                    r[12 + j] = _mm512_shuffle_f32x4::<0xDD>(odd_ab, odd_cd);
+                }
+            }
+        }
     }
 
     /// AVX2 with FMA: 8 floats, 16 registers.
@@ -185,7 +224,7 @@ mod x86 {
     // SAFETY: `__m256` is 8 floats and `LANES` is 8; the `_mm256_loadu_ps` and
     // `_mm256_storeu_ps` below touch exactly those 8 floats at any alignment, the masked
     // store only its first `n`, and every intrinsic used is AVX (loads, stores, set,
-    // mul), AVX2 (the integer compare) or FMA (`_mm256_fmadd_ps`).
+    // mul, shuffles), AVX2 (the integer compare) or FMA (`_mm256_fmadd_ps`).
     unsafe impl Simd for Avx2 {
         const LANES: usize = 8;
         type V = __m256;
@@ -253,6 +292,31 @@ mod x86 {
                 let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
                 let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
                 _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn transpose(r: &mut [__m256]) {
+            let r: &mut [__m256; 8] = r.try_into().expect("8 rows");
+            // SAFETY: the caller ensures AVX2 (so AVX), which every shuffle here is.
+            unsafe {
+                // Within each 128-bit half: pairs of rows interleaved, then 4x4 blocks
+                // transposed, so s[4i + j]'s half k holds column 4k + j of rows 4i..4i+4.
+                let mut t = [_mm256_setzero_ps(); 8];
+                for i in 0..4 {
+                    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                }
+                let mut s = [_mm256_setzero_ps(); 8];
+                for i in 0..2 {
+                    s[4 * i] = _mm256_shuffle_ps::<0x44>(t[4 * i], t[4 * i + 2]);
+                    s[4 * i + 1] = _mm256_shuffle_ps::<0xEE>(t[4 * i], t[4 * i + 2]);
+                    s[4 * i + 2] = _mm256_shuffle_ps::<0x44>(t[4 * i + 1], t[4 * i + 3]);
+                    s[4 * i + 3] = _mm256_shuffle_ps::<0xEE>(t[4 * i + 1], t[4 * i + 3]);
+                }
+                for j in 0..4 {
+                    r[j] = _mm256_permute2f128_ps::<0x20>(s[j], s[4 + j]);
+                    r[4 + j] = _mm256_permute2f128_ps::<0x31>(s[j], s[4 + j]);
+                }
             }
         }
     }

@@ -9,18 +9,18 @@
 //! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
 //! column into the output positions its taps reach.
 
-use std::cell::RefCell;
-
 use rayon::prelude::*;
 
 use super::conv_direct::{Direct, Isa};
+use super::conv_dw::Depthwise;
 use super::epilogue::Epilogue;
 use super::gemm::{Mat, gemm};
 use super::scalar::{Scalar, widened};
+use super::scratch::with_scratch;
 use super::window::Window;
 use crate::dispatch;
 use crate::ops::DType;
-use crate::ops::{Buffer, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
+use crate::ops::{HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
@@ -194,6 +194,29 @@ fn conv_typed<T: Scalar>(
     let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
+    // float32 depthwise windows over small images, or strided, run with the channels
+    // in the vector lanes (conv_dw.rs).
+    let depthwise = match T::DTYPE {
+        DType::F32 if cg == 1 && mg == 1 && group > 1 => Isa::detect()
+            .and_then(|isa| Depthwise::plan(&win, isa))
+            .filter(Depthwise::pays),
+        _ => None,
+    };
+    if let Some(dw) = depthwise {
+        let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
+        let bias = bias.map(as_f32);
+        for (n, out) in y.chunks_mut(m * olen).enumerate() {
+            dw.conv(
+                &xv[n * c * ilen..][..c * ilen],
+                wv,
+                bias,
+                epilogue,
+                out,
+                parallel,
+            );
+        }
+        return Ok(());
+    }
     // float32 windows convolve directly (conv_direct.rs) where the CPU has its vector
     // kernels; a 1x1 kernel that reads the input as is stays one GEMM.
     let plan = match T::DTYPE {
@@ -276,32 +299,6 @@ fn as_f32<T: Scalar>(v: &[T]) -> &[f32] {
 
 fn as_f32_mut<T: Scalar>(v: &mut [T]) -> &mut [f32] {
     bytemuck::cast_slice_mut(v)
-}
-
-thread_local! {
-    /// Each thread's im2col matrix, kept between calls: the matrix of a 3x3 convolution
-    /// over a 56x56 image with 64 channels is 7 MB, and allocating and zero-filling that
-    /// much per call is avoidable work. It only grows.
-    static SCRATCH: RefCell<Buffer> = RefCell::new(Buffer::default());
-}
-
-/// Runs `f` on `len` elements of this thread's scratch memory (contents unspecified:
-/// `f` writes before it reads).
-fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
-    let bytes = len * std::mem::size_of::<T>();
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            if buf.len() < bytes {
-                *buf = Buffer::zeroed(bytes);
-            }
-            f(bytemuck::cast_slice_mut(&mut buf.as_bytes_mut()[..bytes]))
-        }
-        // Re-entered on this thread (a nested parallel call ran another convolution
-        // here): that one gets its own memory.
-        Err(_) => f(bytemuck::cast_slice_mut(
-            Buffer::zeroed(bytes).as_bytes_mut(),
-        )),
-    })
 }
 
 /// Fills `col` ([channels * taps, output positions]) with the input value each tap of
@@ -775,6 +772,15 @@ mod tests {
             pads: [2; 4],
             bias: true,
             ..Case::new([1, 32, 40, 40], 32, [5, 5])
+        });
+        // Depthwise over small images, channels in the vector lanes (conv_dw.rs):
+        // batch 2, strided, a partial block of channels.
+        cases.push(Case {
+            group: 24,
+            stride: [2, 2],
+            pads: [2, 1, 2, 2],
+            bias: true,
+            ..Case::new([2, 24, 9, 7], 24, [5, 5])
         });
         // 1-D, with pads and dilation; a 1x1 kernel as a GEMM and padded.
         cases.push(Case {

@@ -37,7 +37,7 @@
 use rayon::prelude::*;
 
 use super::epilogue::Epilogue;
-use super::window::Window;
+use super::window::{Flat, Window};
 
 /// Widest vector (floats) of any kernel: the padded input carries this much slack after
 /// its last plane, which the last tile's vectors may read past the last position.
@@ -71,18 +71,7 @@ pub(super) struct Direct {
     isa: Isa,
     /// Input channels.
     channels: usize,
-    /// Input height and width.
-    h: usize,
-    w: usize,
-    /// Output height and width.
-    oh: usize,
-    ow: usize,
-    /// Strides.
-    sh: usize,
-    sw: usize,
-    /// Padding before the input's rows and columns.
-    pt: usize,
-    pl: usize,
+    g: Flat,
     /// Each polyphase plane's height and width.
     hp: usize,
     wp: usize,
@@ -91,8 +80,7 @@ pub(super) struct Direct {
     slot: [usize; MAX_PHASES],
     /// Planes made per channel.
     slots: usize,
-    /// Taps, and each tap's offset from a position's index in its channel's planes.
-    taps: usize,
+    /// Each tap's offset from a position's index in its channel's planes.
     offs: [usize; MAX_TAPS],
 }
 
@@ -105,32 +93,21 @@ impl Direct {
     /// [`MAX_TAPS`] taps, a non-empty output. `isa` must be a set this CPU has, from
     /// [`Isa::detect`] or [`Isa::available`]: [`Direct::conv`] runs that set's kernels.
     pub(super) fn plan(win: &Window, channels: usize, isa: Isa) -> Option<Direct> {
-        if win.input[0] != 1 || win.kernel[0] != 1 || win.output[0] != 1 || win.pad_begin[0] != 0 {
-            return None;
-        }
-        let [_, h, w] = win.input;
-        let [_, oh, ow] = win.output;
-        let [_, kh, kw] = win.kernel;
-        let [_, dh, dw] = win.dilation;
-        let [_, sh, sw] = win.stride;
-        let taps = kh.checked_mul(kw)?;
-        if oh == 0 || ow == 0 || taps == 0 || taps > MAX_TAPS || sh == 0 || sw == 0 {
-            return None;
-        }
-        if sh.checked_mul(sw)? > MAX_PHASES {
+        let g = win.flat(MAX_TAPS)?;
+        if g.sh.checked_mul(g.sw)? > MAX_PHASES {
             return None;
         }
         // The kernels' reads are bounded by the planes' size (see `task`), so that size,
         // and every offset below it, must not wrap: a window too large to address (a
         // crafted dilation, say) goes to im2col + GEMM, whose indexing is checked.
-        let hp = ((kh - 1).checked_mul(dh)? / sh).checked_add(oh)?;
-        let wp = ((kw - 1).checked_mul(dw)? / sw).checked_add(ow)?;
+        let hp = ((g.kh - 1).checked_mul(g.dh)? / g.sh).checked_add(g.oh)?;
+        let wp = ((g.kw - 1).checked_mul(g.dw)? / g.sw).checked_add(g.ow)?;
         let plane = hp.checked_mul(wp)?;
         let mut slot = [usize::MAX; MAX_PHASES];
         let mut slots = 0;
-        for a in 0..kh {
-            for b in 0..kw {
-                let phase = (a * dh % sh) * sw + b * dw % sw;
+        for a in 0..g.kh {
+            for b in 0..g.kw {
+                let phase = (a * g.dh % g.sh) * g.sw + b * g.dw % g.sw;
                 if slot[phase] == usize::MAX {
                     slot[phase] = slots;
                     slots += 1;
@@ -141,26 +118,18 @@ impl Direct {
             .checked_mul(slots.checked_mul(plane)?)?
             .checked_add(MAX_LANES)?;
         let mut offs = [0; MAX_TAPS];
-        for (t, off) in offs[..taps].iter_mut().enumerate() {
-            let (ta, tb) = (t / kw * dh, t % kw * dw);
-            *off = slot[(ta % sh) * sw + tb % sw] * plane + ta / sh * wp + tb / sw;
+        for (t, off) in offs[..g.taps].iter_mut().enumerate() {
+            let (ta, tb) = (t / g.kw * g.dh, t % g.kw * g.dw);
+            *off = slot[(ta % g.sh) * g.sw + tb % g.sw] * plane + ta / g.sh * wp + tb / g.sw;
         }
         Some(Direct {
             isa,
             channels,
-            h,
-            w,
-            oh,
-            ow,
-            sh,
-            sw,
-            pt: usize::try_from(win.pad_begin[1]).ok()?,
-            pl: usize::try_from(win.pad_begin[2]).ok()?,
+            g,
             hp,
             wp,
             slot,
             slots,
-            taps,
             offs,
         })
     }
@@ -175,7 +144,7 @@ impl Direct {
     }
     /// Linear positions up to the last output: (oh - 1) full padded rows and one output row.
     fn positions(&self) -> usize {
-        (self.oh - 1) * self.wp + self.ow
+        (self.g.oh - 1) * self.wp + self.g.ow
     }
     /// Floats of scratch [`Direct::conv`] needs.
     pub(super) fn scratch_len(&self) -> usize {
@@ -197,11 +166,11 @@ impl Direct {
         out: &mut [f32],
         parallel: bool,
     ) {
-        let (channels, olen) = (self.channels, self.oh * self.ow);
+        let (channels, olen) = (self.channels, self.g.oh * self.g.ow);
         let m = out.len() / olen;
-        let k = channels * self.taps;
+        let k = channels * self.g.taps;
         assert!(
-            x.len() >= channels * self.h * self.w
+            x.len() >= channels * self.g.h * self.g.w
                 && w.len() >= m * k
                 && out.len() == m * olen
                 && bias.is_none_or(|b| b.len() >= m),
@@ -243,8 +212,8 @@ impl Direct {
     /// zero where a plane's element falls in the padding or past the input, and zeroes
     /// the slack after.
     fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
-        let (h, w, wp, plane) = (self.h, self.w, self.wp, self.plane());
-        let (sh, sw) = (self.sh, self.sw);
+        let (h, w, wp, plane) = (self.g.h, self.g.w, self.wp, self.plane());
+        let (sh, sw) = (self.g.sh, self.g.sw);
         let (planes, slack) = dst.split_at_mut(self.channels * self.channel_floats());
         slack.fill(0.0);
         let one = |c: usize, p: &mut [f32]| {
@@ -257,23 +226,26 @@ impl Direct {
                 let p = &mut p[slot * plane..][..plane];
                 // Plane columns j read padded column `j sw + rx`, input column
                 // `j sw + rx - pl`: inside the input for j in lo..hi.
-                let lo = self.pl.saturating_sub(rx).div_ceil(sw).min(wp);
-                let hi = (w + self.pl).saturating_sub(rx).div_ceil(sw).clamp(lo, wp);
+                let lo = self.g.pl.saturating_sub(rx).div_ceil(sw).min(wp);
+                let hi = (w + self.g.pl)
+                    .saturating_sub(rx)
+                    .div_ceil(sw)
+                    .clamp(lo, wp);
                 // The padding zeroed by one fill of the plane (in L1 or L2 on its way),
                 // not by up to three calls per row: on a small image (14x14 of a
                 // depthwise layer) the calls cost more than the copy.
                 let hp = plane / wp;
-                let rows_inside = ry >= self.pt && (hp - 1) * sh + ry - self.pt < h;
+                let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
                 if lo > 0 || hi < wp || !rows_inside {
                     p.fill(0.0);
                 }
                 for (i, row) in p.chunks_mut(wp).enumerate() {
-                    let r = (i * sh + ry).wrapping_sub(self.pt);
+                    let r = (i * sh + ry).wrapping_sub(self.g.pt);
                     if r >= h {
                         continue;
                     }
                     let line = &src[r * w..][..w];
-                    let first = lo * sw + rx - self.pl;
+                    let first = lo * sw + rx - self.g.pl;
                     let row = &mut row[lo..hi];
                     match sw {
                         1 => row.copy_from_slice(&line[first..first + row.len()]),
@@ -312,9 +284,9 @@ impl Direct {
         y: &mut [f32],
     ) {
         let (lanes, nv_max) = shape(self.isa);
-        let (channels, olen) = (self.channels, self.oh * self.ow);
+        let (channels, olen) = (self.channels, self.g.oh * self.g.ow);
         let m = y.len() / olen;
-        let taps = self.taps;
+        let taps = self.g.taps;
         let k = channels * taps;
         let nq = self.positions();
         let chunk = (WEIGHT_BYTES / (4 * m * taps)).clamp(1, channels);
@@ -394,7 +366,7 @@ impl Direct {
         out: &mut [f32],
         parallel: bool,
     ) {
-        let (oh, ow, wp, taps) = (self.oh, self.ow, self.wp, self.taps);
+        let (oh, ow, wp, taps) = (self.g.oh, self.g.ow, self.wp, self.g.taps);
         let olen = oh * ow;
         let (lanes, _) = shape(self.isa);
         let channel = |j: usize, y: &mut [f32]| {
@@ -462,7 +434,7 @@ impl Direct {
         epilogue: Option<Epilogue>,
         dst: &mut [f32],
     ) {
-        let (wp, ow) = (self.wp, self.ow);
+        let (wp, ow) = (self.wp, self.g.ow);
         let end = q0 + src.len();
         let mut q = q0;
         while q < end {
@@ -816,7 +788,7 @@ mod tests {
         win.kernel = [1, 1, 1];
         win.output = [1, 4, 4];
         let plan = Direct::plan(&win, 1, Isa::Avx2).expect("a plan");
-        assert_eq!((plan.hp, plan.wp, plan.slots, plan.taps), (4, 4, 1, 1));
+        assert_eq!((plan.hp, plan.wp, plan.slots, plan.g.taps), (4, 4, 1, 1));
         win.kernel = [1, 1, MAX_TAPS + 1];
         assert!(Direct::plan(&win, 1, Isa::Avx2).is_none());
     }

@@ -106,6 +106,43 @@ impl Window {
         self.kernel.iter().product()
     }
 
+    /// The window as the direct float32 kernels address it ([`Flat`]), if it has at
+    /// most two spatial dims (the leading promoted one all 1s), a non-empty output,
+    /// kernel and strides, at most `max_taps` taps and no negative padding before.
+    pub fn flat(&self, max_taps: usize) -> Option<Flat> {
+        if self.input[0] != 1
+            || self.kernel[0] != 1
+            || self.output[0] != 1
+            || self.pad_begin[0] != 0
+        {
+            return None;
+        }
+        let [_, h, w] = self.input;
+        let [_, oh, ow] = self.output;
+        let [_, kh, kw] = self.kernel;
+        let [_, dh, dw] = self.dilation;
+        let [_, sh, sw] = self.stride;
+        let taps = kh.checked_mul(kw)?;
+        if oh == 0 || ow == 0 || taps == 0 || taps > max_taps || sh == 0 || sw == 0 {
+            return None;
+        }
+        Some(Flat {
+            h,
+            w,
+            oh,
+            ow,
+            kh,
+            kw,
+            dh,
+            dw,
+            sh,
+            sw,
+            pt: usize::try_from(self.pad_begin[1]).ok()?,
+            pl: usize::try_from(self.pad_begin[2]).ok()?,
+            taps,
+        })
+    }
+
     /// The same window over the same memory with its last dim moved up one, when that
     /// dim is 1 everywhere (input, kernel and output, no padding): GE runs a 1-D
     /// convolution or pool as a 2-D one over `[N, C, L, 1]`, whose `[L, 1]` planes are
@@ -212,4 +249,30 @@ mod tests {
         assert_eq!(w.valid_range(2, 0), (1, 3, -1));
         assert_eq!(w.valid_range(2, 2), (0, 3, 1));
     }
+}
+
+/// A window over two spatial dims, as the direct float32 convolution kernels address
+/// it ([`Window::flat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flat {
+    /// Input height and width.
+    pub h: usize,
+    pub w: usize,
+    /// Output height and width.
+    pub oh: usize,
+    pub ow: usize,
+    /// Kernel height and width.
+    pub kh: usize,
+    pub kw: usize,
+    /// Dilations.
+    pub dh: usize,
+    pub dw: usize,
+    /// Strides.
+    pub sh: usize,
+    pub sw: usize,
+    /// Padding before the input's rows and columns.
+    pub pt: usize,
+    pub pl: usize,
+    /// Kernel elements, `kh * kw`.
+    pub taps: usize,
 }
