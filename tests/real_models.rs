@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use rt2::cmd::check::{Tolerance, compare};
+use rt2::exec::KernelAttr;
 use rt2::exec::runtime::ExecutorType;
 use rt2::lower::{LowerOptions, lower};
 use rt2::om::file::{ReadOptions, read};
@@ -54,6 +55,29 @@ fn check(name: &str, tol: Tolerance) {
         },
     )
     .unwrap_or_else(|e| panic!("{name}: lowers for topo-mt: {e}"));
+    // Lowering stores every constant recurrent W transposed for the input projection
+    // (the prepack the kernel is told of by `_rt2_w_transposed`).
+    let recurrent: Vec<_> = plain
+        .main
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(n.attrs.get("_op_type"),
+                Some(KernelAttr::Str(op)) if ["LSTM", "GRU", "RNN"].contains(&op.as_ref()))
+        })
+        .collect();
+    assert!(
+        recurrent
+            .iter()
+            .all(|n| n.attrs.contains_key("_rt2_w_transposed")),
+        "{name}: a recurrent op reads W as stored"
+    );
+    let lstm_models = ["lstm_speech", "crnn"];
+    assert_eq!(
+        !recurrent.is_empty(),
+        lstm_models.contains(&name),
+        "{name}: LSTM launches"
+    );
     let input = read_pb(&dir.join("test_data_set_0/input_0.pb"));
     let want = read_pb(&dir.join("test_data_set_0/output_0.pb"));
 

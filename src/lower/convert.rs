@@ -929,26 +929,10 @@ impl<'r> Lowering<'r> {
         attrs: &Attrs,
     ) -> Option<(OpSpec, Vec<Option<TVal>>, Attrs, usize)> {
         let hook = spec.prepack.filter(|_| self.pack_weights)?;
-        // A hook decides on the inputs that are there; an omitted optional input keeps
-        // the node as it is.
-        let metas = ins
-            .iter()
-            .map(|t| t.as_ref().map(|t| t.meta.clone()))
-            .collect::<Option<Vec<TensorMeta>>>()?;
-        let values: Vec<Option<&HostTensor>> = ins
-            .iter()
-            .map(|t| {
-                let id = t.as_ref()?.konst?;
-                Some(self.b.consts[id as usize].as_ref())
-            })
-            .collect();
-        let plan = hook(&InferCtx {
-            op: spec.name,
-            inputs: &metas,
-            values: &values,
-            attrs,
-            outputs: 1,
-        })?;
+        // An omitted optional input reaches the hook as `with_ctx` spells it (an RNN's
+        // sequence_lens between its weights and initial states is usually omitted); the
+        // operand chosen must be a constant that is there.
+        let plan = self.with_ctx(spec.name, ins, attrs, 1, hook)?;
         let target = *self.reg.get(plan.op)?;
         let id = ins.get(plan.input)?.as_ref()?.konst?;
         // Keyed by the packing too: one op may lay a constant out two ways (Gemm's B,

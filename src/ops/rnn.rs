@@ -13,7 +13,11 @@ mod recurrence;
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {
     for name in ["LSTM", "GRU", "RNN"] {
-        reg.add(OpSpec::new(name, infer_rnn).computes(recurrence::recurrence));
+        reg.add(
+            OpSpec::new(name, infer_rnn)
+                .computes(recurrence::recurrence)
+                .prepacks(recurrence::prepack_weights),
+        );
     }
 }
 
