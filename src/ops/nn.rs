@@ -17,7 +17,7 @@ pub(crate) mod pool;
 mod pool_f32;
 mod resize;
 pub(crate) mod scalar;
-mod scratch;
+pub(crate) mod scratch;
 pub(crate) mod softmax;
 mod window;
 

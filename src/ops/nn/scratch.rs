@@ -1,5 +1,6 @@
 //! Each thread's working memory for the convolution kernels (the im2col matrix, the
-//! direct kernels' padded planes), kept between calls and grown to the largest.
+//! direct kernels' padded planes) and the float32 recurrent ops (the input projection
+//! of every step), kept between calls and grown to the largest.
 
 use std::cell::RefCell;
 
@@ -16,7 +17,7 @@ thread_local! {
 /// Runs `f` on `len` elements of this thread's scratch memory (contents unspecified:
 /// `f` writes before it reads). Debug builds fill it with all-ones bytes, a NaN in every
 /// float type, so a kernel that reads what it did not write shows in the tests.
-pub(super) fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+pub(crate) fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     let bytes = len * std::mem::size_of::<T>();
     let poisoned = |b: &mut [u8]| {
         if cfg!(debug_assertions) {
@@ -32,8 +33,9 @@ pub(super) fn with_scratch<T: Scalar, R>(len: usize, f: impl FnOnce(&mut [T]) ->
             poisoned(b);
             f(bytemuck::cast_slice_mut(b))
         }
-        // Re-entered on this thread (a nested parallel call ran another convolution
-        // here): that one gets its own memory.
+        // Re-entered on this thread (a nested parallel call ran another kernel here, or
+        // one direction of a recurrent op ran beside the other's): that one gets its
+        // own memory.
         Err(_) => {
             let mut own = Buffer::zeroed(bytes);
             poisoned(own.as_bytes_mut());

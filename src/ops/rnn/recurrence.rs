@@ -10,11 +10,11 @@
 //! Runtime does ([`Recurrence::direction_f32`]); every other form runs in f64 and is
 //! rounded once into the outputs.
 
-use std::cell::RefCell;
-
 use crate::ops::linalg::sgemv::sgemv;
 use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{read_f64s, widened, write_f64s};
+use crate::ops::nn::scratch::with_scratch;
+use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
 /// An activation function with its alpha and beta.
@@ -555,9 +555,7 @@ impl Recurrence {
                 gh,
             );
         }
-        // GRU without linear_before_reset multiplies R's candidate rows by the reset
-        // state, known only after the other gates: one matrix-vector product each.
-        let gemv = batch <= GEMV_BATCH || gru;
+        let gemv = self.steps_by_gemv();
         // Rows of R each step's first product takes.
         let first = if gru && !self.linear_before_reset {
             2 * h
@@ -696,14 +694,24 @@ impl Recurrence {
         }
     }
 
-    /// Floats of working memory [`Recurrence::direction_f32`] takes.
+    /// Whether [`Recurrence::direction_f32`] takes each step's recurrent product as one
+    /// matrix-vector product per batch entry on R as stored, rather than one GEMM on R
+    /// transposed: at batch up to [`GEMV_BATCH`], and always for a GRU, whose candidate
+    /// rows of R (without linear_before_reset) multiply the reset state, known only
+    /// after the other gates.
+    fn steps_by_gemv(&self) -> bool {
+        self.dm.batch <= GEMV_BATCH || self.kind == Kind::Gru
+    }
+
+    /// Floats of working memory [`Recurrence::direction_f32`] takes: the projections,
+    /// one step's gates and activations, the states, a GRU's reset state, and room for
+    /// the transposes it makes (W unless lowering stored it transposed, R for GEMM
+    /// steps).
     fn scratch_f32(&self) -> usize {
         let (dm, gh) = (&self.dm, self.gh);
-        let rt = if dm.batch <= GEMV_BATCH {
-            dm.input * gh
-        } else {
-            dm.input.max(dm.hidden) * gh
-        };
+        let w_rows = if self.w_transposed { 0 } else { dm.input };
+        let r_rows = if self.steps_by_gemv() { 0 } else { dm.hidden };
+        let rt = w_rows.max(r_rows) * gh;
         dm.seq * dm.batch * gh + dm.batch * gh + gh + (2 * dm.batch + 1) * dm.hidden + rt
     }
 
@@ -790,24 +798,17 @@ pub fn prepack_weights(ctx: &InferCtx) -> Option<Prepack> {
 /// transposed: `[dirs, input, gates * hidden]`; `None` if the bytes do not fill the
 /// shape.
 fn transposed_w(w: &HostTensor) -> Option<HostTensor> {
-    let [dirs, gh, input] = <[i64; 3]>::try_from(w.shape.as_slice()).ok()?;
-    let dims = |v: i64| usize::try_from(v).ok();
-    let (dirs, gh, input) = (dims(dirs)?, dims(gh)?, dims(input)?);
-    let size = w.dtype.size();
-    let block = gh.checked_mul(input)?.checked_mul(size)?;
-    if w.data.len() != dirs.checked_mul(block)? {
+    let dims: Vec<usize> = w
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<_>>()?;
+    let &[dirs, gh, input] = dims.as_slice() else {
         return None;
-    }
+    };
+    let view = View::contiguous(&dims).permute(&[0, 2, 1]);
     let mut data = vec![0u8; w.data.len()];
-    if block > 0 {
-        for (from, to) in w.data.chunks_exact(block).zip(data.chunks_exact_mut(block)) {
-            for (g, row) in from.chunks_exact(input * size).enumerate() {
-                for (i, v) in row.chunks_exact(size).enumerate() {
-                    to[(i * gh + g) * size..][..size].copy_from_slice(v);
-                }
-            }
-        }
-    }
+    copy_view(w.dtype.size(), &w.data, &view, &mut data).ok()?;
     Some(HostTensor {
         dtype: w.dtype,
         shape: vec![dirs as i64, input as i64, gh as i64],
@@ -888,35 +889,38 @@ impl Recurrence {
         let both = dm.dirs == 2 && rayon::current_num_threads() > 1;
         // Each direction's outputs of its own, when the two run at once.
         let local = if both { dm.seq * state + 2 * state } else { 0 };
-        with_scratch(2 * state + local + self.scratch_f32(), |scratch| {
-            let (spare, rest) = scratch.split_at_mut(2 * state);
-            let (local, work) = rest.split_at_mut(local);
-            let (spare_h, spare_c) = spare.split_at_mut(state);
-            let mut outs = outputs.iter_mut();
-            let y = match outs.next() {
-                Some(o) => o.slice_mut::<f32>()?,
-                None => return Err(ctx.compute_error("has no output Y")),
-            };
-            let y_h = match outs.next() {
-                Some(o) => o.slice_mut::<f32>()?,
-                None => spare_h,
-            };
-            let y_c = match outs.next() {
-                Some(o) => o.slice_mut::<f32>()?,
-                None => spare_c,
-            };
-            if y.len() != dm.seq * state || y_h.len() != state || y_c.len() != state {
-                return Err(ctx.compute_error("outputs do not match the operands' shapes"));
-            }
-            if both {
-                self.both_directions(&ops, (local, work), y, y_h, y_c);
-                return Ok(());
-            }
-            for d in 0..dm.dirs {
-                self.direction_f32(&ops, d, work, (dm, d), y, y_h, y_c);
-            }
-            Ok(())
-        })
+        with_scratch(
+            2 * state + local + self.scratch_f32(),
+            |scratch: &mut [f32]| {
+                let (spare, rest) = scratch.split_at_mut(2 * state);
+                let (local, work) = rest.split_at_mut(local);
+                let (spare_h, spare_c) = spare.split_at_mut(state);
+                let mut outs = outputs.iter_mut();
+                let y = match outs.next() {
+                    Some(o) => o.slice_mut::<f32>()?,
+                    None => return Err(ctx.compute_error("has no output Y")),
+                };
+                let y_h = match outs.next() {
+                    Some(o) => o.slice_mut::<f32>()?,
+                    None => spare_h,
+                };
+                let y_c = match outs.next() {
+                    Some(o) => o.slice_mut::<f32>()?,
+                    None => spare_c,
+                };
+                if y.len() != dm.seq * state || y_h.len() != state || y_c.len() != state {
+                    return Err(ctx.compute_error("outputs do not match the operands' shapes"));
+                }
+                if both {
+                    self.both_directions(&ops, (local, work), y, y_h, y_c);
+                    return Ok(());
+                }
+                for d in 0..dm.dirs {
+                    self.direction_f32(&ops, d, work, (dm, d), y, y_h, y_c);
+                }
+                Ok(())
+            },
+        )
     }
 
     /// A bidirectional float32 LSTM's or GRU's two directions at once, one per thread: they share
@@ -948,7 +952,7 @@ impl Recurrence {
         rayon::join(
             || self.direction_f32(ops, 0, work, (&one, 0), y0, h0, c0),
             || {
-                with_scratch(self.scratch_f32(), |w| {
+                with_scratch(self.scratch_f32(), |w: &mut [f32]| {
                     self.direction_f32(ops, 1, w, (&one, 0), y1, h1, c1)
                 })
             },
@@ -969,39 +973,6 @@ impl Recurrence {
             }
         }
     }
-}
-
-thread_local! {
-    /// Each thread's working memory for float32 LSTMs and GRUs, kept between calls (a 200-step
-    /// LSTM's input projection alone is 400 KB): grown to the largest call and reused,
-    /// so steady-state executions allocate and fault in nothing here.
-    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on `len` floats of this thread's working memory. Every float `f` reads it
-/// writes first; debug builds fill the memory with NaN to catch a read that is not.
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    let poison = |v: &mut [f32]| {
-        if cfg!(debug_assertions) {
-            v.fill(f32::NAN);
-        }
-    };
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            if buf.len() < len {
-                buf.resize(len, 0.0);
-            }
-            poison(&mut buf[..len]);
-            f(&mut buf[..len])
-        }
-        // Re-entered on this thread (a launch run while a product waited on another
-        // thread's part): this call gets memory of its own.
-        Err(_) => {
-            let mut own = vec![0.0; len];
-            poison(&mut own);
-            f(&mut own)
-        }
-    })
 }
 
 /// `dst` ([cols, rows]) = `src` ([rows, cols]) transposed, in 8 x 8 blocks so both
