@@ -1252,56 +1252,64 @@ fn a_fault_taken_inline_surfaces_at_synchronize() {
     assert_eq!(get(&dev, q, 4), vec![2.0; 4]);
 }
 
-/// A launch issued to an idle stream computes on the issuing thread, inside a one-thread
-/// pool (its parallel loops stay there), on a device of one compute core whatever its
-/// size, and on a device of two when it touches under 256 KiB (64 KiB each way); a
-/// larger one (256 KiB and 4 MiB each way) on a device of two goes to a compute core,
-/// whose pool has two threads. Either way the result is the copy.
+/// A launch issued to an idle stream from a thread in no rayon pool computes on that
+/// thread whatever its size, in a pool of the thread's own as large as the device has
+/// compute cores (its parallel loops split over that many threads). The pool is the
+/// thread's for life: after a device of one core, a device of two gets small kernels
+/// computed there alone and large ones (64 KiB or more) on its compute cores; after a
+/// device of two, a device of one gets its large kernels run by its stream's worker, in
+/// a one-thread pool. Either way the result is the copy.
 #[test]
-fn a_one_core_device_computes_large_kernels_on_the_issuing_thread() {
-    for (threads, n, here) in [
-        (1, 1 << 20, true),
-        (2, 1 << 14, true),
-        (2, 1 << 16, false),
-        (2, 1 << 20, false),
+fn the_issuing_thread_computes_its_kernels_in_a_pool_of_its_own() {
+    // (cores of a device the thread launched to first, cores, floats each way,
+    // computed on the issuing thread, threads of the pool it computed in)
+    for (first, threads, n, here, pool) in [
+        (None, 1, 1 << 20, true, 1),
+        (None, 2, 1 << 12, true, 2),
+        (None, 2, 1 << 20, true, 2),
+        (Some(1), 2, 1 << 12, true, 1),
+        (Some(1), 2, 1 << 20, false, 2),
+        (Some(2), 1, 1 << 20, false, 1),
     ] {
-        let dev = Device::new(DeviceConfig {
-            ops: Some(ops()),
-            compute_threads: threads,
-            // Where a kernel runs, counted: the sanitizer would run it twice.
-            sanitize: None,
-            ..DeviceConfig::default()
-        });
-        let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        let (x, s) = (put(&dev, &v), dev.default_stream());
-        let y = dev.malloc(n * 4, s).unwrap();
-        // A fresh thread, in no rayon pool until the device makes it join one.
-        let issued = {
-            let dev = dev.clone();
-            std::thread::spawn(move || {
-                let mut l = Arc::new(launch(
-                    "TestWhere",
-                    vec![f32s(x, &[n])],
-                    vec![f32s(y, &[n])],
-                ));
-                dev.launch_shared(s, &mut l).unwrap();
-                dev.synchronize(s).unwrap();
-                std::thread::current().id()
+        let case = format!("first {first:?}, {threads} threads, {n}");
+        let make = |threads| {
+            Device::new(DeviceConfig {
+                ops: Some(ops()),
+                compute_threads: threads,
+                // Where a kernel runs, counted: the sanitizer would run it twice.
+                sanitize: None,
+                ..DeviceConfig::default()
             })
-            .join()
-            .unwrap()
         };
-        let ran: Vec<_> = WHERE.lock().unwrap().drain(..).collect();
-        assert_eq!(ran.len(), 1, "{threads} threads, {n}");
-        let (thread, pool) = ran[0];
-        assert_eq!(
-            thread == issued,
-            here,
-            "{threads} threads, {n}: ran on the issuer"
-        );
-        let want = if here { 1 } else { threads };
-        assert_eq!(pool, want, "{threads} threads, {n}: the kernel's pool");
-        assert_eq!(get(&dev, y, n), v);
+        let copy = |dev: &Device, n: usize| {
+            let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let (x, s) = (put(dev, &v), dev.default_stream());
+            let y = dev.malloc(n * 4, s).unwrap();
+            let mut l = Arc::new(launch(
+                "TestWhere",
+                vec![f32s(x, &[n])],
+                vec![f32s(y, &[n])],
+            ));
+            dev.launch_shared(s, &mut l).unwrap();
+            dev.synchronize(s).unwrap();
+            assert_eq!(get(dev, y, n), v);
+        };
+        let (before, dev) = (first.map(make), make(threads));
+        // A fresh thread, in no rayon pool until its first launch makes it join one.
+        let (issued, ran) = std::thread::spawn(move || {
+            if let Some(before) = &before {
+                copy(before, 16);
+                WHERE.lock().unwrap().clear();
+            }
+            copy(&dev, n);
+            let ran: Vec<_> = WHERE.lock().unwrap().drain(..).collect();
+            (std::thread::current().id(), ran)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ran.len(), 1, "{case}");
+        assert_eq!(ran[0].0 == issued, here, "{case}: ran on the issuer");
+        assert_eq!(ran[0].1, pool, "{case}: the kernel's pool");
     }
 }
 

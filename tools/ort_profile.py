@@ -1,7 +1,8 @@
-"""ONNX Runtime's per-node kernel times for one model on one intra-op thread: the peer
-column of `rt2 run MODEL --compute-threads 1 --profile`.
+"""ONNX Runtime's per-node kernel times for one model: the peer column of `rt2 run MODEL
+--compute-threads 1 --profile` (or of `rt2 run MODEL --profile` with THREADS 0).
 
-Usage: tools/ort_profile.py MODEL.onnx [RUNS] (default 20, after five warm-up runs).
+Usage: tools/ort_profile.py MODEL.onnx [RUNS [THREADS]] (default 20 runs, after five
+warm-up runs, on one intra-op thread; 0 threads is ONNX Runtime's default).
 Prints one line per node, slowest first: node name, op type, mean microseconds per run.
 Inputs are seeded standard-normal float32, symbolic dims 1. ONNX Runtime's profile file
 is read and removed.
@@ -17,7 +18,7 @@ import onnxruntime as ort
 path = sys.argv[1]
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 options = ort.SessionOptions()
-options.intra_op_num_threads = 1
+options.intra_op_num_threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 options.enable_profiling = True
 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 rng = np.random.default_rng(0)

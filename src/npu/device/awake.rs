@@ -1,4 +1,5 @@
-//! Keeping the compute cores awake through a burst of kernels.
+//! Keeping a pool's threads awake through a burst of kernels: the device's compute cores,
+//! and the helpers of a thread that computes its own kernels (`stream::own_pool`).
 //!
 //! A kernel handed to the compute cores (`Core::cores`) wakes a sleeping thread, and
 //! the split halves of its parallel loops wake another: on a virtual machine a wake-up
@@ -16,6 +17,9 @@
 //! fell with it: the real-model medians got slower and twice as noisy. The thread left
 //! out sleeps until rayon wakes it for a split half, which the polling thread, having
 //! finished its own half, takes back if it is still waiting.
+//!
+//! In a thread's own pool the thread left out is that thread itself (index 0, which
+//! runs no loop of rayon's): it computes the kernels, and every helper polls.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 /// the host's thread) or between two executions of a serving loop is well below it.
 const GRACE: Duration = Duration::from_millis(2);
 
-/// The polling state of one device's compute cores.
+/// The polling state of one pool's threads.
 #[derive(Debug)]
 pub(crate) struct Awake {
     shared: Arc<Shared>,

@@ -251,23 +251,10 @@ thread_local! {
     static INLINE_LANE: std::cell::RefCell<Lane> = std::cell::RefCell::default();
 }
 
-/// The thread that runs one stream's jobs.
-/// Launches touching at least this many bytes run on the compute cores: the op library
-/// splits work above 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of `f32`.
+/// Launches touching at least this many bytes may split their work over threads: the op
+/// library splits nothing below 16K elements (`ops::linalg::PAR_MIN_ELEMS`), 64 KB of
+/// `f32`. Below it a kernel may run on any thread, and wakes no helper.
 const PARALLEL_BYTES: usize = 64 * 1024;
-
-/// Launches touching less than this run on the issuing thread even on a device of
-/// several compute cores, when that thread has a pool of its own: their parallel loops
-/// then run in order, right there. Splitting them over the cores would save less than
-/// the hand-off costs. With sleeping core threads the hand-off was their wake-ups (tens
-/// of microseconds each on a virtual machine): at 64 KiB the default two compute
-/// threads made a transformer encoder at sequence 16 1.9x slower than one thread, and
-/// the bound was raised to 4 MiB, which left every kernel of the real-model benchmark's
-/// encoder and MobileNet on one thread. The core threads now poll through a burst of
-/// kernels (`awake`), and 256 KiB took the encoder at sequence 128 from 1.63 to 1.19
-/// ms and the UNet from 46 to 34 ms with both tools' defaults (1 MiB and 4 MiB left the
-/// encoder at 1.63 ms; 128 KiB made it slower again) (docs/PERFORMANCE.md).
-const SEQUENTIAL_BYTES: usize = 256 * 1024;
 
 /// What running tasks needs besides the tasks: vectors and copy space kept between tasks
 /// for their capacity. A stream worker keeps one; so does each thread that runs launches
@@ -306,15 +293,10 @@ struct Exec<'a> {
 /// A kernel running on a thread must not split work into a pool other threads use: those
 /// may be blocked waiting for this device, and the kernel would wait on them. So a thread
 /// runs a kernel itself only where that cannot happen:
-/// - a kernel below [`PARALLEL_BYTES`] splits nothing (the op library splits no work that
-///   small), so it may run on any thread;
-/// - on a device of one compute core a kernel has nothing to split over, and every kernel
-///   runs on the thread that has it, once that thread is the only thread of a rayon pool
-///   of its own ([`own_pool`]): the kernel's parallel loops then run in order, right
-///   there. Handing such a kernel to the one core thread costs two wake-ups of a sleeping
-///   thread, which for a block of large kernels is a sizeable part of its time;
-/// - on a device of several cores, a launch below [`SEQUENTIAL_BYTES`] runs the same way:
-///   its work is too small to pay for waking the cores.
+/// - a kernel below [`PARALLEL_BYTES`] splits nothing, so it may run on any thread;
+/// - a thread that issues launches from outside every rayon pool computes them all in a
+///   pool of its own ([`own_pool`]), of as many threads as the device has compute cores:
+///   itself and helpers that run nothing but the halves its kernels split off.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Here {
     /// No kernel: a stream worker outside any pool enters the compute cores for each;
@@ -322,15 +304,15 @@ enum Here {
     Nothing,
     /// Kernels below [`PARALLEL_BYTES`].
     Small,
-    /// Every kernel (on a thread of a one-thread pool: a device of one compute core, or
-    /// a launch below [`SEQUENTIAL_BYTES`]).
+    /// Every kernel: on the issuing thread in its own pool ([`own_pool`]), or on a stream
+    /// worker of a device of one compute core.
     All,
 }
 
 impl Here {
     /// Where a launch issued on this thread may run, if the stream is idle.
     fn for_launch(core: &Core, l: &Launch) -> Here {
-        if (core.one_core() || l.bytes_touched() < SEQUENTIAL_BYTES) && own_pool() {
+        if own_pool(core) {
             Here::All
         } else if l.bytes_touched() < PARALLEL_BYTES {
             Here::Small
@@ -355,44 +337,71 @@ impl Here {
     }
 }
 
-thread_local! {
-    /// The one-thread rayon pool a thread outside every pool joins to run a one-core
-    /// device's kernels itself (see [`Here`]); kept for the thread's life (rayon cannot
-    /// take a thread back out of a pool it joined).
-    static OWN_POOL: std::cell::OnceCell<Option<rayon::ThreadPool>> =
-        const { std::cell::OnceCell::new() };
+/// The rayon pool a thread that issues launches computes them in (see [`own_pool`]).
+struct OwnPool {
+    pool: rayon::ThreadPool,
+    /// Keeps the helpers polling through a burst of kernels.
+    awake: super::awake::Awake,
 }
 
-/// Whether the calling thread is the only thread of its rayon pool, making it so if it
-/// is in no pool: it then joins a one-thread pool of its own. Its parallel loops, the op
-/// library's included, run in order on it from then on; only threads that issue work to
-/// a device of one compute core (which asked for one thread) are made to.
+thread_local! {
+    /// The calling thread's own pool, made at its first launch; `None` when the thread
+    /// was in another pool by then (or its helpers could not be started). Kept for the
+    /// thread's life: rayon cannot take a thread back out of a pool it joined, and
+    /// dropping it with the thread ends the helpers.
+    static OWN_POOL: std::cell::OnceCell<Option<OwnPool>> = const { std::cell::OnceCell::new() };
+}
+
+/// Whether the calling thread computes `core`'s kernels itself, in its own pool.
 ///
-/// The answer is the thread's for life (a thread never leaves a pool), so it is worked
-/// out once per thread: asking rayon is three thread-local reads, on every launch.
-fn own_pool() -> bool {
-    thread_local! {
-        static OWN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-    }
-    OWN.with(|own| {
-        if let Some(own) = own.get() {
-            return own;
-        }
-        if rayon::current_thread_index().is_none() {
-            OWN_POOL.with(|pool| {
-                pool.get_or_init(|| {
-                    rayon::ThreadPoolBuilder::new()
-                        .num_threads(1)
-                        .use_current_thread()
-                        .build()
-                        .ok()
-                });
-            });
-        }
-        let only = rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1;
-        own.set(Some(only));
-        only
+/// A thread that issues a launch from outside every rayon pool joins a pool of its own
+/// (`use_current_thread`, as index 0) of as many threads as the device has compute
+/// cores: itself and `n - 1` helpers. Every kernel it launches then runs right here, and
+/// the kernel's parallel loops split over the helpers, which run nothing else. This is
+/// how ONNX Runtime's caller thread works with its intra-op pool, and it is what the
+/// cores of a two-core machine are best used for: two busy threads on two CPUs. Handing
+/// each kernel to the device's compute cores instead, the caller slept while they ran
+/// it, was woken at its end (tens of microseconds each on a virtual machine, a sizeable
+/// part of a small model's kernels), and made a third runnable thread on two CPUs; that
+/// was faster only for kernels of 256 KiB and more, so everything smaller ran on one
+/// thread. With the caller computing, a kernel pays no hand-off at all: a split half a
+/// helper has not taken (it may still be waking) the caller takes back and runs itself.
+///
+/// The pool is the thread's for life and sized for the first device it launches to; a
+/// device of another core count finds this `false` and is served as from a shared pool.
+/// A device of one compute core makes the thread a pool of one: its kernels' parallel
+/// loops then run in order, right there.
+fn own_pool(core: &Core) -> bool {
+    let cores = core.cores.current_num_threads();
+    OWN_POOL.with(|own| {
+        own.get_or_init(|| {
+            if rayon::current_thread_index().is_some() {
+                return None;
+            }
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(cores)
+                .use_current_thread()
+                .thread_name(|i| format!("rt2-helper{i}"))
+                .build()
+                .ok()
+                .map(|pool| OwnPool {
+                    pool,
+                    awake: super::awake::Awake::new(),
+                })
+        })
+        .as_ref()
+        .is_some_and(|own| own.pool.current_num_threads() == cores)
     })
+}
+
+/// Sets the helpers of the calling thread's own pool polling (see `awake`), ahead of a
+/// kernel it runs that may split its work. Nothing on a thread without one.
+fn wake_own_helpers() {
+    OWN_POOL.with(|own| {
+        if let Some(Some(own)) = own.get() {
+            own.awake.touch(&own.pool);
+        }
+    });
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -926,6 +935,9 @@ impl Exec<'_> {
                 // On this thread if it may compute this kernel (see `Here`), else on the
                 // compute cores.
                 let run = if here.runs(|| l.bytes_touched()) {
+                    if here == Here::All && l.bytes_touched() >= PARALLEL_BYTES {
+                        wake_own_helpers();
+                    }
                     work()
                 } else {
                     core.awake.touch(&core.cores);
