@@ -90,6 +90,11 @@ mod x86 {
         /// # Safety
         /// This CPU has the set.
         unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+        /// `a + b`, lane by lane.
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
         /// An unaligned store of `LANES` floats.
         ///
         /// # Safety
@@ -109,8 +114,9 @@ mod x86 {
         /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for reads (any
         /// alignment).
         unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
-        /// The sum of the lanes, always added in the same order (so the same lanes give
-        /// the same bits).
+        /// The sum of the lanes, folded by halves: `lane[i] += lane[i + n]` for `n` =
+        /// `LANES / 2`, `LANES / 4`, ..., 1, then lane 0. One order on every set, so 16
+        /// lanes give the same bits as AVX2's two vectors added and then folded.
         ///
         /// # Safety
         /// This CPU has the set.
@@ -179,9 +185,19 @@ mod x86 {
             unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as u16, p) }
         }
         #[inline(always)]
-        unsafe fn hsum(v: __m512) -> f32 {
+        unsafe fn add(a: __m512, b: __m512) -> __m512 {
             // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
-            unsafe { _mm512_reduce_add_ps(v) }
+            unsafe { _mm512_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn hsum(v: __m512) -> f32 {
+            // SAFETY: the caller ensures AVX-512F, which implies the AVX2 of the fold of
+            // 8 lanes; the casts and the 256-bit extract are AVX-512F.
+            unsafe {
+                let lo = _mm512_castps512_ps256(v);
+                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+                Avx2::hsum(_mm256_add_ps(lo, hi))
+            }
         }
         #[inline(always)]
         unsafe fn transpose(r: &mut [__m512]) {
@@ -284,6 +300,11 @@ mod x86 {
                 let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
                 _mm256_maskload_ps(p, mask)
             }
+        }
+        #[inline(always)]
+        unsafe fn add(a: __m256, b: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
+            unsafe { _mm256_add_ps(a, b) }
         }
         #[inline(always)]
         unsafe fn hsum(v: __m256) -> f32 {
