@@ -95,6 +95,23 @@ mod x86 {
         /// # Safety
         /// This CPU has the set.
         unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+        /// `a > b ? a : b`, lane by lane (x86's `max`: `b` when either is NaN, and
+        /// of two zeros).
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+        /// `a < b ? a : b`, lane by lane (x86's `min`: `b` when either is NaN, and
+        /// of two zeros).
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn min(a: Self::V, b: Self::V) -> Self::V;
+        /// `a < b ? t : f`, lane by lane (an ordered compare: false with a NaN).
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn select_lt(a: Self::V, b: Self::V, t: Self::V, f: Self::V) -> Self::V;
         /// An unaligned store of `LANES` floats.
         ///
         /// # Safety
@@ -104,14 +121,14 @@ mod x86 {
         /// Stores the first `n` lanes of `v` at `p` and touches no memory past them.
         ///
         /// # Safety
-        /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for writes (any
+        /// This CPU has the set, `n <= LANES`, and `p .. p + n` is valid for writes (any
         /// alignment) with no live reference to those floats.
         unsafe fn store_first(p: *mut f32, v: Self::V, n: usize);
         /// The first `n` floats from `p` in the low lanes, the other lanes zero; reads
         /// (and faults on) no memory past them.
         ///
         /// # Safety
-        /// This CPU has the set, `n < LANES`, and `p .. p + n` is valid for reads (any
+        /// This CPU has the set, `n <= LANES`, and `p .. p + n` is valid for reads (any
         /// alignment).
         unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
         /// The sum of the lanes, folded by halves: `lane[i] += lane[i + n]` for `n` =
@@ -172,14 +189,14 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn store_first(p: *mut f32, v: __m512, n: usize) {
-            // SAFETY: the caller ensures AVX-512F, `n < 16` and that the `n` floats from
+            // SAFETY: the caller ensures AVX-512F, `n <= 16` and that the `n` floats from
             // `p` are writable and unaliased; a masked store writes (and faults on) only
             // the lanes its mask sets, the low `n`.
             unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as u16, v) }
         }
         #[inline(always)]
         unsafe fn load_first(p: *const f32, n: usize) -> __m512 {
-            // SAFETY: the caller ensures AVX-512F, `n < 16` and that the `n` floats from
+            // SAFETY: the caller ensures AVX-512F, `n <= 16` and that the `n` floats from
             // `p` are readable; a zero-masked load reads (and faults on) only the lanes
             // its mask sets, the low `n`.
             unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as u16, p) }
@@ -188,6 +205,21 @@ mod x86 {
         unsafe fn add(a: __m512, b: __m512) -> __m512 {
             // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m512, b: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { _mm512_max_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn min(a: __m512, b: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { _mm512_min_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn select_lt(a: __m512, b: __m512, t: __m512, f: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b), f, t) }
         }
         #[inline(always)]
         unsafe fn hsum(v: __m512) -> f32 {
@@ -281,7 +313,7 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn store_first(p: *mut f32, v: __m256, n: usize) {
-            // SAFETY: the caller ensures AVX2, `n < 8` and that the `n` floats from `p`
+            // SAFETY: the caller ensures AVX2, `n <= 8` and that the `n` floats from `p`
             // are writable and unaliased; `maskstore` writes (and faults on) only the
             // lanes whose mask sign bit is set: lane i where `n > i`, the low `n`.
             unsafe {
@@ -292,7 +324,7 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn load_first(p: *const f32, n: usize) -> __m256 {
-            // SAFETY: the caller ensures AVX2, `n < 8` and that the `n` floats from `p`
+            // SAFETY: the caller ensures AVX2, `n <= 8` and that the `n` floats from `p`
             // are readable; `maskload` reads (and faults on) only the lanes whose mask
             // sign bit is set, the low `n`, and zeroes the others.
             unsafe {
@@ -305,6 +337,21 @@ mod x86 {
         unsafe fn add(a: __m256, b: __m256) -> __m256 {
             // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
             unsafe { _mm256_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m256, b: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
+            unsafe { _mm256_max_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn min(a: __m256, b: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
+            unsafe { _mm256_min_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn select_lt(a: __m256, b: __m256, t: __m256, f: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
+            unsafe { _mm256_blendv_ps(f, t, _mm256_cmp_ps::<_CMP_LT_OQ>(a, b)) }
         }
         #[inline(always)]
         unsafe fn hsum(v: __m256) -> f32 {

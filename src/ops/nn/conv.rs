@@ -284,7 +284,7 @@ fn conv_typed<T: Scalar>(
 /// output is (the standalone activation's arithmetic), other types through float64.
 fn apply_epilogue<T: Scalar>(e: Epilogue, v: &mut [T]) {
     match T::DTYPE {
-        DType::F32 => e.apply(as_f32_mut(v)),
+        DType::F32 => e.apply_f32(as_f32_mut(v)),
         DType::F64 => e.apply::<f64>(bytemuck::cast_slice_mut(v)),
         _ => v
             .iter_mut()
@@ -831,6 +831,21 @@ mod tests {
                 pads: [1; 4],
                 bias: true,
                 ..Case::new([1, 128, 7, 9], 64, [3, 3])
+            },
+            // The same along output rows (30 columns: a full and a masked vector per
+            // row, tiles of three rows): later chunks start from what the chunk before
+            // stored.
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 128, 6, 30], 64, [3, 3])
+            },
+            // Rows of seven vectors (100 columns), tiles across rows' ends and evened
+            // out at the end; five output channels (a tile of one after four).
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 8, 5, 100], 5, [3, 3])
             },
             Case {
                 pads: [0, 1, 2, 0],

@@ -275,6 +275,18 @@ impl Direct {
     }
 
     /// One task: output channels `y.len() / olen` with weights `w` (rows `k` apart).
+    ///
+    /// A tile's vectors are positions in one of two ways ([`Direct::by_rows`]):
+    /// - along output rows: each vector is `lanes` columns of one output row (a row's
+    ///   last vector maybe fewer), its input `r * wp + col` into the planes. The sums
+    ///   start from the bias, or, after the first channel chunk, from what the chunk
+    ///   before stored (exactly: a float32 store and load change nothing), take the
+    ///   activation in registers after the last chunk, and go straight into the output.
+    ///   Nothing is computed past a row's end but the last vector's spare lanes.
+    /// - along the padded planes (narrow rows, where a row's vectors would be mostly
+    ///   spare lanes): vectors of consecutive positions `q`, which run on through the
+    ///   `wp - ow` positions past each row's end; the tile goes through a buffer from
+    ///   which [`Direct::store`] drops those.
     fn task(
         &self,
         padded: &[f32],
@@ -284,65 +296,124 @@ impl Direct {
         y: &mut [f32],
     ) {
         let (lanes, nv_max) = shape(self.isa);
-        let (channels, olen) = (self.channels, self.g.oh * self.g.ow);
+        let (channels, ow, olen) = (self.channels, self.g.ow, self.g.oh * self.g.ow);
         let m = y.len() / olen;
         let taps = self.g.taps;
         let k = channels * taps;
-        let nq = self.positions();
         let chunk = (WEIGHT_BYTES / (4 * m * taps)).clamp(1, channels);
+        let by_rows = self.by_rows();
+        // Vectors per output row, and vectors in all (along rows), or positions (along
+        // the planes).
+        let per_row = ow.div_ceil(lanes);
+        let count = if by_rows {
+            self.g.oh * per_row
+        } else {
+            self.positions()
+        };
         let mut tile = [0.0f32; MR * TILE_FLOATS];
         for c0 in (0..channels).step_by(chunk) {
             let cn = chunk.min(channels - c0);
             let (first, last) = (c0 == 0, c0 + cn == channels);
-            let mut q0 = 0;
-            while q0 < nq {
-                let nv = (nq - q0).div_ceil(lanes).min(nv_max);
-                let qn = (nv * lanes).min(nq - q0);
+            let x = padded[c0 * self.channel_floats()..].as_ptr();
+            let mut at = 0;
+            while at < count {
+                let mut v = Vectors::default();
+                let (nv, next) = if by_rows {
+                    // The next vectors in row order, across rows' ends; the last two
+                    // tiles evened out (7 vectors as 4 + 3, not 6 + 1: a one-vector tile
+                    // is bound by its loads).
+                    let left = count - at;
+                    let nv = match left {
+                        _ if left <= nv_max => left,
+                        _ if left < 2 * nv_max => left.div_ceil(2),
+                        _ => nv_max,
+                    };
+                    for j in 0..nv {
+                        let (r, c) = ((at + j) / per_row, (at + j) % per_row);
+                        v.x[j] = r * self.wp + c * lanes;
+                        v.out[j] = r * ow + c * lanes;
+                        v.n[j] = (ow - c * lanes).min(lanes);
+                    }
+                    (nv, at + nv)
+                } else {
+                    let nv = (count - at).div_ceil(lanes).min(nv_max);
+                    for j in 0..nv {
+                        v.x[j] = at + j * lanes;
+                        v.out[j] = j * lanes;
+                        v.n[j] = lanes;
+                    }
+                    (nv, (at + nv * lanes).min(count))
+                };
                 for m0 in (0..m).step_by(MR) {
                     let mr = MR.min(m - m0);
-                    for i in 0..mr {
-                        let b = match bias {
-                            Some(b) if first => b[m0 + i],
-                            _ => 0.0,
-                        };
-                        tile[i * TILE_FLOATS..][..nv * lanes].fill(b);
-                    }
+                    let (out, ld) = if by_rows {
+                        (y[m0 * olen..].as_mut_ptr(), olen)
+                    } else {
+                        (tile.as_mut_ptr(), TILE_FLOATS)
+                    };
                     let args = TileArgs {
-                        x: padded[c0 * self.channel_floats() + q0..].as_ptr(),
+                        x,
                         channel: self.channel_floats(),
                         offs: &self.offs[..taps],
                         channels: cn,
                         w: w[m0 * k + c0 * taps..].as_ptr(),
                         w_stride: k,
-                        out: tile.as_mut_ptr(),
-                        ld: TILE_FLOATS,
+                        v,
+                        out,
+                        ld,
+                        bias: match bias {
+                            Some(b) if first => b[m0..].as_ptr(),
+                            _ => std::ptr::null(),
+                        },
+                        load: by_rows && !first,
+                        epilogue: if by_rows && last { epilogue } else { None },
                     };
                     // SAFETY: `self.isa` came from `Isa::detect` or `Isa::available` (see
                     // `plan`), so this CPU has it; `mr <= MR` and `nv <= nv_max`, the
-                    // ISA's tile width. Input: the tile's vectors cover positions
-                    // `q0..q0 + nv * lanes`, and `q0 + nv * lanes <= nq + lanes - 1` (nv
-                    // is `(nq - q0).div_ceil(lanes)` or less). A tap's offset is its
-                    // plane's start (below `(slots - 1) * plane`) plus `qa * wp + qb`
-                    // with `qa <= hp - oh` and `qb <= wp - ow` (how `plan` sized the
-                    // planes), and with `nq = (oh - 1) * wp + ow` the furthest read of
-                    // channel c0 + cn - 1 ends below `(c0 + cn) * slots * plane + lanes -
-                    // 1 <= channels * slots * plane + MAX_LANES`: inside `padded`, which
-                    // was cut to `scratch_len` above (`plan` checked that this size does
-                    // not wrap, so neither does any offset below it). Weights: rows
-                    // `m0..m0 + mr` (below m, the rows of `y`), columns `c0 * taps ..
-                    // (c0 + cn) * taps <= k` of `w`, whose `m * k` floats the assert in
-                    // `conv` checked. Output: the local `tile` holds MR rows of
-                    // TILE_FLOATS >= nv * lanes floats, and nothing else refers to it.
+                    // ISA's tile width. Input: every vector reads `lanes` positions from
+                    // `v.x[j]` in channels c0.., and every such start is below `nq =
+                    // (oh - 1) * wp + ow` (along rows `r * wp + c * lanes` with `r < oh`
+                    // and `c * lanes < ow`; along the planes `at + j * lanes < count =
+                    // nq` for every `j < nv`). A tap's offset is its plane's start (below
+                    // `(slots - 1) * plane`) plus `qa * wp + qb` with `qa <= hp - oh`
+                    // and `qb <= wp - ow` (how `plan` sized the planes), so the furthest
+                    // read of channel c0 + cn - 1 ends below `(c0 + cn) * slots * plane +
+                    // lanes - 1 <= channels * slots * plane + MAX_LANES`: inside
+                    // `padded`, cut to `scratch_len` by `conv` (`plan` checked that this
+                    // size does not wrap, so neither does any offset below it). Weights:
+                    // rows `m0..m0 + mr` (below m, the rows of `y`), columns `c0 * taps
+                    // .. (c0 + cn) * taps <= k` of `w`, whose `m * k` floats the assert
+                    // in `conv` checked. Bias: `mr` floats from `m0` of the `m` the same
+                    // assert checked. Output along rows: rows `m0..m0 + mr` of `y`, each
+                    // vector's `v.n[j]` floats from `r * ow + c * lanes`, which end at
+                    // most at the row's end `(r + 1) * ow <= olen`; `y` is a unique
+                    // borrow, aliasing no input, and with `load` (not the first chunk)
+                    // the chunk before wrote those floats. Along the planes: the local
+                    // `tile`, MR rows of TILE_FLOATS >= nv * lanes floats.
                     unsafe { run_tile(self.isa, mr, nv, &args) };
-                    for i in 0..mr {
-                        let dst = &mut y[(m0 + i) * olen..][..olen];
-                        let src = &tile[i * TILE_FLOATS..][..qn];
-                        self.store(src, q0, first, last.then_some(epilogue).flatten(), dst);
+                    if !by_rows {
+                        let qn = next - at;
+                        for i in 0..mr {
+                            let dst = &mut y[(m0 + i) * olen..][..olen];
+                            let src = &tile[i * TILE_FLOATS..][..qn];
+                            let e = last.then_some(epilogue).flatten();
+                            self.store(src, at, first, e, dst);
+                        }
                     }
                 }
-                q0 += qn;
+                at = next;
             }
         }
+    }
+
+    /// Whether tiles run along output rows (see [`Direct::task`]): when that computes at
+    /// most an eighth more lanes than running along the padded planes, which spends a
+    /// copy through the tile buffer and computes the positions past each row's end.
+    fn by_rows(&self) -> bool {
+        let (lanes, _) = shape(self.isa);
+        let rows = self.g.oh * self.g.ow.next_multiple_of(lanes);
+        let planes = self.positions().next_multiple_of(lanes);
+        rows * 8 <= planes * 9
     }
 
     /// The output channels of one input channel (a depthwise convolution's, or any
@@ -408,7 +479,7 @@ impl Direct {
             // The whole plane at once, while it is in cache: per tile row it would be
             // one call per few floats on small images.
             if let Some(e) = epilogue {
-                e.apply(y);
+                e.apply_f32(y);
             }
         };
         let m = out.len() / olen;
@@ -451,7 +522,7 @@ impl Direct {
                     }
                 }
                 if let Some(e) = epilogue {
-                    e.apply(d);
+                    e.apply_f32(d);
                 }
             }
             q = next;
@@ -476,10 +547,25 @@ fn every<const S: usize>(dst: &mut [f32], src: &[f32]) {
     *last = src[n * S];
 }
 
-/// One micro-kernel call: the tile at `out` (rows `ld` apart, holding the initial sums)
-/// plus, for each of `channels` input channels (`channel` floats apart from `x`) and each
-/// tap (its offset from `x` in `offs`), the weights (rows `w_stride` apart, one column
-/// per (channel, tap)) times the input under the tap.
+/// Most vectors per tile row of any kernel.
+const MAX_NV: usize = 6;
+
+/// Where each vector of a tile row reads and writes: vector `j` reads the `LANES`
+/// positions from `x[j]` (from the tile's channel start) and stores its first `n[j]`
+/// lanes at `out[j]` (from the row of its output channel).
+#[derive(Clone, Copy, Default)]
+struct Vectors {
+    x: [usize; MAX_NV],
+    out: [usize; MAX_NV],
+    n: [usize; MAX_NV],
+}
+
+/// One micro-kernel call: a tile of output channels (rows `ld` apart from `out`) and
+/// vectors `v`, each the sum, over `channels` input channels (`channel` floats apart from
+/// `x`) and each tap (its offset in `offs`), of the weights (rows `w_stride` apart, one
+/// column per (channel, tap)) times the input under the tap; starting from what `out`
+/// holds (`load`), else from each row's `bias` (zero where null); each vector then takes
+/// `epilogue` and is stored.
 struct TileArgs<'a> {
     x: *const f32,
     channel: usize,
@@ -487,8 +573,12 @@ struct TileArgs<'a> {
     channels: usize,
     w: *const f32,
     w_stride: usize,
+    v: Vectors,
     out: *mut f32,
     ld: usize,
+    bias: *const f32,
+    load: bool,
+    epilogue: Option<Epilogue>,
 }
 
 /// Vectors of sums one depthwise tile keeps in registers: enough independent FMA
@@ -561,7 +651,7 @@ unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{DwArgs, TileArgs};
+    use super::{DwArgs, Epilogue, TileArgs};
     use crate::ops::simd::{Avx2, Avx512, Simd};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
@@ -571,33 +661,50 @@ mod x86 {
     /// # Safety
     /// This CPU has `S`'s set. For every channel `c < t.channels`, tap offset `o` in
     /// `t.offs` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.channel + o +
-    /// v * S::LANES` are readable; for every row `i < MR` the `t.channels *
-    /// t.offs.len()` floats at `t.w + i * t.w_stride` are readable; the `NV * S::LANES`
-    /// floats at `t.out + i * t.ld` are readable (initialized) and writable, and alias
+    /// t.v.x[v]` are readable; for every row `i < MR` the `t.channels * t.offs.len()`
+    /// floats at `t.w + i * t.w_stride` are readable, and with a non-null `t.bias` the
+    /// float at `t.bias + i`; the `t.v.n[v]` (at most `S::LANES`) floats at `t.out + i *
+    /// t.ld + t.v.out[v]` are writable, readable (initialized) with `t.load`, and alias
     /// neither input.
     #[inline(always)]
     unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
         // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
-        // The loads at `xp + v * LANES` are the contract's input vectors of channel c at
-        // one tap's offset; the weight read at `wc + i * w_stride` is row i's column
-        // `c * taps + tap` (`wc` steps by one per tap); the tile's loads and stores are
-        // the contract's output rows. After the last channel `xc` points a channel past
-        // the last one, which may be past the end of the input, so that step uses
-        // wrapping arithmetic and is never dereferenced.
+        // The loads at `xp + x[v]` are the contract's input vectors of channel c at one
+        // tap's offset; the weight read at `wc + i * w_stride` is row i's column `c *
+        // taps + tap` (`wc` steps by one per tap); the bias, the tile's loads (`n[v]`
+        // lanes: `load_first` below LANES) and stores (`store_first` below LANES) are
+        // the contract's. After the last channel `xc` points a channel past the last
+        // one, which may be past the end of the input, so that step uses wrapping
+        // arithmetic and is never dereferenced.
         unsafe {
-            let mut acc = [[S::splat(0.0); NV]; MR];
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (v, a) in row.iter_mut().enumerate() {
-                    *a = S::load(t.out.add(i * t.ld + v * S::LANES));
+            let (xo, oo, n) = (&t.v.x, &t.v.out, &t.v.n);
+            // Branch-free loops over the constant tile, so that the compiler unrolls them
+            // and keeps `acc` in registers (a branch per vector, on its lane count or on
+            // the activation's kind, left the array on the stack: a store after every
+            // FMA). Hence the masked loads and stores whatever the count (a full mask
+            // costs what a plain store does), and the activation's kind matched outside
+            // its loop.
+            let mut acc = [[S::zero(); NV]; MR];
+            if t.load {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let dst = t.out.add(i * t.ld);
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = S::load_first(dst.add(oo[v]), n[v]);
+                    }
+                }
+            } else if !t.bias.is_null() {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let b = S::splat(*t.bias.add(i));
+                    row.iter_mut().for_each(|a| *a = b);
                 }
             }
             let (mut xc, mut wc) = (t.x, t.w);
             for _ in 0..t.channels {
                 for &off in t.offs {
                     let xp = xc.add(off);
-                    let mut xv = [S::splat(0.0); NV];
+                    let mut xv = [S::zero(); NV];
                     for (v, x) in xv.iter_mut().enumerate() {
-                        *x = S::load(xp.add(v * S::LANES));
+                        *x = S::load(xp.add(xo[v]));
                     }
                     for (i, row) in acc.iter_mut().enumerate() {
                         let wb = S::splat(*wc.add(i * t.w_stride));
@@ -609,10 +716,50 @@ mod x86 {
                 }
                 xc = xc.wrapping_add(t.channel);
             }
+            if let Some(e) = t.epilogue {
+                activate::<S, MR, NV>(&mut acc, e);
+            }
             for (i, row) in acc.iter().enumerate() {
-                for (v, a) in row.iter().enumerate() {
-                    S::store(t.out.add(i * t.ld + v * S::LANES), *a);
+                let dst = t.out.add(i * t.ld);
+                for (v, &a) in row.iter().enumerate() {
+                    S::store_first(dst.add(oo[v]), a, n[v]);
                 }
+            }
+        }
+    }
+
+    /// `e` on every vector of a tile, each kind's loop of its own (see `tile`).
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    unsafe fn activate<S: Simd, const MR: usize, const NV: usize>(
+        acc: &mut [[S::V; NV]; MR],
+        e: Epilogue,
+    ) {
+        /// `k` on every vector; `k`'s kind is a constant where this inlines.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set.
+        #[inline(always)]
+        unsafe fn each<S: Simd, const MR: usize, const NV: usize>(
+            acc: &mut [[S::V; NV]; MR],
+            k: Epilogue,
+        ) {
+            for row in acc.iter_mut() {
+                for a in row.iter_mut() {
+                    // SAFETY: the set is this CPU's (the contract).
+                    *a = unsafe { k.vector::<S>(*a) };
+                }
+            }
+        }
+        // SAFETY: the set is this CPU's (the contract).
+        unsafe {
+            match e {
+                Epilogue::Clip { .. } => each::<S, MR, NV>(acc, e),
+                Epilogue::LeakyRelu { .. } => each::<S, MR, NV>(acc, e),
+                Epilogue::HardSigmoid { .. } => each::<S, MR, NV>(acc, e),
+                Epilogue::HardSwish => each::<S, MR, NV>(acc, e),
             }
         }
     }

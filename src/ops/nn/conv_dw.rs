@@ -134,7 +134,7 @@ impl Depthwise {
                 self.block(xb, wb, bb, y, s);
             });
             if let Some(e) = epilogue {
-                e.apply(y);
+                e.apply_f32(y);
             }
         };
         if parallel && c > l {

@@ -138,6 +138,17 @@ impl Epilogue {
 
     /// Applies the activation to `v` in place. One loop per kind, each a branch-free
     /// select the compiler vectorizes.
+    /// [`Epilogue::apply`] on float32, in the widest vectors this CPU has (the crate is
+    /// built for baseline x86-64, where `apply`'s loop is SSE2), with the same bits.
+    pub fn apply_f32(self, v: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(isa) = crate::ops::simd::Isa::detect() {
+            // SAFETY: `Isa::detect` found `isa` on this CPU.
+            return unsafe { x86::apply(isa, self, v) };
+        }
+        self.apply(v)
+    }
+
     #[inline]
     pub fn apply<R: Real>(self, v: &mut [R]) {
         match self {
@@ -150,6 +161,108 @@ impl Epilogue {
 }
 
 /// The float types an epilogue computes in.
+#[cfg(target_arch = "x86_64")]
+impl Epilogue {
+    /// [`Epilogue::one`] on each lane of `v`, with the same bits: the same operations in
+    /// the same order (a product and a sum where `one` has them, never fused into an
+    /// FMA), each comparison-and-pick one `max`, `min` or blend whose rule for NaN and
+    /// for equal operands is the comparison's.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    pub(crate) unsafe fn vector<S: crate::ops::simd::Simd>(self, v: S::V) -> S::V {
+        // SAFETY: the caller ensures `S`'s set, all these methods need.
+        unsafe {
+            // `y < lo ? lo : y` is `max(lo, y)` (lo when lo > y, else y, NaN included),
+            // and `y > hi ? hi : y` is `min(hi, y)`.
+            let clamp = |y: S::V, lo: f32, hi: f32| S::min(S::splat(hi), S::max(S::splat(lo), y));
+            let hard_sigmoid = |x: S::V, alpha: f32, beta: f32| {
+                clamp(S::add(S::mul(S::splat(alpha), x), S::splat(beta)), 0.0, 1.0)
+            };
+            match self {
+                Epilogue::Clip { lo, hi } => clamp(v, lo, hi),
+                Epilogue::LeakyRelu { alpha } => {
+                    S::select_lt(v, S::zero(), S::mul(S::splat(alpha), v), v)
+                }
+                Epilogue::HardSigmoid { alpha, beta } => hard_sigmoid(v, alpha, beta),
+                Epilogue::HardSwish => S::mul(v, hard_sigmoid(v, (1.0f64 / 6.0) as f32, 0.5)),
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Epilogue;
+    use crate::ops::simd::{Avx2, Avx512, Isa, Simd};
+
+    /// # Safety
+    /// This CPU has `isa`.
+    pub(super) unsafe fn apply(isa: Isa, e: Epilogue, v: &mut [f32]) {
+        // SAFETY: the caller's `isa` is this CPU's.
+        unsafe {
+            match isa {
+                Isa::Avx512 => avx512(e, v),
+                Isa::Avx2 => avx2(e, v),
+            }
+        }
+    }
+
+    /// # Safety
+    /// This CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512(e: Epilogue, v: &mut [f32]) {
+        // SAFETY: AVX-512F (the contract), all `Avx512` needs.
+        unsafe { kinds::<Avx512>(e, v) }
+    }
+
+    /// # Safety
+    /// This CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2(e: Epilogue, v: &mut [f32]) {
+        // SAFETY: AVX2 and FMA (the contract), all `Avx2` needs.
+        unsafe { kinds::<Avx2>(e, v) }
+    }
+
+    /// One loop per kind, so that none matches the kind per vector.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    unsafe fn kinds<S: Simd>(e: Epilogue, v: &mut [f32]) {
+        // SAFETY: `S`'s set is this CPU's (the contract).
+        unsafe {
+            match e {
+                Epilogue::Clip { .. } => each::<S>(e, v),
+                Epilogue::LeakyRelu { .. } => each::<S>(e, v),
+                Epilogue::HardSigmoid { .. } => each::<S>(e, v),
+                Epilogue::HardSwish => each::<S>(e, v),
+            }
+        }
+    }
+
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    unsafe fn each<S: Simd>(e: Epilogue, v: &mut [f32]) {
+        let mut chunks = v.chunks_exact_mut(S::LANES);
+        // SAFETY: every load and store is of one chunk's LANES floats, or of the
+        // remainder's `n < LANES` (masked); `S`'s set is this CPU's (the contract).
+        unsafe {
+            for c in &mut chunks {
+                S::store(c.as_mut_ptr(), e.vector::<S>(S::load(c.as_ptr())));
+            }
+            let rest = chunks.into_remainder();
+            let n = rest.len();
+            if n > 0 {
+                let x = S::load_first(rest.as_ptr(), n);
+                S::store_first(rest.as_mut_ptr(), e.vector::<S>(x), n);
+            }
+        }
+    }
+}
+
 pub trait Real:
     Copy + PartialOrd + From<f32> + std::ops::Mul<Output = Self> + std::ops::Add<Output = Self>
 {
@@ -189,5 +302,62 @@ mod tests {
         let mut v = [-4.0f32, 1.0, 4.0];
         Epilogue::HardSwish.apply(&mut v);
         assert_eq!(v, [-0.0, 1.0 * ((1.0f64 / 6.0) as f32 + 0.5), 4.0]);
+    }
+
+    /// The vector activations give `one`'s bits on every instruction set this CPU has,
+    /// for every kind, over zeros of both signs, NaN, infinities, subnormals and values
+    /// around each kink.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_activations_give_the_scalar_bits() {
+        use crate::ops::simd::Isa;
+
+        let mut x = vec![
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-42,
+            -1e-42,
+            f32::MAX,
+            f32::MIN,
+        ];
+        for k in -40..=40 {
+            x.push(k as f32 * 0.25);
+            x.push(k as f32 * 0.25 + 1e-6);
+        }
+        x.resize(x.len().next_multiple_of(16), 3.0);
+        let kinds = [
+            Epilogue::Clip {
+                lo: 0.0,
+                hi: f32::INFINITY,
+            },
+            Epilogue::Clip { lo: -1.0, hi: 6.0 },
+            Epilogue::Clip { lo: -0.0, hi: 0.0 },
+            Epilogue::LeakyRelu { alpha: 0.01 },
+            Epilogue::HardSigmoid {
+                alpha: 0.2,
+                beta: 0.5,
+            },
+            Epilogue::HardSwish,
+        ];
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for e in kinds {
+            let want: Vec<f32> = x.iter().map(|&v| e.one(v)).collect();
+            for isa in Isa::available() {
+                let mut got = x.clone();
+                // SAFETY: `Isa::available` lists only sets this CPU has.
+                unsafe { x86::apply(isa, e, &mut got) };
+                assert_eq!(bits(&got), bits(&want), "{e:?} on {isa:?}");
+            }
+            // The slice form, with a remainder past the last whole vector.
+            for n in [0, 1, 15, 17, x.len()] {
+                let mut got = x[..n].to_vec();
+                e.apply_f32(&mut got);
+                assert_eq!(bits(&got), bits(&want[..n]), "{e:?}, {n} floats");
+            }
+        }
     }
 }
