@@ -840,6 +840,13 @@ mod tests {
                 bias: true,
                 ..Case::new([1, 128, 6, 30], 64, [3, 3])
             },
+            // A one-row image under pads taller than the kernel: output rows that read
+            // one kernel row, and rows that read none (the bias alone).
+            Case {
+                pads: [3, 1, 3, 1],
+                bias: true,
+                ..Case::new([1, 4, 1, 48], 6, [3, 3])
+            },
             // Rows of seven vectors (100 columns), tiles across rows' ends and evened
             // out at the end; five output channels (a tile of one after four).
             Case {

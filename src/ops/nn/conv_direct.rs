@@ -315,14 +315,29 @@ impl Direct {
             let cn = chunk.min(channels - c0);
             let (first, last) = (c0 == 0, c0 + cn == channels);
             let x = padded[c0 * self.channel_floats()..].as_ptr();
+            // Along rows: the kernel rows of the current band of output rows, and the
+            // row past its end (each band found once, walking its rows).
+            let mut band = (0..0, 0);
             let mut at = 0;
             while at < count {
                 let mut v = Vectors::default();
+                // The kernel rows the tile's output rows read inside the input: all of
+                // them along the planes.
+                let mut rows = 0..self.g.kh;
                 let (nv, next) = if by_rows {
-                    // The next vectors in row order, across rows' ends; the last two
-                    // tiles evened out (7 vectors as 4 + 3, not 6 + 1: a one-vector tile
-                    // is bound by its loads).
-                    let left = count - at;
+                    // The next vectors in row order, across rows' ends, over rows that
+                    // read the same kernel rows; the last two tiles of such a band
+                    // evened out (7 vectors as 4 + 3, not 6 + 1: a one-vector tile is
+                    // bound by its loads).
+                    let r0 = at / per_row;
+                    if r0 >= band.1 {
+                        band = (self.kernel_rows(r0), r0 + 1);
+                        while band.1 < self.g.oh && self.kernel_rows(band.1) == band.0 {
+                            band.1 += 1;
+                        }
+                    }
+                    rows = band.0.clone();
+                    let left = band.1 * per_row - at;
                     let nv = match left {
                         _ if left <= nv_max => left,
                         _ if left < 2 * nv_max => left.div_ceil(2),
@@ -351,13 +366,18 @@ impl Direct {
                     } else {
                         (tile.as_mut_ptr(), TILE_FLOATS)
                     };
+                    // Only the taps of those rows: the others multiply the padding's
+                    // zeros (a third of the taps of a 3x3 kernel over rows of a
+                    // two-row image).
+                    let (t0, t1) = (rows.start * self.g.kw, rows.end * self.g.kw);
                     let args = TileArgs {
                         x,
                         channel: self.channel_floats(),
-                        offs: &self.offs[..taps],
+                        offs: &self.offs[t0..t1],
                         channels: cn,
-                        w: w[m0 * k + c0 * taps..].as_ptr(),
+                        w: w[m0 * k + c0 * taps + t0..].as_ptr(),
                         w_stride: k,
+                        w_skip: taps - (t1 - t0),
                         v,
                         out,
                         ld,
@@ -381,9 +401,10 @@ impl Direct {
                     // lanes - 1 <= channels * slots * plane + MAX_LANES`: inside
                     // `padded`, cut to `scratch_len` by `conv` (`plan` checked that this
                     // size does not wrap, so neither does any offset below it). Weights:
-                    // rows `m0..m0 + mr` (below m, the rows of `y`), columns `c0 * taps
-                    // .. (c0 + cn) * taps <= k` of `w`, whose `m * k` floats the assert
-                    // in `conv` checked. Bias: `mr` floats from `m0` of the `m` the same
+                    // rows `m0..m0 + mr` (below m, the rows of `y`), columns `c * taps +
+                    // j` for c in `c0..c0 + cn` and j in `t0..t1 <= taps` (the weights
+                    // from `t0`, `taps - (t1 - t0)` skipped per channel), below `k`, of
+                    // `w`, whose `m * k` floats the assert in `conv` checked. Bias: `mr` floats from `m0` of the `m` the same
                     // assert checked. Output along rows: rows `m0..m0 + mr` of `y`, each
                     // vector's `v.n[j]` floats from `r * ow + c * lanes`, which end at
                     // most at the row's end `(r + 1) * ow <= olen`; `y` is a unique
@@ -404,6 +425,15 @@ impl Direct {
                 at = next;
             }
         }
+    }
+
+    /// The kernel rows output row `r` reads inside the input (not in the padding above
+    /// or below it): one range, as the input row `r * sh + a * dh - pt` only grows with
+    /// the kernel row `a`; empty when every row is padding.
+    fn kernel_rows(&self, r: usize) -> std::ops::Range<usize> {
+        let g = &self.g;
+        let top = (r * g.sh) as isize - g.pt as isize;
+        super::pool_f32::inside(top, g.dh, g.kh, g.h)
     }
 
     /// Whether tiles run along output rows (see [`Direct::task`]): when that computes at
@@ -573,6 +603,8 @@ struct TileArgs<'a> {
     channels: usize,
     w: *const f32,
     w_stride: usize,
+    /// Weights past a channel's last tap to its next channel's first (the taps left out).
+    w_skip: usize,
     v: Vectors,
     out: *mut f32,
     ld: usize,
@@ -661,8 +693,9 @@ mod x86 {
     /// # Safety
     /// This CPU has `S`'s set. For every channel `c < t.channels`, tap offset `o` in
     /// `t.offs` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.channel + o +
-    /// t.v.x[v]` are readable; for every row `i < MR` the `t.channels * t.offs.len()`
-    /// floats at `t.w + i * t.w_stride` are readable, and with a non-null `t.bias` the
+    /// t.v.x[v]` are readable; for every row `i < MR`, channel `c` and tap `j <
+    /// t.offs.len()` the float at `t.w + i * t.w_stride + c * (t.offs.len() + t.w_skip) +
+    /// j` is readable, and with a non-null `t.bias` the
     /// float at `t.bias + i`; the `t.v.n[v]` (at most `S::LANES`) floats at `t.out + i *
     /// t.ld + t.v.out[v]` are writable, readable (initialized) with `t.load`, and alias
     /// neither input.
@@ -670,12 +703,13 @@ mod x86 {
     unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
         // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.
         // The loads at `xp + x[v]` are the contract's input vectors of channel c at one
-        // tap's offset; the weight read at `wc + i * w_stride` is row i's column `c *
-        // taps + tap` (`wc` steps by one per tap); the bias, the tile's loads (`n[v]`
-        // lanes: `load_first` below LANES) and stores (`store_first` below LANES) are
-        // the contract's. After the last channel `xc` points a channel past the last
-        // one, which may be past the end of the input, so that step uses wrapping
-        // arithmetic and is never dereferenced.
+        // tap's offset; the weight read at `wc + i * w_stride` is the contract's weight
+        // of row i, channel c, tap j (`wc` steps by one per tap and by `w_skip` per
+        // channel); the bias, the tile's loads (`n[v]` lanes: `load_first` below LANES)
+        // and stores (`store_first` below LANES) are the contract's. After the last
+        // channel `xc` and `wc` point past the last one, which may be past the end of
+        // their memory, so those steps use wrapping arithmetic and are never
+        // dereferenced.
         unsafe {
             let (xo, oo, n) = (&t.v.x, &t.v.out, &t.v.n);
             // Branch-free loops over the constant tile, so that the compiler unrolls them
@@ -715,6 +749,7 @@ mod x86 {
                     wc = wc.add(1);
                 }
                 xc = xc.wrapping_add(t.channel);
+                wc = wc.wrapping_add(t.w_skip);
             }
             if let Some(e) = t.epilogue {
                 activate::<S, MR, NV>(&mut acc, e);
