@@ -41,6 +41,7 @@
 //! or C whose columns are not contiguous, more than one row tile over a k whose
 //! panel copy would exceed [`MAX_PANEL_FLOATS`], and machines without AVX2 and FMA.
 
+use crate::ops::nn::epilogue::Epilogue;
 use crate::ops::simd::Isa;
 
 /// Rows of B ahead of the current one that the first row tile prefetches: an L3 fetch
@@ -93,6 +94,7 @@ pub unsafe fn sgemm(
         beta,
         c,
         rsc,
+        finish: Finish::NONE,
     };
     let done = match kernels() {
         Some(isa) if csb == 1 && csc == 1 && m > 0 && k > 0 => {
@@ -133,6 +135,111 @@ pub unsafe fn sgemm(
                 rsc,
                 csc,
             );
+        }
+    }
+}
+
+/// `C = epilogue(A B + bias)`, each element its row's bias added to the product, rounded
+/// once, then the activation: [`sgemm`] with `alpha` 1 and `beta` 0 on a B (`k` x `n`,
+/// rows `rsb` apart) and C (rows `rsc` apart) of contiguous columns, finished as each
+/// tile of C is stored. A 1x1 convolution is this whole (weights times input, bias,
+/// activation): where the bias was written into C first, read back by a product with
+/// `beta` 1 and C then swept by the activation, C is written once, from registers. The
+/// bits are those of the three passes.
+///
+/// # Safety
+/// As [`sgemm`] for these operands (A's m x k elements with strides `rsa`, `csa`, B's
+/// and C's rows inside live memory, C's elements distinct and aliasing neither A nor
+/// B); `bias`, when given, holds at least `m` floats.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_finished(
+    (m, k, n): (usize, usize, usize),
+    a: *const f32,
+    (rsa, csa): (isize, isize),
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    bias: Option<&[f32]>,
+    epilogue: Option<Epilogue>,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        bias.is_none_or(|b| b.len() >= m),
+        "sgemm_finished: bias of m"
+    );
+    let finish = Finish {
+        bias: bias.map_or(std::ptr::null(), <[f32]>::as_ptr),
+        epilogue,
+    };
+    let p = Product {
+        m,
+        k,
+        alpha: 1.0,
+        a,
+        rsa,
+        csa,
+        b,
+        rsb,
+        beta: 0.0,
+        c,
+        rsc,
+        finish,
+    };
+    let done = match kernels() {
+        Some(isa) if k > 0 => {
+            // SAFETY: as in `sgemm`: this CPU has `isa` (from `kernels`), B's and C's
+            // columns are contiguous, m and k non-zero (the guards), every block the
+            // caller's; the finish's bias holds m floats (asserted).
+            let done = unsafe { run(isa, &p, n) };
+            // SAFETY: as above; columns `done..n` of B and C are the caller's.
+            done + unsafe { tail(isa, &p, n - done, done, done) }
+        }
+        _ => 0,
+    };
+    if done == n {
+        return;
+    }
+    // The columns the kernels did not take (all of them on a machine without AVX2, or
+    // with k 0), by matrixmultiply, then finished here.
+    if k > 0 {
+        // SAFETY: columns `done..n` of B and C, a sub-block of the caller's, with the
+        // same strides; A is the caller's A.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n - done,
+                1.0,
+                a,
+                rsa,
+                csa,
+                b.add(done),
+                rsb,
+                1,
+                0.0,
+                c.add(done),
+                rsc,
+                1,
+            );
+        }
+    }
+    for i in 0..m {
+        // SAFETY: row i's columns `done..n` of C, the caller's, written above (or, with
+        // k 0, written here before any read); no reference to them is live.
+        let row = unsafe {
+            std::slice::from_raw_parts_mut(c.offset(i as isize * rsc).add(done), n - done)
+        };
+        match bias {
+            // An empty sum: the bias alone.
+            _ if k == 0 => row.fill(bias.map_or(0.0, |b| b[i])),
+            Some(b) => row.iter_mut().for_each(|v| *v += b[i]),
+            None => {}
+        }
+        if let Some(e) = epilogue {
+            e.apply_f32(row);
         }
     }
 }
@@ -207,6 +314,7 @@ pub unsafe fn sgemm_packed(
         beta,
         c,
         rsc,
+        finish: Finish::NONE,
     };
     let done = match kernels() {
         // SAFETY: `isa` comes from `Isa::detect` (or a test's pick from
@@ -382,6 +490,27 @@ struct Product {
     beta: f32,
     c: *mut f32,
     rsc: isize,
+    /// What a tile does to its sums as it stores them (see [`sgemm_finished`]).
+    finish: Finish,
+}
+
+/// A product's finish, applied to each element after `alpha` and `beta`: plus its row's
+/// `bias` (`m` floats, none where null), then `epilogue`.
+#[derive(Clone, Copy)]
+struct Finish {
+    bias: *const f32,
+    epilogue: Option<Epilogue>,
+}
+
+impl Finish {
+    const NONE: Finish = Finish {
+        bias: std::ptr::null(),
+        epilogue: None,
+    };
+
+    fn is_none(&self) -> bool {
+        self.bias.is_null() && self.epilogue.is_none()
+    }
 }
 
 /// Computes the leading columns of `p` that whole vectors cover; returns how many.
@@ -392,7 +521,7 @@ struct Product {
 unsafe fn run(isa: Isa, p: &Product, n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if p.m <= 2 * x86::MR && p.alpha == 1.0 && p.beta == 0.0 {
+        if p.m <= 2 * x86::MR && p.alpha == 1.0 && p.beta == 0.0 && p.finish.is_none() {
             // A plain product of few rows (activations times weights): k-blocked, so
             // that B streams (see `x86::blocked`).
             // SAFETY: `isa` and `p` as this function's contract says, which is
@@ -622,20 +751,41 @@ mod x86 {
             }
             let alpha = S::splat(p.alpha);
             let beta = S::splat(p.beta);
+            // Each step its own branch-free loop over the tile, so that the compiler
+            // unrolls them all and the sums stay in registers (a branch per vector left
+            // them on the stack, a store after every FMA).
+            if p.alpha != 1.0 {
+                for row in acc.iter_mut() {
+                    row.iter_mut().for_each(|s| *s = S::mul(alpha, *s));
+                }
+            }
+            // beta 0 must not read C: it may hold NaN or uninitialized values.
+            if p.beta != 0.0 {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let crow = p.c.offset((i0 + i) as isize * p.rsc).add(j0);
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = S::fma(beta, S::load(crow.add(v * S::LANES)), *s);
+                    }
+                }
+            }
+            // The sum plus the bias, rounded once: the bits of the bias stored in C
+            // first and added with beta 1.
+            let bias = p.finish.bias;
+            if !bias.is_null() {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let b = S::splat(*bias.add(i0 + i));
+                    row.iter_mut().for_each(|s| *s = S::add(*s, b));
+                }
+            }
+            // The activation's kind is matched outside the tile's loops (see
+            // `Epilogue::tile`): a branch per vector would leave the sums on the stack.
+            if let Some(e) = p.finish.epilogue {
+                e.tile::<S, R, V>(&mut acc);
+            }
             for (i, row) in acc.iter().enumerate() {
                 let crow = p.c.offset((i0 + i) as isize * p.rsc).add(j0);
                 for (v, s) in row.iter().enumerate() {
-                    let dst = crow.add(v * S::LANES);
-                    let mut out = if p.alpha == 1.0 {
-                        *s
-                    } else {
-                        S::mul(alpha, *s)
-                    };
-                    // beta 0 must not read C: it may hold NaN or uninitialized values.
-                    if p.beta != 0.0 {
-                        out = S::fma(beta, S::load(dst), out);
-                    }
-                    S::store(dst, out);
+                    S::store(crow.add(v * S::LANES), *s);
                 }
             }
         }
@@ -928,402 +1078,4 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-
-    use super::*;
-
-    thread_local! {
-        /// The kernels this thread's products run on, when a test says
-        /// (`Some(None)`: matrixmultiply alone).
-        pub(super) static FORCED: Cell<Option<Option<Isa>>> = const { Cell::new(None) };
-    }
-
-    /// The product in f64, for reference.
-    #[allow(clippy::too_many_arguments)]
-    fn naive(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: f32,
-        a: &[f32],
-        (rsa, csa): (usize, usize),
-        b: &[f32],
-        (rsb, csb): (usize, usize),
-        beta: f32,
-        c: &[f32],
-        rsc: usize,
-    ) -> Vec<f64> {
-        let mut out = vec![0.0; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let s: f64 = (0..k)
-                    .map(|p| a[i * rsa + p * csa] as f64 * b[p * rsb + j * csb] as f64)
-                    .sum();
-                let prior = if beta == 0.0 {
-                    0.0
-                } else {
-                    beta as f64 * c[i * rsc + j] as f64
-                };
-                out[i * n + j] = alpha as f64 * s + prior;
-            }
-        }
-        out
-    }
-
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        (0..len)
-            .map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 16) as f32)
-            .map(|v| v / 65536.0 - 0.5)
-            .collect()
-    }
-
-    /// Every kernel this CPU has, then matrixmultiply alone.
-    fn isas() -> Vec<Option<Isa>> {
-        let mut v: Vec<_> = Isa::available().into_iter().map(Some).collect();
-        v.push(None);
-        v
-    }
-
-    /// A product through `sgemm` on the kernels of `isa`, C starting as `c`.
-    #[allow(clippy::too_many_arguments)]
-    fn product(
-        isa: Option<Isa>,
-        (m, k, n): (usize, usize, usize),
-        alpha: f32,
-        a: &[f32],
-        (rsa, csa): (usize, usize),
-        b: &[f32],
-        (rsb, csb): (usize, usize),
-        beta: f32,
-        mut c: Vec<f32>,
-        rsc: usize,
-    ) -> Vec<f32> {
-        let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
-            (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs
-        };
-        assert!(last(m, k, rsa, csa) < a.len() && last(k, n, rsb, csb) < b.len());
-        assert!(last(m, n, rsc, 1) < c.len());
-        FORCED.with(|f| f.set(Some(isa)));
-        // SAFETY: the asserts keep every addressed element inside its vector, and `c` is
-        // owned here, so it aliases neither A nor B.
-        unsafe {
-            sgemm(
-                m,
-                k,
-                n,
-                alpha,
-                a.as_ptr(),
-                rsa as isize,
-                csa as isize,
-                b.as_ptr(),
-                rsb as isize,
-                csb as isize,
-                beta,
-                c.as_mut_ptr(),
-                rsc as isize,
-                1,
-            );
-        }
-        FORCED.with(|f| f.set(None));
-        c
-    }
-
-    /// C (`m` rows `rsc` apart) against the reference `want` (m x n): every element within
-    /// 1e-4 relative, and the padding past column `n` still as in `before`.
-    fn check(
-        c: &[f32],
-        before: &[f32],
-        want: &[f64],
-        (m, n, rsc): (usize, usize, usize),
-        what: &str,
-    ) {
-        for i in 0..m {
-            for j in 0..rsc {
-                let got = c[i * rsc + j];
-                if j >= n {
-                    let was = before[i * rsc + j];
-                    assert_eq!(
-                        got.to_bits(),
-                        was.to_bits(),
-                        "{what}: padding written at ({i}, {j})"
-                    );
-                    continue;
-                }
-                let w = want[i * n + j];
-                assert!(
-                    (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                    "{what}: ({i}, {j}) {got} vs {w}"
-                );
-            }
-        }
-    }
-
-    /// Every row-tile remainder, every panel width and a ragged column tail, with A
-    /// transposed or not, B and C row-major with padding, alpha and beta, under each
-    /// kernel; and the same with a transposed B (matrixmultiply's side).
-    #[test]
-    fn matches_the_reference_over_tile_remainders_and_strides() {
-        for &(m, k, n) in &[
-            (1, 1, 16),
-            (3, 7, 17),
-            (8, 5, 48),
-            (9, 33, 50),
-            (16, 64, 97),
-            (23, 19, 130),
-            (2, 300, 8),
-        ] {
-            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
-                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
-                    let a = values(m * k, 1);
-                    let (rsa, csa) = if a_t { (1, m) } else { (k, 1) };
-                    let b = values((k + 2) * (n + 3), 2);
-                    let (rsb, csb) = if b_t { (1, k + 2) } else { (n + 3, 1) };
-                    let rsc = n + 5;
-                    // NaN in C: beta 0 must never read it.
-                    let init = if beta == 0.0 { f32::NAN } else { 0.25 };
-                    let before = vec![init; m * rsc];
-                    let want = naive(
-                        m,
-                        k,
-                        n,
-                        alpha,
-                        &a,
-                        (rsa, csa),
-                        &b,
-                        (rsb, csb),
-                        beta,
-                        &before,
-                        rsc,
-                    );
-                    for isa in isas() {
-                        let c = product(
-                            isa,
-                            (m, k, n),
-                            alpha,
-                            &a,
-                            (rsa, csa),
-                            &b,
-                            (rsb, csb),
-                            beta,
-                            before.clone(),
-                            rsc,
-                        );
-                        let what = format!("{isa:?} {m}x{k}x{n} a_t {a_t} b_t {b_t}");
-                        check(&c, &before, &want, (m, n, rsc), &what);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Each element is summed over k in order, so a row's result does not depend on
-    /// which tile (or remainder tile) it fell in, nor on whether k ran in blocks: the
-    /// same row computed alone (k-blocked), and within a larger product (a panel copy,
-    /// k whole), has the same bits, under each kernel.
-    /// The last columns short of a vector get the bits the same columns get inside a
-    /// wider product, with a C row stride past the columns and beta reading C, on every
-    /// kernel and both row paths (few rows, and many).
-    #[test]
-    fn a_column_tail_has_the_bits_of_a_wider_product() {
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (m, k) in [(3, 77), (29, 200)] {
-            let wide = 64;
-            let a = values(m * k, 7);
-            let b = values(k * wide, 8);
-            for isa in Isa::available().into_iter().map(Some) {
-                for beta in [0.0f32, 0.5] {
-                    let run = |n: usize| {
-                        let c = vec![0.75f32; m * wide];
-                        product(
-                            isa,
-                            (m, k, n),
-                            1.0,
-                            &a,
-                            (k, 1),
-                            &b,
-                            (wide, 1),
-                            beta,
-                            c,
-                            wide,
-                        )
-                    };
-                    let all = run(wide);
-                    for n in [1, 5, 17, 49] {
-                        let some = run(n);
-                        for i in 0..m {
-                            let (got, want) = (&some[i * wide..][..wide], &all[i * wide..][..n]);
-                            assert_eq!(bits(&got[..n]), bits(want), "{isa:?} {m}x{k}x{n} row {i}");
-                            assert!(got[n..].iter().all(|&v| v == 0.75), "{isa:?} wrote past n");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_row_has_the_same_bits_in_any_tile() {
-        let (m, k, n) = (21, 129, 64);
-        let a = values(m * k, 3);
-        let b = values(k * n, 4);
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for isa in Isa::available().into_iter().map(Some) {
-            let dense = |rows: usize, a: &[f32]| {
-                let c = vec![0.0f32; rows * n];
-                product(isa, (rows, k, n), 1.0, a, (k, 1), &b, (n, 1), 0.0, c, n)
-            };
-            let all = dense(m, &a);
-            for i in 0..m {
-                let one = dense(1, &a[i * k..][..k]);
-                assert_eq!(bits(&one), bits(&all[i * n..][..n]), "{isa:?} row {i}");
-            }
-        }
-    }
-
-    /// A product through `sgemm_packed` on the kernels of `isa`, C starting as `c`.
-    #[allow(clippy::too_many_arguments)]
-    fn packed_product(
-        isa: Option<Isa>,
-        (m, k, n): (usize, usize, usize),
-        alpha: f32,
-        a: &[f32],
-        (rsa, csa): (usize, usize),
-        bp: &[f32],
-        beta: f32,
-        mut c: Vec<f32>,
-        rsc: usize,
-    ) -> Vec<f32> {
-        assert!(m == 0 || k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len());
-        assert_eq!(bp.len(), packed_len(k, n));
-        assert!(m == 0 || n == 0 || (m - 1) * rsc + n <= c.len());
-        FORCED.with(|f| f.set(Some(isa)));
-        // SAFETY: the asserts keep every addressed element inside its vector; `c` is
-        // owned here.
-        unsafe {
-            sgemm_packed(
-                m,
-                k,
-                n,
-                alpha,
-                a.as_ptr(),
-                rsa as isize,
-                csa as isize,
-                bp.as_ptr(),
-                beta,
-                c.as_mut_ptr(),
-                rsc as isize,
-            );
-        }
-        FORCED.with(|f| f.set(None));
-        c
-    }
-
-    #[test]
-    fn packing_lays_panels_out_and_pads_the_last() {
-        let (k, n) = (3, 50);
-        let b: Vec<f32> = (0..k * n).map(|i| i as f32 + 1.0).collect();
-        let bp = pack_b(&b, k, n);
-        assert_eq!(bp.len(), 2 * k * PACK_WIDTH);
-        for r in 0..k {
-            for j in 0..n {
-                let (p, col) = (j / PACK_WIDTH, j % PACK_WIDTH);
-                assert_eq!(bp[p * k * PACK_WIDTH + r * PACK_WIDTH + col], b[r * n + j]);
-            }
-            // The last panel's columns past n are zeros.
-            let tail = &bp[k * PACK_WIDTH + r * PACK_WIDTH..][..PACK_WIDTH];
-            assert!(tail[n - PACK_WIDTH..].iter().all(|&v| v == 0.0));
-        }
-        assert!(pack_b(&[], 0, 7).is_empty());
-        assert!(pack_b(&[], 4, 0).is_empty());
-    }
-
-    /// The packed product against the f64 reference over row-tile remainders, strips of
-    /// one to three vectors, panels short of a vector, padded and transposed A, alpha and
-    /// beta, under each kernel; and with the same bits as the unpacked product wherever
-    /// the kernels compute both (all but the last `n % 8` columns).
-    #[test]
-    fn packed_products_match_the_reference_and_the_unpacked_bits() {
-        for &(m, k, n) in &[
-            (1, 1, 1),
-            (1, 5, 16),
-            (3, 7, 17),
-            (8, 5, 48),
-            (9, 33, 50),
-            (16, 64, 97),
-            (17, 19, 144),
-            (23, 129, 200),
-            (2, 300, 8),
-            (0, 4, 9),
-            (4, 0, 9),
-        ] {
-            for a_t in [false, true] {
-                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
-                    let a = values(m * k, 5);
-                    let (rsa, csa) = if a_t { (1, m) } else { (k, 1) };
-                    let b = values(k * n, 6);
-                    let bp = pack_b(&b, k, n);
-                    let rsc = n + 3;
-                    let init = if beta == 0.0 { f32::NAN } else { 0.25 };
-                    let before = vec![init; m * rsc];
-                    let want = naive(
-                        m,
-                        k,
-                        n,
-                        alpha,
-                        &a,
-                        (rsa, csa),
-                        &b,
-                        (n, 1),
-                        beta,
-                        &before,
-                        rsc,
-                    );
-                    for isa in isas() {
-                        let c = packed_product(
-                            isa,
-                            (m, k, n),
-                            alpha,
-                            &a,
-                            (rsa, csa),
-                            &bp,
-                            beta,
-                            before.clone(),
-                            rsc,
-                        );
-                        let plain = if m * n * k == 0 {
-                            before.clone()
-                        } else {
-                            product(
-                                isa,
-                                (m, k, n),
-                                alpha,
-                                &a,
-                                (rsa, csa),
-                                &b,
-                                (n, 1),
-                                beta,
-                                before.clone(),
-                                rsc,
-                            )
-                        };
-                        // The kernels compute every column, the last ones short of a
-                        // vector through their strip: the same bits as in place.
-                        let kernel_cols = if isa.is_some() && k > 0 { n } else { 0 };
-                        let what = format!("{isa:?} {m}x{k}x{n} a_t {a_t} packed");
-                        check(&c, &before, &want, (m, n, rsc), &what);
-                        for i in 0..m {
-                            for j in 0..kernel_cols {
-                                assert_eq!(
-                                    c[i * rsc + j].to_bits(),
-                                    plain[i * rsc + j].to_bits(),
-                                    "{what}: ({i}, {j}) packed vs in place"
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
+mod tests;

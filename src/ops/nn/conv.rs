@@ -217,33 +217,35 @@ fn conv_typed<T: Scalar>(
         }
         return Ok(());
     }
-    // float32 windows convolve directly (conv_direct.rs) where the CPU has its vector
-    // kernels; a 1x1 kernel that reads the input as is stays one GEMM.
-    let plan = match T::DTYPE {
-        DType::F32 if !direct => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
-        _ => None,
-    };
-    if let Some(plan) = plan {
+    // float32: windows convolve directly (conv_direct.rs) where the CPU has its vector
+    // kernels; a 1x1 kernel that reads the input as is, and every window without the
+    // kernels, is one product per block, finished with the bias and the activation as
+    // it is stored (`product_f32`).
+    if T::DTYPE == DType::F32 {
+        let plan = match direct {
+            false => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
+            true => None,
+        };
         let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
         let bias = bias.map(as_f32);
-        let block = |i: usize, out: &mut [f32], inner: bool| {
+        over_blocks(y, mg * olen, blocks > 1 && parallel, |i, out| {
             let (n, g) = (i / group, i % group);
             let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
             let wg = &wv[g * mg * rows..][..mg * rows];
             let bg = bias.map(|b| &b[g * mg..][..mg]);
-            with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
-                plan.conv(xg, wg, bg, epilogue, padded, out, inner);
-            });
-        };
-        if blocks > 1 && parallel {
-            y.par_chunks_mut(mg * olen)
-                .enumerate()
-                .for_each(|(i, out)| block(i, out, false));
-        } else {
-            for (i, out) in y.chunks_mut(mg * olen).enumerate() {
-                block(i, out, parallel);
+            // A block split across threads splits nothing more inside.
+            let inner = parallel && blocks == 1;
+            match &plan {
+                Some(plan) => with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
+                    plan.conv(xg, wg, bg, epilogue, padded, out, inner);
+                }),
+                None if direct => product_f32(wg, xg, (mg, rows, olen), bg, epilogue, out, inner),
+                None => with_scratch(rows * olen, |col: &mut [f32]| {
+                    im2col(xg, cg, &win, col);
+                    product_f32(wg, col, (mg, rows, olen), bg, epilogue, out, inner);
+                }),
             }
-        }
+        });
         return Ok(());
     }
     if let Some(b) = bias {
@@ -251,7 +253,7 @@ fn conv_typed<T: Scalar>(
     }
     let beta = if bias.is_some() { 1.0 } else { 0.0 };
     // One (image, group) block: its weights, its input channels, its output planes.
-    let block = |i: usize, out: &mut [T]| {
+    over_blocks(y, mg * olen, blocks > 1 && parallel, |i, out| {
         let (n, g) = (i / group, i % group);
         let xg = &xv[(n * c + g * cg) * ilen..][..cg * ilen];
         let wg = Mat::row_major(&wv[g * mg * rows..][..mg * rows], mg, rows);
@@ -267,18 +269,88 @@ fn conv_typed<T: Scalar>(
         if let Some(e) = epilogue {
             apply_epilogue(e, out);
         }
-    };
-    if blocks > 1 && parallel {
-        y.par_chunks_mut(mg * olen)
+    });
+    Ok(())
+}
+
+/// Runs `block(i, out)` over the `(image, group)` blocks of `y`, `len` elements each:
+/// across threads when `parallel`, else in turn.
+fn over_blocks<T: Send>(
+    y: &mut [T],
+    len: usize,
+    parallel: bool,
+    block: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if parallel {
+        y.par_chunks_mut(len)
             .enumerate()
             .for_each(|(i, out)| block(i, out));
     } else {
-        for (i, out) in y.chunks_mut(mg * olen).enumerate() {
+        for (i, out) in y.chunks_mut(len).enumerate() {
             block(i, out);
         }
     }
-    Ok(())
 }
+
+/// `out` (`[m, n]`) = `epilogue(w . x + bias)` for `w` (`[m, k]`) and `x` (`[k, n]`), all
+/// row-major float32, in one pass over `out`
+/// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, in
+/// blocks of columns across threads when the product is large. Columns, not rows: a
+/// convolution's output channels are few (a MobileNet's 1x1 layers have 8 to 256) and
+/// its positions many, and a block of columns reads only its part of `x`. Each element
+/// is the same sum whichever block computes it, so the split changes no bits.
+fn product_f32(
+    w: &[f32],
+    x: &[f32],
+    (m, k, n): (usize, usize, usize),
+    bias: Option<&[f32]>,
+    epilogue: Option<Epilogue>,
+    out: &mut [f32],
+    parallel: bool,
+) {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, sgemm_finished};
+    assert!(w.len() >= m * k && x.len() >= k * n && out.len() == m * n);
+    let threads = if parallel {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    let tasks = (m * k.max(1) * n / PRODUCT_WORK).clamp(1, threads);
+    let per = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH).min(n.max(1));
+    // Raw addresses are `Send`; each task writes only its own columns of `out`.
+    let (xa, oa) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
+    let columns = |j0: usize| {
+        let nj = per.min(n - j0);
+        // SAFETY: `w` is m x k row-major (asserted), `x` k x n and `out` m x n (asserted),
+        // both read and written at columns `j0..j0 + nj <= n` of every row; `out` is a
+        // unique borrow aliasing neither input, and the tasks' column blocks are
+        // disjoint; `bias`, when given, holds the block's m floats (the caller's slice).
+        unsafe {
+            sgemm_finished(
+                (m, k, nj),
+                w.as_ptr(),
+                (k as isize, 1),
+                (xa as *const f32).add(j0),
+                n as isize,
+                (oa as *mut f32).add(j0),
+                n as isize,
+                bias,
+                epilogue,
+            );
+        }
+    };
+    if tasks > 1 {
+        (0..n.div_ceil(per))
+            .into_par_iter()
+            .for_each(|t| columns(t * per));
+    } else if n > 0 {
+        columns(0);
+    }
+}
+
+/// Multiply-adds per task below which [`product_f32`] splits no further (as
+/// `gemm`'s threshold).
+const PRODUCT_WORK: usize = 1 << 18;
 
 /// Applies a fused activation to a block of `T` outputs: in float32 or float64 as the
 /// output is (the standalone activation's arithmetic), other types through float64.

@@ -683,7 +683,7 @@ unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{DwArgs, Epilogue, TileArgs};
+    use super::{DwArgs, TileArgs};
     use crate::ops::simd::{Avx2, Avx512, Simd};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
@@ -752,49 +752,13 @@ mod x86 {
                 wc = wc.wrapping_add(t.w_skip);
             }
             if let Some(e) = t.epilogue {
-                activate::<S, MR, NV>(&mut acc, e);
+                e.tile::<S, MR, NV>(&mut acc);
             }
             for (i, row) in acc.iter().enumerate() {
                 let dst = t.out.add(i * t.ld);
                 for (v, &a) in row.iter().enumerate() {
                     S::store_first(dst.add(oo[v]), a, n[v]);
                 }
-            }
-        }
-    }
-
-    /// `e` on every vector of a tile, each kind's loop of its own (see `tile`).
-    ///
-    /// # Safety
-    /// This CPU has `S`'s set.
-    #[inline(always)]
-    unsafe fn activate<S: Simd, const MR: usize, const NV: usize>(
-        acc: &mut [[S::V; NV]; MR],
-        e: Epilogue,
-    ) {
-        /// `k` on every vector; `k`'s kind is a constant where this inlines.
-        ///
-        /// # Safety
-        /// This CPU has `S`'s set.
-        #[inline(always)]
-        unsafe fn each<S: Simd, const MR: usize, const NV: usize>(
-            acc: &mut [[S::V; NV]; MR],
-            k: Epilogue,
-        ) {
-            for row in acc.iter_mut() {
-                for a in row.iter_mut() {
-                    // SAFETY: the set is this CPU's (the contract).
-                    *a = unsafe { k.vector::<S>(*a) };
-                }
-            }
-        }
-        // SAFETY: the set is this CPU's (the contract).
-        unsafe {
-            match e {
-                Epilogue::Clip { .. } => each::<S, MR, NV>(acc, e),
-                Epilogue::LeakyRelu { .. } => each::<S, MR, NV>(acc, e),
-                Epilogue::HardSigmoid { .. } => each::<S, MR, NV>(acc, e),
-                Epilogue::HardSwish => each::<S, MR, NV>(acc, e),
             }
         }
     }

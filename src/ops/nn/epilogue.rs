@@ -263,6 +263,47 @@ mod x86 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+impl Epilogue {
+    /// [`Epilogue::vector`] on every vector of a kernel's `R` x `V` tile of sums, with
+    /// the kind matched once, outside the loops: a match per vector (a branch in the
+    /// unrolled loop) left a tile kernel's sums on the stack, a store after every FMA.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    pub(crate) unsafe fn tile<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
+        self,
+        acc: &mut [[S::V; V]; R],
+    ) {
+        /// `k` on every vector; `k`'s kind is a constant where this inlines.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set.
+        #[inline(always)]
+        unsafe fn each<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
+            acc: &mut [[S::V; V]; R],
+            k: Epilogue,
+        ) {
+            for row in acc.iter_mut() {
+                for a in row.iter_mut() {
+                    // SAFETY: the set is this CPU's (the contract).
+                    *a = unsafe { k.vector::<S>(*a) };
+                }
+            }
+        }
+        // SAFETY: the set is this CPU's (the contract).
+        unsafe {
+            match self {
+                Epilogue::Clip { .. } => each::<S, R, V>(acc, self),
+                Epilogue::LeakyRelu { .. } => each::<S, R, V>(acc, self),
+                Epilogue::HardSigmoid { .. } => each::<S, R, V>(acc, self),
+                Epilogue::HardSwish => each::<S, R, V>(acc, self),
+            }
+        }
+    }
+}
+
 pub trait Real:
     Copy + PartialOrd + From<f32> + std::ops::Mul<Output = Self> + std::ops::Add<Output = Self>
 {
