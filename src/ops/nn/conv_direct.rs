@@ -28,9 +28,15 @@
 //! - Tiles run over positions with output channels innermost: the input window a tile
 //!   reads (its channels' rows under the kernel) is then reused by every channel group
 //!   while it is in cache, and the weights of a task stay in L2. Channels are chunked so
-//!   those weights fit ([`WEIGHT_BYTES`]); later chunks add onto the output.
-//! - A fused activation ([`Epilogue`]) is applied as the last chunk stores a tile row,
-//!   while it is in cache, instead of by a later pass over the whole output.
+//!   those weights fit ([`WEIGHT_BYTES`]); later chunks start from what the chunk before
+//!   stored.
+//! - A tile's vectors are columns of output rows (see `Direct::task`): its sums start
+//!   from the bias and go from registers straight into the output, a row's last vector
+//!   through a masked store, and a fused activation ([`Epilogue`]) is applied to them in
+//!   registers. An output row whose kernel rows partly fall in the padding above or
+//!   below the input runs only the taps of the others. Narrow rows, which would leave
+//!   most lanes of their vectors spare, run along the padded planes instead and are
+//!   copied out through a buffer.
 //!
 //! Sums run in a different order than the GEMM's, so results agree to rounding, not bits.
 
