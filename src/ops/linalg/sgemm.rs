@@ -679,7 +679,8 @@ mod x86 {
     /// each step `t < kn`, the `V * S::LANES` floats at `b.src + t * b.stride` are
     /// readable (row `k0 + t` of the panel). With `COPY`, `b.copy` is valid for writes of
     /// `kn * V * S::LANES` floats that alias nothing else read here. With `LOAD`, or
-    /// with `p.beta` non-zero, C's tile is initialized.
+    /// with `p.beta` non-zero, C's tile is initialized. A non-null `p.finish.bias` holds
+    /// `p.m` floats.
     #[inline(always)]
     unsafe fn tile<
         S: Panel,
@@ -701,8 +702,9 @@ mod x86 {
         // (i0 + i, k0 + t) for `t < kn`: inside A's m x k block. B is read at `brow`,
         // which is the contract's row `k0 + t` of the panel at step t, and the copy
         // written at `copy`, `V * LANES` floats per step, inside the `kn * V * LANES`
-        // floats the contract gives. `a` and `brow` step past their last element after
-        // the last step, and the prefetches run ahead of B's end, so those use wrapping
+        // floats the contract gives. The bias is read at rows `i0 + i < p.m`, inside
+        // its `p.m` floats. `a` and `brow` step past their last element after the last
+        // step, and the prefetches run ahead of B's end, so those use wrapping
         // arithmetic: no pointer outside the allocations is made with `offset`/`add`.
         unsafe {
             let mut acc = [[S::zero(); V]; R];

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
 use super::epilogue::Epilogue;
-use super::gemm::{Mat, gemm};
+use super::gemm::{Mat, finished_f32, gemm};
 use super::scalar::{Scalar, widened};
 use super::scratch::with_scratch;
 use super::window::Window;
@@ -220,11 +220,12 @@ fn conv_typed<T: Scalar>(
     // float32: windows convolve directly (conv_direct.rs) where the CPU has its vector
     // kernels; a 1x1 kernel that reads the input as is, and every window without the
     // kernels, is one product per block, finished with the bias and the activation as
-    // it is stored (`product_f32`).
+    // it is stored (`gemm::finished_f32`).
     if T::DTYPE == DType::F32 {
-        let plan = match direct {
-            false => Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa)),
-            true => None,
+        let plan = if direct {
+            None
+        } else {
+            Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa))
         };
         let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
         let bias = bias.map(as_f32);
@@ -239,10 +240,10 @@ fn conv_typed<T: Scalar>(
                 Some(plan) => with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
                     plan.conv(xg, wg, bg, epilogue, padded, out, inner);
                 }),
-                None if direct => product_f32(wg, xg, (mg, rows, olen), bg, epilogue, out, inner),
+                None if direct => finished_f32(wg, xg, (mg, rows, olen), bg, epilogue, out, inner),
                 None => with_scratch(rows * olen, |col: &mut [f32]| {
                     im2col(xg, cg, &win, col);
-                    product_f32(wg, col, (mg, rows, olen), bg, epilogue, out, inner);
+                    finished_f32(wg, col, (mg, rows, olen), bg, epilogue, out, inner);
                 }),
             }
         });
@@ -291,66 +292,6 @@ fn over_blocks<T: Send>(
         }
     }
 }
-
-/// `out` (`[m, n]`) = `epilogue(w . x + bias)` for `w` (`[m, k]`) and `x` (`[k, n]`), all
-/// row-major float32, in one pass over `out`
-/// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, in
-/// blocks of columns across threads when the product is large. Columns, not rows: a
-/// convolution's output channels are few (a MobileNet's 1x1 layers have 8 to 256) and
-/// its positions many, and a block of columns reads only its part of `x`. Each element
-/// is the same sum whichever block computes it, so the split changes no bits.
-fn product_f32(
-    w: &[f32],
-    x: &[f32],
-    (m, k, n): (usize, usize, usize),
-    bias: Option<&[f32]>,
-    epilogue: Option<Epilogue>,
-    out: &mut [f32],
-    parallel: bool,
-) {
-    use crate::ops::linalg::sgemm::{PACK_WIDTH, sgemm_finished};
-    assert!(w.len() >= m * k && x.len() >= k * n && out.len() == m * n);
-    let threads = if parallel {
-        rayon::current_num_threads().max(1)
-    } else {
-        1
-    };
-    let tasks = (m * k.max(1) * n / PRODUCT_WORK).clamp(1, threads);
-    let per = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH).min(n.max(1));
-    // Raw addresses are `Send`; each task writes only its own columns of `out`.
-    let (xa, oa) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
-    let columns = |j0: usize| {
-        let nj = per.min(n - j0);
-        // SAFETY: `w` is m x k row-major (asserted), `x` k x n and `out` m x n (asserted),
-        // both read and written at columns `j0..j0 + nj <= n` of every row; `out` is a
-        // unique borrow aliasing neither input, and the tasks' column blocks are
-        // disjoint; `bias`, when given, holds the block's m floats (the caller's slice).
-        unsafe {
-            sgemm_finished(
-                (m, k, nj),
-                w.as_ptr(),
-                (k as isize, 1),
-                (xa as *const f32).add(j0),
-                n as isize,
-                (oa as *mut f32).add(j0),
-                n as isize,
-                bias,
-                epilogue,
-            );
-        }
-    };
-    if tasks > 1 {
-        (0..n.div_ceil(per))
-            .into_par_iter()
-            .for_each(|t| columns(t * per));
-    } else if n > 0 {
-        columns(0);
-    }
-}
-
-/// Multiply-adds per task below which [`product_f32`] splits no further (as
-/// `gemm`'s threshold).
-const PRODUCT_WORK: usize = 1 << 18;
 
 /// Applies a fused activation to a block of `T` outputs: in float32 or float64 as the
 /// output is (the standalone activation's arithmetic), other types through float64.

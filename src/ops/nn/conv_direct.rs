@@ -410,8 +410,9 @@ impl Direct {
                     // rows `m0..m0 + mr` (below m, the rows of `y`), columns `c * taps +
                     // j` for c in `c0..c0 + cn` and j in `t0..t1 <= taps` (the weights
                     // from `t0`, `taps - (t1 - t0)` skipped per channel), below `k`, of
-                    // `w`, whose `m * k` floats the assert in `conv` checked. Bias: `mr` floats from `m0` of the `m` the same
-                    // assert checked. Output along rows: rows `m0..m0 + mr` of `y`, each
+                    // `w`, whose `m * k` floats the assert in `conv` checked. Bias: `mr`
+                    // floats from `m0` of the `m` the same assert checked. Output along
+                    // rows: rows `m0..m0 + mr` of `y`, each
                     // vector's `v.n[j]` floats from `r * ow + c * lanes`, which end at
                     // most at the row's end `(r + 1) * ow <= olen`; `y` is a unique
                     // borrow, aliasing no input, and with `load` (not the first chunk)
@@ -701,10 +702,9 @@ mod x86 {
     /// `t.offs` and vector `v < NV`, the `S::LANES` floats at `t.x + c * t.channel + o +
     /// t.v.x[v]` are readable; for every row `i < MR`, channel `c` and tap `j <
     /// t.offs.len()` the float at `t.w + i * t.w_stride + c * (t.offs.len() + t.w_skip) +
-    /// j` is readable, and with a non-null `t.bias` the
-    /// float at `t.bias + i`; the `t.v.n[v]` (at most `S::LANES`) floats at `t.out + i *
-    /// t.ld + t.v.out[v]` are writable, readable (initialized) with `t.load`, and alias
-    /// neither input.
+    /// j` is readable, and with a non-null `t.bias` the float at `t.bias + i`; the
+    /// `t.v.n[v]` (at most `S::LANES`) floats at `t.out + i * t.ld + t.v.out[v]` are
+    /// writable, readable (initialized) with `t.load`, and alias neither input.
     #[inline(always)]
     unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(t: &TileArgs) {
         // SAFETY: the set is this CPU's (the contract), which every `S::` method needs.

@@ -136,8 +136,6 @@ impl Epilogue {
         }
     }
 
-    /// Applies the activation to `v` in place. One loop per kind, each a branch-free
-    /// select the compiler vectorizes.
     /// [`Epilogue::apply`] on float32, in the widest vectors this CPU has (the crate is
     /// built for baseline x86-64, where `apply`'s loop is SSE2), with the same bits.
     pub fn apply_f32(self, v: &mut [f32]) {
@@ -149,6 +147,8 @@ impl Epilogue {
         self.apply(v)
     }
 
+    /// Applies the activation to `v` in place. One loop per kind, each a branch-free
+    /// select the compiler vectorizes.
     #[inline]
     pub fn apply<R: Real>(self, v: &mut [R]) {
         match self {
@@ -160,7 +160,6 @@ impl Epilogue {
     }
 }
 
-/// The float types an epilogue computes in.
 #[cfg(target_arch = "x86_64")]
 impl Epilogue {
     /// [`Epilogue::one`] on each lane of `v`, with the same bits: the same operations in
@@ -187,6 +186,44 @@ impl Epilogue {
                 }
                 Epilogue::HardSigmoid { alpha, beta } => hard_sigmoid(v, alpha, beta),
                 Epilogue::HardSwish => S::mul(v, hard_sigmoid(v, (1.0f64 / 6.0) as f32, 0.5)),
+            }
+        }
+    }
+
+    /// [`Epilogue::vector`] on every vector of a kernel's `R` x `V` tile of sums, with
+    /// the kind matched once, outside the loops: a match per vector (a branch in the
+    /// unrolled loop) left a tile kernel's sums on the stack, a store after every FMA.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    pub(crate) unsafe fn tile<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
+        self,
+        acc: &mut [[S::V; V]; R],
+    ) {
+        /// `k` on every vector; `k`'s kind is a constant where this inlines.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set.
+        #[inline(always)]
+        unsafe fn each<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
+            acc: &mut [[S::V; V]; R],
+            k: Epilogue,
+        ) {
+            for row in acc.iter_mut() {
+                for a in row.iter_mut() {
+                    // SAFETY: the set is this CPU's (the contract).
+                    *a = unsafe { k.vector::<S>(*a) };
+                }
+            }
+        }
+        // SAFETY: the set is this CPU's (the contract).
+        unsafe {
+            match self {
+                Epilogue::Clip { .. } => each::<S, R, V>(acc, self),
+                Epilogue::LeakyRelu { .. } => each::<S, R, V>(acc, self),
+                Epilogue::HardSigmoid { .. } => each::<S, R, V>(acc, self),
+                Epilogue::HardSwish => each::<S, R, V>(acc, self),
             }
         }
     }
@@ -263,47 +300,7 @@ mod x86 {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-impl Epilogue {
-    /// [`Epilogue::vector`] on every vector of a kernel's `R` x `V` tile of sums, with
-    /// the kind matched once, outside the loops: a match per vector (a branch in the
-    /// unrolled loop) left a tile kernel's sums on the stack, a store after every FMA.
-    ///
-    /// # Safety
-    /// This CPU has `S`'s set.
-    #[inline(always)]
-    pub(crate) unsafe fn tile<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
-        self,
-        acc: &mut [[S::V; V]; R],
-    ) {
-        /// `k` on every vector; `k`'s kind is a constant where this inlines.
-        ///
-        /// # Safety
-        /// This CPU has `S`'s set.
-        #[inline(always)]
-        unsafe fn each<S: crate::ops::simd::Simd, const R: usize, const V: usize>(
-            acc: &mut [[S::V; V]; R],
-            k: Epilogue,
-        ) {
-            for row in acc.iter_mut() {
-                for a in row.iter_mut() {
-                    // SAFETY: the set is this CPU's (the contract).
-                    *a = unsafe { k.vector::<S>(*a) };
-                }
-            }
-        }
-        // SAFETY: the set is this CPU's (the contract).
-        unsafe {
-            match self {
-                Epilogue::Clip { .. } => each::<S, R, V>(acc, self),
-                Epilogue::LeakyRelu { .. } => each::<S, R, V>(acc, self),
-                Epilogue::HardSigmoid { .. } => each::<S, R, V>(acc, self),
-                Epilogue::HardSwish => each::<S, R, V>(acc, self),
-            }
-        }
-    }
-}
-
+/// The float types an epilogue computes in.
 pub trait Real:
     Copy + PartialOrd + From<f32> + std::ops::Mul<Output = Self> + std::ops::Add<Output = Self>
 {

@@ -13,6 +13,7 @@
 
 use rayon::prelude::*;
 
+use super::epilogue::Epilogue;
 use super::scalar::{Scalar, widened};
 use crate::dispatch;
 use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
@@ -211,6 +212,63 @@ unsafe fn one_row_packed(
         c.par_chunks_mut(per)
             .enumerate()
             .for_each(|(i, c)| block(i, c));
+    }
+}
+
+/// `out` (`[m, n]`) = `epilogue(w . x + bias)` for `w` (`[m, k]`) and `x` (`[k, n]`), all
+/// row-major float32, in one pass over `out`
+/// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, in
+/// blocks of columns across threads when the product is large, as [`one_row_packed`]
+/// splits a row. Columns, not rows ([`by_row_blocks`]): a convolution's output channels
+/// are few (a MobileNet's 1x1 layers have 8 to 256) and its positions many, and a block
+/// of columns reads only its part of `x`. Each element
+/// is the same sum whichever block computes it, so the split changes no bits.
+pub(super) fn finished_f32(
+    w: &[f32],
+    x: &[f32],
+    (m, k, n): (usize, usize, usize),
+    bias: Option<&[f32]>,
+    epilogue: Option<Epilogue>,
+    out: &mut [f32],
+    parallel: bool,
+) {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, sgemm_finished};
+    assert!(w.len() >= m * k && x.len() >= k * n && out.len() == m * n);
+    let threads = if parallel {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    let tasks = (m * k.max(1) * n / PARALLEL_WORK).clamp(1, threads);
+    let per = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH).min(n.max(1));
+    // Raw addresses are `Send`; each task writes only its own columns of `out`.
+    let (xa, oa) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
+    let columns = |j0: usize| {
+        let nj = per.min(n - j0);
+        // SAFETY: `w` is m x k row-major (asserted), `x` k x n and `out` m x n (asserted),
+        // both read and written at columns `j0..j0 + nj <= n` of every row; `out` is a
+        // unique borrow aliasing neither input, and the tasks' column blocks are
+        // disjoint; `bias`, when given, holds the block's m floats (the caller's slice).
+        unsafe {
+            sgemm_finished(
+                (m, k, nj),
+                w.as_ptr(),
+                (k as isize, 1),
+                (xa as *const f32).add(j0),
+                n as isize,
+                (oa as *mut f32).add(j0),
+                n as isize,
+                bias,
+                epilogue,
+            );
+        }
+    };
+    if tasks > 1 {
+        (0..n.div_ceil(per))
+            .into_par_iter()
+            .for_each(|t| columns(t * per));
+    } else if n > 0 {
+        columns(0);
     }
 }
 

@@ -352,8 +352,8 @@ mod x86 {
     /// [`super::global_average_any`]'s sums in registers. Written out rather than left
     /// to the compiler: its version of the portable loop kept the 16 sums in memory,
     /// added two floats at a time, and stored the remainder's with a masked store that
-    /// the fold's loads then waited on, 25 us for a squeeze-excite's 56 planes of 14 x
-    /// 14 inside a model (10 of MobileNet's 11 GlobalAveragePools are such).
+    /// the fold's loads then waited on: 3.2 us for 256 planes of 7 x 7 (a
+    /// squeeze-excite's; 10 of MobileNet's 11 GlobalAveragePools are such), now 1.0 us.
     ///
     /// # Safety
     /// This CPU has `isa`.
