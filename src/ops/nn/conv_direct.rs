@@ -58,6 +58,9 @@ const TASK_CHANNELS: usize = 64;
 const WEIGHT_BYTES: usize = 256 << 10;
 /// Output elements times taps below which a block runs on the calling thread.
 const PARALLEL_WORK: usize = 1 << 14;
+/// Plane width from which [`Direct::pad`] zeroes only each plane's border, not the
+/// whole plane before copying the input into it.
+const BORDER_ONLY_WIDTH: usize = 64;
 /// Most taps (kernel elements) the offset table holds: 16x16, or a 1-D kernel of 256.
 pub(super) const MAX_TAPS: usize = 256;
 
@@ -237,18 +240,28 @@ impl Direct {
                     .saturating_sub(rx)
                     .div_ceil(sw)
                     .clamp(lo, wp);
-                // The padding zeroed by one fill of the plane (in L1 or L2 on its way),
-                // not by up to three calls per row: on a small image (14x14 of a
-                // depthwise layer) the calls cost more than the copy.
+                // The padding: on narrow planes zeroed by one fill of the plane (in L1 or
+                // L2 on its way), not by up to three calls per row (on a 14x14 image of a
+                // depthwise layer the calls cost more than the copy); on wide ones only
+                // the border is zeroed, each row's few columns beside its copy (a fill
+                // of a 12 MB plane before copying into it writes it twice).
                 let hp = plane / wp;
                 let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
-                if lo > 0 || hi < wp || !rows_inside {
+                let narrow = wp < BORDER_ONLY_WIDTH;
+                if narrow && (lo > 0 || hi < wp || !rows_inside) {
                     p.fill(0.0);
                 }
                 for (i, row) in p.chunks_mut(wp).enumerate() {
                     let r = (i * sh + ry).wrapping_sub(self.g.pt);
                     if r >= h {
+                        if !narrow {
+                            row.fill(0.0);
+                        }
                         continue;
+                    }
+                    if !narrow {
+                        row[..lo].fill(0.0);
+                        row[hi..].fill(0.0);
                     }
                     let line = &src[r * w..][..w];
                     let first = lo * sw + rx - self.g.pl;
