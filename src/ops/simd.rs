@@ -131,6 +131,13 @@ mod x86 {
         /// This CPU has the set, `n <= LANES`, and `p .. p + n` is valid for reads (any
         /// alignment).
         unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
+        /// The `2 * LANES` floats from `p` split by parity: (those at even offsets, those
+        /// at odd ones), each in order: the taps of a stride-2 window.
+        ///
+        /// # Safety
+        /// This CPU has the set, and `p .. p + 2 * LANES` is valid for reads (any
+        /// alignment).
+        unsafe fn load_even_odd(p: *const f32) -> (Self::V, Self::V);
         /// The sum of the lanes, folded by halves: `lane[i] += lane[i + n]` for `n` =
         /// `LANES / 2`, `LANES / 4`, ..., 1, then lane 0. One order on every set, so 16
         /// lanes give the same bits as AVX2's two vectors added and then folded.
@@ -220,6 +227,21 @@ mod x86 {
         unsafe fn select_lt(a: __m512, b: __m512, t: __m512, f: __m512) -> __m512 {
             // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b), f, t) }
+        }
+        #[inline(always)]
+        unsafe fn load_even_odd(p: *const f32) -> (__m512, __m512) {
+            // SAFETY: the caller ensures AVX-512F and that the 32 floats from `p` are
+            // readable: the two loads read exactly those.
+            unsafe {
+                let (a, b) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                let even =
+                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+                (
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
+                )
+            }
         }
         #[inline(always)]
         unsafe fn hsum(v: __m512) -> f32 {
@@ -352,6 +374,23 @@ mod x86 {
         unsafe fn select_lt(a: __m256, b: __m256, t: __m256, f: __m256) -> __m256 {
             // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
             unsafe { _mm256_blendv_ps(f, t, _mm256_cmp_ps::<_CMP_LT_OQ>(a, b)) }
+        }
+        #[inline(always)]
+        unsafe fn load_even_odd(p: *const f32) -> (__m256, __m256) {
+            // SAFETY: the caller ensures AVX2 and that the 16 floats from `p` are
+            // readable: the two loads read exactly those. Each shuffle picks one parity
+            // from both halves ([a0 a2 b0 b2 | a4 a6 b4 b6]); the 64-bit permute puts
+            // the pairs in order.
+            unsafe {
+                let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+                let order = |v: __m256| {
+                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
+                };
+                (
+                    order(_mm256_shuffle_ps::<0b10_00_10_00>(a, b)),
+                    order(_mm256_shuffle_ps::<0b11_01_11_01>(a, b)),
+                )
+            }
         }
         #[inline(always)]
         unsafe fn hsum(v: __m256) -> f32 {
