@@ -425,12 +425,12 @@ impl Direct {
                     // from `t0`, `taps - (t1 - t0)` skipped per channel), below `k`, of
                     // `w`, whose `m * k` floats the assert in `conv` checked. Bias: `mr`
                     // floats from `m0` of the `m` the same assert checked. Output along
-                    // rows: rows `m0..m0 + mr` of `y`, each
-                    // vector's `v.n[j]` floats from `r * ow + c * lanes`, which end at
-                    // most at the row's end `(r + 1) * ow <= olen`; `y` is a unique
-                    // borrow, aliasing no input, and with `load` (not the first chunk)
-                    // the chunk before wrote those floats. Along the planes: the local
-                    // `tile`, MR rows of TILE_FLOATS >= nv * lanes floats.
+                    // rows: rows `m0..m0 + mr` of `y`, each vector's `v.n[j]` floats
+                    // from `r * ow + c * lanes`, which end at most at the row's end
+                    // `(r + 1) * ow <= olen`; `y` is a unique borrow, aliasing no input,
+                    // and with `load` (not the first chunk) the chunk before wrote those
+                    // floats. Along the planes: the local `tile`, MR rows of TILE_FLOATS
+                    // >= nv * lanes floats.
                     unsafe { run_tile(self.isa, mr, nv, &args) };
                     if !by_rows {
                         let qn = next - at;

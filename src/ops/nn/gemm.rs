@@ -221,8 +221,8 @@ unsafe fn one_row_packed(
 /// blocks of columns across threads when the product is large, as [`one_row_packed`]
 /// splits a row. Columns, not rows ([`by_row_blocks`]): a convolution's output channels
 /// are few (a MobileNet's 1x1 layers have 8 to 256) and its positions many, and a block
-/// of columns reads only its part of `x`. Each element
-/// is the same sum whichever block computes it, so the split changes no bits.
+/// of columns reads only its part of `x`. Each element is the same sum whichever block
+/// computes it, so the split changes no bits.
 pub(super) fn finished_f32(
     w: &[f32],
     x: &[f32],
