@@ -7,6 +7,7 @@ use crate::ops::DType;
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
 
 pub(crate) mod conv;
+mod conv_blocked;
 mod conv_direct;
 mod conv_dw;
 mod dropout;

@@ -11,6 +11,7 @@
 
 use rayon::prelude::*;
 
+use super::conv_blocked::Blocked;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
 use super::epilogue::Epilogue;
@@ -237,9 +238,16 @@ fn conv_typed<T: Scalar>(
             // A block split across threads splits nothing more inside.
             let inner = parallel && blocks == 1;
             match &plan {
-                Some(plan) => with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
-                    plan.conv(xg, wg, bg, epilogue, padded, out, inner);
-                }),
+                // Many output channels whose input outgrows L1 run with the channels in
+                // the lanes (conv_blocked.rs); the same bits either way.
+                Some(plan) => match Blocked::plan(plan, mg) {
+                    Some(b) => with_scratch(b.scratch_len(), |scratch: &mut [f32]| {
+                        b.run(xg, wg, bg, epilogue, scratch, out, inner);
+                    }),
+                    None => with_scratch(plan.scratch_len(), |padded: &mut [f32]| {
+                        plan.conv(xg, wg, bg, epilogue, padded, out, inner);
+                    }),
+                },
                 None if direct => finished_f32(wg, xg, (mg, rows, olen), bg, epilogue, out, inner),
                 None => with_scratch(rows * olen, |col: &mut [f32]| {
                     im2col(xg, cg, &win, col);
@@ -606,6 +614,20 @@ mod tests {
                 bias: false,
             }
         }
+        /// The 2-D window of the case, as the direct kernels take it.
+        fn window(&self) -> super::super::window::Window {
+            let [_, _, h, wd] = self.x;
+            let [oh, ow] = self.out();
+            super::super::window::Window {
+                input: [1, h, wd],
+                output: [1, oh, ow],
+                kernel: [1, self.k[0], self.k[1]],
+                stride: [1, self.stride[0], self.stride[1]],
+                dilation: [1, self.dil[0], self.dil[1]],
+                pad_begin: [0, self.pads[0] as isize, self.pads[1] as isize],
+                pad_end: [0, self.pads[2] as isize, self.pads[3] as isize],
+            }
+        }
         fn out(&self) -> [usize; 2] {
             let o = |d: usize| {
                 let span = (self.k[d] - 1) * self.dil[d] + 1;
@@ -836,7 +858,6 @@ mod tests {
     fn direct_kernels_match_the_reference_on_every_isa() {
         use super::super::conv_direct::{Direct, Isa};
         use super::super::epilogue::Epilogue;
-        use super::super::window::Window;
         // 128 channels x 64 outputs x 9 taps of weights: more than one channel chunk,
         // so later chunks add onto the output (and only the last applies the epilogue).
         let cases = [
@@ -943,18 +964,9 @@ mod tests {
         for isa in Isa::available() {
             for case in &cases {
                 let (x, w, b) = case.tensors();
-                let [_, c, h, wd] = case.x;
+                let [_, c, _, _] = case.x;
                 let [oh, ow] = case.out();
-                let win = Window {
-                    input: [1, h, wd],
-                    output: [1, oh, ow],
-                    kernel: [1, case.k[0], case.k[1]],
-                    stride: [1, case.stride[0], case.stride[1]],
-                    dilation: [1, case.dil[0], case.dil[1]],
-                    pad_begin: [0, case.pads[0] as isize, case.pads[1] as isize],
-                    pad_end: [0, case.pads[2] as isize, case.pads[3] as isize],
-                };
-                let plan = Direct::plan(&win, c, isa).unwrap();
+                let plan = Direct::plan(&case.window(), c, isa).unwrap();
                 // Scratch poisoned: every element the kernels read must be written first.
                 let mut padded = vec![f32::NAN; plan.scratch_len()];
                 for parallel in [false, true] {
@@ -969,6 +981,92 @@ mod tests {
                         assert_close(&y, &want);
                     }
                 }
+            }
+        }
+    }
+
+    /// The blocked kernel (output channels in the lanes, conv_blocked.rs) gives the tile
+    /// kernel's bits, and the reference's values to rounding, on every ISA: whole groups
+    /// and a group of fewer blocks, a block partly past the channels, rows narrower than
+    /// a vector (stored through the spill array), strided and dilated windows, a 1-D
+    /// window, fewer positions than a strip (the last tile shifted back over the one
+    /// before), a reduction in two chunks; each with and without threads, with and
+    /// without an activation.
+    #[test]
+    fn blocked_kernel_gives_the_tile_kernels_bits() {
+        use super::super::conv_blocked::Blocked;
+        use super::super::conv_direct::{Direct, Isa};
+        use super::super::epilogue::Epilogue;
+        let cases = [
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 24, 19, 21], 80, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                ..Case::new([1, 9, 12, 40], 40, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 5, 7, 6], 20, [3, 3])
+            },
+            Case {
+                stride: [2, 2],
+                dil: [1, 2],
+                pads: [1, 2, 0, 1],
+                ..Case::new([1, 7, 23, 31], 33, [3, 3])
+            },
+            Case {
+                pads: [0, 2, 0, 2],
+                bias: true,
+                ..Case::new([1, 6, 1, 301], 48, [1, 5])
+            },
+            Case {
+                pads: [1; 4],
+                ..Case::new([1, 3, 5, 5], 64, [3, 3])
+            },
+            // 240 channels of a full group's 3x3 weights: two chunks of the reduction,
+            // the second starting from the sums in the buffer (the tail tile's too).
+            // Rows wide enough that the tile kernel runs along them, where its chunks
+            // also sum in sequence.
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 240, 3, 40], 64, [3, 3])
+            },
+        ];
+        let epilogues = [None, Some(Epilogue::HardSwish)];
+        for isa in Isa::available() {
+            for (n, case) in cases.iter().enumerate() {
+                let (x, w, b) = case.tensors();
+                let [oh, ow] = case.out();
+                let plan = Direct::plan(&case.window(), case.x[1], isa).unwrap();
+                let blocked = Blocked::forced(&plan, case.m).unwrap();
+                // Poisoned: every element the kernels read must be written first.
+                let mut padded = vec![f32::NAN; plan.scratch_len()];
+                plan.pad(&x, &mut padded, false);
+                let mut packed = vec![f32::NAN; blocked.packed_len()];
+                let bias = case.bias.then_some(&b[..]);
+                for parallel in [false, true] {
+                    for e in epilogues {
+                        let mut want = vec![f32::NAN; case.m * oh * ow];
+                        plan.tiles(&padded, &w, bias, e, &mut want, parallel);
+                        let mut got = vec![f32::NAN; case.m * oh * ow];
+                        blocked.conv(&padded, &w, bias, e, &mut packed, &mut got, parallel);
+                        for (i, (g, t)) in got.iter().zip(&want).enumerate() {
+                            assert_eq!(
+                                g.to_bits(),
+                                t.to_bits(),
+                                "{isa:?} case {n} element {i}: {g} against the tiles' {t}"
+                            );
+                        }
+                    }
+                }
+                let mut got = vec![f32::NAN; case.m * oh * ow];
+                blocked.conv(&padded, &w, bias, None, &mut packed, &mut got, false);
+                assert_close(&got, &case.reference(&x, &w, &b));
             }
         }
     }

@@ -47,7 +47,7 @@ use super::window::{Flat, Window};
 
 /// Widest vector (floats) of any kernel: the padded input carries this much slack after
 /// its last plane, which the last tile's vectors may read past the last position.
-const MAX_LANES: usize = 16;
+pub(super) const MAX_LANES: usize = 16;
 /// Largest tile (floats per output channel) of any kernel.
 const TILE_FLOATS: usize = 6 * MAX_LANES;
 /// Output channels per tile in every kernel.
@@ -77,20 +77,20 @@ fn shape(isa: Isa) -> (usize, usize) {
 /// A window over one (image, group) as the direct kernel computes it.
 #[derive(Debug, Clone)]
 pub(super) struct Direct {
-    isa: Isa,
+    pub(super) isa: Isa,
     /// Input channels.
-    channels: usize,
-    g: Flat,
+    pub(super) channels: usize,
+    pub(super) g: Flat,
     /// Each polyphase plane's height and width.
     hp: usize,
-    wp: usize,
+    pub(super) wp: usize,
     /// The slot of polyphase plane `ry * sw + rx` among the planes made, `usize::MAX`
     /// for a plane no tap reads.
     slot: [usize; MAX_PHASES],
     /// Planes made per channel.
     slots: usize,
     /// Each tap's offset from a position's index in its channel's planes.
-    offs: [usize; MAX_TAPS],
+    pub(super) offs: [usize; MAX_TAPS],
 }
 
 /// Most polyphase planes a window may have (strides up to 4 x 4, or 16 along one dim).
@@ -148,14 +148,14 @@ impl Direct {
         self.hp * self.wp
     }
     /// One channel's planes' floats.
-    fn channel_floats(&self) -> usize {
+    pub(super) fn channel_floats(&self) -> usize {
         self.slots * self.plane()
     }
     /// Linear positions up to the last output: (oh - 1) full padded rows and one output row.
-    fn positions(&self) -> usize {
+    pub(super) fn positions(&self) -> usize {
         (self.g.oh - 1) * self.wp + self.g.ow
     }
-    /// Floats of scratch [`Direct::conv`] needs.
+    /// Floats of scratch [`Direct::conv`] needs: the padded planes and the slack after.
     pub(super) fn scratch_len(&self) -> usize {
         self.channels * self.channel_floats() + MAX_LANES
     }
@@ -187,11 +187,26 @@ impl Direct {
         );
         let padded = &mut padded[..self.scratch_len()];
         self.pad(x, padded, parallel);
-        let padded = &*padded;
         if channels == 1 {
             self.depthwise(padded, w, bias, epilogue, out, parallel);
-            return;
+        } else {
+            self.tiles(padded, w, bias, epilogue, out, parallel);
         }
+    }
+
+    /// [`Direct::conv`] in this module's tile kernel, from the padded planes.
+    pub(super) fn tiles(
+        &self,
+        padded: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
+        out: &mut [f32],
+        parallel: bool,
+    ) {
+        let olen = self.g.oh * self.g.ow;
+        let m = out.len() / olen;
+        let k = self.channels * self.g.taps;
         let threads = if parallel {
             rayon::current_num_threads().max(1)
         } else {
@@ -220,7 +235,7 @@ impl Direct {
     /// Copies `x`'s channels into `dst` as their polyphase planes (see the module doc),
     /// zero where a plane's element falls in the padding or past the input, and zeroes
     /// the slack after.
-    fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
+    pub(super) fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
         let (h, w, wp, plane) = (self.g.h, self.g.w, self.wp, self.plane());
         let (sh, sw) = (self.g.sh, self.g.sw);
         let (planes, slack) = dst.split_at_mut(self.channels * self.channel_floats());

@@ -252,54 +252,7 @@ unsafe fn run_block(isa: Isa, args: &mut BlockArgs) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{ACCS, BlockArgs, MAX_LANES};
-    use crate::ops::simd::{Avx2, Avx512, Simd};
-
-    /// Transposes up to `LANES` rows of up to `LANES` floats: row `r < rows` is the
-    /// `cols` floats at `src + r * ss`; column `j < cols` (its lane r row r's element j,
-    /// zero for `r >= rows`) is stored at `dst(j)`, its first `keep` lanes.
-    ///
-    /// # Safety
-    /// This CPU has `S`'s set; `1 <= rows, cols, keep <= LANES`; the reads and writes
-    /// named are inside live memory, and the writes alias no read and no reference.
-    #[inline(always)]
-    unsafe fn transpose<S: Simd>(
-        src: *const f32,
-        ss: usize,
-        (rows, cols): (usize, usize),
-        dst: impl Fn(usize) -> *mut f32,
-        keep: usize,
-    ) {
-        // SAFETY: the set is this CPU's (the contract); each load reads row r's `cols`
-        // floats (a masked load when fewer than LANES) and each store writes column j's
-        // `keep` (masked when fewer), the memory the contract names.
-        // The loops run to the constant LANES (a branch per row or column), so they
-        // unroll and the block stays in registers; bounded by `rows` and `cols` they
-        // went through the stack.
-        unsafe {
-            let mut r = [S::zero(); MAX_LANES];
-            for (i, v) in r[..S::LANES].iter_mut().enumerate() {
-                if i < rows {
-                    let p = src.add(i * ss);
-                    *v = if cols == S::LANES {
-                        S::load(p)
-                    } else {
-                        S::load_first(p, cols)
-                    };
-                }
-            }
-            S::transpose(&mut r[..S::LANES]);
-            for (j, v) in r[..S::LANES].iter().enumerate() {
-                if j < cols {
-                    let p = dst(j);
-                    if keep == S::LANES {
-                        S::store(p, *v);
-                    } else {
-                        S::store_first(p, *v, keep);
-                    }
-                }
-            }
-        }
-    }
+    use crate::ops::simd::{Avx2, Avx512, Simd, transpose};
 
     /// `N` consecutive outputs of an output row: each the bias plus, per tap, the tap's weight
     /// vector times the plane vector at `x + off + i * step`, stored at `out + i * LANES`.
