@@ -238,9 +238,10 @@ fn conv_typed<T: Scalar>(
             // A block split across threads splits nothing more inside.
             let inner = parallel && blocks == 1;
             match &plan {
-                // Many output channels whose input outgrows L1 run with the channels in
-                // the lanes (conv_blocked.rs); the same bits either way.
-                Some(plan) => match Blocked::plan(plan, mg) {
+                // Many output channels whose input outgrows L1, or a block of them split
+                // across threads, run with the channels in the lanes (conv_blocked.rs);
+                // the same bits either way.
+                Some(plan) => match Blocked::plan(plan, mg, inner) {
                     Some(b) => with_scratch(b.scratch_len(), |scratch: &mut [f32]| {
                         b.run(xg, wg, bg, epilogue, scratch, out, inner);
                     }),

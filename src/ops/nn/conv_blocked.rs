@@ -53,6 +53,9 @@ const MAX_GROUP: usize = 64;
 /// Bytes of input window conv_direct.rs's tile may read and still keep in L1 (48 KB on
 /// Sapphire Rapids, beside the tile's weights and the stack).
 const TILE_WINDOW: usize = 32 << 10;
+/// Shortest reduction (input channels times taps) for which a single block's layer
+/// takes this kernel on several threads: a 3 -> 16 channel 3x3 (27) ran 28% slower here.
+const MIN_REDUCTION: usize = 64;
 /// Fewest outputs per channel for which packing the weights per call pays.
 const MIN_POSITIONS: usize = 256;
 /// Most bytes of packed weights for which strips run outermost, every group's weights
@@ -96,25 +99,36 @@ pub(super) struct Blocked<'a> {
 }
 
 impl<'a> Blocked<'a> {
-    /// The blocked kernel for `d`'s window with `m` output channels, if it pays:
+    /// The blocked kernel for `d`'s window with `m` output channels, if it pays (on
+    /// this Xeon, per op in the UNet, against conv_direct.rs's tile):
     /// - the CPU has AVX-512 (see the module doc);
-    /// - conv_direct.rs's tile reads a window of input that outgrows L1
-    ///   ([`TILE_WINDOW`]): while it fits, that tile's split loads hit L1 and it is
-    ///   as fast (a 16 -> 32 channel 3x3 over 128x128 ran 20% slower here, a 96 -> 32
-    ///   one 7% faster);
-    /// - at least two channel blocks (one block's tile is bound by its broadcasts);
+    /// - either at least two channel blocks, and a window of input that outgrows L1 for
+    ///   conv_direct.rs's tile ([`TILE_WINDOW`]): while it fits, that tile's split loads
+    ///   hit L1 and it is faster (by 7-21% for 16 -> 32, 32 -> 64 and 64 -> 128
+    ///   channels), and past it slower (7% for 96 -> 32 over 128 x 128);
+    /// - or, split across threads (`parallel` with more than one), one block of at least
+    ///   half its lanes over a reduction of at least [`MIN_REDUCTION`]: the tile kernel
+    ///   splits output channels, so each of two threads took 8 of 16 and read all of
+    ///   the input, where this kernel splits positions (48 -> 16 and 16 -> 16 over 256 x
+    ///   256: 19-22% faster on two threads; 10% slower on one, where its 1 x 24 tile is
+    ///   bound by its broadcasts);
     /// - more than one input channel (one takes conv_direct.rs's depthwise kernel);
     /// - at least [`MIN_POSITIONS`] outputs per channel, and at most a fifth of the
     ///   positions along the planes past rows' ends.
-    pub(super) fn plan(d: &'a Direct, m: usize) -> Option<Blocked<'a>> {
+    pub(super) fn plan(d: &'a Direct, m: usize, parallel: bool) -> Option<Blocked<'a>> {
         Self::forced(d, m).filter(|b| {
             let olen = d.g.oh * d.g.ow;
             // The tile's window: its input channels' kernel rows under a tile's width of
             // positions (six vectors), or the whole row.
             let window = d.channels * d.g.kh * d.wp.min(6 * b.lanes + d.g.kw) * 4;
+            let wide = m >= 2 * b.lanes && window > TILE_WINDOW;
+            let split = parallel
+                && rayon::current_num_threads() > 1
+                && 2 * m > b.lanes
+                && m <= b.lanes
+                && d.channels * d.g.taps >= MIN_REDUCTION;
             d.isa == Isa::Avx512
-                && window > TILE_WINDOW
-                && m >= 2 * b.lanes
+                && (wide || split)
                 && olen >= MIN_POSITIONS
                 && d.positions() * 4 <= olen * 5
         })
@@ -742,5 +756,52 @@ mod x86 {
     pub(super) unsafe fn store_avx2(t: &StoreArgs) {
         // SAFETY: this CPU has AVX2 and FMA; the bounds are the caller's.
         unsafe { store::<Avx2>(t) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::nn::window::Window;
+
+    /// A 3x3 window (pad 1) over `c` channels of `side` x `side`, planned for AVX-512
+    /// (planned only, never run, so the CPU need not have it).
+    fn direct(c: usize, side: usize) -> Direct {
+        let win = Window {
+            input: [1, side, side],
+            output: [1, side, side],
+            kernel: [1, 3, 3],
+            stride: [1; 3],
+            dilation: [1; 3],
+            pad_begin: [0, 1, 1],
+            pad_end: [0, 1, 1],
+        };
+        Direct::plan(&win, c, Isa::Avx512).expect("a plan")
+    }
+
+    /// On one thread the kernel takes many channels whose tile window outgrows L1 (the
+    /// UNet's 96 -> 32 and 64 -> 64 layers), and leaves the tile kernel the windows that
+    /// fit (16 -> 32 over 128 x 128), single blocks (48 -> 16), small images (128 ->
+    /// 128 over 14 x 14) and AVX2; on one thread `parallel` changes nothing.
+    #[test]
+    fn the_kernel_takes_the_layers_it_was_measured_faster_on() {
+        let takes = |c: usize, side: usize, m: usize| {
+            let d = direct(c, side);
+            let (serial, parallel) = (Blocked::plan(&d, m, false), Blocked::plan(&d, m, true));
+            if rayon::current_num_threads() == 1 {
+                assert_eq!(serial.is_some(), parallel.is_some());
+            }
+            serial.is_some()
+        };
+        assert!(takes(96, 128, 32));
+        assert!(takes(64, 64, 64));
+        assert!(takes(128, 32, 128));
+        assert!(!takes(16, 128, 32));
+        assert!(!takes(48, 256, 16));
+        assert!(!takes(128, 14, 128));
+        let mut d = direct(96, 128);
+        d.isa = Isa::Avx2;
+        assert!(Blocked::plan(&d, 32, false).is_none());
+        assert!(Blocked::forced(&d, 32).is_some());
     }
 }

@@ -89,23 +89,47 @@ pub fn concat(
     if row == 0 {
         return Ok(());
     }
-    let copy_rows = |first: usize, rows: &mut [u8]| {
-        for (o, out) in rows.chunks_exact_mut(row).enumerate() {
-            let mut at = 0;
-            for &(src, block) in &parts {
-                let from = (first + o) * block;
-                out[at..at + block].copy_from_slice(&src[from..from + block]);
-                at += block;
+    // The output in byte ranges, each filled from wherever its bytes come from: a range
+    // may start inside any row and part. Split by rows, a Concat of a batch of one (the
+    // skip connections of a UNet, 12 MB) was one row and ran on one thread.
+    let fill = |start: usize, dst: &mut [u8]| {
+        let (mut r, mut off) = (start / row, start % row);
+        // The part holding byte `off` of the row, and where it begins.
+        let (mut k, mut begin) = (0, 0);
+        while off >= begin + parts[k].1 {
+            begin += parts[k].1;
+            k += 1;
+        }
+        let mut at = 0;
+        while at < dst.len() {
+            let (src, block) = parts[k];
+            let n = (begin + block - off).min(dst.len() - at);
+            let from = r * block + off - begin;
+            dst[at..at + n].copy_from_slice(&src[from..from + n]);
+            at += n;
+            off += n;
+            if off == begin + block {
+                begin += block;
+                k += 1;
+                if k == parts.len() {
+                    (r, k, begin, off) = (r + 1, 0, 0, 0);
+                }
             }
         }
     };
-    let rows_per_chunk = (PAR_MIN * width).div_ceil(row);
-    if outer <= rows_per_chunk {
-        copy_rows(0, dst);
+    let total = dst.len();
+    let threads = rayon::current_num_threads();
+    if total < 2 * PAR_MIN * width || threads < 2 {
+        fill(0, dst);
     } else {
-        dst.par_chunks_mut(rows_per_chunk * row)
+        // A few ranges per thread, whole cache lines each.
+        let chunk = total
+            .div_ceil(4 * threads)
+            .max(PAR_MIN * width)
+            .next_multiple_of(64);
+        dst.par_chunks_mut(chunk)
             .enumerate()
-            .for_each(|(c, chunk)| copy_rows(c * rows_per_chunk, chunk));
+            .for_each(|(c, range)| fill(c * chunk, range));
     }
     Ok(())
 }
@@ -327,6 +351,41 @@ mod tests {
         );
         let y = run1("Transpose", &[], &[iota(&[2, 3])]);
         assert_eq!(y.slice::<i32>().unwrap(), [0, 3, 1, 4, 2, 5]);
+    }
+
+    /// Outputs large enough to be filled in parallel byte ranges, which start inside
+    /// rows and inside parts: a batch of one along channels (one row), with an empty
+    /// part, and many short rows along the last axis; each against a naive
+    /// concatenation.
+    #[test]
+    fn concat_splits_the_output_anywhere() {
+        let cases: [(&[&[usize]], i64); 2] = [
+            (&[&[1, 3, 10007], &[1, 0, 10007], &[1, 5, 10007]], 1),
+            (&[&[3, 2, 7001], &[3, 2, 13], &[3, 2, 1]], 2),
+        ];
+        for (shapes, axis) in cases {
+            let mut seed = 0i32;
+            let inputs: Vec<Tensor> = shapes
+                .iter()
+                .map(|shape| {
+                    let n: usize = shape.iter().product();
+                    let v: Vec<i32> = (0..n as i32).map(|i| i * 7 + seed).collect();
+                    seed += 1_000_000;
+                    Tensor::from_vec(shape, &v)
+                })
+                .collect();
+            let y = run1("Concat", &[("axis", Attr::Int(axis))], &inputs);
+            let a = axis as usize;
+            let outer: usize = shapes[0][..a].iter().product();
+            let mut want = Vec::new();
+            for r in 0..outer {
+                for t in &inputs {
+                    let block: usize = t.shape[a..].iter().product();
+                    want.extend_from_slice(&t.slice::<i32>().unwrap()[r * block..][..block]);
+                }
+            }
+            assert_eq!(y.slice::<i32>().unwrap(), want, "axis {axis}");
+        }
     }
 
     #[test]
