@@ -68,24 +68,20 @@ const CHUNK_WEIGHTS: usize = 512 << 10;
 /// Output elements times taps below which the kernel runs on the calling thread.
 const PARALLEL_WORK: usize = 1 << 14;
 
-/// The tile shape `(MB, P)` of `isa` for a group of `blocks` channel blocks.
-fn tile(isa: Isa, blocks: usize) -> (usize, usize) {
-    match (isa, blocks) {
-        (Isa::Avx512, 4) => (4, 6),
-        (Isa::Avx512, 3) => (3, 8),
-        (Isa::Avx512, 2) => (2, 12),
-        (Isa::Avx512, _) => (1, 24),
-        (Isa::Avx2, 2) => (2, 6),
-        (Isa::Avx2, _) => (1, 12),
+/// Vector width (floats), channel blocks per full group, and vectors of sums per tile
+/// of `isa`: 24 of AVX-512's 32 registers, 12 of AVX2's 16, the rest for the weights
+/// and the broadcast.
+fn shape(isa: Isa) -> (usize, usize, usize) {
+    match isa {
+        Isa::Avx512 => (16, 4, 24),
+        Isa::Avx2 => (8, 2, 12),
     }
 }
 
-/// Vector width (floats) and channel blocks per full group of `isa`.
-fn shape(isa: Isa) -> (usize, usize) {
-    match isa {
-        Isa::Avx512 => (16, 4),
-        Isa::Avx2 => (8, 2),
-    }
+/// Positions per tile of `isa` for a group of `blocks` channel blocks: the tile is
+/// `blocks` x this many vectors of sums.
+fn tile_positions(isa: Isa, blocks: usize) -> usize {
+    shape(isa).2 / blocks
 }
 
 /// A direct plan's convolution with `m` output channels in the lanes.
@@ -137,7 +133,7 @@ impl<'a> Blocked<'a> {
     /// The blocked kernel for any window `d` with `m` channels that has enough
     /// positions for one tile (tests run it where [`Blocked::plan`] would decline).
     pub(super) fn forced(d: &'a Direct, m: usize) -> Option<Blocked<'a>> {
-        let (lanes, group_blocks) = shape(d.isa);
+        let (lanes, group_blocks, _) = shape(d.isa);
         (d.channels > 1 && m > 0 && d.positions() >= MAX_P).then_some(Blocked {
             d,
             m,
@@ -161,13 +157,12 @@ impl<'a> Blocked<'a> {
         self.m.next_multiple_of(self.lanes) * self.d.channels * self.d.g.taps
     }
 
-    /// Group `g`'s first channel and its channel blocks.
-    fn group_at(&self, g: usize) -> (usize, usize) {
+    /// Group `g`'s first channel, its channel blocks, and its channels below `m` (the
+    /// last block's lanes past `m` are zero weights).
+    fn group_at(&self, g: usize) -> (usize, usize, usize) {
         let m0 = g * self.group();
-        (
-            m0,
-            (self.m - m0).div_ceil(self.lanes).min(self.group_blocks),
-        )
+        let blocks = (self.m - m0).div_ceil(self.lanes).min(self.group_blocks);
+        (m0, blocks, (self.m - m0).min(blocks * self.lanes))
     }
 
     /// Floats of scratch [`Blocked::run`] needs: the padded planes, then the packed
@@ -203,12 +198,12 @@ impl<'a> Blocked<'a> {
     fn pack(&self, w: &[f32], packed: &mut [f32], parallel: bool) {
         let k = self.d.channels * self.d.g.taps;
         let group = |g: usize, dst: &mut [f32]| {
-            let (m0, blocks) = self.group_at(g);
+            let (m0, blocks, rows) = self.group_at(g);
             let width = blocks * self.lanes;
             let args = PackArgs {
                 w: w[m0 * k..].as_ptr(),
                 k,
-                rows: (self.m - m0).min(width),
+                rows,
                 dst: dst.as_mut_ptr(),
                 width,
             };
@@ -336,15 +331,14 @@ impl<'a> Blocked<'a> {
     ) {
         let d = self.d;
         let (lanes, taps) = (self.lanes, d.g.taps);
-        let (m0, blocks) = self.group_at(g);
+        let (m0, blocks, channels) = self.group_at(g);
         let width = blocks * lanes;
-        let (mb, p) = tile(d.isa, blocks);
+        let p = tile_positions(d.isa, blocks);
         let nq = d.positions();
         let (q0, q1) = (s * STRIP, ((s + 1) * STRIP).min(nq));
         let mut b = [0.0f32; MAX_GROUP];
         if let Some(bias) = bias {
-            let n = (self.m - m0).min(width);
-            b[..n].copy_from_slice(&bias[m0..m0 + n]);
+            b[..channels].copy_from_slice(&bias[m0..m0 + channels]);
         }
         let w = &packed[m0 * d.channels * taps..][..width * d.channels * taps];
         // Whole tiles from `q0`; the planes' last positions, when they do not fill one,
@@ -377,16 +371,16 @@ impl<'a> Blocked<'a> {
                     epilogue: if last { epilogue } else { None },
                 };
                 // SAFETY: `d.isa` came from `Isa::detect` or `Isa::available` (see
-                // `Direct::plan`), so this CPU has it, and `(mb, p)` is one of its
+                // `Direct::plan`), so this CPU has it, and `(blocks, p)` is one of its
                 // tiles. Input: position `t + j` for `j < p` is below `nq`, so every read
                 // of channel c at tap offset o, `c * channel + o + t + j`, is one of
                 // conv_direct.rs's tiles' reads (see `Direct::task`'s bound), inside the
-                // planes. Weights: `cn * taps` rows of `width = mb * lanes` floats of
+                // planes. Weights: `cn * taps` rows of `width = blocks * lanes` floats of
                 // `w` from channel c0's. Bias: `width <= MAX_GROUP` floats of `b`.
                 // Buffer: `p` rows of `width` floats from row `t - q0 <= STRIP - p`, or
                 // from row STRIP for the tail, ending within `(STRIP + MAX_P) * width <=
                 // buf.len()`; with `load`, rows the chunk before wrote.
-                unsafe { run(d.isa, mb, p, &args) };
+                unsafe { run(d.isa, blocks, p, &args) };
             }
         }
         if let Some(t) = tail {
@@ -394,27 +388,19 @@ impl<'a> Blocked<'a> {
             buf.copy_within(from..from + (q1 - whole) * width, (whole - q0) * width);
         }
         // SAFETY: the caller's terms; the buffer holds every position of `q0..q1`.
-        unsafe { self.store(buf, m0, width, q0, q1, out) };
+        unsafe { self.store(buf, g, q0, q1, out) };
     }
 
-    /// Transposes the buffer's positions `q0..q1` (a row each from row 0, `width`
-    /// channels each from channel `m0`) into the output, dropping positions past rows'
-    /// ends.
+    /// Transposes the buffer's positions `q0..q1` (a row each from row 0, group `g`'s
+    /// channels each) into the output, dropping positions past rows' ends.
     ///
     /// # Safety
     /// As [`Blocked::task`]'s; the buffer holds rows `0 .. q1 - q0`.
-    unsafe fn store(
-        &self,
-        buf: &[f32],
-        m0: usize,
-        width: usize,
-        q0: usize,
-        q1: usize,
-        out: SharedOut,
-    ) {
+    unsafe fn store(&self, buf: &[f32], g: usize, q0: usize, q1: usize, out: SharedOut) {
         let d = self.d;
         let (wp, ow, olen) = (d.wp, d.g.ow, d.g.oh * d.g.ow);
-        let channels = (self.m - m0).min(width);
+        let (m0, blocks, channels) = self.group_at(g);
+        let width = blocks * self.lanes;
         let args = StoreArgs {
             buf: buf.as_ptr(),
             width,
@@ -427,9 +413,10 @@ impl<'a> Blocked<'a> {
             q1,
         };
         // SAFETY: `d.isa` is this CPU's. Buffer: `STRIP + MAX_P` rows of `width`
-        // floats, of which rows below STRIP are read, whole `lanes` chunks. Output: channels `m0..m0 + channels <= m` at positions `q0..q1` that
-        // lie inside rows (`q % wp < ow`), mapped to `(q / wp) * ow + q % wp < olen`:
-        // the caller's to write.
+        // floats, of which rows below STRIP are read, whole `lanes` chunks. Output:
+        // channels `m0..m0 + channels <= m` at positions `q0..q1` that lie inside rows
+        // (`q % wp < ow`), mapped to `(q / wp) * ow + q % wp < olen`: the caller's to
+        // write.
         unsafe { store(d.isa, &args) };
     }
 }
@@ -483,8 +470,9 @@ struct StoreArgs {
 /// Runs `isa`'s `mb` x `p` tile.
 ///
 /// # Safety
-/// This CPU has `isa`, `(mb, p)` is one of its [`tile`] shapes, and every read and write
-/// `args` implies lies inside live memory, the output aliasing neither input.
+/// This CPU has `isa`, `p` is [`tile_positions`] of `isa` and `mb` blocks, and every
+/// read and write `args` implies lies inside live memory, the output aliasing neither
+/// input.
 unsafe fn run(isa: Isa, mb: usize, p: usize, args: &BlockArgs) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: each arm calls the kernel compiled for the set `isa` names, which this
@@ -714,7 +702,7 @@ mod x86 {
         unsafe { pack::<Avx2>(t) }
     }
 
-    /// Calls `tile::<$s, mb, p>` for the shapes of `super::tile`.
+    /// Calls `tile::<$s, mb, p>` for the shapes of `super::tile_positions`.
     macro_rules! dispatch {
         ($s:ty, $mb:expr, $p:expr, $t:expr, [$(($m:literal, $n:literal))*]) => {
             match ($mb, $p) {
