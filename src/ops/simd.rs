@@ -40,6 +40,47 @@ impl Isa {
     }
 }
 
+/// Calls `$f::<…>($args)` compiled for the best instruction set found: `$f` must be an
+/// `#[inline(always)]` function whose body is safe code; the wrappers only widen the
+/// vectors the compiler may use (the loop vectorizer's plain loops: reductions over
+/// fixed running lanes, maps, which the baseline x86-64 target keeps to SSE2).
+macro_rules! per_isa {
+    ($(#[$doc:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($a:ident: $t:ty),*) => $f:ident) => {
+        $(#[$doc])*
+        fn $name $(<$g: $b>)? ($($a: $t),*) {
+            /// `$f` compiled for AVX-512F.
+            ///
+            /// # Safety
+            /// This CPU has AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn wide $(<$g: $b>)? ($($a: $t),*) {
+                $f $(::<$g>)? ($($a),*)
+            }
+            /// `$f` compiled for AVX2.
+            ///
+            /// # Safety
+            /// This CPU has AVX2.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2 $(<$g: $b>)? ($($a: $t),*) {
+                $f $(::<$g>)? ($($a),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            match $crate::ops::simd::Isa::detect() {
+                // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
+                Some($crate::ops::simd::Isa::Avx512) => return unsafe { wide $(::<$g>)? ($($a),*) },
+                // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
+                Some($crate::ops::simd::Isa::Avx2) => return unsafe { avx2 $(::<$g>)? ($($a),*) },
+                None => {}
+            }
+            $f $(::<$g>)? ($($a),*)
+        }
+    };
+}
+
+pub(crate) use per_isa;
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{Avx2, Avx512, Simd, transpose};
 

@@ -16,7 +16,7 @@
 
 use super::scalar::Scalar;
 use super::window::Window;
-use crate::ops::simd::Isa;
+use crate::ops::simd::{Isa, per_isa};
 
 /// Input elements below which all planes run in one call on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
@@ -92,44 +92,6 @@ where
     y.par_chunks_mut(per * olen)
         .enumerate()
         .for_each(|(g, out)| f(&x[g * per * ilen..][..out.len() / olen * ilen], out));
-}
-
-/// Calls `$f::<…>($args)` compiled for the best instruction set found: `$f` must be an
-/// `#[inline(always)]` function whose body is safe code; the wrappers only widen the
-/// vectors the compiler may use.
-macro_rules! per_isa {
-    ($(#[$doc:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($a:ident: $t:ty),*) => $f:ident) => {
-        $(#[$doc])*
-        fn $name $(<$g: $b>)? ($($a: $t),*) {
-            /// `$f` compiled for AVX-512F.
-            ///
-            /// # Safety
-            /// This CPU has AVX-512F.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            unsafe fn wide $(<$g: $b>)? ($($a: $t),*) {
-                $f $(::<$g>)? ($($a),*)
-            }
-            /// `$f` compiled for AVX2.
-            ///
-            /// # Safety
-            /// This CPU has AVX2.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2 $(<$g: $b>)? ($($a: $t),*) {
-                $f $(::<$g>)? ($($a),*)
-            }
-            #[cfg(target_arch = "x86_64")]
-            match Isa::detect() {
-                // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
-                Some(Isa::Avx512) => return unsafe { wide $(::<$g>)? ($($a),*) },
-                // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
-                Some(Isa::Avx2) => return unsafe { avx2 $(::<$g>)? ($($a),*) },
-                None => {}
-            }
-            $f $(::<$g>)? ($($a),*)
-        }
-    };
 }
 
 /// Per-thread scratch for the folded row (one row of the input, at most a few KB).

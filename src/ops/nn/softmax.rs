@@ -10,10 +10,11 @@
 //! Softmax in float32 over the contiguous last axis (`inner` 1: attention's scores, a
 //! classifier's logits) has its own path, because there the general one degenerates to
 //! a scalar loop with two libm `exp` calls per element in f64 (a fifth of an encoder
-//! block's time at sequence 128). It computes in f32, as ONNX Runtime does: [`exp_f32`]
-//! is a branch-free polynomial that the row loops vectorize, and the max and sum keep 16
-//! running lanes. Those lanes, and plain multiplies and adds (no FMA), fix the order of
-//! every operation, so the result has the same bits at any vector width the CPU offers.
+//! block's time at sequence 128). It computes in f32, as ONNX Runtime does, with the
+//! elementwise ops' vectorized e^x ([`vmath::exp`], within 1 ulp); the max and sum keep 16
+//! running lanes. Those lanes fix the order of every addition, so the result has the
+//! same bits at any vector width the CPU offers (AVX-512 and AVX2 both fuse the
+//! multiply-adds of e^x; only a CPU without FMA rounds them apart).
 //! LogSoftmax over that axis takes the same path, `(x - max) - ln(sum)` in f32 as ONNX
 //! Runtime computes it: a text recognizer's CTC head ends in one, where f64 `exp` per
 //! element took five times ONNX Runtime's time. Other axes keep the f64 path.
@@ -23,6 +24,7 @@ use rayon::prelude::*;
 use super::scalar::Scalar;
 use crate::dispatch;
 use crate::ops::DType;
+use crate::ops::elementwise::vmath;
 use crate::ops::linalg::min_chunks;
 use crate::ops::simd::Isa;
 use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
@@ -146,36 +148,37 @@ fn rows_f32<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
     // Each branch runs the version compiled for the set `Isa::detect` found.
     #[cfg(target_arch = "x86_64")]
     match Isa::detect() {
-        // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `rows_avx512` needs.
+        // SAFETY: `Isa::detect` found AVX-512F (with AVX2 and FMA) on this CPU, all
+        // `rows_avx512` needs.
         Some(Isa::Avx512) => unsafe { rows_avx512::<LOG>(xs, ys, len) },
-        // SAFETY: `Isa::detect` found AVX2 (with FMA) on this CPU; `rows_avx2` needs AVX2.
+        // SAFETY: `Isa::detect` found AVX2 and FMA on this CPU, all `rows_avx2` needs.
         Some(Isa::Avx2) => unsafe { rows_avx2::<LOG>(xs, ys, len) },
-        None => rows_any::<LOG>(xs, ys, len),
+        None => rows_any::<LOG, false>(xs, ys, len),
     }
     #[cfg(not(target_arch = "x86_64"))]
-    rows_any::<LOG>(xs, ys, len)
+    rows_any::<LOG, { cfg!(target_arch = "aarch64") }>(xs, ys, len)
 }
 
 /// [`rows_any`] compiled for AVX-512F.
 ///
 /// # Safety
-/// This CPU has AVX-512F. (The body is safe code; only the instructions it compiles to
-/// need the feature.)
+/// This CPU has AVX-512F, AVX2 and FMA. (The body is safe code; only the instructions
+/// it compiles to need the features.)
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn rows_avx512<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
-    rows_any::<LOG>(xs, ys, len)
+    rows_any::<LOG, true>(xs, ys, len)
 }
 
 /// [`rows_any`] compiled for AVX2.
 ///
 /// # Safety
-/// This CPU has AVX2. (The body is safe code; only the instructions it compiles to need
-/// the feature.)
+/// This CPU has AVX2 and FMA. (The body is safe code; only the instructions it compiles
+/// to need the features.)
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn rows_avx2<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
-    rows_any::<LOG>(xs, ys, len)
+    rows_any::<LOG, true>(xs, ys, len)
 }
 
 /// Running lanes of the max and the sum: wide enough for AVX-512, and fixed, so the
@@ -184,9 +187,10 @@ const LANES: usize = 16;
 
 /// Softmax (`LOG` false) or LogSoftmax of each `len`-long row of `xs` into `ys`.
 /// LogSoftmax is `(x - max) - ln(sum)`, the sum of the same `exp(x - max)` terms
-/// (written to `ys` on the way, then overwritten).
+/// (written to `ys` on the way, then overwritten). `FMA`: e^x fuses its multiply-adds
+/// (see [`vmath::exp`]).
 #[inline(always)]
-fn rows_any<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
+fn rows_any<const LOG: bool, const FMA: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
     for (x, y) in xs.chunks_exact(len).zip(ys.chunks_exact_mut(len)) {
         // The max: NaN inputs do not take it (they come out NaN below anyway).
         let mut lanes = [f32::NEG_INFINITY; LANES];
@@ -215,13 +219,13 @@ fn rows_any<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
         let (ybody, ytail) = y.split_at_mut(len - len % LANES);
         for (c, o) in body.chunks_exact(LANES).zip(ybody.chunks_exact_mut(LANES)) {
             for ((s, o), &v) in sums.iter_mut().zip(o).zip(c) {
-                *o = exp_f32(v - max);
+                *o = vmath::exp::<FMA>(v - max);
                 *s += *o;
             }
         }
         let mut sum = 0.0f32;
         for (o, &v) in ytail.iter_mut().zip(tail) {
-            *o = exp_f32(v - max);
+            *o = vmath::exp::<FMA>(v - max);
             sum += *o;
         }
         for &s in &sums {
@@ -238,42 +242,6 @@ fn rows_any<const LOG: bool>(xs: &[f32], ys: &mut [f32], len: usize) {
         for o in y.iter_mut() {
             *o *= inv;
         }
-    }
-}
-
-/// e^x in f32, within 2 ulp of the exact value for normal results: Cody-Waite reduction
-/// to `r` in [-ln 2 / 2, ln 2 / 2] and Cephes' degree-6 polynomial, scaled by 2^n through
-/// the exponent bits. Branch-free (selects only), so loops over it vectorize. Results
-/// below f32's smallest normal flush to 0; above its largest are +inf; NaN stays NaN.
-#[inline(always)]
-pub fn exp_f32(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    // ln 2 split so that n * LN2_HI is exact for |n| < 2^9.
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer (ties to even).
-    const ROUND: f32 = 12_582_912.0;
-    let xc = x.clamp(-87.0, 88.0);
-    let n = (xc * LOG2E + ROUND) - ROUND;
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_2e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 0.166_666_65;
-    p = p * r + 0.5;
-    let e = p * (r * r) + r + 1.0;
-    // 2^n as bits: n is in [-126, 127] after the clamp.
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    let v = e * scale;
-    if x > 88.72 {
-        f32::INFINITY
-    } else if x < -87.33 {
-        0.0
-    } else if x.is_nan() {
-        x
-    } else {
-        v
     }
 }
 
@@ -316,22 +284,6 @@ mod tests {
         assert_eq!(run_f32("Softmax", &[], &[x]), [0.5, 0.5]);
     }
 
-    #[test]
-    fn exp_f32_is_within_two_ulp_and_keeps_the_edges() {
-        let ulps = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
-        let mut x = -87.0f32;
-        while x < 88.0 {
-            let want = (x as f64).exp() as f32;
-            assert!(ulps(super::exp_f32(x), want) <= 2, "exp({x})");
-            x += 0.0137;
-        }
-        assert_eq!(super::exp_f32(0.0), 1.0);
-        assert_eq!(super::exp_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(super::exp_f32(-100.0), 0.0);
-        assert_eq!(super::exp_f32(89.0), f32::INFINITY);
-        assert!(super::exp_f32(f32::NAN).is_nan());
-    }
-
     /// The f32 Softmax and LogSoftmax paths against the f64 one (float64 input, same values), over
     /// rows shorter and longer than the running lanes, large logits, a row of -inf and a
     /// NaN; and each vector width this CPU has gives the same bits.
@@ -359,11 +311,18 @@ mod tests {
                 }
                 let mut any = vec![0.0f32; x.len()];
                 let mut best = vec![0.0f32; x.len()];
+                // The portable loop, fused as `rows_f32` fuses on this CPU.
+                let fused = cfg!(target_arch = "aarch64")
+                    || cfg!(target_arch = "x86_64") && crate::ops::simd::Isa::detect().is_some();
+                match (log, fused) {
+                    (true, true) => super::rows_any::<true, true>(&x, &mut any, len),
+                    (true, false) => super::rows_any::<true, false>(&x, &mut any, len),
+                    (false, true) => super::rows_any::<false, true>(&x, &mut any, len),
+                    (false, false) => super::rows_any::<false, false>(&x, &mut any, len),
+                }
                 if log {
-                    super::rows_any::<true>(&x, &mut any, len);
                     super::rows_f32::<true>(&x, &mut best, len);
                 } else {
-                    super::rows_any::<false>(&x, &mut any, len);
                     super::rows_f32::<false>(&x, &mut best, len);
                 }
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
