@@ -10,6 +10,7 @@ pub(crate) mod conv;
 mod conv_blocked;
 mod conv_direct;
 mod conv_dw;
+mod conv_winograd;
 mod dropout;
 pub(crate) mod epilogue;
 pub(crate) mod gemm;

@@ -136,6 +136,17 @@ mod x86 {
         /// # Safety
         /// This CPU has the set.
         unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+        /// `a - b`, lane by lane.
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+        /// The lanes of `a` and `b` alternating, `a0 b0 a1 b1 ...`, as two vectors: the
+        /// first `LANES` of that sequence, then the rest.
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn interleave(a: Self::V, b: Self::V) -> (Self::V, Self::V);
         /// `a > b ? a : b`, lane by lane (x86's `max`: `b` when either is NaN, and
         /// of two zeros).
         ///
@@ -302,6 +313,24 @@ mod x86 {
             unsafe { _mm512_add_ps(a, b) }
         }
         #[inline(always)]
+        unsafe fn sub(a: __m512, b: __m512) -> __m512 {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { _mm512_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn interleave(a: __m512, b: __m512) -> (__m512, __m512) {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            // Index i < 16 picks lane i of `a`, 16 + i lane i of `b`.
+            unsafe {
+                let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+                let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+                (
+                    _mm512_permutex2var_ps(a, lo, b),
+                    _mm512_permutex2var_ps(a, hi, b),
+                )
+            }
+        }
+        #[inline(always)]
         unsafe fn max(a: __m512, b: __m512) -> __m512 {
             // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
             unsafe { _mm512_max_ps(a, b) }
@@ -447,6 +476,24 @@ mod x86 {
         unsafe fn add(a: __m256, b: __m256) -> __m256 {
             // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
             unsafe { _mm256_add_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn sub(a: __m256, b: __m256) -> __m256 {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX).
+            unsafe { _mm256_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn interleave(a: __m256, b: __m256) -> (__m256, __m256) {
+            // SAFETY: the caller ensures this CPU has AVX2 (so AVX). The unpacks pair
+            // lanes within each 128-bit half ([a0 b0 a1 b1 | a4 b4 a5 b5] and
+            // [a2 b2 a3 b3 | a6 b6 a7 b7]); the half permutes put them in order.
+            unsafe {
+                let (l, h) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+                (
+                    _mm256_permute2f128_ps(l, h, 0x20),
+                    _mm256_permute2f128_ps(l, h, 0x31),
+                )
+            }
         }
         #[inline(always)]
         unsafe fn max(a: __m256, b: __m256) -> __m256 {

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::conv_blocked::Blocked;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
+use super::conv_winograd::Winograd;
 use super::epilogue::Epilogue;
 use super::gemm::{Mat, finished_f32, gemm};
 use super::scalar::{Scalar, widened};
@@ -228,6 +229,12 @@ fn conv_typed<T: Scalar>(
         } else {
             Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa))
         };
+        // 3x3 windows of stride 1 with enough channels and tiles: Winograd's F(2x2, 3x3),
+        // 2.25 times fewer multiplies (conv_winograd.rs).
+        let winograd = match direct {
+            true => None,
+            false => Isa::detect().and_then(|isa| Winograd::plan(&win, cg, mg, isa)),
+        };
         let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
         let bias = bias.map(as_f32);
         over_blocks(y, mg * olen, blocks > 1 && parallel, |i, out| {
@@ -237,6 +244,11 @@ fn conv_typed<T: Scalar>(
             let bg = bias.map(|b| &b[g * mg..][..mg]);
             // A block split across threads splits nothing more inside.
             let inner = parallel && blocks == 1;
+            if let Some(wino) = &winograd {
+                return with_scratch(wino.scratch_len(inner), |scratch: &mut [f32]| {
+                    wino.run(xg, wg, bg, epilogue, scratch, out, inner);
+                });
+            }
             match &plan {
                 // Many output channels whose input outgrows L1, or a block of them split
                 // across threads, run with the channels in the lanes (conv_blocked.rs);
@@ -1069,6 +1081,71 @@ mod tests {
                 blocked.conv(&padded, &w, bias, None, &mut packed, &mut got, false);
                 assert_close(&got, &case.reference(&x, &w, &b));
             }
+        }
+    }
+
+    /// Winograd's F(2x2, 3x3) against the definition on every ISA this CPU has: whole
+    /// and partial groups of tiles (the rounding's tiles not stored), odd output rows,
+    /// asymmetric padding and none, blocks of tiles across threads and not, with and
+    /// without bias and an activation. Scratch and output start poisoned. The op itself
+    /// takes the kernel for these windows.
+    #[test]
+    fn winograd_matches_the_reference_on_every_isa() {
+        use super::super::conv_direct::Isa;
+        use super::super::conv_winograd::Winograd;
+        use super::super::epilogue::Epilogue;
+        let cases = [
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 16, 16, 32], 16, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                ..Case::new([1, 24, 13, 61], 20, [3, 3])
+            },
+            Case {
+                bias: true,
+                ..Case::new([1, 16, 20, 66], 32, [3, 3])
+            },
+            Case {
+                pads: [2, 0, 1, 2],
+                bias: true,
+                ..Case::new([1, 17, 15, 60], 16, [3, 3])
+            },
+            // Enough tiles for several blocks of 96 channels each way.
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 96, 40, 64], 96, [3, 3])
+            },
+        ];
+        let relu = Epilogue::Clip {
+            lo: 0.0,
+            hi: f32::INFINITY,
+        };
+        for (n, case) in cases.iter().enumerate() {
+            let (x, w, b) = case.tensors();
+            let [oh, ow] = case.out();
+            let want = case.reference(&x, &w, &b);
+            let bias = case.bias.then_some(&b[..]);
+            for isa in Isa::available() {
+                let plan = Winograd::plan(&case.window(), case.x[1], case.m, isa)
+                    .unwrap_or_else(|| panic!("case {n} takes the kernel"));
+                for parallel in [false, true] {
+                    for e in [None, Some(relu)] {
+                        let mut scratch = vec![f32::NAN; plan.scratch_len(parallel)];
+                        let mut got = vec![f32::NAN; case.m * oh * ow];
+                        plan.run(&x, &w, bias, e, &mut scratch, &mut got, parallel);
+                        let want: Vec<f32> = match e {
+                            Some(_) => want.iter().map(|&v| v.max(0.0)).collect(),
+                            None => want.clone(),
+                        };
+                        assert_close(&got, &want);
+                    }
+                }
+            }
+            case.check();
         }
     }
 

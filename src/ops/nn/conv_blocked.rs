@@ -423,7 +423,7 @@ impl<'a> Blocked<'a> {
 
 /// The output pointer the tasks share; each writes its own strips' positions.
 #[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
+pub(super) struct SharedOut(pub(super) *mut f32);
 // SAFETY: the tasks given one write disjoint positions of it (`Blocked::conv`).
 unsafe impl Send for SharedOut {}
 // SAFETY: as for Send: shared only among tasks writing disjoint positions.
