@@ -69,8 +69,16 @@ impl Winograd {
     /// The plan for a window, when it is one this kernel computes (2-D, 3x3, stride and
     /// dilation 1, padding of at most 2) and pays for itself: enough channels that the
     /// products dominate the transforms, enough tiles that the per-call weight transform
-    /// is small beside them, and not too many tiles of the rounding.
-    pub(super) fn plan(win: &Window, c: usize, m: usize, isa: Isa) -> Option<Winograd> {
+    /// is small beside them, and not too many tiles of the rounding. With `parallel`
+    /// (the call splits its work across threads) the blocks are cut small enough for
+    /// two per thread, so that a small image still spreads.
+    pub(super) fn plan(
+        win: &Window,
+        c: usize,
+        m: usize,
+        isa: Isa,
+        parallel: bool,
+    ) -> Option<Winograd> {
         let flat = win.input[0] == 1 && win.kernel[0] == 1;
         if !flat
             || win.kernel != [1, 3, 3]
@@ -92,7 +100,11 @@ impl Winograd {
             return None;
         }
         let per_tile = 16 * (c + m) * 4;
-        let block = (BLOCK_BYTES / per_tile / GROUP * GROUP).clamp(GROUP, tiles);
+        let mut block = (BLOCK_BYTES / per_tile / GROUP * GROUP).clamp(GROUP, tiles);
+        if parallel {
+            let share = tiles / (2 * rayon::current_num_threads());
+            block = block.min(share / GROUP * GROUP).max(GROUP);
+        }
         Some(Winograd {
             isa,
             c,
@@ -323,7 +335,7 @@ impl Winograd {
 /// Channels below which the transforms cost too much beside the products.
 const MIN_CHANNELS: usize = 16;
 /// Output tiles below which the per-call weight transform is not worth it.
-const MIN_TILES: usize = 64;
+const MIN_TILES: usize = 512;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
