@@ -81,6 +81,34 @@ macro_rules! per_isa {
 
 pub(crate) use per_isa;
 
+/// `pub(super) unsafe fn $name($args)`: `$body::<$set>($args)` compiled for `$set`
+/// (`Avx512` or `Avx2`), the entry point of a kernel written once, generic over [`Simd`]:
+/// its `#[inline(always)]` methods and their intrinsics inline only into a function
+/// built with the set's target feature. The wrapper's contract is `$body`'s, on a CPU
+/// with the set.
+#[cfg(target_arch = "x86_64")]
+macro_rules! compiled_for {
+    ($name:ident = $body:ident::<Avx512>($($a:ident: $t:ty),*)) => {
+        $crate::ops::simd::compiled_for!(@wrap "avx512f", "AVX-512F", $name, $body, Avx512, $($a: $t),*);
+    };
+    ($name:ident = $body:ident::<Avx2>($($a:ident: $t:ty),*)) => {
+        $crate::ops::simd::compiled_for!(@wrap "avx2,fma", "AVX2 and FMA", $name, $body, Avx2, $($a: $t),*);
+    };
+    (@wrap $feature:literal, $set_name:literal, $name:ident, $body:ident, $set:ident, $($a:ident: $t:ty),*) => {
+        #[doc = concat!("[`", stringify!($body), "`] compiled for ", $set_name, ".")]
+        ///
+        /// # Safety
+        #[doc = concat!("As [`", stringify!($body), "`]'s, on a CPU with ", $set_name, ".")]
+        #[target_feature(enable = $feature)]
+        pub(super) unsafe fn $name($($a: $t),*) {
+            // SAFETY: the caller's terms, the set included.
+            unsafe { $body::<$set>($($a),*) }
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use compiled_for;
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{Avx2, Avx512, Simd, transpose};
 

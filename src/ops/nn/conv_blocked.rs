@@ -546,7 +546,7 @@ unsafe fn store(isa: Isa, args: &StoreArgs) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{BlockArgs, MAX_LANES, PackArgs, StoreArgs};
-    use crate::ops::simd::{Avx2, Avx512, Simd, transpose};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
 
     /// The tile: `MB` x `P` vectors of sums in registers for the whole reduction. Per
     /// (channel, tap): `MB` weight loads, `P` broadcasts, `MB * P` FMAs, all unrolled.
@@ -686,21 +686,8 @@ mod x86 {
         }
     }
 
-    /// # Safety
-    /// AVX-512F is available, and `t` is valid (see `super::pack`).
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn pack_avx512(t: &PackArgs) {
-        // SAFETY: this CPU has AVX-512F; the bounds are the caller's.
-        unsafe { pack::<Avx512>(t) }
-    }
-
-    /// # Safety
-    /// AVX2 and FMA are available, and `t` is valid (see `super::pack`).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn pack_avx2(t: &PackArgs) {
-        // SAFETY: this CPU has AVX2 and FMA; the bounds are the caller's.
-        unsafe { pack::<Avx2>(t) }
-    }
+    compiled_for!(pack_avx512 = pack::<Avx512>(t: &PackArgs));
+    compiled_for!(pack_avx2 = pack::<Avx2>(t: &PackArgs));
 
     /// Calls `tile::<$s, mb, p>` for the shapes of `super::tile_positions`.
     macro_rules! dispatch {
@@ -730,21 +717,8 @@ mod x86 {
         unsafe { dispatch!(Avx2, mb, p, t, [(2, 6)(1, 12)]) }
     }
 
-    /// # Safety
-    /// AVX-512F is available, and `t` is valid (see `super::store`).
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn store_avx512(t: &StoreArgs) {
-        // SAFETY: this CPU has AVX-512F; the bounds are the caller's.
-        unsafe { store::<Avx512>(t) }
-    }
-
-    /// # Safety
-    /// AVX2 and FMA are available, and `t` is valid (see `super::store`).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn store_avx2(t: &StoreArgs) {
-        // SAFETY: this CPU has AVX2 and FMA; the bounds are the caller's.
-        unsafe { store::<Avx2>(t) }
-    }
+    compiled_for!(store_avx512 = store::<Avx512>(t: &StoreArgs));
+    compiled_for!(store_avx2 = store::<Avx2>(t: &StoreArgs));
 }
 
 #[cfg(test)]

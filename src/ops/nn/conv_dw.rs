@@ -252,7 +252,7 @@ unsafe fn run_block(isa: Isa, args: &mut BlockArgs) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{ACCS, BlockArgs, MAX_LANES};
-    use crate::ops::simd::{Avx2, Avx512, Simd, transpose};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
 
     /// `N` consecutive outputs of an output row: each the bias plus, per tap, the tap's weight
     /// vector times the plane vector at `x + off + i * step`, stored at `out + i * LANES`.
@@ -385,21 +385,8 @@ mod x86 {
         }
     }
 
-    /// # Safety
-    /// AVX-512F is available, and `a` is valid for 16-float vectors (see `run_block`).
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn block_avx512(a: &mut BlockArgs) {
-        // SAFETY: this CPU has AVX-512F (the contract), all `Avx512` needs.
-        unsafe { block::<Avx512>(a) }
-    }
-
-    /// # Safety
-    /// AVX2 and FMA are available, and `a` is valid for 8-float vectors.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn block_avx2(a: &mut BlockArgs) {
-        // SAFETY: this CPU has AVX2 and FMA (the contract), all `Avx2` needs.
-        unsafe { block::<Avx2>(a) }
-    }
+    compiled_for!(block_avx512 = block::<Avx512>(a: &mut BlockArgs));
+    compiled_for!(block_avx2 = block::<Avx2>(a: &mut BlockArgs));
 }
 
 #[cfg(test)]

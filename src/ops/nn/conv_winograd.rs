@@ -127,10 +127,18 @@ impl Winograd {
         (2 * self.th + 2, 2 * self.tw + 2)
     }
 
+    /// Tiles in the padded grid, the rounding's included.
+    fn tiles(&self) -> usize {
+        self.th * self.tw
+    }
+
+    fn blocks(&self) -> usize {
+        self.tiles().div_ceil(self.block)
+    }
+
     fn tasks(&self, parallel: bool) -> usize {
-        let blocks = (self.th * self.tw).div_ceil(self.block);
         match parallel {
-            true => rayon::current_num_threads().clamp(1, blocks),
+            true => rayon::current_num_threads().clamp(1, self.blocks()),
             false => 1,
         }
     }
@@ -167,14 +175,13 @@ impl Winograd {
         self.pad(x, padded, parallel);
         self.transform_weights(w, u);
         let (padded, u) = (&*padded, &*u);
-        let blocks = (self.th * self.tw).div_ceil(self.block);
-        let tasks = self.tasks(parallel);
+        let (blocks, tasks) = (self.blocks(), self.tasks(parallel));
         let per = blocks.div_ceil(tasks);
         assert!(out.len() >= self.m * self.oh * self.ow, "output too short");
         let out = SharedOut(out.as_mut_ptr());
         let task = |t: usize, buf: &mut [f32]| {
+            let (v, mx) = buf.split_at_mut(16 * self.c * self.block);
             for b in t * per..((t + 1) * per).min(blocks) {
-                let (v, mx) = buf.split_at_mut(16 * self.c * self.block);
                 // SAFETY: `out` holds the `[m, oh, ow]` output (asserted above), and the
                 // blocks of the tasks are disjoint, so are the output tiles they store.
                 unsafe { self.block(b, padded, u, bias, epilogue, v, mx, &out) };
@@ -256,7 +263,7 @@ impl Winograd {
         out: &SharedOut,
     ) {
         let first = b * self.block;
-        let n = self.block.min(self.th * self.tw - first);
+        let n = self.block.min(self.tiles() - first);
         let (m, c) = (self.m, self.c);
         // SAFETY: `self.isa` came from `Isa::detect`, so this CPU has it.
         unsafe { self.input_tiles(padded, first, n, v) };
@@ -340,33 +347,22 @@ const MIN_TILES: usize = 512;
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Epilogue, SharedOut, Winograd};
-    use crate::ops::simd::{Avx2, Avx512, Simd};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for};
 
-    /// `$name`: `$body` compiled for `$set` (`$feature`): the generic bodies' intrinsics
-    /// inline only into a function built with the set's target feature.
-    macro_rules! compiled_for {
-        ($name:ident = $body:ident::<$set:ty>, $feature:literal, ($($a:ident: $t:ty),*)) => {
-            #[doc = concat!("[`", stringify!($body), "`] for ", $feature, ".")]
-            ///
-            /// # Safety
-            #[doc = concat!("As [`", stringify!($body), "`], on a CPU with ", $feature, ".")]
-            #[target_feature(enable = $feature)]
-            pub(super) unsafe fn $name($($a: $t),*) {
-                // SAFETY: the caller's terms.
-                unsafe { $body::<$set>($($a),*) }
-            }
-        };
-    }
-    compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>, "avx512f",
-        (k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]));
-    compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>, "avx2,fma",
-        (k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]));
-    compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>, "avx512f",
-        (k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
-         epilogue: Option<Epilogue>, out: &SharedOut));
-    compiled_for!(output_tiles_avx2 = output_tiles::<Avx2>, "avx2,fma",
-        (k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
-         epilogue: Option<Epilogue>, out: &SharedOut));
+    compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>(
+        k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]
+    ));
+    compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>(
+        k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]
+    ));
+    compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>(
+        k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>, out: &SharedOut
+    ));
+    compiled_for!(output_tiles_avx2 = output_tiles::<Avx2>(
+        k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>, out: &SharedOut
+    ));
 
     /// [`Winograd::input_tiles`] in `S`'s vectors, `S::LANES` tiles at a time: row `r`
     /// of the tiles' windows is the even and odd columns from the window's start (its
