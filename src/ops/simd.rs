@@ -100,6 +100,7 @@ macro_rules! compiled_for {
         /// # Safety
         #[doc = concat!("As [`", stringify!($body), "`]'s, on a CPU with ", $set_name, ".")]
         #[target_feature(enable = $feature)]
+        #[allow(clippy::too_many_arguments)] // the kernel's own arguments, forwarded
         pub(super) unsafe fn $name($($a: $t),*) {
             // SAFETY: the caller's terms, the set included.
             unsafe { $body::<$set>($($a),*) }

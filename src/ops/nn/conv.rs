@@ -1087,9 +1087,10 @@ mod tests {
 
     /// Winograd's F(2x2, 3x3) against the definition on every ISA this CPU has: whole
     /// and partial groups of tiles (the rounding's tiles not stored), odd output rows,
-    /// asymmetric padding and none, blocks of tiles across threads and not, with and
-    /// without bias and an activation. Scratch and output start poisoned. The op itself
-    /// takes the kernel for these windows.
+    /// asymmetric padding and none, blocks of tiles across threads and not, blocks that
+    /// threads share, channel counts no vector divides, with and without bias and an
+    /// activation. Scratch and output start poisoned. The op itself takes the kernel for
+    /// these windows.
     #[test]
     fn winograd_matches_the_reference_on_every_isa() {
         use super::super::conv_direct::Isa;
@@ -1120,6 +1121,23 @@ mod tests {
                 bias: true,
                 ..Case::new([1, 96, 40, 64], 96, [3, 3])
             },
+            // Small images, whose blocks threads share (a share of the channels each):
+            // one block, with channel counts no vector divides and a partial output
+            // row; and two blocks of 96 channels.
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 33, 10, 31], 18, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                ..Case::new([1, 32, 8, 32], 48, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 96, 16, 32], 96, [3, 3])
+            },
         ];
         let relu = Epilogue::Clip {
             lo: 0.0,
@@ -1134,6 +1152,8 @@ mod tests {
                 for parallel in [false, true] {
                     let plan = Winograd::plan(&case.window(), case.x[1], case.m, isa, parallel)
                         .unwrap_or_else(|| panic!("case {n} takes the kernel"));
+                    let threads = rayon::current_num_threads() > 1;
+                    assert_eq!(plan.shares_blocks(parallel), parallel && threads && n >= 5);
                     for e in [None, Some(relu)] {
                         let mut scratch = vec![f32::NAN; plan.scratch_len(parallel)];
                         let mut got = vec![f32::NAN; case.m * oh * ow];

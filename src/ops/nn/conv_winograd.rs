@@ -18,8 +18,10 @@
 //! by 1/24 and 4 and lose several bits, which is why they are not used here).
 //!
 //! The tiles are taken in blocks sized for L2 (the block's V and M for every ξ), each
-//! block transformed, multiplied and transformed back before the next; threads take
-//! blocks. The input is first copied into zero-padded planes whose width is a whole
+//! block transformed, multiplied and transformed back before the next. Threads take
+//! whole blocks; on an image too small for a block of useful width per thread, they
+//! share each block instead, a share of its input channels to transform, then a share
+//! of its output channels to multiply and transform back ([`Split`]). The input is first copied into zero-padded planes whose width is a whole
 //! number of vectors of tiles, so the transforms run without bounds checks in vectors of
 //! `LANES` tiles: a tile row's 4x4 windows start two columns apart, and the even and odd
 //! columns of two vectors give the window's four columns for `LANES` tiles at once. The
@@ -27,6 +29,8 @@
 //!
 //! Each output is a fixed sequence of operations whatever the block, thread or executor,
 //! so every executor gets the same bits; they are not the direct kernels' bits.
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -63,15 +67,36 @@ pub(super) struct Winograd {
     tw: usize,
     /// Tiles per block: a multiple of [`GROUP`].
     block: usize,
+    /// How a call splits across threads.
+    split: Split,
+}
+
+/// How a call splits its work across threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// It does not: one thread does everything.
+    None,
+    /// Threads take whole blocks of tiles, each with its own buffers: images of many
+    /// tiles.
+    Blocks,
+    /// Threads share each block: each transforms a share of the input channels, then
+    /// (after all have) multiplies and transforms back a share of the output channels.
+    /// Images too small for a block of at least [`MIN_SPLIT_BLOCK`] tiles per thread,
+    /// whose products, cut into narrower blocks, would be too narrow for sgemm's tiles
+    /// (a 48 -> 48 layer over 8 x 32 took longer in four blocks of 16 tiles on two
+    /// threads than the direct kernel).
+    Channels,
 }
 
 impl Winograd {
     /// The plan for a window, when it is one this kernel computes (2-D, 3x3, stride and
     /// dilation 1, padding of at most 2) and pays for itself: enough channels that the
     /// products dominate the transforms, enough tiles that the per-call weight transform
-    /// is small beside them, and not too many tiles of the rounding. With `parallel`
+    /// and the products' narrow tiles cost less than the multiplies saved, and not too
+    /// many tiles of the rounding. With `parallel`
     /// (the call splits its work across threads) the blocks are cut small enough for
-    /// two per thread, so that a small image still spreads.
+    /// two per thread, or, when that would make them too narrow, threads share each
+    /// block ([`Split`]).
     pub(super) fn plan(
         win: &Window,
         c: usize,
@@ -101,10 +126,16 @@ impl Winograd {
         }
         let per_tile = 16 * (c + m) * 4;
         let mut block = (BLOCK_BYTES / per_tile / GROUP * GROUP).clamp(GROUP, tiles);
-        if parallel {
-            let share = tiles / (2 * rayon::current_num_threads());
-            block = block.min(share / GROUP * GROUP).max(GROUP);
-        }
+        let threads = rayon::current_num_threads();
+        let share = tiles / (2 * threads) / GROUP * GROUP;
+        let split = match parallel && threads > 1 {
+            false => Split::None,
+            true if share >= MIN_SPLIT_BLOCK => {
+                block = block.min(share);
+                Split::Blocks
+            }
+            true => Split::Channels,
+        };
         Some(Winograd {
             isa,
             c,
@@ -118,7 +149,14 @@ impl Winograd {
             th,
             tw,
             block,
+            split,
         })
+    }
+
+    /// Whether threads share each block of a call with `parallel` ([`Split::Channels`]).
+    #[cfg(test)]
+    pub(super) fn shares_blocks(&self, parallel: bool) -> bool {
+        self.split(parallel) == Split::Channels
     }
 
     /// Padded plane rows and columns: every tile's 4x4 window, and the two vectors of
@@ -136,14 +174,29 @@ impl Winograd {
         self.tiles().div_ceil(self.block)
     }
 
-    fn tasks(&self, parallel: bool) -> usize {
-        match parallel {
-            true => rayon::current_num_threads().clamp(1, self.blocks()),
-            false => 1,
+    /// The split a call with `parallel` makes.
+    fn split(&self, parallel: bool) -> Split {
+        if parallel { self.split } else { Split::None }
+    }
+
+    /// Threads a call's work goes to.
+    fn tasks(&self, split: Split) -> usize {
+        match split {
+            Split::None => 1,
+            Split::Blocks => rayon::current_num_threads().clamp(1, self.blocks()),
+            Split::Channels => rayon::current_num_threads().max(1),
         }
     }
 
-    /// Floats of one task's block buffers: V and M for every ξ.
+    /// Sets of block buffers a call uses: one per task when tasks take whole blocks.
+    fn buffers(&self, split: Split) -> usize {
+        match split {
+            Split::Blocks => self.tasks(split),
+            Split::None | Split::Channels => 1,
+        }
+    }
+
+    /// Floats of one set of block buffers: V and M for every ξ.
     fn task_len(&self) -> usize {
         16 * (self.c + self.m) * self.block
     }
@@ -151,13 +204,20 @@ impl Winograd {
     /// Scratch floats [`Winograd::run`] needs.
     pub(super) fn scratch_len(&self, parallel: bool) -> usize {
         let (ph, pw) = self.plane();
-        self.c * ph * pw + 16 * self.m * self.c + self.tasks(parallel) * self.task_len()
+        let split = self.split(parallel);
+        self.c * ph * pw + 16 * self.m * self.c + self.buffers(split) * self.task_len()
+    }
+
+    /// The first tile of block `b` and its tile count.
+    fn span(&self, b: usize) -> (usize, usize) {
+        let first = b * self.block;
+        (first, self.block.min(self.tiles() - first))
     }
 
     /// The convolution of `x` (`[c, h, w]`) by `w` (`[m, c, 3, 3]`), plus `bias`, then
     /// `epilogue`, into `out` (`[m, oh, ow]`), using `scratch` (at least
-    /// [`Winograd::scratch_len`] floats, contents unspecified); blocks across threads when
-    /// `parallel`.
+    /// [`Winograd::scratch_len`] floats, contents unspecified); across threads when
+    /// `parallel` (see [`Split`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &self,
@@ -170,38 +230,105 @@ impl Winograd {
         parallel: bool,
     ) {
         let (ph, pw) = self.plane();
-        let (padded, rest) = scratch.split_at_mut(self.c * ph * pw);
-        let (u, rest) = rest.split_at_mut(16 * self.m * self.c);
-        self.pad(x, padded, parallel);
-        self.transform_weights(w, u);
-        let (padded, u) = (&*padded, &*u);
-        let (blocks, tasks) = (self.blocks(), self.tasks(parallel));
-        let per = blocks.div_ceil(tasks);
-        assert!(out.len() >= self.m * self.oh * self.ow, "output too short");
+        let split = self.split(parallel);
+        let (m, c) = (self.m, self.c);
+        assert!(
+            w.len() >= m * c * 9 && bias.is_none_or(|b| b.len() >= m),
+            "winograd conv: weights or bias too short"
+        );
+        assert!(out.len() >= m * self.oh * self.ow, "output too short");
+        let (padded, rest) = scratch.split_at_mut(c * ph * pw);
+        let (u, rest) = rest.split_at_mut(16 * m * c);
+        let bufs = &mut rest[..self.buffers(split) * self.task_len()];
+        let tasks = self.tasks(split);
+        let (ps, us) = (SharedOut(padded.as_mut_ptr()), SharedOut(u.as_mut_ptr()));
         let out = SharedOut(out.as_mut_ptr());
-        let task = |t: usize, buf: &mut [f32]| {
-            let (v, mx) = buf.split_at_mut(16 * self.c * self.block);
-            for b in t * per..((t + 1) * per).min(blocks) {
-                // SAFETY: `out` holds the `[m, oh, ow]` output (asserted above), and the
-                // blocks of the tasks are disjoint, so are the output tiles they store.
-                unsafe { self.block(b, padded, u, bias, epilogue, v, mx, &out) };
+        // Each task pads its share of the input channels and transforms its share of the
+        // weights: one hand-off for both.
+        let prepare = |t: usize| {
+            // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `ps` holds the `c`
+            // planes and `us` U (`16 m c` floats), and task `t` writes only its shares
+            // (`part`) of their channels.
+            unsafe {
+                self.pad(x, &ps, part(c, t, tasks));
+                self.transform_weights(w, &us, part(m, t, tasks));
             }
         };
-        let bufs = &mut rest[..tasks * self.task_len()];
-        if tasks > 1 {
-            bufs.par_chunks_mut(self.task_len())
-                .enumerate()
-                .for_each(|(t, buf)| task(t, buf));
-        } else {
-            task(0, bufs);
+        // The terms every unsafe call below meets ("the run's terms"): `self.isa` came
+        // from `Isa::detect`, so this CPU has it. The planes and U are written by
+        // `prepare` only, and read after every task has prepared (a parallel loop
+        // returns when all its tasks have), or, in a shared block's first step, by the
+        // task that prepared them. `out` is the `[m, oh, ow]` output (asserted) and each
+        // call writes the tiles of its own block and output channels. `bufs` holds the
+        // block buffers (`buffers` sets of `task_len`), each used by one task at a time,
+        // or by the tasks of a shared block in disjoint rows: their input channels' V,
+        // then (after the loop that made V) their output channels' M.
+        match split {
+            Split::None | Split::Blocks => {
+                each(tasks, prepare);
+                let per = self.blocks().div_ceil(tasks);
+                let task = |t: usize, buf: &mut [f32]| {
+                    let (v, mx) = buf.split_at_mut(16 * c * self.block);
+                    let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
+                    for b in t * per..((t + 1) * per).min(self.blocks()) {
+                        let (first, n) = self.span(b);
+                        // SAFETY: the run's terms; this task's buffers, its blocks.
+                        unsafe {
+                            self.input_tiles(&ps, first, n, 0..c, &v);
+                            self.products(&us, &v, n, 0..m, &mx);
+                            self.output_tiles(&mx, first, n, 0..m, bias, epilogue, &out);
+                        }
+                    }
+                };
+                if tasks > 1 {
+                    bufs.par_chunks_mut(self.task_len())
+                        .enumerate()
+                        .for_each(|(t, buf)| task(t, buf));
+                } else {
+                    task(0, bufs);
+                }
+            }
+            Split::Channels => {
+                let (v, mx) = bufs.split_at_mut(16 * c * self.block);
+                let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
+                for b in 0..self.blocks() {
+                    let (first, n) = self.span(b);
+                    each(tasks, |t| {
+                        if b == 0 {
+                            prepare(t);
+                        }
+                        // SAFETY: the run's terms; the task's share of V's rows.
+                        unsafe { self.input_tiles(&ps, first, n, part(c, t, tasks), &v) };
+                    });
+                    each(tasks, |t| {
+                        let outs = part(m, t, tasks);
+                        // SAFETY: the run's terms; the task's share of M's rows and of
+                        // the output channels.
+                        unsafe {
+                            self.products(&us, &v, n, outs.clone(), &mx);
+                            self.output_tiles(&mx, first, n, outs, bias, epilogue, &out);
+                        }
+                    });
+                }
+            }
         }
     }
 
-    /// `x`'s channels into `padded`'s planes at row `pt`, column `pl`, the rest zero.
-    fn pad(&self, x: &[f32], padded: &mut [f32], parallel: bool) {
+    /// `x`'s channels `ins` into their planes of `padded` at row `pt`, column `pl`, the
+    /// rest zero.
+    ///
+    /// # Safety
+    /// `padded` points at the `c` padded planes, whose planes of `ins` no other thread
+    /// touches while this runs.
+    unsafe fn pad(&self, x: &[f32], padded: &SharedOut, ins: Range<usize>) {
         let (ph, pw) = self.plane();
         let (h, w, pt, pl) = (self.h, self.w, self.pt, self.pl);
-        let one = |(plane, src): (&mut [f32], &[f32])| {
+        let x = &x[..self.c * h * w];
+        for i in ins {
+            let src = &x[i * h * w..][..h * w];
+            // SAFETY: plane i of the `c` (i < c: `x` holds c planes), this call's own.
+            let plane =
+                unsafe { std::slice::from_raw_parts_mut(padded.0.add(i * ph * pw), ph * pw) };
             let (top, rest) = plane.split_at_mut(pt * pw);
             top.fill(0.0);
             let (inside, bottom) = rest.split_at_mut(h * pw);
@@ -211,185 +338,278 @@ impl Winograd {
                 row[pl..pl + w].copy_from_slice(src);
                 row[pl + w..].fill(0.0);
             }
-        };
-        let x = &x[..self.c * h * w];
-        if parallel {
-            padded
-                .par_chunks_exact_mut(ph * pw)
-                .zip(x.par_chunks_exact(h * w))
-                .for_each(one);
-        } else {
-            padded
-                .chunks_exact_mut(ph * pw)
-                .zip(x.chunks_exact(h * w))
-                .for_each(one);
         }
     }
 
-    /// `U_ξ[o][i]`, at `u[(ξ m + o) c + i]`: `G g Gᵀ` of each 3x3 `g`, with
-    /// `G = [[1, 0, 0], [½, ½, ½], [½, -½, ½], [0, 0, 1]]`.
-    fn transform_weights(&self, w: &[f32], u: &mut [f32]) {
+    /// `U_ξ[o][i]`, at `u[(ξ m + o) c + i]`, for the output channels `outs`: `G g Gᵀ`
+    /// of each 3x3 `g`, with `G = [[1, 0, 0], [½, ½, ½], [½, -½, ½], [0, 0, 1]]`.
+    ///
+    /// # Safety
+    /// This CPU has `self.isa`; `u` points at `16 m c` floats, whose rows of `outs` no
+    /// other thread touches while this runs.
+    unsafe fn transform_weights(&self, w: &[f32], u: &SharedOut, outs: Range<usize>) {
+        assert!(w.len() >= self.m * self.c * 9 && outs.end <= self.m);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's terms, passed on; `w`'s size is asserted.
+        unsafe {
+            match self.isa {
+                Isa::Avx512 => x86::weights_avx512(self, w, u, outs),
+                Isa::Avx2 => x86::weights_avx2(self, w, u, outs),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no ISA to plan for: {w:p} {:p} {outs:?}", u.0)
+    }
+
+    /// `M_ξ = U_ξ V_ξ` for the rows `outs` (output channels) of every ξ, over the `n`
+    /// tiles of a block: one sgemm per ξ.
+    ///
+    /// # Safety
+    /// `u` holds U (`16 m c` floats), `v` the block's V (`16 c n`) and `mx` room for its
+    /// M (`16 m n`), whose rows of `outs` no other thread touches while this runs, and
+    /// no thread writes U's or V's.
+    unsafe fn products(
+        &self,
+        u: &SharedOut,
+        v: &SharedOut,
+        n: usize,
+        outs: Range<usize>,
+        mx: &SharedOut,
+    ) {
         let (m, c) = (self.m, self.c);
-        // `G r` for a row or column `r` of three.
-        let g = |a: f32, b: f32, c: f32| [a, (a + b + c) * 0.5, (a - b + c) * 0.5, c];
-        for (o, wo) in w[..m * c * 9].chunks_exact(c * 9).enumerate() {
-            for (i, k) in wo.chunks_exact(9).enumerate() {
-                let cols: [[f32; 4]; 3] = std::array::from_fn(|j| g(k[j], k[3 + j], k[6 + j]));
-                for r in 0..4 {
-                    let row = g(cols[0][r], cols[1][r], cols[2][r]);
-                    for (j, &v) in row.iter().enumerate() {
-                        u[((4 * r + j) * m + o) * c + i] = v;
+        for xi in 0..16 {
+            // SAFETY: rows `outs` of U_ξ (m x c at `u + ξ m c`), V_ξ (c x n, rows `n`
+            // apart, at `v + ξ c n`) and rows `outs` of M_ξ (m x n at `mx + ξ m n`) lie
+            // in the caller's buffers; M's rows alias neither and are only written
+            // (beta 0).
+            unsafe {
+                sgemm(
+                    outs.len(),
+                    c,
+                    n,
+                    1.0,
+                    u.0.add((xi * m + outs.start) * c),
+                    c as isize,
+                    1,
+                    v.0.add(xi * c * n),
+                    n as isize,
+                    1,
+                    0.0,
+                    mx.0.add((xi * m + outs.start) * n),
+                    n as isize,
+                    1,
+                );
+            }
+        }
+    }
+
+    /// `V_ξ[i][t]` at `v[(ξ c + i) n + t]` for the input channels `ins` and the `n`
+    /// tiles from `first`.
+    ///
+    /// # Safety
+    /// This CPU has `self.isa`; `padded` points at the `c` padded planes, whose planes
+    /// of `ins` no thread writes while this runs; `v` points at `16 c n` floats, whose
+    /// rows of `ins` no other thread touches while this runs.
+    unsafe fn input_tiles(
+        &self,
+        padded: &SharedOut,
+        first: usize,
+        n: usize,
+        ins: Range<usize>,
+        v: &SharedOut,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's terms, passed on.
+        unsafe {
+            match self.isa {
+                Isa::Avx512 => x86::input_tiles_avx512(self, padded, first, n, ins, v),
+                Isa::Avx2 => x86::input_tiles_avx2(self, padded, first, n, ins, v),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!(
+            "no ISA to plan for: {:p} {first} {n} {ins:?} {:p}",
+            padded.0, v.0
+        )
+    }
+
+    /// The output tiles of the `n` tiles from `first` in the output channels `outs`, from
+    /// `M_ξ[o][t]` at `mx[(ξ m + o) n + t]`.
+    ///
+    /// # Safety
+    /// This CPU has `self.isa`; `mx` holds the block's M (`16 m n` floats), which no
+    /// thread writes while this runs; `out` points at the `[m, oh, ow]` output, whose
+    /// tiles of these tiles and channels no other thread touches while this runs.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn output_tiles(
+        &self,
+        mx: &SharedOut,
+        first: usize,
+        n: usize,
+        outs: Range<usize>,
+        bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
+        out: &SharedOut,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's terms, passed on.
+        unsafe {
+            match self.isa {
+                Isa::Avx512 => {
+                    x86::output_tiles_avx512(self, mx, first, n, outs, bias, epilogue, out)
+                }
+                Isa::Avx2 => x86::output_tiles_avx2(self, mx, first, n, outs, bias, epilogue, out),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!(
+            "no ISA to plan for: {:p} {first} {n} {outs:?} {bias:?} {epilogue:?} {:p}",
+            mx.0, out.0
+        )
+    }
+}
+
+/// Runs `f(t)` for each task `t < tasks`: across rayon's threads when there are several.
+fn each(tasks: usize, f: impl Fn(usize) + Sync + Send) {
+    if tasks > 1 {
+        (0..tasks).into_par_iter().for_each(f);
+    } else {
+        f(0);
+    }
+}
+
+/// The `t`-th of `tasks` near-equal consecutive shares of `0..len`.
+fn part(len: usize, t: usize, tasks: usize) -> Range<usize> {
+    len * t / tasks..len * (t + 1) / tasks
+}
+
+/// Channels below which the transforms cost too much beside the products.
+const MIN_CHANNELS: usize = 16;
+/// Output tiles below which the direct kernels are faster: the transforms and the
+/// products' narrow tiles cost more than the multiplies saved (two 64 -> 64 layers over 4
+/// x 32, 32 tiles, took 10-15% longer here, one 48 -> 48 over 8 x 32, 64 tiles, 25% less).
+const MIN_TILES: usize = 64;
+/// Tiles below which a block is too narrow to split a call's work by blocks ([`Split`]).
+const MIN_SPLIT_BLOCK: usize = 64;
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::ops::Range;
+
+    use super::{Epilogue, SharedOut, Winograd};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
+
+    compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>(
+        k: &Winograd, padded: &SharedOut, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+    ));
+    compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>(
+        k: &Winograd, padded: &SharedOut, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+    ));
+    compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>(
+        k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
+        bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
+    ));
+    compiled_for!(output_tiles_avx2 = output_tiles::<Avx2>(
+        k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
+        bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
+    ));
+    compiled_for!(weights_avx512 = weights::<Avx512>(
+        k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
+    ));
+    compiled_for!(weights_avx2 = weights::<Avx2>(
+        k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
+    ));
+
+    /// [`Winograd::transform_weights`] in `S`'s vectors, `S::LANES` input channels at a
+    /// time: their 3x3 kernels transposed tap-major (a vector per tap), `G g Gᵀ` on the
+    /// vectors, each of the 16 results one store of consecutive `U_ξ[o][i]`.
+    ///
+    /// Why vectors: one (output, input) pair at a time, the 16 results go 4 m c bytes
+    /// apart, each store its own cache line; for the 4096 pairs of a 64 -> 64 layer that
+    /// took longer than the layer's products on an image of 32 tiles.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `w` holds `m c 9` floats; as [`Winograd::transform_weights`]
+    /// for `u` and `outs`.
+    #[inline(always)]
+    unsafe fn weights<S: Simd>(k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>) {
+        let (m, c, l) = (k.m, k.c, S::LANES);
+        let mut taps = [0f32; 9 * 16];
+        for o in outs {
+            for i0 in (0..c).step_by(l) {
+                let n = (c - i0).min(l);
+                // SAFETY: the set is the caller's. The transposes read `n` rows of the 9
+                // floats of pairs (o, i0 ..), inside `w` (`(o c + i0 + n) 9 <= m c 9`),
+                // and write 9 vectors into `taps`; the loads read those; the stores
+                // write `n` floats at `(ξ m + o) c + i0`, inside `u` (`i0 + n <= c`),
+                // in row o of U_ξ, this call's (the contract).
+                unsafe {
+                    let t = taps.as_mut_ptr();
+                    let src = w.as_ptr().add((o * c + i0) * 9);
+                    // AVX2's 8 lanes take the 9 taps in two transposes.
+                    for k0 in (0..9).step_by(l) {
+                        let cols = (9 - k0).min(l);
+                        transpose::<S>(src.add(k0), 9, (n, cols), |j| t.add((k0 + j) * l), l);
+                    }
+                    let g: [S::V; 9] = std::array::from_fn(|j| S::load(t.add(j * l)));
+                    let half = S::splat(0.5);
+                    // `G r` for a row or column `r` of three, as the scalar form
+                    // `[a, (a + b + c) ½, (a - b + c) ½, c]`.
+                    let gr = |a: S::V, b: S::V, c: S::V| {
+                        [
+                            a,
+                            S::mul(S::add(S::add(a, b), c), half),
+                            S::mul(S::add(S::sub(a, b), c), half),
+                            c,
+                        ]
+                    };
+                    let cols: [[S::V; 4]; 3] =
+                        std::array::from_fn(|j| gr(g[j], g[3 + j], g[6 + j]));
+                    let rows: [[S::V; 4]; 4] =
+                        std::array::from_fn(|r| gr(cols[0][r], cols[1][r], cols[2][r]));
+                    for (r, row) in rows.iter().enumerate() {
+                        for (j, &v) in row.iter().enumerate() {
+                            let p = u.0.add(((4 * r + j) * m + o) * c + i0);
+                            if n == l {
+                                S::store(p, v);
+                            } else {
+                                S::store_first(p, v, n);
+                            }
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Block `b`: its tiles' V (`v`), the 16 products (`mx`), the outputs.
-    ///
-    /// # Safety
-    /// `out` points at the `[m, oh, ow]` output, whose tiles of block `b` no other
-    /// thread writes while this runs.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn block(
-        &self,
-        b: usize,
-        padded: &[f32],
-        u: &[f32],
-        bias: Option<&[f32]>,
-        epilogue: Option<Epilogue>,
-        v: &mut [f32],
-        mx: &mut [f32],
-        out: &SharedOut,
-    ) {
-        let first = b * self.block;
-        let n = self.block.min(self.tiles() - first);
-        let (m, c) = (self.m, self.c);
-        // SAFETY: `self.isa` came from `Isa::detect`, so this CPU has it.
-        unsafe { self.input_tiles(padded, first, n, v) };
-        for xi in 0..16 {
-            // SAFETY: U_ξ is m x c at `u[ξ m c..]`, V_ξ c x n (rows `n` apart) at
-            // `v[ξ c n..]` and M_ξ m x n at `mx[ξ m n..]`, all inside their slices (`v`
-            // and `mx` hold 16 c block and 16 m block floats, block >= n); M_ξ aliases
-            // neither and is only written (beta 0).
-            unsafe {
-                sgemm(
-                    m,
-                    c,
-                    n,
-                    1.0,
-                    u[xi * m * c..].as_ptr(),
-                    c as isize,
-                    1,
-                    v[xi * c * n..].as_ptr(),
-                    n as isize,
-                    1,
-                    0.0,
-                    mx[xi * m * n..].as_mut_ptr(),
-                    n as isize,
-                    1,
-                );
-            }
-        }
-        // SAFETY: the ISA as above; the caller's terms on `out`, passed on.
-        unsafe { self.output_tiles(mx, first, n, bias, epilogue, out) };
-    }
-
-    /// `V_ξ[i][t]` at `v[(ξ c + i) n + t]` for the `n` tiles from `first`.
-    ///
-    /// # Safety
-    /// This CPU has `self.isa`.
-    unsafe fn input_tiles(&self, padded: &[f32], first: usize, n: usize, v: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller ensures the ISA.
-        unsafe {
-            match self.isa {
-                Isa::Avx512 => x86::input_tiles_avx512(self, padded, first, n, v),
-                Isa::Avx2 => x86::input_tiles_avx2(self, padded, first, n, v),
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no ISA to plan for: {padded:p} {first} {n} {v:p}")
-    }
-
-    /// The output tiles of the `n` tiles from `first`, from `M_ξ[o][t]` at
-    /// `mx[(ξ m + o) n + t]`.
-    ///
-    /// # Safety
-    /// This CPU has `self.isa`; `out` as for [`Winograd::block`].
-    unsafe fn output_tiles(
-        &self,
-        mx: &[f32],
-        first: usize,
-        n: usize,
-        bias: Option<&[f32]>,
-        epilogue: Option<Epilogue>,
-        out: &SharedOut,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller ensures the ISA and the terms on `out`.
-        unsafe {
-            match self.isa {
-                Isa::Avx512 => x86::output_tiles_avx512(self, mx, first, n, bias, epilogue, out),
-                Isa::Avx2 => x86::output_tiles_avx2(self, mx, first, n, bias, epilogue, out),
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no ISA to plan for: {mx:p} {first} {n} {bias:?} {epilogue:?} {out:p}")
-    }
-}
-
-/// Channels below which the transforms cost too much beside the products.
-const MIN_CHANNELS: usize = 16;
-/// Output tiles below which the per-call weight transform is not worth it.
-const MIN_TILES: usize = 512;
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{Epilogue, SharedOut, Winograd};
-    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for};
-
-    compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>(
-        k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]
-    ));
-    compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>(
-        k: &Winograd, padded: &[f32], first: usize, n: usize, v: &mut [f32]
-    ));
-    compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>(
-        k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
-        epilogue: Option<Epilogue>, out: &SharedOut
-    ));
-    compiled_for!(output_tiles_avx2 = output_tiles::<Avx2>(
-        k: &Winograd, mx: &[f32], first: usize, n: usize, bias: Option<&[f32]>,
-        epilogue: Option<Epilogue>, out: &SharedOut
-    ));
-
     /// [`Winograd::input_tiles`] in `S`'s vectors, `S::LANES` tiles at a time: row `r`
     /// of the tiles' windows is the even and odd columns from the window's start (its
     /// columns 0 and 1) and from two further (2 and 3).
     ///
     /// # Safety
-    /// This CPU has `S`'s set.
+    /// This CPU has `S`'s set; as [`Winograd::input_tiles`] for `v` and `ins`.
     #[inline(always)]
     unsafe fn input_tiles<S: Simd>(
         k: &Winograd,
-        padded: &[f32],
+        padded: &SharedOut,
         first: usize,
         n: usize,
-        v: &mut [f32],
+        ins: Range<usize>,
+        v: &SharedOut,
     ) {
         let (ph, pw) = k.plane();
         let c = k.c;
-        assert!(padded.len() >= c * ph * pw && v.len() >= 16 * c * n);
+        assert!(ins.end <= c);
         assert!([first, n, k.tw].iter().all(|v| v.is_multiple_of(S::LANES)));
-        for i in 0..c {
-            let plane = padded[i * ph * pw..].as_ptr();
+        for i in ins {
+            // SAFETY: plane i < c of the caller's `c`.
+            let plane = unsafe { padded.0.add(i * ph * pw) }.cast_const();
             for t in (0..n).step_by(S::LANES) {
                 let (tr, tc) = ((first + t) / k.tw, (first + t) % k.tw);
                 // SAFETY: the ISA is the caller's; rows 2 tr .. 2 tr + 3 < ph (tr < th)
                 // and columns 2 tc .. 2 tc + 2 LANES + 1 < pw (tc + LANES <= tw) lie in
                 // the plane; the stores are at `(ξ c + i) n + t .. + LANES` with t + LANES
-                // <= n, inside `v` (asserted).
+                // <= n and i < c, inside `v`, in row i of V_ξ, this call's (the contract).
                 unsafe {
                     let mut rows = [[S::zero(); 4]; 4];
                     for (r, row) in rows.iter_mut().enumerate() {
@@ -413,7 +633,7 @@ mod x86 {
                             S::sub(r1[j], r3[j]),
                         ];
                         for (a, &val) in col.iter().enumerate() {
-                            S::store(v.as_mut_ptr().add(((4 * a + j) * c + i) * n + t), val);
+                            S::store(v.0.add(((4 * a + j) * c + i) * n + t), val);
                         }
                     }
                 }
@@ -426,20 +646,22 @@ mod x86 {
     /// activation, and each output row's pairs interleaved into place.
     ///
     /// # Safety
-    /// This CPU has `S`'s set; `out` as for [`Winograd::block`].
+    /// This CPU has `S`'s set; as [`Winograd::output_tiles`] for `mx`, `outs` and `out`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn output_tiles<S: Simd>(
         k: &Winograd,
-        mx: &[f32],
+        mx: &SharedOut,
         first: usize,
         n: usize,
+        outs: Range<usize>,
         bias: Option<&[f32]>,
         epilogue: Option<Epilogue>,
         out: &SharedOut,
     ) {
         let (m, oh, ow) = (k.m, k.oh, k.ow);
-        assert!(mx.len() >= 16 * m * n);
-        for o in 0..m {
+        assert!(outs.end <= m);
+        for o in outs {
             // SAFETY: the ISA is the caller's.
             let b = unsafe { S::splat(bias.map_or(0.0, |b| b[o])) };
             for t in (0..n).step_by(S::LANES) {
@@ -448,11 +670,11 @@ mod x86 {
                     continue;
                 }
                 // SAFETY: the ISA is the caller's; the loads are at `(ξ m + o) n + t ..
-                // + LANES`, inside `mx` (asserted, t + LANES <= n); the stores write row
+                // + LANES`, inside `mx` (o < m, t + LANES <= n); the stores write row
                 // 2 tr (< oh) and 2 tr + 1 when < oh, columns 2 tc .. < ow, of plane o of
                 // the caller's `[m, oh, ow]` output.
                 unsafe {
-                    let at = |xi: usize| S::load(mx.as_ptr().add((xi * m + o) * n + t));
+                    let at = |xi: usize| S::load(mx.0.add((xi * m + o) * n + t));
                     // Aᵀ M: rows 0 + 1 + 2 and 1 - 2 - 3 of the 4x4.
                     let cols: [_; 4] =
                         std::array::from_fn(|j| (at(j), at(4 + j), at(8 + j), at(12 + j)));
