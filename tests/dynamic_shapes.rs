@@ -408,3 +408,49 @@ fn a_shape_of_unknown_length_feeds_later_ops() {
         assert_eq!(y, [2, 2], "{}", executor.name());
     }
 }
+
+/// Shared inputs (`Arc<HostTensor>`, bound without a copy) and borrowed ones (copied into
+/// the input slot) interleave at changing lengths: every call's output is the reference
+/// block's, a borrowed call after a shared one leaves the shared tensor's bytes as they
+/// were (the slot holds the caller's tensor, which must then be replaced, not written),
+/// and the executor holds a shared input only until the next call binds another.
+#[test]
+fn shared_and_borrowed_inputs_interleave() {
+    use std::sync::Arc;
+    let onnx = encoder_block_model(SIZES, None);
+    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
+    let model = file.models.swap_remove(0).model;
+    let eg = lower(&model, &LowerOptions::default()).expect("lowers");
+    let device = Device::new(DeviceConfig::default());
+    let mut ex =
+        ModelV2Executor::create(&eg, &device, ExecutorOptions::default()).expect("creates");
+    ex.load().expect("loads");
+    let (short, long) = (input(16), input(64));
+    let shared = Arc::new(host(16, &short));
+    let before = shared.data.clone();
+    let mut out = Vec::new();
+    for step in 0..4 {
+        let (seq, want) = if step % 2 == 0 {
+            ex.execute_sync(std::slice::from_ref(&shared), &mut out)
+                .expect("runs shared");
+            assert_eq!(Arc::strong_count(&shared), 2, "bound as it is, not copied");
+            (16, reference(&short, 16))
+        } else {
+            ex.execute_sync(&[&host(64, &long)], &mut out)
+                .expect("runs borrowed");
+            assert_eq!(
+                Arc::strong_count(&shared),
+                1,
+                "released by the next binding"
+            );
+            (64, reference(&long, 64))
+        };
+        assert_eq!(out[0].shape, vec![seq as i64, SIZES.d_model as i64]);
+        assert_close(&floats(&out[0]), &want, &format!("step {step}"));
+        assert_eq!(
+            shared.data, before,
+            "step {step}: the shared input is unchanged"
+        );
+    }
+    ex.unload().expect("unloads");
+}

@@ -3,6 +3,7 @@
 //! cores) while a loaded model executes again and again, under each engine (topo-mt's workers included).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
@@ -108,6 +109,17 @@ fn steady_state_execution_allocates_nothing() {
             "{}: {n} allocations in 10 steady-state executions",
             executor.name()
         );
+        // Shared inputs, bound as they are (`rt2 run`'s loop), allocate nothing either.
+        let shared = [Arc::new(input.clone())];
+        let mut shared_out = Vec::new();
+        ex.execute_sync(&shared, &mut shared_out).expect("runs");
+        let n = allocations(|| {
+            for _ in 0..10 {
+                ex.execute_sync(&shared, &mut shared_out).expect("runs");
+            }
+        });
+        assert_eq!(n, 0, "{}: {n} allocations, shared inputs", executor.name());
+        assert_eq!(shared_out, out, "{}: shared inputs", executor.name());
         // The numbers are real: the same under every engine.
         match &reference {
             None => reference = Some(out.clone()),

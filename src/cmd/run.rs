@@ -323,7 +323,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
 
     let device = Device::try_new(config.device.clone())?;
     let session = Session::new(&eg, &device, &config.session);
-    let refs: Vec<&HostTensor> = inputs.iter().collect();
+    // Shared, so that every execution binds them without a copy (`ModelInput`).
+    let inputs: Vec<Arc<HostTensor>> = inputs.into_iter().map(Arc::new).collect();
+    let refs: Vec<&HostTensor> = inputs.iter().map(|t| &**t).collect();
     let dumps = match &config.dump_tensors {
         Some(_) => Some(
             session
@@ -334,7 +336,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     let bar = iteration_bar(&config);
     let outcome = session
-        .measure(&refs, &|| bar.inc(1))
+        .measure(&inputs, &|| bar.inc(1))
         .map_err(|e| failed(&config, &eg, &device, e))?;
     bar.finish_and_clear();
     // Reported when asked for, or when a debug build's own sanitizer found something.
@@ -564,7 +566,7 @@ fn us(v: f64) -> f64 {
 struct Report<'a> {
     config: &'a Config,
     eg: &'a ExecuteGraph,
-    inputs: &'a [HostTensor],
+    inputs: &'a [Arc<HostTensor>],
     sources: &'a [Source],
     outcome: &'a Measurement,
     paths: Option<&'a [PathBuf]>,

@@ -364,7 +364,7 @@ impl ModelV2Executor {
     }
 
     /// Checks the inputs' count, types and shapes against the model's.
-    fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+    fn check_inputs<I: ModelInput>(&self, inputs: &[I]) -> Result<(), ExecError> {
         if inputs.len() != self.inputs.len() {
             return Err(ExecError::Io(IoError::InputCount {
                 expected: self.inputs.len(),
@@ -372,28 +372,38 @@ impl ModelV2Executor {
             }));
         }
         for (i, (t, io)) in inputs.iter().zip(&self.inputs).enumerate() {
-            check_input(i, t, io)?;
+            check_input(i, t.tensor(), io)?;
         }
         Ok(())
     }
 
-    /// Checks the inputs against the model's and writes them into Main's `Data` slots.
-    fn bind_inputs(&mut self, inputs: &[&HostTensor]) -> Result<(), ExecError> {
+    /// Checks the inputs against the model's and binds them to Main's `Data` slots: a
+    /// shared input as it is, a borrowed one copied (see [`ModelInput`]).
+    fn bind_inputs<I: ModelInput>(&mut self, inputs: &[I]) -> Result<(), ExecError> {
         self.check_inputs(inputs)?;
         let st = self.main_state.as_mut().expect("loaded");
         for &(index, node) in &self.main.data {
-            let t = inputs.get(index).ok_or(ExecError::Io(IoError::DataIndex {
+            let input = inputs.get(index).ok_or(ExecError::Io(IoError::DataIndex {
                 index,
                 inputs: inputs.len(),
             }))?;
+            let t = input.tensor();
             let first = self.main.recs[node as usize].out_start;
             st.arena.slot_mut(first).set_shape(t.shape.iter().copied());
             if self.main.recs[node as usize].out_len > 1 {
-                let h = st.arena.slot_mut(first + 1).host_mut(t.dtype);
-                h.shape.clear();
-                h.shape.extend_from_slice(&t.shape);
-                h.data.clear();
-                h.data.extend_from_slice(&t.data);
+                let slot = st.arena.slot_mut(first + 1);
+                match input.shared() {
+                    // The slot's last value (this same tensor, in a loop) is released
+                    // as this one is bound: a reference count down and up, no copy.
+                    Some(shared) => *slot = Value::Host(shared.clone()),
+                    None => {
+                        let h = slot.host_mut(t.dtype);
+                        h.shape.clear();
+                        h.shape.extend_from_slice(&t.shape);
+                        h.data.clear();
+                        h.data.extend_from_slice(&t.data);
+                    }
+                }
             }
         }
         Ok(())
@@ -401,10 +411,10 @@ impl ModelV2Executor {
 
     /// Runs Main on `arg`'s stream with `inputs`; `outputs` receives the model outputs in
     /// device memory (the caller's to free). Returns once the work is submitted.
-    pub fn execute(
+    pub fn execute<I: ModelInput>(
         &mut self,
         arg: &ModelExecuteArg,
-        inputs: &[&HostTensor],
+        inputs: &[I],
         outputs: &mut Vec<OutputTensor>,
     ) -> Result<StreamId, ExecError> {
         if self.status != ExecutorStatus::Loaded {
@@ -450,19 +460,19 @@ impl ModelV2Executor {
     /// Runs Main on the model's stream, waits, and downloads the outputs into `outputs`
     /// (resized to the model's output count; each tensor's storage is reused), freeing
     /// their device memory.
-    pub fn execute_sync(
+    pub fn execute_sync<I: ModelInput>(
         &mut self,
-        inputs: &[&HostTensor],
+        inputs: &[I],
         outputs: &mut Vec<HostTensor>,
     ) -> Result<(), ExecError> {
         self.execute_sync_with(&ModelExecuteArg::default(), inputs, outputs)
     }
 
     /// [`Self::execute_sync`] on `arg`'s stream and allocator.
-    pub fn execute_sync_with(
+    pub fn execute_sync_with<I: ModelInput>(
         &mut self,
         arg: &ModelExecuteArg,
-        inputs: &[&HostTensor],
+        inputs: &[I],
         outputs: &mut Vec<HostTensor>,
     ) -> Result<(), ExecError> {
         if self.status != ExecutorStatus::Loaded {
@@ -691,6 +701,38 @@ fn bind_exports(plan: &Plan, st: &mut ExecState, exports: &[Value]) -> Result<()
         *st.arena.slot_mut(slot) = v.clone();
     }
     Ok(())
+}
+
+/// A model input as an execution takes it: the tensor, and whether it is shared.
+///
+/// A borrowed tensor (`&HostTensor`) is copied into the graph's input slot, since the
+/// execution may outlive the borrow's use; a shared one (`Arc<HostTensor>`) is bound as
+/// it is. Why both: `rt2 run` feeds the same inputs to every execution, and copying a
+/// 600 KB image into the slot was 5% of a MobileNet's time, before its upload copies it
+/// again.
+pub trait ModelInput {
+    /// The tensor.
+    fn tensor(&self) -> &HostTensor;
+    /// The tensor as shared, when it is: bound without a copy.
+    fn shared(&self) -> Option<&Arc<HostTensor>>;
+}
+
+impl ModelInput for &HostTensor {
+    fn tensor(&self) -> &HostTensor {
+        self
+    }
+    fn shared(&self) -> Option<&Arc<HostTensor>> {
+        None
+    }
+}
+
+impl ModelInput for Arc<HostTensor> {
+    fn tensor(&self) -> &HostTensor {
+        self
+    }
+    fn shared(&self) -> Option<&Arc<HostTensor>> {
+        Some(self)
+    }
 }
 
 fn check_input(i: usize, t: &HostTensor, io: &ModelIo) -> Result<(), ExecError> {

@@ -40,7 +40,7 @@ pub use engine_mt::MtData;
 pub use error::{
     ExecError, ExecutorStatus, IoError, KernelError, LoadError, NoCompute, StateError,
 };
-pub use executor::{ExecutorOptions, ModelExecuteArg, ModelV2Executor, StreamExecutor};
+pub use executor::{ExecutorOptions, ModelExecuteArg, ModelInput, ModelV2Executor, StreamExecutor};
 pub use kernels::ops_without_compute;
 pub use plan::{ExecState, Plan, prepare};
 pub use registry::{KernelInfo, KernelRegistry, Role};

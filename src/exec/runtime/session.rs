@@ -237,7 +237,7 @@ impl<'a> Session<'a> {
     /// counter, from the streams' threads).
     pub fn measure(
         &self,
-        inputs: &[&HostTensor],
+        inputs: &[Arc<HostTensor>],
         on_execution: &(dyn Fn() + Sync),
     ) -> Result<Measurement, SessionError> {
         let c = self.config;
@@ -274,7 +274,7 @@ impl<'a> Session<'a> {
     fn measure_one(
         &self,
         options: ExecutorOptions,
-        inputs: &[&HostTensor],
+        inputs: &[Arc<HostTensor>],
         window: &Window<'_>,
         on_execution: &(dyn Fn() + Sync),
     ) -> Result<StreamRun, SessionError> {
@@ -294,7 +294,7 @@ impl<'a> Session<'a> {
     fn measure_streams(
         &self,
         options: ExecutorOptions,
-        inputs: &[&HostTensor],
+        inputs: &[Arc<HostTensor>],
         window: &Window<'_>,
         on_execution: &(dyn Fn() + Sync),
     ) -> Result<StreamRun, SessionError> {
@@ -355,7 +355,7 @@ impl<'a> Session<'a> {
         &self,
         ex: &mut ModelV2Executor,
         stream: Option<StreamId>,
-        inputs: &[&HostTensor],
+        inputs: &[Arc<HostTensor>],
         on_execution: &(dyn Fn() + Sync),
         timing: &mut Timing<'_>,
     ) -> Result<StreamRun, SessionError> {
@@ -373,6 +373,9 @@ impl<'a> Session<'a> {
             stream,
             allocator: None,
         };
+        // Executions bind the shared inputs as they are; a graph's capture and replay
+        // take them borrowed.
+        let borrowed: Vec<&HostTensor> = inputs.iter().map(|t| &**t).collect();
         for i in 0..c.warmup.saturating_add(c.iterations) {
             if i == c.warmup {
                 timing.open();
@@ -383,11 +386,11 @@ impl<'a> Session<'a> {
                 let captured = if ex.has_graph() {
                     Ok(())
                 } else {
-                    ex.capture_main(inputs)
+                    ex.capture_main(&borrowed)
                         .map_err(|e| SessionError::Capture(Box::new(e)))
                 };
                 captured.and_then(|()| {
-                    ex.replay_sync(inputs, &mut outputs)
+                    ex.replay_sync(&borrowed, &mut outputs)
                         .map_err(self.failed(Step::Execution(i + 1)))
                 })
             } else {
