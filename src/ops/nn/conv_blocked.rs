@@ -421,10 +421,13 @@ impl<'a> Blocked<'a> {
     }
 }
 
-/// The output pointer the tasks share; each writes its own strips' positions.
+/// A buffer the tasks of one call share through its pointer: each writes its own
+/// positions (Blocked's output strips; Winograd's planes, U, V and M rows and output
+/// tiles), and reads what the others have finished writing.
 #[derive(Clone, Copy)]
 pub(super) struct SharedOut(pub(super) *mut f32);
-// SAFETY: the tasks given one write disjoint positions of it (`Blocked::conv`).
+// SAFETY: the tasks given one write disjoint positions of it, and read only what no
+// task writes meanwhile (`Blocked::conv`, `Winograd::run`).
 unsafe impl Send for SharedOut {}
 // SAFETY: as for Send: shared only among tasks writing disjoint positions.
 unsafe impl Sync for SharedOut {}

@@ -21,9 +21,9 @@
 //! block transformed, multiplied and transformed back before the next. Threads take
 //! whole blocks; on an image too small for a block of useful width per thread, they
 //! share each block instead, a share of its input channels to transform, then a share
-//! of its output channels to multiply and transform back ([`Split`]). The input is first copied into zero-padded planes whose width is a whole
-//! number of vectors of tiles, so the transforms run without bounds checks in vectors of
-//! `LANES` tiles: a tile row's 4x4 windows start two columns apart, and the even and odd
+//! of its output channels to multiply and transform back ([`Split`]). The input is
+//! first copied into zero-padded planes whose width is a whole number of vectors of
+//! tiles, so the transforms run without bounds checks in vectors of `LANES` tiles: a tile row's 4x4 windows start two columns apart, and the even and odd
 //! columns of two vectors give the window's four columns for `LANES` tiles at once. The
 //! tiles of the rounding, past the output's edge, are computed and not stored.
 //!
@@ -93,10 +93,10 @@ impl Winograd {
     /// dilation 1, padding of at most 2) and pays for itself: enough channels that the
     /// products dominate the transforms, enough tiles that the per-call weight transform
     /// and the products' narrow tiles cost less than the multiplies saved, and not too
-    /// many tiles of the rounding. With `parallel`
-    /// (the call splits its work across threads) the blocks are cut small enough for
-    /// two per thread, or, when that would make them too narrow, threads share each
-    /// block ([`Split`]).
+    /// many tiles of the rounding. With `parallel` (the call splits its work across
+    /// threads) the blocks are cut small enough for two per thread, or, when that would
+    /// make them too narrow, threads share each block ([`Split`]). Which kernel runs
+    /// does not depend on the threads, so neither do the bits.
     pub(super) fn plan(
         win: &Window,
         c: usize,
