@@ -12,6 +12,7 @@
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
 use rt2::lower::{LowerOptions, lower};
 use rt2::npu::device::{Device, DeviceConfig};
+use rt2::om::ComputeModel;
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::{EncoderBlock, encoder_block_model, seeded_f32};
 use rt2::ops::{DType, HostTensor};
@@ -26,6 +27,13 @@ const SIZES: EncoderBlock = EncoderBlock {
 /// The call sequence: every distinct length once, then back and forth.
 const FIRST_PASS: [usize; 3] = [16, 128, 64];
 const LATER: [usize; 6] = [16, 128, 16, 64, 128, 16];
+
+/// The encoder block at [`SIZES`], imported.
+fn block_model() -> ComputeModel {
+    let onnx = encoder_block_model(SIZES, None);
+    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
+    file.models.swap_remove(0).model
+}
 
 fn input(seq: usize) -> Vec<f32> {
     seeded_f32(seq * SIZES.d_model, 1000 + seq as u64, 1.0)
@@ -140,9 +148,7 @@ fn assert_close(got: &[f32], want: &[f64], what: &str) {
 
 #[test]
 fn one_executor_runs_changing_sequence_lengths_and_reuses_device_memory() {
-    let onnx = encoder_block_model(SIZES, None);
-    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
-    let model = file.models.swap_remove(0).model;
+    let model = block_model();
     let eg = lower(&model, &LowerOptions::default()).expect("lowers");
     assert_eq!(eg.inputs[0].shape, vec![-1, SIZES.d_model as i64]);
 
@@ -244,9 +250,7 @@ fn launched_ops(eg: &rt2::exec::ExecuteGraph) -> Vec<String> {
 /// reading its weights in place, at every length.
 #[test]
 fn packed_weights_give_the_bits_of_weights_read_in_place() {
-    let onnx = encoder_block_model(SIZES, None);
-    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
-    let model = file.models.swap_remove(0).model;
+    let model = block_model();
     let packed = lower(&model, &LowerOptions::default()).expect("lowers");
     let plain = lower(
         &model,
@@ -300,9 +304,7 @@ fn packed_weights_give_the_bits_of_weights_read_in_place() {
 /// plain executions wait until the graph is released.
 #[test]
 fn graph_mode_replays_a_captured_length_bit_for_bit() {
-    let onnx = encoder_block_model(SIZES, None);
-    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
-    let model = file.models.swap_remove(0).model;
+    let model = block_model();
     let eg = lower(&model, &LowerOptions::default()).expect("lowers");
     let (a, b) = (
         host(16, &input(16)),
@@ -417,9 +419,7 @@ fn a_shape_of_unknown_length_feeds_later_ops() {
 #[test]
 fn shared_and_borrowed_inputs_interleave() {
     use std::sync::Arc;
-    let onnx = encoder_block_model(SIZES, None);
-    let mut file = read(&onnx, &ReadOptions::default()).expect("imports");
-    let model = file.models.swap_remove(0).model;
+    let model = block_model();
     let eg = lower(&model, &LowerOptions::default()).expect("lowers");
     let device = Device::new(DeviceConfig::default());
     let mut ex =

@@ -246,8 +246,8 @@ fn conv_typed<T: Scalar>(
             // A block split across threads splits nothing more inside.
             let inner = parallel && blocks == 1;
             if let Some(wino) = &winograd {
-                return with_scratch(wino.scratch_len(inner), |scratch: &mut [f32]| {
-                    wino.run(xg, wg, bg, epilogue, scratch, out, inner);
+                return with_scratch(wino.scratch_len(), |scratch: &mut [f32]| {
+                    wino.run(xg, wg, bg, epilogue, scratch, out);
                 });
             }
             match &plan {
@@ -1153,11 +1153,11 @@ mod tests {
                     let plan = Winograd::plan(&case.window(), case.x[1], case.m, isa, parallel)
                         .unwrap_or_else(|| panic!("case {n} takes the kernel"));
                     let threads = rayon::current_num_threads() > 1;
-                    assert_eq!(plan.shares_blocks(parallel), parallel && threads && n >= 5);
+                    assert_eq!(plan.shares_blocks(), parallel && threads && n >= 5);
                     for e in [None, Some(relu)] {
-                        let mut scratch = vec![f32::NAN; plan.scratch_len(parallel)];
+                        let mut scratch = vec![f32::NAN; plan.scratch_len()];
                         let mut got = vec![f32::NAN; case.m * oh * ow];
-                        plan.run(&x, &w, bias, e, &mut scratch, &mut got, parallel);
+                        plan.run(&x, &w, bias, e, &mut scratch, &mut got);
                         let want: Vec<f32> = match e {
                             Some(_) => want.iter().map(|&v| v.max(0.0)).collect(),
                             None => want.clone(),

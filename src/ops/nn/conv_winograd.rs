@@ -153,10 +153,10 @@ impl Winograd {
         })
     }
 
-    /// Whether threads share each block of a call with `parallel` ([`Split::Channels`]).
+    /// Whether threads share each block ([`Split::Channels`]).
     #[cfg(test)]
-    pub(super) fn shares_blocks(&self, parallel: bool) -> bool {
-        self.split(parallel) == Split::Channels
+    pub(super) fn shares_blocks(&self) -> bool {
+        self.split == Split::Channels
     }
 
     /// Padded plane rows and columns: every tile's 4x4 window, and the two vectors of
@@ -174,14 +174,9 @@ impl Winograd {
         self.tiles().div_ceil(self.block)
     }
 
-    /// The split a call with `parallel` makes.
-    fn split(&self, parallel: bool) -> Split {
-        if parallel { self.split } else { Split::None }
-    }
-
     /// Threads a call's work goes to.
-    fn tasks(&self, split: Split) -> usize {
-        match split {
+    fn tasks(&self) -> usize {
+        match self.split {
             Split::None => 1,
             Split::Blocks => rayon::current_num_threads().clamp(1, self.blocks()),
             Split::Channels => rayon::current_num_threads().max(1),
@@ -189,9 +184,9 @@ impl Winograd {
     }
 
     /// Sets of block buffers a call uses: one per task when tasks take whole blocks.
-    fn buffers(&self, split: Split) -> usize {
-        match split {
-            Split::Blocks => self.tasks(split),
+    fn buffers(&self) -> usize {
+        match self.split {
+            Split::Blocks => self.tasks(),
             Split::None | Split::Channels => 1,
         }
     }
@@ -202,10 +197,9 @@ impl Winograd {
     }
 
     /// Scratch floats [`Winograd::run`] needs.
-    pub(super) fn scratch_len(&self, parallel: bool) -> usize {
+    pub(super) fn scratch_len(&self) -> usize {
         let (ph, pw) = self.plane();
-        let split = self.split(parallel);
-        self.c * ph * pw + 16 * self.m * self.c + self.buffers(split) * self.task_len()
+        self.c * ph * pw + 16 * self.m * self.c + self.buffers() * self.task_len()
     }
 
     /// The first tile of block `b` and its tile count.
@@ -216,9 +210,8 @@ impl Winograd {
 
     /// The convolution of `x` (`[c, h, w]`) by `w` (`[m, c, 3, 3]`), plus `bias`, then
     /// `epilogue`, into `out` (`[m, oh, ow]`), using `scratch` (at least
-    /// [`Winograd::scratch_len`] floats, contents unspecified); across threads when
-    /// `parallel` (see [`Split`]).
-    #[allow(clippy::too_many_arguments)]
+    /// [`Winograd::scratch_len`] floats, contents unspecified); across threads as the
+    /// plan's `parallel` said (see [`Split`]).
     pub(super) fn run(
         &self,
         x: &[f32],
@@ -227,10 +220,8 @@ impl Winograd {
         epilogue: Option<Epilogue>,
         scratch: &mut [f32],
         out: &mut [f32],
-        parallel: bool,
     ) {
         let (ph, pw) = self.plane();
-        let split = self.split(parallel);
         let (m, c) = (self.m, self.c);
         assert!(
             w.len() >= m * c * 9 && bias.is_none_or(|b| b.len() >= m),
@@ -239,8 +230,8 @@ impl Winograd {
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
         let (padded, rest) = scratch.split_at_mut(c * ph * pw);
         let (u, rest) = rest.split_at_mut(16 * m * c);
-        let bufs = &mut rest[..self.buffers(split) * self.task_len()];
-        let tasks = self.tasks(split);
+        let bufs = &mut rest[..self.buffers() * self.task_len()];
+        let tasks = self.tasks();
         let (ps, us) = (SharedOut(padded.as_mut_ptr()), SharedOut(u.as_mut_ptr()));
         let out = SharedOut(out.as_mut_ptr());
         // Each task pads its share of the input channels and transforms its share of the
@@ -263,7 +254,7 @@ impl Winograd {
         // block buffers (`buffers` sets of `task_len`), each used by one task at a time,
         // or by the tasks of a shared block in disjoint rows: their input channels' V,
         // then (after the loop that made V) their output channels' M.
-        match split {
+        match self.split {
             Split::None | Split::Blocks => {
                 each(tasks, prepare);
                 let per = self.blocks().div_ceil(tasks);
