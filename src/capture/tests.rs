@@ -54,14 +54,38 @@ fn fixtures_match_their_golden_reports() {
         let golden = path.with_extension("expected.json");
         if update {
             std::fs::write(&golden, &json).unwrap();
-        } else if std::fs::read_to_string(&golden).ok().as_deref() != Some(json.as_str()) {
-            stale.push(name);
+        } else {
+            let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+            if expected != json {
+                stale.push(format!("{name}: {}", first_difference(&expected, &json)));
+            }
         }
     }
     assert!(
         stale.is_empty(),
-        "reports differ from their golden files (RT2_BLESS=1 rewrites them): {stale:?}"
+        "reports differ from their golden files (RT2_BLESS=1 rewrites them):\n{}",
+        stale.join("\n")
     );
+}
+
+/// Where a report first departs from its golden file: the line number and both lines,
+/// so a failure says which field moved without a rerun.
+fn first_difference(expected: &str, actual: &str) -> String {
+    let (mut e, mut a) = (expected.lines(), actual.lines());
+    for line in 1.. {
+        match (e.next(), a.next()) {
+            (Some(x), Some(y)) if x == y => continue,
+            (None, None) => break,
+            (x, y) => {
+                return format!(
+                    "line {line}: expected {:?}, got {:?}",
+                    x.unwrap_or("<end>"),
+                    y.unwrap_or("<end>")
+                );
+            }
+        }
+    }
+    "trailing whitespace differs".to_string()
 }
 
 #[test]
