@@ -651,6 +651,39 @@ fn an_async_copy_keeps_the_host_memory_it_reads() {
 }
 
 #[test]
+fn an_idle_stream_takes_host_bytes_at_once_and_a_busy_or_capturing_one_declines() {
+    let dev = device();
+    let s = dev.create_stream();
+    let p = dev.malloc(16, s).unwrap();
+    let bytes: Vec<u8> = (0..16).collect();
+    assert!(matches!(dev.memcpy_h2d_if_idle(s, p, &bytes), Some(Ok(()))));
+    let mut back = [0u8; 16];
+    dev.memcpy_d2h(&mut back, p).unwrap();
+    assert_eq!(
+        back.as_slice(),
+        bytes.as_slice(),
+        "copied before it returned"
+    );
+    // Work queued ahead: the caller stages and submits instead, keeping the order.
+    let gate = Gate::on(&dev, s);
+    gate.wait_started();
+    assert!(dev.memcpy_h2d_if_idle(s, p, &[7; 16]).is_none());
+    gate.open();
+    dev.synchronize(s).unwrap();
+    dev.begin_capture(s).unwrap();
+    assert!(dev.memcpy_h2d_if_idle(s, p, &[7; 16]).is_none(), "captured");
+    dev.end_capture(s).unwrap();
+    // Past the allocation: refused, as the task's submission is, and nothing written.
+    assert!(matches!(
+        dev.memcpy_h2d_if_idle(s, p, &[7; 32]),
+        Some(Err(NpuError::OutOfBounds { .. }))
+    ));
+    dev.synchronize(s).unwrap();
+    dev.memcpy_d2h(&mut back, p).unwrap();
+    assert_eq!(back.as_slice(), bytes.as_slice());
+}
+
+#[test]
 fn devices_are_independent_values() {
     let (d1, d2) = (device(), device());
     let p1 = put(&d1, &[1.0]);

@@ -264,6 +264,47 @@ fn two_streams_writing_one_buffer_without_an_event_race() {
 }
 
 #[test]
+fn a_copy_made_at_once_is_checked_as_the_staged_copy_is() {
+    let dev = device();
+    let (s0, s1) = (dev.default_stream(), dev.create_stream());
+    // Written by the copy: a launch reading it after is clean, on any stream, since the
+    // host saw the copy finish before it issued the launch.
+    let x = dev.malloc(N * 4, s0).unwrap();
+    let y = dev.malloc(N * 4, s1).unwrap();
+    let ones = [1.0f32; N];
+    assert!(matches!(
+        dev.memcpy_h2d_if_idle(s0, x, bytemuck::cast_slice(&ones)),
+        Some(Ok(()))
+    ));
+    dev.launch(s1, launch("TestAdd", &[f32s(x, N)], f32s(y, N)))
+        .unwrap();
+    assert_eq!(kinds(&report(&dev)), []);
+    // A launch queued on another stream (behind a callback) writes what the copy writes,
+    // with nothing between them: a race, found when the launch runs.
+    let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+    let gate = Task::Callback(Arc::new(move || rx.recv().map_err(|e| e.to_string())));
+    dev.submit(s1, gate).unwrap();
+    dev.launch(s1, launch("TestAdd", &[f32s(y, N)], f32s(x, N)))
+        .unwrap();
+    assert!(matches!(
+        dev.memcpy_h2d_if_idle(s0, x, bytemuck::cast_slice(&ones)),
+        Some(Ok(()))
+    ));
+    tx.send(()).unwrap();
+    let r = report(&dev);
+    assert_eq!(kinds(&r), [(Check::Race, "race", Some("TestAdd".into()))]);
+    let other = r.findings[0].other.as_ref().expect("two sides");
+    let sides = [r.findings[0].task.kind, other.kind];
+    assert!(sides.contains(&"host-to-device copy"), "{sides:?}");
+    // Past the allocation: a memcheck finding, as for the task.
+    assert!(matches!(
+        dev.memcpy_h2d_if_idle(s0, x, &[0; N * 4 + 4]),
+        Some(Err(NpuError::OutOfBounds { .. }))
+    ));
+    assert_eq!(kinds(&report(&dev)), [(Check::Mem, "out of bounds", None)]);
+}
+
+#[test]
 fn a_read_on_another_stream_is_ordered_by_an_event_or_a_host_synchronize() {
     for order in ["event", "synchronize", "none"] {
         let dev = device();

@@ -599,6 +599,26 @@ impl Device {
         self.submit(stream, task)
     }
 
+    /// Copies `src` to `dst` now if `stream` is idle (and nothing captures): what
+    /// [`Device::memcpy_h2d_async`] of a buffer holding `src` would do, without the
+    /// buffer. `None`: the stream has work queued; stage the bytes and submit. A copy
+    /// that fails once started faults the stream, as the task would.
+    pub fn memcpy_h2d_if_idle(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: &[u8],
+    ) -> Option<Result<(), NpuError>> {
+        let core = self.core();
+        if core.capturing.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        match core.stream(stream) {
+            Ok(s) => s.copy_in_inline(core, dst, src),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// Fills all of `dst` from `src` when the stream gets there.
     pub fn memcpy_d2h_async(
         &self,

@@ -100,6 +100,20 @@ impl TaskRecorder {
         })
     }
 
+    /// Before a copy of `len` bytes run without a job (a host-to-device copy made inline):
+    /// as [`TaskRecorder::start`] for the task it stands for.
+    pub fn start_copy(&self, kind: &'static str, len: usize) -> Option<Started> {
+        if !self.on.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(Started {
+            kind,
+            op: None,
+            name: bytes(len),
+            start: Instant::now(),
+        })
+    }
+
     /// After the job `s` started.
     pub fn finish(&self, stream: StreamId, s: Started, ok: bool) {
         let end = Instant::now();

@@ -17,7 +17,7 @@ use super::ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 use super::memory::{Memory, NoRoom};
 use super::queue::{Job, ModelInner, StreamState};
 use super::recorder::TaskRecorder;
-use super::sanitizer::{LaneKey, POISON, Sanitizer};
+use super::sanitizer::{LaneKey, POISON, Role, Sanitizer, Touch};
 use super::sync::{EventState, NotifyState};
 use super::task::Task;
 
@@ -243,6 +243,27 @@ impl Core {
                 let info = san.task_info(lane, task.kind(), op, label);
                 san.refused(&info, t, e);
             }
+        }
+        r
+    }
+
+    /// [`Core::check_ranges`] for a host-to-device copy of `len` bytes to `dst` made
+    /// without a task (`StreamState::copy_in_inline`).
+    pub(super) fn check_copy_in(
+        &self,
+        dst: DevicePtr,
+        len: usize,
+        lane: LaneKey,
+    ) -> Result<(), NpuError> {
+        let r = self.memory.heap().check(dst, len);
+        if let (Err(e), Some(san)) = (&r, &self.sanitizer) {
+            let info = san.task_info(lane, Task::HOST_TO_DEVICE, None, None);
+            let touch = Touch {
+                ptr: dst,
+                len,
+                role: Role::Write,
+            };
+            san.refused(&info, touch, e);
         }
         r
     }

@@ -30,7 +30,7 @@ use crate::ops::{Compute, InferCtx, OpError, OpSpec, SpecialFn, Tensor, TensorMu
 
 use super::access::{Scratch, SpanLocks, reuse, span_locks, with_span_locks, with_spans};
 use super::error::NpuError;
-use super::ids::StreamId;
+use super::ids::{DevicePtr, StreamId};
 use super::memory::Span;
 use super::queue::{Job, ModelRun, StreamState, warm_receiver};
 use super::recorder::Started;
@@ -191,6 +191,36 @@ impl StreamState {
             exec.finished(started, r);
             if let Some(san) = &core.sanitizer {
                 san.order(LaneKey::Stream(exec.stream.id), LaneKey::Host);
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies the host bytes `src` to `dst` now, on this thread, if the stream is idle: the
+    /// copy a [`Task::MemcpyH2D`] makes, without first copying `src` into the task's
+    /// staging buffer (for a model input of a few hundred KB, that copy was as long as the
+    /// upload itself). Checked, sanitized and recorded as the task is, and ordered as
+    /// [`StreamState::run_inline`] orders a launch: after what the host did before, before
+    /// what it does after. `None`: the stream is busy; stage the bytes and submit.
+    pub fn copy_in_inline(
+        &self,
+        core: &Core,
+        dst: DevicePtr,
+        src: &[u8],
+    ) -> Option<Result<(), NpuError>> {
+        self.with_idle(core, Here::Small, |exec, _| {
+            let lane = LaneKey::Stream(exec.stream.id);
+            if let Some(san) = &core.sanitizer {
+                san.reached(exec.stream.id, None);
+                san.order(LaneKey::Host, lane);
+            }
+            core.check_copy_in(dst, src.len(), lane)?;
+            // A faulted stream skips the tasks that touch memory (see the module doc).
+            if !exec.stream.faulted.load(Ordering::Acquire) {
+                exec.copy_in(dst, src);
+            }
+            if let Some(san) = &core.sanitizer {
+                san.order(lane, LaneKey::Host);
             }
             Ok(())
         })
@@ -690,6 +720,34 @@ impl Exec<'_> {
             let info = san.task_info(lane, task.kind(), None, None);
             san.run(lane, &info, &task.touches());
         }
+    }
+
+    /// [`StreamState::copy_in_inline`]'s copy, as [`Exec::task`] runs a
+    /// [`Task::MemcpyH2D`]: sanitized, recorded, and a failure faulting the stream.
+    fn copy_in(&mut self, dst: DevicePtr, src: &[u8]) {
+        let len = src.len();
+        if let Some(san) = &self.core.sanitizer {
+            let info = san.task_info(self.clock, Task::HOST_TO_DEVICE, None, None);
+            san.run(
+                self.clock,
+                &info,
+                &[Touch {
+                    ptr: dst,
+                    len,
+                    role: Role::Write,
+                }],
+            );
+        }
+        let started = self.core.recorder.start_copy(Task::HOST_TO_DEVICE, len);
+        let scratch = &mut self.lane.scratch;
+        let r = self.core.memory.resolve(dst, len).and_then(|out| {
+            with_spans(&[], &[out], scratch, |_, o| {
+                if let Some(o) = o.first_mut() {
+                    o.copy_from_slice(src)
+                }
+            })
+        });
+        self.finished(started, r);
     }
 
     /// Runs a task that touches memory (or a callback).

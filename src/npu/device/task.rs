@@ -459,10 +459,14 @@ impl fmt::Display for CondKind {
 
 impl Task {
     /// The kind of task, for messages and reports.
+    /// [`Task::kind`] of a host-to-device copy (also the kind of the staged-free copy
+    /// `StreamState::copy_in_inline` makes).
+    pub const HOST_TO_DEVICE: &'static str = "host-to-device copy";
+
     pub fn kind(&self) -> &'static str {
         match self {
             Task::Launch(_) => "kernel launch",
-            Task::MemcpyH2D { .. } => "host-to-device copy",
+            Task::MemcpyH2D { .. } => Task::HOST_TO_DEVICE,
             Task::MemcpyD2H { .. } => "device-to-host copy",
             Task::MemcpyD2D { .. } => "device-to-device copy",
             Task::Memset { .. } => "memset",

@@ -108,7 +108,9 @@ fn free_memory(cx: &mut KernelContext<'_>) -> KernelResult {
     Ok(())
 }
 
-/// Submits a copy of `bytes` to `dst` on `stream` through the node's staging buffer.
+/// Copies `bytes` to `dst` on `stream`: now, from the caller's bytes, when the stream is
+/// idle (as it is when an execution begins); else through the node's staging buffer,
+/// submitted behind the stream's work. Staging every upload copied each input twice.
 fn upload(
     cx: &mut KernelContext<'_>,
     stream: crate::npu::device::StreamId,
@@ -119,6 +121,9 @@ fn upload(
         return Ok(());
     }
     let device = cx.device().clone();
+    if let Some(r) = device.memcpy_h2d_if_idle(stream, dst, bytes) {
+        return Ok(r?);
+    }
     let Staging(slot) = cx.state::<Staging>();
     let reusable = slot
         .as_ref()
