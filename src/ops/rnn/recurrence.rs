@@ -505,7 +505,7 @@ impl Recurrence {
         y_h: &mut [f32],
         y_c: &mut [f32],
     ) {
-        use crate::ops::elementwise::vmath::{Fun, map};
+        use crate::ops::elementwise::vmath::lstm_cell;
         let (dm, gh) = (&self.dm, self.gh);
         let (seq, batch, h, input) = (dm.seq, dm.batch, dm.hidden, dm.input);
         let rows = seq * batch;
@@ -527,11 +527,13 @@ impl Recurrence {
             .map(|b| &b[d * 2 * gh + gh + folded..][..gh - folded]);
         match ops.bias {
             Some(bias) => {
+                // One row of biases, then copied into every row the product adds to.
                 let (wb, rb) = bias[d * 2 * gh..][..2 * gh].split_at(gh);
+                for (g, (v, (a, b))) in act.iter_mut().zip(wb.iter().zip(rb)).enumerate() {
+                    *v = if g < folded { a + b } else { *a };
+                }
                 for row in xw.chunks_exact_mut(gh) {
-                    for (g, (v, (a, b))) in row.iter_mut().zip(wb.iter().zip(rb)).enumerate() {
-                        *v = if g < folded { a + b } else { *a };
-                    }
+                    row.copy_from_slice(act);
                 }
             }
             None => xw.fill(0.0),
@@ -611,27 +613,15 @@ impl Recurrence {
                     out.copy_from_slice(hb);
                     continue;
                 }
-                for (v, &p) in gb.iter_mut().zip(&xw[dm.x_row(t, b) * gh..][..gh]) {
-                    *v += p;
-                    if let Some(c) = clip {
-                        *v = v.clamp(-c, c);
-                    }
-                }
-                // Gates i, o, f (sigmoid), then the cell candidate (tanh).
-                map(Fun::Sigmoid, &gb[..3 * h], &mut act[..3 * h]);
-                map(Fun::Tanh, &gb[3 * h..], &mut act[3 * h..]);
-                let (i, rest) = act.split_at(h);
-                let (o, rest) = rest.split_at(h);
-                let (f, c_in) = rest.split_at(h);
-                let cb = &mut cs[b * h..][..h];
-                for j in 0..h {
-                    cb[j] = f[j] * cb[j] + i[j] * c_in[j];
-                }
+                // Gates i, o, f (sigmoid) and the cell candidate (tanh), then the state.
                 let hb = &mut hs[b * h..][..h];
-                map(Fun::Tanh, cb, hb);
-                for j in 0..h {
-                    hb[j] *= o[j];
-                }
+                lstm_cell(
+                    gb,
+                    &xw[dm.x_row(t, b) * gh..][..gh],
+                    clip.unwrap_or(f32::INFINITY),
+                    &mut cs[b * h..][..h],
+                    hb,
+                );
                 out.copy_from_slice(hb);
             }
         }

@@ -226,3 +226,57 @@ fn values_at_known_points() {
     assert!(y[3].is_nan());
     assert_eq!(y[4], f32::INFINITY);
 }
+
+/// The fused LSTM step gives the bits of its passes taken apart (the gates added and
+/// clipped, sigmoid and tanh mapped, the state updated), clipped or not, for widths that
+/// fill whole vectors and leave tails, with NaN and infinite gates among them; a cell
+/// state that is not zero to begin with is carried.
+#[test]
+fn the_fused_lstm_cell_is_its_passes_taken_apart() {
+    let special = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        100.0,
+        -100.0,
+    ];
+    for n in [1usize, 7, 16, 33, 128] {
+        for clip in [f32::INFINITY, 3.0] {
+            let val = |i: usize, seed: u32| {
+                let bits = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);
+                if bits.is_multiple_of(53) {
+                    special[(bits as usize / 53) % special.len()]
+                } else {
+                    (bits % 20_000) as f32 / 1000.0 - 10.0
+                }
+            };
+            let rec: Vec<f32> = (0..4 * n).map(|i| val(i, 1)).collect();
+            let pre: Vec<f32> = (0..4 * n).map(|i| val(i, 7)).collect();
+            let c0: Vec<f32> = (0..n).map(|i| val(i, 13) / 4.0).collect();
+            let (mut c, mut h) = (c0.clone(), vec![f32::from_bits(0x7fc0_dead); n]);
+            super::lstm_cell(&rec, &pre, clip, &mut c, &mut h);
+
+            let gates: Vec<f32> = rec
+                .iter()
+                .zip(&pre)
+                .map(|(r, p)| (r + p).clamp(-clip, clip))
+                .collect();
+            let mut act = vec![0.0f32; 4 * n];
+            map(Fun::Sigmoid, &gates[..3 * n], &mut act[..3 * n]);
+            map(Fun::Tanh, &gates[3 * n..], &mut act[3 * n..]);
+            let want_c: Vec<f32> = (0..n)
+                .map(|j| act[2 * n + j] * c0[j] + act[j] * act[3 * n + j])
+                .collect();
+            let mut want_h = vec![0.0f32; n];
+            map(Fun::Tanh, &want_c, &mut want_h);
+            for (v, o) in want_h.iter_mut().zip(&act[n..2 * n]) {
+                *v *= o;
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&c), bits(&want_c), "c, n {n} clip {clip}");
+            assert_eq!(bits(&h), bits(&want_h), "h, n {n} clip {clip}");
+        }
+    }
+}
