@@ -958,6 +958,17 @@ mod tests {
                 pads: [1; 4],
                 ..Case::new([1, 1, 29, 113], 2, [3, 3])
             },
+            // A grayscale image's first layer, 16 channels from the one (the tile
+            // kernel), and 5 (four in a tile, one left over).
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 1, 32, 128], 16, [3, 3])
+            },
+            Case {
+                pads: [2; 4],
+                ..Case::new([1, 1, 28, 28], 5, [5, 5])
+            },
             Case::new([1, 1, 3, 300], 1, [1, 3]),
             Case {
                 stride: [3, 2],
@@ -994,6 +1005,51 @@ mod tests {
                         }
                         assert_close(&y, &want);
                     }
+                }
+            }
+        }
+    }
+
+    /// Over one input channel the depthwise kernel and the tile kernel give the same
+    /// bits (each sums the bias, then the taps in turn), so which one a layer takes
+    /// (`Direct::conv`: the tile kernel from `MR` output channels) changes no result;
+    /// on every ISA, with and without an activation.
+    #[test]
+    fn one_channel_kernels_give_the_same_bits() {
+        use super::super::conv_direct::{Direct, Isa};
+        use super::super::epilogue::Epilogue;
+        let cases = [
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 1, 32, 128], 16, [3, 3])
+            },
+            Case {
+                pads: [2; 4],
+                ..Case::new([1, 1, 28, 28], 5, [5, 5])
+            },
+            Case {
+                stride: [2, 2],
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([1, 1, 29, 113], 3, [3, 3])
+            },
+        ];
+        for isa in Isa::available() {
+            for case in &cases {
+                let (x, w, b) = case.tensors();
+                let [oh, ow] = case.out();
+                let plan = Direct::plan(&case.window(), 1, isa).unwrap();
+                let mut padded = vec![f32::NAN; plan.scratch_len()];
+                plan.pad(&x, &mut padded, false);
+                let bias = case.bias.then_some(&b[..]);
+                for e in [None, Some(Epilogue::HardSwish)] {
+                    let mut tiles = vec![f32::NAN; case.m * oh * ow];
+                    let mut dw = tiles.clone();
+                    plan.tiles(&padded, &w, bias, e, &mut tiles, false);
+                    plan.depthwise(&padded, &w, bias, e, &mut dw, false);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&tiles), bits(&dw), "{isa:?} m {} {e:?}", case.m);
                 }
             }
         }
