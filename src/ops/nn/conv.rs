@@ -937,8 +937,9 @@ mod tests {
                 pads: [0, 2, 0, 1],
                 ..Case::new([1, 5, 1, 61], 3, [1, 9])
             },
-            // One input channel (a depthwise convolution's group, or a grayscale image):
-            // its own kernel. MobileNet's 5x5 over 14x14 (one masked vector per row, rows
+            // One input channel to fewer than four outputs (a depthwise convolution's
+            // group): its own kernel; more take the tile kernel (`one_channel_cases`,
+            // chained below). MobileNet's 5x5 over 14x14 (one masked vector per row, rows
             // in tiles of 8, 4 and 2); 57 columns (a masked fourth vector, two rows a
             // tile) with three output channels from the one; a stride of 2; rows wider
             // than a tile (298 columns, chunks of 128); uneven strides, a dilation and
@@ -958,17 +959,6 @@ mod tests {
                 pads: [1; 4],
                 ..Case::new([1, 1, 29, 113], 2, [3, 3])
             },
-            // A grayscale image's first layer, 16 channels from the one (the tile
-            // kernel), and 5 (four in a tile, one left over).
-            Case {
-                pads: [1; 4],
-                bias: true,
-                ..Case::new([1, 1, 32, 128], 16, [3, 3])
-            },
-            Case {
-                pads: [2; 4],
-                ..Case::new([1, 1, 28, 28], 5, [5, 5])
-            },
             Case::new([1, 1, 3, 300], 1, [1, 3]),
             Case {
                 stride: [3, 2],
@@ -987,7 +977,7 @@ mod tests {
             Some(Epilogue::HardSwish),
         ];
         for isa in Isa::available() {
-            for case in &cases {
+            for case in cases.iter().chain(&one_channel_cases()) {
                 let (x, w, b) = case.tensors();
                 let [_, c, _, _] = case.x;
                 let [oh, ow] = case.out();
@@ -1010,15 +1000,10 @@ mod tests {
         }
     }
 
-    /// Over one input channel the depthwise kernel and the tile kernel give the same
-    /// bits (each sums the bias, then the taps in turn), so which one a layer takes
-    /// (`Direct::conv`: the tile kernel from `MR` output channels) changes no result;
-    /// on every ISA, with and without an activation.
-    #[test]
-    fn one_channel_kernels_give_the_same_bits() {
-        use super::super::conv_direct::{Direct, Isa};
-        use super::super::epilogue::Epilogue;
-        let cases = [
+    /// Convolutions over one input channel to several outputs: a grayscale image's first
+    /// layer (16 channels), 5 (four in a tile, one left over) by 5 x 5, and 3 of stride 2.
+    fn one_channel_cases() -> [Case; 3] {
+        [
             Case {
                 pads: [1; 4],
                 bias: true,
@@ -1034,7 +1019,18 @@ mod tests {
                 bias: true,
                 ..Case::new([1, 1, 29, 113], 3, [3, 3])
             },
-        ];
+        ]
+    }
+
+    /// Over one input channel the depthwise kernel and the tile kernel give the same
+    /// bits (each sums the bias, then the taps in turn), so which one a layer takes
+    /// (`Direct::conv`: the tile kernel from `MR` output channels) changes no result;
+    /// on every ISA, with and without an activation.
+    #[test]
+    fn one_channel_kernels_give_the_same_bits() {
+        use super::super::conv_direct::{Direct, Isa};
+        use super::super::epilogue::Epilogue;
+        let cases = one_channel_cases();
         for isa in Isa::available() {
             for case in &cases {
                 let (x, w, b) = case.tensors();
