@@ -88,51 +88,135 @@ unsafe fn map_avx2(fun: Fun, x: &[f32], out: &mut [f32]) {
     map_with::<true>(fun, x, out);
 }
 
-/// One float32 LSTM step of one batch entry, in one pass over its `n = c.len()` units:
-/// each gate (`i, o, f, c~` in ONNX's order, `n` apart in `rec` and `pre`) is the
-/// recurrent product `rec` plus the input projection `pre`, clipped to `±clip` (infinite:
-/// not clipped); then `c = f c + i tanh(c~)` and `h = o tanh(c)`, with `i, o, f` the
-/// sigmoid of theirs. Sigmoid and tanh are [`map`]'s formulas in [`map`]'s vectors, so
-/// the bits are those of the gates added, clipped and mapped in separate passes.
-///
-/// Why one pass: per step the gates are a few hundred floats, and separate passes (an
-/// add, three calls to [`map`], the state updates in loops the baseline build leaves
-/// scalar) took a fifth of a 128-unit LSTM's time beside its matrix-vector product.
-pub fn lstm_cell(rec: &[f32], pre: &[f32], clip: f32, c: &mut [f32], h: &mut [f32]) {
-    let n = c.len();
-    assert!(
-        rec.len() >= 4 * n && pre.len() >= 4 * n && h.len() >= n,
-        "lstm_cell: gates or state shorter than the cell"
-    );
-    #[cfg(target_arch = "x86_64")]
-    match Isa::detect() {
-        // SAFETY: `Isa::detect` found the instruction set each function is compiled for.
-        Some(Isa::Avx512) => return unsafe { lstm_cell_avx512(rec, pre, clip, c, h) },
-        // SAFETY: as above.
-        Some(Isa::Avx2) => return unsafe { lstm_cell_avx2(rec, pre, clip, c, h) },
-        None => {}
+/// Defines `pub fn $name` over slices as `$with::<FMA>` compiled for AVX-512 and for
+/// AVX2 with FMA (chosen at run time from [`Isa::detect`]) and once more for the baseline
+/// set, as [`map`] is: the loop inside `$with` is written for the vectorizer.
+macro_rules! vectorized {
+    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) = $with:ident;) => {
+        $(#[$doc])*
+        pub fn $name($($arg: $ty),*) {
+            /// # Safety
+            /// The CPU has AVX-512F, AVX2 and FMA.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            unsafe fn avx512($($arg: $ty),*) {
+                $with::<true>($($arg),*)
+            }
+            /// # Safety
+            /// The CPU has AVX2 and FMA.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) {
+                $with::<true>($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            match Isa::detect() {
+                // SAFETY: `Isa::detect` found the set each instance is compiled for.
+                Some(Isa::Avx512) => return unsafe { avx512($($arg),*) },
+                // SAFETY: as above.
+                Some(Isa::Avx2) => return unsafe { avx2($($arg),*) },
+                None => {}
+            }
+            $with::<{ cfg!(target_arch = "aarch64") }>($($arg),*)
+        }
+    };
+}
+
+vectorized! {
+    /// One float32 LSTM step of one batch entry, in one pass over its `n = c.len()`
+    /// units: each gate (`i, o, f, c~` in ONNX's order, `n` apart in `rec` and `pre`) is
+    /// the recurrent product `rec` plus the input projection `pre`, clipped to `±clip`
+    /// (infinite: not clipped); then `c = f c + i tanh(c~)` and `h = o tanh(c)`, with `i,
+    /// o, f` the sigmoid of theirs. Sigmoid and tanh are [`map`]'s formulas in [`map`]'s
+    /// vectors, so the bits are those of the gates added, clipped and mapped in separate
+    /// passes.
+    ///
+    /// Why one pass: per step the gates are a few hundred floats, and separate passes (an
+    /// add, three calls to [`map`], the state updates in loops the baseline build leaves
+    /// scalar) took a fifth of a 128-unit LSTM's time beside its matrix-vector product.
+    ///
+    /// # Panics
+    /// If `rec` or `pre` holds fewer than `4 n` floats or `h` fewer than `n`.
+    pub fn lstm_cell(rec: &[f32], pre: &[f32], clip: f32, c: &mut [f32], h: &mut [f32]) = lstm_cell_with;
+}
+
+vectorized! {
+    /// A float32 GRU step's update and reset gates, `out[j] = sigmoid(clip(rec[j] +
+    /// pre[j]))` for `j < out.len()` (the recurrent product plus the input projection,
+    /// clipped to `±clip`), in one pass; the bits of the add, the clip and [`map`]'s
+    /// sigmoid taken in turn.
+    ///
+    /// # Panics
+    /// If `rec` or `pre` is shorter than `out`.
+    pub fn sigmoid_gates(rec: &[f32], pre: &[f32], clip: f32, out: &mut [f32]) = sigmoid_gates_with;
+}
+
+vectorized! {
+    /// A float32 GRU step's new state over its `n = h.len()` units, from the update and
+    /// reset gates `zr` (`z` then `r`, [`sigmoid_gates`]), the candidate's input
+    /// projection `x`, its recurrent product `rec` and recurrent bias `rb` (none: 0): the
+    /// candidate `tanh(clip(x + r (rec + rb)))` with `linear_before_reset` (`rec` is `h
+    /// Rhᵀ`), else `tanh(clip(x + rec + rb))` (`rec` is `(r h) Rhᵀ`), then `h = (1 - z)
+    /// cand + z h`. One pass; the bits of the separate ones.
+    ///
+    /// # Panics
+    /// If `x`, `rec` or `rb` holds fewer than `n` floats or `zr` fewer than `2 n`.
+    pub fn gru_state(x: &[f32], rec: &[f32], zr: &[f32], rb: Option<&[f32]>, linear_before_reset: bool, clip: f32, h: &mut [f32]) = gru_state_with;
+}
+
+/// `f32::clamp(v, -clip, clip)`'s result (NaN stays NaN), without its check that the
+/// bounds are ordered, which has no place in a vectorized loop.
+#[inline(always)]
+fn clipped(v: f32, clip: f32) -> f32 {
+    if v < -clip {
+        -clip
+    } else if v > clip {
+        clip
+    } else {
+        v
     }
-    lstm_cell_with::<{ cfg!(target_arch = "aarch64") }>(rec, pre, clip, c, h);
 }
 
-/// [`lstm_cell`] for AVX-512F CPUs.
-///
-/// # Safety
-/// The CPU has AVX-512F, AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn lstm_cell_avx512(rec: &[f32], pre: &[f32], clip: f32, c: &mut [f32], h: &mut [f32]) {
-    lstm_cell_with::<true>(rec, pre, clip, c, h);
+/// [`sigmoid_gates`]'s loop.
+#[inline(always)]
+fn sigmoid_gates_with<const FMA: bool>(rec: &[f32], pre: &[f32], clip: f32, out: &mut [f32]) {
+    let n = out.len();
+    for ((o, &r), &p) in out.iter_mut().zip(&rec[..n]).zip(&pre[..n]) {
+        *o = sigmoid::<FMA>(clipped(r + p, clip));
+    }
 }
 
-/// [`lstm_cell`] for AVX2 CPUs.
-///
-/// # Safety
-/// The CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn lstm_cell_avx2(rec: &[f32], pre: &[f32], clip: f32, c: &mut [f32], h: &mut [f32]) {
-    lstm_cell_with::<true>(rec, pre, clip, c, h);
+/// [`gru_state`]'s loop, one instance per (linear_before_reset, bias) pair so that
+/// neither is tested per unit.
+#[inline(always)]
+fn gru_state_with<const FMA: bool>(
+    x: &[f32],
+    rec: &[f32],
+    zr: &[f32],
+    rb: Option<&[f32]>,
+    linear_before_reset: bool,
+    clip: f32,
+    h: &mut [f32],
+) {
+    let n = h.len();
+    let (x, rec, z, r) = (&x[..n], &rec[..n], &zr[..n], &zr[n..2 * n]);
+    /// The state from the candidate's argument `pre(j)`: a generic, so each instance
+    /// inlines its own and vectorizes.
+    #[inline(always)]
+    fn each<const FMA: bool>(clip: f32, z: &[f32], h: &mut [f32], pre: impl Fn(usize) -> f32) {
+        for (j, (hj, &zj)) in h.iter_mut().zip(z).enumerate() {
+            let cand = tanh::<FMA>(clipped(pre(j), clip));
+            *hj = (1.0 - zj) * cand + zj * *hj;
+        }
+    }
+    // Without a bias the candidate still adds 0.0, as the separate passes did (it turns
+    // a -0.0 product into +0.0).
+    match (linear_before_reset, rb.map(|b| &b[..n])) {
+        (true, Some(b)) => each::<FMA>(clip, z, h, |j| x[j] + r[j] * (rec[j] + b[j])),
+        (true, None) => each::<FMA>(clip, z, h, |j| x[j] + r[j] * (rec[j] + 0.0)),
+        (false, Some(b)) => each::<FMA>(clip, z, h, |j| x[j] + rec[j] + b[j]),
+        (false, None) => each::<FMA>(clip, z, h, |j| x[j] + rec[j] + 0.0),
+    }
 }
 
 /// [`lstm_cell`]'s loop: the slices cut to `n` first, so the body indexes without
@@ -159,17 +243,7 @@ fn lstm_cell_with<const FMA: bool>(
         &pre[2 * n..3 * n],
         &pre[3 * n..4 * n],
     );
-    // `f32::clamp`'s result (NaN stays NaN), without its check that the bounds are ordered.
-    let gate = |r: f32, p: f32| {
-        let v = r + p;
-        if v < -clip {
-            -clip
-        } else if v > clip {
-            clip
-        } else {
-            v
-        }
-    };
+    let gate = |r: f32, p: f32| clipped(r + p, clip);
     for j in 0..n {
         let i = sigmoid::<FMA>(gate(ri[j], pi[j]));
         let o = sigmoid::<FMA>(gate(ro[j], po[j]));

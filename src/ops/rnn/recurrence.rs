@@ -648,40 +648,30 @@ impl Recurrence {
         aux: &mut [f32],
         hb: &mut [f32],
     ) {
-        use crate::ops::elementwise::vmath::{Fun, map};
+        use crate::ops::elementwise::vmath::{gru_state, sigmoid_gates};
         let h = hb.len();
-        let clip = |v: f32| match self.clip {
-            Some(c) => v.clamp(-(c as f32), c as f32),
-            None => v,
-        };
-        for (v, &p) in gb[..2 * h].iter_mut().zip(xb) {
-            *v = clip(*v + p);
-        }
+        let clip = self.clip.map_or(f32::INFINITY, |c| c as f32);
         // Update z and reset r (sigmoid).
-        map(Fun::Sigmoid, &gb[..2 * h], &mut act[..2 * h]);
-        let (zr, cand) = act.split_at_mut(2 * h);
-        let (z, r) = zr.split_at(h);
-        let rb = |j: usize| rbh.map_or(0.0, |b| b[j]);
+        sigmoid_gates(&gb[..2 * h], xb, clip, &mut act[..2 * h]);
+        let (zr, r) = (&act[..2 * h], &act[h..2 * h]);
         let pre = &mut gb[2 * h..3 * h];
-        if self.linear_before_reset {
-            // r * (H . Rh^T + Rbh), the product taken with the others.
-            for j in 0..h {
-                pre[j] = clip(xb[2 * h + j] + r[j] * (pre[j] + rb(j)));
-            }
-        } else {
-            // (r * H) . Rh^T + Rbh.
+        if !self.linear_before_reset {
+            // (r * H) . Rh^T, then + Rbh; with linear_before_reset r * (H . Rh^T + Rbh),
+            // the product taken with the others.
             for j in 0..h {
                 aux[j] = r[j] * hb[j];
             }
             sgemv(rh, h, aux, pre);
-            for j in 0..h {
-                pre[j] = clip(xb[2 * h + j] + pre[j] + rb(j));
-            }
         }
-        map(Fun::Tanh, pre, &mut cand[..h]);
-        for j in 0..h {
-            hb[j] = (1.0 - z[j]) * cand[j] + z[j] * hb[j];
-        }
+        gru_state(
+            &xb[2 * h..],
+            pre,
+            zr,
+            rbh,
+            self.linear_before_reset,
+            clip,
+            hb,
+        );
     }
 
     /// Whether [`Recurrence::direction_f32`] takes each step's recurrent product as one

@@ -227,12 +227,9 @@ fn values_at_known_points() {
     assert_eq!(y[4], f32::INFINITY);
 }
 
-/// The fused LSTM step gives the bits of its passes taken apart (the gates added and
-/// clipped, sigmoid and tanh mapped, the state updated), clipped or not, for widths that
-/// fill whole vectors and leave tails, with NaN and infinite gates among them; a cell
-/// state that is not zero to begin with is carried.
-#[test]
-fn the_fused_lstm_cell_is_its_passes_taken_apart() {
+/// Gate values for the recurrent-cell tests: spread over [-10, 10), with NaN, the
+/// infinities, both zeros and ±100 mixed in; `seed` picks the sequence.
+fn gate_value(i: usize, seed: u32) -> f32 {
     let special = [
         f32::NAN,
         f32::INFINITY,
@@ -242,19 +239,29 @@ fn the_fused_lstm_cell_is_its_passes_taken_apart() {
         100.0,
         -100.0,
     ];
+    let bits = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);
+    if bits.is_multiple_of(53) {
+        special[(bits as usize / 53) % special.len()]
+    } else {
+        (bits % 20_000) as f32 / 1000.0 - 10.0
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The fused LSTM step gives the bits of its passes taken apart (the gates added and
+/// clipped, sigmoid and tanh mapped, the state updated), clipped or not, for widths that
+/// fill whole vectors and leave tails, with NaN and infinite gates among them; a cell
+/// state that is not zero to begin with is carried.
+#[test]
+fn the_fused_lstm_cell_is_its_passes_taken_apart() {
     for n in [1usize, 7, 16, 33, 128] {
         for clip in [f32::INFINITY, 3.0] {
-            let val = |i: usize, seed: u32| {
-                let bits = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);
-                if bits.is_multiple_of(53) {
-                    special[(bits as usize / 53) % special.len()]
-                } else {
-                    (bits % 20_000) as f32 / 1000.0 - 10.0
-                }
-            };
-            let rec: Vec<f32> = (0..4 * n).map(|i| val(i, 1)).collect();
-            let pre: Vec<f32> = (0..4 * n).map(|i| val(i, 7)).collect();
-            let c0: Vec<f32> = (0..n).map(|i| val(i, 13) / 4.0).collect();
+            let rec: Vec<f32> = (0..4 * n).map(|i| gate_value(i, 1)).collect();
+            let pre: Vec<f32> = (0..4 * n).map(|i| gate_value(i, 7)).collect();
+            let c0: Vec<f32> = (0..n).map(|i| gate_value(i, 13) / 4.0).collect();
             let (mut c, mut h) = (c0.clone(), vec![f32::from_bits(0x7fc0_dead); n]);
             super::lstm_cell(&rec, &pre, clip, &mut c, &mut h);
 
@@ -274,9 +281,63 @@ fn the_fused_lstm_cell_is_its_passes_taken_apart() {
             for (v, o) in want_h.iter_mut().zip(&act[n..2 * n]) {
                 *v *= o;
             }
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&c), bits(&want_c), "c, n {n} clip {clip}");
             assert_eq!(bits(&h), bits(&want_h), "h, n {n} clip {clip}");
+        }
+    }
+}
+
+/// The GRU step's fused passes give the bits of the passes taken apart (as the step took
+/// them before): the gates added, clipped and mapped; the candidate with and without
+/// linear_before_reset and a recurrent bias, clipped or not, then the state.
+#[test]
+fn the_fused_gru_passes_are_their_passes_taken_apart() {
+    for n in [1usize, 7, 16, 33, 128] {
+        for clip in [f32::INFINITY, 3.0] {
+            let rec: Vec<f32> = (0..3 * n).map(|i| gate_value(i, 3)).collect();
+            let pre: Vec<f32> = (0..3 * n).map(|i| gate_value(i, 5)).collect();
+            let rb: Vec<f32> = (0..n).map(|i| gate_value(i, 11)).collect();
+            let h0: Vec<f32> = (0..n).map(|i| gate_value(i, 17) / 8.0).collect();
+            let mut zr = vec![f32::NAN; 2 * n];
+            super::sigmoid_gates(&rec, &pre, clip, &mut zr);
+            let sums: Vec<f32> = rec[..2 * n]
+                .iter()
+                .zip(&pre)
+                .map(|(r, p)| (r + p).clamp(-clip, clip))
+                .collect();
+            let mut want_zr = vec![0.0f32; 2 * n];
+            map(Fun::Sigmoid, &sums, &mut want_zr);
+            assert_eq!(bits(&zr), bits(&want_zr), "gates, n {n} clip {clip}");
+            let (z, r) = zr.split_at(n);
+            for linear in [true, false] {
+                for bias in [Some(&rb[..]), None] {
+                    let mut h = h0.clone();
+                    super::gru_state(
+                        &pre[2 * n..],
+                        &rec[2 * n..],
+                        &zr,
+                        bias,
+                        linear,
+                        clip,
+                        &mut h,
+                    );
+                    let b = |j: usize| bias.map_or(0.0, |b| b[j]);
+                    let (x, g) = (&pre[2 * n..], &rec[2 * n..]);
+                    let args: Vec<f32> = (0..n)
+                        .map(|j| match linear {
+                            true => (x[j] + r[j] * (g[j] + b(j))).clamp(-clip, clip),
+                            false => (x[j] + g[j] + b(j)).clamp(-clip, clip),
+                        })
+                        .collect();
+                    let mut cand = vec![0.0f32; n];
+                    map(Fun::Tanh, &args, &mut cand);
+                    let want: Vec<f32> = (0..n)
+                        .map(|j| (1.0 - z[j]) * cand[j] + z[j] * h0[j])
+                        .collect();
+                    let case = format!("n {n} clip {clip} linear {linear} bias {}", bias.is_some());
+                    assert_eq!(bits(&h), bits(&want), "{case}");
+                }
+            }
         }
     }
 }
