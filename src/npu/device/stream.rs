@@ -434,6 +434,16 @@ fn wake_own_helpers() {
     });
 }
 
+/// A host-to-device copy's write: `bytes` into the resolved range `out` (`None`: empty),
+/// staged ([`Task::MemcpyH2D`]) or not ([`StreamState::copy_in_inline`]).
+fn write_span(out: Option<Span>, bytes: &[u8], scratch: &mut Scratch) -> Result<(), NpuError> {
+    with_spans(&[], &[out], scratch, |_, o| {
+        if let Some(o) = o.first_mut() {
+            o.copy_from_slice(bytes)
+        }
+    })
+}
+
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -715,10 +725,16 @@ impl Exec<'_> {
     /// Tells the sanitizer, if on, of a task about to touch memory (a launch says more:
     /// see `run_launch`).
     fn sanitize(&self, task: &Task) {
+        if self.core.sanitizer.is_some() {
+            self.sanitize_as(task.kind(), &task.touches());
+        }
+    }
+
+    /// Tells the sanitizer, if on, of work of `kind` touching `touches` on this lane.
+    fn sanitize_as(&self, kind: &'static str, touches: &[Touch]) {
         if let Some(san) = &self.core.sanitizer {
-            let lane = self.clock;
-            let info = san.task_info(lane, task.kind(), None, None);
-            san.run(lane, &info, &task.touches());
+            let info = san.task_info(self.clock, kind, None, None);
+            san.run(self.clock, &info, touches);
         }
     }
 
@@ -726,27 +742,16 @@ impl Exec<'_> {
     /// [`Task::MemcpyH2D`]: sanitized, recorded, and a failure faulting the stream.
     fn copy_in(&mut self, dst: DevicePtr, src: &[u8]) {
         let len = src.len();
-        if let Some(san) = &self.core.sanitizer {
-            let info = san.task_info(self.clock, Task::HOST_TO_DEVICE, None, None);
-            san.run(
-                self.clock,
-                &info,
-                &[Touch {
-                    ptr: dst,
-                    len,
-                    role: Role::Write,
-                }],
-            );
-        }
+        let touch = Touch {
+            ptr: dst,
+            len,
+            role: Role::Write,
+        };
+        self.sanitize_as(Task::HOST_TO_DEVICE, &[touch]);
         let started = self.core.recorder.start_copy(Task::HOST_TO_DEVICE, len);
         let scratch = &mut self.lane.scratch;
-        let r = self.core.memory.resolve(dst, len).and_then(|out| {
-            with_spans(&[], &[out], scratch, |_, o| {
-                if let Some(o) = o.first_mut() {
-                    o.copy_from_slice(src)
-                }
-            })
-        });
+        let r = self.core.memory.resolve(dst, len);
+        let r = r.and_then(|out| write_span(out, src, scratch));
         self.finished(started, r);
     }
 
@@ -765,18 +770,14 @@ impl Exec<'_> {
                 offset,
                 len,
             } => {
-                let out = [memory.resolve(*dst, *len)?];
+                let out = memory.resolve(*dst, *len)?;
                 src.with(|host| {
                     let bytes = host.get(*offset..offset + len).ok_or(NpuError::HostRange {
                         buffer: host.len(),
                         offset: *offset,
                         len: *len,
                     })?;
-                    with_spans(&[], &out, scratch, |_, o| {
-                        if let Some(o) = o.first_mut() {
-                            o.copy_from_slice(bytes)
-                        }
-                    })
+                    write_span(out, bytes, scratch)
                 })
             }
             Task::MemcpyD2H {

@@ -458,11 +458,11 @@ impl fmt::Display for CondKind {
 }
 
 impl Task {
-    /// The kind of task, for messages and reports.
-    /// [`Task::kind`] of a host-to-device copy (also the kind of the staged-free copy
-    /// `StreamState::copy_in_inline` makes).
+    /// [`Task::kind`] of a host-to-device copy (also the kind of the copy without a
+    /// staging buffer that `StreamState::copy_in_inline` makes).
     pub const HOST_TO_DEVICE: &'static str = "host-to-device copy";
 
+    /// The kind of task, for messages and reports.
     pub fn kind(&self) -> &'static str {
         match self {
             Task::Launch(_) => "kernel launch",

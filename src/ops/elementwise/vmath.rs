@@ -137,7 +137,13 @@ vectorized! {
     ///
     /// # Panics
     /// If `rec` or `pre` holds fewer than `4 n` floats or `h` fewer than `n`.
-    pub fn lstm_cell(rec: &[f32], pre: &[f32], clip: f32, c: &mut [f32], h: &mut [f32]) = lstm_cell_with;
+    pub fn lstm_cell(
+        rec: &[f32],
+        pre: &[f32],
+        clip: f32,
+        c: &mut [f32],
+        h: &mut [f32],
+    ) = lstm_cell_with;
 }
 
 vectorized! {
@@ -161,7 +167,15 @@ vectorized! {
     ///
     /// # Panics
     /// If `x`, `rec` or `rb` holds fewer than `n` floats or `zr` fewer than `2 n`.
-    pub fn gru_state(x: &[f32], rec: &[f32], zr: &[f32], rb: Option<&[f32]>, linear_before_reset: bool, clip: f32, h: &mut [f32]) = gru_state_with;
+    pub fn gru_state(
+        x: &[f32],
+        rec: &[f32],
+        zr: &[f32],
+        rb: Option<&[f32]>,
+        linear_before_reset: bool,
+        clip: f32,
+        h: &mut [f32],
+    ) = gru_state_with;
 }
 
 /// `f32::clamp(v, -clip, clip)`'s result (NaN stays NaN), without its check that the

@@ -23,9 +23,10 @@
 //! share each block instead, a share of its input channels to transform, then a share
 //! of its output channels to multiply and transform back ([`Split`]). The input is
 //! first copied into zero-padded planes whose width is a whole number of vectors of
-//! tiles, so the transforms run without bounds checks in vectors of `LANES` tiles: a tile row's 4x4 windows start two columns apart, and the even and odd
-//! columns of two vectors give the window's four columns for `LANES` tiles at once. The
-//! tiles of the rounding, past the output's edge, are computed and not stored.
+//! tiles, so the transforms run without bounds checks in vectors of `LANES` tiles: a
+//! tile row's 4x4 windows start two columns apart, and the even and odd columns of two
+//! vectors give the window's four columns for `LANES` tiles at once. The tiles of the
+//! rounding, past the output's edge, are computed and not stored.
 //!
 //! Each output is a fixed sequence of operations whatever the block, thread or executor,
 //! so every executor gets the same bits; they are not the direct kernels' bits.
