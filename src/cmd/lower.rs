@@ -59,7 +59,9 @@ pub struct Args {
     /// Plan the device memory of Main's static tensors here (the default): Init
     /// allocates one feature memory block and Main reads each tensor's place in it,
     /// instead of an AllocMemHbm and a FreeMemory per tensor per execution. Tensors that
-    /// share bytes are kept in order by control edges.
+    /// share bytes are kept in order by control edges. A Concat whose inputs lie one
+    /// after another in its output (one image's channels) gets its inputs written in
+    /// its place and launches nothing.
     #[arg(long, overrides_with = "no_static_memory")]
     pub static_memory: bool,
     /// Leave every Main tensor to an AllocMemHbm and a FreeMemory per execution, as GE's

@@ -369,3 +369,137 @@ fn an_external_allocator_serves_the_planned_tensors() {
     }
     ex.unload().unwrap();
 }
+
+/// A UNet's decoder step and a DenseNet's concatenation in one model: a Concat of one
+/// image along its channels whose inputs are an upsampled map, the skip connection (read
+/// again after the Concat's readers are done) and a map computed from the skip (its
+/// writer reads another input of the same Concat). Its inputs are placed side by side in
+/// its output and its launch goes; the Concats that cannot run in place keep theirs: one
+/// reading that Concat's output, one with an input repeated, one along an axis with a
+/// dim before it larger than 1, one of the model's input.
+#[test]
+fn a_concat_of_one_image_runs_in_place_in_its_inputs_places() {
+    use rt2::om::onnx::builder::{Dim, OnnxBuilder, attr_i, attr_ints, attr_s, tensor_f32};
+    const F32: i32 = 1;
+    let d = |v: &[i64]| v.iter().map(|&x| Dim::Value(x)).collect::<Vec<_>>();
+    let onnx = OnnxBuilder::new("decoder")
+        .input("x", F32, &d(&[1, 4, 8, 8]))
+        .initializer(tensor_f32("scales", &[4], &[1.0, 1.0, 2.0, 2.0]))
+        .initializer(tensor_f32("w", &[3, 24, 1, 1], &seeded_f32(72, 9, 0.5)))
+        .named_node("skip", "Sigmoid", &["x"], &["s"], vec![])
+        .named_node(
+            "pool",
+            "MaxPool",
+            &["s"],
+            &["p"],
+            vec![
+                attr_ints("kernel_shape", &[2, 2]),
+                attr_ints("strides", &[2, 2]),
+            ],
+        )
+        .named_node(
+            "up",
+            "Resize",
+            &["p", "", "scales"],
+            &["u"],
+            vec![attr_s("mode", "nearest")],
+        )
+        .named_node("dense", "Tanh", &["s"], &["t"], vec![])
+        .named_node(
+            "cat",
+            "Concat",
+            &["u", "s", "t"],
+            &["c"],
+            vec![attr_i("axis", 1)],
+        )
+        .named_node("act", "Relu", &["c"], &["r"], vec![])
+        .named_node(
+            "cat_of_cat",
+            "Concat",
+            &["c", "r"],
+            &["c2"],
+            vec![attr_i("axis", -3)],
+        )
+        .named_node("head", "Conv", &["c2", "w"], &["y"], vec![])
+        .named_node("neg", "Neg", &["x"], &["n"], vec![])
+        .named_node(
+            "twice",
+            "Concat",
+            &["n", "n"],
+            &["w2"],
+            vec![attr_i("axis", 1)],
+        )
+        .named_node("exp", "Exp", &["x"], &["e"], vec![])
+        .named_node(
+            "rows",
+            "Concat",
+            &["e", "t"],
+            &["k"],
+            vec![attr_i("axis", 2)],
+        )
+        .named_node(
+            "input",
+            "Concat",
+            &["x", "e"],
+            &["xi"],
+            vec![attr_i("axis", 1)],
+        )
+        .named_node("late", "Abs", &["s"], &["z"], vec![])
+        .output("y", F32, &d(&[1, 3, 8, 8]))
+        .output("w2", F32, &d(&[1, 8, 8, 8]))
+        .output("k", F32, &d(&[1, 4, 16, 8]))
+        .output("xi", F32, &d(&[1, 8, 8, 8]))
+        .output("z", F32, &d(&[1, 4, 8, 8]))
+        .build();
+    let concats = |g: &KernelGraph| {
+        g.nodes
+            .iter()
+            .filter(|n| n.attrs.get("_op_type").and_then(|a| a.as_str()) == Some("Concat"))
+            .count()
+    };
+    let mut eg = lowered(&onnx, LowerOptions::default());
+    assert_eq!(concats(&eg.main), 5);
+    let planned = rt2::lower::static_memory_pass(&mut eg).unwrap();
+    assert_eq!(planned.concats, 1);
+    assert_eq!(concats(&eg.main), 4);
+    assert!(
+        !eg.main
+            .nodes
+            .iter()
+            .any(|n| n.name.starts_with("cat/Launch")),
+        "the Concat in place still launches"
+    );
+    // Its inputs' places are its output's, one after another (1 KiB each).
+    let offset = |name: &str| {
+        let view = &eg.init.nodes[index_of(&eg.init, &format!("{name}/AllocMemHbm_0/MemoryView"))];
+        (
+            view.attr_int("offset").unwrap(),
+            view.attr_int("size").unwrap(),
+        )
+    };
+    let (at, size) = offset("cat");
+    assert_eq!(size, 3 * 1024);
+    assert_eq!(offset("up"), (at, 1024));
+    assert_eq!(offset("skip"), (at + 1024, 1024));
+    assert_eq!(offset("dense"), (at + 2048, 1024));
+    // What read the Concat's output now waits for the writers of its inputs.
+    let act = &eg.main.nodes[index_of(&eg.main, "act/LaunchKernelWithHandle")];
+    for writer in ["up", "skip", "dense"] {
+        let w = index_of(&eg.main, &format!("{writer}/LaunchKernelWithHandle"));
+        assert!(
+            act.control_inputs.iter().any(|c| c.index() == w),
+            "act does not wait for {writer}"
+        );
+    }
+    // Planning again finds nothing more.
+    let mut again = eg.clone();
+    assert_eq!(
+        rt2::lower::static_memory_pass(&mut again).unwrap(),
+        Default::default()
+    );
+
+    // The values are the copying Concat's, under every engine, executions reusing the
+    // bytes the one before wrote.
+    let x = f32_tensor(&[1, 4, 8, 8], 21);
+    same_bits_planned("decoder", &onnx, &[x]);
+}
