@@ -65,6 +65,7 @@ const BORDER_ONLY_WIDTH: usize = 64;
 pub(super) const MAX_TAPS: usize = 256;
 
 pub(super) use crate::ops::simd::Isa;
+use crate::ops::simd::per_isa;
 
 /// Floats per vector and vectors per tile row of `isa`'s kernel.
 fn shape(isa: Isa) -> (usize, usize) {
@@ -241,65 +242,15 @@ impl Direct {
     /// zero where a plane's element falls in the padding or past the input, and zeroes
     /// the slack after.
     pub(super) fn pad(&self, x: &[f32], dst: &mut [f32], parallel: bool) {
-        let (h, w, wp, plane) = (self.g.h, self.g.w, self.wp, self.plane());
-        let (sh, sw) = (self.g.sh, self.g.sw);
+        let (h, w) = (self.g.h, self.g.w);
         let (planes, slack) = dst.split_at_mut(self.channels * self.channel_floats());
         slack.fill(0.0);
-        let one = |c: usize, p: &mut [f32]| {
-            let src = &x[c * h * w..][..h * w];
-            for (phase, &slot) in self.slot[..sh * sw].iter().enumerate() {
-                if slot == usize::MAX {
-                    continue;
-                }
-                let (ry, rx) = (phase / sw, phase % sw);
-                let p = &mut p[slot * plane..][..plane];
-                // Plane columns j read padded column `j sw + rx`, input column
-                // `j sw + rx - pl`: inside the input for j in lo..hi.
-                let lo = self.g.pl.saturating_sub(rx).div_ceil(sw).min(wp);
-                let hi = (w + self.g.pl)
-                    .saturating_sub(rx)
-                    .div_ceil(sw)
-                    .clamp(lo, wp);
-                // The padding: on narrow planes zeroed by one fill of the plane (in L1 or
-                // L2 on its way), not by up to three calls per row (on a 14x14 image of a
-                // depthwise layer the calls cost more than the copy); on wide ones only
-                // the border is zeroed, each row's few columns beside its copy (a fill
-                // of a 12 MB plane before copying into it writes it twice).
-                let hp = plane / wp;
-                let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
-                let narrow = wp < BORDER_ONLY_WIDTH;
-                if narrow && (lo > 0 || hi < wp || !rows_inside) {
-                    p.fill(0.0);
-                }
-                for (i, row) in p.chunks_mut(wp).enumerate() {
-                    let r = (i * sh + ry).wrapping_sub(self.g.pt);
-                    if r >= h {
-                        if !narrow {
-                            row.fill(0.0);
-                        }
-                        continue;
-                    }
-                    if !narrow {
-                        row[..lo].fill(0.0);
-                        row[hi..].fill(0.0);
-                    }
-                    let line = &src[r * w..][..w];
-                    let first = lo * sw + rx - self.g.pl;
-                    let row = &mut row[lo..hi];
-                    match sw {
-                        1 => row.copy_from_slice(&line[first..first + row.len()]),
-                        2 => every::<2>(row, &line[first..]),
-                        3 => every::<3>(row, &line[first..]),
-                        4 => every::<4>(row, &line[first..]),
-                        _ => {
-                            for (d, s) in row.iter_mut().zip(line[first..].iter().step_by(sw)) {
-                                *d = *s;
-                            }
-                        }
-                    }
-                }
-            }
-        };
+        // Each channel's copy is compiled for this CPU's vectors (`pad_channel`): a
+        // stride's copies (`every`) are then de-interleaves of 16 floats per AVX-512
+        // permute, where the baseline build shuffled 4 at a time (the copy of
+        // MobileNet's 224 x 224 stem input into its four planes took as long as the
+        // convolution; now three quarters of it).
+        let one = |c: usize, p: &mut [f32]| pad_channel(self, &x[c * h * w..][..h * w], p);
         let per = self.channel_floats();
         if parallel && planes.len() >= PARALLEL_WORK {
             planes
@@ -309,6 +260,65 @@ impl Direct {
         } else {
             for (c, p) in planes.chunks_mut(per).enumerate() {
                 one(c, p);
+            }
+        }
+    }
+
+    /// [`Direct::pad`] of one channel: `src` its input plane, `p` its planes.
+    #[inline(always)]
+    fn pad_channel_any(&self, src: &[f32], p: &mut [f32]) {
+        let (h, w, wp, plane) = (self.g.h, self.g.w, self.wp, self.plane());
+        let (sh, sw) = (self.g.sh, self.g.sw);
+        for (phase, &slot) in self.slot[..sh * sw].iter().enumerate() {
+            if slot == usize::MAX {
+                continue;
+            }
+            let (ry, rx) = (phase / sw, phase % sw);
+            let p = &mut p[slot * plane..][..plane];
+            // Plane columns j read padded column `j sw + rx`, input column
+            // `j sw + rx - pl`: inside the input for j in lo..hi.
+            let lo = self.g.pl.saturating_sub(rx).div_ceil(sw).min(wp);
+            let hi = (w + self.g.pl)
+                .saturating_sub(rx)
+                .div_ceil(sw)
+                .clamp(lo, wp);
+            // The padding: on narrow planes zeroed by one fill of the plane (in L1 or
+            // L2 on its way), not by up to three calls per row (on a 14x14 image of a
+            // depthwise layer the calls cost more than the copy); on wide ones only
+            // the border is zeroed, each row's few columns beside its copy (a fill
+            // of a 12 MB plane before copying into it writes it twice).
+            let hp = plane / wp;
+            let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
+            let narrow = wp < BORDER_ONLY_WIDTH;
+            if narrow && (lo > 0 || hi < wp || !rows_inside) {
+                p.fill(0.0);
+            }
+            for (i, row) in p.chunks_mut(wp).enumerate() {
+                let r = (i * sh + ry).wrapping_sub(self.g.pt);
+                if r >= h {
+                    if !narrow {
+                        row.fill(0.0);
+                    }
+                    continue;
+                }
+                if !narrow {
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                }
+                let line = &src[r * w..][..w];
+                let first = lo * sw + rx - self.g.pl;
+                let row = &mut row[lo..hi];
+                match sw {
+                    1 => row.copy_from_slice(&line[first..first + row.len()]),
+                    2 => every::<2>(row, &line[first..]),
+                    3 => every::<3>(row, &line[first..]),
+                    4 => every::<4>(row, &line[first..]),
+                    _ => {
+                        for (d, s) in row.iter_mut().zip(line[first..].iter().step_by(sw)) {
+                            *d = *s;
+                        }
+                    }
+                }
             }
         }
     }
@@ -598,6 +608,17 @@ impl Direct {
             q = next;
         }
     }
+}
+
+per_isa! {
+    /// [`Direct::pad_channel_any`] in the widest vectors this CPU has.
+    fn pad_channel(d: &Direct, src: &[f32], p: &mut [f32]) => pad_channel_with
+}
+
+/// [`Direct::pad_channel_any`] as a free function, for [`per_isa!`].
+#[inline(always)]
+fn pad_channel_with(d: &Direct, src: &[f32], p: &mut [f32]) {
+    d.pad_channel_any(src, p)
 }
 
 /// `dst[j] = src[j * S]` for every j of `dst` (`src` holds at least
