@@ -9,6 +9,7 @@
 use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN};
 
 mod recurrence;
+mod units;
 
 /// Registers the family.
 pub fn register(reg: &mut OpRegistry) {

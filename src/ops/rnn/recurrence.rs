@@ -14,6 +14,8 @@ use crate::ops::linalg::sgemv::sgemv;
 use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{read_f64s, widened, write_f64s};
 use crate::ops::nn::scratch::with_scratch;
+
+use super::units::{SPLIT_HIDDEN, Units};
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
@@ -500,12 +502,11 @@ impl Recurrence {
         ops: &Narrow,
         d: usize,
         scratch: &mut [f32],
-        (out, od): (&Dims, usize),
+        (out, od, split): (&Dims, usize, bool),
         y: &mut [f32],
         y_h: &mut [f32],
         y_c: &mut [f32],
     ) {
-        use crate::ops::elementwise::vmath::lstm_cell;
         let (dm, gh) = (&self.dm, self.gh);
         let (seq, batch, h, input) = (dm.seq, dm.batch, dm.hidden, dm.input);
         let rows = seq * batch;
@@ -517,14 +518,12 @@ impl Recurrence {
         let (act, rest) = rest.split_at_mut(gh);
         let (hs, rest) = rest.split_at_mut(batch * h);
         let (cs, rest) = rest.split_at_mut(batch * h);
-        let (aux, rt) = rest.split_at_mut(h);
+        let (aux, rest) = rest.split_at_mut(h);
+        let (units, rt) = rest.split_at_mut(if self.splits_units() { 10 * h } else { 0 });
         let gru = self.kind == Kind::Gru;
         // GRU's candidate gate keeps its recurrent bias out of the projection: it is
         // added to the recurrent product, inside the reset with linear_before_reset.
         let folded = if gru { 2 * h } else { gh };
-        let rbh = ops
-            .bias
-            .map(|b| &b[d * 2 * gh + gh + folded..][..gh - folded]);
         match ops.bias {
             Some(bias) => {
                 // One row of biases, then copied into every row the product adds to.
@@ -557,14 +556,7 @@ impl Recurrence {
                 gh,
             );
         }
-        let gemv = self.steps_by_gemv();
-        // Rows of R each step's first product takes.
-        let first = if gru && !self.linear_before_reset {
-            2 * h
-        } else {
-            gh
-        };
-        if !gemv {
+        if !self.steps_by_gemv() {
             transpose(r, gh, h, &mut rt[..h * gh]);
         }
         for (state, init) in [(&mut *hs, ops.init_h), (&mut *cs, ops.init_c)] {
@@ -576,6 +568,57 @@ impl Recurrence {
                 }
             }
         }
+        if split && self.splits_units() {
+            let steps = Units {
+                r,
+                xw,
+                clip: self.clip.map_or(f32::INFINITY, |c| c as f32),
+                reverse,
+                seq,
+                h,
+            };
+            steps.run(units, hs, cs, y, |t| out.y_at(t, od, 0));
+        } else {
+            self.steps_f32(ops, d, (xw, rt), (g, act, aux), hs, cs, (out, od), y);
+        }
+        for b in 0..batch {
+            let at = out.state_at(od, b);
+            y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
+            y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
+        }
+    }
+
+    /// The steps of [`Recurrence::direction_f32`] in turn on the caller's thread: per
+    /// step the recurrent product of each batch entry, then its cell.
+    #[allow(clippy::too_many_arguments)]
+    fn steps_f32(
+        &self,
+        ops: &Narrow,
+        d: usize,
+        (xw, rt): (&[f32], &[f32]),
+        (g, act, aux): (&mut [f32], &mut [f32], &mut [f32]),
+        hs: &mut [f32],
+        cs: &mut [f32],
+        (out, od): (&Dims, usize),
+        y: &mut [f32],
+    ) {
+        use crate::ops::elementwise::vmath::lstm_cell;
+        let (dm, gh) = (&self.dm, self.gh);
+        let (seq, batch, h) = (dm.seq, dm.batch, dm.hidden);
+        let reverse = self.reverse_only || d == 1;
+        let r = &ops.r[d * gh * h..][..gh * h];
+        let gru = self.kind == Kind::Gru;
+        let folded = if gru { 2 * h } else { gh };
+        let rbh = ops
+            .bias
+            .map(|b| &b[d * 2 * gh + gh + folded..][..gh - folded]);
+        let gemv = self.steps_by_gemv();
+        // Rows of R each step's first product takes.
+        let first = if gru && !self.linear_before_reset {
+            2 * h
+        } else {
+            gh
+        };
         let clip = self.clip.map(|c| c as f32);
         for step in 0..seq {
             let t = if reverse { seq - 1 - step } else { step };
@@ -624,11 +667,6 @@ impl Recurrence {
                 );
                 out.copy_from_slice(hb);
             }
-        }
-        for b in 0..batch {
-            let at = out.state_at(od, b);
-            y_h[at..][..h].copy_from_slice(&hs[b * h..][..h]);
-            y_c[at..][..h].copy_from_slice(&cs[b * h..][..h]);
         }
     }
 
@@ -683,6 +721,18 @@ impl Recurrence {
         self.dm.batch <= GEMV_BATCH || self.kind == Kind::Gru
     }
 
+    /// Whether a direction's steps may split its hidden units between two threads
+    /// ([`Units`]): a float32 LSTM ([`Recurrence::runs_in_f32`]) at batch 1, every
+    /// step counted, of at least [`SPLIT_HIDDEN`] units. Its caller splits only where
+    /// the pool has another thread and the directions do not already run one per
+    /// thread.
+    fn splits_units(&self) -> bool {
+        self.kind == Kind::Lstm
+            && self.dm.batch == 1
+            && self.dm.hidden >= SPLIT_HIDDEN
+            && self.lens.iter().all(|&l| l >= self.dm.seq)
+    }
+
     /// Floats of working memory [`Recurrence::direction_f32`] takes: the projections,
     /// one step's gates and activations, the states, a GRU's reset state, and room for
     /// the transposes it makes (W unless lowering stored it transposed, R for GEMM
@@ -692,7 +742,12 @@ impl Recurrence {
         let w_rows = if self.w_transposed { 0 } else { dm.input };
         let r_rows = if self.steps_by_gemv() { 0 } else { dm.hidden };
         let rt = w_rows.max(r_rows) * gh;
-        dm.seq * dm.batch * gh + dm.batch * gh + gh + (2 * dm.batch + 1) * dm.hidden + rt
+        let units = if self.splits_units() {
+            10 * dm.hidden
+        } else {
+            0
+        };
+        dm.seq * dm.batch * gh + dm.batch * gh + gh + (2 * dm.batch + 1) * dm.hidden + units + rt
     }
 
     /// One step of one batch entry in direction `d`: the gates from the input projection
@@ -895,8 +950,10 @@ impl Recurrence {
                     self.both_directions(&ops, (local, work), y, y_h, y_c);
                     return Ok(());
                 }
+                // One direction at a time: each may split its units between threads.
+                let split = rayon::current_num_threads() > 1;
                 for d in 0..dm.dirs {
-                    self.direction_f32(&ops, d, work, (dm, d), y, y_h, y_c);
+                    self.direction_f32(&ops, d, work, (dm, d, split), y, y_h, y_c);
                 }
                 Ok(())
             },
@@ -930,10 +987,10 @@ impl Recurrence {
         let (y1, s1) = l1.split_at_mut(ylen);
         let (h1, c1) = s1.split_at_mut(slen);
         rayon::join(
-            || self.direction_f32(ops, 0, work, (&one, 0), y0, h0, c0),
+            || self.direction_f32(ops, 0, work, (&one, 0, false), y0, h0, c0),
             || {
                 with_scratch(self.scratch_f32(), |w: &mut [f32]| {
-                    self.direction_f32(ops, 1, w, (&one, 0), y1, h1, c1)
+                    self.direction_f32(ops, 1, w, (&one, 0, false), y1, h1, c1)
                 })
             },
         );
@@ -1098,6 +1155,78 @@ mod tests {
                             (a - b).abs() <= 2e-5 * b.abs().max(1.0),
                             "batch {batch} batch_first {batch_first} clip {clip:?} output \
                              {k}[{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A one-direction float32 LSTM at batch 1 with enough units splits them between
+    /// two threads (`Units`): forward and reverse, with initial states and clip, at
+    /// widths whose shares are equal (64, 128) and not (80: 48 and 32); the same bits on
+    /// one thread, on two, and on two of which one is busy (the first thread then takes
+    /// every share alone), and the f64 path's values.
+    #[test]
+    fn split_units_give_the_bits_of_the_steps_in_turn() {
+        let seeded =
+            |n: usize, seed: u64, scale: f32| crate::om::onnx::builder::seeded_f32(n, seed, scale);
+        let (seq, input) = (9, 11);
+        for h in [64, 80, 128] {
+            for (direction, clip) in [("forward", None), ("reverse", Some(0.9f32))] {
+                let x = t(&[seq, 1, input], &seeded(seq * input, 11, 2.0));
+                let w = t(&[1, 4 * h, input], &seeded(4 * h * input, 12, 0.4));
+                let r = t(&[1, 4 * h, h], &seeded(4 * h * h, 13, 0.3));
+                let b = t(&[1, 8 * h], &seeded(8 * h, 14, 0.5));
+                let h0 = t(&[1, 1, h], &seeded(h, 15, 1.0));
+                let c0 = t(&[1, 1, h], &seeded(h, 16, 3.0));
+                let mut attrs = vec![
+                    ("hidden_size", Attr::Int(h as i64)),
+                    ("direction", Attr::Str(direction.into())),
+                ];
+                if let Some(c) = clip {
+                    attrs.push(("clip", Attr::Float(f64::from(c))));
+                }
+                let mut ins = vec![x, w, r, b, none(), h0, c0];
+                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
+                    v.iter()
+                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
+                        .collect()
+                };
+                let pool = |n: usize| {
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(n)
+                        .build()
+                        .unwrap()
+                };
+                let one = pool(1).install(|| run_f32s("LSTM", &attrs, &ins, 3));
+                let two = pool(2).install(|| run_f32s("LSTM", &attrs, &ins, 3));
+                // One of the two threads held until the LSTM is done.
+                let busy = pool(2);
+                let (hold, wait) = std::sync::mpsc::channel::<()>();
+                let (held, started) = std::sync::mpsc::channel::<()>();
+                busy.spawn(move || {
+                    held.send(()).unwrap();
+                    wait.recv().ok();
+                });
+                started.recv().unwrap();
+                let alone = busy.install(|| run_f32s("LSTM", &attrs, &ins, 3));
+                hold.send(()).unwrap();
+                let what = format!("h {h} {direction}");
+                assert_eq!(bits(&one), bits(&two), "{what}: 1 and 2 threads");
+                assert_eq!(bits(&one), bits(&alone), "{what}: 1 thread and 2, one busy");
+                // The float64 path (a zero peephole input takes it) agrees.
+                ins.push(t(&[1, 3 * h], &vec![0.0; 3 * h]));
+                let wide = run_f32s("LSTM", &attrs, &ins, 3);
+                for (k, (f, w)) in one.iter().zip(&wide).enumerate() {
+                    assert!(
+                        w.iter().any(|&v| v != 0.0),
+                        "{what}: output {k} is all zero"
+                    );
+                    for (i, (a, b)) in f.iter().zip(w).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 2e-5 * b.abs().max(1.0),
+                            "{what}: output {k}[{i}]: {a} vs {b}"
                         );
                     }
                 }
