@@ -14,10 +14,10 @@ use crate::ops::linalg::sgemv::sgemv;
 use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{read_f64s, widened, write_f64s};
 use crate::ops::nn::scratch::with_scratch;
-
-use super::units::{SPLIT_HIDDEN, Units};
 use crate::ops::shape::movement::{View, copy_view};
 use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
+
+use super::units::{SPLIT_HIDDEN, Units};
 
 /// An activation function with its alpha and beta.
 #[derive(Debug, Clone, Copy)]
@@ -1038,6 +1038,13 @@ mod tests {
         Tensor::from_vec(shape, v)
     }
 
+    /// Each output's values as their bits, for exact comparisons.
+    fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
+        v.iter()
+            .map(|o| o.iter().map(|f| f.to_bits()).collect())
+            .collect()
+    }
+
     fn none() -> Tensor {
         Tensor::zeroed(DType::F32, &[0])
     }
@@ -1140,11 +1147,6 @@ mod tests {
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
                     pool.unwrap().install(|| run_f32s("LSTM", &attrs, &ins, 3))
                 };
-                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
-                    v.iter()
-                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
-                        .collect()
-                };
                 assert_eq!(bits(&on(1)), bits(&on(2)), "batch {batch}: 1 and 2 threads");
                 ins.push(t(&[2, 3 * h], &vec![0.0; 2 * 3 * h]));
                 let wide = run_f32s("LSTM", &attrs, &ins, 3);
@@ -1188,11 +1190,6 @@ mod tests {
                     attrs.push(("clip", Attr::Float(f64::from(c))));
                 }
                 let mut ins = vec![x, w, r, b, none(), h0, c0];
-                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
-                    v.iter()
-                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
-                        .collect()
-                };
                 let pool = |n: usize| {
                     rayon::ThreadPoolBuilder::new()
                         .num_threads(n)
@@ -1291,11 +1288,6 @@ mod tests {
                     pool.unwrap().install(|| run_f32s("GRU", &attrs, &ins, 2))
                 };
                 let (one, two) = (on(1), on(2));
-                let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
-                    v.iter()
-                        .map(|o| o.iter().map(|f| f.to_bits()).collect())
-                        .collect()
-                };
                 assert_eq!(bits(&one), bits(&two), "batch {batch}: 1 and 2 threads");
                 let reference: Vec<Tensor> = ins
                     .iter()
@@ -1365,11 +1357,6 @@ mod tests {
             ins[1] = Tensor::from_host(&packed).unwrap();
             attrs.push((super::W_TRANSPOSED, Attr::Int(1)));
             let transposed = run_f32s(op, &attrs, &ins, outs);
-            let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
-                v.iter()
-                    .map(|o| o.iter().map(|f| f.to_bits()).collect())
-                    .collect()
-            };
             assert!(plain[0].iter().any(|&v| v != 0.0), "{op}: Y is all zero");
             assert_eq!(bits(&plain), bits(&transposed), "{op} batch {batch}");
         }

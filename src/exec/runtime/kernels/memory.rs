@@ -136,7 +136,6 @@ fn upload(
     if let Some(r) = device.memcpy_h2d_if_idle(stream, dst, bytes) {
         return Ok(r?);
     }
-    let Staging(slot) = cx.state::<Staging>();
     let buf: &HostBuf = slot.as_ref().expect("set above");
     buf.write(bytes);
     device.submit(
