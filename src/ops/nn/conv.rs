@@ -603,6 +603,7 @@ mod tests {
     }
 
     /// A convolution's parameters for the reference below (2-D; 1-D is height 1).
+    #[derive(Debug)]
     struct Case {
         x: [usize; 4],
         m: usize,
@@ -872,6 +873,15 @@ mod tests {
     fn direct_kernels_match_the_reference_on_every_isa() {
         use super::super::conv_direct::{Direct, Isa};
         use super::super::epilogue::Epilogue;
+        // A MobileNet stem, 3 -> 8 channels of stride 2, `w` columns: threads split its
+        // positions (the input outweighs the weights), along rows at 224 and along the
+        // planes at 40 (20 output columns).
+        let stem = |w| Case {
+            stride: [2, 2],
+            pads: [1; 4],
+            bias: true,
+            ..Case::new([1, 3, 90, w], 8, [3, 3])
+        };
         // 128 channels x 64 outputs x 9 taps of weights: more than one channel chunk,
         // so later chunks add onto the output (and only the last applies the epilogue).
         let cases = [
@@ -921,6 +931,8 @@ mod tests {
                 pads: [1; 4],
                 ..Case::new([1, 130, 13, 15], 9, [3, 3])
             },
+            stem(224),
+            stem(40),
             Case {
                 stride: [2, 2],
                 ..Case::new([1, 16, 9, 9], 8, [1, 1])
@@ -984,8 +996,9 @@ mod tests {
                 let plan = Direct::plan(&case.window(), c, isa).unwrap();
                 // Scratch poisoned: every element the kernels read must be written first.
                 let mut padded = vec![f32::NAN; plan.scratch_len()];
+                let mut alone = Vec::new();
                 for parallel in [false, true] {
-                    for e in epilogues {
+                    for (i, e) in epilogues.into_iter().enumerate() {
                         let mut y = vec![f32::NAN; case.m * oh * ow];
                         let bias = case.bias.then_some(&b[..]);
                         plan.conv(&x, &w, bias, e, &mut padded, &mut y, parallel);
@@ -994,6 +1007,13 @@ mod tests {
                             e.apply(&mut want);
                         }
                         assert_close(&y, &want);
+                        // Split across threads (by channels or by positions), each
+                        // output is the same sequence of operations.
+                        let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                        match parallel {
+                            false => alone.push(bits),
+                            true => assert_eq!(bits, alone[i], "{case:?} {isa:?} {e:?}"),
+                        }
                     }
                 }
             }

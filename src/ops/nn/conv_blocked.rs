@@ -41,7 +41,7 @@
 
 use rayon::prelude::*;
 
-use super::conv_direct::{Direct, Isa, MAX_LANES};
+use super::conv_direct::{Direct, Isa, MAX_LANES, SharedOut};
 use super::epilogue::Epilogue;
 
 /// Output positions per strip: a multiple of every tile's `P` and of both vector widths.
@@ -420,17 +420,6 @@ impl<'a> Blocked<'a> {
         unsafe { store(d.isa, &args) };
     }
 }
-
-/// A buffer the tasks of one call share through its pointer: each writes its own
-/// positions (Blocked's output strips; Winograd's planes, U, V and M rows and output
-/// tiles), and reads what the others have finished writing.
-#[derive(Clone, Copy)]
-pub(super) struct SharedOut(pub(super) *mut f32);
-// SAFETY: the tasks given one write disjoint positions of it, and read only what no
-// task writes meanwhile (`Blocked::conv`, `Winograd::run`).
-unsafe impl Send for SharedOut {}
-// SAFETY: as for Send: shared only among tasks writing disjoint positions.
-unsafe impl Sync for SharedOut {}
 
 /// A strip's tiles, `STRIP + MAX_P` position rows of at most `MAX_GROUP` channels, on a
 /// line boundary so that every row's vectors are aligned.

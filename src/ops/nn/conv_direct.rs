@@ -40,6 +40,8 @@
 //!
 //! Sums run in a different order than the GEMM's, so results agree to rounding, not bits.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use super::epilogue::Epilogue;
@@ -85,9 +87,9 @@ pub(super) struct Direct {
     /// Each polyphase plane's height and width.
     hp: usize,
     pub(super) wp: usize,
-    /// The slot of polyphase plane `ry * sw + rx` among the planes made, `usize::MAX`
-    /// for a plane no tap reads.
-    slot: [usize; MAX_PHASES],
+    /// The polyphase plane (`ry * sw + rx`) made in each slot below `slots`, in the
+    /// order the taps first read them; the planes no tap reads are not made.
+    phase: [usize; MAX_PHASES],
     /// Planes made per channel.
     slots: usize,
     /// Each tap's offset from a position's index in its channel's planes.
@@ -114,12 +116,14 @@ impl Direct {
         let wp = ((g.kw - 1).checked_mul(g.dw)? / g.sw).checked_add(g.ow)?;
         let plane = hp.checked_mul(wp)?;
         let mut slot = [usize::MAX; MAX_PHASES];
+        let mut phases = [0; MAX_PHASES];
         let mut slots = 0;
         for a in 0..g.kh {
             for b in 0..g.kw {
                 let phase = (a * g.dh % g.sh) * g.sw + b * g.dw % g.sw;
                 if slot[phase] == usize::MAX {
                     slot[phase] = slots;
+                    phases[slots] = phase;
                     slots += 1;
                 }
             }
@@ -138,7 +142,7 @@ impl Direct {
             g,
             hp,
             wp,
-            slot,
+            phase: phases,
             slots,
             offs,
         })
@@ -218,14 +222,37 @@ impl Direct {
         } else {
             1
         };
+        // Threads split the output channels, each then reading all of the input, or the
+        // positions, each then reading all of the weights: whichever repeats fewer
+        // floats. Split by channels, a 224 x 224 stem of 3 -> 8 channels read its 600 KB
+        // of planes on both threads for 864 bytes of weights, and two threads took
+        // longer than one.
+        let (count, unit) = self.span();
+        let chunk = self.chunk(m);
+        if threads > 1 && m * k < self.channels * self.channel_floats() && count > unit {
+            let units = count.div_ceil(unit);
+            let per = units.div_ceil(threads.min(units)) * unit;
+            let y = SharedOut(out.as_mut_ptr());
+            (0..count.div_ceil(per)).into_par_iter().for_each(|t| {
+                let span = t * per..((t + 1) * per).min(count);
+                // SAFETY: `y` is the `[m, oh * ow]` output, borrowed uniquely for the
+                // loop, and the tasks' spans are disjoint, so are the positions they
+                // write.
+                unsafe { self.task(padded, w, bias, epilogue, y, m, chunk, span) };
+            });
+            return;
+        }
         // Enough tasks for every thread, each a multiple of the tile's channels.
         let per = m
             .div_ceil(threads)
             .next_multiple_of(MR)
             .clamp(MR, TASK_CHANNELS);
         let task = |t: usize, y: &mut [f32]| {
-            let m0 = t * per;
-            self.task(padded, &w[m0 * k..], bias.map(|b| &b[m0..]), epilogue, y);
+            let (m0, mt) = (t * per, y.len() / olen);
+            let (b, y) = (bias.map(|b| &b[m0..]), SharedOut(y.as_mut_ptr()));
+            // SAFETY: `y` is this task's `mt` channels of the output, its own (a chunk
+            // of a unique borrow).
+            unsafe { self.task(padded, &w[m0 * k..], b, epilogue, y, mt, chunk, 0..count) };
         };
         if parallel && per < m {
             out.par_chunks_mut(per * olen)
@@ -245,78 +272,77 @@ impl Direct {
         let (h, w) = (self.g.h, self.g.w);
         let (planes, slack) = dst.split_at_mut(self.channels * self.channel_floats());
         slack.fill(0.0);
-        // Each channel's copy is compiled for this CPU's vectors (`pad_channel`): a
-        // stride's copies (`every`) are then de-interleaves of 16 floats per AVX-512
-        // permute, where the baseline build shuffled 4 at a time (the copy of
-        // MobileNet's 224 x 224 stem input into its four planes took as long as the
-        // convolution; now three quarters of it).
-        let one = |c: usize, p: &mut [f32]| pad_channel(self, &x[c * h * w..][..h * w], p);
-        let per = self.channel_floats();
+        // Each plane's copy is compiled for this CPU's vectors (`pad_plane`): a stride's
+        // copies (`every`) are then de-interleaves of 16 floats per AVX-512 permute,
+        // where the baseline build shuffled 4 at a time (the copy of MobileNet's 224 x
+        // 224 stem input into its four planes took as long as the convolution; now three
+        // quarters of it). Threads take whole planes, not channels: the stem's three
+        // channels went two to one thread and one to the other.
+        let one = |i: usize, p: &mut [f32]| {
+            let (c, s) = (i / self.slots, i % self.slots);
+            pad_plane(self, &x[c * h * w..][..h * w], self.phase[s], p);
+        };
         if parallel && planes.len() >= PARALLEL_WORK {
             planes
-                .par_chunks_mut(per)
+                .par_chunks_mut(self.plane())
                 .enumerate()
-                .for_each(|(c, p)| one(c, p));
+                .for_each(|(i, p)| one(i, p));
         } else {
-            for (c, p) in planes.chunks_mut(per).enumerate() {
-                one(c, p);
+            for (i, p) in planes.chunks_mut(self.plane()).enumerate() {
+                one(i, p);
             }
         }
     }
 
-    /// [`Direct::pad`] of one channel: `src` its input plane, `p` its planes.
+    /// [`Direct::pad`] of one plane: `src` its channel's input plane, `phase` the
+    /// polyphase plane `ry * sw + rx`, `p` its floats.
     #[inline(always)]
-    fn pad_channel_any(&self, src: &[f32], p: &mut [f32]) {
+    fn pad_plane_any(&self, src: &[f32], phase: usize, p: &mut [f32]) {
         let (h, w, wp, plane) = (self.g.h, self.g.w, self.wp, self.plane());
         let (sh, sw) = (self.g.sh, self.g.sw);
-        for (phase, &slot) in self.slot[..sh * sw].iter().enumerate() {
-            if slot == usize::MAX {
+        let (ry, rx) = (phase / sw, phase % sw);
+        let p = &mut p[..plane];
+        // Plane columns j read padded column `j sw + rx`, input column
+        // `j sw + rx - pl`: inside the input for j in lo..hi.
+        let lo = self.g.pl.saturating_sub(rx).div_ceil(sw).min(wp);
+        let hi = (w + self.g.pl)
+            .saturating_sub(rx)
+            .div_ceil(sw)
+            .clamp(lo, wp);
+        // The padding: on narrow planes zeroed by one fill of the plane (in L1 or
+        // L2 on its way), not by up to three calls per row (on a 14x14 image of a
+        // depthwise layer the calls cost more than the copy); on wide ones only
+        // the border is zeroed, each row's few columns beside its copy (a fill
+        // of a 12 MB plane before copying into it writes it twice).
+        let hp = plane / wp;
+        let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
+        let narrow = wp < BORDER_ONLY_WIDTH;
+        if narrow && (lo > 0 || hi < wp || !rows_inside) {
+            p.fill(0.0);
+        }
+        for (i, row) in p.chunks_mut(wp).enumerate() {
+            let r = (i * sh + ry).wrapping_sub(self.g.pt);
+            if r >= h {
+                if !narrow {
+                    row.fill(0.0);
+                }
                 continue;
             }
-            let (ry, rx) = (phase / sw, phase % sw);
-            let p = &mut p[slot * plane..][..plane];
-            // Plane columns j read padded column `j sw + rx`, input column
-            // `j sw + rx - pl`: inside the input for j in lo..hi.
-            let lo = self.g.pl.saturating_sub(rx).div_ceil(sw).min(wp);
-            let hi = (w + self.g.pl)
-                .saturating_sub(rx)
-                .div_ceil(sw)
-                .clamp(lo, wp);
-            // The padding: on narrow planes zeroed by one fill of the plane (in L1 or
-            // L2 on its way), not by up to three calls per row (on a 14x14 image of a
-            // depthwise layer the calls cost more than the copy); on wide ones only
-            // the border is zeroed, each row's few columns beside its copy (a fill
-            // of a 12 MB plane before copying into it writes it twice).
-            let hp = plane / wp;
-            let rows_inside = ry >= self.g.pt && (hp - 1) * sh + ry - self.g.pt < h;
-            let narrow = wp < BORDER_ONLY_WIDTH;
-            if narrow && (lo > 0 || hi < wp || !rows_inside) {
-                p.fill(0.0);
+            if !narrow {
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
             }
-            for (i, row) in p.chunks_mut(wp).enumerate() {
-                let r = (i * sh + ry).wrapping_sub(self.g.pt);
-                if r >= h {
-                    if !narrow {
-                        row.fill(0.0);
-                    }
-                    continue;
-                }
-                if !narrow {
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
-                }
-                let line = &src[r * w..][..w];
-                let first = lo * sw + rx - self.g.pl;
-                let row = &mut row[lo..hi];
-                match sw {
-                    1 => row.copy_from_slice(&line[first..first + row.len()]),
-                    2 => every::<2>(row, &line[first..]),
-                    3 => every::<3>(row, &line[first..]),
-                    4 => every::<4>(row, &line[first..]),
-                    _ => {
-                        for (d, s) in row.iter_mut().zip(line[first..].iter().step_by(sw)) {
-                            *d = *s;
-                        }
+            let line = &src[r * w..][..w];
+            let first = lo * sw + rx - self.g.pl;
+            let row = &mut row[lo..hi];
+            match sw {
+                1 => row.copy_from_slice(&line[first..first + row.len()]),
+                2 => every::<2>(row, &line[first..]),
+                3 => every::<3>(row, &line[first..]),
+                4 => every::<4>(row, &line[first..]),
+                _ => {
+                    for (d, s) in row.iter_mut().zip(line[first..].iter().step_by(sw)) {
+                        *d = *s;
                     }
                 }
             }
@@ -336,29 +362,38 @@ impl Direct {
     ///   spare lanes): vectors of consecutive positions `q`, which run on through the
     ///   `wp - ow` positions past each row's end; the tile goes through a buffer from
     ///   which [`Direct::store`] drops those.
-    fn task(
+    ///
+    /// `span` is the part of the output this task computes: vectors in row order
+    /// (along rows) or positions (along the planes), from [`Direct::span`]; `chunk` the
+    /// input channels of a reduction's chunk, from [`Direct::chunk`].
+    ///
+    /// # Safety
+    /// `y` points at `m` output planes of `oh * ow` floats, whose positions in `span`
+    /// no other thread reads or writes while this runs; `w` holds their `m` rows of
+    /// weights and `bias` (if any) their `m` biases.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn task(
         &self,
         padded: &[f32],
         w: &[f32],
         bias: Option<&[f32]>,
         epilogue: Option<Epilogue>,
-        y: &mut [f32],
+        y: SharedOut,
+        m: usize,
+        chunk: usize,
+        span: Range<usize>,
     ) {
         let (lanes, nv_max) = shape(self.isa);
         let (channels, ow, olen) = (self.channels, self.g.ow, self.g.oh * self.g.ow);
-        let m = y.len() / olen;
         let taps = self.g.taps;
         let k = channels * taps;
-        let chunk = (WEIGHT_BYTES / (4 * m * taps)).clamp(1, channels);
+        assert!(
+            w.len() >= m * k && bias.is_none_or(|b| b.len() >= m) && span.end <= self.span().0,
+            "direct conv: a task's operands do not fit the window"
+        );
         let by_rows = self.by_rows();
-        // Vectors per output row, and vectors in all (along rows), or positions (along
-        // the planes).
+        // Vectors per output row.
         let per_row = ow.div_ceil(lanes);
-        let count = if by_rows {
-            self.g.oh * per_row
-        } else {
-            self.positions()
-        };
         let mut tile = [0.0f32; MR * TILE_FLOATS];
         for c0 in (0..channels).step_by(chunk) {
             let cn = chunk.min(channels - c0);
@@ -367,8 +402,8 @@ impl Direct {
             // Along rows: the kernel rows of the current band of output rows, and the
             // row past its end (each band found once, walking its rows).
             let mut band = (0..0, 0);
-            let mut at = 0;
-            while at < count {
+            let mut at = span.start;
+            while at < span.end {
                 let mut v = Vectors::default();
                 // The kernel rows the tile's output rows read inside the input: all of
                 // them along the planes.
@@ -386,7 +421,7 @@ impl Direct {
                         }
                     }
                     rows = band.0.clone();
-                    let left = band.1 * per_row - at;
+                    let left = (band.1 * per_row).min(span.end) - at;
                     let nv = match left {
                         _ if left <= nv_max => left,
                         _ if left < 2 * nv_max => left.div_ceil(2),
@@ -400,18 +435,19 @@ impl Direct {
                     }
                     (nv, at + nv)
                 } else {
-                    let nv = (count - at).div_ceil(lanes).min(nv_max);
+                    let nv = (span.end - at).div_ceil(lanes).min(nv_max);
                     for j in 0..nv {
                         v.x[j] = at + j * lanes;
                         v.out[j] = j * lanes;
                         v.n[j] = lanes;
                     }
-                    (nv, (at + nv * lanes).min(count))
+                    (nv, (at + nv * lanes).min(span.end))
                 };
                 for m0 in (0..m).step_by(MR) {
                     let mr = MR.min(m - m0);
                     let (out, ld) = if by_rows {
-                        (y[m0 * olen..].as_mut_ptr(), olen)
+                        // SAFETY: plane m0 < m of the caller's `m`.
+                        (unsafe { y.0.add(m0 * olen) }, olen)
                     } else {
                         (tile.as_mut_ptr(), TILE_FLOATS)
                     };
@@ -453,22 +489,24 @@ impl Direct {
                     // rows `m0..m0 + mr` (below m, the rows of `y`), columns `c * taps +
                     // j` for c in `c0..c0 + cn` and j in `t0..t1 <= taps` (the weights
                     // from `t0`, `taps - (t1 - t0)` skipped per channel), below `k`, of
-                    // `w`, whose `m * k` floats the assert in `conv` checked. Bias: `mr`
+                    // `w`, whose `m * k` floats the assert above checked. Bias: `mr`
                     // floats from `m0` of the `m` the same assert checked. Output along
-                    // rows: rows `m0..m0 + mr` of `y`, each vector's `v.n[j]` floats
-                    // from `r * ow + c * lanes`, which end at most at the row's end
-                    // `(r + 1) * ow <= olen`; `y` is a unique borrow, aliasing no input,
-                    // and with `load` (not the first chunk) the chunk before wrote those
-                    // floats. Along the planes: the local `tile`, MR rows of TILE_FLOATS
-                    // >= nv * lanes floats.
+                    // rows: planes `m0..m0 + mr` of `y`'s `m`, each vector's `v.n[j]`
+                    // floats from `r * ow + c * lanes`, which end at most at the row's
+                    // end `(r + 1) * ow <= olen`, at the span's vectors, which are this
+                    // task's alone (the contract; the output aliases no input), and with
+                    // `load` (not the first chunk) the chunk before wrote those floats.
+                    // Along the planes: the local `tile`, MR rows of TILE_FLOATS >= nv *
+                    // lanes floats.
                     unsafe { run_tile(self.isa, mr, nv, &args) };
                     if !by_rows {
                         let qn = next - at;
                         for i in 0..mr {
-                            let dst = &mut y[(m0 + i) * olen..][..olen];
                             let src = &tile[i * TILE_FLOATS..][..qn];
                             let e = last.then_some(epilogue).flatten();
-                            self.store(src, at, first, e, dst);
+                            // SAFETY: plane m0 + i < m of the caller's, at positions
+                            // `at..next` of its span.
+                            unsafe { self.store(src, at, first, e, y.0.add((m0 + i) * olen)) };
                         }
                     }
                 }
@@ -494,6 +532,27 @@ impl Direct {
         let rows = self.g.oh * self.g.ow.next_multiple_of(lanes);
         let planes = self.positions().next_multiple_of(lanes);
         rows * 8 <= planes * 9
+    }
+
+    /// Input channels per chunk of the reduction of a convolution with `m` output
+    /// channels: a task's weights for a chunk fit in L2 ([`WEIGHT_BYTES`]) whichever
+    /// way threads split the work. Along the planes each chunk's sums are added to the
+    /// output, so the chunks decide the bits, and they do not depend on the split.
+    fn chunk(&self, m: usize) -> usize {
+        let task = m.next_multiple_of(MR).min(TASK_CHANNELS);
+        (WEIGHT_BYTES / (4 * task * self.g.taps)).clamp(1, self.channels)
+    }
+
+    /// What [`Direct::task`]'s spans count, and the step a span may be cut at: vectors
+    /// in row order and a row's vectors (along rows), or positions and a vector (along
+    /// the planes).
+    fn span(&self) -> (usize, usize) {
+        let (lanes, _) = shape(self.isa);
+        let per_row = self.g.ow.div_ceil(lanes);
+        match self.by_rows() {
+            true => (self.g.oh * per_row, per_row),
+            false => (self.positions(), lanes),
+        }
     }
 
     /// The output channels of one input channel (a depthwise convolution's, or a
@@ -575,15 +634,19 @@ impl Direct {
     }
 
     /// Writes (first chunk) or adds the tile row `src`, positions `q0..`, into the output
-    /// plane `dst`, dropping the positions past each output row's end; the last chunk
+    /// plane at `dst`, dropping the positions past each output row's end; the last chunk
     /// then applies `epilogue` to what it stored.
-    fn store(
+    ///
+    /// # Safety
+    /// `dst` points at an output plane of `oh * ow` floats whose elements at positions
+    /// `q0..q0 + src.len()` no other thread reads or writes while this runs.
+    unsafe fn store(
         &self,
         src: &[f32],
         q0: usize,
         first: bool,
         epilogue: Option<Epilogue>,
-        dst: &mut [f32],
+        dst: *mut f32,
     ) {
         let (wp, ow) = (self.wp, self.g.ow);
         let end = q0 + src.len();
@@ -591,9 +654,12 @@ impl Direct {
         while q < end {
             let (r, col) = (q / wp, q % wp);
             let next = ((r + 1) * wp).min(end);
-            if col < ow {
+            if col < ow && r < self.g.oh {
                 let n = ow.min(col + next - q) - col;
-                let (s, d) = (&src[q - q0..][..n], &mut dst[r * ow + col..][..n]);
+                let s = &src[q - q0..][..n];
+                // SAFETY: columns `col..col + n <= ow` of row r < oh of the plane, at
+                // positions `q..next` inside the caller's `q0..end`.
+                let d = unsafe { std::slice::from_raw_parts_mut(dst.add(r * ow + col), n) };
                 if first {
                     d.copy_from_slice(s);
                 } else {
@@ -611,14 +677,14 @@ impl Direct {
 }
 
 per_isa! {
-    /// [`Direct::pad_channel_any`] in the widest vectors this CPU has.
-    fn pad_channel(d: &Direct, src: &[f32], p: &mut [f32]) => pad_channel_with
+    /// [`Direct::pad_plane_any`] in the widest vectors this CPU has.
+    fn pad_plane(d: &Direct, src: &[f32], phase: usize, p: &mut [f32]) => pad_plane_with
 }
 
-/// [`Direct::pad_channel_any`] as a free function, for [`per_isa!`].
+/// [`Direct::pad_plane_any`] as a free function, for [`per_isa!`].
 #[inline(always)]
-fn pad_channel_with(d: &Direct, src: &[f32], p: &mut [f32]) {
-    d.pad_channel_any(src, p)
+fn pad_plane_with(d: &Direct, src: &[f32], phase: usize, p: &mut [f32]) {
+    d.pad_plane_any(src, phase, p)
 }
 
 /// `dst[j] = src[j * S]` for every j of `dst` (`src` holds at least
@@ -637,6 +703,17 @@ fn every<const S: usize>(dst: &mut [f32], src: &[f32]) {
     }
     *last = src[n * S];
 }
+
+/// A buffer the tasks of one call share through its pointer: each writes its own
+/// positions (the direct tile kernel's spans; Blocked's output strips; Winograd's planes,
+/// U, V and M rows and output tiles), and reads what the others have finished writing.
+#[derive(Clone, Copy)]
+pub(super) struct SharedOut(pub(super) *mut f32);
+// SAFETY: the tasks given one write disjoint positions of it, and read only what no
+// task writes meanwhile (`Direct::tiles`, `Blocked::conv`, `Winograd::run`).
+unsafe impl Send for SharedOut {}
+// SAFETY: as for Send: shared only among tasks writing disjoint positions.
+unsafe impl Sync for SharedOut {}
 
 /// Most vectors per tile row of any kernel.
 const MAX_NV: usize = 6;

@@ -35,7 +35,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::conv_blocked::SharedOut;
+use super::conv_direct::SharedOut;
 use super::epilogue::Epilogue;
 use super::window::Window;
 use crate::ops::linalg::sgemm::sgemm;
@@ -477,10 +477,12 @@ fn part(len: usize, t: usize, tasks: usize) -> Range<usize> {
 
 /// Channels below which the transforms cost too much beside the products.
 const MIN_CHANNELS: usize = 16;
-/// Output tiles below which the direct kernels are faster: the transforms and the
-/// products' narrow tiles cost more than the multiplies saved (two 64 -> 64 layers over 4
-/// x 32, 32 tiles, took 10-15% longer here, one 48 -> 48 over 8 x 32, 64 tiles, 25% less).
-const MIN_TILES: usize = 64;
+/// Output tiles below which the direct kernels are faster: the per-call weight transform
+/// and the products' narrow tiles cost more than the multiplies saved. Measured here, one
+/// thread, against the direct kernels: at 32 tiles (4 x 32 outputs) 64 -> 64 channels took
+/// 25% less, 32 -> 64 and 96 -> 96 20-40% less, 48 -> 64 and 32 -> 32 (8 x 16) the same;
+/// at 16 tiles (2 x 32) 128 -> 128 took 30% longer and 64 -> 64 no less.
+const MIN_TILES: usize = 32;
 /// Tiles below which a block is too narrow to split a call's work by blocks ([`Split`]).
 const MIN_SPLIT_BLOCK: usize = 64;
 
