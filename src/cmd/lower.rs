@@ -50,10 +50,12 @@ pub struct Args {
     /// exact (Free, Launch) relations instead of Launch-to-Free edges.
     #[arg(long)]
     pub multi_thread: bool,
-    /// Keep constant MatMul and Gemm weights as the model stores them. By default a
+    /// Keep constant MatMul, Gemm and Conv weights as the model stores them. By default a
     /// float32 MatMul (Gemm) by a constant matrix becomes a `MatMulPacked` (`GemmPacked`)
     /// on the weight packed into column panels once, here, which the kernel streams at
-    /// every execution.
+    /// every execution; a float32 3x3 Conv of stride 1 that the Winograd kernel takes
+    /// becomes a `ConvWinograd` on its weights transformed once, here; float16 Conv and
+    /// ConvTranspose weights are widened once.
     #[arg(long)]
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors here (the default): Init

@@ -56,8 +56,8 @@ pub struct Args {
     /// passes applied where the file lacks them).
     #[arg(long, default_value = "topo", value_parser = executor_parser())]
     pub executor: ExecutorType,
-    /// When lowering: keep constant MatMul and Gemm weights as the model stores them (see
-    /// `rt2 lower --keep-weight-layout`).
+    /// When lowering: keep constant MatMul, Gemm and Conv weights as the model stores
+    /// them (see `rt2 lower --keep-weight-layout`).
     #[arg(long)]
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors (see `rt2 lower --static-memory`),

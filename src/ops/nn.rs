@@ -4,12 +4,13 @@
 //! ONNX's current ones); the CPU compute lives in the submodules, one per kind of work.
 
 use crate::ops::DType;
-use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, TensorMeta, UNKNOWN, meta};
+use crate::ops::{InferCtx, OpError, OpRegistry, OpSpec, Prepack, TensorMeta, UNKNOWN, meta};
 
 pub(crate) mod conv;
 mod conv_blocked;
 mod conv_direct;
 mod conv_dw;
+pub(crate) mod conv_packed;
 mod conv_winograd;
 mod dropout;
 pub(crate) mod epilogue;
@@ -40,7 +41,11 @@ pub fn register(reg: &mut OpRegistry) {
     reg.add(
         OpSpec::new("Conv", infer_conv)
             .computes(conv::conv)
-            .prepacks(conv::prepack_half_weight),
+            .prepacks(prepack_conv),
+    );
+    reg.add(
+        OpSpec::new(conv_packed::CONV_WINOGRAD, infer_conv_winograd)
+            .computes(conv_packed::conv_winograd),
     );
     reg.add(
         OpSpec::new("ConvTranspose", infer_conv_transpose)
@@ -449,6 +454,42 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let mut out = vec![x[0], w[0]];
     out.extend(spatial_dims(ctx, x, &kernel, false)?);
     Ok(meta(dtype, Some(out)))
+}
+
+/// ConvWinograd (rt2's own, made by lowering; see `conv_packed::CONV_WINOGRAD`): Conv's
+/// output from X `[N, C, H, W]` and the transformed weights U `[16, M, C]`.
+fn infer_conv_winograd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    ctx.arity(2, 3)?;
+    for i in 0..2 {
+        if ctx.inputs[i].dtype != DType::F32 {
+            return Err(ctx.input_error(
+                i,
+                format!("is {}; ConvWinograd takes float32", ctx.inputs[i].dtype),
+            ));
+        }
+    }
+    let (Some(x), Some(u)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(DType::F32, None));
+    };
+    if x.len() != 4 || u.len() != 3 || agree(u[0], 16).is_none() || agree(u[2], x[1]).is_none() {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "is {u:?}; for an input {x:?} the transformed weights are [16, M, {}]",
+                x.get(1).copied().unwrap_or(-1)
+            ),
+        ));
+    }
+    let mut out = vec![x[0], u[1]];
+    out.extend(spatial_dims(ctx, x, &[3, 3], false)?);
+    Ok(meta(DType::F32, Some(out)))
+}
+
+/// Conv's prepack hook (`conv_packed::prepack_conv`), given the output its inference
+/// gives.
+fn prepack_conv(ctx: &InferCtx) -> Option<Prepack> {
+    let out = infer_conv(ctx).ok()?.pop()?;
+    conv_packed::prepack_conv(ctx, &out)
 }
 
 /// ConvTranspose: X [N, C, D...], W [C, M/group, K...] -> [N, M, D'...], where

@@ -27,6 +27,14 @@ pub(crate) fn i64s(v: &[i64]) -> HostTensor {
     }
 }
 
+/// `n` seeded values in [-1, 1), spread over 2003 levels: the kernels' test inputs and
+/// weights (`seed` tells tensors apart).
+pub(crate) fn seeded(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919 + seed * 104729) % 2003) as f32 / 1001.5 - 1.0)
+        .collect()
+}
+
 /// Attributes from `(name, value)` pairs, for tests.
 pub(crate) fn test_attrs(attrs: &[(&str, Attr)]) -> Attrs {
     attrs

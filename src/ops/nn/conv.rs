@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::conv_blocked::Blocked;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
-use super::conv_winograd::Winograd;
+use super::conv_winograd::{Weights, Winograd};
 use super::epilogue::Epilogue;
 use super::gemm::{Mat, finished_f32, gemm};
 use super::scalar::{Scalar, widened};
@@ -25,7 +25,7 @@ use crate::ops::DType;
 use crate::ops::{HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
-const PARALLEL_ELEMS: usize = 1 << 14;
+pub(super) const PARALLEL_ELEMS: usize = 1 << 14;
 
 /// Conv: X `[N, C, D...]`, W `[M, C/group, K...]`, optional B `[M]` -> Y `[N, M, D'...]`.
 pub fn conv(
@@ -108,7 +108,7 @@ fn channels(
 }
 
 /// The bias values, checked to number `m`, if there is a non-empty bias input.
-fn bias_values<'a, T: Scalar>(
+pub(super) fn bias_values<'a, T: Scalar>(
     ctx: &InferCtx,
     bias: Option<&TensorRef<'a>>,
     m: usize,
@@ -246,8 +246,8 @@ fn conv_typed<T: Scalar>(
             // A block split across threads splits nothing more inside.
             let inner = parallel && blocks == 1;
             if let Some(wino) = &winograd {
-                return with_scratch(wino.scratch_len(), |scratch: &mut [f32]| {
-                    wino.run(xg, wg, bg, epilogue, scratch, out);
+                return with_scratch(wino.scratch_len(true), |scratch: &mut [f32]| {
+                    wino.run(xg, Weights::Raw(wg), bg, epilogue, scratch, out);
                 });
             }
             match &plan {
@@ -652,11 +652,7 @@ mod tests {
         }
         /// Seeded inputs, weights and bias in [-1, 1).
         fn tensors(&self) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-            let vals = |n: usize, seed: usize| -> Vec<f32> {
-                (0..n)
-                    .map(|i| ((i * 7919 + seed * 104729) % 2003) as f32 / 1001.5 - 1.0)
-                    .collect()
-            };
+            let vals = crate::ops::testing::seeded;
             let cg = self.x[1] / self.group;
             (
                 vals(self.x.iter().product(), 1),
@@ -1166,7 +1162,7 @@ mod tests {
     #[test]
     fn winograd_matches_the_reference_on_every_isa() {
         use super::super::conv_direct::Isa;
-        use super::super::conv_winograd::Winograd;
+        use super::super::conv_winograd::{Weights, Winograd, transform};
         use super::super::epilogue::Epilogue;
         let cases = [
             Case {
@@ -1220,6 +1216,7 @@ mod tests {
             let [oh, ow] = case.out();
             let want = case.reference(&x, &w, &b);
             let bias = case.bias.then_some(&b[..]);
+            let u = transform(&w, case.m, case.x[1]);
             for isa in Isa::available() {
                 for parallel in [false, true] {
                     let plan = Winograd::plan(&case.window(), case.x[1], case.m, isa, parallel)
@@ -1227,14 +1224,28 @@ mod tests {
                     let threads = rayon::current_num_threads() > 1;
                     assert_eq!(plan.shares_blocks(), parallel && threads && n >= 5);
                     for e in [None, Some(relu)] {
-                        let mut scratch = vec![f32::NAN; plan.scratch_len()];
+                        let mut scratch = vec![f32::NAN; plan.scratch_len(true)];
                         let mut got = vec![f32::NAN; case.m * oh * ow];
-                        plan.run(&x, &w, bias, e, &mut scratch, &mut got);
+                        plan.run(&x, Weights::Raw(&w), bias, e, &mut scratch, &mut got);
                         let want: Vec<f32> = match e {
                             Some(_) => want.iter().map(|&v| v.max(0.0)).collect(),
                             None => want.clone(),
                         };
                         assert_close(&got, &want);
+                        // U made once (lowering's ConvWinograd): the same bits, in a
+                        // scratch without room for U.
+                        let mut scratch = vec![f32::NAN; plan.scratch_len(false)];
+                        let mut again = vec![f32::NAN; case.m * oh * ow];
+                        plan.run(
+                            &x,
+                            Weights::Transformed(&u),
+                            bias,
+                            e,
+                            &mut scratch,
+                            &mut again,
+                        );
+                        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&again), bits(&got), "case {n}");
                     }
                 }
             }

@@ -393,13 +393,7 @@ mod x86 {
 mod tests {
     use super::super::conv_direct::Direct;
     use super::*;
-
-    /// Seeded values in [-1, 1).
-    fn vals(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i * 7919 + seed * 104729) % 2003) as f32 / 1001.5 - 1.0)
-            .collect()
-    }
+    use crate::ops::testing::seeded as vals;
 
     /// The register transpose of every set moves element (i, j) to (j, i).
     #[test]

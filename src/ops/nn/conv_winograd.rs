@@ -48,6 +48,15 @@ const GROUP: usize = 16;
 /// L2 bytes a block's transformed inputs and products may take.
 const BLOCK_BYTES: usize = 1 << 20;
 
+/// A 3x3 kernel's weights as [`Winograd::run`] takes them.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Weights<'a> {
+    /// `[m, c, 3, 3]`, transformed into `U` in the call's scratch.
+    Raw(&'a [f32]),
+    /// `U` itself, `[16, m, c]` ([`transform`]): lowering transformed them once.
+    Transformed(&'a [f32]),
+}
+
 /// A 3x3 stride-1 convolution of one (image, group) block by F(2x2, 3x3).
 #[derive(Debug, Clone)]
 pub(super) struct Winograd {
@@ -90,6 +99,28 @@ enum Split {
 }
 
 impl Winograd {
+    /// Whether the kernel computes `win` over `c` input and `m` output channels and pays
+    /// for itself ([`Winograd::plan`]'s terms), from the shapes alone: lowering decides
+    /// with it, the same on every machine (`conv_packed.rs`).
+    pub(super) fn takes(win: &Window, c: usize, m: usize) -> bool {
+        let flat = win.input[0] == 1 && win.kernel[0] == 1;
+        if !flat
+            || win.kernel != [1, 3, 3]
+            || win.stride != [1; 3]
+            || win.dilation != [1; 3]
+            || win.pad_begin[1..]
+                .iter()
+                .chain(&win.pad_end[1..])
+                .any(|&p| !(0..=2).contains(&p))
+        {
+            return false;
+        }
+        let [_, oh, ow] = win.output;
+        let (th, tiles_w) = (oh.div_ceil(2), ow.div_ceil(2));
+        let (tiles, used) = (th * tiles_w.next_multiple_of(GROUP), th * tiles_w);
+        c >= MIN_CHANNELS && m >= MIN_CHANNELS && used >= MIN_TILES && used * 4 >= tiles * 3
+    }
+
     /// The plan for a window, when it is one this kernel computes (2-D, 3x3, stride and
     /// dilation 1, padding of at most 2) and pays for itself: enough channels that the
     /// products dominate the transforms, enough tiles that the per-call weight transform
@@ -105,26 +136,14 @@ impl Winograd {
         isa: Isa,
         parallel: bool,
     ) -> Option<Winograd> {
-        let flat = win.input[0] == 1 && win.kernel[0] == 1;
-        if !flat
-            || win.kernel != [1, 3, 3]
-            || win.stride != [1; 3]
-            || win.dilation != [1; 3]
-            || win.pad_begin[1..]
-                .iter()
-                .chain(&win.pad_end[1..])
-                .any(|&p| !(0..=2).contains(&p))
-        {
+        if !Self::takes(win, c, m) {
             return None;
         }
         let [_, h, w] = win.input;
         let [_, oh, ow] = win.output;
-        let (th, tiles_w) = (oh.div_ceil(2), ow.div_ceil(2));
-        let tw = tiles_w.next_multiple_of(GROUP);
-        let (tiles, used) = (th * tw, th * tiles_w);
-        if c < MIN_CHANNELS || m < MIN_CHANNELS || used < MIN_TILES || used * 4 < tiles * 3 {
-            return None;
-        }
+        let th = oh.div_ceil(2);
+        let tw = ow.div_ceil(2).next_multiple_of(GROUP);
+        let tiles = th * tw;
         let per_tile = 16 * (c + m) * 4;
         let mut block = (BLOCK_BYTES / per_tile / GROUP * GROUP).clamp(GROUP, tiles);
         let threads = rayon::current_num_threads();
@@ -197,10 +216,12 @@ impl Winograd {
         16 * (self.c + self.m) * self.block
     }
 
-    /// Scratch floats [`Winograd::run`] needs.
-    pub(super) fn scratch_len(&self) -> usize {
+    /// Scratch floats [`Winograd::run`] needs: with `transform` (raw weights) room for
+    /// `U` too.
+    pub(super) fn scratch_len(&self, transform: bool) -> usize {
         let (ph, pw) = self.plane();
-        self.c * ph * pw + 16 * self.m * self.c + self.buffers() * self.task_len()
+        let u = if transform { 16 * self.m * self.c } else { 0 };
+        self.c * ph * pw + u + self.buffers() * self.task_len()
     }
 
     /// The first tile of block `b` and its tile count.
@@ -209,14 +230,14 @@ impl Winograd {
         (first, self.block.min(self.tiles() - first))
     }
 
-    /// The convolution of `x` (`[c, h, w]`) by `w` (`[m, c, 3, 3]`), plus `bias`, then
+    /// The convolution of `x` (`[c, h, w]`) by the weights `w`, plus `bias`, then
     /// `epilogue`, into `out` (`[m, oh, ow]`), using `scratch` (at least
-    /// [`Winograd::scratch_len`] floats, contents unspecified); across threads as the
-    /// plan's `parallel` said (see [`Split`]).
+    /// [`Winograd::scratch_len`] floats for `w`, contents unspecified); across threads as
+    /// the plan's `parallel` said (see [`Split`]).
     pub(super) fn run(
         &self,
         x: &[f32],
-        w: &[f32],
+        w: Weights,
         bias: Option<&[f32]>,
         epilogue: Option<Epilogue>,
         scratch: &mut [f32],
@@ -224,31 +245,43 @@ impl Winograd {
     ) {
         let (ph, pw) = self.plane();
         let (m, c) = (self.m, self.c);
+        let (raw, room) = match w {
+            Weights::Raw(w) => (Some(w), w.len() >= m * c * 9),
+            Weights::Transformed(u) => (None, u.len() >= 16 * m * c),
+        };
         assert!(
-            w.len() >= m * c * 9 && bias.is_none_or(|b| b.len() >= m),
+            room && bias.is_none_or(|b| b.len() >= m),
             "winograd conv: weights or bias too short"
         );
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
         let (padded, rest) = scratch.split_at_mut(c * ph * pw);
-        let (u, rest) = rest.split_at_mut(16 * m * c);
+        let (u, rest) = rest.split_at_mut(if raw.is_some() { 16 * m * c } else { 0 });
         let bufs = &mut rest[..self.buffers() * self.task_len()];
         let tasks = self.tasks();
-        let (ps, us) = (SharedOut(padded.as_mut_ptr()), SharedOut(u.as_mut_ptr()));
+        let ps = SharedOut(padded.as_mut_ptr());
+        // U: made in the scratch from raw weights, else the caller's, only ever read
+        // (the pointer is mutable for `SharedOut`'s sake; nothing writes through it).
+        let us = match w {
+            Weights::Raw(_) => SharedOut(u.as_mut_ptr()),
+            Weights::Transformed(u) => SharedOut(u.as_ptr().cast_mut()),
+        };
         let out = SharedOut(out.as_mut_ptr());
         // Each task pads its share of the input channels and transforms its share of the
         // weights: one hand-off for both.
         let prepare = |t: usize| {
             // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `ps` holds the `c`
-            // planes and `us` U (`16 m c` floats), and task `t` writes only its shares
-            // (`part`) of their channels.
+            // planes and, with raw weights, `us` U (`16 m c` floats of the scratch),
+            // and task `t` writes only its shares (`part`) of their channels.
             unsafe {
                 self.pad(x, &ps, part(c, t, tasks));
-                self.transform_weights(w, &us, part(m, t, tasks));
+                if let Some(w) = raw {
+                    self.transform_weights(w, &us, part(m, t, tasks));
+                }
             }
         };
         // The terms every unsafe call below meets ("the run's terms"): `self.isa` came
         // from `Isa::detect`, so this CPU has it. The planes and U are written by
-        // `prepare` only, and read after every task has prepared (a parallel loop
+        // `prepare` only (a transformed U by no one), and read after every task has prepared (a parallel loop
         // returns when all its tasks have), or, in a shared block's first step, by the
         // task that prepared them. `out` is the `[m, oh, ow]` output (asserted) and each
         // call writes the tiles of its own block and output channels. `bufs` holds the
@@ -458,6 +491,109 @@ impl Winograd {
             "no ISA to plan for: {:p} {first} {n} {outs:?} {bias:?} {epilogue:?} {:p}",
             mx.0, out.0
         )
+    }
+}
+
+/// `U` of the weights `w` (`[m, c, 3, 3]`): `U_ξ[o][i]` at `(ξ m + o) c + i`, as
+/// [`Winograd::run`] makes it from raw weights, done once (lowering's `ConvWinograd`).
+/// The operations and their order are the vector code's (`x86::weights`), so are the
+/// bits.
+pub(super) fn transform(w: &[f32], m: usize, c: usize) -> Vec<f32> {
+    assert!(
+        w.len() >= m * c * 9,
+        "winograd transform: weights too short"
+    );
+    let mut u = vec![0.0; 16 * m * c];
+    // `G r` for a row or column `r` of three.
+    let gr = |a: f32, b: f32, c: f32| [a, (a + b + c) * 0.5, (a - b + c) * 0.5, c];
+    for o in 0..m {
+        for i in 0..c {
+            let g = &w[(o * c + i) * 9..][..9];
+            let cols: [[f32; 4]; 3] = std::array::from_fn(|j| gr(g[j], g[3 + j], g[6 + j]));
+            for r in 0..4 {
+                let row = gr(cols[0][r], cols[1][r], cols[2][r]);
+                for (j, v) in row.into_iter().enumerate() {
+                    u[((4 * r + j) * m + o) * c + i] = v;
+                }
+            }
+        }
+    }
+    u
+}
+
+/// The convolution of [`Winograd::run`] from `U` (`[16, m, c]`) in portable code, for a
+/// CPU without the vector kernels: `out` (`[m, oh, ow]`) from `x` (`[c, h, w]`) by the
+/// same transforms, the products summed in input-channel order. The results agree with
+/// the vector kernels' to rounding.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn portable(
+    win: &Window,
+    c: usize,
+    m: usize,
+    x: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    epilogue: Option<Epilogue>,
+    out: &mut [f32],
+) {
+    let [_, h, w] = win.input;
+    let [_, oh, ow] = win.output;
+    let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+    assert!(x.len() >= c * h * w && u.len() >= 16 * m * c && out.len() >= m * oh * ow);
+    let at = |i: usize, r: isize, col: isize| -> f32 {
+        match (usize::try_from(r), usize::try_from(col)) {
+            (Ok(r), Ok(col)) if r < h && col < w => x[(i * h + r) * w + col],
+            _ => 0.0,
+        }
+    };
+    // One tile's V for every input channel (`v[ξ c + i]`), then its M per output channel.
+    super::scratch::with_scratch(16 * c, |v: &mut [f32]| {
+        for tr in 0..oh.div_ceil(2) {
+            for tc in 0..ow.div_ceil(2) {
+                let (r0, c0) = ((2 * tr) as isize - pt, (2 * tc) as isize - pl);
+                for i in 0..c {
+                    let d: [[f32; 4]; 4] = std::array::from_fn(|r| {
+                        std::array::from_fn(|j| at(i, r0 + r as isize, c0 + j as isize))
+                    });
+                    // d B, then Bᵀ (d B), as the vector code's `input_tiles`.
+                    let rows = d.map(|[d0, d1, d2, d3]| [d0 - d2, d1 + d2, d2 - d1, d1 - d3]);
+                    let [a0, a1, a2, a3] = rows;
+                    for j in 0..4 {
+                        let col = [a0[j] - a2[j], a1[j] + a2[j], a2[j] - a1[j], a1[j] - a3[j]];
+                        for (a, val) in col.into_iter().enumerate() {
+                            v[(4 * a + j) * c + i] = val;
+                        }
+                    }
+                }
+                for o in 0..m {
+                    let mx: [f32; 16] = std::array::from_fn(|xi| {
+                        let (uo, vx) = (&u[(xi * m + o) * c..][..c], &v[xi * c..][..c]);
+                        uo.iter().zip(vx).fold(0.0, |s, (a, b)| s + a * b)
+                    });
+                    // Aᵀ M A, as `output_tiles`.
+                    let s = [
+                        std::array::from_fn::<f32, 4, _>(|j| mx[j] + mx[4 + j] + mx[8 + j]),
+                        std::array::from_fn::<f32, 4, _>(|j| mx[4 + j] - mx[8 + j] - mx[12 + j]),
+                    ];
+                    let b = bias.map_or(0.0, |b| b[o]);
+                    for (r, s) in s.iter().enumerate() {
+                        let y = 2 * tr + r;
+                        if y >= oh {
+                            break;
+                        }
+                        let pair = [s[0] + s[1] + s[2] + b, s[1] - s[2] - s[3] + b];
+                        for (k, val) in pair.into_iter().enumerate() {
+                            if 2 * tc + k < ow {
+                                out[(o * oh + y) * ow + 2 * tc + k] = val;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+    if let Some(e) = epilogue {
+        e.apply_f32(&mut out[..m * oh * ow]);
     }
 }
 
