@@ -379,6 +379,32 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, O: Send>(
             }
             return Ok(());
         }
+        // One operand whole, the other a row the output repeats (a bias over the last
+        // axes, `[.., N] + [N]`, after every MatMul of a transformer's Linear layers):
+        // a run per row without a layout, whose per-run walk cost more than the adds
+        // (6.3 us for `[1, 128, 128] + [128]` against 3.6 us for two whole operands).
+        let row = |s: &[usize]| {
+            let dims = &s[s.iter().position(|&d| d != 1).unwrap_or(s.len())..];
+            let fits =
+                dims.len() < out_shape.len() && out_shape[out_shape.len() - dims.len()..] == *dims;
+            let n: usize = dims.iter().product();
+            (fits && n > 1).then_some(n)
+        };
+        match (whole_a, whole_b) {
+            (true, false) if let Some(n) = row(b_shape) => {
+                for (i, o) in out[..len].chunks_mut(n).enumerate() {
+                    run(o, i * n, 0, [1, 1]);
+                }
+                return Ok(());
+            }
+            (false, true) if let Some(n) = row(a_shape) => {
+                for (i, o) in out[..len].chunks_mut(n).enumerate() {
+                    run(o, 0, i * n, [1, 1]);
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
     }
     let layout = Layout::new(out_shape, [a_shape, b_shape])?;
     par_runs(&layout, out, |r, o| run(o, r.at[0], r.at[1], r.step));
@@ -490,6 +516,36 @@ mod tests {
             v.extend((0..r.len).map(|j| r.at[k] + j * r.step[k]));
         });
         v
+    }
+
+    /// A row the output repeats, on either side of a non-commutative op, with leading
+    /// ones or a block of rows: each element takes its own position in the row.
+    #[test]
+    fn rows_repeat_along_the_leading_dims() {
+        let a: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let rows: Vec<f32> = (0..12).map(|v| 100.0 * v as f32).collect();
+        let shape = [2, 3, 4];
+        let mut out = vec![f32::NAN; 24];
+        for b_shape in [&[4][..], &[1, 4], &[1, 1, 4], &[3, 4]] {
+            let n: usize = b_shape.iter().product();
+            let b = &rows[..n];
+            zip((&a, &shape), (b, b_shape), (&mut out, &shape), |x, y| x - y).unwrap();
+            let want: Vec<f32> = (0..24).map(|i| a[i] - b[i % n]).collect();
+            assert_eq!(out, want, "{b_shape:?}");
+            zip((b, b_shape), (&a, &shape), (&mut out, &shape), |x, y| x - y).unwrap();
+            let want: Vec<f32> = (0..24).map(|i| b[i % n] - a[i]).collect();
+            assert_eq!(out, want, "{b_shape:?} first");
+        }
+        // A column does not repeat as a row: the layout broadcasts it.
+        zip(
+            (&a, &shape),
+            (&rows[..3], &[3, 1]),
+            (&mut out, &shape),
+            |x, y| x - y,
+        )
+        .unwrap();
+        let want: Vec<f32> = (0..24).map(|i| a[i] - rows[i / 4 % 3]).collect();
+        assert_eq!(out, want);
     }
 
     #[test]
