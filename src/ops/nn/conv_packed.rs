@@ -125,6 +125,20 @@ pub fn conv_winograd(
         return Err(ctx.input_error(1, format!("is {:?}; want [16, {m}, {c}]", u.shape)));
     }
     let win = Window::new(ctx, &x.shape[2..], &[3, 3], &y_shape[2..])?.lying_flat();
+    // What lowering made is such a window; a graph written otherwise is refused here, not
+    // computed as one (the kernels size their planes from these).
+    let fits = (1..3).all(|d| {
+        let padded = win.input[d] as isize + win.pad_begin[d] + win.pad_end[d];
+        win.pad_begin[d] >= 0 && win.pad_end[d] >= 0 && padded == win.output[d] as isize + 2
+    });
+    if win.kernel != [1, 3, 3] || win.stride != [1; 3] || win.dilation != [1; 3] || !fits {
+        return Err(ctx.compute_error(format!(
+            "computes 3x3 windows of stride and dilation 1 over 2-D maps, each output the \
+             padded input less 2; not input {:?}, output {y_shape:?}, strides {:?}, \
+             dilations {:?}",
+            x.shape, win.stride, win.dilation
+        )));
+    }
     let (xv, uv) = (x.slice::<f32>()?, u.slice::<f32>()?);
     let bias = bias_values::<f32>(ctx, inputs.get(2), m)?;
     let epilogue = Epilogue::read(ctx)?;
@@ -252,6 +266,22 @@ mod tests {
             }
             assert_close(&got, want);
         });
+    }
+
+    /// A ConvWinograd written with a window lowering never makes (a stride, an output
+    /// that is not the padded input less 2) is an error, not a result.
+    #[test]
+    fn other_windows_are_refused() {
+        use crate::ops::testing::try_run;
+        let (x, m) = ([1, 16, 8, 32], 16);
+        let xs = Tensor::from_vec(&x, &values(16 * 8 * 32, 1));
+        let u = Tensor::from_vec(&[16, m, 16], &values(16 * m * 16, 2));
+        let pads = [("pads", Attr::Ints(vec![1; 4]))];
+        let ok = try_run(CONV_WINOGRAD, &pads, &[xs.clone(), u.clone()], 1);
+        assert_eq!(ok.map(|y| y[0].shape.clone()).unwrap(), [1, 16, 8, 32]);
+        let strided = [pads[0].clone(), ("strides", Attr::Ints(vec![2, 2]))];
+        let err = try_run(CONV_WINOGRAD, &strided, &[xs, u], 1).unwrap_err();
+        assert!(err.to_string().contains("stride and dilation 1"), "{err}");
     }
 
     /// Lowering's hook (Conv's, as registered): ConvWinograd for a float32 3x3 Conv of stride 1 by constant
