@@ -15,11 +15,16 @@
 //! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
 //! | inference `BatchNormalization` or `BatchNorm` (constant statistics) of a float32 `Conv` or NCHW `Conv2D` (constant filter and bias) | the convolution, its filter and bias scaled and shifted per channel ([`batch_norm`]); folded first |
 //! | `Relu`, `LeakyRelu`, `Clip` or `ClipByValue` (constant bounds), `Relu6`, `HardSigmoid` or `HardSwish` of a float32 `Conv` or `Conv2D` | the convolution, applying the activation as it stores its output (`_rt2_fused_activation`, see `ops::nn::epilogue`) |
+//! | `Add(P, b)`, either operand order, with `P` a float32 `BatchMatMulV2` or `MatMulV2` (what the importer makes of ONNX's MatMul and Gemm) of two inputs whose `x2` is a constant matrix, and `b` a constant float32 `[N]` (a Linear layer as PyTorch exports it) | the product with `b` as its bias (input 2), which `MatMulPacked` adds as it stores the product's tiles |
 //!
 //! A CNN's convolutions are nearly all followed by Relu (or Relu6, LeakyRelu, HardSwish):
 //! run apart, each is a second pass over the convolution's output. Fused, the
 //! convolution applies it to each tile as it stores it (`ops::nn::epilogue`, with the
-//! standalone op's arithmetic, so the result has the same bits).
+//! standalone op's arithmetic, so the result has the same bits). A transformer's
+//! projections are each a MatMul and a bias Add, the Add another pass over the product
+//! (twelve in a two-layer encoder); fused, the bias is added to the finished sums in
+//! registers, rounded once as the Add rounds them (GE's fusion engine does the same for
+//! MatMul and BiasAdd).
 //!
 //! A pattern fuses only where every node inside it is read by the next one alone (an
 //! intermediate another node or the graph's outputs read must be computed), its
@@ -107,6 +112,12 @@ enum Fused {
         beta: OutPort,
         epsilon: f32,
     },
+    /// The product node `matmul` adding `bias`, the last node's input `input`.
+    MatMulBias {
+        matmul: usize,
+        bias: OutPort,
+        input: usize,
+    },
 }
 
 /// Every pattern of `g`, none overlapping another (a node belongs to one pattern).
@@ -117,7 +128,7 @@ fn find(v: &View) -> Vec<Fusion> {
     for (i, n) in g.nodes.iter().enumerate() {
         let f = match n.op_type.as_str() {
             "Mul" => gelu(v, i, n).or_else(|| swish(v, i, n)),
-            "Add" => layer_norm(v, i, n),
+            "Add" => layer_norm(v, i, n).or_else(|| matmul_bias(v, i, n)),
             "Relu" | "LeakyRelu" | "Clip" | "ClipByValue" | "Relu6" | "Relu6D" | "HardSigmoid"
             | "HardSwish" => conv_activation(v, i, n),
             _ => None,
@@ -326,6 +337,73 @@ fn conv_activation(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     })
 }
 
+/// A Linear layer's bias at the Add `last`: `Add(P, b)` in either order, where `P` is
+/// a `BatchMatMulV2` or `MatMulV2` of two inputs that nothing else reads, its x1 float32
+/// and its x2 a constant float32 matrix, and `b` a constant float32 `[N]` for the
+/// product's N columns (GE's ops take the bias as their input 2).
+fn matmul_bias(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let (a, b) = View::two(n)?;
+    let (product, bias) = [(a, b), (b, a)]
+        .into_iter()
+        .find(|&(p, _)| v.sole(p, &["BatchMatMulV2", "MatMulV2"]).is_some())?;
+    let mm = v.node(product)?;
+    let (x, w) = View::two(mm)?;
+    let f32_out = v.types[product.node.index()] == Some(DType::F32);
+    if !f32_out || !mm.subgraphs.is_empty() {
+        return None;
+    }
+    let x2_t = if mm.op_type == "BatchMatMulV2" {
+        "adj_x2"
+    } else {
+        "transpose_x2"
+    };
+    let (DType::F32, &[rows, cols]) = const_desc(v, w)? else {
+        return None;
+    };
+    let (DType::F32, &[len]) = const_desc(v, bias)? else {
+        return None;
+    };
+    if len != if flag(mm, x2_t)? { rows } else { cols } {
+        return None;
+    }
+    Some(Fusion {
+        last,
+        x,
+        op: Fused::MatMulBias {
+            matmul: product.node.index(),
+            bias,
+            input: n.inputs.iter().position(|p| *p == Some(bias))?,
+        },
+        inner: vec![product.node.index()],
+    })
+}
+
+/// A boolean attribute of `n` (false when absent); `None` for one of another type.
+fn flag(n: &ComputeNode, name: &str) -> Option<bool> {
+    match n.attr(name) {
+        None => Some(false),
+        Some(AttrValue::Bool(b)) => Some(*b),
+        Some(AttrValue::Int(i)) => Some(*i != 0),
+        Some(_) => None,
+    }
+}
+
+/// The element type and dims of the constant node's value at `p`, from its descriptor
+/// (the value itself is not read).
+fn const_desc<'a>(v: &View<'a>, p: OutPort) -> Option<(DType, &'a [i64])> {
+    let n = v.node(p)?;
+    if !is_const_type(&n.op_type) || p.index != 0 {
+        return None;
+    }
+    let Some(AttrValue::Tensor(t)) = n.attr("value") else {
+        return None;
+    };
+    let crate::om::graph::Shape::Dims(d) = &t.desc.shape else {
+        return None;
+    };
+    Some((super::attrs::dtype(t.desc.dtype)?, d))
+}
+
 /// Rewrites `g` for `f`: the last node becomes the fused op (the inner nodes, now
 /// unread, are removed by the caller).
 fn apply(g: &mut ComputeGraph, f: Fusion) {
@@ -336,7 +414,47 @@ fn apply(g: &mut ComputeGraph, f: Fusion) {
             params,
             count,
         } => conv_in_place(g, f.last, conv, kind, &params[..count]),
+        Fused::MatMulBias {
+            matmul,
+            bias,
+            input,
+        } => matmul_in_place(g, f.last, matmul, bias, input),
         _ => activation_in_place(g, f),
+    }
+}
+
+/// The node `last` becomes `inner` (its names recorded) under `last`'s name and output
+/// descriptors, with `last`'s control inputs added to its own: its readers keep reading
+/// it. Returns the node, for the caller to finish.
+fn take_place(g: &mut ComputeGraph, last: usize, inner: usize) -> &mut ComputeNode {
+    let outer = &g.nodes[last];
+    let mut n = g.nodes[inner].clone();
+    let names = vec![n.name.clone().into_bytes(), outer.name.clone().into_bytes()];
+    n.name = outer.name.clone();
+    n.output_descs = outer.output_descs.clone();
+    for c in &outer.control_inputs {
+        if !n.control_inputs.contains(c) {
+            n.control_inputs.push(*c);
+        }
+    }
+    n.attrs.insert(
+        ORIGINAL_OP_NAMES.to_string(),
+        AttrValue::List(ListAttr::Str(names)),
+    );
+    g.nodes[last] = n;
+    &mut g.nodes[last]
+}
+
+/// The Add `last` becomes the product `matmul` with `bias` (the Add's input `input`) as
+/// its bias.
+fn matmul_in_place(g: &mut ComputeGraph, last: usize, matmul: usize, bias: OutPort, input: usize) {
+    let desc = g.nodes[last].input_descs.get(input).cloned();
+    let n = take_place(g, last, matmul);
+    n.inputs.push(Some(bias));
+    if let Some(d) = desc
+        && n.input_descs.len() == 2
+    {
+        n.input_descs.push(d);
     }
 }
 
@@ -344,16 +462,7 @@ fn apply(g: &mut ComputeGraph, f: Fusion) {
 /// activation's name and output (its readers keep reading it), with the activation's
 /// control inputs added to its own.
 fn conv_in_place(g: &mut ComputeGraph, last: usize, conv: usize, kind: &str, params: &[f32]) {
-    let act = &g.nodes[last];
-    let mut n = g.nodes[conv].clone();
-    let names = vec![n.name.clone().into_bytes(), act.name.clone().into_bytes()];
-    n.name = act.name.clone();
-    n.output_descs = act.output_descs.clone();
-    for c in &act.control_inputs {
-        if !n.control_inputs.contains(c) {
-            n.control_inputs.push(*c);
-        }
-    }
+    let n = take_place(g, last, conv);
     n.attrs.insert(
         ACTIVATION_ATTR.to_string(),
         AttrValue::Str(kind.as_bytes().to_vec()),
@@ -364,11 +473,6 @@ fn conv_in_place(g: &mut ComputeGraph, last: usize, conv: usize, kind: &str, par
             AttrValue::List(ListAttr::Float(params.to_vec())),
         );
     }
-    n.attrs.insert(
-        ORIGINAL_OP_NAMES.to_string(),
-        AttrValue::List(ListAttr::Str(names)),
-    );
-    g.nodes[last] = n;
 }
 
 /// The last node of an elementwise pattern becomes the fused op on `x`.
@@ -417,7 +521,9 @@ fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
             n.op_type = "Swish".to_string();
             n.attrs.insert("scale".to_string(), AttrValue::Float(1.0));
         }
-        Fused::ConvActivation { .. } => unreachable!("fused by conv_in_place"),
+        Fused::ConvActivation { .. } | Fused::MatMulBias { .. } => {
+            unreachable!("fused by conv_in_place and matmul_in_place")
+        }
         Fused::LayerNorm { epsilon, .. } => {
             n.op_type = "LayerNormalization".to_string();
             n.attrs

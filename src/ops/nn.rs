@@ -101,10 +101,25 @@ pub(crate) fn agree(a: i64, b: i64) -> Option<i64> {
 /// NumPy matmul: 1-D operands are promoted and the added dim removed; batch dims
 /// broadcast.
 fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
-    ctx.arity(2, 2)?;
+    // A bias only where lowering's fusion gave one (`gemm::FUSED_BIAS_ATTR`).
+    let fused = ctx.attrs.contains_key(gemm::FUSED_BIAS_ATTR);
+    ctx.arity(2, if fused { 3 } else { 2 })?;
     let dtype = ctx.inputs[0].dtype;
     if ctx.inputs[1].dtype != dtype {
         return Err(ctx.input_error(1, format!("is {}, input 0 is {dtype}", ctx.inputs[1].dtype)));
+    }
+    if let Some(bias) = ctx.inputs.get(2) {
+        if bias.dtype != dtype {
+            return Err(ctx.input_error(2, format!("is {}, input 0 is {dtype}", bias.dtype)));
+        }
+        // A vector B is one column.
+        let n =
+            (ctx.inputs[1].shape.as_ref()).map(|b| if b.len() == 1 { 1 } else { b[b.len() - 1] });
+        if let (Some(s), Some(n)) = (&bias.shape, n)
+            && (s.len() != 1 || agree(s[0], n).is_none())
+        {
+            return Err(ctx.input_error(2, format!("is {s:?}; a bias of width {n} is [{n}]")));
+        }
     }
     let (Some(a), Some(b)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
         return Ok(meta(dtype, None));
@@ -145,11 +160,12 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// MatMulPacked (rt2's own, made by lowering; see `gemm::MATMUL_PACKED`): A [..., K] (f32)
-/// times a weight packed as [panels, K, PACK_WIDTH] whose logical width is attribute `n`;
-/// the output is A's shape with the last dim `n`.
+/// times a weight packed as [panels, K, PACK_WIDTH] whose logical width is attribute `n`,
+/// plus an optional float32 bias `[n]` (a float32 A's); the output is A's shape with the
+/// last dim `n`.
 fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     use crate::ops::linalg::sgemm::PACK_WIDTH;
-    ctx.arity(2, 2)?;
+    ctx.arity(2, 3)?;
     // A is float32, or float16/bfloat16 widened at launch; the packed B is float32.
     let dtype = ctx.inputs[0].dtype;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::Bf16) {
@@ -167,6 +183,22 @@ fn infer_matmul_packed(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let n = ctx.attr_int("n", -1)?;
     if n < 0 {
         return Err(ctx.compute_error("needs a non-negative attribute \"n\""));
+    }
+    if let Some(bias) = ctx.inputs.get(2) {
+        if dtype != DType::F32 || bias.dtype != DType::F32 {
+            return Err(ctx.input_error(
+                2,
+                format!(
+                    "is a {} bias of a {dtype} A; a bias is float32's",
+                    bias.dtype
+                ),
+            ));
+        }
+        if let Some(s) = &bias.shape
+            && (s.len() != 1 || agree(s[0], n).is_none())
+        {
+            return Err(ctx.input_error(2, format!("is {s:?}; a bias of width {n} is [{n}]")));
+        }
     }
     if let Some(b) = &ctx.inputs[1].shape {
         let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;

@@ -275,11 +275,22 @@ fn run(m: &ComputeModel, executor: ExecutorType, x: &[f32]) -> Vec<f32> {
 
 /// `m`'s first output for the input `x` of `shape`.
 fn run_shaped(m: &ComputeModel, executor: ExecutorType, x: &[f32], shape: &[i64]) -> Vec<f32> {
+    run_lowered(m, LowerOptions::default(), executor, x, shape)
+}
+
+/// [`run_shaped`] lowered with `opts` (the multi-thread passes for topo-mt).
+fn run_lowered(
+    m: &ComputeModel,
+    opts: LowerOptions,
+    executor: ExecutorType,
+    x: &[f32],
+    shape: &[i64],
+) -> Vec<f32> {
     let eg = lower(
         m,
         &LowerOptions {
             multi_thread: executor == ExecutorType::TopologicalMultiThread,
-            ..LowerOptions::default()
+            ..opts
         },
     )
     .expect("lowers");
@@ -710,4 +721,121 @@ fn a_decoder_stage_after_a_transposed_convolution_folds() {
     let kept = ops(&fused);
     assert_eq!(kept.len(), 3, "{kept:?}");
     assert_eq!(kept[2], "Conv2D", "{kept:?}");
+}
+
+/// Two Linear layers as PyTorch exports them, x `[shape..., 24]` -> MatMul by `w1`
+/// `[24, 40]` -> Add `b1` -> MatMul by `w2` `[40, 19]` -> Add (`b2` first) -> y; with
+/// `apart`, both products are graph outputs too, so that nothing fuses.
+fn linear_layers(shape: &[i64], apart: bool) -> ComputeModel {
+    use crate::om::onnx::builder::seeded_f32;
+    let dims = |last: i64| -> Vec<crate::om::onnx::builder::Dim> {
+        shape.iter().chain([&last]).map(|&d| d.into()).collect()
+    };
+    let mut b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &dims(24))
+        .output("y", F32, &dims(19))
+        .initializer(tensor_f32("w1", &[24, 40], &seeded_f32(960, 1, 0.5)))
+        .initializer(tensor_f32("b1", &[40], &seeded_f32(40, 2, 4.0)))
+        .initializer(tensor_f32("w2", &[40, 19], &seeded_f32(760, 3, 0.5)))
+        .initializer(tensor_f32("b2", &[19], &seeded_f32(19, 4, 4.0)));
+    if apart {
+        b = b.output("p1", F32, &dims(40)).output("p2", F32, &dims(19));
+    }
+    b = b
+        .named_node("mm1", "MatMul", &["x", "w1"], &["p1"], vec![])
+        .named_node("add1", "Add", &["p1", "b1"], &["h"], vec![])
+        .named_node("mm2", "MatMul", &["h", "w2"], &["p2"], vec![])
+        .named_node("add2", "Add", &["b2", "p2"], &["y"], vec![]);
+    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
+    file.root().model.clone()
+}
+
+/// A Linear layer's bias Add fuses into its product (the importer's BatchMatMulV2, which
+/// takes a bias), whichever operand of the Add it is, under the Add's name; the fused
+/// model gives the bits of the unfused one under every executor, with the weights packed
+/// (MatMulPacked adding the bias as it stores) and kept (the product, then the bias),
+/// over many rows, one row, and a vector x (ONNX's vector product).
+#[test]
+fn a_linear_layers_bias_fuses_into_its_product_with_the_same_bits() {
+    use crate::om::onnx::builder::seeded_f32;
+    let fused = activations(&linear_layers(&[2, 9], false)).into_owned();
+    assert_eq!(ops(&fused), ["BatchMatMulV2", "BatchMatMulV2"]);
+    let second = fused.root.nodes.iter().find(|n| n.name == "add2");
+    let second = second.expect("the second layer under its Add's name");
+    assert_eq!(second.inputs.len(), 3);
+    assert_eq!(
+        second.attr("_datadump_original_op_names"),
+        Some(&AttrValue::List(ListAttr::Str(vec![
+            b"mm2".to_vec(),
+            b"add2".to_vec()
+        ])))
+    );
+    assert_eq!(ops(&activations(&linear_layers(&[2, 9], true))).len(), 4);
+    let keep = LowerOptions {
+        keep_weight_layout: true,
+        ..LowerOptions::default()
+    };
+    for shape in [&[2, 9][..], &[1, 1], &[]] {
+        let n = shape.iter().product::<i64>() as usize * 24;
+        let x = seeded_f32(n, 5, 2.0);
+        let x_shape: Vec<i64> = shape.iter().copied().chain([24]).collect();
+        let (m, apart) = (linear_layers(shape, false), linear_layers(shape, true));
+        for opts in [LowerOptions::default(), keep] {
+            let want = run_lowered(&apart, opts, ExecutorType::Sequential, &x, &x_shape);
+            assert_eq!(want.len(), n / 24 * 19);
+            for executor in EXECUTORS {
+                let got = run_lowered(&m, opts, executor, &x, &x_shape);
+                assert_eq!(
+                    bytemuck::cast_slice::<f32, u32>(&got),
+                    bytemuck::cast_slice::<f32, u32>(&want),
+                    "{shape:?} keep {} under {}",
+                    opts.keep_weight_layout,
+                    executor.name()
+                );
+            }
+        }
+    }
+}
+
+/// The lowered fused layer launches MatMulPacked on its bias, and no Add; a bias of
+/// another width, a product read elsewhere, or a weight computed at run time stays an
+/// Add.
+#[test]
+fn a_fused_bias_launches_no_add_and_others_stay() {
+    let eg = lower(&linear_layers(&[4, 3], false), &LowerOptions::default()).expect("lowers");
+    let launched: Vec<&str> = eg
+        .main
+        .nodes
+        .iter()
+        .filter(|n| n.kernel == "LaunchKernelWithHandle")
+        .filter_map(|n| match n.attrs.get("_op_type") {
+            Some(crate::exec::KernelAttr::Str(op)) => Some(op.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launched, ["MatMulPacked", "MatMulPacked"]);
+    // x [3, 8] by a weight that is the graph's second input: no constant to fuse with.
+    use crate::om::onnx::builder::seeded_f32;
+    let runtime_weight = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[3.into(), 8.into()])
+        .input("w", F32, &[8.into(), 16.into()])
+        .output("y", F32, &[3.into(), 16.into()])
+        .initializer(tensor_f32("b", &[16], &seeded_f32(16, 2, 1.0)))
+        .named_node("mm", "MatMul", &["x", "w"], &["p"], vec![])
+        .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
+    let m = read(&runtime_weight.build(), &ReadOptions::default()).expect("reads");
+    assert_eq!(ops(&activations(&m.root().model)), ["BatchMatMulV2", "Add"]);
+    // A bias of one element (a broadcast scalar) is not a row of the width.
+    let scalar_bias = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[3.into(), 8.into()])
+        .output("y", F32, &[3.into(), 16.into()])
+        .initializer(tensor_f32("w", &[8, 16], &seeded_f32(128, 1, 1.0)))
+        .initializer(tensor_f32("b", &[1], &[0.5]))
+        .named_node("mm", "MatMul", &["x", "w"], &["p"], vec![])
+        .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
+    let m = read(&scalar_bias.build(), &ReadOptions::default()).expect("reads");
+    assert_eq!(ops(&activations(&m.root().model)), ["BatchMatMulV2", "Add"]);
 }

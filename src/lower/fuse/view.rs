@@ -132,10 +132,14 @@ const TYPE_PRESERVING: &[&str] = &[
     "Dropout",
 ];
 
+/// Products, whose output has the element type of their input 0 when that is a float
+/// type (an int8 product's is int32).
+const FLOAT_PRESERVING: &[&str] = &["MatMul", "MatMulV2", "BatchMatMul", "BatchMatMulV2", "Gemm"];
+
 /// The element type of each node's output 0: its descriptor's, else, after a
-/// [`TYPE_PRESERVING`] op, its input 0's (a Conv2DTranspose's x, its input 1). Nodes
-/// are visited in order, so a value read from a later node (none in a graph the readers
-/// made) stays unknown.
+/// [`TYPE_PRESERVING`] op, its input 0's (a Conv2DTranspose's x, its input 1), and after
+/// a [`FLOAT_PRESERVING`] op its input 0's float type. Nodes are visited in order, so a
+/// value read from a later node (none in a graph the readers made) stays unknown.
 pub(super) fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
     let mut types: Vec<Option<DType>> = Vec::with_capacity(g.nodes.len());
     for (i, n) in g.nodes.iter().enumerate() {
@@ -146,14 +150,16 @@ pub(super) fn output_types(g: &ComputeGraph) -> Vec<Option<DType>> {
         let inherited = || {
             let op = n.op_type.as_str();
             // GE's Conv2DTranspose takes the output's size first and x second.
-            let data = match op {
-                "Conv2DTranspose" => 1,
-                _ if TYPE_PRESERVING.contains(&op) => 0,
+            let (data, floats) = match op {
+                "Conv2DTranspose" => (1, false),
+                _ if TYPE_PRESERVING.contains(&op) => (0, false),
+                _ if FLOAT_PRESERVING.contains(&op) => (0, true),
                 _ => return None,
             };
             let x = n.inputs.get(data).copied().flatten()?;
             let from = x.node.index();
-            (x.index == 0 && from < i).then(|| types[from]).flatten()
+            let t = (x.index == 0 && from < i).then(|| types[from]).flatten()?;
+            (!floats || t.is_float()).then_some(t)
         };
         let t = described.or_else(inherited);
         types.push(t);

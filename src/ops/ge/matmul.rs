@@ -26,8 +26,8 @@ use crate::ops::nn::gemm::{Mat, gemm};
 use crate::ops::nn::scalar::{Scalar, read_f64s, widened};
 use crate::ops::registry::library;
 use crate::ops::{
-    Attr, Attrs, DType, InferCtx, OpError, Prepack, TensorMeta, TensorMut, TensorRef, Translation,
-    UNKNOWN, meta,
+    Attr, Attrs, DType, FUSED_BIAS_ATTR, InferCtx, OpError, Prepack, TensorMeta, TensorMut,
+    TensorRef, Translation, UNKNOWN, meta,
 };
 use half::{bf16, f16};
 
@@ -253,9 +253,10 @@ pub fn prepack_half_weight(ctx: &InferCtx) -> Option<Prepack> {
     crate::ops::nn::conv::half_weight_prepack(ctx, op)
 }
 
-/// MatMulV2 and BatchMatMul as MatMul (no transposes, no bias) or Gemm (2-D operands),
-/// so that a constant float32 right operand is packed once at lowering
-/// ([`crate::ops::Prepack`]); other cases run as themselves.
+/// MatMulV2 and BatchMatMul as MatMul (no transposes; a float32 bias `[N]` over a
+/// matrix x2 as MatMul's fused bias) or Gemm (2-D operands), so that a constant float32
+/// right operand is packed once at lowering ([`crate::ops::Prepack`]); other cases run
+/// as themselves.
 pub fn translate_matmul(ctx: &InferCtx) -> Option<Translation> {
     let (ta, tb) = flags(ctx).ok()?;
     let bias = given(ctx, 2);
@@ -271,7 +272,38 @@ pub fn translate_matmul(ctx: &InferCtx) -> Option<Translation> {
         });
     }
     let rank = |i: usize| ctx.inputs[i].shape.as_ref().map(Vec::len);
+    if !ta && !tb && row_bias(ctx) {
+        let (attrs, inputs) = library_form(ctx);
+        return Some(Translation {
+            first: 0,
+            op: "MatMul",
+            attrs,
+            inputs,
+        });
+    }
     (rank(0)? == 2 && rank(1)? == 2).then(|| gemm_translation(ta, tb, ctx.inputs.len()))
+}
+
+/// Whether the node's bias is one MatMul's fused bias takes: float32 `[N]` over a
+/// float32 product by a matrix x2 `[K, N]` (a Linear layer's, as lowering's fusion
+/// gives it, `lower::fuse`).
+fn row_bias(ctx: &InferCtx) -> bool {
+    let (Some(b), Some(bias)) = (&ctx.inputs[1].shape, ctx.inputs.get(2)) else {
+        return false;
+    };
+    let f32s = ctx.inputs[..3].iter().all(|t| t.dtype == DType::F32);
+    f32s && b.len() == 2 && bias.shape.as_deref() == Some(&[b[1]][..])
+}
+
+/// The library MatMul's attributes and input count for this node's product: with its
+/// bias as the fused bias ([`crate::ops::FUSED_BIAS_ATTR`]) when the node gives one.
+fn library_form(ctx: &InferCtx) -> (Attrs, usize) {
+    if given(ctx, 2) {
+        let attrs = [(FUSED_BIAS_ATTR.to_string(), Attr::Int(1))];
+        (attrs.into_iter().collect(), 3)
+    } else {
+        (Attrs::new(), 2)
+    }
 }
 
 /// FullyConnection of a 2-D x as Gemm.
@@ -312,10 +344,11 @@ fn split_matrix(s: &[i64], t: bool) -> (&[i64], i64, i64) {
 }
 
 /// Whether a node is BatchMatMulV2 of a 1-D operand (`vector`) without transposes or
-/// bias: what GE's ONNX MatMul plugin makes of ONNX's vector products, which are ONNX's
-/// MatMul (the vector promoted to a matrix, its dim dropped from y).
+/// offset_w: what GE's ONNX MatMul plugin makes of ONNX's vector products, which are
+/// ONNX's MatMul (the vector promoted to a matrix, its dim dropped from y), with the
+/// bias of a Linear layer lowering's fusion gave it (MatMul's fused bias).
 fn vector_product(ctx: &InferCtx, ta: bool, tb: bool, vector: bool) -> bool {
-    ctx.op == "BatchMatMulV2" && vector && !ta && !tb && !given(ctx, 2) && !int8::quantized(ctx, 0)
+    ctx.op == "BatchMatMulV2" && vector && !ta && !tb && !given(ctx, 3) && !int8::quantized(ctx, 0)
 }
 
 /// The library's MatMul, which computes [`vector_product`]s.
@@ -337,12 +370,12 @@ pub fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let (ta, tb) = flags(ctx)?;
     let vector = |i: usize| ctx.inputs[i].shape.as_ref().is_some_and(|s| s.len() == 1);
     if vector_product(ctx, ta, tb, vector(0) || vector(1)) {
-        let plain = Attrs::new();
+        let (attrs, count) = library_form(ctx);
         return library_matmul()?.infer_shapes(&InferCtx {
             op: "MatMul",
-            inputs: &ctx.inputs[..2],
-            values: &ctx.values[..2.min(ctx.values.len())],
-            attrs: &plain,
+            inputs: &ctx.inputs[..count],
+            values: &ctx.values[..count.min(ctx.values.len())],
+            attrs: &attrs,
             outputs: ctx.outputs,
         });
     }
@@ -413,10 +446,10 @@ pub fn matmul(
     let (ta, tb) = flags(ctx)?;
     let (a, b) = (&inputs[0], &inputs[1]);
     if vector_product(ctx, ta, tb, a.rank() == 1 || b.rank() == 1) {
-        let plain = Attrs::new();
-        let onnx = super::attrs::with_attrs(ctx, &plain);
+        let (attrs, count) = library_form(ctx);
+        let onnx = super::attrs::with_attrs(ctx, &attrs);
         return match library_matmul()?.compute {
-            Some(crate::ops::Compute::Into(f)) => f(&onnx, &inputs[..2], outputs),
+            Some(crate::ops::Compute::Into(f)) => f(&onnx, &inputs[..count], outputs),
             _ => Err(OpError::NoCompute {
                 op: "MatMul".to_string(),
             }),

@@ -172,6 +172,7 @@ pub unsafe fn sgemm_finished(
     );
     let finish = Finish {
         bias: bias.map_or(std::ptr::null(), <[f32]>::as_ptr),
+        col_bias: std::ptr::null(),
         epilogue,
     };
     let p = Product {
@@ -277,14 +278,22 @@ pub fn pack_b(b: &[f32], k: usize, n: usize) -> Vec<f32> {
     out
 }
 
-/// `C = alpha * A B + beta * C` with B packed by [`pack_b`] (`bp`, [`packed_len`]`(k, n)`
-/// floats) and C row-major. Each element is the sum over k in order, one FMA per term, as
-/// in [`sgemm`]'s kernels: a product gives the same bits packed or not.
+/// `C = alpha * A B + beta * C + bias` with B packed by [`pack_b`] (`bp`,
+/// [`packed_len`]`(k, n)` floats), C row-major and `bias`, when given, a row of `n`
+/// floats added to every row of C. Each element is the sum over k in order, one FMA per
+/// term, as in [`sgemm`]'s kernels: a product gives the same bits packed or not. The
+/// bias is added to each element of the finished sum as its tile is stored, rounded
+/// once: the bits of the product stored and a broadcast `Add` of the row after it (a
+/// Linear layer's `MatMul` and bias `Add`, fused at lowering), without the second pass
+/// over C.
 ///
 /// # Safety
 /// A's m x k elements (strides `rsa`, `csa`) and C's m x n (row stride `rsc`, columns
 /// contiguous) lie in live memory, `bp` holds `packed_len(k, n)` floats, and C aliases
 /// neither A nor B.
+///
+/// # Panics
+/// If `bias` holds fewer than `n` floats.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm_packed(
     m: usize,
@@ -298,10 +307,16 @@ pub unsafe fn sgemm_packed(
     beta: f32,
     c: *mut f32,
     rsc: isize,
+    bias: Option<&[f32]>,
 ) {
     if m == 0 || n == 0 {
         return;
     }
+    assert!(bias.is_none_or(|b| b.len() >= n), "sgemm_packed: bias of n");
+    let finish = Finish {
+        col_bias: bias.map_or(std::ptr::null(), <[f32]>::as_ptr),
+        ..Finish::NONE
+    };
     let p = Product {
         m,
         k,
@@ -314,7 +329,7 @@ pub unsafe fn sgemm_packed(
         beta,
         c,
         rsc,
-        finish: Finish::NONE,
+        finish,
     };
     let done = match kernels() {
         // SAFETY: `isa` comes from `Isa::detect` (or a test's pick from
@@ -368,6 +383,19 @@ pub unsafe fn sgemm_packed(
         }
         j0 = end;
     }
+    if let Some(bias) = bias {
+        for i in 0..m {
+            // SAFETY: row i's columns `done..n` of C, the caller's, written just above
+            // by matrixmultiply (k 0 included: beta times C); no reference to them is
+            // live.
+            let row = unsafe {
+                std::slice::from_raw_parts_mut(c.offset(i as isize * rsc).add(done), n - done)
+            };
+            row.iter_mut()
+                .zip(&bias[done..n])
+                .for_each(|(v, b)| *v += b);
+        }
+    }
 }
 
 thread_local! {
@@ -402,11 +430,22 @@ unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
     let (m, k) = (p.m, p.k);
     TAIL.with(|cell| {
         let mut buf = cell.take();
-        let need = (k + m) * lanes;
+        // B's strip, C's, and the column bias's.
+        let need = (k + m + 1) * lanes;
         if buf.len() < need {
             buf = vec![0.0; need];
         }
-        let (bt, ct) = buf.split_at_mut(k * lanes);
+        let (bt, rest) = buf.split_at_mut(k * lanes);
+        let (ct, biast) = rest.split_at_mut(m * lanes);
+        let biast = &mut biast[..lanes];
+        let mut finish = p.finish;
+        if !finish.col_bias.is_null() {
+            // SAFETY: columns j0..j0 + r of the column bias, which covers C's columns.
+            let src = unsafe { std::slice::from_raw_parts(finish.col_bias.add(j0), r) };
+            biast[..r].copy_from_slice(src);
+            biast[r..].fill(0.0);
+            finish.col_bias = biast.as_ptr();
+        }
         for (i, row) in bt.chunks_exact_mut(lanes).enumerate() {
             // SAFETY: row i's columns b0..b0 + r of B, inside the caller's block.
             let src =
@@ -414,7 +453,6 @@ unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
             row[..r].copy_from_slice(src);
             row[r..].fill(0.0);
         }
-        let ct = &mut ct[..m * lanes];
         if p.beta != 0.0 {
             for (i, row) in ct.chunks_exact_mut(lanes).enumerate() {
                 // SAFETY: row i's columns j0..j0 + r of C, initialized (beta non-zero).
@@ -430,11 +468,13 @@ unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
             rsb: lanes as isize,
             c: ct.as_mut_ptr(),
             rsc: lanes as isize,
+            finish,
             ..*p
         };
-        // SAFETY: `isa` is this CPU's; the strip's B is k x lanes and its C m x lanes,
-        // both this thread's buffer (taken out of the cell: nothing else refers to it),
-        // aliasing neither A nor each other; A is the caller's.
+        // SAFETY: `isa` is this CPU's; the strip's B is k x lanes, its C m x lanes and
+        // its column bias lanes floats, all this thread's buffer (taken out of the cell:
+        // nothing else refers to it), aliasing neither A nor each other; A is the
+        // caller's; a row bias is the caller's m floats.
         let done = unsafe { run(isa, &strip, lanes) };
         if done == lanes {
             for (i, row) in ct.chunks_exact(lanes).enumerate() {
@@ -495,21 +535,24 @@ struct Product {
 }
 
 /// A product's finish, applied to each element after `alpha` and `beta`: plus its row's
-/// `bias` (`m` floats, none where null), then `epilogue`.
+/// `bias` (`m` floats, none where null), plus its column's `col_bias` (`n` floats from
+/// C's first column, none where null), then `epilogue`.
 #[derive(Clone, Copy)]
 struct Finish {
     bias: *const f32,
+    col_bias: *const f32,
     epilogue: Option<Epilogue>,
 }
 
 impl Finish {
     const NONE: Finish = Finish {
         bias: std::ptr::null(),
+        col_bias: std::ptr::null(),
         epilogue: None,
     };
 
     fn is_none(&self) -> bool {
-        self.bias.is_null() && self.epilogue.is_none()
+        self.bias.is_null() && self.col_bias.is_null() && self.epilogue.is_none()
     }
 }
 
@@ -680,7 +723,8 @@ mod x86 {
     /// readable (row `k0 + t` of the panel). With `COPY`, `b.copy` is valid for writes of
     /// `kn * V * S::LANES` floats that alias nothing else read here. With `LOAD`, or
     /// with `p.beta` non-zero, C's tile is initialized. A non-null `p.finish.bias` holds
-    /// `p.m` floats.
+    /// `p.m` floats, a non-null `p.finish.col_bias` C's columns from 0 to at least
+    /// `j0 + V * S::LANES`.
     #[inline(always)]
     unsafe fn tile<
         S: Panel,
@@ -703,9 +747,10 @@ mod x86 {
         // which is the contract's row `k0 + t` of the panel at step t, and the copy
         // written at `copy`, `V * LANES` floats per step, inside the `kn * V * LANES`
         // floats the contract gives. The bias is read at rows `i0 + i < p.m`, inside
-        // its `p.m` floats. `a` and `brow` step past their last element after the last
-        // step, and the prefetches run ahead of B's end, so those use wrapping
-        // arithmetic: no pointer outside the allocations is made with `offset`/`add`.
+        // its `p.m` floats, the column bias at the tile's columns, inside its floats.
+        // `a` and `brow` step past their last element after the last step, and the
+        // prefetches run ahead of B's end, so those use wrapping arithmetic: no pointer
+        // outside the allocations is made with `offset`/`add`.
         unsafe {
             let mut acc = [[S::zero(); V]; R];
             if LOAD {
@@ -777,6 +822,15 @@ mod x86 {
                 for (i, row) in acc.iter_mut().enumerate() {
                     let b = S::splat(*bias.add(i0 + i));
                     row.iter_mut().for_each(|s| *s = S::add(*s, b));
+                }
+            }
+            // A row of bias, one vector per column vector of the tile: the same rounding
+            // as the product stored and the row added after it.
+            let col_bias = p.finish.col_bias;
+            if !col_bias.is_null() {
+                for v in 0..V {
+                    let b = S::load(col_bias.add(j0 + v * S::LANES));
+                    acc.iter_mut().for_each(|row| row[v] = S::add(row[v], b));
                 }
             }
             // The activation's kind is matched outside the tile's loops (see

@@ -167,7 +167,9 @@ fn by_row_blocks<T: Send>(
 ///
 /// # Safety
 /// `a`'s k elements are live; `bp` holds `packed_len(k, n)` floats; `c` is n floats,
-/// initialized unless `beta` is 0, aliasing neither.
+/// initialized unless `beta` is 0, aliasing neither; `bias`, when given, is n floats
+/// added to the row (as [`sgemm_packed`](crate::ops::linalg::sgemm::sgemm_packed) adds
+/// it).
 #[allow(clippy::too_many_arguments)]
 unsafe fn one_row_packed(
     k: usize,
@@ -178,6 +180,7 @@ unsafe fn one_row_packed(
     bp: &[f32],
     beta: f32,
     c: &mut [f32],
+    bias: Option<&[f32]>,
 ) {
     use crate::ops::linalg::sgemm::{PACK_WIDTH, packed_len, sgemm_packed};
     debug_assert!(c.len() == n && bp.len() >= packed_len(k, n));
@@ -203,6 +206,7 @@ unsafe fn one_row_packed(
                 beta,
                 c.as_mut_ptr(),
                 n as isize,
+                bias.map(|b| &b[j0..j0 + c.len()]),
             );
         }
     };
@@ -411,7 +415,7 @@ pub fn matmul(
     }
 }
 
-fn matmul_typed<T: Scalar>(
+fn matmul_typed<T: Scalar + std::ops::Add<Output = T>>(
     ctx: &InferCtx,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
@@ -488,31 +492,68 @@ fn matmul_typed<T: Scalar>(
             one(i, c);
         }
     }
+    // The fused bias, added to each row of the stored product: the unfused `Add`'s
+    // arithmetic.
+    if let Some(bias) = fused_bias::<T>(ctx, inputs, n)? {
+        for row in out.chunks_exact_mut(n) {
+            row.iter_mut().zip(bias).for_each(|(v, &b)| *v = *v + b);
+        }
+    }
     Ok(())
+}
+
+/// The attribute that marks a MatMul given a bias (input 2, `[N]`) by lowering's fusion
+/// of a Linear layer's `Add(MatMul(x, W), b)` (`lower::fuse`): rt2's own, as GE's
+/// fusion engine gives its MatMul the bias of a `BiasAdd` after it. Without it a MatMul
+/// takes two inputs, as ONNX's does.
+pub const FUSED_BIAS_ATTR: &str = "_rt2_fused_bias";
+
+/// A fused MatMul's bias ([`FUSED_BIAS_ATTR`]): input 2, `n` values of the product's
+/// type; `None` for a MatMul without one.
+fn fused_bias<'a, T: Scalar>(
+    ctx: &InferCtx,
+    inputs: &[TensorRef<'a>],
+    n: usize,
+) -> Result<Option<&'a [T]>, OpError> {
+    let Some(b) = inputs.get(2) else {
+        return Ok(None);
+    };
+    let bias = b.slice::<T>()?;
+    if bias.len() != n {
+        return Err(ctx.input_error(2, format!("is not a bias of the width {n}")));
+    }
+    Ok(Some(bias))
 }
 
 /// The op lowering puts in place of a float32 MatMul whose B is a constant matrix: the
 /// same product, B packed once at lowering (`linalg::sgemm::pack_b`) so that every
 /// execution streams it (see `linalg::sgemm`). Inputs: A [..., K], B packed as
-/// [panels, K, PACK_WIDTH]; attribute `n`, B's width. Not an ONNX or GE op.
+/// [panels, K, PACK_WIDTH], and a fused MatMul's float32 bias `[n]` (optional, added to
+/// each row as the product's tiles are stored); attribute `n`, B's width. Not an ONNX or
+/// GE op.
 pub const MATMUL_PACKED: &str = "MatMulPacked";
 
 /// MatMul's prepack hook: a float32 MatMul by a constant matrix B at least one vector
-/// wide runs as [`MATMUL_PACKED`] on B packed once. Read in place, every execution would
-/// read the weight as strided rows, or copy it.
+/// wide runs as [`MATMUL_PACKED`] on B packed once, with its fused bias
+/// ([`FUSED_BIAS_ATTR`]) if it has one. Read in place, every execution would read the
+/// weight as strided rows, or copy it.
 pub fn prepack_matmul(ctx: &InferCtx) -> Option<Prepack> {
     /// Narrower weights have no whole vector for the kernels to stream.
     const MIN_WIDTH: i64 = 16;
-    let [a, b] = ctx.inputs else {
-        return None;
-    };
+    let (a, b) = (ctx.inputs.first()?, ctx.inputs.get(1)?);
     ctx.values.get(1).copied().flatten()?;
     let &[k, n] = b.shape.as_deref()? else {
         return None;
     };
     // float16/bfloat16 products compute in f32 (`scalar::widened`): their weight is
-    // widened once here, with the packing, instead of at every launch.
+    // widened once here, with the packing, instead of at every launch. A fused bias
+    // (input 2) is float32's: the packed kernels add it in f32, which is a half
+    // product's Add only after its rounding.
+    let bias = ctx.inputs.len() > 2;
     if a.dtype != b.dtype || !matches!(a.dtype, DType::F32 | DType::F16 | DType::Bf16) {
+        return None;
+    }
+    if bias && a.dtype != DType::F32 {
         return None;
     }
     if n < MIN_WIDTH || k < 1 || a.shape.as_ref().is_none_or(Vec::is_empty) {
@@ -622,6 +663,13 @@ fn matmul_packed_f32(
         .len()
         .checked_div(k)
         .unwrap_or_else(|| inputs[0].shape[..inputs[0].rank() - 1].iter().product());
+    let bias = match inputs.get(2) {
+        Some(b) => Some(b.slice::<f32>()?),
+        None => None,
+    };
+    if bias.is_some_and(|b| b.len() != n) {
+        return Err(ctx.input_error(2, format!("is not a bias of the width {n}")));
+    }
     let out = outputs[0].slice_mut::<f32>()?;
     if out.len() != rows * n || a.len() != rows * k {
         return Err(ctx.compute_error("output size does not match the operands"));
@@ -633,7 +681,7 @@ fn matmul_packed_f32(
         // SAFETY: A's one row is `k` contiguous floats of `a` (`a.len() == k`, checked);
         // `out` is its n floats, `bp` its `packed_len(k, n)` (checked); `out` is a
         // mutable borrow of the output, so it aliases neither input.
-        unsafe { one_row_packed(k, n, 1.0, a.as_ptr(), 1, bp, 0.0, out) };
+        unsafe { one_row_packed(k, n, 1.0, a.as_ptr(), 1, bp, 0.0, out, bias) };
         return Ok(());
     }
     // Row blocks across the threads for large products, as `gemm` splits them.
@@ -656,6 +704,7 @@ fn matmul_packed_f32(
                 0.0,
                 c.as_mut_ptr(),
                 n as isize,
+                bias,
             );
         }
     });
@@ -837,7 +886,7 @@ fn gemm_packed_f32(
         // whose length the shape gives); `out` is its n floats, initialized (C broadcast
         // into it, or written only under beta 0), `bp` its `packed_len(k, n)` (checked);
         // `out` is a mutable borrow of the output, so it aliases neither input.
-        unsafe { one_row_packed(k, n, alpha, a.as_ptr(), csa as isize, bp, beta, out) };
+        unsafe { one_row_packed(k, n, alpha, a.as_ptr(), csa as isize, bp, beta, out, None) };
         return Ok(());
     }
     by_row_blocks((m, k, n), out, n, |r0, r1, c| {
@@ -860,6 +909,7 @@ fn gemm_packed_f32(
                 beta,
                 c.as_mut_ptr(),
                 n as isize,
+                None,
             );
         }
     });
@@ -1021,6 +1071,7 @@ mod tests {
                 0.0,
                 serial.as_mut_ptr(),
                 n as isize,
+                None,
             );
         }
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
@@ -1115,6 +1166,46 @@ mod tests {
         for (i, j) in [(0, 0), (37, 11), (69, 89)] {
             let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
             assert_eq!(c[i * n + j], want);
+        }
+    }
+
+    /// A fused bias (`FUSED_BIAS_ATTR`) gives the bits of the product and an Add of the
+    /// row after it: MatMul in place, MatMulPacked over many rows and over one (its
+    /// column split), widths short of a vector and past a panel. Without the attribute a
+    /// third input is refused, as is a bias of another width.
+    #[test]
+    fn a_fused_bias_has_the_bits_of_an_add_after_the_product() {
+        use crate::ops::TensorMeta;
+        use crate::ops::linalg::sgemm::pack_b;
+        use crate::ops::testing::{infer1, seeded};
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let fused = [(FUSED_BIAS_ATTR, Attr::Int(1))];
+        for (rows, k, n) in [(6, 40, 37), (1, 300, 53), (128, 64, 96), (3, 17, 16)] {
+            let a = Tensor::from_vec(&[1, rows, k], &seeded(rows * k, 1));
+            let b = seeded(k * n, 2);
+            let bias: Vec<f32> = seeded(n, 3).iter().map(|v| v * 8.0).collect();
+            let (bt, biast) = (Tensor::from_vec(&[k, n], &b), Tensor::from_vec(&[n], &bias));
+            let mut want = run_f32("MatMul", &[], &[a.clone(), bt.clone()]);
+            for row in want.chunks_mut(n) {
+                row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b);
+            }
+            let got = run_f32("MatMul", &fused, &[a.clone(), bt.clone(), biast.clone()]);
+            assert_eq!(bits(&got), bits(&want), "MatMul {rows}x{k}x{n}");
+            let packed = Tensor::from_vec(&[n.div_ceil(48), k, 48], &pack_b(&b, k, n));
+            let n_attr = [("n", Attr::Int(n as i64))];
+            let got = run_f32(MATMUL_PACKED, &n_attr, &[a.clone(), packed, biast.clone()]);
+            assert_eq!(bits(&got), bits(&want), "MatMulPacked {rows}x{k}x{n}");
+            let metas = [
+                TensorMeta::of(&a),
+                TensorMeta::of(&bt),
+                TensorMeta::of(&biast),
+            ];
+            let e = infer1("MatMul", &metas, &[], &[]).expect_err("three inputs");
+            assert!(e.to_string().contains("input"), "{e}");
+            let narrow = TensorMeta::new(DType::F32, &[n as i64 - 1]);
+            let metas = [metas[0].clone(), metas[1].clone(), narrow];
+            let e = infer1("MatMul", &metas, &[], &fused).expect_err("a narrow bias");
+            assert!(e.to_string().contains("a bias of width"), "{e}");
         }
     }
 }

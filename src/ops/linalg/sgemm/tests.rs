@@ -309,14 +309,30 @@ fn a_row_has_the_same_bits_in_any_tile() {
 #[allow(clippy::too_many_arguments)]
 fn packed_product(
     isa: Option<Isa>,
-    (m, k, n): (usize, usize, usize),
+    mkn: (usize, usize, usize),
     alpha: f32,
     a: &[f32],
-    (rsa, csa): (usize, usize),
+    a_strides: (usize, usize),
     bp: &[f32],
+    beta: f32,
+    c: Vec<f32>,
+    rsc: usize,
+) -> Vec<f32> {
+    let operands = (a, a_strides, bp);
+    packed_biased(isa, mkn, alpha, operands, beta, c, rsc, None)
+}
+
+/// [`packed_product`] plus a row of `bias`, when given.
+#[allow(clippy::too_many_arguments)]
+fn packed_biased(
+    isa: Option<Isa>,
+    (m, k, n): (usize, usize, usize),
+    alpha: f32,
+    (a, (rsa, csa), bp): (&[f32], (usize, usize), &[f32]),
     beta: f32,
     mut c: Vec<f32>,
     rsc: usize,
+    bias: Option<&[f32]>,
 ) -> Vec<f32> {
     assert!(m == 0 || k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len());
     assert_eq!(bp.len(), packed_len(k, n));
@@ -337,6 +353,7 @@ fn packed_product(
             beta,
             c.as_mut_ptr(),
             rsc as isize,
+            bias,
         );
     }
     FORCED.with(|f| f.set(None));
@@ -445,6 +462,60 @@ fn packed_products_match_the_reference_and_the_unpacked_bits() {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// A packed product's bias row has the bits of the product stored and the row added
+/// after it (the unfused `MatMul` and `Add`), under each kernel and matrixmultiply: one
+/// row (the GEMV split), short row tiles, many tiles, columns short of a vector (the tail
+/// strip) and past a panel, alpha and beta, k 0 (the bias alone). C starts as NaN where
+/// beta is 0, so a column the bias misses, or a sum that reads C, shows.
+#[test]
+fn a_packed_products_bias_has_the_bits_of_an_add_after_it() {
+    for &(m, k, n) in &[
+        (1, 37, 16),
+        (1, 300, 61),
+        (5, 19, 53),
+        (8, 64, 48),
+        (19, 40, 97),
+        (128, 128, 128),
+        (3, 0, 21),
+    ] {
+        let a = values(m * k, 11);
+        let bp = pack_b(&values(k * n, 12), k, n);
+        let bias: Vec<f32> = values(n, 13).iter().map(|v| v * 64.0).collect();
+        let rsc = n + 5;
+        for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+            let init = if beta == 0.0 { f32::NAN } else { 0.25 };
+            let before = vec![init; m * rsc];
+            for isa in isas() {
+                let run = |bias| {
+                    let operands = (&a[..], (k, 1), &bp[..]);
+                    packed_biased(
+                        isa,
+                        (m, k, n),
+                        alpha,
+                        operands,
+                        beta,
+                        before.clone(),
+                        rsc,
+                        bias,
+                    )
+                };
+                let mut want = run(None);
+                for row in want.chunks_mut(rsc) {
+                    row[..n].iter_mut().zip(&bias).for_each(|(v, b)| *v += b);
+                }
+                let got = run(Some(&bias));
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "{isa:?} {m}x{k}x{n} alpha {alpha} beta {beta}: element {i}: {g} vs {w}"
+                    );
                 }
             }
         }
