@@ -838,4 +838,20 @@ fn a_fused_bias_launches_no_add_and_others_stay() {
         .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
     let m = read(&scalar_bias.build(), &ReadOptions::default()).expect("reads");
     assert_eq!(ops(&activations(&m.root().model)), ["BatchMatMulV2", "Add"]);
+    // The product's type follows x through ops that keep it (here the importer's
+    // UnsqueezeV3 and SqueezeV3, with no descriptors between), so the bias still fuses.
+    let through = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[3.into(), 8.into()])
+        .output("y", F32, &[3.into(), 16.into()])
+        .initializer(tensor_f32("w", &[8, 16], &seeded_f32(128, 1, 1.0)))
+        .initializer(tensor_f32("b", &[16], &seeded_f32(16, 2, 1.0)))
+        .initializer(crate::om::onnx::builder::tensor_i64("axes", &[1], &[0]))
+        .named_node("u", "Unsqueeze", &["x", "axes"], &["xu"], vec![])
+        .named_node("s", "Squeeze", &["xu", "axes"], &["xs"], vec![])
+        .named_node("mm", "MatMul", &["xs", "w"], &["p"], vec![])
+        .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
+    let m = read(&through.build(), &ReadOptions::default()).expect("reads");
+    let fused = ops(&activations(&m.root().model)).join(" ");
+    assert_eq!(fused, "UnsqueezeV3 SqueezeV3 BatchMatMulV2");
 }

@@ -124,12 +124,28 @@ const TYPE_PRESERVING: &[&str] = &[
     "PadD",
     "Flatten",
     "Squeeze",
+    "SqueezeV3",
     "Unsqueeze",
+    "UnsqueezeV3",
     "ExpandDims",
     "Resize",
     "Softmax",
     "SoftmaxV2",
     "Dropout",
+    // Data movement and reductions of input 0's values.
+    "Gather",
+    "GatherV2",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "LogSoftmax",
+    "LogSoftmaxV2",
+    "Pow",
+    // The recurrent layers: output 0 (Y) is of X's type.
+    "LSTM",
+    "GRU",
+    "RNN",
 ];
 
 /// Products, whose output has the element type of their input 0 when that is a float
