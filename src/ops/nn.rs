@@ -11,6 +11,7 @@ mod conv_blocked;
 mod conv_direct;
 mod conv_dw;
 pub(crate) mod conv_packed;
+pub(crate) mod conv_transpose;
 mod conv_winograd;
 mod dropout;
 pub(crate) mod epilogue;
@@ -49,7 +50,7 @@ pub fn register(reg: &mut OpRegistry) {
     );
     reg.add(
         OpSpec::new("ConvTranspose", infer_conv_transpose)
-            .computes(conv::conv_transpose)
+            .computes(conv_transpose::conv_transpose)
             .prepacks(conv::prepack_half_weight),
     );
     reg.add(

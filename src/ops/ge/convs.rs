@@ -734,7 +734,7 @@ fn compute_conv(
     }
     run_channels_first(ctx, p.cf, &operands, outputs, |ins, outs| {
         if transposed {
-            conv::conv_transpose(&onnx, ins, outs)
+            crate::ops::nn::conv_transpose::conv_transpose(&onnx, ins, outs)
         } else {
             conv::conv(&onnx, ins, outs)
         }

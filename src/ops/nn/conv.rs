@@ -80,7 +80,7 @@ pub fn half_weight_prepack(ctx: &InferCtx, op: &'static str) -> Option<Prepack> 
 }
 
 /// Shapes common to both directions: (batch, input channels, output channels, group).
-fn channels(
+pub(super) fn channels(
     ctx: &InferCtx,
     x: &TensorRef,
     y: &[usize],
@@ -124,7 +124,7 @@ pub(super) fn bias_values<'a, T: Scalar>(
 }
 
 /// Writes each channel's bias into its output plane (planes cycle through the channels).
-fn fill_bias<T: Scalar>(b: &[T], y: &mut [T], plane: usize) {
+pub(super) fn fill_bias<T: Scalar>(b: &[T], y: &mut [T], plane: usize) {
     if plane > 0 {
         for (i, p) in y.chunks_mut(plane).enumerate() {
             p.fill(b[i % b.len()]);
@@ -133,7 +133,7 @@ fn fill_bias<T: Scalar>(b: &[T], y: &mut [T], plane: usize) {
 }
 
 /// Writes the bias (or zeros) into each output channel's plane.
-fn init_bias<T: Scalar>(
+pub(super) fn init_bias<T: Scalar>(
     ctx: &InferCtx,
     bias: Option<&TensorRef>,
     y: &mut [T],
@@ -152,7 +152,7 @@ fn init_bias<T: Scalar>(
 
 /// Checks the weights' two leading dims against `want` (Conv: [M, C/group];
 /// ConvTranspose: [C, M/group]).
-fn check_weights(
+pub(super) fn check_weights(
     ctx: &InferCtx,
     w: &TensorRef,
     want: [usize; 2],
@@ -296,9 +296,10 @@ fn conv_typed<T: Scalar>(
     Ok(())
 }
 
-/// Runs `block(i, out)` over the `(image, group)` blocks of `y`, `len` elements each:
-/// across threads when `parallel`, else in turn.
-fn over_blocks<T: Send>(
+/// Runs `block(i, out)` over the blocks of `y`, `len` elements each (a convolution's
+/// `(image, group)` blocks, a transposed one's output channels): across threads when
+/// `parallel`, else in turn.
+pub(super) fn over_blocks<T: Send>(
     y: &mut [T],
     len: usize,
     parallel: bool,
@@ -395,172 +396,6 @@ fn im2col<T: Scalar>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
     } else if olen > 0 {
         for (r, row) in col.chunks_mut(olen).enumerate() {
             fill_row(r, row);
-        }
-    }
-}
-
-/// ConvTranspose: X `[N, C, D...]`, W `[C, M/group, K...]`, optional B `[M]` -> Y
-/// `[N, M, D'...]`.
-pub fn conv_transpose(
-    ctx: &InferCtx,
-    inputs: &[TensorRef],
-    outputs: &mut [TensorMut],
-) -> Result<(), OpError> {
-    match inputs[0].dtype {
-        DType::F16 => widened::<half::f16>(inputs, outputs, |i, o| {
-            conv_transpose_typed::<f32>(ctx, i, o)
-        }),
-        DType::Bf16 => widened::<half::bf16>(inputs, outputs, |i, o| {
-            conv_transpose_typed::<f32>(ctx, i, o)
-        }),
-        _ => dispatch!(inputs[0].dtype, T in [f32, f64]
-            => conv_transpose_typed::<T>(ctx, inputs, outputs),
-            other => Err(ctx.compute_error(format!("computes float types, not {other}")))),
-    }
-}
-
-/// ConvTranspose's geometry: the output's padding comes from `pads`, or, with
-/// `output_shape` or SAME auto-padding, from the total padding that yields the output
-/// size (split as ONNX says: SAME_UPPER puts the odd unit at the end, otherwise at the
-/// beginning).
-fn transpose_window(
-    ctx: &InferCtx,
-    x: &[usize],
-    k: &[usize],
-    y: &[usize],
-) -> Result<Window, OpError> {
-    let n = x.len();
-    let positive = |name: &str| -> Result<Vec<usize>, OpError> {
-        let v = ctx.attr_ints_or(name, 1, n)?;
-        if v.len() != n || v.iter().any(|&x| x < 1) {
-            return Err(ctx.attr_error(name, format!("needs {n} positive values")));
-        }
-        Ok(v.iter().map(|&x| x as usize).collect())
-    };
-    let stride = positive("strides")?;
-    let dilation = positive("dilations")?;
-    let out_pad = ctx.attr_ints_or("output_padding", 0, n)?;
-    let pads = ctx.attr_ints_or("pads", 0, 2 * n)?;
-    if out_pad.len() != n || pads.len() != 2 * n || n > super::window::MAX_SPATIAL {
-        return Err(ctx.attr_error(
-            "pads/output_padding",
-            format!("do not fit {n} spatial dims"),
-        ));
-    }
-    let auto_pad = ctx.attr_str("auto_pad", "NOTSET")?;
-    let derived = ctx.attr_ints("output_shape")?.is_some() || auto_pad.starts_with("SAME");
-    let mut begin = vec![0isize; n];
-    for i in 0..n {
-        begin[i] = if derived {
-            let full = (stride[i] * (x[i].max(1) - 1)) as isize
-                + out_pad[i] as isize
-                + ((k[i] - 1) * dilation[i] + 1) as isize;
-            let total = full - y[i] as isize;
-            if auto_pad == "SAME_UPPER" {
-                total.div_euclid(2)
-            } else {
-                total - total.div_euclid(2)
-            }
-        } else {
-            pads[i] as isize
-        };
-    }
-    use super::window::promote;
-    Ok(Window {
-        input: promote(x, 1),
-        output: promote(y, 1),
-        kernel: promote(k, 1),
-        stride: promote(&stride, 1),
-        dilation: promote(&dilation, 1),
-        pad_begin: promote(&begin, 0),
-        pad_end: [0; 3],
-    })
-}
-
-fn conv_transpose_typed<T: Scalar>(
-    ctx: &InferCtx,
-    inputs: &[TensorRef],
-    outputs: &mut [TensorMut],
-) -> Result<(), OpError> {
-    let (x, w) = (&inputs[0], &inputs[1]);
-    let y_shape = outputs[0].shape.to_vec();
-    let (batch, c, m, group) = channels(ctx, x, &y_shape, w)?;
-    let (cg, mg) = (c / group, m / group);
-    check_weights(ctx, w, [c, mg], c, m, group)?;
-    let win = transpose_window(ctx, &x.shape[2..], &w.shape[2..], &y_shape[2..])?;
-    let (xv, wv) = (x.slice::<T>()?, w.slice::<T>()?);
-    let y = outputs[0].slice_mut::<T>()?;
-    let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
-    init_bias(ctx, inputs.get(2), y, m, olen)?;
-    if y.is_empty() || ilen == 0 {
-        return Ok(());
-    }
-    let rows = mg * klen;
-    let mut col = vec![T::from_f64(0.0); rows * ilen];
-    for n in 0..batch {
-        for g in 0..group {
-            let xg = Mat::row_major(&xv[(n * c + g * cg) * ilen..][..cg * ilen], cg, ilen);
-            let wg = Mat::row_major(&wv[g * cg * rows..][..cg * rows], cg, rows).t();
-            gemm(1.0, wg, xg, 0.0, &mut col, ilen);
-            let out = &mut y[(n * m + g * mg) * olen..][..mg * olen];
-            col2im(&col, &win, out);
-        }
-    }
-    Ok(())
-}
-
-/// Adds `col` ([channels * taps, input positions]) into the output planes: input
-/// position `i` under tap `k` lands on `i * stride + k * dilation - pad_begin`. Channels
-/// are independent, so they run in parallel; within one, the taps run in order so each
-/// output element's sum is formed in the same order on every run.
-fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
-    let [_, ih, iw] = win.input;
-    let [_, oh, ow] = win.output;
-    let [_, kh, kw] = win.kernel;
-    let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
-    // The transpose maps input to output: the "window" seen from the output side.
-    let reach = |d: usize, k: usize| -> (usize, usize, isize) {
-        let off = (k * win.dilation[d]) as isize - win.pad_begin[d];
-        let s = win.stride[d] as isize;
-        let (inp, outp) = (win.input[d] as isize, win.output[d] as isize);
-        // Inputs i with 0 <= i * s + off < out.
-        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
-        let hi = if outp - off <= 0 {
-            0
-        } else {
-            (outp - off - 1) / s + 1
-        };
-        let (lo, hi) = (lo.min(inp), hi.clamp(0, inp));
-        (lo as usize, hi.max(lo) as usize, off)
-    };
-    let channel = |ch: usize, plane: &mut [T]| {
-        for tap in 0..klen {
-            let (a, b, e) = (tap / (kh * kw), (tap / kw) % kh, tap % kw);
-            let src = &col[(ch * klen + tap) * ilen..][..ilen];
-            let (d_lo, d_hi, d_off) = reach(0, a);
-            let (h_lo, h_hi, h_off) = reach(1, b);
-            let (w_lo, w_hi, w_off) = reach(2, e);
-            for z in d_lo..d_hi {
-                let zo = ((z * win.stride[0]) as isize + d_off) as usize;
-                for yy in h_lo..h_hi {
-                    let yo = ((yy * win.stride[1]) as isize + h_off) as usize;
-                    let s = &src[(z * ih + yy) * iw..][..iw];
-                    let dst = &mut plane[(zo * oh + yo) * ow..][..ow];
-                    for (xx, v) in s.iter().enumerate().take(w_hi).skip(w_lo) {
-                        let xo = ((xx * win.stride[2]) as isize + w_off) as usize;
-                        dst[xo] = T::from_f64(dst[xo].to_f64() + v.to_f64());
-                    }
-                }
-            }
-        }
-    };
-    if out.len() * klen >= PARALLEL_ELEMS {
-        out.par_chunks_mut(olen)
-            .enumerate()
-            .for_each(|(ch, p)| channel(ch, p));
-    } else {
-        for (ch, p) in out.chunks_mut(olen).enumerate() {
-            channel(ch, p);
         }
     }
 }

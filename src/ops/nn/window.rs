@@ -25,6 +25,16 @@ pub struct Window {
     pub pad_end: [isize; 3],
 }
 
+/// Attribute `name` (default all ones): `n` positive values, as strides and dilations
+/// are.
+pub(super) fn positive(ctx: &InferCtx, name: &str, n: usize) -> Result<Vec<usize>, OpError> {
+    let v = ctx.attr_ints_or(name, 1, n)?;
+    if v.len() != n || v.iter().any(|&x| x < 1) {
+        return Err(ctx.attr_error(name, format!("needs {n} positive values")));
+    }
+    Ok(v.iter().map(|&x| x as usize).collect())
+}
+
 /// `v` right-aligned in three slots, the leading ones `fill`.
 pub fn promote<T: Copy>(v: &[T], fill: T) -> [T; 3] {
     let mut out = [fill; 3];
@@ -47,15 +57,8 @@ impl Window {
                 "computes 1 to {MAX_SPATIAL} spatial dims with a kernel of the same rank, not {input:?} with kernel {kernel:?}"
             )));
         }
-        let positive = |name: &str| -> Result<Vec<usize>, OpError> {
-            let v = ctx.attr_ints_or(name, 1, n)?;
-            if v.len() != n || v.iter().any(|&x| x < 1) {
-                return Err(ctx.attr_error(name, format!("needs {n} positive values")));
-            }
-            Ok(v.iter().map(|&x| x as usize).collect())
-        };
-        let stride = positive("strides")?;
-        let dilation = positive("dilations")?;
+        let stride = positive(ctx, "strides", n)?;
+        let dilation = positive(ctx, "dilations", n)?;
         let mut begin = vec![0isize; n];
         let mut end = vec![0isize; n];
         match ctx.attr_str("auto_pad", "NOTSET")? {
