@@ -257,6 +257,86 @@ fn walk(axes: &[Axis], src0: isize, mut f: impl FnMut(isize, usize)) {
     }
 }
 
+/// Transposes the 8 x 8 block of 4-byte units whose rows are `src_step` units apart
+/// (each row 8 contiguous units) into 8 rows `dst_step` apart.
+type BlockFn = unsafe fn(*const f32, isize, *mut f32, usize);
+
+/// The 8 x 8 block transpose for units of `W` on this CPU: 4-byte units (float32, the
+/// `K` of an attention's `Q Kᵀ`) where the CPU has AVX2; `None` otherwise. Element by
+/// element, a transposing copy took 0.7 ns a unit (an encoder's `[4, 128, 32]` key
+/// transposed: 11 us); in registers, eight loads, 24 shuffles and eight stores move 64.
+/// The units are moved as bits: no arithmetic touches them.
+fn block_transpose<W>() -> Option<BlockFn> {
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of::<W>() == 4 && crate::ops::simd::Isa::detect().is_some() {
+        return Some(x86::transpose8);
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// See [`super::BlockFn`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2; the 8 rows of 8 floats at `src + r * src_step` are readable, the
+    /// 8 rows of 8 at `dst + i * dst_step` writable, and the two do not overlap.
+    pub(super) unsafe fn transpose8(
+        src: *const f32,
+        src_step: isize,
+        dst: *mut f32,
+        dst_step: usize,
+    ) {
+        // SAFETY: this function's contract: AVX2 is present, and every load and store
+        // below addresses one of the rows it names.
+        unsafe { transpose8_avx(src, src_step, dst, dst_step) }
+    }
+
+    /// # Safety
+    /// As [`transpose8`].
+    #[target_feature(enable = "avx2")]
+    unsafe fn transpose8_avx(src: *const f32, src_step: isize, dst: *mut f32, dst_step: usize) {
+        // SAFETY: AVX2 is this CPU's and the rows are the caller's (the contract).
+        unsafe {
+            let r = |i: isize| _mm256_loadu_ps(src.offset(i * src_step));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+            // Pairs of rows interleaved, then pairs of pairs, then the 128-bit halves.
+            let t0 = _mm256_unpacklo_ps(r0, r1);
+            let t1 = _mm256_unpackhi_ps(r0, r1);
+            let t2 = _mm256_unpacklo_ps(r2, r3);
+            let t3 = _mm256_unpackhi_ps(r2, r3);
+            let t4 = _mm256_unpacklo_ps(r4, r5);
+            let t5 = _mm256_unpackhi_ps(r4, r5);
+            let t6 = _mm256_unpacklo_ps(r6, r7);
+            let t7 = _mm256_unpackhi_ps(r6, r7);
+            let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let out = [
+                _mm256_permute2f128_ps::<0x20>(s0, s4),
+                _mm256_permute2f128_ps::<0x20>(s1, s5),
+                _mm256_permute2f128_ps::<0x20>(s2, s6),
+                _mm256_permute2f128_ps::<0x20>(s3, s7),
+                _mm256_permute2f128_ps::<0x31>(s0, s4),
+                _mm256_permute2f128_ps::<0x31>(s1, s5),
+                _mm256_permute2f128_ps::<0x31>(s2, s6),
+                _mm256_permute2f128_ps::<0x31>(s3, s7),
+            ];
+            for (i, v) in out.into_iter().enumerate() {
+                _mm256_storeu_ps(dst.add(i * dst_step), v);
+            }
+        }
+    }
+}
+
 /// Copies a coalesced, non-empty, bounds-checked view on this thread.
 fn copy_walk<W: Copy>(src: &[W], v: &View, dst: &mut [W]) {
     let r = v.shape.len();
@@ -276,15 +356,46 @@ fn copy_walk<W: Copy>(src: &[W], v: &View, dst: &mut [W]) {
             })
             .collect();
         let (rows, row_step) = (v.shape[j], out_strides[j]);
+        let blocks = block_transpose::<W>();
         walk(&axes, v.offset, |s, d| {
+            // Output rows `a` of columns `b` of one tile, element by element.
+            let units = |dst: &mut [W],
+                         a_range: std::ops::Range<usize>,
+                         b_range: std::ops::Range<usize>| {
+                for a in a_range {
+                    let (sa, da) = (s + a as isize, d + a * row_step);
+                    for b in b_range.clone() {
+                        dst[da + b] = src[(sa + b as isize * step) as usize];
+                    }
+                }
+            };
             for a0 in (0..rows).step_by(TILE) {
                 for b0 in (0..len).step_by(TILE) {
-                    for a in a0..(a0 + TILE).min(rows) {
-                        let (sa, da) = (s + a as isize, d + a * row_step);
-                        for b in b0..(b0 + TILE).min(len) {
-                            dst[da + b] = src[(sa + b as isize * step) as usize];
+                    let (a1, b1) = ((a0 + TILE).min(rows), (b0 + TILE).min(len));
+                    let Some(block) = blocks else {
+                        units(dst, a0..a1, b0..b1);
+                        continue;
+                    };
+                    // The tile's whole 8 x 8 blocks in registers, the edges unit by unit.
+                    let (a8, b8) = (a0 + (a1 - a0) / 8 * 8, b0 + (b1 - b0) / 8 * 8);
+                    for a in (a0..a8).step_by(8) {
+                        for b in (b0..b8).step_by(8) {
+                            // SAFETY: the block's source units (a + i, b + r) for i, r in
+                            // 0..8 are units of the view, at `s + a + i + (b + r) * step`,
+                            // inside `src` (the caller checked the view's span); its
+                            // destination units, at `d + (a + i) * row_step + b + r`, are
+                            // output units below `dst.len()`; `src` and `dst` are distinct
+                            // slices; `blocks` is `Some` only for 4-byte units on a CPU
+                            // with AVX2.
+                            unsafe {
+                                let from = src.as_ptr().offset(s + a as isize + b as isize * step);
+                                let to = dst.as_mut_ptr().add(d + a * row_step + b);
+                                block(from.cast(), step, to.cast(), row_step);
+                            }
                         }
                     }
+                    units(dst, a0..a1, b8..b1);
+                    units(dst, a8..a1, b0..b8);
                 }
             }
         });
@@ -484,6 +595,45 @@ mod tests {
                     for ch in 0..c {
                         assert_eq!(got[k] as usize, ((a * c + ch) * h + y) * w + z);
                         k += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Transposes of the last two axes (an attention's key), of 4-byte units through the
+    /// 8 x 8 register blocks and their edges, every unit moved as bits (NaN payloads
+    /// among them), into an output poisoned beforehand.
+    #[test]
+    fn block_transposes_move_every_unit_as_bits() {
+        for (b, r, c) in [(4usize, 128, 32), (3, 37, 45), (1, 8, 8), (2, 9, 70)] {
+            let x: Vec<u32> = (0..(b * r * c) as u32)
+                .map(|i| {
+                    if i % 7 == 3 {
+                        0x7FC0_0000 | i
+                    } else {
+                        i.wrapping_mul(2_654_435_761)
+                    }
+                })
+                .collect();
+            let v = View::contiguous(&[b, r, c]).permute(&[0, 2, 1]);
+            let mut got = vec![0xDEAD_BEEFu32; v.len()];
+            copy_view(
+                4,
+                bytemuck::cast_slice(&x),
+                &v,
+                bytemuck::cast_slice_mut(&mut got),
+            )
+            .unwrap();
+            for k in 0..b {
+                for j in 0..c {
+                    for i in 0..r {
+                        let want = x[(k * r + i) * c + j];
+                        assert_eq!(
+                            got[(k * c + j) * r + i],
+                            want,
+                            "[{b}, {r}, {c}] ({k}, {j}, {i})"
+                        );
                     }
                 }
             }
