@@ -201,21 +201,14 @@ fn col2im<T: Scalar>(col: &[T], win: &Window, out: &mut [T]) {
     let [_, oh, ow] = win.output;
     let [_, kh, kw] = win.kernel;
     let (ilen, olen, klen) = (win.input_len(), win.output_len(), win.kernel_len());
-    // The transpose maps input to output: the "window" seen from the output side.
-    let reach = |d: usize, k: usize| -> (usize, usize, isize) {
-        let off = (k * win.dilation[d]) as isize - win.pad_begin[d];
-        let s = win.stride[d] as isize;
-        let (inp, outp) = (win.input[d] as isize, win.output[d] as isize);
-        // Inputs i with 0 <= i * s + off < out.
-        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
-        let hi = if outp - off <= 0 {
-            0
-        } else {
-            (outp - off - 1) / s + 1
-        };
-        let (lo, hi) = (lo.min(inp), hi.clamp(0, inp));
-        (lo as usize, hi.max(lo) as usize, off)
+    // The transpose maps input to output: the window seen from the output side, whose
+    // valid range under a tap is the inputs i with 0 <= i * stride + offset < output.
+    let seen = Window {
+        input: win.output,
+        output: win.input,
+        ..win.clone()
     };
+    let reach = |d: usize, k: usize| seen.valid_range(d, k);
     let channel = |ch: usize, plane: &mut [T]| {
         for tap in 0..klen {
             let (a, b, e) = (tap / (kh * kw), (tap / kw) % kh, tap % kw);

@@ -508,8 +508,8 @@ fn matmul_typed<T: Scalar + std::ops::Add<Output = T>>(
 /// takes two inputs, as ONNX's does.
 pub const FUSED_BIAS_ATTR: &str = "_rt2_fused_bias";
 
-/// A fused MatMul's bias ([`FUSED_BIAS_ATTR`]): input 2, `n` values of the product's
-/// type; `None` for a MatMul without one.
+/// A fused MatMul's bias ([`FUSED_BIAS_ATTR`]), MatMul's or MatMulPacked's: input 2, `n`
+/// values of the product's type; `None` for a product without one.
 fn fused_bias<'a, T: Scalar>(
     ctx: &InferCtx,
     inputs: &[TensorRef<'a>],
@@ -663,13 +663,7 @@ fn matmul_packed_f32(
         .len()
         .checked_div(k)
         .unwrap_or_else(|| inputs[0].shape[..inputs[0].rank() - 1].iter().product());
-    let bias = match inputs.get(2) {
-        Some(b) => Some(b.slice::<f32>()?),
-        None => None,
-    };
-    if bias.is_some_and(|b| b.len() != n) {
-        return Err(ctx.input_error(2, format!("is not a bias of the width {n}")));
-    }
+    let bias = fused_bias::<f32>(ctx, inputs, n)?;
     let out = outputs[0].slice_mut::<f32>()?;
     if out.len() != rows * n || a.len() != rows * k {
         return Err(ctx.compute_error("output size does not match the operands"));
