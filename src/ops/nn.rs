@@ -10,6 +10,7 @@ pub(crate) mod conv;
 mod conv_blocked;
 mod conv_direct;
 mod conv_dw;
+mod conv_dw_rows;
 pub(crate) mod conv_packed;
 pub(crate) mod conv_transpose;
 mod conv_winograd;

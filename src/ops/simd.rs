@@ -219,6 +219,13 @@ mod x86 {
         /// This CPU has the set, and `p .. p + 2 * LANES` is valid for reads (any
         /// alignment).
         unsafe fn load_even_odd(p: *const f32) -> (Self::V, Self::V);
+        /// [`Simd::load_even_odd`] of the `2 * LANES` floats from `p` of which only
+        /// those `mask` sets (bit j for float j) are read, the others taken as zero.
+        ///
+        /// # Safety
+        /// This CPU has the set, `mask < 1 << (2 * LANES)`, and for each bit j set `p +
+        /// j` is valid for reads (any alignment).
+        unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (Self::V, Self::V);
         /// The sum of the lanes, folded by halves: `lane[i] += lane[i + n]` for `n` =
         /// `LANES / 2`, `LANES / 4`, ..., 1, then lane 0. One order on every set, so 16
         /// lanes give the same bits as AVX2's two vectors added and then folded.
@@ -284,9 +291,61 @@ mod x86 {
     /// AVX-512F: 16 floats, 32 registers.
     pub(crate) struct Avx512;
 
+    /// The 32 floats of `a` then `b` split by parity (even offsets, odd ones).
+    ///
+    /// # Safety
+    /// This CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn even_odd_512(a: __m512, b: __m512) -> (__m512, __m512) {
+        // SAFETY: the caller ensures AVX-512F, all these intrinsics need.
+        unsafe {
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+            (
+                _mm512_permutex2var_ps(a, even, b),
+                _mm512_permutex2var_ps(a, odd, b),
+            )
+        }
+    }
+
+    /// The 16 floats of `a` then `b` split by parity (even offsets, odd ones): each
+    /// shuffle picks one parity from both halves ([a0 a2 b0 b2 | a4 a6 b4 b6]); the
+    /// 64-bit permute puts the pairs in order.
+    ///
+    /// # Safety
+    /// This CPU has AVX2.
+    #[inline(always)]
+    unsafe fn even_odd_256(a: __m256, b: __m256) -> (__m256, __m256) {
+        // SAFETY: the caller ensures AVX2, all these intrinsics need.
+        unsafe {
+            let order = |v: __m256| {
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
+            };
+            (
+                order(_mm256_shuffle_ps::<0b10_00_10_00>(a, b)),
+                order(_mm256_shuffle_ps::<0b11_01_11_01>(a, b)),
+            )
+        }
+    }
+
+    /// `maskload`'s mask of the low 8 bits of `mask`: lane i all ones where bit i is set.
+    ///
+    /// # Safety
+    /// This CPU has AVX2.
+    #[inline(always)]
+    unsafe fn lane_mask_256(mask: u64) -> __m256i {
+        // SAFETY: the caller ensures AVX2, all these intrinsics need.
+        unsafe {
+            let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+            let m = _mm256_and_si256(_mm256_set1_epi32(mask as i32 & 0xFF), bits);
+            _mm256_cmpeq_epi32(m, bits)
+        }
+    }
+
     // SAFETY: `__m512` is 16 floats and `LANES` is 16; the `_mm512_loadu_ps` and
     // `_mm512_storeu_ps` below touch exactly those 16 floats at any alignment, the masked
-    // store only its first `n`, and every intrinsic used is AVX-512F.
+    // loads and store only the lanes their masks set, and every intrinsic used is
+    // AVX-512F.
     unsafe impl Simd for Avx512 {
         const LANES: usize = 16;
         type V = __m512;
@@ -378,15 +437,18 @@ mod x86 {
         unsafe fn load_even_odd(p: *const f32) -> (__m512, __m512) {
             // SAFETY: the caller ensures AVX-512F and that the 32 floats from `p` are
             // readable: the two loads read exactly those.
+            unsafe { even_odd_512(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))) }
+        }
+        #[inline(always)]
+        unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (__m512, __m512) {
+            // SAFETY: the caller ensures AVX-512F, a mask of 32 bits and that the floats
+            // it sets are readable; each zero-masked load reads (and faults on) only the
+            // floats of its 16 bits of the mask. `p + 16` is formed wrapping, as `p` may
+            // point outside memory where no bit is set.
             unsafe {
-                let (a, b) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-                let even =
-                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-                let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-                (
-                    _mm512_permutex2var_ps(a, even, b),
-                    _mm512_permutex2var_ps(a, odd, b),
-                )
+                let a = _mm512_maskz_loadu_ps(mask as u16, p);
+                let b = _mm512_maskz_loadu_ps((mask >> 16) as u16, p.wrapping_add(16));
+                even_odd_512(a, b)
             }
         }
         #[inline(always)]
@@ -439,7 +501,7 @@ mod x86 {
 
     // SAFETY: `__m256` is 8 floats and `LANES` is 8; the `_mm256_loadu_ps` and
     // `_mm256_storeu_ps` below touch exactly those 8 floats at any alignment, the masked
-    // store only its first `n`, and every intrinsic used is AVX (loads, stores, set,
+    // loads and store only the lanes their masks set, and every intrinsic used is AVX (loads, stores, set,
     // mul, shuffles), AVX2 (the integer compare) or FMA (`_mm256_fmadd_ps`).
     unsafe impl Simd for Avx2 {
         const LANES: usize = 8;
@@ -542,18 +604,20 @@ mod x86 {
         #[inline(always)]
         unsafe fn load_even_odd(p: *const f32) -> (__m256, __m256) {
             // SAFETY: the caller ensures AVX2 and that the 16 floats from `p` are
-            // readable: the two loads read exactly those. Each shuffle picks one parity
-            // from both halves ([a0 a2 b0 b2 | a4 a6 b4 b6]); the 64-bit permute puts
-            // the pairs in order.
+            // readable: the two loads read exactly those.
+            unsafe { even_odd_256(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
+        }
+        #[inline(always)]
+        unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (__m256, __m256) {
+            // SAFETY: the caller ensures AVX2, a mask of 16 bits and that the floats it
+            // sets are readable; each `maskload` reads (and faults on) only the lanes
+            // whose mask sign bit is set, its 8 bits of the mask (`lane_mask_256`), and
+            // zeroes the others. `p + 8` is formed wrapping, as `p` may point outside
+            // memory where no bit is set.
             unsafe {
-                let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-                let order = |v: __m256| {
-                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
-                };
-                (
-                    order(_mm256_shuffle_ps::<0b10_00_10_00>(a, b)),
-                    order(_mm256_shuffle_ps::<0b11_01_11_01>(a, b)),
-                )
+                let a = _mm256_maskload_ps(p, lane_mask_256(mask));
+                let b = _mm256_maskload_ps(p.wrapping_add(8), lane_mask_256(mask >> 8));
+                even_odd_256(a, b)
             }
         }
         #[inline(always)]

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::conv_blocked::Blocked;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
+use super::conv_dw_rows::DwRows;
 use super::conv_winograd::{Weights, Winograd};
 use super::epilogue::Epilogue;
 use super::gemm::{Mat, finished_f32, gemm};
@@ -196,28 +197,34 @@ fn conv_typed<T: Scalar>(
     let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
-    // float32 depthwise windows over small images, or strided, run with the channels
-    // in the vector lanes (conv_dw.rs).
-    let depthwise = match T::DTYPE {
-        DType::F32 if cg == 1 && mg == 1 && group > 1 => Isa::detect()
-            .and_then(|isa| Depthwise::plan(&win, isa))
-            .filter(Depthwise::pays),
-        _ => None,
-    };
-    if let Some(dw) = depthwise {
-        let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
-        let bias = bias.map(as_f32);
-        for (n, out) in y.chunks_mut(m * olen).enumerate() {
-            dw.conv(
-                &xv[n * c * ilen..][..c * ilen],
-                wv,
-                bias,
-                epilogue,
-                out,
-                parallel,
-            );
+    // float32 depthwise windows over small images run with the channels in the vector
+    // lanes (conv_dw.rs), over wider ones of column stride 2 along output rows reading
+    // the input in place (conv_dw_rows.rs), the others below on conv_direct.rs's
+    // copies of the input; the same bits every way.
+    if T::DTYPE == DType::F32
+        && cg == 1
+        && mg == 1
+        && group > 1
+        && let Some(isa) = Isa::detect()
+    {
+        let blocked = Depthwise::plan(&win, isa).filter(Depthwise::pays);
+        let along_rows = match blocked {
+            Some(_) => None,
+            None => DwRows::plan(&win, isa),
+        };
+        if blocked.is_some() || along_rows.is_some() {
+            let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
+            let bias = bias.map(as_f32);
+            for (n, out) in y.chunks_mut(m * olen).enumerate() {
+                let x = &xv[n * c * ilen..][..c * ilen];
+                match (&blocked, &along_rows) {
+                    (Some(dw), _) => dw.conv(x, wv, bias, epilogue, out, parallel),
+                    (None, Some(dw)) => dw.conv(x, wv, bias, epilogue, out, parallel),
+                    (None, None) => unreachable!("one of the two plans was made"),
+                }
+            }
+            return Ok(());
         }
-        return Ok(());
     }
     // float32: windows convolve directly (conv_direct.rs) where the CPU has its vector
     // kernels; a 1x1 kernel that reads the input as is, and every window without the

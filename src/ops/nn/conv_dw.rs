@@ -390,7 +390,7 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::conv_direct::Direct;
     use super::*;
     use crate::ops::testing::seeded as vals;
@@ -440,17 +440,39 @@ mod tests {
 
     /// A depthwise case: `c` channels of `h` x `w`, a `k` kernel, strides, dilations and
     /// pads (top, left, bottom, right).
-    struct Case {
-        c: usize,
-        hw: [usize; 2],
-        k: [usize; 2],
-        s: [usize; 2],
-        d: [usize; 2],
-        pads: [usize; 4],
+    pub(in super::super) struct Case {
+        pub c: usize,
+        pub hw: [usize; 2],
+        pub k: [usize; 2],
+        pub s: [usize; 2],
+        pub d: [usize; 2],
+        pub pads: [usize; 4],
     }
 
+    /// A case's (channels, image, kernel, strides, dilations, pads).
+    pub(in super::super) type CaseTuple = (
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 4],
+    );
+
     impl Case {
-        fn window(&self) -> Window {
+        /// The cases of `(channels, image, kernel, strides, dilations, pads)`.
+        pub fn each<const N: usize>(cases: [CaseTuple; N]) -> [Case; N] {
+            cases.map(|(c, hw, k, s, d, pads)| Case {
+                c,
+                hw,
+                k,
+                s,
+                d,
+                pads,
+            })
+        }
+
+        pub fn window(&self) -> Window {
             let out = |i: usize| {
                 let span = (self.k[i] - 1) * self.d[i] + 1;
                 (self.hw[i] + self.pads[i] + self.pads[i + 2] - span) / self.s[i] + 1
@@ -467,17 +489,80 @@ mod tests {
         }
     }
 
+    /// A depthwise kernel's call: `(set, window, x, w, bias, epilogue, out, parallel)`.
+    pub(in super::super) type DwCall<'a> = &'a dyn Fn(
+        Isa,
+        &Window,
+        &[f32],
+        &[f32],
+        Option<&[f32]>,
+        Option<Epilogue>,
+        &mut [f32],
+        bool,
+    );
+
+    /// Asserts that `conv` gives the bits of conv_direct.rs's row kernel run on each
+    /// channel alone, for each case on every set, with and without bias, with no
+    /// activation, HardSwish and LeakyRelu, on one thread and several. Outputs start as
+    /// NaN, so an output not written shows.
+    pub(in super::super) fn gives_the_row_kernels_bits(cases: &[Case], conv: DwCall) {
+        let epilogues = [
+            None,
+            Some(Epilogue::HardSwish),
+            Some(Epilogue::LeakyRelu { alpha: 0.1 }),
+        ];
+        for isa in Isa::available() {
+            for case in cases {
+                let win = case.window();
+                let (c, [_, oh, ow]) = (case.c, win.output);
+                let (plane, olen, taps) = (case.hw[0] * case.hw[1], oh * ow, case.k[0] * case.k[1]);
+                let x = vals(c * plane, 1);
+                let w = vals(c * taps, 2);
+                let b = vals(c, 3);
+                let row = Direct::plan(&win, 1, isa).unwrap();
+                for bias in [None, Some(&b[..])] {
+                    for e in epilogues {
+                        let mut want = vec![f32::NAN; c * olen];
+                        let mut padded = vec![f32::NAN; row.scratch_len()];
+                        for (j, y) in want.chunks_mut(olen).enumerate() {
+                            let bj = bias.map(|b| &b[j..][..1]);
+                            let (xj, wj) = (&x[j * plane..][..plane], &w[j * taps..][..taps]);
+                            row.conv(xj, wj, bj, e, &mut padded, y, false);
+                        }
+                        for parallel in [false, true] {
+                            let mut got = vec![f32::NAN; c * olen];
+                            conv(isa, &win, &x, &w, bias, e, &mut got, parallel);
+                            let bits =
+                                |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(
+                                bits(&got),
+                                bits(&want),
+                                "{isa:?} c {c} {:?} k {:?} s {:?} d {:?} pads {:?} bias {} {e:?} \
+                                 parallel {parallel}",
+                                case.hw,
+                                case.k,
+                                case.s,
+                                case.d,
+                                case.pads,
+                                bias.is_some()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The channel-blocked kernel gives the bits of conv_direct.rs's row kernel run on
-    /// each channel alone, on every set, with and without bias and fused activations,
-    /// on one thread or several: channel counts short of a block, a block and past
-    /// one; strides, dilations, asymmetric pads larger than the kernel; images whose
-    /// last columns no tap reads (packed row by row); one-column outputs. Scratch and
-    /// outputs start as NaN (debug builds poison the thread's scratch on every call), so a
-    /// value read before it is written shows.
+    /// each channel alone (see `gives_the_row_kernels_bits`): channel counts short of a
+    /// block, a block and past one; strides, dilations, asymmetric pads larger than the
+    /// kernel; images whose last columns no tap reads (packed row by row); one-column
+    /// outputs. Scratch also starts as NaN (debug builds poison the thread's scratch on
+    /// every call).
     #[test]
     fn channel_blocks_give_the_row_kernels_bits() {
         // (channels, image, kernel, strides, dilations, pads).
-        let cases = [
+        let cases = Case::each([
             (1, [7, 7], [5, 5], [1, 1], [1, 1], [2; 4]),
             (17, [7, 7], [5, 5], [1, 1], [1, 1], [2; 4]),
             (40, [14, 13], [3, 3], [2, 2], [1, 1], [1; 4]),
@@ -486,63 +571,12 @@ mod tests {
             (9, [1, 1], [3, 3], [1, 1], [1, 1], [3, 0, 2, 4]),
             (33, [28, 28], [3, 3], [1, 1], [1, 1], [1; 4]),
             (8, [6, 40], [1, 7], [1, 1], [1, 2], [0, 6, 0, 6]),
-        ]
-        .map(|(c, hw, k, s, d, pads)| Case {
-            c,
-            hw,
-            k,
-            s,
-            d,
-            pads,
+        ]);
+        gives_the_row_kernels_bits(&cases, &|isa, win, x, w, b, e, out, parallel| {
+            Depthwise::plan(win, isa)
+                .unwrap()
+                .conv(x, w, b, e, out, parallel)
         });
-        let epilogues = [
-            None,
-            Some(Epilogue::HardSwish),
-            Some(Epilogue::LeakyRelu { alpha: 0.1 }),
-        ];
-        for isa in Isa::available() {
-            for case in &cases {
-                let win = case.window();
-                let (c, [_, oh, ow]) = (case.c, win.output);
-                let (plane, olen, taps) = (case.hw[0] * case.hw[1], oh * ow, case.k[0] * case.k[1]);
-                let x = vals(c * plane, 1);
-                let w = vals(c * taps, 2);
-                let b = vals(c, 3);
-                let dw = Depthwise::plan(&win, isa).unwrap();
-                let row = Direct::plan(&win, 1, isa).unwrap();
-                for bias in [None, Some(&b[..])] {
-                    for e in epilogues {
-                        let mut want = vec![f32::NAN; c * olen];
-                        let mut padded = vec![f32::NAN; row.scratch_len()];
-                        for (j, y) in want.chunks_mut(olen).enumerate() {
-                            let bj = bias.map(|b| &b[j..][..1]);
-                            row.conv(
-                                &x[j * plane..][..plane],
-                                &w[j * taps..][..taps],
-                                bj,
-                                e,
-                                &mut padded,
-                                y,
-                                false,
-                            );
-                        }
-                        for parallel in [false, true] {
-                            let mut got = vec![f32::NAN; c * olen];
-                            dw.conv(&x, &w, bias, e, &mut got, parallel);
-                            let bits =
-                                |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                            assert_eq!(
-                                bits(&got),
-                                bits(&want),
-                                "{isa:?} c {c} {:?} bias {} {e:?} parallel {parallel}",
-                                win.output,
-                                bias.is_some()
-                            );
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// A window too large to address has no plan; a 3-D one neither.
