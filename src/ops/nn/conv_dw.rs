@@ -440,7 +440,7 @@ pub(super) mod tests {
 
     /// A depthwise case: `c` channels of `h` x `w`, a `k` kernel, strides, dilations and
     /// pads (top, left, bottom, right).
-    pub(in super::super) struct Case {
+    pub(crate) struct Case {
         pub c: usize,
         pub hw: [usize; 2],
         pub k: [usize; 2],
@@ -450,7 +450,7 @@ pub(super) mod tests {
     }
 
     /// A case's (channels, image, kernel, strides, dilations, pads).
-    pub(in super::super) type CaseTuple = (
+    pub(crate) type CaseTuple = (
         usize,
         [usize; 2],
         [usize; 2],
@@ -490,7 +490,7 @@ pub(super) mod tests {
     }
 
     /// A depthwise kernel's call: `(set, window, x, w, bias, epilogue, out, parallel)`.
-    pub(in super::super) type DwCall<'a> = &'a dyn Fn(
+    pub(crate) type DwCall<'a> = &'a dyn Fn(
         Isa,
         &Window,
         &[f32],
@@ -505,7 +505,7 @@ pub(super) mod tests {
     /// channel alone, for each case on every set, with and without bias, with no
     /// activation, HardSwish and LeakyRelu, on one thread and several. Outputs start as
     /// NaN, so an output not written shows.
-    pub(in super::super) fn gives_the_row_kernels_bits(cases: &[Case], conv: DwCall) {
+    pub(crate) fn gives_the_row_kernels_bits(cases: &[Case], conv: DwCall) {
         let epilogues = [
             None,
             Some(Epilogue::HardSwish),
