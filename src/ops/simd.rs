@@ -24,6 +24,14 @@ impl Isa {
         *BEST.get_or_init(|| Isa::available().first().copied())
     }
 
+    /// Floats per vector of the set.
+    pub(crate) fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2 => 8,
+        }
+    }
+
     /// Every set this CPU has, best first (tests run each).
     pub(crate) fn available() -> Vec<Isa> {
         let mut v = Vec::new();

@@ -76,6 +76,7 @@ pub use host::HostBuf;
 pub use ids::{DevicePtr, EventId, ModelId, NotifyId, StreamId};
 pub use memory::MemoryStats;
 pub use model::{Model, ModelBuilder, ModelStream};
+pub(crate) use recorder::Chunks;
 pub use recorder::TaskRecord;
 pub use sanitizer::{
     AllocEvent, Check, Finding, SanitizeChecks, SanitizerReport, TaskInfo as SanitizedTask,

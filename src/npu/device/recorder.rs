@@ -54,16 +54,43 @@ pub(crate) struct Started {
 #[derive(Default)]
 pub(crate) struct TaskRecorder {
     on: AtomicBool,
-    /// The records, in chunks of [`CHUNK`]: a push never moves the records before it.
-    /// In one growing vector a push that doubled it copied every record so far, inside
-    /// whichever launch happened to push then, and the host's profile (which times the
-    /// launch around the device's work) charged that launch's op with the copy: a
-    /// GlobalAveragePool of a microsecond showed 25 us in `rt2 run --profile`.
-    records: Mutex<Vec<Vec<TaskRecord>>>,
+    records: Mutex<Chunks<TaskRecord>>,
 }
 
-/// Records per chunk of [`TaskRecorder::records`].
+/// Records appended in chunks of [`CHUNK`]: a push never moves the records before it.
+/// In one growing vector a push that doubled it copied every record so far, inside
+/// whichever launch happened to push then, and the host's profile (which times the
+/// launch around the device's work) charged that launch's op with the copy: a
+/// GlobalAveragePool of a microsecond showed 25 us in `rt2 run --profile`. The host's
+/// node recorder keeps its spans so too.
+#[derive(Debug)]
+pub(crate) struct Chunks<T>(Vec<Vec<T>>);
+
+impl<T> Default for Chunks<T> {
+    fn default() -> Self {
+        Chunks(Vec::new())
+    }
+}
+
+/// Records per chunk of [`Chunks`].
 const CHUNK: usize = 1024;
+
+impl<T> Chunks<T> {
+    pub(crate) fn push(&mut self, record: T) {
+        if self.0.last().is_none_or(|c| c.len() == CHUNK) {
+            self.0.push(Vec::with_capacity(CHUNK));
+        }
+        self.0
+            .last_mut()
+            .expect("a chunk with room was just ensured")
+            .push(record);
+    }
+
+    /// Every record, in the order pushed; the chunks start empty again.
+    pub(crate) fn take(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.0).into_iter().flatten().collect()
+    }
+}
 
 impl TaskRecorder {
     pub fn set(&self, on: bool) {
@@ -117,13 +144,9 @@ impl TaskRecorder {
     /// After the job `s` started.
     pub fn finish(&self, stream: StreamId, s: Started, ok: bool) {
         let end = Instant::now();
-        let mut chunks = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        if chunks.last().is_none_or(|c| c.len() == CHUNK) {
-            chunks.push(Vec::with_capacity(CHUNK));
-        }
-        chunks
-            .last_mut()
-            .expect("a chunk with room was just ensured")
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .push(TaskRecord {
                 stream,
                 kind: s.kind,
@@ -136,10 +159,10 @@ impl TaskRecorder {
     }
 
     pub fn take(&self) -> Vec<TaskRecord> {
-        std::mem::take(&mut *self.records.lock().unwrap_or_else(PoisonError::into_inner))
-            .into_iter()
-            .flatten()
-            .collect()
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 

@@ -420,10 +420,7 @@ thread_local! {
 /// As [`sgemm`], with `isa` available on this CPU, `p.m` and `p.k` non-zero, B's and C's
 /// column strides 1, and the columns addressed as above inside the caller's blocks.
 unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
-    let lanes = match isa {
-        Isa::Avx512 => 16,
-        Isa::Avx2 => 8,
-    };
+    let lanes = isa.lanes();
     if r == 0 || r >= lanes {
         return 0;
     }

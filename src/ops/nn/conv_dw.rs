@@ -92,10 +92,7 @@ impl Depthwise {
     }
 
     fn lanes(&self) -> usize {
-        match self.isa {
-            Isa::Avx512 => 16,
-            Isa::Avx2 => 8,
-        }
+        self.isa.lanes()
     }
 
     /// Floats of working memory one block of channels takes: the padded plane, the
@@ -420,10 +417,7 @@ pub(super) mod tests {
                 out
             }
             for isa in Isa::available() {
-                let l = match isa {
-                    Isa::Avx512 => 16,
-                    Isa::Avx2 => 8,
-                };
+                let l = isa.lanes();
                 let src: Vec<f32> = (0..l * l).map(|v| v as f32).collect();
                 let got = match isa {
                     Isa::Avx512 => through::<Avx512>(&src),

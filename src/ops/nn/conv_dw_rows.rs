@@ -70,7 +70,7 @@ impl DwRows {
     /// set this CPU has, from [`Isa::detect`] or [`Isa::available`].
     pub(super) fn plan(win: &Window, isa: Isa) -> Option<DwRows> {
         let g = win.flat(MAX_TAPS)?;
-        let l = lanes(isa);
+        let l = isa.lanes();
         if (g.sw, g.dw) != (2, 1) {
             return None;
         }
@@ -98,10 +98,6 @@ impl DwRows {
         let lo = (0..vectors).find(|&v| inside(v)).unwrap_or(vectors);
         let hi = (lo..vectors).find(|&v| !inside(v)).unwrap_or(vectors);
         Some(DwRows { isa, g, lo, hi })
-    }
-
-    fn lanes(&self) -> usize {
-        lanes(self.isa)
     }
 
     /// `out` (`[C, oh * ow]`) = the depthwise convolution of `x` (`[C, h * w]`) with `w`
@@ -158,7 +154,7 @@ impl DwRows {
     /// `zeros` is `w` zeros.
     fn plane(&self, x: &[f32], w: &[f32], bias: f32, zeros: &[f32], y: &mut [f32]) {
         let g = &self.g;
-        let l = self.lanes();
+        let l = self.isa.lanes();
         let vectors = g.ow.div_ceil(l);
         // Each tile row's tap rows (`plan` bounds them by MAX_TILE_ROWS).
         let mut rows = [std::ptr::null::<f32>(); ACCS * MAX_TILE_ROWS];
@@ -223,13 +219,6 @@ impl DwRows {
             }
             r0 += tile_rows;
         }
-    }
-}
-
-fn lanes(isa: Isa) -> usize {
-    match isa {
-        Isa::Avx512 => 16,
-        Isa::Avx2 => 8,
     }
 }
 
@@ -447,7 +436,7 @@ mod tests {
             // 100 output columns; vector v reads columns 2 v l - 1 .. 2 v l + 2 l: the
             // first reads column -1, and the last whole ones end inside the 200.
             let wide = plan([3, 3], [1, 2], [1, 1]).unwrap();
-            let (l, vectors) = (lanes(isa), 100usize.div_ceil(lanes(isa)));
+            let (l, vectors) = (isa.lanes(), 100usize.div_ceil(isa.lanes()));
             let hi = (1..vectors)
                 .take_while(|v| 2 * v * l - 1 + 2 * l + 2 <= 200)
                 .count()

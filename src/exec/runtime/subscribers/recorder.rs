@@ -6,7 +6,7 @@
 //! thread the calls nest. A thread-local stack of open calls gives each span its start and
 //! its self time (the time not spent in nested calls), without any shared state.
 //!
-//! Finished spans go to chunks of one `Vec` behind a `Mutex`. topo-mt calls the recorder from three
+//! Finished spans go to [`Chunks`] behind a `Mutex`. topo-mt calls the recorder from three
 //! threads at once, but only while recording (off, `node_start`/`node_end` are one relaxed
 //! load each and take no lock), and one push per kernel call is short beside the call
 //! itself, so the lock is rarely contended; per-thread buffers would have to be found and
@@ -26,6 +26,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::super::context::{KernelContext, KernelResult, Subscriber};
+use crate::npu::device::Chunks;
 
 /// One node call.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,16 +65,13 @@ pub struct NodeRecorder {
     recording: Mutex<Chunked>,
 }
 
-/// What [`NodeRecorder`] holds until it is taken: [`Recording`] with its spans in chunks
-/// of [`CHUNK`] (see the module doc).
+/// What [`NodeRecorder`] holds until it is taken: [`Recording`] with its spans in
+/// [`Chunks`] (see the module doc).
 #[derive(Debug, Default)]
 struct Chunked {
-    spans: Vec<Vec<NodeSpan>>,
+    spans: Chunks<NodeSpan>,
     threads: BTreeMap<u32, String>,
 }
-
-/// Spans per chunk of [`Chunked::spans`].
-const CHUNK: usize = 1024;
 
 /// An open call on this thread: its start and its nested calls' time so far.
 struct Open {
@@ -114,15 +112,13 @@ impl NodeRecorder {
 
     /// What was recorded so far; the recorder starts empty again.
     pub fn take(&self) -> Recording {
-        let c = std::mem::take(
-            &mut *self
-                .recording
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let mut c = self
+            .recording
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Recording {
-            spans: c.spans.into_iter().flatten().collect(),
-            threads: c.threads,
+            spans: c.spans.take(),
+            threads: std::mem::take(&mut c.threads),
         }
     }
 }
@@ -192,12 +188,6 @@ impl Subscriber for NodeRecorder {
                 .name()
                 .map_or_else(|| format!("thread {}", span.thread), str::to_string)
         });
-        if r.spans.last().is_none_or(|c| c.len() == CHUNK) {
-            r.spans.push(Vec::with_capacity(CHUNK));
-        }
-        r.spans
-            .last_mut()
-            .expect("a chunk with room was just ensured")
-            .push(span);
+        r.spans.push(span);
     }
 }
