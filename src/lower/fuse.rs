@@ -15,6 +15,7 @@
 //! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
 //! | inference `BatchNormalization` or `BatchNorm` (constant statistics) of a float32 `Conv` or NCHW `Conv2D` (constant filter and bias) | the convolution, its filter and bias scaled and shifted per channel ([`batch_norm`]); folded first |
 //! | `Relu`, `LeakyRelu`, `Clip` or `ClipByValue` (constant bounds), `Relu6`, `HardSigmoid` or `HardSwish` of a float32 `Conv` or `Conv2D` | the convolution, applying the activation as it stores its output (`_rt2_fused_activation`, see `ops::nn::epilogue`) |
+//! | `Softmax(Div(x, c))` (or `RealDiv`), `Softmax(Mul(x, c))` in either order, or `Softmax(Muls(x))`, with `c` a positive constant scalar (attention's scores over √d); `SoftmaxV2` alike | the Softmax with the factor (`1/c` for a division) as `_rt2_softmax_scale`, applied as it subtracts each row's max ([`crate::ops::SOFTMAX_SCALE_ATTR`]) |
 //! | `Add(P, b)`, either operand order, with `P` a float32 `BatchMatMulV2` or `MatMulV2` (what the importer makes of ONNX's MatMul and Gemm) of two inputs whose `x2` is a constant matrix, and `b` a constant float32 `[N]` (a Linear layer as PyTorch exports it) | the product with `b` as its bias (input 2), which `MatMulPacked` adds as it stores the product's tiles |
 //!
 //! A CNN's convolutions are nearly all followed by Relu (or Relu6, LeakyRelu, HardSwish):
@@ -43,6 +44,7 @@ use crate::om::graph::{
 use super::attrs::ONNX_OPSET_ATTR;
 use crate::ops::{
     DType, FUSED_ACTIVATION_ATTR as ACTIVATION_ATTR, FUSED_ACTIVATION_PARAMS_ATTR as PARAMS_ATTR,
+    SOFTMAX_SCALE_ATTR,
 };
 use view::{ORIGINAL_OP_NAMES, View, remove};
 
@@ -118,6 +120,10 @@ enum Fused {
         bias: OutPort,
         input: usize,
     },
+    /// The Softmax (the last node) of `x` scaled by `scale`.
+    SoftmaxScale {
+        scale: f32,
+    },
 }
 
 /// Every pattern of `g`, none overlapping another (a node belongs to one pattern).
@@ -129,6 +135,7 @@ fn find(v: &View) -> Vec<Fusion> {
         let f = match n.op_type.as_str() {
             "Mul" => gelu(v, i, n).or_else(|| swish(v, i, n)),
             "Add" => layer_norm(v, i, n).or_else(|| matmul_bias(v, i, n)),
+            "Softmax" | "SoftmaxV2" => softmax_scale(v, i, n),
             "Relu" | "LeakyRelu" | "Clip" | "ClipByValue" | "Relu6" | "Relu6D" | "HardSigmoid"
             | "HardSwish" => conv_activation(v, i, n),
             _ => None,
@@ -378,6 +385,53 @@ fn matmul_bias(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     })
 }
 
+/// The Softmax `last` of a tensor divided or multiplied by a positive constant scalar
+/// (see the module doc): the factor, as float32, and the tensor. The scalar must not
+/// broadcast the tensor to a higher rank (a one-element constant of rank at most the
+/// described tensor's; of rank 0 where the tensor is not described), so the Softmax
+/// sees the same shape without it.
+fn softmax_scale(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    if n.attr(SOFTMAX_SCALE_ATTR).is_some() || !n.subgraphs.is_empty() {
+        return None;
+    }
+    let scaled = n.inputs.first().copied().flatten()?;
+    let op = v.sole(scaled, &["Div", "RealDiv", "Mul", "Muls"])?;
+    let rank_of = |i: usize| match op.input_descs.get(i).map(|d| &d.shape) {
+        Some(crate::om::graph::Shape::Dims(d)) => Some(d.len()),
+        _ => None,
+    };
+    // (x, its position, the factor).
+    let (x, xi, factor) = match op.op_type.as_str() {
+        "Muls" => match op.attr("value") {
+            Some(AttrValue::Float(f)) => (op.inputs.first().copied().flatten()?, 0, *f as f64),
+            _ => return None,
+        },
+        kind => {
+            let (a, b) = View::two(op)?;
+            let at = |x: OutPort, xi: usize, c: OutPort| {
+                let value = v.scalar(c)?;
+                let (_, dims) = const_desc(v, c)?;
+                (dims.len() <= rank_of(xi).unwrap_or(0)).then_some((x, xi, value))
+            };
+            match kind {
+                "Mul" => at(a, 0, b).or_else(|| at(b, 1, a))?,
+                _ => {
+                    let (x, xi, c) = at(a, 0, b)?;
+                    (x, xi, 1.0 / c)
+                }
+            }
+        }
+    };
+    let scale = factor as f32;
+    let usable = scale > 0.0 && scale.is_finite() && scale >= f32::MIN_POSITIVE;
+    (usable && v.float_input(op, xi)).then(|| Fusion {
+        last,
+        x,
+        op: Fused::SoftmaxScale { scale },
+        inner: vec![scaled.node.index()],
+    })
+}
+
 /// A boolean attribute of `n` (false when absent); `None` for one of another type.
 fn flag(n: &ComputeNode, name: &str) -> Option<bool> {
     match n.attr(name) {
@@ -419,6 +473,7 @@ fn apply(g: &mut ComputeGraph, f: Fusion) {
             bias,
             input,
         } => matmul_in_place(g, f.last, matmul, bias, input),
+        Fused::SoftmaxScale { scale } => softmax_in_place(g, f.last, f.x, scale),
         _ => activation_in_place(g, f),
     }
 }
@@ -475,6 +530,26 @@ fn conv_in_place(g: &mut ComputeGraph, last: usize, conv: usize, kind: &str, par
     }
 }
 
+/// The Softmax `last` reads `x` itself, scaling it by `scale` (the operation that
+/// scaled it, now unread, is removed by the caller); its input descriptor, the scaled
+/// tensor's, describes `x` as well (the same shape and type).
+fn softmax_in_place(g: &mut ComputeGraph, last: usize, x: OutPort, scale: f32) {
+    let scaled = g.nodes[last].inputs[0].map(|p| g.nodes[p.node.index()].name.clone());
+    let n = &mut g.nodes[last];
+    n.inputs[0] = Some(x);
+    n.attrs
+        .insert(SOFTMAX_SCALE_ATTR.to_string(), AttrValue::Float(scale));
+    let names = scaled
+        .into_iter()
+        .chain([n.name.clone()])
+        .map(String::into_bytes)
+        .collect();
+    n.attrs.insert(
+        ORIGINAL_OP_NAMES.to_string(),
+        AttrValue::List(ListAttr::Str(names)),
+    );
+}
+
 /// The last node of an elementwise pattern becomes the fused op on `x`.
 fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
     // x's descriptor, from a node of the pattern that reads it.
@@ -521,8 +596,8 @@ fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
             n.op_type = "Swish".to_string();
             n.attrs.insert("scale".to_string(), AttrValue::Float(1.0));
         }
-        Fused::ConvActivation { .. } | Fused::MatMulBias { .. } => {
-            unreachable!("fused by conv_in_place and matmul_in_place")
+        Fused::ConvActivation { .. } | Fused::MatMulBias { .. } | Fused::SoftmaxScale { .. } => {
+            unreachable!("fused by conv_in_place, matmul_in_place and softmax_in_place")
         }
         Fused::LayerNorm { epsilon, .. } => {
             n.op_type = "LayerNormalization".to_string();

@@ -36,6 +36,7 @@ pub use nn::epilogue::{
     ACTIVATION_ATTR as FUSED_ACTIVATION_ATTR, PARAMS_ATTR as FUSED_ACTIVATION_PARAMS_ATTR,
 };
 pub use nn::gemm::FUSED_BIAS_ATTR;
+pub use nn::softmax::SCALE_ATTR as SOFTMAX_SCALE_ATTR;
 pub use registry::{
     Attrs, Compute, ComputeAllocFn, ComputeFn, DECLARED_SHAPE_ATTR, DECLARED_SHAPE_OPS,
     GeContractFn, GeUse, INPUT_FORMATS_ATTR, InferCtx, InferFn, OpRegistry, OpSpec, Prepack,

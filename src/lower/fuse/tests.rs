@@ -855,3 +855,78 @@ fn a_fused_bias_launches_no_add_and_others_stay() {
     let fused = ops(&activations(&m.root().model)).join(" ");
     assert_eq!(fused, "UnsqueezeV3 SqueezeV3 BatchMatMulV2");
 }
+
+/// Softmax over the last axis of `[2, N]`, in f64.
+fn softmax64(x: &[f64]) -> Vec<f64> {
+    x.chunks(N as usize)
+        .flat_map(|row| {
+            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+            row.iter().map(move |v| (v - max).exp() / sum)
+        })
+        .collect()
+}
+
+/// Attention's `Softmax(scores / √d)` becomes one Softmax scaling its input (by 1/c for
+/// a division, c for a product in either order), under the Softmax's name with both
+/// names recorded, computing the formula under every executor with the same bits under
+/// each; a negative or zero factor, a divisor that is the tensor, and a quotient read
+/// elsewhere stay apart.
+#[test]
+fn scaled_scores_fuse_into_their_softmax() {
+    let softmax = |op: &'static str, ins: &'static [&'static str], c: f32, extra: &[&str]| {
+        model_with(
+            &[("c", c)],
+            &[(op, ins, "s"), ("Softmax", &["s"], "y")],
+            extra,
+            |b| b,
+        )
+    };
+    let x: Vec<f32> = (0..2 * N)
+        .map(|i| ((i * 37) % 23) as f32 * 0.9 - 9.0)
+        .collect();
+    let c = 32f32.sqrt();
+    for (op, ins, factor) in [
+        ("Div", &["x", "c"][..], 1.0 / c as f64),
+        ("Mul", &["x", "c"], c as f64),
+        ("Mul", &["c", "x"], c as f64),
+    ] {
+        let m = softmax(op, ins, c, &[]);
+        // The importer's Softmax (SoftmaxV2 at opset 13), alone.
+        let fused = activations(&m).into_owned();
+        assert_eq!(ops(&fused), ops(&m)[1..], "{op} {ins:?}");
+        let y = fused.root.nodes.iter().find(|n| n.name == "y").expect("y");
+        let scale = factor as f32;
+        assert_eq!(
+            y.attr(crate::ops::SOFTMAX_SCALE_ATTR),
+            Some(&AttrValue::Float(scale))
+        );
+        assert_eq!(
+            y.attr("_datadump_original_op_names"),
+            Some(&AttrValue::List(ListAttr::Str(vec![
+                b"s".to_vec(),
+                b"y".to_vec()
+            ])))
+        );
+        let scaled: Vec<f64> = x.iter().map(|&v| v as f64 * factor).collect();
+        let want = softmax64(&scaled);
+        let first = run(&m, ExecutorType::Sequential, &x);
+        for (i, (&g, &w)) in first.iter().zip(&want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= 2e-6 * w.max(1e-3),
+                "{op} [{i}]: {g} vs {w}"
+            );
+        }
+        assert_bits(&m, &EXECUTORS[1..], &x, &[2, N], &first, op);
+    }
+    for (op, ins, c, extra) in [
+        ("Mul", &["x", "c"][..], -2.0, &[][..]),
+        ("Div", &["x", "c"], 0.0, &[]),
+        ("Div", &["c", "x"], 2.0, &[]),
+        ("Div", &["x", "c"], 2.0, &["s"]),
+    ] {
+        let m = softmax(op, ins, c, extra);
+        assert_eq!(ops(&m).len(), 2);
+        assert_eq!(ops(&activations(&m)), ops(&m), "{op} {ins:?} by {c}");
+    }
+}
