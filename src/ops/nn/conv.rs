@@ -1025,6 +1025,13 @@ mod tests {
                 bias: true,
                 ..Case::new([1, 17, 35, 60], 16, [3, 3])
             },
+            // A tall image of few channels: blocks of 512 tiles, each starting inside a
+            // tile row and padding its own window of rows, the last one the bottom's.
+            Case {
+                pads: [1, 1, 2, 1],
+                bias: true,
+                ..Case::new([1, 16, 130, 94], 16, [3, 3])
+            },
             // Enough tiles for several blocks of 96 channels each way.
             Case {
                 pads: [1; 4],
@@ -1064,7 +1071,7 @@ mod tests {
                     let plan = Winograd::plan(&case.window(), case.x[1], case.m, isa, parallel)
                         .unwrap_or_else(|| panic!("case {n} takes the kernel"));
                     let threads = rayon::current_num_threads() > 1;
-                    assert_eq!(plan.shares_blocks(), parallel && threads && n >= 5);
+                    assert_eq!(plan.shares_blocks(), parallel && threads && n >= 6);
                     for e in [None, Some(relu)] {
                         let mut scratch = vec![f32::NAN; plan.scratch_len(true)];
                         let mut got = vec![f32::NAN; case.m * oh * ow];

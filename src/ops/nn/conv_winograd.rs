@@ -22,11 +22,19 @@
 //! whole blocks; on an image too small for a block of useful width per thread, they
 //! share each block instead, a share of its input channels to transform, then a share
 //! of its output channels to multiply and transform back ([`Split`]). The input is
-//! first copied into zero-padded planes whose width is a whole number of vectors of
-//! tiles, so the transforms run without bounds checks in vectors of `LANES` tiles: a
-//! tile row's 4x4 windows start two columns apart, and the even and odd columns of two
-//! vectors give the window's four columns for `LANES` tiles at once. The tiles of the
-//! rounding, past the output's edge, are computed and not stored.
+//! copied into zero-padded planes whose width is a whole number of vectors of tiles, so
+//! the transforms run without bounds checks in vectors of `LANES` tiles: a tile row's
+//! 4x4 windows start two columns apart, and the even and odd columns of two vectors give
+//! the window's four columns for `LANES` tiles at once. The tiles of the rounding, past
+//! the output's edge, are computed and not stored.
+//!
+//! Where threads take whole blocks (or there is one thread), each block pads only the
+//! input rows its tiles read, into a window of its own buffers, just before it
+//! transforms them: the copy lands in L2 and the transform reads it from there. Padding
+//! the whole image first (as shared blocks still do, their images being small) wrote a
+//! second copy of the input to memory and read it back: for a UNet decoder's 48 -> 32
+//! layer over 256 x 256 that is 25 MB of traffic, and the copy alone was a tenth of
+//! the model's time.
 //!
 //! Each output is a fixed sequence of operations whatever the block, thread or executor,
 //! so every executor gets the same bits; they are not the direct kernels' bits.
@@ -211,9 +219,33 @@ impl Winograd {
         }
     }
 
-    /// Floats of one set of block buffers: V and M for every ξ.
+    /// Padded rows each channel's plane holds in the padded input: all of them where
+    /// blocks are shared (the whole image is padded once), else as many as a block's
+    /// tiles read (each block pads its own, [`Winograd::window`]): the rows of the tile
+    /// rows it spans, at most `block / tw` rounded up and one more, and the two below.
+    fn rows_held(&self) -> usize {
+        let (ph, _) = self.plane();
+        match self.split {
+            Split::Channels => ph,
+            Split::None | Split::Blocks => (2 * (self.block.div_ceil(self.tw) + 1) + 2).min(ph),
+        }
+    }
+
+    /// The padded rows the `n` tiles from `first` read: two per tile row, and two more.
+    fn window(&self, first: usize, n: usize) -> Range<usize> {
+        let (top, bottom) = (first / self.tw, (first + n - 1) / self.tw);
+        2 * top..2 * bottom + 4
+    }
+
+    /// Floats of one set of block buffers: V and M for every ξ, and the padded input's
+    /// rows where each block pads its own.
     fn task_len(&self) -> usize {
-        16 * (self.c + self.m) * self.block
+        let (_, pw) = self.plane();
+        let window = match self.split {
+            Split::Channels => 0,
+            Split::None | Split::Blocks => self.c * self.rows_held() * pw,
+        };
+        16 * (self.c + self.m) * self.block + window
     }
 
     /// Scratch floats [`Winograd::run`] needs: with `transform` (raw weights) room for
@@ -221,7 +253,11 @@ impl Winograd {
     pub(super) fn scratch_len(&self, transform: bool) -> usize {
         let (ph, pw) = self.plane();
         let u = if transform { 16 * self.m * self.c } else { 0 };
-        self.c * ph * pw + u + self.buffers() * self.task_len()
+        let image = match self.split {
+            Split::Channels => self.c * ph * pw,
+            Split::None | Split::Blocks => 0,
+        };
+        image + u + self.buffers() * self.task_len()
     }
 
     /// The first tile of block `b` and its tile count.
@@ -245,6 +281,11 @@ impl Winograd {
     ) {
         let (ph, pw) = self.plane();
         let (m, c) = (self.m, self.c);
+        let image = if self.split == Split::Channels {
+            c * ph * pw
+        } else {
+            0
+        };
         let (raw, room) = match w {
             Weights::Raw(w) => (Some(w), w.len() >= m * c * 9),
             Weights::Transformed(u) => (None, u.len() >= 16 * m * c),
@@ -254,11 +295,16 @@ impl Winograd {
             "winograd conv: weights or bias too short"
         );
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
-        let (padded, rest) = scratch.split_at_mut(c * ph * pw);
+        let (padded, rest) = scratch.split_at_mut(image);
         let (u, rest) = rest.split_at_mut(if raw.is_some() { 16 * m * c } else { 0 });
         let bufs = &mut rest[..self.buffers() * self.task_len()];
         let tasks = self.tasks();
-        let ps = SharedOut(padded.as_mut_ptr());
+        // The whole padded image, where blocks share it.
+        let whole = Padded {
+            planes: SharedOut(padded.as_mut_ptr()),
+            stride: ph * pw,
+            first_row: 0,
+        };
         // U: made in the scratch from raw weights, else the caller's, only ever read
         // (the pointer is mutable for `SharedOut`'s sake; nothing writes through it).
         let us = match w {
@@ -266,24 +312,28 @@ impl Winograd {
             Weights::Transformed(u) => SharedOut(u.as_ptr().cast_mut()),
         };
         let out = SharedOut(out.as_mut_ptr());
-        // Each task pads its share of the input channels and transforms its share of the
-        // weights: one hand-off for both.
+        // Each task pads its share of the input channels (where blocks share the padded
+        // image) and transforms its share of the weights: one hand-off for both.
         let prepare = |t: usize| {
-            // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `ps` holds the `c`
-            // planes and, with raw weights, `us` U (`16 m c` floats of the scratch),
-            // and task `t` writes only its shares (`part`) of their channels.
+            // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `whole` holds the `c`
+            // planes where blocks are shared and, with raw weights, `us` U (`16 m c`
+            // floats of the scratch), and task `t` writes only its shares (`part`) of
+            // their channels.
             unsafe {
-                self.pad(x, &ps, part(c, t, tasks));
+                if self.split == Split::Channels {
+                    self.pad(x, &whole, 0..ph, part(c, t, tasks));
+                }
                 if let Some(w) = raw {
                     self.transform_weights(w, &us, part(m, t, tasks));
                 }
             }
         };
         // The terms every unsafe call below meets ("the run's terms"): `self.isa` came
-        // from `Isa::detect`, so this CPU has it. The planes and U are written by
-        // `prepare` only (a transformed U by no one), and read after every task has prepared (a parallel loop
-        // returns when all its tasks have), or, in a shared block's first step, by the
-        // task that prepared them. `out` is the `[m, oh, ow]` output (asserted) and each
+        // from `Isa::detect`, so this CPU has it. The padded image and U are written by
+        // `prepare` only (a transformed U by no one), and read after every task has
+        // prepared (a parallel loop returns when all its tasks have), or, in a shared
+        // block's first step, by the task that prepared them; a block's own padded rows
+        // are written and read by its task alone. `out` is the `[m, oh, ow]` output (asserted) and each
         // call writes the tiles of its own block and output channels. `bufs` holds the
         // block buffers (`buffers` sets of `task_len`), each used by one task at a time,
         // or by the tasks of a shared block in disjoint rows: their input channels' V,
@@ -293,13 +343,22 @@ impl Winograd {
                 each(tasks, prepare);
                 let per = self.blocks().div_ceil(tasks);
                 let task = |t: usize, buf: &mut [f32]| {
-                    let (v, mx) = buf.split_at_mut(16 * c * self.block);
+                    let (v, rest) = buf.split_at_mut(16 * c * self.block);
+                    let (mx, rows) = rest.split_at_mut(16 * m * self.block);
                     let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
                     for b in t * per..((t + 1) * per).min(self.blocks()) {
                         let (first, n) = self.span(b);
-                        // SAFETY: the run's terms; this task's buffers, its blocks.
+                        let window = self.window(first, n);
+                        let held = Padded {
+                            planes: SharedOut(rows.as_mut_ptr()),
+                            stride: self.rows_held() * pw,
+                            first_row: window.start,
+                        };
+                        // SAFETY: the run's terms; this task's buffers, its blocks; the
+                        // window's rows fit the rows held (`rows_held`).
                         unsafe {
-                            self.input_tiles(&ps, first, n, 0..c, &v);
+                            self.pad(x, &held, window, 0..c);
+                            self.input_tiles(&held, first, n, 0..c, &v);
                             self.products(&us, &v, n, 0..m, &mx);
                             self.output_tiles(&mx, first, n, 0..m, bias, epilogue, &out);
                         }
@@ -323,7 +382,7 @@ impl Winograd {
                             prepare(t);
                         }
                         // SAFETY: the run's terms; the task's share of V's rows.
-                        unsafe { self.input_tiles(&ps, first, n, part(c, t, tasks), &v) };
+                        unsafe { self.input_tiles(&whole, first, n, part(c, t, tasks), &v) };
                     });
                     each(tasks, |t| {
                         let outs = part(m, t, tasks);
@@ -339,29 +398,40 @@ impl Winograd {
         }
     }
 
-    /// `x`'s channels `ins` into their planes of `padded` at row `pt`, column `pl`, the
-    /// rest zero.
+    /// The padded rows `rows` of `x`'s channels `ins` into `padded` (from its first
+    /// row, `rows.start`): `x`'s rows at row `pt`, column `pl`, the rest zero.
     ///
     /// # Safety
-    /// `padded` points at the `c` padded planes, whose planes of `ins` no other thread
+    /// `padded` holds the `c` planes, each room for `rows` (`rows.end - padded.first_row`
+    /// rows of `pw` at most `padded.stride`), whose planes of `ins` no other thread
     /// touches while this runs.
-    unsafe fn pad(&self, x: &[f32], padded: &SharedOut, ins: Range<usize>) {
-        let (ph, pw) = self.plane();
+    unsafe fn pad(&self, x: &[f32], padded: &Padded, rows: Range<usize>, ins: Range<usize>) {
+        let (_, pw) = self.plane();
         let (h, w, pt, pl) = (self.h, self.w, self.pt, self.pl);
+        assert!(
+            rows.start >= padded.first_row && (rows.end - padded.first_row) * pw <= padded.stride
+        );
         let x = &x[..self.c * h * w];
         for i in ins {
             let src = &x[i * h * w..][..h * w];
-            // SAFETY: plane i of the `c` (i < c: `x` holds c planes), this call's own.
-            let plane =
-                unsafe { std::slice::from_raw_parts_mut(padded.0.add(i * ph * pw), ph * pw) };
-            let (top, rest) = plane.split_at_mut(pt * pw);
-            top.fill(0.0);
-            let (inside, bottom) = rest.split_at_mut(h * pw);
-            bottom.fill(0.0);
-            for (row, src) in inside.chunks_exact_mut(pw).zip(src.chunks_exact(w)) {
-                row[..pl].fill(0.0);
-                row[pl..pl + w].copy_from_slice(src);
-                row[pl + w..].fill(0.0);
+            // SAFETY: plane i of the `c` (i < c: `x` holds c planes), this call's own, its
+            // rows `rows` inside it (asserted).
+            let plane = unsafe {
+                let first = padded
+                    .planes
+                    .0
+                    .add(i * padded.stride + (rows.start - padded.first_row) * pw);
+                std::slice::from_raw_parts_mut(first, rows.len() * pw)
+            };
+            for (r, row) in rows.clone().zip(plane.chunks_exact_mut(pw)) {
+                match r.checked_sub(pt).filter(|&y| y < h) {
+                    Some(y) => {
+                        row[..pl].fill(0.0);
+                        row[pl..pl + w].copy_from_slice(&src[y * w..][..w]);
+                        row[pl + w..].fill(0.0);
+                    }
+                    None => row.fill(0.0),
+                }
             }
         }
     }
@@ -432,12 +502,13 @@ impl Winograd {
     /// tiles from `first`.
     ///
     /// # Safety
-    /// This CPU has `self.isa`; `padded` points at the `c` padded planes, whose planes
-    /// of `ins` no thread writes while this runs; `v` points at `16 c n` floats, whose
+    /// This CPU has `self.isa`; `padded` holds the `c` padded planes' rows these tiles
+    /// read ([`Winograd::window`]), whose planes of `ins` no thread writes while this
+    /// runs; `v` points at `16 c n` floats, whose
     /// rows of `ins` no other thread touches while this runs.
     unsafe fn input_tiles(
         &self,
-        padded: &SharedOut,
+        padded: &Padded,
         first: usize,
         n: usize,
         ins: Range<usize>,
@@ -454,7 +525,7 @@ impl Winograd {
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!(
             "no ISA to plan for: {:p} {first} {n} {ins:?} {:p}",
-            padded.0, v.0
+            padded.planes.0, v.0
         )
     }
 
@@ -597,6 +668,15 @@ pub(super) fn portable(
     }
 }
 
+/// Padded input planes as the input transform reads them: channel `i`'s at
+/// `planes + i * stride`, holding the padded rows from `first_row` on (all of them, or a
+/// block's window).
+struct Padded {
+    planes: SharedOut,
+    stride: usize,
+    first_row: usize,
+}
+
 /// Runs `f(t)` for each task `t < tasks`: across rayon's threads when there are several.
 fn each(tasks: usize, f: impl Fn(usize) + Sync + Send) {
     if tasks > 1 {
@@ -626,14 +706,14 @@ const MIN_SPLIT_BLOCK: usize = 64;
 mod x86 {
     use std::ops::Range;
 
-    use super::{Epilogue, SharedOut, Winograd};
+    use super::{Epilogue, Padded, SharedOut, Winograd};
     use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
 
     compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>(
-        k: &Winograd, padded: &SharedOut, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
     ));
     compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>(
-        k: &Winograd, padded: &SharedOut, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
     ));
     compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>(
         k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
@@ -721,29 +801,34 @@ mod x86 {
     #[inline(always)]
     unsafe fn input_tiles<S: Simd>(
         k: &Winograd,
-        padded: &SharedOut,
+        padded: &Padded,
         first: usize,
         n: usize,
         ins: Range<usize>,
         v: &SharedOut,
     ) {
-        let (ph, pw) = k.plane();
+        let (_, pw) = k.plane();
         let c = k.c;
         assert!(ins.end <= c);
         assert!([first, n, k.tw].iter().all(|v| v.is_multiple_of(S::LANES)));
+        let rows_held = k.window(first, n);
+        assert!(rows_held.start >= padded.first_row);
+        assert!((rows_held.end - padded.first_row) * pw <= padded.stride);
         for i in ins {
             // SAFETY: plane i < c of the caller's `c`.
-            let plane = unsafe { padded.0.add(i * ph * pw) }.cast_const();
+            let plane = unsafe { padded.planes.0.add(i * padded.stride) }.cast_const();
             for t in (0..n).step_by(S::LANES) {
                 let (tr, tc) = ((first + t) / k.tw, (first + t) % k.tw);
-                // SAFETY: the ISA is the caller's; rows 2 tr .. 2 tr + 3 < ph (tr < th)
-                // and columns 2 tc .. 2 tc + 2 LANES + 1 < pw (tc + LANES <= tw) lie in
-                // the plane; the stores are at `(ξ c + i) n + t .. + LANES` with t + LANES
+                let top = 2 * tr - padded.first_row;
+                // SAFETY: the ISA is the caller's; padded rows 2 tr .. 2 tr + 3 lie in
+                // the tiles' window, which the plane holds from `first_row` (asserted),
+                // and columns 2 tc .. 2 tc + 2 LANES + 1 < pw (tc + LANES <= tw) in its
+                // rows; the stores are at `(ξ c + i) n + t .. + LANES` with t + LANES
                 // <= n and i < c, inside `v`, in row i of V_ξ, this call's (the contract).
                 unsafe {
                     let mut rows = [[S::zero(); 4]; 4];
                     for (r, row) in rows.iter_mut().enumerate() {
-                        let p = plane.add((2 * tr + r) * pw + 2 * tc);
+                        let p = plane.add((top + r) * pw + 2 * tc);
                         let (d0, d1) = S::load_even_odd(p);
                         let (d2, d3) = S::load_even_odd(p.add(2));
                         // d Bᵀ's columns: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
