@@ -12,6 +12,7 @@ mod conv_direct;
 mod conv_dw;
 mod conv_dw_rows;
 pub(crate) mod conv_packed;
+mod conv_rows;
 pub(crate) mod conv_transpose;
 mod conv_winograd;
 mod dropout;

@@ -15,6 +15,7 @@ use super::conv_blocked::Blocked;
 use super::conv_direct::{Direct, Isa};
 use super::conv_dw::Depthwise;
 use super::conv_dw_rows::DwRows;
+use super::conv_rows::StemRows;
 use super::conv_winograd::{Weights, Winograd};
 use super::epilogue::Epilogue;
 use super::gemm::{Mat, finished_f32, gemm};
@@ -225,6 +226,26 @@ fn conv_typed<T: Scalar>(
             }
             return Ok(());
         }
+    }
+    // float32 stems (few input channels, column stride 2) along output rows reading
+    // the input in place (conv_rows.rs).
+    if T::DTYPE == DType::F32
+        && group == 1
+        && let Some(stem) = Isa::detect().and_then(|isa| StemRows::plan(&win, c, isa))
+    {
+        let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
+        let bias = bias.map(as_f32);
+        for (n, out) in y.chunks_mut(m * olen).enumerate() {
+            stem.conv(
+                &xv[n * c * ilen..][..c * ilen],
+                wv,
+                bias,
+                epilogue,
+                out,
+                parallel,
+            );
+        }
+        return Ok(());
     }
     // float32: windows convolve directly (conv_direct.rs) where the CPU has its vector
     // kernels; a 1x1 kernel that reads the input as is, and every window without the

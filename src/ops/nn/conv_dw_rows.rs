@@ -70,33 +70,17 @@ impl DwRows {
     /// set this CPU has, from [`Isa::detect`] or [`Isa::available`].
     pub(super) fn plan(win: &Window, isa: Isa) -> Option<DwRows> {
         let g = win.flat(MAX_TAPS)?;
-        let l = isa.lanes();
         if (g.sw, g.dw) != (2, 1) {
             return None;
         }
-        // Floats a vector reads from its first tap's column: a pair of vectors from
-        // each even tap.
-        let reach = (g.kw - 1) / 2 * 2 + 2 * l;
         let rows = (ACCS - 1)
             .checked_mul(g.sh)?
             .checked_add((g.kh - 1).checked_mul(g.dh)?)?
             .checked_add(1)?;
-        // Every column a vector reads is addressed as an isize (edge vectors' start
-        // before the row).
-        let span = g.ow.div_ceil(l).checked_mul(2 * l)?.checked_add(reach)?;
-        if rows > MAX_TILE_ROWS || span > isize::MAX as usize / 4 || g.w > isize::MAX as usize / 4 {
+        if rows > MAX_TILE_ROWS {
             return None;
         }
-        // Vector v reads columns `2 v l - pl ..` plus `reach`: in place when that lies
-        // inside the row. As v grows the start passes 0 once and the end passes w once,
-        // so those vectors are one range.
-        let vectors = g.ow.div_ceil(l);
-        let inside = |v: usize| {
-            let c0 = 2 * v * l;
-            c0 >= g.pl && c0 - g.pl + reach <= g.w
-        };
-        let lo = (0..vectors).find(|&v| inside(v)).unwrap_or(vectors);
-        let hi = (lo..vectors).find(|&v| !inside(v)).unwrap_or(vectors);
+        let (lo, hi) = in_place(&g, isa.lanes())?;
         Some(DwRows { isa, g, lo, hi })
     }
 
@@ -222,6 +206,43 @@ impl DwRows {
     }
 }
 
+/// For a window of column stride 2 and column dilation 1 read along its output rows in
+/// `l`-float vectors, each even tap loading a pair of vectors from its column: the
+/// vectors `lo..hi` of a row whose reads all lie inside the input row (the others are
+/// edge vectors, read through masks). `None` where a read's column (edge vectors'
+/// start before the row) could not be addressed as an isize.
+pub(super) fn in_place(g: &Flat, l: usize) -> Option<(usize, usize)> {
+    // Floats a vector reads from its first tap's column: a pair of vectors from each
+    // even tap.
+    let reach = (g.kw - 1) / 2 * 2 + 2 * l;
+    let span = g.ow.div_ceil(l).checked_mul(2 * l)?.checked_add(reach)?;
+    if span > isize::MAX as usize / 4 || g.w > isize::MAX as usize / 4 {
+        return None;
+    }
+    // Vector v reads columns `2 v l - pl ..` plus `reach`: in place when that lies
+    // inside the row. As v grows the start passes 0 once and the end passes w once, so
+    // those vectors are one range.
+    let vectors = g.ow.div_ceil(l);
+    let inside = |v: usize| {
+        let c0 = 2 * v * l;
+        c0 >= g.pl && c0 - g.pl + reach <= g.w
+    };
+    let lo = (0..vectors).find(|&v| inside(v)).unwrap_or(vectors);
+    let hi = (lo..vectors).find(|&v| !inside(v)).unwrap_or(vectors);
+    Some((lo, hi))
+}
+
+/// The bits `lo..hi` of a mask, `lo` and `hi` clamped to `0..=n`: the floats `j < n`
+/// from column `col` with `0 <= col + j < width` (an edge vector's lanes inside its
+/// row).
+#[inline(always)]
+pub(super) fn columns_inside(col: isize, width: usize, n: usize) -> u64 {
+    let lo = (-col).clamp(0, n as isize) as u32;
+    let hi = (width as isize - col).clamp(lo as isize, n as isize) as u32;
+    let below = |k: u32| if k >= 64 { u64::MAX } else { (1u64 << k) - 1 };
+    below(hi) & !below(lo)
+}
+
 /// One tile: `R` output rows (`ow` floats apart from where it stores) of `n` columns
 /// (`V = n.div_ceil(LANES)` vectors), each the bias plus, per tap `(a, b)`, its weight
 /// (`w[a kw + b]`) times every other input from column `col + b` of the tap row
@@ -268,18 +289,8 @@ unsafe fn run(isa: Isa, rows: usize, nv: usize, masked: bool, t: &Tile, out: *mu
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::Tile;
+    use super::{Tile, columns_inside as inside};
     use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for};
-
-    /// The bits `lo..hi` of a mask, `lo` and `hi` clamped to `0..=n`: the floats `j <
-    /// n` from column `col` with `0 <= col + j < width`.
-    #[inline(always)]
-    fn inside(col: isize, width: usize, n: usize) -> u64 {
-        let lo = (-col).clamp(0, n as isize) as u32;
-        let hi = (width as isize - col).clamp(lo as isize, n as isize) as u32;
-        let below = |k: u32| if k >= 64 { u64::MAX } else { (1u64 << k) - 1 };
-        below(hi) & !below(lo)
-    }
 
     /// The tile of [`super::run`], `R` rows of `V` vectors; `MASKED`: the edge kernel.
     ///
