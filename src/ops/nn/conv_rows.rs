@@ -19,7 +19,7 @@
 //!   whose taps reach past a row's first or last column) loads through masks
 //!   ([`Simd::load_even_odd_mask`]): columns outside the row read as zeros.
 //! - Threads take whole output rows, every channel of them; the fused activation
-//!   ([`Epilogue`]) runs over each finished row while it is in cache.
+//!   ([`Epilogue`]) is applied to the sums in registers before they are stored.
 //!
 //! Each output lane is the bias plus, for each input channel, tap row and tap in turn,
 //! an FMA (a tap in the padding an FMA with zero): a fixed sequence whatever the thread
@@ -107,16 +107,7 @@ impl StemRows {
                 for oy in r {
                     // SAFETY: `y` is the `[m, oh * ow]` output (asserted), borrowed
                     // uniquely for the call, and each task writes only its own rows.
-                    unsafe { self.row(x, w, bias, zeros, oy, m, y) };
-                    if let Some(e) = epilogue {
-                        for o in 0..m {
-                            // SAFETY: row `oy` of channel `o`, this task's, just written.
-                            let row = unsafe {
-                                std::slice::from_raw_parts_mut(y.0.add(o * olen + oy * g.ow), g.ow)
-                            };
-                            e.apply_f32(row);
-                        }
-                    }
+                    unsafe { self.row(x, w, bias, epilogue, zeros, oy, m, y) };
                 }
             });
         };
@@ -142,6 +133,7 @@ impl StemRows {
         x: &[f32],
         w: &[f32],
         bias: Option<&[f32]>,
+        epilogue: Option<Epilogue>,
         zeros: &[f32],
         oy: usize,
         m: usize,
@@ -174,6 +166,7 @@ impl StemRows {
                 ctaps,
                 kw: g.kw,
                 bias: bias.map_or(&zero_bias[..mb], |b| &b[o0..o0 + mb]),
+                epilogue,
                 olen,
                 n: (g.ow - v * l).min(nv * l),
             };
@@ -220,6 +213,8 @@ struct Tile<'a> {
     ctaps: usize,
     kw: usize,
     bias: &'a [f32],
+    /// Applied to the sums in registers before they are stored.
+    epilogue: Option<Epilogue>,
     olen: usize,
     n: usize,
 }
@@ -321,6 +316,9 @@ mod x86 {
                         }
                     }
                 }
+            }
+            if let Some(e) = t.epilogue {
+                e.tile::<S, N, V>(&mut acc);
             }
             for (j, row) in acc.iter().enumerate() {
                 let yp = out.add(j * t.olen);
