@@ -364,9 +364,14 @@ fn axis_list(ctx: &InferCtx) -> Result<Vec<i64>, String> {
 /// them adjacent).
 fn softmax(ctx: &InferCtx) -> Result<GeUse, String> {
     takes(ctx, 1, "x")?;
+    let mut attrs = onnx_attrs(vec![("axes", Attr::Ints(axis_list(ctx)?))]);
+    // A scale lowering fused into the node (a division of attention's scores) goes with it.
+    if let Some(s) = ctx.attrs.get(crate::ops::SOFTMAX_SCALE_ATTR) {
+        attrs.insert(crate::ops::SOFTMAX_SCALE_ATTR.to_string(), s.clone());
+    }
     Ok(GeUse::Launch {
         op: "SoftmaxV2",
-        attrs: onnx_attrs(vec![("axes", Attr::Ints(axis_list(ctx)?))]),
+        attrs,
         first: 0,
         count: 1,
     })

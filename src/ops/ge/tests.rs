@@ -1132,6 +1132,20 @@ fn ge_softmax_and_log_softmax_take_an_axis_list_default_last() {
     )
     .unwrap();
     assert_close(y.slice::<f32>().unwrap(), &[0.125, 0.375, 0.25, 0.25]);
+    // A scale lowering fused into it (a division by 4 before it) is applied: the bits of
+    // the Softmax of x / 4 (a power of two, so the products are exact).
+    let scale = [(crate::ops::SOFTMAX_SCALE_ATTR, Attr::Float(0.25))];
+    let y = ge("Softmax", &scale, std::slice::from_ref(&x)).unwrap();
+    let quarter = f(&[2, 2], &[0.0, l3 / 4.0, l2 / 4.0, l2 / 4.0]);
+    let want = ge("Softmax", &[], &[quarter]).unwrap();
+    let bits = |t: &Tensor| {
+        t.slice::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&y), bits(&want));
     let y = ge("LogSoftmax", &[], std::slice::from_ref(&x)).unwrap();
     assert_close(
         y.slice::<f32>().unwrap(),
