@@ -319,18 +319,9 @@ pub fn translate_softmax(ctx: &InferCtx) -> Option<Translation> {
     (first == last && softmax_dtype(ctx, x.dtype).ok()? == x.dtype).then(|| Translation {
         first: 0,
         op: "Softmax",
-        attrs: with_scale(ctx, onnx_attrs(vec![("axis", Attr::Int(first as i64))])),
+        attrs: softmax::with_scale(ctx, onnx_attrs(vec![("axis", Attr::Int(first as i64))])),
         inputs: 1,
     })
-}
-
-/// `attrs` for the library's Softmax with the scale lowering fused into this node
-/// (`softmax::SCALE_ATTR`), where it did.
-fn with_scale(ctx: &InferCtx, mut attrs: Attrs) -> Attrs {
-    if let Some(s) = ctx.attrs.get(softmax::SCALE_ATTR) {
-        attrs.insert(softmax::SCALE_ATTR.to_string(), s.clone());
-    }
-    attrs
 }
 
 pub fn softmax_v2(
@@ -349,7 +340,7 @@ pub fn softmax_v2(
         *x
     };
     if x.shape.is_empty() {
-        let attrs = with_scale(ctx, onnx_attrs(vec![]));
+        let attrs = softmax::with_scale(ctx, onnx_attrs(vec![]));
         return softmax::softmax(&with_attrs(ctx, &attrs), &[x], outputs);
     }
     // The adjacent axes as one: [outer dims, their product, inner dims].
@@ -357,7 +348,7 @@ pub fn softmax_v2(
     let mut merged = x.shape[..first].to_vec();
     merged.push(x.shape[first..=last].iter().product());
     merged.extend_from_slice(&x.shape[last + 1..]);
-    let attrs = with_scale(ctx, onnx_attrs(vec![("axis", Attr::Int(first as i64))]));
+    let attrs = softmax::with_scale(ctx, onnx_attrs(vec![("axis", Attr::Int(first as i64))]));
     let xv = TensorRef::new(x.dtype, &merged, x.data);
     let y = &mut outputs[0];
     let mut yv = [TensorMut::new(y.dtype, &merged, y.data)];

@@ -364,11 +364,8 @@ fn axis_list(ctx: &InferCtx) -> Result<Vec<i64>, String> {
 /// them adjacent).
 fn softmax(ctx: &InferCtx) -> Result<GeUse, String> {
     takes(ctx, 1, "x")?;
-    let mut attrs = onnx_attrs(vec![("axes", Attr::Ints(axis_list(ctx)?))]);
-    // A scale lowering fused into the node (a division of attention's scores) goes with it.
-    if let Some(s) = ctx.attrs.get(crate::ops::SOFTMAX_SCALE_ATTR) {
-        attrs.insert(crate::ops::SOFTMAX_SCALE_ATTR.to_string(), s.clone());
-    }
+    let axes = onnx_attrs(vec![("axes", Attr::Ints(axis_list(ctx)?))]);
+    let attrs = crate::ops::nn::softmax::with_scale(ctx, axes);
     Ok(GeUse::Launch {
         op: "SoftmaxV2",
         attrs,

@@ -198,52 +198,21 @@ fn conv_typed<T: Scalar>(
     let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
-    // float32 depthwise windows over small images run with the channels in the vector
-    // lanes (conv_dw.rs), over wider ones of column stride 2 along output rows reading
-    // the input in place (conv_dw_rows.rs), the others below on conv_direct.rs's
-    // copies of the input; the same bits every way.
+    // float32 kernels that take a whole image at a time (see `ImageKernel`).
     if T::DTYPE == DType::F32
-        && cg == 1
-        && mg == 1
-        && group > 1
-        && let Some(isa) = Isa::detect()
-    {
-        let blocked = Depthwise::plan(&win, isa).filter(Depthwise::pays);
-        let along_rows = match blocked {
-            Some(_) => None,
-            None => DwRows::plan(&win, isa),
-        };
-        if blocked.is_some() || along_rows.is_some() {
-            let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
-            let bias = bias.map(as_f32);
-            for (n, out) in y.chunks_mut(m * olen).enumerate() {
-                let x = &xv[n * c * ilen..][..c * ilen];
-                match (&blocked, &along_rows) {
-                    (Some(dw), _) => dw.conv(x, wv, bias, epilogue, out, parallel),
-                    (None, Some(dw)) => dw.conv(x, wv, bias, epilogue, out, parallel),
-                    (None, None) => unreachable!("one of the two plans was made"),
-                }
-            }
-            return Ok(());
-        }
-    }
-    // float32 stems (few input channels, column stride 2) along output rows reading
-    // the input in place (conv_rows.rs).
-    if T::DTYPE == DType::F32
-        && group == 1
-        && let Some(stem) = Isa::detect().and_then(|isa| StemRows::plan(&win, c, isa))
+        && let Some(kernel) = Isa::detect().and_then(|isa| {
+            ImageKernel::plan(&win, isa, (c, group), cg == 1 && mg == 1 && group > 1)
+        })
     {
         let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
         let bias = bias.map(as_f32);
         for (n, out) in y.chunks_mut(m * olen).enumerate() {
-            stem.conv(
-                &xv[n * c * ilen..][..c * ilen],
-                wv,
-                bias,
-                epilogue,
-                out,
-                parallel,
-            );
+            let x = &xv[n * c * ilen..][..c * ilen];
+            match &kernel {
+                ImageKernel::Blocked(k) => k.conv(x, wv, bias, epilogue, out, parallel),
+                ImageKernel::DepthwiseRows(k) => k.conv(x, wv, bias, epilogue, out, parallel),
+                ImageKernel::Stem(k) => k.conv(x, wv, bias, epilogue, out, parallel),
+            }
         }
         return Ok(());
     }
@@ -322,6 +291,38 @@ fn conv_typed<T: Scalar>(
         }
     });
     Ok(())
+}
+
+/// The float32 kernels that take one whole image (every group) per call: depthwise
+/// windows over small images with the channels in the vector lanes (conv_dw.rs), over
+/// wider ones of column stride 2 along output rows reading the input in place
+/// (conv_dw_rows.rs), and stems of few input channels and column stride 2 the same way
+/// (conv_rows.rs). Each gives the bits of conv_direct.rs, which takes the windows none
+/// of them does.
+// The plan lives on the stack for one call; boxing the large one (Depthwise's tables)
+// would allocate per launch.
+#[allow(clippy::large_enum_variant)]
+enum ImageKernel {
+    Blocked(Depthwise),
+    DepthwiseRows(DwRows),
+    Stem(StemRows),
+}
+
+impl ImageKernel {
+    /// The kernel for `win` over `c` input channels in `group` groups on `isa`, if one
+    /// takes it; `depthwise`: one input and one output channel per group.
+    fn plan(win: &Window, isa: Isa, (c, group): (usize, usize), depthwise: bool) -> Option<Self> {
+        if depthwise {
+            match Depthwise::plan(win, isa).filter(Depthwise::pays) {
+                Some(k) => Some(ImageKernel::Blocked(k)),
+                None => DwRows::plan(win, isa).map(ImageKernel::DepthwiseRows),
+            }
+        } else if group == 1 {
+            StemRows::plan(win, c, isa).map(ImageKernel::Stem)
+        } else {
+            None
+        }
+    }
 }
 
 /// Runs `block(i, out)` over the blocks of `y`, `len` elements each (a convolution's

@@ -272,9 +272,10 @@ mod x86 {
         // `col + b + 2 v l` of each tap row for even `b < kw` and `v < V`. Unmasked,
         // every one lies inside the row (the contract; `col >= 0`); masked, only the
         // floats of columns `0..width` are read (`inside`), the row's own, and the
-        // pointer to the others is formed wrapping and not read. Weights: `w + j ctaps + r kw + b (+ 1)` for
-        // `j < N`, `r < rows.len()`, `b (+ 1) < kw`, inside the contract's. Stores: the
-        // first `t.n` columns at `out + j olen`, vector `v` covering `v l ..`.
+        // pointer to the others is formed wrapping and not read. Weights: `w + j ctaps
+        // + r kw + b (+ 1)` for `j < N`, `r < rows.len()`, `b (+ 1) < kw`, inside the
+        // contract's. Stores: the first `t.n` columns at `out + j olen`, vector `v`
+        // covering `v l ..`.
         unsafe {
             // Plain loops, not `array::from_fn`: its closures are not compiled for the
             // set, and calls per vector made the kernel ten times slower.

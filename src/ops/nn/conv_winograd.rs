@@ -237,13 +237,28 @@ impl Winograd {
         2 * top..2 * bottom + 4
     }
 
+    /// Floats of the padded input one copy holds: `c` planes of [`Winograd::rows_held`]
+    /// rows.
+    fn padded_len(&self) -> usize {
+        let (_, pw) = self.plane();
+        self.c * self.rows_held() * pw
+    }
+
+    /// Floats of the padded image the tasks share: the whole image where blocks are
+    /// shared, none where each block pads its own rows (in its task's buffers).
+    fn image_len(&self) -> usize {
+        match self.split {
+            Split::Channels => self.padded_len(),
+            Split::None | Split::Blocks => 0,
+        }
+    }
+
     /// Floats of one set of block buffers: V and M for every ξ, and the padded input's
     /// rows where each block pads its own.
     fn task_len(&self) -> usize {
-        let (_, pw) = self.plane();
         let window = match self.split {
             Split::Channels => 0,
-            Split::None | Split::Blocks => self.c * self.rows_held() * pw,
+            Split::None | Split::Blocks => self.padded_len(),
         };
         16 * (self.c + self.m) * self.block + window
     }
@@ -251,13 +266,8 @@ impl Winograd {
     /// Scratch floats [`Winograd::run`] needs: with `transform` (raw weights) room for
     /// `U` too.
     pub(super) fn scratch_len(&self, transform: bool) -> usize {
-        let (ph, pw) = self.plane();
         let u = if transform { 16 * self.m * self.c } else { 0 };
-        let image = match self.split {
-            Split::Channels => self.c * ph * pw,
-            Split::None | Split::Blocks => 0,
-        };
-        image + u + self.buffers() * self.task_len()
+        self.image_len() + u + self.buffers() * self.task_len()
     }
 
     /// The first tile of block `b` and its tile count.
@@ -281,11 +291,6 @@ impl Winograd {
     ) {
         let (ph, pw) = self.plane();
         let (m, c) = (self.m, self.c);
-        let image = if self.split == Split::Channels {
-            c * ph * pw
-        } else {
-            0
-        };
         let (raw, room) = match w {
             Weights::Raw(w) => (Some(w), w.len() >= m * c * 9),
             Weights::Transformed(u) => (None, u.len() >= 16 * m * c),
@@ -295,7 +300,7 @@ impl Winograd {
             "winograd conv: weights or bias too short"
         );
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
-        let (padded, rest) = scratch.split_at_mut(image);
+        let (padded, rest) = scratch.split_at_mut(self.image_len());
         let (u, rest) = rest.split_at_mut(if raw.is_some() { 16 * m * c } else { 0 });
         let bufs = &mut rest[..self.buffers() * self.task_len()];
         let tasks = self.tasks();

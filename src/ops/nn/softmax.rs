@@ -27,13 +27,23 @@ use crate::ops::DType;
 use crate::ops::elementwise::vmath;
 use crate::ops::linalg::min_chunks;
 use crate::ops::simd::Isa;
-use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
+use crate::ops::{Attrs, InferCtx, OpError, TensorMut, TensorRef};
 
 /// The factor the input is multiplied by before it is normalized (a positive float32,
 /// 1 when absent): where lowering fused the division of attention's scores by a
 /// constant into their Softmax (`lower::fuse`). The multiplication is folded into the
 /// subtraction of the row's max (see [`rows_any`]), so it costs no pass of its own.
 pub const SCALE_ATTR: &str = "_rt2_softmax_scale";
+
+/// `attrs`, the attributes a node of another Softmax op type (GE's SoftmaxV2, its 2020
+/// Softmax) launches or computes this one with, plus the node's fused scale
+/// ([`SCALE_ATTR`]) where lowering gave it one: every route to the kernel keeps it.
+pub(crate) fn with_scale(ctx: &InferCtx, mut attrs: Attrs) -> Attrs {
+    if let Some(s) = ctx.attrs.get(SCALE_ATTR) {
+        attrs.insert(SCALE_ATTR.to_string(), s.clone());
+    }
+    attrs
+}
 
 /// Elements below which blocks run on the calling thread.
 const PARALLEL_ELEMS: usize = 1 << 14;
