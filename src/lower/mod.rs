@@ -44,7 +44,7 @@ pub struct LowerOptions {
     /// Keep constant MatMul, Gemm and Conv weights as the model stores them: every
     /// MatMul, Gemm and Conv stays as it is, instead of a `MatMulPacked` or `GemmPacked`
     /// on the weight packed into column panels, or a `ConvWinograd` on the weights
-    /// transformed for Winograd's F(2x2, 3x3).
+    /// transformed for Winograd's F(2x2, 3x3) or F(4x4, 3x3).
     pub keep_weight_layout: bool,
     /// Plan the device memory of Main's static tensors at lowering
     /// ([`passes::memory`]): one feature memory block from Init instead of an

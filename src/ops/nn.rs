@@ -492,7 +492,8 @@ fn infer_conv(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 }
 
 /// ConvWinograd (rt2's own, made by lowering; see `conv_packed::CONV_WINOGRAD`): Conv's
-/// output from X `[N, C, H, W]` and the transformed weights U `[16, M, C]`.
+/// output from X `[N, C, H, W]` and the transformed weights U, `[16, M, C]` for F(2x2,
+/// 3x3) or `[36, M, C]` for F(4x4, 3x3).
 fn infer_conv_winograd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     ctx.arity(2, 3)?;
     for i in 0..2 {
@@ -506,12 +507,18 @@ fn infer_conv_winograd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     let (Some(x), Some(u)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
         return Ok(meta(DType::F32, None));
     };
-    if x.len() != 4 || u.len() != 3 || agree(u[0], 16).is_none() || agree(u[2], x[1]).is_none() {
+    let positions = |p: i64| agree(u[0], p).is_some();
+    if x.len() != 4
+        || u.len() != 3
+        || !(positions(16) || positions(36))
+        || agree(u[2], x[1]).is_none()
+    {
+        let c = x.get(1).copied().unwrap_or(-1);
         return Err(ctx.input_error(
             1,
             format!(
-                "is {u:?}; for an input {x:?} the transformed weights are [16, M, {}]",
-                x.get(1).copied().unwrap_or(-1)
+                "is {u:?}; for an input {x:?} the transformed weights are [16, M, {c}] or \
+                 [36, M, {c}]"
             ),
         ));
     }

@@ -89,20 +89,21 @@ macro_rules! per_isa {
 
 pub(crate) use per_isa;
 
-/// `pub(super) unsafe fn $name($args)`: `$body::<$set>($args)` compiled for `$set`
-/// (`Avx512` or `Avx2`), the entry point of a kernel written once, generic over [`Simd`]:
+/// `pub(super) unsafe fn $name($args)`: `$body::<$set>($args)` (or `$body::<$set,
+/// $generics...>`) compiled for `$set` (`Avx512` or `Avx2`), the entry point of a kernel
+/// written once, generic over [`Simd`]:
 /// its `#[inline(always)]` methods and their intrinsics inline only into a function
 /// built with the set's target feature. The wrapper's contract is `$body`'s, on a CPU
 /// with the set.
 #[cfg(target_arch = "x86_64")]
 macro_rules! compiled_for {
-    ($name:ident = $body:ident::<Avx512>($($a:ident: $t:ty),*)) => {
-        $crate::ops::simd::compiled_for!(@wrap "avx512f", "AVX-512F", $name, $body, Avx512, $($a: $t),*);
+    ($name:ident = $body:ident::<Avx512 $(, $g:tt)*>($($a:ident: $t:ty),*)) => {
+        $crate::ops::simd::compiled_for!(@wrap "avx512f", "AVX-512F", $name, $body, [Avx512 $(, $g)*], $($a: $t),*);
     };
-    ($name:ident = $body:ident::<Avx2>($($a:ident: $t:ty),*)) => {
-        $crate::ops::simd::compiled_for!(@wrap "avx2,fma", "AVX2 and FMA", $name, $body, Avx2, $($a: $t),*);
+    ($name:ident = $body:ident::<Avx2 $(, $g:tt)*>($($a:ident: $t:ty),*)) => {
+        $crate::ops::simd::compiled_for!(@wrap "avx2,fma", "AVX2 and FMA", $name, $body, [Avx2 $(, $g)*], $($a: $t),*);
     };
-    (@wrap $feature:literal, $set_name:literal, $name:ident, $body:ident, $set:ident, $($a:ident: $t:ty),*) => {
+    (@wrap $feature:literal, $set_name:literal, $name:ident, $body:ident, [$($g:tt)*], $($a:ident: $t:ty),*) => {
         #[doc = concat!("[`", stringify!($body), "`] compiled for ", $set_name, ".")]
         ///
         /// # Safety
@@ -111,7 +112,7 @@ macro_rules! compiled_for {
         #[allow(clippy::too_many_arguments)] // the kernel's own arguments, forwarded
         pub(super) unsafe fn $name($($a: $t),*) {
             // SAFETY: the caller's terms, the set included.
-            unsafe { $body::<$set>($($a),*) }
+            unsafe { $body::<$($g)*>($($a),*) }
         }
     };
 }
@@ -234,6 +235,19 @@ mod x86 {
         /// This CPU has the set, `mask < 1 << (2 * LANES)`, and for each bit j set `p +
         /// j` is valid for reads (any alignment).
         unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (Self::V, Self::V);
+        /// The `2 * LANES` lanes of `a` then `b` split by parity, as
+        /// [`Simd::load_even_odd`] splits floats in memory: twice over, the lanes of a
+        /// stride-4 window's taps.
+        ///
+        /// # Safety
+        /// This CPU has the set.
+        unsafe fn even_odd(a: Self::V, b: Self::V) -> (Self::V, Self::V);
+        /// Lanes 1 .. `LANES` of `a`, then the float at `p`: `a` moved down a lane, the
+        /// next float shifted in.
+        ///
+        /// # Safety
+        /// This CPU has the set, and `p` is valid for reads.
+        unsafe fn shift_in(a: Self::V, p: *const f32) -> Self::V;
         /// The sum of the lanes, folded by halves: `lane[i] += lane[i + n]` for `n` =
         /// `LANES / 2`, `LANES / 4`, ..., 1, then lane 0. One order on every set, so 16
         /// lanes give the same bits as AVX2's two vectors added and then folded.
@@ -448,6 +462,21 @@ mod x86 {
             unsafe { even_odd_512(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))) }
         }
         #[inline(always)]
+        unsafe fn even_odd(a: __m512, b: __m512) -> (__m512, __m512) {
+            // SAFETY: the caller ensures this CPU has AVX-512F (the trait's contract).
+            unsafe { even_odd_512(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn shift_in(a: __m512, p: *const f32) -> __m512 {
+            // SAFETY: the caller ensures AVX-512F and that the float at `p` is readable:
+            // the broadcast reads exactly it. `alignr` by one lane takes lanes 1 .. 16 of
+            // `a`, then lane 0 of the broadcast.
+            unsafe {
+                let next = _mm512_castps_si512(_mm512_set1_ps(*p));
+                _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(next, _mm512_castps_si512(a)))
+            }
+        }
+        #[inline(always)]
         unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (__m512, __m512) {
             // SAFETY: the caller ensures AVX-512F, a mask of 32 bits and that the floats
             // it sets are readable; each zero-masked load reads (and faults on) only the
@@ -614,6 +643,21 @@ mod x86 {
             // SAFETY: the caller ensures AVX2 and that the 16 floats from `p` are
             // readable: the two loads read exactly those.
             unsafe { even_odd_256(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
+        }
+        #[inline(always)]
+        unsafe fn even_odd(a: __m256, b: __m256) -> (__m256, __m256) {
+            // SAFETY: the caller ensures this CPU has AVX2 (the trait's contract).
+            unsafe { even_odd_256(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn shift_in(a: __m256, p: *const f32) -> __m256 {
+            // SAFETY: the caller ensures AVX2 and that the float at `p` is readable: the
+            // broadcast reads exactly it. The permute moves lane i + 1 of `a` to lane i
+            // (and lane 0 to lane 7), the blend takes lane 7 from the broadcast.
+            unsafe {
+                let down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+                _mm256_blend_ps::<0x80>(_mm256_permutevar8x32_ps(a, down), _mm256_broadcast_ss(&*p))
+            }
         }
         #[inline(always)]
         unsafe fn load_even_odd_mask(p: *const f32, mask: u64) -> (__m256, __m256) {

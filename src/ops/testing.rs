@@ -55,6 +55,20 @@ pub(crate) fn assert_close(got: &[f32], want: &[f32]) {
     }
 }
 
+/// Asserts every element of `got` is within `bound` times `want`'s largest magnitude of
+/// `want`'s: for results whose rounding scales with the terms summed, not with each
+/// result (Winograd's F(4x4, 3x3), whose transforms scale by up to 8 and 1/24).
+pub(crate) fn assert_close_to_scale(got: &[f32], want: &[f32], bound: f32) {
+    assert_eq!(got.len(), want.len());
+    let largest = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= bound * largest,
+            "element {i}: got {g}, want {w}: beyond {bound:e} of {largest:e}"
+        );
+    }
+}
+
 /// Runs `op`'s inference on `inputs` with the given known values and attributes: the one
 /// driver of the families' unit tests.
 pub(crate) fn infer_for_test(

@@ -1,21 +1,31 @@
-//! float32 3x3 convolutions of stride 1 by Winograd's minimal filtering F(2x2, 3x3)
-//! (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
+//! float32 3x3 convolutions of stride 1 by Winograd's minimal filtering, F(2x2, 3x3) and
+//! F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+//! 2016).
 //!
 //! Why: a direct 3x3 convolution spends 9 multiply-adds per output, input channel and
 //! output channel, and the direct kernels here (conv_direct.rs, conv_blocked.rs) already
 //! run those near the FMA units' peak; ONNX Runtime's NCHWc kernels do too. Past the
 //! peak the only way to be faster is fewer multiplies. F(2x2, 3x3) computes a 2x2 output
-//! tile from a 4x4 input tile with 16 products instead of 36, 2.25 times fewer:
+//! tile from a 4x4 input tile with 16 products instead of 36, 2.25 times fewer; F(4x4,
+//! 3x3) a 4x4 tile from a 6x6 one with 36 instead of 144, 4 times fewer:
 //!
-//! - the weights of each (output channel, input channel) become a 4x4 `U = G g Gᵀ`;
-//! - each 4x4 input tile of each channel becomes `V = Bᵀ d B` (additions only);
-//! - for each of the 16 positions ξ of the 4x4, the products over the input channels
-//!   are one matrix product `M_ξ = U_ξ [out x in] · V_ξ [in x tiles]`, rt2's sgemm;
-//! - each output tile is `Aᵀ M A` (additions only), plus the bias, then the activation.
+//! - the weights of each (output channel, input channel) become an `a x a` `U = G g Gᵀ`
+//!   (`a` = 4 or 6, the window's side);
+//! - each `a x a` input tile of each channel becomes `V = Bᵀ d B` (additions, and for
+//!   F(4x4) multiplies by 2, 4 and 5 fused into them);
+//! - for each of the `a²` positions ξ, the products over the input channels are one
+//!   matrix product `M_ξ = U_ξ [out x in] · V_ξ [in x tiles]`, rt2's sgemm;
+//! - each output tile is `Aᵀ M A`, plus the bias, then the activation.
 //!
-//! The transforms of F(2x2, 3x3) multiply by 1, -1 and 1/2 only, so the result's error is
-//! that of a direct sum of the same terms (the larger variants, F(4x4, 3x3) and up, scale
-//! by 1/24 and 4 and lose several bits, which is why they are not used here).
+//! F(2x2, 3x3)'s transforms multiply by 1, -1 and 1/2 only, so its error is that of a
+//! direct sum of the same terms. F(4x4, 3x3)'s (the points 0, ±1, ±2) scale by up to 8
+//! and by 1/24 and lose bits: measured in the tests against the definition, its worst
+//! error is 3e-6 to 7e-6 of the output's largest magnitude, ten times F(2x2)'s (on the
+//! UNet, 143 of 262144 outputs differ from ONNX Runtime's by more than 3e-5 relative and
+//! 3e-6 absolute, against one with F(2x2) alone; none by 1e-4 and 1e-5). The larger
+//! variants, F(6x6, 3x3) and up, lose several bits more and are not used.
+//! [`Winograd::tile_for`] takes F(4x4) where its grid of tiles (rounded up to whole
+//! groups of them) costs at most three quarters of F(2x2)'s products, F(2x2) elsewhere.
 //!
 //! The tiles are taken in blocks sized for L2 (the block's V and M for every ξ), each
 //! block transformed, multiplied and transformed back before the next. Threads take
@@ -25,8 +35,10 @@
 //! copied into zero-padded planes whose width is a whole number of vectors of tiles, so
 //! the transforms run without bounds checks in vectors of `LANES` tiles: a tile row's
 //! 4x4 windows start two columns apart, and the even and odd columns of two vectors give
-//! the window's four columns for `LANES` tiles at once. The tiles of the rounding, past
-//! the output's edge, are computed and not stored.
+//! the window's four columns for `LANES` tiles at once; 6x6 windows start four apart,
+//! and four vectors split by parity twice give columns 0 to 3, those moved down a lane
+//! columns 4 and 5. The tiles of the rounding, past the output's edge, are computed
+//! and not stored.
 //!
 //! Where threads take whole blocks (or there is one thread), each block pads only the
 //! input rows its tiles read, into a window of its own buffers, just before it
@@ -65,10 +77,55 @@ pub(super) enum Weights<'a> {
     Transformed(&'a [f32]),
 }
 
-/// A 3x3 stride-1 convolution of one (image, group) block by F(2x2, 3x3).
+/// Which of Winograd's algorithms a convolution runs: the side of its output tiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tile {
+    /// F(2x2, 3x3): 2x2 outputs from a 4x4 window, 16 products.
+    F2,
+    /// F(4x4, 3x3): 4x4 outputs from a 6x6 window, 36 products.
+    F4,
+}
+
+impl Tile {
+    /// The side of an output tile.
+    pub(super) const fn out(self) -> usize {
+        match self {
+            Tile::F2 => 2,
+            Tile::F4 => 4,
+        }
+    }
+
+    /// The side of a tile's input window: the output's and the kernel's less one.
+    pub(super) const fn side(self) -> usize {
+        self.out() + 2
+    }
+
+    /// The positions ξ of the transformed window, each one product.
+    pub(super) const fn positions(self) -> usize {
+        self.side() * self.side()
+    }
+
+    /// The algorithm whose `U` has `positions` rows of `[m, c]`.
+    pub(super) fn of_positions(positions: usize) -> Option<Tile> {
+        [Tile::F2, Tile::F4]
+            .into_iter()
+            .find(|t| t.positions() == positions)
+    }
+
+    /// Tile rows and tile columns (these rounded up to [`GROUP`]) covering an `oh` x
+    /// `ow` output, and how many of those tiles hold outputs.
+    fn grid(self, oh: usize, ow: usize) -> (usize, usize, usize) {
+        let (th, used_w) = (oh.div_ceil(self.out()), ow.div_ceil(self.out()));
+        (th, used_w.next_multiple_of(GROUP), th * used_w)
+    }
+}
+
+/// A 3x3 stride-1 convolution of one (image, group) block by Winograd's F(2x2, 3x3) or
+/// F(4x4, 3x3).
 #[derive(Debug, Clone)]
 pub(super) struct Winograd {
     isa: Isa,
+    tile: Tile,
     /// Input and output channels.
     c: usize,
     m: usize,
@@ -107,33 +164,50 @@ enum Split {
 }
 
 impl Winograd {
-    /// Whether the kernel computes `win` over `c` input and `m` output channels and pays
-    /// for itself ([`Winograd::plan`]'s terms), from the shapes alone: lowering decides
-    /// with it, the same on every machine (`conv_packed.rs`).
-    pub(super) fn takes(win: &Window, c: usize, m: usize) -> bool {
-        let flat = win.input[0] == 1 && win.kernel[0] == 1;
-        if !flat
-            || win.kernel != [1, 3, 3]
-            || win.stride != [1; 3]
-            || win.dilation != [1; 3]
-            || win.pad_begin[1..]
-                .iter()
-                .chain(&win.pad_end[1..])
-                .any(|&p| !(0..=2).contains(&p))
-        {
-            return false;
+    /// The algorithm that computes `win` over `c` input and `m` output channels, if one
+    /// pays for itself, from the shapes alone: lowering decides with it, the same on
+    /// every machine (`conv_packed.rs`).
+    ///
+    /// F(2x2, 3x3) where there are enough channels that the products dominate the
+    /// transforms, enough tiles that the weight transform and the products' narrow tiles
+    /// cost less than the multiplies saved, and not too many tiles of the rounding.
+    /// F(4x4, 3x3) in its place where its grid's products are at most three quarters of
+    /// F(2x2)'s (the rounding of its larger tiles can cost it the rest of its 1.78 times
+    /// fewer multiplies: a 4 x 32 map is 16 tiles of 4x4 to 32 of 2x2, on more than
+    /// twice the positions).
+    pub(super) fn tile_for(win: &Window, c: usize, m: usize) -> Option<Tile> {
+        if !Self::fits(win) || c < MIN_CHANNELS || m < MIN_CHANNELS {
+            return None;
         }
         let [_, oh, ow] = win.output;
-        let (th, tiles_w) = (oh.div_ceil(2), ow.div_ceil(2));
-        let (tiles, used) = (th * tiles_w.next_multiple_of(GROUP), th * tiles_w);
-        c >= MIN_CHANNELS && m >= MIN_CHANNELS && used >= MIN_TILES && used * 4 >= tiles * 3
+        let (th, tw, used) = Tile::F2.grid(oh, ow);
+        if used < MIN_TILES || used * 4 < th * tw * 3 {
+            return None;
+        }
+        let (th4, tw4, _) = Tile::F4.grid(oh, ow);
+        let products = |tile: Tile, tiles: usize| tile.positions() * tiles;
+        match products(Tile::F4, th4 * tw4) * 4 <= products(Tile::F2, th * tw) * 3 {
+            true => Some(Tile::F4),
+            false => Some(Tile::F2),
+        }
     }
 
-    /// The plan for a window, when it is one this kernel computes (2-D, 3x3, stride and
-    /// dilation 1, padding of at most 2) and pays for itself: enough channels that the
-    /// products dominate the transforms, enough tiles that the per-call weight transform
-    /// and the products' narrow tiles cost less than the multiplies saved, and not too
-    /// many tiles of the rounding. With `parallel` (the call splits its work across
+    /// Whether the kernels compute `win`: 2-D, 3x3, stride and dilation 1, padding of at
+    /// most 2.
+    fn fits(win: &Window) -> bool {
+        let flat = win.input[0] == 1 && win.kernel[0] == 1;
+        flat && win.kernel == [1, 3, 3]
+            && win.stride == [1; 3]
+            && win.dilation == [1; 3]
+            && win.pad_begin[1..]
+                .iter()
+                .chain(&win.pad_end[1..])
+                .all(|&p| (0..=2).contains(&p))
+    }
+
+    /// The plan for a window the kernels compute ([`Winograd::fits`]) by `tile`'s
+    /// algorithm (whichever [`Winograd::tile_for`] would choose: lowering may have
+    /// transformed the weights for it). With `parallel` (the call splits its work across
     /// threads) the blocks are cut small enough for two per thread, or, when that would
     /// make them too narrow, threads share each block ([`Split`]). Which kernel runs
     /// does not depend on the threads, so neither do the bits.
@@ -141,18 +215,18 @@ impl Winograd {
         win: &Window,
         c: usize,
         m: usize,
+        tile: Tile,
         isa: Isa,
         parallel: bool,
     ) -> Option<Winograd> {
-        if !Self::takes(win, c, m) {
+        if !Self::fits(win) || c == 0 || m == 0 {
             return None;
         }
         let [_, h, w] = win.input;
         let [_, oh, ow] = win.output;
-        let th = oh.div_ceil(2);
-        let tw = ow.div_ceil(2).next_multiple_of(GROUP);
+        let (th, tw, _) = tile.grid(oh, ow);
         let tiles = th * tw;
-        let per_tile = 16 * (c + m) * 4;
+        let per_tile = tile.positions() * (c + m) * 4;
         let mut block = (BLOCK_BYTES / per_tile / GROUP * GROUP).clamp(GROUP, tiles);
         let threads = rayon::current_num_threads();
         let share = tiles / (2 * threads) / GROUP * GROUP;
@@ -166,6 +240,7 @@ impl Winograd {
         };
         Some(Winograd {
             isa,
+            tile,
             c,
             m,
             h,
@@ -187,10 +262,12 @@ impl Winograd {
         self.split == Split::Channels
     }
 
-    /// Padded plane rows and columns: every tile's 4x4 window, and the two vectors of
-    /// its group's last even/odd load, lie inside.
+    /// Padded plane rows and columns: every tile's window, and the vectors of its
+    /// group's last loads (the `2 LANES` floats of F(2x2)'s even/odd loads from its
+    /// window's columns 0 and 2, the `4 LANES` and two more of F(4x4)'s), lie inside.
     fn plane(&self) -> (usize, usize) {
-        (2 * self.th + 2, 2 * self.tw + 2)
+        let t = self.tile.out();
+        (t * self.th + 2, t * self.tw + 2)
     }
 
     /// Tiles in the padded grid, the rounding's included.
@@ -225,16 +302,19 @@ impl Winograd {
     /// rows it spans, at most `block / tw` rounded up and one more, and the two below.
     fn rows_held(&self) -> usize {
         let (ph, _) = self.plane();
+        let t = self.tile.out();
         match self.split {
             Split::Channels => ph,
-            Split::None | Split::Blocks => (2 * (self.block.div_ceil(self.tw) + 1) + 2).min(ph),
+            Split::None | Split::Blocks => (t * (self.block.div_ceil(self.tw) + 1) + 2).min(ph),
         }
     }
 
-    /// The padded rows the `n` tiles from `first` read: two per tile row, and two more.
+    /// The padded rows the `n` tiles from `first` read: a tile's side per tile row, and
+    /// two more.
     fn window(&self, first: usize, n: usize) -> Range<usize> {
         let (top, bottom) = (first / self.tw, (first + n - 1) / self.tw);
-        2 * top..2 * bottom + 4
+        let t = self.tile.out();
+        t * top..t * bottom + t + 2
     }
 
     /// Floats of the padded input one copy holds: `c` planes of [`Winograd::rows_held`]
@@ -260,13 +340,17 @@ impl Winograd {
             Split::Channels => 0,
             Split::None | Split::Blocks => self.padded_len(),
         };
-        16 * (self.c + self.m) * self.block + window
+        self.tile.positions() * (self.c + self.m) * self.block + window
     }
 
     /// Scratch floats [`Winograd::run`] needs: with `transform` (raw weights) room for
     /// `U` too.
     pub(super) fn scratch_len(&self, transform: bool) -> usize {
-        let u = if transform { 16 * self.m * self.c } else { 0 };
+        let u = if transform {
+            self.tile.positions() * self.m * self.c
+        } else {
+            0
+        };
         self.image_len() + u + self.buffers() * self.task_len()
     }
 
@@ -290,10 +374,10 @@ impl Winograd {
         out: &mut [f32],
     ) {
         let (ph, pw) = self.plane();
-        let (m, c) = (self.m, self.c);
+        let (m, c, xis) = (self.m, self.c, self.tile.positions());
         let (raw, room) = match w {
             Weights::Raw(w) => (Some(w), w.len() >= m * c * 9),
-            Weights::Transformed(u) => (None, u.len() >= 16 * m * c),
+            Weights::Transformed(u) => (None, u.len() >= xis * m * c),
         };
         assert!(
             room && bias.is_none_or(|b| b.len() >= m),
@@ -301,7 +385,7 @@ impl Winograd {
         );
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
         let (padded, rest) = scratch.split_at_mut(self.image_len());
-        let (u, rest) = rest.split_at_mut(if raw.is_some() { 16 * m * c } else { 0 });
+        let (u, rest) = rest.split_at_mut(if raw.is_some() { xis * m * c } else { 0 });
         let bufs = &mut rest[..self.buffers() * self.task_len()];
         let tasks = self.tasks();
         // The whole padded image, where blocks share it.
@@ -321,7 +405,7 @@ impl Winograd {
         // image) and transforms its share of the weights: one hand-off for both.
         let prepare = |t: usize| {
             // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `whole` holds the `c`
-            // planes where blocks are shared and, with raw weights, `us` U (`16 m c`
+            // planes where blocks are shared and, with raw weights, `us` U (`ξs m c`
             // floats of the scratch), and task `t` writes only its shares (`part`) of
             // their channels.
             unsafe {
@@ -348,8 +432,8 @@ impl Winograd {
                 each(tasks, prepare);
                 let per = self.blocks().div_ceil(tasks);
                 let task = |t: usize, buf: &mut [f32]| {
-                    let (v, rest) = buf.split_at_mut(16 * c * self.block);
-                    let (mx, rows) = rest.split_at_mut(16 * m * self.block);
+                    let (v, rest) = buf.split_at_mut(xis * c * self.block);
+                    let (mx, rows) = rest.split_at_mut(xis * m * self.block);
                     let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
                     for b in t * per..((t + 1) * per).min(self.blocks()) {
                         let (first, n) = self.span(b);
@@ -378,7 +462,7 @@ impl Winograd {
                 }
             }
             Split::Channels => {
-                let (v, mx) = bufs.split_at_mut(16 * c * self.block);
+                let (v, mx) = bufs.split_at_mut(xis * c * self.block);
                 let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
                 for b in 0..self.blocks() {
                     let (first, n) = self.span(b);
@@ -442,19 +526,21 @@ impl Winograd {
     }
 
     /// `U_ξ[o][i]`, at `u[(ξ m + o) c + i]`, for the output channels `outs`: `G g Gᵀ`
-    /// of each 3x3 `g`, with `G = [[1, 0, 0], [½, ½, ½], [½, -½, ½], [0, 0, 1]]`.
+    /// of each 3x3 `g` ([`transform`]'s `G`).
     ///
     /// # Safety
-    /// This CPU has `self.isa`; `u` points at `16 m c` floats, whose rows of `outs` no
-    /// other thread touches while this runs.
+    /// This CPU has `self.isa`; `u` points at `ξs m c` floats (ξs the tile's positions),
+    /// whose rows of `outs` no other thread touches while this runs.
     unsafe fn transform_weights(&self, w: &[f32], u: &SharedOut, outs: Range<usize>) {
         assert!(w.len() >= self.m * self.c * 9 && outs.end <= self.m);
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's terms, passed on; `w`'s size is asserted.
         unsafe {
-            match self.isa {
-                Isa::Avx512 => x86::weights_avx512(self, w, u, outs),
-                Isa::Avx2 => x86::weights_avx2(self, w, u, outs),
+            match (self.isa, self.tile) {
+                (Isa::Avx512, Tile::F2) => x86::weights_avx512(self, w, u, outs),
+                (Isa::Avx2, Tile::F2) => x86::weights_avx2(self, w, u, outs),
+                (Isa::Avx512, Tile::F4) => x86::weights4_avx512(self, w, u, outs),
+                (Isa::Avx2, Tile::F4) => x86::weights4_avx2(self, w, u, outs),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -465,9 +551,9 @@ impl Winograd {
     /// tiles of a block: one sgemm per ξ.
     ///
     /// # Safety
-    /// `u` holds U (`16 m c` floats), `v` the block's V (`16 c n`) and `mx` room for its
-    /// M (`16 m n`), whose rows of `outs` no other thread touches while this runs, and
-    /// no thread writes U's or V's.
+    /// `u` holds U (`ξs m c` floats, ξs the tile's positions), `v` the block's V
+    /// (`ξs c n`) and `mx` room for its M (`ξs m n`), whose rows of `outs` no other
+    /// thread touches while this runs, and no thread writes U's or V's.
     unsafe fn products(
         &self,
         u: &SharedOut,
@@ -477,7 +563,7 @@ impl Winograd {
         mx: &SharedOut,
     ) {
         let (m, c) = (self.m, self.c);
-        for xi in 0..16 {
+        for xi in 0..self.tile.positions() {
             // SAFETY: rows `outs` of U_ξ (m x c at `u + ξ m c`), V_ξ (c x n, rows `n`
             // apart, at `v + ξ c n`) and rows `outs` of M_ξ (m x n at `mx + ξ m n`) lie
             // in the caller's buffers; M's rows alias neither and are only written
@@ -509,7 +595,7 @@ impl Winograd {
     /// # Safety
     /// This CPU has `self.isa`; `padded` holds the `c` padded planes' rows these tiles
     /// read ([`Winograd::window`]), whose planes of `ins` no thread writes while this
-    /// runs; `v` points at `16 c n` floats, whose
+    /// runs; `v` points at `ξs c n` floats (ξs the tile's positions), whose
     /// rows of `ins` no other thread touches while this runs.
     unsafe fn input_tiles(
         &self,
@@ -522,9 +608,11 @@ impl Winograd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's terms, passed on.
         unsafe {
-            match self.isa {
-                Isa::Avx512 => x86::input_tiles_avx512(self, padded, first, n, ins, v),
-                Isa::Avx2 => x86::input_tiles_avx2(self, padded, first, n, ins, v),
+            match (self.isa, self.tile) {
+                (Isa::Avx512, Tile::F2) => x86::input_tiles_avx512(self, padded, first, n, ins, v),
+                (Isa::Avx2, Tile::F2) => x86::input_tiles_avx2(self, padded, first, n, ins, v),
+                (Isa::Avx512, Tile::F4) => x86::input_tiles4_avx512(self, padded, first, n, ins, v),
+                (Isa::Avx2, Tile::F4) => x86::input_tiles4_avx2(self, padded, first, n, ins, v),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -538,7 +626,7 @@ impl Winograd {
     /// `M_ξ[o][t]` at `mx[(ξ m + o) n + t]`.
     ///
     /// # Safety
-    /// This CPU has `self.isa`; `mx` holds the block's M (`16 m n` floats), which no
+    /// This CPU has `self.isa`; `mx` holds the block's M (`ξs m n` floats), which no
     /// thread writes while this runs; `out` points at the `[m, oh, ow]` output, whose
     /// tiles of these tiles and channels no other thread touches while this runs.
     #[allow(clippy::too_many_arguments)]
@@ -555,11 +643,19 @@ impl Winograd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's terms, passed on.
         unsafe {
-            match self.isa {
-                Isa::Avx512 => {
+            match (self.isa, self.tile) {
+                (Isa::Avx512, Tile::F2) => {
                     x86::output_tiles_avx512(self, mx, first, n, outs, bias, epilogue, out)
                 }
-                Isa::Avx2 => x86::output_tiles_avx2(self, mx, first, n, outs, bias, epilogue, out),
+                (Isa::Avx2, Tile::F2) => {
+                    x86::output_tiles_avx2(self, mx, first, n, outs, bias, epilogue, out)
+                }
+                (Isa::Avx512, Tile::F4) => {
+                    x86::output_tiles4_avx512(self, mx, first, n, outs, bias, epilogue, out)
+                }
+                (Isa::Avx2, Tile::F4) => {
+                    x86::output_tiles4_avx2(self, mx, first, n, outs, bias, epilogue, out)
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -570,26 +666,37 @@ impl Winograd {
     }
 }
 
-/// `U` of the weights `w` (`[m, c, 3, 3]`): `U_ξ[o][i]` at `(ξ m + o) c + i`, as
-/// [`Winograd::run`] makes it from raw weights, done once (lowering's `ConvWinograd`).
-/// The operations and their order are the vector code's (`x86::weights`), so are the
-/// bits.
-pub(super) fn transform(w: &[f32], m: usize, c: usize) -> Vec<f32> {
+/// `U` of the weights `w` (`[m, c, 3, 3]`) for `tile`'s algorithm: `U_ξ[o][i]` at
+/// `(ξ m + o) c + i`, as [`Winograd::run`] makes it from raw weights, done once
+/// (lowering's `ConvWinograd`). The operations and their order are the vector code's
+/// (`x86::weights`), so are the bits.
+pub(super) fn transform(w: &[f32], m: usize, c: usize, tile: Tile) -> Vec<f32> {
+    match tile {
+        Tile::F2 => transform_with::<4>(w, m, c, g2),
+        Tile::F4 => transform_with::<6>(w, m, c, g4),
+    }
+}
+
+/// [`transform`] with `A`-point `G` as `g`, which maps a kernel row or column to `G r`.
+fn transform_with<const A: usize>(
+    w: &[f32],
+    m: usize,
+    c: usize,
+    g: fn([f32; 3]) -> [f32; A],
+) -> Vec<f32> {
     assert!(
         w.len() >= m * c * 9,
         "winograd transform: weights too short"
     );
-    let mut u = vec![0.0; 16 * m * c];
-    // `G r` for a row or column `r` of three.
-    let gr = |a: f32, b: f32, c: f32| [a, (a + b + c) * 0.5, (a - b + c) * 0.5, c];
+    let mut u = vec![0.0; A * A * m * c];
     for o in 0..m {
         for i in 0..c {
-            let g = &w[(o * c + i) * 9..][..9];
-            let cols: [[f32; 4]; 3] = std::array::from_fn(|j| gr(g[j], g[3 + j], g[6 + j]));
-            for r in 0..4 {
-                let row = gr(cols[0][r], cols[1][r], cols[2][r]);
+            let k = &w[(o * c + i) * 9..][..9];
+            let cols: [[f32; A]; 3] = std::array::from_fn(|j| g([k[j], k[3 + j], k[6 + j]]));
+            for r in 0..A {
+                let row = g([cols[0][r], cols[1][r], cols[2][r]]);
                 for (j, v) in row.into_iter().enumerate() {
-                    u[((4 * r + j) * m + o) * c + i] = v;
+                    u[((A * r + j) * m + o) * c + i] = v;
                 }
             }
         }
@@ -597,70 +704,164 @@ pub(super) fn transform(w: &[f32], m: usize, c: usize) -> Vec<f32> {
     u
 }
 
-/// The convolution of [`Winograd::run`] from `U` (`[16, m, c]`) in portable code, for a
-/// CPU without the vector kernels: `out` (`[m, oh, ow]`) from `x` (`[c, h, w]`) by the
-/// same transforms, the products summed in input-channel order. The results agree with
-/// the vector kernels' to rounding.
+/// F(2x2, 3x3)'s `G r` for a row or column `r` of three:
+/// `G = [[1, 0, 0], [½, ½, ½], [½, -½, ½], [0, 0, 1]]`.
+fn g2([a, b, c]: [f32; 3]) -> [f32; 4] {
+    [a, (a + b + c) * 0.5, (a - b + c) * 0.5, c]
+}
+
+/// F(4x4, 3x3)'s `G r` (Lavin and Gray's, of the points 0, ±1, ±2 and ∞):
+/// `G = [[¼, 0, 0], [-⅙, -⅙, -⅙], [-⅙, ⅙, -⅙], [1/24, 1/12, ⅙], [1/24, -1/12, ⅙],
+/// [0, 0, 1]]`, each factor the nearest float32 ([`G4`]).
+fn g4([a, b, c]: [f32; 3]) -> [f32; 6] {
+    let [sixth, twelfth, twenty_fourth] = G4;
+    [
+        a * 0.25,
+        (a + b + c) * -sixth,
+        (a - b + c) * -sixth,
+        a * twenty_fourth + b * twelfth + c * sixth,
+        a * twenty_fourth - b * twelfth + c * sixth,
+        c,
+    ]
+}
+
+/// F(4x4, 3x3)'s factors of `G` other than ¼ and 1: ⅙, 1/12, 1/24.
+const G4: [f32; 3] = [1.0 / 6.0, 1.0 / 12.0, 1.0 / 24.0];
+
+/// F(2x2, 3x3)'s `Bᵀ d` of a window's row or column `d`:
+/// `Bᵀ = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]`.
+fn bt2([d0, d1, d2, d3]: [f32; 4]) -> [f32; 4] {
+    [d0 - d2, d1 + d2, d2 - d1, d1 - d3]
+}
+
+/// F(4x4, 3x3)'s `Bᵀ d`: `Bᵀ = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0],
+/// [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]`,
+/// in the vector code's terms (which fuse the multiplies into the additions).
+fn bt4([d0, d1, d2, d3, d4, d5]: [f32; 6]) -> [f32; 6] {
+    let (b, a) = (d3 - d1, d4 - d2);
+    [
+        4.0 * d0 + (-5.0 * d2 + d4),
+        -4.0 * (d1 + d2) + (d3 + d4),
+        4.0 * (d1 - d2) + (d4 - d3),
+        2.0 * b + a,
+        -2.0 * b + a,
+        4.0 * d1 + (-5.0 * d3 + d5),
+    ]
+}
+
+/// F(2x2, 3x3)'s `Aᵀ m` of a column or row `m` of M: `Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]]`.
+fn at2([m0, m1, m2, m3]: [f32; 4]) -> [f32; 2] {
+    [m0 + m1 + m2, m1 - m2 - m3]
+}
+
+/// F(4x4, 3x3)'s `Aᵀ m`: `Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0],
+/// [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]`, in the vector code's terms.
+fn at4([m0, m1, m2, m3, m4, m5]: [f32; 6]) -> [f32; 4] {
+    let (s12, u12, s34, u34) = (m1 + m2, m1 - m2, m3 + m4, m3 - m4);
+    [
+        m0 + s12 + s34,
+        2.0 * u34 + u12,
+        4.0 * s34 + s12,
+        8.0 * u34 + u12 + m5,
+    ]
+}
+
+/// The convolution of [`Winograd::run`] by `tile`'s algorithm from `U` (`[ξs, m, c]`)
+/// in portable code, for a CPU without the vector kernels: `out` (`[m, oh, ow]`) from
+/// `x` (`[c, h, w]`) by the same transforms (their multiplies not fused into the
+/// additions: such a CPU may have no FMA), the products summed in input-channel order.
+/// The results agree with the vector kernels' to rounding.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn portable(
     win: &Window,
     c: usize,
     m: usize,
+    tile: Tile,
     x: &[f32],
     u: &[f32],
     bias: Option<&[f32]>,
     epilogue: Option<Epilogue>,
     out: &mut [f32],
 ) {
+    let shape = Shape { win, c, m };
+    match tile {
+        Tile::F2 => portable_with::<4, 2>(shape, x, u, bias, out, bt2, at2),
+        Tile::F4 => portable_with::<6, 4>(shape, x, u, bias, out, bt4, at4),
+    }
+    if let Some(e) = epilogue {
+        let [_, oh, ow] = win.output;
+        e.apply_f32(&mut out[..m * oh * ow]);
+    }
+}
+
+/// A convolution's window and channels, as [`portable_with`] takes them.
+#[derive(Clone, Copy)]
+struct Shape<'a> {
+    win: &'a Window,
+    c: usize,
+    m: usize,
+}
+
+/// [`portable`] for windows of side `A` and output tiles of side `T`, whose `Bᵀ` and
+/// `Aᵀ` are `bt` and `at`; before the activation.
+fn portable_with<const A: usize, const T: usize>(
+    Shape { win, c, m }: Shape,
+    x: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    bt: fn([f32; A]) -> [f32; A],
+    at: fn([f32; A]) -> [f32; T],
+) {
     let [_, h, w] = win.input;
     let [_, oh, ow] = win.output;
     let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
-    assert!(x.len() >= c * h * w && u.len() >= 16 * m * c && out.len() >= m * oh * ow);
-    let at = |i: usize, r: isize, col: isize| -> f32 {
+    assert!(x.len() >= c * h * w && u.len() >= A * A * m * c && out.len() >= m * oh * ow);
+    let pixel = |i: usize, r: isize, col: isize| -> f32 {
         match (usize::try_from(r), usize::try_from(col)) {
             (Ok(r), Ok(col)) if r < h && col < w => x[(i * h + r) * w + col],
             _ => 0.0,
         }
     };
     // One tile's V for every input channel (`v[ξ c + i]`), then its M per output channel.
-    super::scratch::with_scratch(16 * c, |v: &mut [f32]| {
-        for tr in 0..oh.div_ceil(2) {
-            for tc in 0..ow.div_ceil(2) {
-                let (r0, c0) = ((2 * tr) as isize - pt, (2 * tc) as isize - pl);
+    super::scratch::with_scratch(A * A * c, |v: &mut [f32]| {
+        for tr in 0..oh.div_ceil(T) {
+            for tc in 0..ow.div_ceil(T) {
+                let (r0, c0) = ((T * tr) as isize - pt, (T * tc) as isize - pl);
                 for i in 0..c {
-                    let d: [[f32; 4]; 4] = std::array::from_fn(|r| {
-                        std::array::from_fn(|j| at(i, r0 + r as isize, c0 + j as isize))
+                    let d: [[f32; A]; A] = std::array::from_fn(|r| {
+                        std::array::from_fn(|j| pixel(i, r0 + r as isize, c0 + j as isize))
                     });
                     // d B, then Bᵀ (d B), as the vector code's `input_tiles`.
-                    let rows = d.map(|[d0, d1, d2, d3]| [d0 - d2, d1 + d2, d2 - d1, d1 - d3]);
-                    let [a0, a1, a2, a3] = rows;
-                    for j in 0..4 {
-                        let col = [a0[j] - a2[j], a1[j] + a2[j], a2[j] - a1[j], a1[j] - a3[j]];
+                    let rows = d.map(bt);
+                    for j in 0..A {
+                        let col = bt(std::array::from_fn(|r| rows[r][j]));
                         for (a, val) in col.into_iter().enumerate() {
-                            v[(4 * a + j) * c + i] = val;
+                            v[(A * a + j) * c + i] = val;
                         }
                     }
                 }
                 for o in 0..m {
-                    let mx: [f32; 16] = std::array::from_fn(|xi| {
-                        let (uo, vx) = (&u[(xi * m + o) * c..][..c], &v[xi * c..][..c]);
-                        uo.iter().zip(vx).fold(0.0, |s, (a, b)| s + a * b)
+                    let mx: [[f32; A]; A] = std::array::from_fn(|a| {
+                        std::array::from_fn(|j| {
+                            let xi = A * a + j;
+                            let (uo, vx) = (&u[(xi * m + o) * c..][..c], &v[xi * c..][..c]);
+                            uo.iter().zip(vx).fold(0.0, |s, (a, b)| s + a * b)
+                        })
                     });
-                    // Aᵀ M A, as `output_tiles`.
-                    let s = [
-                        std::array::from_fn::<f32, 4, _>(|j| mx[j] + mx[4 + j] + mx[8 + j]),
-                        std::array::from_fn::<f32, 4, _>(|j| mx[4 + j] - mx[8 + j] - mx[12 + j]),
-                    ];
+                    // Aᵀ M (`s[j]` its column j), then (Aᵀ M) A row by row, as
+                    // `output_tiles`.
+                    let s: [[f32; T]; A] = std::array::from_fn(|j| at(mx.map(|row| row[j])));
                     let b = bias.map_or(0.0, |b| b[o]);
-                    for (r, s) in s.iter().enumerate() {
-                        let y = 2 * tr + r;
+                    for r in 0..T {
+                        let y = T * tr + r;
                         if y >= oh {
                             break;
                         }
-                        let pair = [s[0] + s[1] + s[2] + b, s[1] - s[2] - s[3] + b];
-                        for (k, val) in pair.into_iter().enumerate() {
-                            if 2 * tc + k < ow {
-                                out[(o * oh + y) * ow + 2 * tc + k] = val;
+                        let row = at(s.map(|col| col[r]));
+                        for (k, val) in row.into_iter().enumerate() {
+                            if T * tc + k < ow {
+                                out[(o * oh + y) * ow + T * tc + k] = val + b;
                             }
                         }
                     }
@@ -668,9 +869,6 @@ pub(super) fn portable(
             }
         }
     });
-    if let Some(e) = epilogue {
-        e.apply_f32(&mut out[..m * oh * ow]);
-    }
 }
 
 /// Padded input planes as the input transform reads them: channel `i`'s at
@@ -698,7 +896,7 @@ fn part(len: usize, t: usize, tasks: usize) -> Range<usize> {
 
 /// Channels below which the transforms cost too much beside the products.
 const MIN_CHANNELS: usize = 16;
-/// Output tiles below which the direct kernels are faster: the per-call weight transform
+/// Output tiles of 2x2 below which the direct kernels are faster: the per-call weight transform
 /// and the products' narrow tiles cost more than the multiplies saved. Measured here, one
 /// thread, against the direct kernels: at 32 tiles (4 x 32 outputs) 64 -> 64 channels took
 /// 25% less, 32 -> 64 and 96 -> 96 20-40% less, 48 -> 64 and 32 -> 32 (8 x 16) the same;
@@ -714,17 +912,17 @@ mod x86 {
     use super::{Epilogue, Padded, SharedOut, Winograd};
     use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
 
-    compiled_for!(input_tiles_avx512 = input_tiles::<Avx512>(
+    compiled_for!(input_tiles_avx512 = input_tiles_with::<Avx512, F2, 4, 2>(
         k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
     ));
-    compiled_for!(input_tiles_avx2 = input_tiles::<Avx2>(
+    compiled_for!(input_tiles_avx2 = input_tiles_with::<Avx2, F2, 4, 2>(
         k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
     ));
-    compiled_for!(output_tiles_avx512 = output_tiles::<Avx512>(
+    compiled_for!(output_tiles_avx512 = output_tiles_with::<Avx512, F2, 4, 2>(
         k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
         bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
     ));
-    compiled_for!(output_tiles_avx2 = output_tiles::<Avx2>(
+    compiled_for!(output_tiles_avx2 = output_tiles_with::<Avx2, F2, 4, 2>(
         k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
         bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
     ));
@@ -732,6 +930,26 @@ mod x86 {
         k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
     ));
     compiled_for!(weights_avx2 = weights::<Avx2>(
+        k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
+    ));
+    compiled_for!(input_tiles4_avx512 = input_tiles_with::<Avx512, F4, 6, 4>(
+        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+    ));
+    compiled_for!(input_tiles4_avx2 = input_tiles_with::<Avx2, F4, 6, 4>(
+        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+    ));
+    compiled_for!(output_tiles4_avx512 = output_tiles_with::<Avx512, F4, 6, 4>(
+        k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
+        bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
+    ));
+    compiled_for!(output_tiles4_avx2 = output_tiles_with::<Avx2, F4, 6, 4>(
+        k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
+        bias: Option<&[f32]>, epilogue: Option<Epilogue>, out: &SharedOut
+    ));
+    compiled_for!(weights4_avx512 = weights4::<Avx512>(
+        k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
+    ));
+    compiled_for!(weights4_avx2 = weights4::<Avx2>(
         k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
     ));
 
@@ -748,7 +966,67 @@ mod x86 {
     /// for `u` and `outs`.
     #[inline(always)]
     unsafe fn weights<S: Simd>(k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>) {
+        // SAFETY: the caller's terms.
+        unsafe {
+            let half = S::splat(0.5);
+            // `G r` for a row or column `r` of three, as the scalar `g2`:
+            // `[a, (a + b + c) ½, (a - b + c) ½, c]`.
+            let gr = |a: S::V, b: S::V, c: S::V| {
+                [
+                    a,
+                    S::mul(S::add(S::add(a, b), c), half),
+                    S::mul(S::add(S::sub(a, b), c), half),
+                    c,
+                ]
+            };
+            weights_with::<S, 4>(k, w, u, outs, gr)
+        }
+    }
+
+    /// [`Winograd::transform_weights`] of F(4x4, 3x3) as [`weights`] does F(2x2, 3x3)'s.
+    ///
+    /// # Safety
+    /// As [`weights`].
+    #[inline(always)]
+    unsafe fn weights4<S: Simd>(k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>) {
+        // SAFETY: the caller's terms.
+        unsafe {
+            let [sixth, twelfth, twenty_fourth] = super::G4.map(|g| S::splat(g));
+            let (quarter, minus_sixth) = (S::splat(0.25), S::splat(-super::G4[0]));
+            // `G r` as the scalar `g4`, operation for operation.
+            let gr = |a: S::V, b: S::V, c: S::V| {
+                let (a24, b12, c6) = (
+                    S::mul(a, twenty_fourth),
+                    S::mul(b, twelfth),
+                    S::mul(c, sixth),
+                );
+                [
+                    S::mul(a, quarter),
+                    S::mul(S::add(S::add(a, b), c), minus_sixth),
+                    S::mul(S::add(S::sub(a, b), c), minus_sixth),
+                    S::add(S::add(a24, b12), c6),
+                    S::add(S::sub(a24, b12), c6),
+                    c,
+                ]
+            };
+            weights_with::<S, 6>(k, w, u, outs, gr)
+        }
+    }
+
+    /// The weight transform of windows of side `A` whose `G r` is `gr`.
+    ///
+    /// # Safety
+    /// As [`weights`]; `A * A` is the plan's positions.
+    #[inline(always)]
+    unsafe fn weights_with<S: Simd, const A: usize>(
+        k: &Winograd,
+        w: &[f32],
+        u: &SharedOut,
+        outs: Range<usize>,
+        gr: impl Fn(S::V, S::V, S::V) -> [S::V; A],
+    ) {
         let (m, c, l) = (k.m, k.c, S::LANES);
+        assert_eq!(A * A, k.tile.positions());
         let mut taps = [0f32; 9 * 16];
         for o in outs {
             for i0 in (0..c).step_by(l) {
@@ -767,24 +1045,13 @@ mod x86 {
                         transpose::<S>(src.add(k0), 9, (n, cols), |j| t.add((k0 + j) * l), l);
                     }
                     let g: [S::V; 9] = std::array::from_fn(|j| S::load(t.add(j * l)));
-                    let half = S::splat(0.5);
-                    // `G r` for a row or column `r` of three, as the scalar form
-                    // `[a, (a + b + c) ½, (a - b + c) ½, c]`.
-                    let gr = |a: S::V, b: S::V, c: S::V| {
-                        [
-                            a,
-                            S::mul(S::add(S::add(a, b), c), half),
-                            S::mul(S::add(S::sub(a, b), c), half),
-                            c,
-                        ]
-                    };
-                    let cols: [[S::V; 4]; 3] =
+                    let cols: [[S::V; A]; 3] =
                         std::array::from_fn(|j| gr(g[j], g[3 + j], g[6 + j]));
-                    let rows: [[S::V; 4]; 4] =
+                    let rows: [[S::V; A]; A] =
                         std::array::from_fn(|r| gr(cols[0][r], cols[1][r], cols[2][r]));
                     for (r, row) in rows.iter().enumerate() {
                         for (j, &v) in row.iter().enumerate() {
-                            let p = u.0.add(((4 * r + j) * m + o) * c + i0);
+                            let p = u.0.add(((A * r + j) * m + o) * c + i0);
                             if n == l {
                                 S::store(p, v);
                             } else {
@@ -797,14 +1064,138 @@ mod x86 {
         }
     }
 
-    /// [`Winograd::input_tiles`] in `S`'s vectors, `S::LANES` tiles at a time: row `r`
-    /// of the tiles' windows is the even and odd columns from the window's start (its
-    /// columns 0 and 1) and from two further (2 and 3).
+    /// A Winograd algorithm's transforms on vectors of `LANES` tiles: windows of side
+    /// `A`, output tiles of side `T`. The scalar forms are `bt2`/`bt4` and `at2`/`at4`.
+    trait Points<const A: usize, const T: usize> {
+        /// Row `r` of the windows of `LANES` neighbouring tiles, from the first window's
+        /// start `p`: column `j` of every window in vector `j`.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set; the floats from `p` the algorithm reads (F(2x2):
+        /// `2 LANES`; F(4x4): `4 LANES + 2`) are readable.
+        unsafe fn window_row<S: Simd>(p: *const f32) -> [S::V; A];
+        /// `Bᵀ d` of a row or column `d` of the windows.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set.
+        unsafe fn bt<S: Simd>(d: [S::V; A]) -> [S::V; A];
+        /// `Aᵀ m` of a column or row `m` of M.
+        ///
+        /// # Safety
+        /// This CPU has `S`'s set.
+        unsafe fn at<S: Simd>(m: [S::V; A]) -> [S::V; T];
+    }
+
+    /// F(2x2, 3x3).
+    struct F2;
+
+    impl Points<4, 2> for F2 {
+        /// Windows two columns apart: the even and odd columns from the window's start
+        /// (its columns 0 and 1) and from two further (2 and 3).
+        #[inline(always)]
+        unsafe fn window_row<S: Simd>(p: *const f32) -> [S::V; 4] {
+            // SAFETY: the caller's set and floats (`2 LANES` from `p`, and from `p + 2`
+            // the same less two, and two more: tiles' windows end two columns after
+            // the last one's start, inside the plane's padding).
+            unsafe {
+                let (d0, d1) = S::load_even_odd(p);
+                let (d2, d3) = S::load_even_odd(p.add(2));
+                [d0, d1, d2, d3]
+            }
+        }
+        /// The scalar `bt2`.
+        #[inline(always)]
+        unsafe fn bt<S: Simd>([d0, d1, d2, d3]: [S::V; 4]) -> [S::V; 4] {
+            // SAFETY: the caller's set.
+            unsafe {
+                [
+                    S::sub(d0, d2),
+                    S::add(d1, d2),
+                    S::sub(d2, d1),
+                    S::sub(d1, d3),
+                ]
+            }
+        }
+        /// The scalar `at2`.
+        #[inline(always)]
+        unsafe fn at<S: Simd>([m0, m1, m2, m3]: [S::V; 4]) -> [S::V; 2] {
+            // SAFETY: the caller's set.
+            unsafe { [S::add(S::add(m0, m1), m2), S::sub(S::sub(m1, m2), m3)] }
+        }
+    }
+
+    /// F(4x4, 3x3).
+    struct F4;
+
+    impl Points<6, 4> for F4 {
+        /// Windows four columns apart: column `j < 4` of the tiles' windows is every
+        /// fourth float from the first window's column j, the `4 LANES` floats from its
+        /// start split by parity twice ([`Simd::load_even_odd`], then
+        /// [`Simd::even_odd`]); columns 4 and 5 are columns 0 and 1 a tile further on,
+        /// those vectors moved down a lane with the next group's first column shifted in
+        /// ([`Simd::shift_in`]).
+        #[inline(always)]
+        unsafe fn window_row<S: Simd>(p: *const f32) -> [S::V; 6] {
+            let l = S::LANES;
+            // SAFETY: the caller's set and floats, `4 LANES + 2` from `p`.
+            unsafe {
+                let (e0, o0) = S::load_even_odd(p);
+                let (e1, o1) = S::load_even_odd(p.add(2 * l));
+                let (d0, d2) = S::even_odd(e0, e1);
+                let (d1, d3) = S::even_odd(o0, o1);
+                let d4 = S::shift_in(d0, p.add(4 * l));
+                let d5 = S::shift_in(d1, p.add(4 * l + 1));
+                [d0, d1, d2, d3, d4, d5]
+            }
+        }
+        /// The scalar `bt4`, its multiplies fused.
+        #[inline(always)]
+        unsafe fn bt<S: Simd>([d0, d1, d2, d3, d4, d5]: [S::V; 6]) -> [S::V; 6] {
+            // SAFETY: the caller's set.
+            unsafe {
+                let (four, minus_five, two) = (S::splat(4.0), S::splat(-5.0), S::splat(2.0));
+                let (minus_four, minus_two) = (S::splat(-4.0), S::splat(-2.0));
+                let (b, a) = (S::sub(d3, d1), S::sub(d4, d2));
+                [
+                    S::fma(four, d0, S::fma(minus_five, d2, d4)),
+                    S::fma(minus_four, S::add(d1, d2), S::add(d3, d4)),
+                    S::fma(four, S::sub(d1, d2), S::sub(d4, d3)),
+                    S::fma(two, b, a),
+                    S::fma(minus_two, b, a),
+                    S::fma(four, d1, S::fma(minus_five, d3, d5)),
+                ]
+            }
+        }
+        /// The scalar `at4`, its multiplies fused.
+        #[inline(always)]
+        unsafe fn at<S: Simd>([m0, m1, m2, m3, m4, m5]: [S::V; 6]) -> [S::V; 4] {
+            // SAFETY: the caller's set.
+            unsafe {
+                let (two, four, eight) = (S::splat(2.0), S::splat(4.0), S::splat(8.0));
+                let (s12, u12) = (S::add(m1, m2), S::sub(m1, m2));
+                let (s34, u34) = (S::add(m3, m4), S::sub(m3, m4));
+                [
+                    S::add(S::add(m0, s12), s34),
+                    S::fma(two, u34, u12),
+                    S::fma(four, s34, s12),
+                    S::add(S::fma(eight, u34, u12), m5),
+                ]
+            }
+        }
+    }
+
+    /// [`Winograd::input_tiles`] of `P`'s algorithm in `S`'s vectors, `S::LANES` tiles at
+    /// a time: each row of their windows loaded ([`Points::window_row`]) and
+    /// transformed, then each column of that, stored at its ξ.
+    ///
+    /// Loops and functions, not closures: a closure is not compiled for the set, and
+    /// the intrinsics inside one were calls.
     ///
     /// # Safety
-    /// This CPU has `S`'s set; as [`Winograd::input_tiles`] for `v` and `ins`.
+    /// This CPU has `S`'s set; `P` is the plan's algorithm; as
+    /// [`Winograd::input_tiles`] for `v` and `ins`.
     #[inline(always)]
-    unsafe fn input_tiles<S: Simd>(
+    unsafe fn input_tiles_with<S: Simd, P: Points<A, T>, const A: usize, const T: usize>(
         k: &Winograd,
         padded: &Padded,
         first: usize,
@@ -813,47 +1204,32 @@ mod x86 {
         v: &SharedOut,
     ) {
         let (_, pw) = k.plane();
-        let c = k.c;
-        assert!(ins.end <= c);
-        assert!([first, n, k.tw].iter().all(|v| v.is_multiple_of(S::LANES)));
+        let (c, l) = (k.c, S::LANES);
+        assert!(ins.end <= c && k.tile.side() == A && k.tile.out() == T);
+        assert!([first, n, k.tw].iter().all(|v| v.is_multiple_of(l)));
         let rows_held = k.window(first, n);
         assert!(rows_held.start >= padded.first_row);
         assert!((rows_held.end - padded.first_row) * pw <= padded.stride);
         for i in ins {
             // SAFETY: plane i < c of the caller's `c`.
             let plane = unsafe { padded.planes.0.add(i * padded.stride) }.cast_const();
-            for t in (0..n).step_by(S::LANES) {
+            for t in (0..n).step_by(l) {
                 let (tr, tc) = ((first + t) / k.tw, (first + t) % k.tw);
-                let top = 2 * tr - padded.first_row;
-                // SAFETY: the ISA is the caller's; padded rows 2 tr .. 2 tr + 3 lie in
-                // the tiles' window, which the plane holds from `first_row` (asserted),
-                // and columns 2 tc .. 2 tc + 2 LANES + 1 < pw (tc + LANES <= tw) in its
-                // rows; the stores are at `(ξ c + i) n + t .. + LANES` with t + LANES
-                // <= n and i < c, inside `v`, in row i of V_ξ, this call's (the contract).
+                let top = T * tr - padded.first_row;
+                // SAFETY: the ISA is the caller's; padded rows T tr .. T tr + A - 1 lie
+                // in the tiles' window, which the plane holds from `first_row`
+                // (asserted), and the row loads' columns from T tc, inside `pw` (`plane`:
+                // tc + LANES <= tw); the stores are at `(ξ c + i) n + t .. + LANES` with
+                // t + LANES <= n and i < c, inside `v`, in row i of V_ξ, this call's
+                // (the contract).
                 unsafe {
-                    let mut rows = [[S::zero(); 4]; 4];
+                    let mut rows = [[S::zero(); A]; A];
                     for (r, row) in rows.iter_mut().enumerate() {
-                        let p = plane.add((top + r) * pw + 2 * tc);
-                        let (d0, d1) = S::load_even_odd(p);
-                        let (d2, d3) = S::load_even_odd(p.add(2));
-                        // d Bᵀ's columns: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
-                        *row = [
-                            S::sub(d0, d2),
-                            S::add(d1, d2),
-                            S::sub(d2, d1),
-                            S::sub(d1, d3),
-                        ];
+                        *row = P::bt::<S>(P::window_row::<S>(plane.add((top + r) * pw + T * tc)));
                     }
-                    let [r0, r1, r2, r3] = rows;
-                    for j in 0..4 {
-                        let col = [
-                            S::sub(r0[j], r2[j]),
-                            S::add(r1[j], r2[j]),
-                            S::sub(r2[j], r1[j]),
-                            S::sub(r1[j], r3[j]),
-                        ];
-                        for (a, &val) in col.iter().enumerate() {
-                            S::store(v.0.add(((4 * a + j) * c + i) * n + t), val);
+                    for j in 0..A {
+                        for (a, &val) in P::bt::<S>(column(&rows, j)).iter().enumerate() {
+                            S::store(v.0.add(((A * a + j) * c + i) * n + t), val);
                         }
                     }
                 }
@@ -861,15 +1237,16 @@ mod x86 {
         }
     }
 
-    /// [`Winograd::output_tiles`] in `S`'s vectors: `Aᵀ M A` with
-    /// `Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]]` for `S::LANES` tiles, plus the bias, the
-    /// activation, and each output row's pairs interleaved into place.
+    /// [`Winograd::output_tiles`] of `P`'s algorithm in `S`'s vectors: `Aᵀ M A` for
+    /// `S::LANES` tiles, plus the bias, the activation, and each output row's columns
+    /// of the tiles interleaved into place (column `k` of tile `q` at `T q + k`).
     ///
     /// # Safety
-    /// This CPU has `S`'s set; as [`Winograd::output_tiles`] for `mx`, `outs` and `out`.
+    /// This CPU has `S`'s set; `P` is the plan's algorithm; as [`Winograd::output_tiles`]
+    /// for `mx`, `outs` and `out`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn output_tiles<S: Simd>(
+    unsafe fn output_tiles_with<S: Simd, P: Points<A, T>, const A: usize, const T: usize>(
         k: &Winograd,
         mx: &SharedOut,
         first: usize,
@@ -879,55 +1256,91 @@ mod x86 {
         epilogue: Option<Epilogue>,
         out: &SharedOut,
     ) {
-        let (m, oh, ow) = (k.m, k.oh, k.ow);
-        assert!(outs.end <= m);
+        let (m, oh, ow, l) = (k.m, k.oh, k.ow, S::LANES);
+        assert!(outs.end <= m && k.tile.side() == A && k.tile.out() == T);
         for o in outs {
             // SAFETY: the ISA is the caller's.
             let b = unsafe { S::splat(bias.map_or(0.0, |b| b[o])) };
-            for t in (0..n).step_by(S::LANES) {
+            for t in (0..n).step_by(l) {
                 let (tr, tc) = ((first + t) / k.tw, (first + t) % k.tw);
-                if 2 * tc >= ow {
+                if T * tc >= ow {
                     continue;
                 }
                 // SAFETY: the ISA is the caller's; the loads are at `(ξ m + o) n + t ..
-                // + LANES`, inside `mx` (o < m, t + LANES <= n); the stores write row
-                // 2 tr (< oh) and 2 tr + 1 when < oh, columns 2 tc .. < ow, of plane o of
-                // the caller's `[m, oh, ow]` output.
+                // + LANES`, inside `mx` (o < m, t + LANES <= n); the stores write rows
+                // T tr .. below oh, columns T tc .. below ow, of plane o of the caller's
+                // `[m, oh, ow]` output.
                 unsafe {
-                    let at = |xi: usize| S::load(mx.0.add((xi * m + o) * n + t));
-                    // Aᵀ M: rows 0 + 1 + 2 and 1 - 2 - 3 of the 4x4.
-                    let cols: [_; 4] =
-                        std::array::from_fn(|j| (at(j), at(4 + j), at(8 + j), at(12 + j)));
-                    let s = [
-                        cols.map(|(m0, m1, m2, _)| S::add(S::add(m0, m1), m2)),
-                        cols.map(|(_, m1, m2, m3)| S::sub(S::sub(m1, m2), m3)),
-                    ];
-                    let width = (ow - 2 * tc).min(2 * S::LANES);
-                    for (r, s) in s.iter().enumerate() {
-                        if 2 * tr + r >= oh {
+                    // Aᵀ M: `s[j]` its column j.
+                    let mut s = [[S::zero(); T]; A];
+                    for (j, s) in s.iter_mut().enumerate() {
+                        let mut col = [S::zero(); A];
+                        for (a, v) in col.iter_mut().enumerate() {
+                            *v = S::load(mx.0.add(((A * a + j) * m + o) * n + t));
+                        }
+                        *s = P::at::<S>(col);
+                    }
+                    let width = (ow - T * tc).min(T * l);
+                    for r in 0..T {
+                        if T * tr + r >= oh {
                             break;
                         }
-                        // (Aᵀ M) A: columns 0 + 1 + 2 and 1 - 2 - 3.
-                        let mut y0 = S::add(S::add(S::add(s[0], s[1]), s[2]), b);
-                        let mut y1 = S::add(S::sub(S::sub(s[1], s[2]), s[3]), b);
-                        if let Some(e) = epilogue {
-                            y0 = e.vector::<S>(y0);
-                            y1 = e.vector::<S>(y1);
+                        // (Aᵀ M) A: row r's output columns of the tiles.
+                        let mut y = P::at::<S>(column(&s, r));
+                        for v in &mut y {
+                            *v = S::add(*v, b);
+                            if let Some(e) = epilogue {
+                                *v = e.vector::<S>(*v);
+                            }
                         }
-                        let (lo, hi) = S::interleave(y0, y1);
-                        let p = out.0.add((o * oh + 2 * tr + r) * ow + 2 * tc);
-                        if width == 2 * S::LANES {
-                            S::store(p, lo);
-                            S::store(p.add(S::LANES), hi);
-                        } else {
-                            S::store_first(p, lo, width.min(S::LANES));
-                            if width > S::LANES {
-                                S::store_first(p.add(S::LANES), hi, width - S::LANES);
+                        let p = out.0.add((o * oh + T * tr + r) * ow + T * tc);
+                        for (q, v) in interleaved::<S, T>(y).into_iter().enumerate() {
+                            let at = q * l;
+                            if at + l <= width {
+                                S::store(p.add(at), v);
+                            } else if at < width {
+                                S::store_first(p.add(at), v, width - at);
                             }
                         }
                     }
                 }
             }
         }
+    }
+
+    /// The lanes of `y` (`T` = 2 or 4 vectors) interleaved: lane q of `y[k]` at `T q +
+    /// k` of the `T` vectors returned, in order.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set.
+    #[inline(always)]
+    unsafe fn interleaved<S: Simd, const T: usize>(y: [S::V; T]) -> [S::V; T] {
+        // SAFETY: the caller's set.
+        unsafe {
+            let mut out = y;
+            match T {
+                2 => (out[0], out[1]) = S::interleave(y[0], y[1]),
+                4 => {
+                    // Two rounds: lanes of 0 and 2 paired, of 1 and 3, then the pairs.
+                    let (a0, a1) = S::interleave(y[0], y[2]);
+                    let (b0, b1) = S::interleave(y[1], y[3]);
+                    (out[0], out[1]) = S::interleave(a0, b0);
+                    (out[2], out[3]) = S::interleave(a1, b1);
+                }
+                _ => unreachable!("tiles of side 2 or 4"),
+            }
+            out
+        }
+    }
+
+    /// Column `j` of `rows` (a loop, not `map`'s closure: vectors passed through a
+    /// function not compiled for their set go through memory).
+    #[inline(always)]
+    fn column<V: Copy, const A: usize, const B: usize>(rows: &[[V; B]; A], j: usize) -> [V; A] {
+        let mut col = [rows[0][j]; A];
+        for (v, row) in col.iter_mut().zip(rows) {
+            *v = row[j];
+        }
+        col
     }
 }
