@@ -325,6 +325,23 @@ mod tests {
         assert!(err.to_string().contains("[36, M, 16]"), "{err}");
     }
 
+    /// A ConvWinograd on a map and channel counts lowering never hands the kernel (one
+    /// channel each way, a 3 x 5 map: one group of tiles, mostly the rounding's) still
+    /// computes the Conv, by either algorithm.
+    #[test]
+    fn small_maps_and_single_channels_compute() {
+        let pads = [("pads", Attr::Ints(vec![1; 4]))];
+        let w = values(9, 2);
+        let x = Tensor::from_vec(&[1, 1, 3, 5], &values(15, 1));
+        let conv = Tensor::from_vec(&[1, 1, 3, 3], &w);
+        let want = run_f32_with_shape("Conv", &pads, &[x.clone(), conv]).1;
+        for tile in [Tile::F2, Tile::F4] {
+            let u = Tensor::from_vec(&[tile.positions(), 1, 1], &transform(&w, 1, 1, tile));
+            let got = run_f32_with_shape(CONV_WINOGRAD, &pads, &[x.clone(), u]).1;
+            assert_close_to_scale(&got, &want, 2e-5);
+        }
+    }
+
     /// Lowering's hook (Conv's, as registered): ConvWinograd for a float32 3x3 Conv of stride 1 by constant
     /// weights over a map the kernel takes, decided from the shapes alone (U for
     /// F(4x4, 3x3) where its products are fewer enough); a strided, a
