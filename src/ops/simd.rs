@@ -120,7 +120,7 @@ macro_rules! compiled_for {
 pub(crate) use compiled_for;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{Avx2, Avx512, Simd, transpose};
+pub(crate) use x86::{Avx2, Avx512, Simd, store_rows, transpose};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -261,6 +261,38 @@ mod x86 {
         /// # Safety
         /// This CPU has the set, and `r` holds `LANES` vectors (panics otherwise).
         unsafe fn transpose(r: &mut [Self::V]);
+    }
+
+    /// Stores `R` rows of `V` vectors, row `i` at `out + i * stride`: of each row its
+    /// first `n` floats, a vector wholly below `n` in one store, the vector across `n`
+    /// through a mask, any past it not at all. The end of every row tile of the kernels
+    /// that keep rows of sums in registers.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set, and for each row `i` the first `min(n, V * LANES)` floats
+    /// from `out + i * stride` are writable and alias no live reference.
+    #[inline(always)]
+    pub(crate) unsafe fn store_rows<S: Simd, const R: usize, const V: usize>(
+        rows: &[[S::V; V]; R],
+        out: *mut f32,
+        stride: usize,
+        n: usize,
+    ) {
+        // SAFETY: the set is this CPU's; each store writes floats `at ..` of row i below
+        // `n` and `V * LANES`, the memory the contract names.
+        unsafe {
+            for (i, row) in rows.iter().enumerate() {
+                let p = out.add(i * stride);
+                for (v, &x) in row.iter().enumerate() {
+                    let at = v * S::LANES;
+                    if at + S::LANES <= n {
+                        S::store(p.add(at), x);
+                    } else if at < n {
+                        S::store_first(p.add(at), x, n - at);
+                    }
+                }
+            }
+        }
     }
 
     /// Transposes up to `LANES` rows of up to `LANES` floats: row `r < rows` is the

@@ -822,7 +822,7 @@ unsafe fn run_tile(isa: Isa, mr: usize, nv: usize, args: &TileArgs) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{DwArgs, TileArgs};
-    use crate::ops::simd::{Avx2, Avx512, Simd};
+    use crate::ops::simd::{Avx2, Avx512, Simd, store_rows};
 
     /// The tile kernel: `MR` x `NV` vectors of sums in registers for the whole reduction.
     /// The tap loop's bound is a runtime value; the body (NV loads, MR broadcasts,
@@ -927,17 +927,7 @@ mod x86 {
                     }
                 }
             }
-            for (i, row) in acc.iter().enumerate() {
-                let yp = t.out.add(i * t.ow);
-                for (v, a) in row.iter().enumerate() {
-                    let at = v * S::LANES;
-                    if at + S::LANES <= t.n {
-                        S::store(yp.add(at), *a);
-                    } else {
-                        S::store_first(yp.add(at), *a, t.n - at);
-                    }
-                }
-            }
+            store_rows::<S, R, V>(&acc, t.out, t.ow, t.n);
         }
     }
 

@@ -290,7 +290,7 @@ unsafe fn run(isa: Isa, rows: usize, nv: usize, masked: bool, t: &Tile, out: *mu
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Tile, columns_inside as inside};
-    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, store_rows};
 
     /// The tile of [`super::run`], `R` rows of `V` vectors; `MASKED`: the edge kernel.
     ///
@@ -341,17 +341,7 @@ mod x86 {
                     }
                 }
             }
-            for (i, row) in acc.iter().enumerate() {
-                let yp = out.add(i * t.ow);
-                for (v, s) in row.iter().enumerate() {
-                    let at = v * l;
-                    if at + l <= t.n {
-                        S::store(yp.add(at), *s);
-                    } else {
-                        S::store_first(yp.add(at), *s, t.n - at);
-                    }
-                }
-            }
+            store_rows::<S, R, V>(&acc, out, t.ow, t.n);
         }
     }
 

@@ -254,7 +254,7 @@ unsafe fn run(isa: Isa, mb: usize, nv: usize, masked: bool, t: &Tile, out: *mut 
 mod x86 {
     use super::super::conv_dw_rows::columns_inside as inside;
     use super::{MAX_KW, MB, Tile};
-    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, store_rows};
 
     /// The tile of [`super::run`] for `N` output channels and `V` vectors; `MASKED`:
     /// the edge kernel.
@@ -321,17 +321,7 @@ mod x86 {
             if let Some(e) = t.epilogue {
                 e.tile::<S, N, V>(&mut acc);
             }
-            for (j, row) in acc.iter().enumerate() {
-                let yp = out.add(j * t.olen);
-                for (v, s) in row.iter().enumerate() {
-                    let at = v * l;
-                    if at + l <= t.n {
-                        S::store(yp.add(at), *s);
-                    } else {
-                        S::store_first(yp.add(at), *s, t.n - at);
-                    }
-                }
-            }
+            store_rows::<S, N, V>(&acc, out, t.olen, t.n);
         }
     }
 

@@ -910,7 +910,7 @@ mod x86 {
     use std::ops::Range;
 
     use super::{Epilogue, Padded, SharedOut, Winograd};
-    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
+    use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, store_rows, transpose};
 
     compiled_for!(input_tiles_avx512 = input_tiles_with::<Avx512, F2, 4, 2>(
         k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
@@ -1294,14 +1294,7 @@ mod x86 {
                             }
                         }
                         let p = out.0.add((o * oh + T * tr + r) * ow + T * tc);
-                        for (q, v) in interleaved::<S, T>(y).into_iter().enumerate() {
-                            let at = q * l;
-                            if at + l <= width {
-                                S::store(p.add(at), v);
-                            } else if at < width {
-                                S::store_first(p.add(at), v, width - at);
-                            }
-                        }
+                        store_rows::<S, 1, T>(&[interleaved::<S, T>(y)], p, 0, width);
                     }
                 }
             }
