@@ -17,6 +17,11 @@
 //!   multiplied into up to [`ACCS`] outputs of a row, each its own chain of FMAs.
 //! - The sums, a tile of channel vectors, are transposed back into the block's output
 //!   planes, which the fused activation ([`Epilogue`]) then updates while in cache.
+//! - A plane of up to [`WHOLE_PLANE`] vectors (7 x 7 images) is transposed in whole,
+//!   every transpose filled whatever the rows; a larger one in a band of the rows one
+//!   output row reads, each transposed in as the band moves down, and the sums an
+//!   output row at a time: the band, the weights and the row stay in L1, where a whole
+//!   plane of 28 x 28 (57 KiB of vectors) went through L2 twice.
 //!
 //! The transposes cost about a quarter of a cycle per float on AVX-512; on large images
 //! a row fills the lanes anyway and conv_direct.rs's kernel, which transposes nothing,
@@ -35,6 +40,12 @@ const MAX_LANES: usize = 16;
 /// Outputs one kernel call sums at once: independent FMA chains enough to cover the
 /// FMA's latency on two ports, with registers left on AVX2's 16 for the loads.
 const ACCS: usize = 8;
+/// Largest padded plane (in vectors) a block transposes whole; past it a block works
+/// in a band of rows (`x86::band`). Measured on MobileNetV3's depthwise layers
+/// (AVX-512): 5x5 over 7 x 7 (a plane of 11 x 11) is 20% faster whole, its 7-column
+/// rows filling under half of each transpose a band makes; 3x3 over 28 x 28 of stride
+/// 2 (57 x 57) a third faster in a band, over 14 x 14 of 5x5 (18 x 18) 10%.
+const WHOLE_PLANE: usize = 192;
 
 /// A depthwise window over one image, channels in the lanes of `isa`'s vectors.
 #[derive(Debug, Clone)]
@@ -46,6 +57,9 @@ pub(super) struct Depthwise {
     wp: usize,
     /// Each tap's offset, in vectors, from the plane element of its output's first tap.
     offs: [usize; MAX_TAPS],
+    /// Plane rows a block holds at once when it works in a band (the rows one output
+    /// row reads, `(kh - 1) dh + 1`), or 0 when it transposes the whole plane.
+    band: usize,
 }
 
 impl Depthwise {
@@ -69,17 +83,30 @@ impl Depthwise {
             .checked_add(g.taps + 1)?
             .checked_mul(MAX_LANES)?;
         g.h.checked_mul(g.w)?.checked_mul(MAX_LANES)?;
+        let whole = hp * wp <= WHOLE_PLANE;
         let mut plan = Depthwise {
             isa,
             g,
             hp,
             wp,
             offs: [0; MAX_TAPS],
+            band: if whole { 0 } else { (g.kh - 1) * g.dh + 1 },
         };
         for (t, off) in plan.offs[..g.taps].iter_mut().enumerate() {
             *off = t / g.kw * g.dh * wp + t % g.kw * g.dw;
         }
         Some(plan)
+    }
+
+    /// This plan, working in bands (`true`) or on whole planes whatever the size.
+    #[cfg(test)]
+    fn banded(mut self, on: bool) -> Depthwise {
+        self.band = if on {
+            (self.g.kh - 1) * self.g.dh + 1
+        } else {
+            0
+        };
+        self
     }
 
     /// Whether this window runs faster here than on conv_direct.rs's row kernel: when an
@@ -95,10 +122,16 @@ impl Depthwise {
         self.isa.lanes()
     }
 
-    /// Floats of working memory one block of channels takes: the padded plane, the
-    /// tile of sums and the transposed weights.
+    /// Floats of working memory one block of channels takes: the padded plane (or the
+    /// band's rows and a row of zeros), the sums (or one output row's) and the
+    /// transposed weights.
     fn scratch_len(&self) -> usize {
-        (self.hp * self.wp + self.g.oh * self.g.ow + self.g.taps) * self.lanes()
+        let vectors = if self.band > 0 {
+            (self.band + 1) * self.wp + self.g.ow
+        } else {
+            self.hp * self.wp + self.g.oh * self.g.ow
+        };
+        (vectors + self.g.taps) * self.lanes()
     }
 
     /// `out` (`[C, oh * ow]`) = the depthwise convolution of `x` (`[C, h * w]`) with `w`
@@ -159,14 +192,25 @@ impl Depthwise {
     ) {
         let (l, taps, wp) = (self.lanes(), self.g.taps, self.wp);
         let n = y.len() / (self.g.oh * self.g.ow);
-        let (plane, rest) = scratch.split_at_mut(self.hp * wp * l);
-        let (sums, rest) = rest.split_at_mut(self.g.oh * self.g.ow * l);
+        let (plane_rows, sums_len) = if self.band > 0 {
+            (self.band + 1, self.g.ow)
+        } else {
+            (self.hp, self.g.oh * self.g.ow)
+        };
+        let (plane, rest) = scratch.split_at_mut(plane_rows * wp * l);
+        let (sums, rest) = rest.split_at_mut(sums_len * l);
         let wt = &mut rest[..taps * l];
         // The padding: the rows above and below the input, and each input row's columns
-        // before and after it (the input past the plane's edge no tap reads).
+        // before and after it (the input past the plane's edge no tap reads). A band's
+        // rows are all input rows, over a last row of zeros for the padding rows.
         let (rows, cols) = self.inside();
         for (r, row) in plane.chunks_exact_mut(wp * l).enumerate() {
-            if rows.contains(&r) {
+            let input = if self.band > 0 {
+                r < self.band
+            } else {
+                rows.contains(&r)
+            };
+            if input {
                 let (before, rest) = row.split_at_mut(self.g.pl.min(wp) * l);
                 before.fill(0.0);
                 rest[cols * l..].fill(0.0);
@@ -214,9 +258,10 @@ struct BlockArgs<'a> {
     bias: Option<&'a [f32]>,
     /// Channels in the block, `1..=LANES`.
     n: usize,
-    /// The padded plane, `hp * wp` vectors, its padding already zero.
+    /// The padded plane, `hp * wp` vectors, its padding already zero; in a band, `band`
+    /// rows of `wp` vectors (their padding columns zero) and a row of zeros.
     plane: &'a mut [f32],
-    /// The sums, `oh * ow` vectors.
+    /// The sums, `oh * ow` vectors; in a band, `ow`.
     sums: &'a mut [f32],
     /// Room for the weights transposed, `taps` vectors (a lane per channel).
     wt: &'a mut [f32],
@@ -248,21 +293,24 @@ unsafe fn run_block(isa: Isa, args: &mut BlockArgs) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::conv_direct::MAX_TAPS;
+    use super::super::window::Flat;
     use super::{ACCS, BlockArgs, MAX_LANES};
     use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, transpose};
 
-    /// `N` consecutive outputs of an output row: each the bias plus, per tap, the tap's weight
-    /// vector times the plane vector at `x + off + i * step`, stored at `out + i * LANES`.
+    /// `N` consecutive outputs of an output row: each the bias plus, per tap, the tap's
+    /// weight vector times the plane vector at `taps[k] + at + i * step`, stored at
+    /// `out + i * LANES`.
     ///
     /// # Safety
-    /// This CPU has `S`'s set; for every tap offset `off` (in floats) and `i < N` the
-    /// vector at `x + off + i * step` is readable, the `offs.len()` vectors at `wt` are,
-    /// and the `N` vectors at `out` are writable and alias no read.
+    /// This CPU has `S`'s set; for every tap pointer `t` and `i < N` the vector at
+    /// `t + at + i * step` is readable, the `taps.len()` vectors at `wt` are, and the
+    /// `N` vectors at `out` are writable and alias no read.
     #[inline(always)]
     unsafe fn outputs<S: Simd, const N: usize>(
-        x: *const f32,
+        taps: &[*const f32],
+        at: usize,
         step: usize,
-        offs: &[usize],
         wt: *const f32,
         bias: S::V,
         out: *mut f32,
@@ -270,9 +318,9 @@ mod x86 {
         // SAFETY: the loads and stores are those the contract names, on its set.
         unsafe {
             let mut acc = [bias; N];
-            for (k, &off) in offs.iter().enumerate() {
+            for (k, &t) in taps.iter().enumerate() {
                 let wv = S::load(wt.add(k * S::LANES));
-                let xp = x.add(off * S::LANES);
+                let xp = t.add(at);
                 for (i, a) in acc.iter_mut().enumerate() {
                     *a = S::fma(wv, S::load(xp.add(i * step)), *a);
                 }
@@ -283,8 +331,70 @@ mod x86 {
         }
     }
 
+    /// One output row's sums, `ow` vectors from `out` on: [`outputs`] over the row in
+    /// runs of [`ACCS`], `taps` pointing at each tap's plane vector for the row's first
+    /// output.
+    ///
+    /// # Safety
+    /// As [`outputs`] for every run: each tap's `ow` vectors `step` floats apart are
+    /// readable, and the `ow` vectors at `out` writable.
+    #[inline(always)]
+    unsafe fn row<S: Simd>(
+        taps: &[*const f32],
+        ow: usize,
+        step: usize,
+        wt: *const f32,
+        bias: S::V,
+        out: *mut f32,
+    ) {
+        // SAFETY: each run reads and writes within the row, as the contract states.
+        unsafe {
+            for ox0 in (0..ow).step_by(ACCS) {
+                let (at, out) = (ox0 * step, out.add(ox0 * S::LANES));
+                match (ow - ox0).min(ACCS) {
+                    1 => outputs::<S, 1>(taps, at, step, wt, bias, out),
+                    2 => outputs::<S, 2>(taps, at, step, wt, bias, out),
+                    3 => outputs::<S, 3>(taps, at, step, wt, bias, out),
+                    4 => outputs::<S, 4>(taps, at, step, wt, bias, out),
+                    5 => outputs::<S, 5>(taps, at, step, wt, bias, out),
+                    6 => outputs::<S, 6>(taps, at, step, wt, bias, out),
+                    7 => outputs::<S, 7>(taps, at, step, wt, bias, out),
+                    _ => outputs::<S, ACCS>(taps, at, step, wt, bias, out),
+                }
+            }
+        }
+    }
+
+    /// Transposes input row `iy`'s first `cols` columns of the block's `n` channels into
+    /// the plane vectors from `dst` on.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `iy < h`, `cols <= w`, `1 <= n <= LANES`, `x` holds `n`
+    /// planes of `h * w` floats and the `cols` vectors at `dst` are writable.
+    #[inline(always)]
+    unsafe fn pack_row<S: Simd>(
+        x: *const f32,
+        g: &Flat,
+        n: usize,
+        iy: usize,
+        cols: usize,
+        dst: *mut f32,
+    ) {
+        let l = S::LANES;
+        // SAFETY: reads columns `x0..x0 + m <= cols` of row `iy` of each of the `n`
+        // planes, writes vectors `x0..x0 + m` from `dst`: the memory the contract names.
+        unsafe {
+            let src = x.add(iy * g.w);
+            for x0 in (0..cols).step_by(l) {
+                let m = (cols - x0).min(l);
+                transpose::<S>(src.add(x0), g.h * g.w, (n, m), |j| dst.add((x0 + j) * l), l);
+            }
+        }
+    }
+
     /// One block: the input planes transposed into the padded plane's interior, every
-    /// output's sums, and the sums transposed into the output planes.
+    /// output's sums, and the sums transposed into the output planes; or, in a band,
+    /// the same an output row at a time (see [`band`]).
     ///
     /// # Safety
     /// This CPU has `S`'s set, and `a` is valid for it (see `run_block`).
@@ -292,12 +402,47 @@ mod x86 {
     unsafe fn block<S: Simd>(a: &mut BlockArgs) {
         let p = a.plan;
         let l = S::LANES;
+        // SAFETY: the set is this CPU's (the contract); the weights transpose reads the
+        // `n` rows of `taps` floats of `a.w` and writes the `taps` vectors of `a.wt`;
+        // the bias load reads `n` floats of the bias; `whole` and `band` are called on
+        // `a` under the contract.
+        unsafe {
+            // The weights, tap-major: a vector of the block's channels per tap.
+            let wt = a.wt.as_mut_ptr();
+            for k0 in (0..p.g.taps).step_by(l) {
+                let m = (p.g.taps - k0).min(l);
+                let src = a.w.as_ptr().add(k0);
+                transpose::<S>(src, p.g.taps, (a.n, m), |j| wt.add((k0 + j) * l), l);
+            }
+            let bias = match a.bias {
+                Some(b) if a.n == l => S::load(b.as_ptr()),
+                Some(b) => S::load_first(b.as_ptr(), a.n),
+                None => S::zero(),
+            };
+            if p.band > 0 {
+                band::<S>(a, bias);
+            } else {
+                whole::<S>(a, bias);
+            }
+        }
+    }
+
+    /// A block over its whole padded plane, transposed in once: the narrow images,
+    /// whose plane fits in L1, fill every transpose with `LANES` positions whatever
+    /// their rows.
+    ///
+    /// # Safety
+    /// As [`block`], with the weights transposed into `a.wt`.
+    #[inline(always)]
+    unsafe fn whole<S: Simd>(a: &mut BlockArgs, bias: S::V) {
+        let p = a.plan;
+        let l = S::LANES;
         let (wp, olen) = (p.wp, p.g.oh * p.g.ow);
         let (rows, cols) = p.inside();
-        let taps = &p.offs[..p.g.taps];
         let xs = a.x.as_ptr();
         let plane = a.plane.as_mut_ptr();
         let sums = a.sums.as_mut_ptr();
+        let wt = a.wt.as_ptr();
         // SAFETY: the set is this CPU's (the contract). Bounds, with `a`'s sizes (see
         // `BlockArgs`):
         // - Packing reads input row `r - pt < h` of each of the `n` planes, columns
@@ -320,64 +465,122 @@ mod x86 {
             let plane_len = p.g.h * p.g.w;
             if cols == p.g.w {
                 let count = rows.len() * p.g.w;
-                // Each position's plane vector, stepped along (no division per column).
-                let (mut r, mut c) = (rows.start, 0);
+                // Each position's plane vector, stepped along: the next vector, past the
+                // padding columns at the end of a row (no multiply or division per
+                // position; they were most of the packing's instructions).
+                let (mut at, mut c) = (plane.add((rows.start * wp + p.g.pl) * l), 0);
+                let gap = (wp - p.g.w) * l;
                 let mut dst = [plane; MAX_LANES];
                 for q0 in (0..count).step_by(l) {
                     let m = (count - q0).min(l);
                     for d in &mut dst[..m] {
-                        *d = plane.add((r * wp + p.g.pl + c) * l);
+                        *d = at;
+                        at = at.wrapping_add(l);
                         c += 1;
                         if c == p.g.w {
-                            (r, c) = (r + 1, 0);
+                            at = at.wrapping_add(gap);
+                            c = 0;
                         }
                     }
                     transpose::<S>(xs.add(q0), plane_len, (a.n, m), |j| dst[j], l);
                 }
             } else {
                 for r in rows {
-                    let src = xs.add((r - p.g.pt) * p.g.w);
-                    for x0 in (0..cols).step_by(l) {
-                        let m = (cols - x0).min(l);
-                        let dst = plane.add((r * wp + p.g.pl + x0) * l);
-                        transpose::<S>(src.add(x0), plane_len, (a.n, m), |j| dst.add(j * l), l);
-                    }
+                    let dst = plane.add((r * wp + p.g.pl) * l);
+                    pack_row::<S>(xs, &p.g, a.n, r - p.g.pt, cols, dst);
                 }
             }
-            // The weights, tap-major: a vector of the block's channels per tap.
-            let wt = a.wt.as_mut_ptr();
-            for k0 in (0..p.g.taps).step_by(l) {
-                let m = (p.g.taps - k0).min(l);
-                let src = a.w.as_ptr().add(k0);
-                transpose::<S>(src, p.g.taps, (a.n, m), |j| wt.add((k0 + j) * l), l);
-            }
-            let bias = match a.bias {
-                Some(b) if a.n == l => S::load(b.as_ptr()),
-                Some(b) => S::load_first(b.as_ptr(), a.n),
-                None => S::zero(),
-            };
+            let taps = &p.offs[..p.g.taps];
+            let mut ptrs = [plane.cast_const(); MAX_TAPS];
             let step = p.g.sw * l;
             for oy in 0..p.g.oh {
-                let row = plane.add(oy * p.g.sh * wp * l);
-                for ox0 in (0..p.g.ow).step_by(ACCS) {
-                    let x = row.add(ox0 * step);
-                    let out = sums.add((oy * p.g.ow + ox0) * l);
-                    match (p.g.ow - ox0).min(ACCS) {
-                        1 => outputs::<S, 1>(x, step, taps, wt, bias, out),
-                        2 => outputs::<S, 2>(x, step, taps, wt, bias, out),
-                        3 => outputs::<S, 3>(x, step, taps, wt, bias, out),
-                        4 => outputs::<S, 4>(x, step, taps, wt, bias, out),
-                        5 => outputs::<S, 5>(x, step, taps, wt, bias, out),
-                        6 => outputs::<S, 6>(x, step, taps, wt, bias, out),
-                        7 => outputs::<S, 7>(x, step, taps, wt, bias, out),
-                        _ => outputs::<S, ACCS>(x, step, taps, wt, bias, out),
-                    }
+                let row0 = plane.add(oy * p.g.sh * wp * l);
+                for (t, &off) in ptrs.iter_mut().zip(taps) {
+                    *t = row0.add(off * l);
                 }
+                let out = sums.add(oy * p.g.ow * l);
+                row::<S>(&ptrs[..taps.len()], p.g.ow, step, wt, bias, out);
             }
             let y = a.y.as_mut_ptr();
             for p0 in (0..olen).step_by(l) {
                 let m = (olen - p0).min(l);
                 transpose::<S>(sums.add(p0 * l), l, (m, a.n), |j| y.add(p0 + j * olen), m);
+            }
+        }
+    }
+
+    /// A block an output row at a time, over a band of the plane's rows: the rows one
+    /// output row reads, each transposed in as the rows before it are done with (row
+    /// `r` in band row `r % band`), a row of zeros for the padding rows; the row's sums,
+    /// then transposed out. Why: a whole plane of a 28 x 28 map is 57 KiB of vectors
+    /// (208 KiB at 56 x 56), past L1, so transposing it in wrote to L2 and the FMAs read
+    /// it back from there; a band of 3 to 5 rows and one output row stay in L1.
+    ///
+    /// # Safety
+    /// As [`block`], with the weights transposed into `a.wt` and `a.plane` holding
+    /// `band + 1` rows of `wp` vectors, their padding zero (the last row all zeros).
+    #[inline(always)]
+    unsafe fn band<S: Simd>(a: &mut BlockArgs, bias: S::V) {
+        let p = a.plan;
+        let g = &p.g;
+        let l = S::LANES;
+        let (wp, olen, band) = (p.wp, g.oh * g.ow, p.band);
+        let (rows, cols) = p.inside();
+        let xs = a.x.as_ptr();
+        let plane = a.plane.as_mut_ptr();
+        // The row past the band's (see the contract).
+        let zeros = plane.wrapping_add(band * wp * l).cast_const();
+        let sums = a.sums.as_mut_ptr();
+        let wt = a.wt.as_ptr();
+        let y = a.y.as_mut_ptr();
+        let mut ptrs = [zeros; MAX_TAPS];
+        let step = g.sw * l;
+        // The next plane row to transpose in.
+        let mut next = 0;
+        // SAFETY: the set is this CPU's (the contract). Bounds, with `a`'s sizes (see
+        // `BlockArgs`):
+        // - Packing reads input row `r - pt < h` (`r` in `rows`), its first `cols <= w`
+        //   columns, and writes vectors `pl .. pl + cols <= wp` of band row
+        //   `r % band < band`: inside `plane`.
+        // - Output row `oy` reads plane rows `oy sh + i dh` for `i < kh`, each in the
+        //   band (transposed in by this or an earlier row: rows up to the last one it
+        //   reads are in, and a row is overwritten only by row `r + band`, which is
+        //   past that last row) or the zeros row; its output `ox` reads vector
+        //   `ox sw + j dw <= wp - 1` of it (how `plan` sized the plane). Its sums are the
+        //   `ow` vectors of `sums`.
+        // - Unpacking reads sum vectors `p0..p0 + m <= ow`, and writes positions
+        //   `oy ow + p0 ..+ m` of output planes `j < n`: inside `y`.
+        // `plane` and `sums` are written only through these pointers while no
+        // reference to them is used, and `y` is a unique borrow aliasing neither.
+        unsafe {
+            for oy in 0..g.oh {
+                let (top, last) = (oy * g.sh, oy * g.sh + (g.kh - 1) * g.dh);
+                for r in next.max(top)..=last {
+                    if rows.contains(&r) {
+                        let dst = plane.add(((r % band) * wp + g.pl) * l);
+                        pack_row::<S>(xs, g, a.n, r - g.pt, cols, dst);
+                    }
+                }
+                next = last + 1;
+                // Tap (i, j) of the row reads plane row `top + i dh` from column `j dw`:
+                // one division per kernel row, none per tap.
+                for (i, taps) in ptrs[..g.taps].chunks_exact_mut(g.kw).enumerate() {
+                    let r = top + i * g.dh;
+                    let row = if rows.contains(&r) {
+                        plane.add((r % band) * wp * l).cast_const()
+                    } else {
+                        zeros
+                    };
+                    for (j, tap) in taps.iter_mut().enumerate() {
+                        *tap = row.add(j * g.dw * l);
+                    }
+                }
+                row::<S>(&ptrs[..g.taps], g.ow, step, wt, bias, sums);
+                let out = y.add(oy * g.ow);
+                for p0 in (0..g.ow).step_by(l) {
+                    let m = (g.ow - p0).min(l);
+                    transpose::<S>(sums.add(p0 * l), l, (m, a.n), |j| out.add(p0 + j * olen), m);
+                }
             }
         }
     }
@@ -565,12 +768,32 @@ pub(super) mod tests {
             (9, [1, 1], [3, 3], [1, 1], [1, 1], [3, 0, 2, 4]),
             (33, [28, 28], [3, 3], [1, 1], [1, 1], [1; 4]),
             (8, [6, 40], [1, 7], [1, 1], [1, 2], [0, 6, 0, 6]),
+            (20, [30, 29], [3, 3], [2, 2], [1, 1], [1, 1, 0, 0]),
+            (3, [13, 11], [1, 3], [3, 1], [1, 1], [0, 1, 0, 1]),
+            (18, [12, 15], [3, 5], [1, 2], [2, 1], [4, 2, 5, 2]),
+            (16, [17, 9], [5, 3], [2, 1], [1, 1], [0, 1, 0, 1]),
         ]);
-        gives_the_row_kernels_bits(&cases, &|isa, win, x, w, b, e, out, parallel| {
-            Depthwise::plan(win, isa)
-                .unwrap()
-                .conv(x, w, b, e, out, parallel)
-        });
+        // Every case both ways: whole planes and bands (the plan picks one by size).
+        for banded in [false, true] {
+            gives_the_row_kernels_bits(&cases, &|isa, win, x, w, b, e, out, parallel| {
+                Depthwise::plan(win, isa)
+                    .unwrap()
+                    .banded(banded)
+                    .conv(x, w, b, e, out, parallel)
+            });
+        }
+    }
+
+    /// The plan transposes narrow images whole and works on wider ones in bands of the
+    /// rows an output row reads.
+    #[test]
+    fn wide_images_work_in_bands() {
+        for isa in Isa::available() {
+            let plan = |c: CaseTuple| Depthwise::plan(&Case::each([c])[0].window(), isa).unwrap();
+            assert_eq!(plan((256, [7, 7], [5, 5], [1, 1], [1, 1], [2; 4])).band, 0);
+            assert_eq!(plan((40, [28, 28], [3, 3], [1, 1], [1, 1], [1; 4])).band, 3);
+            assert_eq!(plan((40, [28, 28], [5, 5], [2, 2], [2, 1], [4; 4])).band, 9);
+        }
     }
 
     /// A window too large to address has no plan; a 3-D one neither.
