@@ -37,7 +37,8 @@
 //! which is slower.
 //!
 //! The last `n % LANES` columns run through the same kernels on a zero-padded copy of
-//! their strip ([`tail`]). Whatever the kernels do not cover goes to matrixmultiply: a B
+//! their strip ([`tail`]); a single column (a matrix times a vector) by a kernel of its
+//! own with the rows in the lanes ([`column()`]), the same bits. Whatever the kernels do not cover goes to matrixmultiply: a B
 //! or C whose columns are not contiguous, more than one row tile over a k whose
 //! panel copy would exceed [`MAX_PANEL_FLOATS`], and machines without AVX2 and FMA.
 
@@ -424,6 +425,12 @@ unsafe fn tail(isa: Isa, p: &Product, r: usize, j0: usize, b0: usize) -> usize {
     if r == 0 || r >= lanes {
         return 0;
     }
+    if r == 1 && p.csa == 1 {
+        // SAFETY: `isa` is this CPU's, m and k non-zero, A's rows contiguous (the
+        // guard), C's column `j0` and B's column `b0` the caller's (this function's
+        // contract): `column`'s contract.
+        return unsafe { column(isa, p, j0, b0) };
+    }
     let (m, k) = (p.m, p.k);
     TAIL.with(|cell| {
         let mut buf = cell.take();
@@ -501,6 +508,23 @@ unsafe fn run_packed(isa: Isa, p: &Product, n: usize) -> usize {
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (isa, p, n);
+        unreachable!("Isa::available finds no kernel on this architecture")
+    }
+}
+
+/// C's column `j0` of `p`, from B's column `b0` (`x86::column`); returns 1.
+///
+/// # Safety
+/// As [`tail`] for one column, with A's rows contiguous (`p.csa` 1).
+unsafe fn column(isa: Isa, p: &Product, j0: usize, b0: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: this function's contract is `x86::column`'s.
+        unsafe { x86::column(isa, p, j0, b0) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, p, j0, b0);
         unreachable!("Isa::available finds no kernel on this architecture")
     }
 }
@@ -677,6 +701,118 @@ mod x86 {
         /// (`p.rsb` is `PACK_WIDTH`).
         run_packed => packed(p: &Product, n: usize)
     );
+
+    entry!(
+        /// # Safety
+        /// As `super::column`: this CPU has `isa`; `p.m` and `p.k` are non-zero, A's
+        /// rows are contiguous (`p.csa` 1), and C's column `j0`, B's column `b0` (in
+        /// `p.b`'s rows, `p.rsb` apart) and the finish's operands are inside live memory
+        /// with C aliasing neither A nor B.
+        column => one_column(p: &Product, j0: usize, b0: usize)
+    );
+
+    /// Row groups of one vector each a column's kernel sums at once: four independent
+    /// FMA chains, so the chain of one group waits on the FMA's latency while the
+    /// others' transposes run.
+    const GROUPS: usize = 4;
+
+    /// C's column `j0` alone (a matrix times a vector: a 1x1 convolution over a 1x1
+    /// map, the fully connected layers of a squeeze-and-excitation block), the rows in
+    /// the lanes: for each block of `LANES` k, the group's rows of A (contiguous) are
+    /// loaded and transposed in registers into columns of A, each multiplied by its
+    /// element of B broadcast. Each row's sum is still the sum over k in order, one FMA
+    /// per term from zero, finished as a tile finishes it: the bits of the column in any
+    /// product around it.
+    ///
+    /// Why: through the tile kernels, which put columns in the lanes, one column filled
+    /// one lane of every FMA (a 256 -> 64 layer: 16k FMAs and a k x 16 strip of B
+    /// copied), three times what the transposes cost here.
+    ///
+    /// # Safety
+    /// As [`column()`], on `S`'s set.
+    #[inline(always)]
+    unsafe fn one_column<S: Simd>(p: &Product, j0: usize, b0: usize) -> usize {
+        let l = S::LANES;
+        let (m, k) = (p.m, p.k);
+        // SAFETY: the set is this CPU's. A is read at rows `i0 + g l + r < m` (loads of
+        // rows past m are skipped), columns `k0..k0 + kn <= k`, contiguous (`csa` 1);
+        // B at rows `k0 + t < k` of column `b0`; C at rows below m of column `j0`; the
+        // bias at rows below m, the column bias at `j0`: all the caller's (the
+        // contract).
+        unsafe {
+            let mut i0 = 0;
+            while i0 < m {
+                let groups = (m - i0).div_ceil(l).min(GROUPS);
+                let mut acc = [S::zero(); GROUPS];
+                let mut k0 = 0;
+                while k0 < k {
+                    let kn = (k - k0).min(l);
+                    let mut bs = [0.0f32; 16];
+                    for (t, b) in bs[..kn].iter_mut().enumerate() {
+                        *b = *p.b.offset((k0 + t) as isize * p.rsb).add(b0);
+                    }
+                    for (g, acc) in acc[..groups].iter_mut().enumerate() {
+                        let g0 = i0 + g * l;
+                        let rows = (m - g0).min(l);
+                        let mut cols = [S::zero(); 16];
+                        // To the constant LANES with a test per row, so that the loop
+                        // unrolls and the block stays in registers.
+                        for (r, v) in cols[..l].iter_mut().enumerate() {
+                            if r < rows {
+                                let src = p.a.offset((g0 + r) as isize * p.rsa).add(k0);
+                                *v = if kn == l {
+                                    S::load(src)
+                                } else {
+                                    S::load_first(src, kn)
+                                };
+                            }
+                        }
+                        S::transpose(&mut cols[..l]);
+                        for (t, col) in cols[..l].iter().enumerate() {
+                            if t < kn {
+                                *acc = S::fma(*col, S::splat(bs[t]), *acc);
+                            }
+                        }
+                    }
+                    k0 += kn;
+                }
+                for (g, &sum) in acc[..groups].iter().enumerate() {
+                    let g0 = i0 + g * l;
+                    let rows = (m - g0).min(l);
+                    let mut tile = [[sum]];
+                    let s = &mut tile[0][0];
+                    // The tile's finish, step by step (see `tile`).
+                    if p.alpha != 1.0 {
+                        *s = S::mul(S::splat(p.alpha), *s);
+                    }
+                    let mut lanes = [0.0f32; 16];
+                    if p.beta != 0.0 {
+                        for (r, v) in lanes[..rows].iter_mut().enumerate() {
+                            *v = *p.c.offset((g0 + r) as isize * p.rsc).add(j0);
+                        }
+                        *s = S::fma(S::splat(p.beta), S::load(lanes.as_ptr()), *s);
+                    }
+                    let bias = p.finish.bias;
+                    if !bias.is_null() {
+                        *s = S::add(*s, S::load_first(bias.add(g0), rows));
+                    }
+                    let col_bias = p.finish.col_bias;
+                    if !col_bias.is_null() {
+                        *s = S::add(*s, S::splat(*col_bias.add(j0)));
+                    }
+                    if let Some(e) = p.finish.epilogue {
+                        e.tile::<S, 1, 1>(&mut tile);
+                    }
+                    S::store(lanes.as_mut_ptr(), tile[0][0]);
+                    for (r, &v) in lanes[..rows].iter().enumerate() {
+                        *p.c.offset((g0 + r) as isize * p.rsc).add(j0) = v;
+                    }
+                }
+                i0 += groups * l;
+            }
+        }
+        1
+    }
 
     /// A vector set's tile width: vectors per row of the widest tile.
     trait Panel: Simd {

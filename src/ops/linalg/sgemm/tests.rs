@@ -182,13 +182,6 @@ fn matches_the_reference_over_tile_remainders_and_strides() {
     }
 }
 
-/// Each element is summed over k in order, so a row's result does not depend on
-/// which tile (or remainder tile) it fell in, nor on whether k ran in blocks: the
-/// same row computed alone (k-blocked), and within a larger product (a panel copy,
-/// k whole), has the same bits, under each kernel.
-/// The last columns short of a vector get the bits the same columns get inside a
-/// wider product, with a C row stride past the columns and beta reading C, on every
-/// kernel and both row paths (few rows, and many).
 /// A finished product has the bits of the three passes it replaces (the bias in C,
 /// a product with beta 1, the activation over C) on every kernel and on
 /// matrixmultiply alone: few and many rows, column tails, k of 0, with and without
@@ -248,21 +241,26 @@ fn a_finished_product_has_the_bits_of_bias_product_and_activation() {
     }
 }
 
+/// The last columns short of a vector get the bits the same columns get inside a
+/// wider product, with a C row stride past the columns, alpha scaling and beta reading
+/// C, on every kernel: a single column (the rows in the lanes, `x86::one_column`) over
+/// row counts short of a vector, of several row groups and past one pass of them, and
+/// k short of a vector, with a remainder and long.
 #[test]
 fn a_column_tail_has_the_bits_of_a_wider_product() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    for (m, k) in [(3, 77), (29, 200)] {
+    for (m, k) in [(3, 77), (29, 200), (100, 9), (70, 64)] {
         let wide = 64;
         let a = values(m * k, 7);
         let b = values(k * wide, 8);
         for isa in Isa::available().into_iter().map(Some) {
-            for beta in [0.0f32, 0.5] {
+            for (alpha, beta) in [(1.0f32, 0.0f32), (1.0, 0.5), (0.5, 2.0)] {
                 let run = |n: usize| {
                     let c = vec![0.75f32; m * wide];
                     product(
                         isa,
                         (m, k, n),
-                        1.0,
+                        alpha,
                         &a,
                         (k, 1),
                         &b,
@@ -286,6 +284,10 @@ fn a_column_tail_has_the_bits_of_a_wider_product() {
     }
 }
 
+/// Each element is summed over k in order, so a row's result does not depend on
+/// which tile (or remainder tile) it fell in, nor on whether k ran in blocks: the
+/// same row computed alone (k-blocked), and within a larger product (a panel copy,
+/// k whole), has the same bits, under each kernel.
 #[test]
 fn a_row_has_the_same_bits_in_any_tile() {
     let (m, k, n) = (21, 129, 64);
