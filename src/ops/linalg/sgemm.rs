@@ -38,9 +38,10 @@
 //!
 //! The last `n % LANES` columns run through the same kernels on a zero-padded copy of
 //! their strip ([`tail`]); a single column (a matrix times a vector) by a kernel of its
-//! own with the rows in the lanes ([`column()`]), the same bits. Whatever the kernels do not cover goes to matrixmultiply: a B
-//! or C whose columns are not contiguous, more than one row tile over a k whose
-//! panel copy would exceed [`MAX_PANEL_FLOATS`], and machines without AVX2 and FMA.
+//! own with the rows in the lanes ([`column()`]), the same bits. Whatever the kernels
+//! do not cover goes to matrixmultiply: a B or C whose columns are not contiguous, more
+//! than one row tile over a k whose panel copy would exceed [`MAX_PANEL_FLOATS`], and
+//! machines without AVX2 and FMA.
 
 use crate::ops::nn::epilogue::Epilogue;
 use crate::ops::simd::Isa;

@@ -668,6 +668,21 @@ mod tests {
             pads: [1, 1, 1, 1],
             ..Case::new([2, 3, 9, 10], 4, [3, 3])
         });
+        // A column stride past the image and a left pad wider than the plane: some
+        // polyphase planes read no input column at all (conv_direct.rs's padded copy
+        // sliced past the input row there, a panic, until it skipped such rows).
+        cases.push(Case {
+            stride: [1, 10],
+            pads: [1, 4, 1, 0],
+            bias: true,
+            ..Case::new([1, 2, 20, 1], 3, [3, 3])
+        });
+        cases.push(Case {
+            group: 2,
+            stride: [1, 10],
+            pads: [1, 4, 1, 0],
+            ..Case::new([1, 2, 20, 1], 2, [3, 3])
+        });
         // Groups, batch 3, and depthwise.
         cases.push(Case {
             group: 2,

@@ -332,6 +332,12 @@ impl Direct {
                 row[..lo].fill(0.0);
                 row[hi..].fill(0.0);
             }
+            // No column of this phase reads inside the input (padding wider than the
+            // plane, a column stride past the image): the row is all padding, and
+            // its first input column would lie past the line (or before it).
+            if lo == hi {
+                continue;
+            }
             let line = &src[r * w..][..w];
             let first = lo * sw + rx - self.g.pl;
             let row = &mut row[lo..hi];

@@ -486,7 +486,9 @@ mod x86 {
                 }
             } else {
                 for r in rows {
-                    let dst = plane.add((r * wp + p.g.pl) * l);
+                    // Wrapping: with padding wider than the plane no column lands in
+                    // it (`cols` 0), and nothing is written through this pointer.
+                    let dst = plane.wrapping_add((r * wp + p.g.pl) * l);
                     pack_row::<S>(xs, &p.g, a.n, r - p.g.pt, cols, dst);
                 }
             }
@@ -557,7 +559,8 @@ mod x86 {
                 let (top, last) = (oy * g.sh, oy * g.sh + (g.kh - 1) * g.dh);
                 for r in next.max(top)..=last {
                     if rows.contains(&r) {
-                        let dst = plane.add(((r % band) * wp + g.pl) * l);
+                        // Wrapping: as in `whole`, `cols` may be 0.
+                        let dst = plane.wrapping_add(((r % band) * wp + g.pl) * l);
                         pack_row::<S>(xs, g, a.n, r - g.pt, cols, dst);
                     }
                 }
@@ -772,6 +775,7 @@ pub(super) mod tests {
             (3, [13, 11], [1, 3], [3, 1], [1, 1], [0, 1, 0, 1]),
             (18, [12, 15], [3, 5], [1, 2], [2, 1], [4, 2, 5, 2]),
             (16, [17, 9], [5, 3], [2, 1], [1, 1], [0, 1, 0, 1]),
+            (2, [20, 1], [3, 3], [1, 10], [1, 1], [1, 4, 1, 0]),
         ]);
         // Every case both ways: whole planes and bands (the plan picks one by size).
         for banded in [false, true] {
