@@ -47,6 +47,11 @@ const ACCS: usize = 8;
 /// 2 (57 x 57) a third faster in a band, over 14 x 14 of 5x5 (18 x 18) 10%.
 const WHOLE_PLANE: usize = 192;
 
+/// The plane rows one output row of `g` reads, `(kh - 1) dh + 1`: what a band holds.
+fn band_rows(g: &Flat) -> usize {
+    (g.kh - 1) * g.dh + 1
+}
+
 /// A depthwise window over one image, channels in the lanes of `isa`'s vectors.
 #[derive(Debug, Clone)]
 pub(super) struct Depthwise {
@@ -90,7 +95,7 @@ impl Depthwise {
             hp,
             wp,
             offs: [0; MAX_TAPS],
-            band: if whole { 0 } else { (g.kh - 1) * g.dh + 1 },
+            band: if whole { 0 } else { band_rows(&g) },
         };
         for (t, off) in plan.offs[..g.taps].iter_mut().enumerate() {
             *off = t / g.kw * g.dh * wp + t % g.kw * g.dw;
@@ -101,11 +106,7 @@ impl Depthwise {
     /// This plan, working in bands (`true`) or on whole planes whatever the size.
     #[cfg(test)]
     fn banded(mut self, on: bool) -> Depthwise {
-        self.band = if on {
-            (self.g.kh - 1) * self.g.dh + 1
-        } else {
-            0
-        };
+        self.band = if on { band_rows(&self.g) } else { 0 };
         self
     }
 
@@ -392,6 +393,31 @@ mod x86 {
         }
     }
 
+    /// Transposes `count` vectors of sums from `sums` into positions `0..count` from
+    /// `out` of the block's `n` output planes, `olen` floats apart.
+    ///
+    /// # Safety
+    /// This CPU has `S`'s set; `1 <= n <= LANES`, the `count` vectors at `sums` are
+    /// readable and the `count` floats from `out + j * olen` writable for each `j < n`.
+    #[inline(always)]
+    unsafe fn unpack<S: Simd>(
+        sums: *const f32,
+        count: usize,
+        n: usize,
+        out: *mut f32,
+        olen: usize,
+    ) {
+        let l = S::LANES;
+        // SAFETY: reads sum vectors `p0..p0 + m <= count`, writes positions `p0..p0 + m`
+        // of planes `j < n`: the memory the contract names.
+        unsafe {
+            for p0 in (0..count).step_by(l) {
+                let m = (count - p0).min(l);
+                transpose::<S>(sums.add(p0 * l), l, (m, n), |j| out.add(p0 + j * olen), m);
+            }
+        }
+    }
+
     /// One block: the input planes transposed into the padded plane's interior, every
     /// output's sums, and the sums transposed into the output planes; or, in a band,
     /// the same an output row at a time (see [`band`]).
@@ -503,11 +529,7 @@ mod x86 {
                 let out = sums.add(oy * p.g.ow * l);
                 row::<S>(&ptrs[..taps.len()], p.g.ow, step, wt, bias, out);
             }
-            let y = a.y.as_mut_ptr();
-            for p0 in (0..olen).step_by(l) {
-                let m = (olen - p0).min(l);
-                transpose::<S>(sums.add(p0 * l), l, (m, a.n), |j| y.add(p0 + j * olen), m);
-            }
+            unpack::<S>(sums, olen, a.n, a.y.as_mut_ptr(), olen);
         }
     }
 
@@ -579,11 +601,7 @@ mod x86 {
                     }
                 }
                 row::<S>(&ptrs[..g.taps], g.ow, step, wt, bias, sums);
-                let out = y.add(oy * g.ow);
-                for p0 in (0..g.ow).step_by(l) {
-                    let m = (g.ow - p0).min(l);
-                    transpose::<S>(sums.add(p0 * l), l, (m, a.n), |j| out.add(p0 + j * olen), m);
-                }
+                unpack::<S>(sums, g.ow, a.n, y.add(oy * g.ow), olen);
             }
         }
     }
