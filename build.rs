@@ -40,6 +40,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         config.boxed(format!(".ge.proto.AttrDef.value.{arm}"));
     }
+    // A tensor's bytes as `bytes::Bytes`: decoded into a buffer of their own once, then
+    // handed from the ONNX model to the GE graph and on to rt2's own (and from an
+    // ExecuteGraph into the message that writes it) by reference count, so a model's
+    // weights are not copied at each step of reading, lowering and writing it.
+    config.bytes([
+        ".onnx.TensorProto.raw_data",
+        ".ge.proto.TensorDef.data",
+        ".rt2.exeg.Tensor.data",
+    ]);
     config.compile_fds(fds)?;
     Ok(())
 }

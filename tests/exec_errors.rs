@@ -28,7 +28,7 @@ fn input(shape: &[i64]) -> HostTensor {
     HostTensor {
         dtype: DType::F32,
         shape: shape.to_vec(),
-        data: vec![0; 4 * n as usize],
+        data: vec![0; 4 * n as usize].into(),
     }
 }
 

@@ -519,7 +519,7 @@ fn shape_ops_of_dynamic_inputs_run_on_the_host() {
     let x = rt2::ops::HostTensor {
         dtype: rt2::ops::DType::F32,
         shape: vec![3, 4],
-        data: vec![0; 48],
+        data: vec![0; 48].into(),
     };
     let mut out = Vec::new();
     ex.execute_sync(&[&x], &mut out).expect("runs");

@@ -130,7 +130,7 @@ fn image() -> HostTensor {
     HostTensor {
         dtype: DType::F32,
         shape: CNN.input.to_vec(),
-        data: bytes(&halfway(seeded_f32(192, 9, 1.0)), false),
+        data: bytes(&halfway(seeded_f32(192, 9, 1.0)), false).into(),
     }
 }
 
@@ -248,7 +248,7 @@ fn a_storage_format_input_is_converted_once_and_plain_transposes_stay() {
     let input = HostTensor {
         dtype: DType::F16,
         shape: stored_dims,
-        data: stored_bytes,
+        data: stored_bytes.into(),
     };
     let got = f16s(&execute(&eg, ExecutorType::Sequential, &input)[0]);
     let mut want = Vec::new();
@@ -345,7 +345,7 @@ fn aipp_front_end(crop_size: i64) {
     let input = HostTensor {
         dtype: DType::U8,
         shape: vec![1, h, src_w, 3],
-        data: image.clone(),
+        data: image.clone().into(),
     };
     let (plain, seq) = run_everywhere(&text, &input);
     assert_eq!(launches(&plain, "Aipp"), 1);

@@ -232,7 +232,7 @@ fn a_tensorflow_born_ge_graph_computes_tensorflows_meanings_under_every_executor
     let tensor = HostTensor {
         dtype: DType::F32,
         shape: X.to_vec(),
-        data: f32s(&x),
+        data: f32s(&x).into(),
     };
     let want = expected(&x);
     // The PRelu slopes apply per channel: a slope along the last dim (ONNX's broadcast)
@@ -279,7 +279,7 @@ fn resize_takes_its_layout_from_the_tensor_format() {
     let x = HostTensor {
         dtype: DType::F32,
         shape: vec![1, 2, 1, 2],
-        data: f32s(&[10.0, 20.0, -1.0, 1.0]),
+        data: f32s(&[10.0, 20.0, -1.0, 1.0]).into(),
     };
     // NCHW: two channels of one row of two pixels, each row resized 2 -> 4 at
     // -0.25, 0.25, 0.75, 1.25.
@@ -332,7 +332,7 @@ fn ge_lrn_sums_over_its_radius_with_an_undivided_alpha() {
     let input = HostTensor {
         dtype: DType::F32,
         shape: dims.to_vec(),
-        data: f32s(&x),
+        data: f32s(&x).into(),
     };
     let (shape, y) = run_everywhere(&file, &input);
     assert_eq!(shape, dims);

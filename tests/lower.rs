@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 #[path = "lower/static_memory.rs"]
 mod static_memory;
 
+/// A model's weights held once from import to execution.
+#[path = "lower/shared_weights.rs"]
+mod shared_weights;
+
 use rt2::exec::{check::check, exeg, view};
 use rt2::lower::{LowerOptions, lower};
 use rt2::om::file::{ReadOptions, read};

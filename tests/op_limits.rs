@@ -36,7 +36,7 @@ fn scalar_f64(v: f64) -> HostTensor {
     HostTensor {
         dtype: DType::F64,
         shape: vec![],
-        data: v.to_le_bytes().to_vec(),
+        data: v.to_le_bytes().to_vec().into(),
     }
 }
 

@@ -38,7 +38,8 @@ fn data_set_value(case: &Path, input: i64) -> Option<HostTensor> {
     let shape = t.dims.clone();
     let raw = |typed: Vec<u8>| {
         t.raw_data
-            .clone()
+            .as_ref()
+            .map(|r| r.to_vec())
             .filter(|r| !r.is_empty())
             .unwrap_or(typed)
     };
@@ -78,7 +79,11 @@ fn data_set_value(case: &Path, input: i64) -> Option<HostTensor> {
         ),
         _ => return None,
     };
-    Some(HostTensor { dtype, shape, data })
+    Some(HostTensor {
+        dtype,
+        shape,
+        data: data.into(),
+    })
 }
 
 /// Checks one single-op model; `None` when the op is not in the registry (or the model is

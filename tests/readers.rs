@@ -127,7 +127,7 @@ fn const_weights_survive_the_om() {
                         .attr("value")
                         .and_then(|v| v.as_tensor())
                         .expect("a Const has a tensor value");
-                    out.push((n.name.clone(), t.data.clone()));
+                    out.push((n.name.clone(), t.data.to_vec()));
                 }
             });
             out

@@ -141,7 +141,7 @@ mod tests {
         HostTensor {
             dtype: DType::F32,
             shape: vec![v.len() as i64],
-            data: bytemuck::cast_slice(v).to_vec(),
+            data: bytemuck::cast_slice(v).to_vec().into(),
         }
     }
 
@@ -191,21 +191,21 @@ mod tests {
         let i = |v: &[i64]| HostTensor {
             dtype: DType::I64,
             shape: vec![v.len() as i64],
-            data: bytemuck::cast_slice(v).to_vec(),
+            data: bytemuck::cast_slice(v).to_vec().into(),
         };
         check(&i(&[1, 2, 3]), &i(&[1, 2, 3]), true, 0.0, 0.0, 0);
         check(&i(&[1, 2, 7]), &i(&[1, 2, 3]), false, 4.0, 4.0 / 3.0, 1);
         let u = |v: &[u64]| HostTensor {
             dtype: DType::U64,
             shape: vec![v.len() as i64],
-            data: bytemuck::cast_slice(v).to_vec(),
+            data: bytemuck::cast_slice(v).to_vec().into(),
         };
         // Equal as f64, different as integers.
         assert!(!compare(&u(&[u64::MAX]), &u(&[u64::MAX - 1]), TOL).ok);
         let b = |v: &[u8]| HostTensor {
             dtype: DType::Bool,
             shape: vec![v.len() as i64],
-            data: v.to_vec(),
+            data: v.to_vec().into(),
         };
         check(&b(&[1, 0]), &b(&[1, 1]), false, 1.0, 1.0, 1);
     }
@@ -238,7 +238,7 @@ mod tests {
         assert!(!c.ok && c.detail.unwrap().contains("shape [1, 2]"));
         let mut d = a.clone();
         d.dtype = DType::I32;
-        d.data.truncate(8);
+        d.data.to_mut().truncate(8);
         let c = compare(&d, &a, TOL);
         assert!(!c.ok && c.detail.unwrap().contains("int32 where float32"));
     }

@@ -318,7 +318,7 @@ fn origin_values(d: &DumpedTensor, format: Option<&TensorFormat>) -> Values {
     let mut t = HostTensor {
         dtype: d.dtype,
         shape: d.shape.clone(),
-        data: d.data.to_vec(),
+        data: d.data.to_vec().into(),
     };
     if let Some(origin) = format.and_then(|f| to_origin(&t, f)) {
         t = origin;
@@ -353,7 +353,7 @@ fn to_origin(t: &HostTensor, f: &TensorFormat) -> Option<HostTensor> {
     Some(HostTensor {
         dtype: t.dtype,
         shape: origin.clone(),
-        data,
+        data: data.into(),
     })
 }
 
@@ -565,7 +565,7 @@ fn convert_input(t: &HostTensor, io: &ModelIo) -> anyhow::Result<HostTensor> {
     Ok(HostTensor {
         dtype: want,
         shape: t.shape.clone(),
-        data,
+        data: data.into(),
     })
 }
 

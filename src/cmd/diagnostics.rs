@@ -132,7 +132,7 @@ pub fn write_dumps(dir: &Path, dumps: &[DumpedTensor]) -> anyhow::Result<()> {
             let t = HostTensor {
                 dtype: d.dtype,
                 shape: d.shape.clone(),
-                data: d.data.to_vec(),
+                data: d.data.to_vec().into(),
             };
             let bytes = npy::write(&t).with_context(|| format!("writing {}", path.display()))?;
             output::write_atomic(&path, &bytes)?;

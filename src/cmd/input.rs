@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 
 use crate::exec::{ExecuteGraph, exeg, view};
 use crate::om::file::{self, ModelFile, ReadOptions};
+use crate::om::graph::{AttrValue, ComputeGraph};
 
 /// The most bytes read from a pipe, a FIFO or a socket, which have no size: 2 GiB,
 /// protobuf's limit on one message, which every model file but an OM's weights keeps to.
@@ -110,10 +111,29 @@ fn is_exeg_text(bytes: &[u8]) -> bool {
         .is_some_and(|l| l.starts_with("magic:") && l.contains(exeg::MAGIC))
 }
 
-/// Ends a command's use of a model without freeing it. The process exits right after a
-/// command, and freeing a large graph allocation by allocation costs a third as long as
-/// reading it; the OS takes the memory back wholesale instead.
-pub fn release(file: ModelFile) {
+/// Ends a command's use of a model without freeing its graph. The process exits right
+/// after a command, and freeing a large graph allocation by allocation costs a third as
+/// long as reading it; the OS takes the memory back wholesale instead. The constants'
+/// bytes and an OM's partitions are let go here, though: a few large buffers, cheap to
+/// free, and the weights lowering replaced (packed or widened for their kernels) and an
+/// OM's WEIGHTS_DATA would otherwise stay resident beside what replaced them while the
+/// command runs the model.
+pub fn release(mut file: ModelFile) {
+    file.om = None;
+    fn let_go(g: &mut ComputeGraph) {
+        for node in &mut g.nodes {
+            for v in node.attrs.values_mut() {
+                if let AttrValue::Tensor(t) = v {
+                    t.data = bytes::Bytes::new();
+                }
+            }
+            node.subgraphs.iter_mut().for_each(let_go);
+        }
+    }
+    for m in &mut file.models {
+        let_go(&mut m.model.root);
+        m.model.detached.iter_mut().for_each(let_go);
+    }
     std::mem::forget(file);
 }
 

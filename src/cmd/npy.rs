@@ -116,7 +116,11 @@ pub fn read(bytes: &[u8], expect: Option<DType>) -> anyhow::Result<HostTensor> {
     if fortran && shape.len() > 1 {
         data = fortran_to_c(&data, &shape, size)?;
     }
-    Ok(HostTensor { dtype, shape, data })
+    Ok(HostTensor {
+        dtype,
+        shape,
+        data: data.into(),
+    })
 }
 
 /// A header npyz refused, on one line: the header's text (its start) and, when the
@@ -373,7 +377,7 @@ mod tests {
         let t = HostTensor {
             dtype: DType::F32,
             shape: vec![2, 3],
-            data: vec![0; 24],
+            data: vec![0; 24].into(),
         };
         let bytes = write(&t).unwrap();
         let text = String::from_utf8_lossy(&bytes[10..]);
@@ -494,7 +498,7 @@ mod tests {
         let t = HostTensor {
             dtype: DType::U8,
             shape: vec![0, 1 << 32, 1 << 32],
-            data: vec![],
+            data: vec![].into(),
         };
         assert!(format!("{:#}", write(&t).unwrap_err()).contains("more elements"));
         // What NumPy writes still reads: brackets in a quoted string, a 1-tuple.
@@ -512,7 +516,7 @@ mod tests {
         let t = HostTensor {
             dtype: DType::F32,
             shape: vec![1; 100_000],
-            data: vec![0; 4],
+            data: vec![0; 4].into(),
         };
         let msg = format!("{:#}", write(&t).unwrap_err());
         assert!(msg.contains("rank 100000"), "{msg}");

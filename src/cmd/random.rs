@@ -93,7 +93,7 @@ pub fn tensor(
     Ok(HostTensor {
         dtype,
         shape: shape.to_vec(),
-        data,
+        data: data.into(),
     })
 }
 
@@ -109,7 +109,7 @@ pub fn zeros(dtype: DType, shape: &[i64]) -> Result<HostTensor, TooLarge> {
     Ok(HostTensor {
         dtype,
         shape: shape.to_vec(),
-        data,
+        data: data.into(),
     })
 }
 

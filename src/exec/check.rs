@@ -935,7 +935,7 @@ mod tests {
                     KernelAttr::Tensor(ExecTensor {
                         dtype: DType::F32,
                         shape,
-                        data: vec![0; 4],
+                        data: vec![0; 4].into(),
                     })
                 };
                 let a = &mut eg.init.nodes[1].attrs;

@@ -25,6 +25,7 @@ use crate::exec::graph::{
 use crate::exec::kernel_types;
 use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
 use crate::ops::DType;
+use crate::ops::attr::AttrKey;
 use crate::proto::exeg as pb;
 
 /// The value of `ExecuteGraphFile.magic`.
@@ -337,10 +338,11 @@ struct Tables<'a> {
     kernels: Vec<String>,
     kernel_at: HashMap<String, u32>,
     attr_sets: Vec<pb::AttrSet>,
-    /// By shared set, then by encoded value: sets lowering made separately but equal
-    /// become one entry too.
+    /// By shared set, then by value: sets lowering made separately but equal become one
+    /// entry too. By value bit for bit ([`AttrKey`]), not by encoded bytes: a key of
+    /// encoded bytes would hold a second copy of every constant tensor.
     attrs_at: HashMap<usize, u32>,
-    attrs_by_value: HashMap<Vec<u8>, u32>,
+    attrs_by_value: HashMap<AttrKey, u32>,
 }
 
 fn attrs_to(a: &crate::ops::AttrMap) -> Vec<pb::Attr> {
@@ -378,14 +380,13 @@ impl<'a> Tables<'a> {
         if let Some(&i) = self.attrs_at.get(&id) {
             return i;
         }
-        let set = pb::AttrSet { attrs: attrs_to(a) };
-        let bytes = set.encode_to_vec();
-        let i = match self.attrs_by_value.get(&bytes) {
+        let key = AttrKey(a.clone());
+        let i = match self.attrs_by_value.get(&key) {
             Some(&i) => i,
             None => {
-                self.attr_sets.push(set);
+                self.attr_sets.push(pb::AttrSet { attrs: attrs_to(a) });
                 let i = self.attr_sets.len() as u32;
-                self.attrs_by_value.insert(bytes, i);
+                self.attrs_by_value.insert(key, i);
                 i
             }
         };
@@ -472,7 +473,7 @@ fn attr_to(a: &KernelAttr) -> pb::attr::Value {
         KernelAttr::Tensor(t) => V::Tensor(pb::Tensor {
             dtype: t.dtype.name().to_string(),
             shape: t.shape.clone(),
-            data: t.data.clone(),
+            data: t.data.to_bytes(),
         }),
     }
 }
@@ -944,7 +945,7 @@ impl Converter<'_> {
             V::Tensor(t) => KernelAttr::Tensor(ExecTensor {
                 dtype: dtype(&t.dtype)?,
                 shape: t.shape,
-                data: t.data,
+                data: t.data.into(),
             }),
         })
     }

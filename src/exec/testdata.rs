@@ -45,7 +45,7 @@ pub fn sample() -> ExecuteGraph {
         KernelAttr::Tensor(ExecTensor {
             dtype: DType::F32,
             shape: vec![2],
-            data: vec![0, 0, 128, 63, 0, 0, 0, 64],
+            data: vec![0, 0, 128, 63, 0, 0, 0, 64].into(),
         }),
     );
     init.add(c);
@@ -94,7 +94,7 @@ pub fn sample() -> ExecuteGraph {
             KernelAttr::Tensor(ExecTensor {
                 dtype: DType::I64,
                 shape: vec![1, 1],
-                data: 9i64.to_le_bytes().to_vec(),
+                data: 9i64.to_le_bytes().to_vec().into(),
             }),
         ),
         ("k_zero", KernelAttr::Int(0)),

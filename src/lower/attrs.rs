@@ -179,7 +179,7 @@ pub fn tensor(t: &Tensor) -> Option<HostTensor> {
     let ht = HostTensor {
         dtype: dtype(t.desc.dtype)?,
         shape: dims,
-        data: t.data.clone(),
+        data: t.data.clone().into(),
     };
     ht.is_consistent().then_some(ht)
 }
@@ -301,7 +301,7 @@ mod tests {
             "value".into(),
             AttrValue::Tensor(Box::new(Tensor {
                 desc: TensorDesc::new(DataType::Float32, Shape::Dims(vec![2])),
-                data: vec![0; 8],
+                data: vec![0; 8].into(),
             })),
         );
         m.insert("body".into(), AttrValue::Graph(Box::default()));

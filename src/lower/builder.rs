@@ -228,8 +228,11 @@ impl Builder {
         }
     }
 
-    /// Registers a constant value; returns its id.
-    pub fn add_const(&mut self, t: HostTensor) -> u32 {
+    /// Registers a constant value; returns its id. Its bytes become shared here (no copy),
+    /// so the Const kernels made of it, and the executor's values made of those, hold
+    /// the one buffer.
+    pub fn add_const(&mut self, mut t: HostTensor) -> u32 {
+        t.data.share();
         self.consts.push(Arc::new(t));
         self.consts.len() as u32 - 1
     }

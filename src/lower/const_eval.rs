@@ -68,7 +68,7 @@ pub fn fold(
         let t = HostTensor {
             dtype: outs.first()?.dtype,
             shape: out_shape(0)?,
-            data,
+            data: data.into(),
         };
         t.is_consistent().then(|| vec![t])
     };
@@ -84,7 +84,9 @@ pub fn fold(
             }
         }
         // The bytes stay; only the shape changes, and inference gave it.
-        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => one(input(0)?.data.clone()),
+        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => {
+            one(input(0)?.data.to_vec())
+        }
         "Concat" => {
             let axis = attr_int(attrs, "axis")?;
             let parts: Vec<&HostTensor> = (0..inputs.len()).map(input).collect::<Option<_>>()?;
@@ -102,7 +104,7 @@ pub fn fold(
         "ConstantOfShape" => {
             let n: usize = out_shape(0)?.iter().map(|&d| d as usize).product();
             let value = match attrs.get("value") {
-                Some(Attr::Tensor(t)) if t.data.len() == t.dtype.size() => t.data.clone(),
+                Some(Attr::Tensor(t)) if t.data.len() == t.dtype.size() => t.data.to_vec(),
                 Some(_) => return None,
                 None => vec![0u8; 4],
             };

@@ -499,7 +499,7 @@ impl Lowering<'_> {
             HostTensor {
                 dtype: DType::I64,
                 shape: vec![],
-                data: i64::MAX.to_le_bytes().to_vec(),
+                data: i64::MAX.to_le_bytes().to_vec().into(),
             },
         );
         let c = limit(
@@ -508,7 +508,7 @@ impl Lowering<'_> {
             HostTensor {
                 dtype: DType::Bool,
                 shape: vec![],
-                data: vec![1],
+                data: vec![1].into(),
             },
         );
         let (Some(m), Some(c)) = (m, c) else {
@@ -622,7 +622,7 @@ mod tests {
         HostTensor {
             dtype,
             shape: vec![],
-            data: data.to_vec(),
+            data: data.to_vec().into(),
         }
     }
 

@@ -980,7 +980,7 @@ impl<'r> Lowering<'r> {
         let empty = HostTensor {
             dtype: fill,
             shape: vec![0],
-            data: Vec::new(),
+            data: Default::default(),
         };
         let metas: Vec<TensorMeta> = ins
             .iter()

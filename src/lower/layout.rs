@@ -334,7 +334,7 @@ fn const_to_origin(n: &mut ComputeNode) -> Result<(), String> {
     transfer
         .run(&from, &t.data, &to, &mut data)
         .map_err(|e| format!("value: {e}"))?;
-    t.data = data;
+    t.data = data.into();
     to_origin_desc(&mut t.desc, &f);
     Ok(())
 }

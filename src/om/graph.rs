@@ -157,8 +157,9 @@ impl TensorDesc {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Tensor {
     pub desc: TensorDesc,
-    /// Raw little-endian bytes.
-    pub data: Vec<u8>,
+    /// Raw little-endian bytes, shared with what is made of them (the ExecuteGraph's
+    /// constants) rather than copied.
+    pub data: bytes::Bytes,
 }
 
 /// Attributes by name, in name order (GE stores them in a map).

@@ -49,7 +49,7 @@ fn constant(name: &str, dtype: i32, dims: &[i64], data: Vec<u8>) -> OpDef {
     let mut o = op(name, "Const", &[]);
     let t = TensorDef {
         desc: Some(desc(dtype, dims)),
-        data,
+        data: data.into(),
     };
     o.attr.insert(
         "value".into(),

@@ -150,7 +150,7 @@ pub fn every_variant_model() -> ModelDef {
     use attr_def::Value as V;
     let t = TensorDef {
         desc: Some(tensor_desc(4, &[2, 2], "ND")),
-        data: vec![0, 1, 0x7f, 0x80, 0xc3, 0xa9, b'"', b'\\', b'\n', 0xff],
+        data: vec![0, 1, 0x7f, 0x80, 0xc3, 0xa9, b'"', b'\\', b'\n', 0xff].into(),
     };
     let sub = GraphDef {
         name: "then_branch".to_owned(),
@@ -295,7 +295,7 @@ pub fn large_model(ops: usize) -> ModelDef {
                 "value".to_owned(),
                 self::attr(V::T(Box::new(TensorDef {
                     desc: Some(tensor_desc(4, &[256], "ND")),
-                    data,
+                    data: data.into(),
                 }))),
             );
         }
@@ -410,7 +410,7 @@ impl DumpOp {
     pub fn value(mut self, desc: TensorDescriptor, data: Vec<u8>) -> Self {
         let t = TensorDef {
             desc: Some(desc),
-            data,
+            data: data.into(),
         };
         self.0
             .attr

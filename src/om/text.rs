@@ -1226,7 +1226,7 @@ graph {
         let V::T(t) = attr(&g.op[1], "value") else {
             panic!("value is a tensor")
         };
-        assert_eq!(t.data, [0xc3, 0xa9, 0x00, 0xff]);
+        assert_eq!(t.data[..], [0xc3, 0xa9, 0x00, 0xff]);
         assert_eq!(t.desc.as_ref().map(|d| d.dtype), Some(4));
         let op = &g.op[2];
         assert_eq!(op.input, ["PlaceHolder0:0", "Const0:0", "", "Const0:-1"]);

@@ -475,7 +475,7 @@ mod tests {
             "value".into(),
             AttrValue::Tensor(Box::new(Tensor {
                 desc: TensorDesc::new(DataType::Float32, Shape::Dims(vec![3])),
-                data: vec![0; 8],
+                data: vec![0; 8].into(),
             })),
         );
         g.add_node(c);

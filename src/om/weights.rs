@@ -105,7 +105,7 @@ pub fn resolve_op(op: &mut OpDef, graph: &str, weights: &[u8]) -> Result<()> {
                 ),
             )
         })?;
-    t.data = weights[off as usize..end as usize].to_vec();
+    t.data = bytes::Bytes::copy_from_slice(&weights[off as usize..end as usize]);
     Ok(())
 }
 
@@ -125,7 +125,7 @@ fn align(v: u64, to: u64) -> u64 {
 pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
     let mut offset = WEIGHTS_START_OFFSET;
     // Placed weights, and GE's reuse_weight_map_: data size -> indices into `placed`.
-    let mut placed: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut placed: Vec<(u64, bytes::Bytes)> = Vec::new();
     let mut by_size: HashMap<usize, Vec<usize>> = HashMap::new();
     for (g, o) in node_order(model) {
         let op = &mut model.graph[g].op[o];

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::ops::DType;
 
 /// A tensor in host memory: a constant, a folded shape, a Const's value.
@@ -15,7 +17,159 @@ pub struct HostTensor {
     /// Dims; empty for a scalar.
     pub shape: Vec<i64>,
     /// Little-endian element bytes, `dtype.size()` per element.
-    pub data: Vec<u8>,
+    pub data: TensorBytes,
+}
+
+/// A host tensor's bytes: a buffer of its own, which a kernel resizes and rewrites from
+/// one execution to the next, or a view of an immutable buffer shared with others.
+///
+/// Shared is how a model's weights travel: the imported graph, the ExecuteGraph lowered
+/// from it and the executor's Const values all hold the one buffer the weight was read
+/// into, where copies would hold a large model's weights three times over (and fault in
+/// fresh pages for each). Reads see a byte slice either way; a write to a shared buffer
+/// copies it first ([`TensorBytes::to_mut`]), as `Cow` does.
+#[derive(Clone)]
+pub enum TensorBytes {
+    Owned(Vec<u8>),
+    Shared(Bytes),
+}
+
+impl TensorBytes {
+    /// The bytes to write in place: an owned buffer is handed out as it is (its capacity
+    /// kept for reuse), a shared one is copied into a buffer of this tensor's own first.
+    pub fn to_mut(&mut self) -> &mut Vec<u8> {
+        if let TensorBytes::Shared(b) = self {
+            *self = TensorBytes::Owned(b.to_vec());
+        }
+        match self {
+            TensorBytes::Owned(v) => v,
+            TensorBytes::Shared(_) => unreachable!("made owned above"),
+        }
+    }
+    /// A shared handle on these bytes, making an owned buffer shared in place (without a
+    /// copy) so that later clones are reference counts too.
+    pub fn share(&mut self) -> Bytes {
+        if let TensorBytes::Owned(v) = self {
+            *self = TensorBytes::Shared(Bytes::from(std::mem::take(v)));
+        }
+        match self {
+            TensorBytes::Shared(b) => b.clone(),
+            TensorBytes::Owned(_) => unreachable!("made shared above"),
+        }
+    }
+    /// The bytes as an immutable buffer: a shared one's by reference count, an owned
+    /// one's copied.
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            TensorBytes::Owned(v) => Bytes::copy_from_slice(v),
+            TensorBytes::Shared(b) => b.clone(),
+        }
+    }
+    /// The bytes as an immutable buffer, without a copy.
+    pub fn into_bytes(self) -> Bytes {
+        match self {
+            TensorBytes::Owned(v) => Bytes::from(v),
+            TensorBytes::Shared(b) => b,
+        }
+    }
+    /// The bytes as a vector: an owned buffer as it is, a shared one copied unless this
+    /// was its last holder.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            TensorBytes::Owned(v) => v,
+            TensorBytes::Shared(b) => Vec::from(b),
+        }
+    }
+}
+
+impl Default for TensorBytes {
+    fn default() -> Self {
+        TensorBytes::Owned(Vec::new())
+    }
+}
+
+impl std::ops::Deref for TensorBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            TensorBytes::Owned(v) => v,
+            TensorBytes::Shared(b) => b,
+        }
+    }
+}
+
+impl AsRef<[u8]> for TensorBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for TensorBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for TensorBytes {}
+
+impl PartialEq<Vec<u8>> for TensorBytes {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<[u8]> for TensorBytes {
+    fn eq(&self, other: &[u8]) -> bool {
+        **self == *other
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for TensorBytes {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<&[u8]> for TensorBytes {
+    fn eq(&self, other: &&[u8]) -> bool {
+        **self == **other
+    }
+}
+
+impl FromIterator<u8> for TensorBytes {
+    fn from_iter<I: IntoIterator<Item = u8>>(iter: I) -> Self {
+        TensorBytes::Owned(iter.into_iter().collect())
+    }
+}
+
+impl std::hash::Hash for TensorBytes {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self).hash(h);
+    }
+}
+
+impl std::fmt::Debug for TensorBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl From<Vec<u8>> for TensorBytes {
+    fn from(v: Vec<u8>) -> Self {
+        TensorBytes::Owned(v)
+    }
+}
+
+impl From<Bytes> for TensorBytes {
+    fn from(b: Bytes) -> Self {
+        TensorBytes::Shared(b)
+    }
+}
+
+impl From<&[u8]> for TensorBytes {
+    fn from(b: &[u8]) -> Self {
+        TensorBytes::Owned(b.to_vec())
+    }
 }
 
 impl HostTensor {
@@ -320,14 +474,14 @@ mod tests {
         let t = HostTensor {
             dtype: DType::F32,
             shape: vec![2, 3],
-            data: vec![0; 24],
+            data: vec![0; 24].into(),
         };
         assert_eq!(t.element_count(), Some(6));
         assert!(t.is_consistent());
         let bad = HostTensor {
             dtype: DType::I64,
             shape: vec![-1],
-            data: vec![],
+            data: vec![].into(),
         };
         assert_eq!(bad.element_count(), None);
         assert!(!bad.is_consistent());

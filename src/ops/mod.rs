@@ -29,7 +29,7 @@ pub mod tensor;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use attr::{Attr, AttrMap, HostTensor};
+pub use attr::{Attr, AttrMap, HostTensor, TensorBytes};
 pub use dtype::DType;
 pub use error::OpError;
 pub use nn::epilogue::{

@@ -159,7 +159,7 @@ mod tests {
         let axes = HostTensor {
             dtype: DType::I64,
             shape: vec![1],
-            data: 1i64.to_le_bytes().to_vec(),
+            data: 1i64.to_le_bytes().to_vec().into(),
         };
         let i = TensorMeta::new(DType::I64, &[1]);
         assert_eq!(

@@ -494,7 +494,7 @@ mod tests {
         let s = |v: i64| HostTensor {
             dtype: DType::I64,
             shape: vec![],
-            data: v.to_le_bytes().to_vec(),
+            data: v.to_le_bytes().to_vec().into(),
         };
         let (a, b, c) = (s(10), s(4), s(-3));
         let one = TensorMeta::new(DType::I64, &[]);

@@ -261,7 +261,7 @@ impl Tensor {
         HostTensor {
             dtype: self.dtype,
             shape: self.shape.iter().map(|&d| d as i64).collect(),
-            data: self.data.as_bytes().to_vec(),
+            data: self.data.as_bytes().to_vec().into(),
         }
     }
     pub fn as_ref(&self) -> TensorRef<'_> {

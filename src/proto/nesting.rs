@@ -243,7 +243,7 @@ mod tests {
         assert!(e.offset > 0 && e.offset <= b.len());
         // Strings and bytes fields are skipped, not entered, whatever they hold.
         let t = crate::proto::onnx::TensorProto {
-            raw_data: Some(nested(50)),
+            raw_data: Some(nested(50).into()),
             ..Default::default()
         };
         assert_eq!(

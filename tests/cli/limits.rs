@@ -296,7 +296,7 @@ fn a_50_deep_if_nest_lowers_and_runs_and_a_100000_deep_one_is_refused() {
     let truth = rt2::ops::HostTensor {
         dtype: rt2::ops::DType::Bool,
         shape: vec![],
-        data: vec![1],
+        data: vec![1].into(),
     };
     sc.write("c.npy", &rt2::cmd::npy::write(&truth).unwrap());
     let x = rt2::ops::HostTensor {

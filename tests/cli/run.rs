@@ -139,8 +139,10 @@ fn tampered(sc: &Scratch, name: &str, delta: f32) -> PathBuf {
     let mut t = TensorProto::decode(&*std::fs::read(&out).unwrap()).unwrap();
     match t.raw_data.as_mut().filter(|r| !r.is_empty()) {
         Some(raw) => {
-            let v = f32::from_le_bytes(raw[..4].try_into().unwrap()) + delta;
-            raw[..4].copy_from_slice(&v.to_le_bytes());
+            let mut bytes = raw.to_vec();
+            let v = f32::from_le_bytes(bytes[..4].try_into().unwrap()) + delta;
+            bytes[..4].copy_from_slice(&v.to_le_bytes());
+            *raw = bytes.into();
         }
         None => t.float_data[0] += delta,
     }
@@ -305,7 +307,7 @@ fn write_zeros(sc: &Scratch, name: &str, dtype: DType, shape: &[i64]) {
     let t = HostTensor {
         dtype,
         shape: shape.to_vec(),
-        data: vec![0; n],
+        data: vec![0; n].into(),
     };
     sc.write(name, &npy::write(&t).unwrap());
 }

@@ -61,7 +61,7 @@ fn run_twice(eg: &ExecuteGraph, executor: ExecutorType, inputs: &[HostTensor]) -
     for _ in 0..2 {
         ex.execute_sync(&refs, &mut out)
             .unwrap_or_else(|e| panic!("{}: execute: {e}", executor.name()));
-        all.extend(out.iter().map(|t| t.data.clone()));
+        all.extend(out.iter().map(|t| t.data.to_vec()));
     }
     ex.unload()
         .unwrap_or_else(|e| panic!("{}: unload: {e}", executor.name()));

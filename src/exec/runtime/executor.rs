@@ -400,8 +400,9 @@ impl ModelV2Executor {
                         let h = slot.host_mut(t.dtype);
                         h.shape.clear();
                         h.shape.extend_from_slice(&t.shape);
-                        h.data.clear();
-                        h.data.extend_from_slice(&t.data);
+                        let data = h.data.to_mut();
+                        data.clear();
+                        data.extend_from_slice(&t.data);
                     }
                 }
             }
@@ -497,7 +498,7 @@ impl ModelV2Executor {
             outputs.push(HostTensor {
                 dtype: DType::F32,
                 shape: Vec::new(),
-                data: Vec::new(),
+                data: Default::default(),
             });
         }
         let mut first_error = None;
@@ -510,12 +511,12 @@ impl ModelV2Executor {
             out.shape.extend_from_slice(shape);
             let bytes = tensor_bytes(dtype, shape)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
-            host_resize(&mut out.data, bytes)
+            host_resize(out.data.to_mut(), bytes)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
             let r = self
                 .env
                 .device
-                .memcpy_d2h(&mut out.data, mem.ptr)
+                .memcpy_d2h(out.data.to_mut(), mem.ptr)
                 .and_then(|()| mem.allocator.free(mem.ptr, mem.bytes));
             if let Err(e) = r {
                 first_error.get_or_insert(e);

@@ -205,7 +205,7 @@ impl Value {
             *self = Value::Host(Arc::new(HostTensor {
                 dtype,
                 shape: Vec::new(),
-                data: Vec::new(),
+                data: Default::default(),
             }));
         }
         let Value::Host(h) = self else { unreachable!() };

@@ -231,11 +231,14 @@ fn weights(v: &View, p: &Pair) -> Option<(HostTensor, HostTensor)> {
         .flat_map(|o| (((bias[o] - mean[o]) * s[o] + offset[o]) as f32).to_le_bytes())
         .collect();
     Some((
-        HostTensor { data, ..filter },
+        HostTensor {
+            data: data.into(),
+            ..filter
+        },
         HostTensor {
             dtype: DType::F32,
             shape: vec![m as i64],
-            data: folded_bias,
+            data: folded_bias.into(),
         },
     ))
 }
@@ -285,7 +288,10 @@ fn constant(name: String, t: HostTensor, desc: &TensorDesc) -> ComputeNode {
     };
     n.attrs.insert(
         "value".to_string(),
-        AttrValue::Tensor(Box::new(Tensor { desc, data: t.data })),
+        AttrValue::Tensor(Box::new(Tensor {
+            desc,
+            data: t.data.into_bytes(),
+        })),
     );
     n
 }

@@ -232,7 +232,7 @@ impl<'a> View<'a> {
         (bytes <= super::super::const_eval::MAX_FOLD_BYTES).then(|| crate::ops::HostTensor {
             dtype: value.dtype,
             shape: dims,
-            data: value.data.repeat(count),
+            data: value.data.repeat(count).into(),
         })
     }
 

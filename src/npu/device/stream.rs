@@ -965,7 +965,7 @@ impl Exec<'_> {
                                 spec.value_inputs.contains(&i).then(|| HostTensor {
                                     dtype: r.dtype,
                                     shape: r.shape.iter().map(|&d| d as i64).collect(),
-                                    data: r.data.to_vec(),
+                                    data: r.data.to_vec().into(),
                                 })
                             })
                             .collect();

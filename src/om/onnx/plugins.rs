@@ -657,7 +657,7 @@ fn constant_of_shape(_: &Plugin, n: &Node) -> Option<Mapped> {
                 },
                 "ND",
             )),
-            data: 0f32.to_le_bytes().to_vec(),
+            data: 0f32.to_le_bytes().to_vec().into(),
         },
         Some(_) => return None,
     };
@@ -993,7 +993,7 @@ fn f32_scalar(v: f32) -> TensorDef {
     };
     TensorDef {
         desc: Some(descriptor(&vt, "ND")),
-        data: v.to_le_bytes().to_vec(),
+        data: v.to_le_bytes().to_vec().into(),
     }
 }
 

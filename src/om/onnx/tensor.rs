@@ -333,14 +333,14 @@ pub fn tensor_def(t: &TensorProto, place: &Place) -> Result<TensorDef> {
                 t.string_data.len()
             )));
         }
-        string_bytes(&t.string_data)
+        string_bytes(&t.string_data).into()
     } else {
         let size = dtype
             .byte_size(count)
             .ok_or_else(|| bad(format!("{dtype} has no fixed element size")))?;
         let data = match &t.raw_data {
             Some(raw) => raw.clone(),
-            None => typed_bytes(t, dtype, count, &bad)?,
+            None => typed_bytes(t, dtype, count, &bad)?.into(),
         };
         if data.len() as u64 != size {
             return Err(bad(format!(

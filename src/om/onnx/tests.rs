@@ -747,7 +747,7 @@ fn constant_forms_and_typed_fields() {
         Value::T(t) => (
             t.desc.as_ref().unwrap().dtype,
             dims(t.desc.as_ref().unwrap()),
-            t.data.clone(),
+            t.data.to_vec(),
         ),
         v => panic!("{v:?}"),
     };
@@ -1057,4 +1057,25 @@ fn routed_plugin_outputs_rewire_their_readers() {
     let at = |n: &str| g.op.iter().position(|o| o.name == n).unwrap();
     assert!(at("ln") < at("ln_Adds") && at("ln_cast1") < at("relu"));
     assert_eq!(g.output, ["ln:0", "ln_cast2:0", "relu:0"]);
+}
+
+/// An initializer's raw bytes pass into the GE graph's tensor by reference, not copied:
+/// the decoded model and the graph made of it hold a weight once between them.
+#[test]
+fn raw_data_passes_into_the_tensor_without_a_copy() {
+    let raw = bytes::Bytes::from(1.5f32.to_le_bytes().repeat(3));
+    let t = TensorProto {
+        name: Some("w".into()),
+        dims: vec![3],
+        data_type: Some(F32),
+        raw_data: Some(raw.clone()),
+        ..Default::default()
+    };
+    let def = super::tensor::tensor_def(&t, &crate::om::Place::new("w")).expect("converts");
+    assert_eq!(def.data.as_ptr(), raw.as_ptr(), "shared, not copied");
+    assert_eq!(def.data, raw);
+    assert_eq!(
+        def.desc.expect("a descriptor").shape.expect("a shape").dim,
+        vec![3]
+    );
 }

@@ -761,7 +761,7 @@ mod tests {
         let scalar = |v: i32| HostTensor {
             dtype: DType::I32,
             shape: vec![],
-            data: v.to_le_bytes().to_vec(),
+            data: v.to_le_bytes().to_vec().into(),
         };
         let metas = [
             TensorMeta::new(DType::F32, &[2, 3]),

@@ -1021,7 +1021,7 @@ fn aliases_translate_at_lowering_to_the_library_op() {
     let axis = crate::ops::HostTensor {
         dtype: DType::I32,
         shape: vec![],
-        data: 2i32.to_le_bytes().to_vec(),
+        data: 2i32.to_le_bytes().to_vec().into(),
     };
     let inputs = [
         meta(&[1, 2]),
@@ -1043,7 +1043,7 @@ fn aliases_translate_at_lowering_to_the_library_op() {
     let one = crate::ops::HostTensor {
         dtype: DType::I32,
         shape: vec![],
-        data: 1i32.to_le_bytes().to_vec(),
+        data: 1i32.to_le_bytes().to_vec().into(),
     };
     let values = [None, None, Some(&one)];
     let ctx = InferCtx {

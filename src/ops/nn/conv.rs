@@ -75,7 +75,9 @@ pub fn half_weight_prepack(ctx: &InferCtx, op: &'static str) -> Option<Prepack> 
             Some(HostTensor {
                 dtype: DType::F32,
                 shape: w.shape.clone(),
-                data: bytemuck::cast_slice(&super::gemm::widen_floats(w)?).to_vec(),
+                data: bytemuck::cast_slice(&super::gemm::widen_floats(w)?)
+                    .to_vec()
+                    .into(),
             })
         },
     })
@@ -1304,7 +1306,7 @@ mod tests {
         let w = HostTensor {
             dtype: DType::F16,
             shape: vec![1, 1, 2, 2],
-            data: bytemuck::cast_slice(&values).to_vec(),
+            data: bytemuck::cast_slice(&values).to_vec().into(),
         };
         let metas = [
             TensorMeta::new(DType::F16, &[1, 1, 3, 3]),

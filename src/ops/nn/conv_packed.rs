@@ -107,7 +107,7 @@ fn pack_winograd(w: &HostTensor, tile: Tile) -> Option<HostTensor> {
     Some(HostTensor {
         dtype: DType::F32,
         shape: vec![tile.positions() as i64, m, c],
-        data: bytemuck::cast_slice(&u).to_vec(),
+        data: bytemuck::cast_slice(&u).to_vec().into(),
     })
 }
 
@@ -352,7 +352,7 @@ mod tests {
         let weight = |dtype, m: usize, c: usize| HostTensor {
             dtype,
             shape: vec![m as i64, c as i64, 3, 3],
-            data: vec![0; m * c * 9 * dtype.size()],
+            data: vec![0; m * c * 9 * dtype.size()].into(),
         };
         let plan = |dtype, x: &[i64], m, attrs: &[(&str, Attr)], known: bool| {
             let w = weight(dtype, m, x[1] as usize);

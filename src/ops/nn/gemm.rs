@@ -593,7 +593,11 @@ fn packed(b: &[f32], k: usize, n: usize) -> HostTensor {
     HostTensor {
         dtype: DType::F32,
         shape: vec![n.div_ceil(PACK_WIDTH) as i64, k as i64, PACK_WIDTH as i64],
-        data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        data: data
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
     }
 }
 

@@ -847,7 +847,7 @@ fn transposed_w(w: &HostTensor) -> Option<HostTensor> {
     Some(HostTensor {
         dtype: w.dtype,
         shape: vec![dirs as i64, input as i64, gh as i64],
-        data,
+        data: data.into(),
     })
 }
 

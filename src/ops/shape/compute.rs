@@ -470,7 +470,7 @@ mod tests {
         let value = crate::ops::HostTensor {
             dtype: DType::I32,
             shape: vec![1],
-            data: 7i32.to_le_bytes().to_vec(),
+            data: 7i32.to_le_bytes().to_vec().into(),
         };
         let dims = Tensor::from_vec(&[2], &[2i64, 2]);
         let y = run1(

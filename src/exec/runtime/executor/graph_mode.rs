@@ -93,7 +93,7 @@ pub(super) fn capture(
     let staged = |node: usize| staging[node];
     let mut refills = Vec::new();
     for (node, rec) in main.recs.iter().enumerate() {
-        if let Some(Staging(Some(buf))) = staged(node)
+        if let Some(Staging(Some(buf), _)) = staged(node)
             && rec.in_len > 0
             && let Some(&(_, k)) = data_slots
                 .iter()
@@ -105,7 +105,7 @@ pub(super) fn capture(
     // A Data value read by anything but an upload steered the host side of the run.
     let mut pinned: Vec<(usize, Vec<u8>)> = Vec::new();
     for (node, rec) in main.recs.iter().enumerate() {
-        let uploads = matches!(staged(node), Some(Staging(Some(_))));
+        let uploads = matches!(staged(node), Some(Staging(Some(_), _)));
         let ins = &main.slots_in[rec.in_start as usize..(rec.in_start + rec.in_len) as usize];
         for (slot, k) in &data_slots {
             let read_as_value = ins
@@ -113,7 +113,7 @@ pub(super) fn capture(
                 .enumerate()
                 .any(|(i, s)| s == slot && !(uploads && i == 0));
             if read_as_value && !pinned.iter().any(|(p, _)| p == k) {
-                pinned.push((*k, inputs[*k].data.clone()));
+                pinned.push((*k, inputs[*k].data.to_vec()));
             }
         }
     }
@@ -197,7 +197,7 @@ impl Graph {
         outputs.resize_with(self.outputs.len(), || HostTensor {
             dtype: crate::ops::DType::F32,
             shape: Vec::new(),
-            data: Vec::new(),
+            data: Default::default(),
         });
         for (out, o) in outputs.iter_mut().zip(&self.outputs) {
             out.dtype = o.dtype;
@@ -205,8 +205,8 @@ impl Graph {
             out.shape.extend_from_slice(&o.shape);
             let bytes =
                 tensor_bytes(o.dtype, &o.shape).map_err(|e| ExecError::Io(IoError::Size(e)))?;
-            host_resize(&mut out.data, bytes).map_err(|e| ExecError::Io(IoError::Size(e)))?;
-            device.memcpy_d2h(&mut out.data, o.mem.ptr)?;
+            host_resize(out.data.to_mut(), bytes).map_err(|e| ExecError::Io(IoError::Size(e)))?;
+            device.memcpy_d2h(out.data.to_mut(), o.mem.ptr)?;
         }
         Ok(())
     }

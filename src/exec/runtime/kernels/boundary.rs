@@ -53,3 +53,37 @@ pub(super) fn register(r: &mut KernelRegistry) {
         KernelInfo::new(nothing, normal).role(Role::Output),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{DType, HostTensor};
+
+    /// A Const's value at load is the graph's own bytes, not a copy of them: a model's
+    /// weights are held once by the ExecuteGraph and its executors together.
+    #[test]
+    fn a_const_value_shares_the_graphs_bytes() {
+        let bytes = bytes::Bytes::from((0u8..16).collect::<Vec<u8>>());
+        let mut node = KernelNode {
+            kernel: "Const".into(),
+            outputs: 1,
+            ..Default::default()
+        };
+        node.attrs.insert(
+            "value".into(),
+            Attr::Tensor(HostTensor {
+                dtype: DType::F32,
+                shape: vec![4],
+                data: bytes.clone().into(),
+            }),
+        );
+        let mut out = [Value::None];
+        const_outputs(&node, &mut out).expect("a tensor value");
+        let Value::Host(t) = &out[0] else {
+            panic!("a host value, got {:?}", out[0])
+        };
+        assert_eq!(t.data.as_ptr(), bytes.as_ptr(), "shared, not copied");
+        assert_eq!(t.data, (0u8..16).collect::<Vec<u8>>());
+        assert_eq!(t.shape, vec![4]);
+    }
+}

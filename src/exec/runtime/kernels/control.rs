@@ -172,7 +172,7 @@ fn host_scalar<T: crate::ops::Elem>(dtype: DType, v: T) -> Value {
     Value::Host(Arc::new(HostTensor {
         dtype,
         shape: Vec::new(),
-        data: bytemuck::bytes_of(&v).to_vec(),
+        data: bytemuck::bytes_of(&v).to_vec().into(),
     }))
 }
 

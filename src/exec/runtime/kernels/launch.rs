@@ -358,7 +358,7 @@ fn infer_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     let empty = crate::ops::HostTensor {
         dtype: fill,
         shape: vec![0],
-        data: Vec::new(),
+        data: Default::default(),
     };
     let mut metas = std::mem::take(&mut cx.state::<InferState>().metas);
     metas.clear();

@@ -19,10 +19,10 @@ use super::super::value::{Mem, Value};
 use super::tensor::{host_resize, tensor_bytes};
 
 /// An uploading node's state: the staging buffer of its host-to-device copies, reused
-/// while the device is done with it. Graph mode reads it to find the buffers a captured
-/// upload reads.
+/// while the device is done with it, and how many uploads the node has made. Graph mode
+/// reads it to find the buffers a captured upload reads.
 #[derive(Default)]
-pub(crate) struct Staging(pub(crate) Option<HostBuf>);
+pub(crate) struct Staging(pub(crate) Option<HostBuf>, pub(crate) u32);
 
 fn calc_tensor_size_from_shape(cx: &mut KernelContext<'_>) -> KernelResult {
     let dtype = cx.attr_dtype("dtype")?;
@@ -121,20 +121,27 @@ fn upload(
         return Ok(());
     }
     let device = cx.device().clone();
-    // The staging buffer is made at the first upload even when the copy needs none: a
-    // stream is not always idle when an execution begins (tests/zero_alloc.rs found the
-    // staged path taken, and its buffer allocated, in 2 of 10 steady states), and a
-    // steady-state execution allocates nothing, so the buffer must exist before the
-    // first time it is needed.
-    let Staging(slot) = cx.state::<Staging>();
-    let reusable = slot
-        .as_ref()
-        .is_some_and(|b| b.is_unique() && b.len() >= bytes.len());
-    if !reusable {
+    // A node that uploads again (Main's inputs, at every execution) has its staging
+    // buffer from its second upload on, even when the copy needs none: a stream is not
+    // always idle when an execution begins (tests/zero_alloc.rs found the staged path
+    // taken in 2 of 10 steady states), and a steady-state execution allocates nothing, so
+    // the buffer must exist before the first time it is needed. A node's first upload
+    // (the only one of Init's constants) makes none unless its copy must wait: a buffer
+    // kept for an upload that never comes would be a second copy of every weight.
+    let Staging(slot, uploads) = cx.state::<Staging>();
+    *uploads = uploads.saturating_add(1);
+    let reusable = |slot: &Option<HostBuf>| {
+        slot.as_ref()
+            .is_some_and(|b| b.is_unique() && b.len() >= bytes.len())
+    };
+    if *uploads > 1 && !reusable(slot) {
         *slot = Some(device.malloc_host(bytes.len()));
     }
     if let Some(r) = device.memcpy_h2d_if_idle(stream, dst, bytes) {
         return Ok(r?);
+    }
+    if !reusable(slot) {
+        *slot = Some(device.malloc_host(bytes.len()));
     }
     let buf: &HostBuf = slot.as_ref().expect("set above");
     buf.write(bytes);
@@ -186,8 +193,8 @@ fn copy_d2h(cx: &mut KernelContext<'_>) -> KernelResult {
     let out = cx.output(0)?.host_mut(dtype);
     out.shape.clear();
     out.shape.extend_from_slice(shape);
-    host_resize(&mut out.data, bytes)?;
-    device.memcpy_d2h(&mut out.data, ptr)?;
+    host_resize(out.data.to_mut(), bytes)?;
+    device.memcpy_d2h(out.data.to_mut(), ptr)?;
     Ok(())
 }
 
@@ -218,8 +225,8 @@ fn build_shape_tensor_data(cx: &mut KernelContext<'_>) -> KernelResult {
 fn write_ints(out: &mut HostTensor, dtype: DType, shape: &[i64], values: &[i64]) -> KernelResult {
     out.shape.clear();
     out.shape.extend_from_slice(shape);
-    host_resize(&mut out.data, values.len() * dtype.size())?;
-    for (chunk, &v) in out.data.chunks_exact_mut(dtype.size()).zip(values) {
+    host_resize(out.data.to_mut(), values.len() * dtype.size())?;
+    for (chunk, &v) in out.data.to_mut().chunks_exact_mut(dtype.size()).zip(values) {
         match dtype {
             DType::I64 => chunk.copy_from_slice(&v.to_le_bytes()),
             DType::I32 => chunk.copy_from_slice(

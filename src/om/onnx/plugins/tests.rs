@@ -163,8 +163,8 @@ fn clip_before_opset_11_casts_and_clips() {
         int_attr(&m.before[0].1.attrs, "dst_type"),
         Some(DataType::Float32.to_ge())
     );
-    assert_eq!(m.consts[0].1.data, (-1.5f32).to_le_bytes());
-    assert_eq!(m.consts[1].1.data, f32::MAX.to_le_bytes());
+    assert_eq!(m.consts[0].1.data[..], (-1.5f32).to_le_bytes());
+    assert_eq!(m.consts[1].1.data[..], f32::MAX.to_le_bytes());
     let half = [Some(ValueType {
         dtype: Some(DataType::Float16),
         shape: Shape::known(&[4]),
@@ -266,7 +266,7 @@ fn axes_and_perm_become_const_inputs() {
     let x = [tensor(&[2, 3])];
     let m = map("ReduceMean", &node(13, &axes, &x, &[])).unwrap();
     assert!(matches!(m.attrs["keep_dims"].value, Some(Value::B(false))));
-    assert_eq!(m.consts[0].1.data, 1i32.to_le_bytes());
+    assert_eq!(m.consts[0].1.data[..], 1i32.to_le_bytes());
     // GE's ReduceMax plugin drops an opset-13 axes attribute: kept as ONNX.
     assert!(map("ReduceMax", &node(13, &axes, &x, &[])).is_none());
     assert!(map("ReduceMax", &node(11, &axes, &x, &[])).is_some());
@@ -288,7 +288,7 @@ fn conv_transpose_puts_input_size_first() {
     assert_eq!(ints(&m, "output_padding"), [0, 0, 1, 0]);
     assert_eq!(int_attr(&m.attrs, "groups"), Some(2));
     assert_eq!(m.leading_consts[0].0, "input_size");
-    assert_eq!(m.leading_consts[0].1.data, [0u8; 32]);
+    assert_eq!(m.leading_consts[0].1.data[..], [0u8; 32]);
     let shaped = BTreeMap::from([("output_shape".to_string(), attr_ints(&[10, 10]))]);
     assert!(map("ConvTranspose", &node(13, &shaped, &x, &[])).is_none());
     let same = BTreeMap::from([("auto_pad".to_string(), attr_s("SAME_UPPER"))]);
@@ -318,7 +318,7 @@ fn pad_arg_max_fill_and_sum() {
     let m = map("ArgMax", &node(13, &keep0, &x[..1], &[])).unwrap();
     assert_eq!(m.op_type, "ArgMaxV2");
     assert_eq!(m.consts[0].0, "dimension");
-    assert_eq!(m.consts[0].1.data, (-1i32).to_le_bytes());
+    assert_eq!(m.consts[0].1.data[..], (-1i32).to_le_bytes());
     assert!(m.after.is_empty());
     // keepdims 1 (the default): GE's ExpandDims after it, on the same axis.
     let m = map("ArgMax", &node(13, &BTreeMap::new(), &x[..1], &[])).unwrap();
@@ -326,7 +326,7 @@ fn pad_arg_max_fill_and_sum() {
     assert_eq!(m.after[0].op_type, "ExpandDims");
     assert_eq!(m.after[0].inputs[0], Operand::Mapped);
     assert!(
-        matches!(&m.after[0].inputs[1], Operand::Const("axis", t) if t.data == 0i32.to_le_bytes())
+        matches!(&m.after[0].inputs[1], Operand::Const("axis", t) if t.data[..] == 0i32.to_le_bytes())
     );
 
     let m = map(
@@ -335,7 +335,7 @@ fn pad_arg_max_fill_and_sum() {
     )
     .unwrap();
     assert_eq!(m.op_type, "Fill");
-    assert_eq!(m.consts[0].1.data, 0f32.to_le_bytes());
+    assert_eq!(m.consts[0].1.data[..], 0f32.to_le_bytes());
     let shape = m.consts[0].1.desc.as_ref().and_then(|d| d.shape.as_ref());
     assert!(shape.is_none_or(|s| s.dim.is_empty()), "a scalar");
 
@@ -389,7 +389,7 @@ fn layer_normalization_becomes_layer_norm() {
     assert_eq!(m.attrs["epsilon"].value, Some(Value::F(1e-5)));
     assert_eq!(m.inputs, Some(vec![0, 1]));
     assert_eq!(m.consts[0].0, "beta");
-    assert_eq!(m.consts[0].1.data, 0f32.to_le_bytes());
+    assert_eq!(m.consts[0].1.data[..], 0f32.to_le_bytes());
     assert_eq!(m.outputs, Some(3));
     assert!(m.after.is_empty() && m.node_outputs.is_none());
     let unread = ["y".to_string(), String::new(), String::new()];
