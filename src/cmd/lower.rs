@@ -95,6 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     // An `.exeg` gets the passes not yet applied and is written in the binary form (a
     // text-form `.exeg` becomes a binary one).
     let (eg, file) = input::execute_graph(&args.file, model, &opts, &progress)?;
+    // Released before the ExecuteGraph is encoded: the weights lowering replaced are
+    // let go, rather than held beside the encoded file's copy of what replaced them.
+    if let Some(file) = file {
+        input::release(file);
+    }
     progress.step(format!("writing {}", args.output.display()));
     output::write_atomic(&args.output, &exeg::encode(&eg))?;
     drop(progress);
@@ -105,9 +110,6 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             serde_json::to_string_pretty(&summary_json(&eg, &out))?
         ),
         ReportFormat::Table => print!("{}", summary_table(&eg, &out)),
-    }
-    if let Some(file) = file {
-        input::release(file);
     }
     Ok(Status::Success)
 }

@@ -362,7 +362,10 @@ impl TableFormat {
 pub struct Partition {
     pub kind: PartitionType,
     pub mem_offset: u64,
-    pub data: Vec<u8>,
+    /// In a buffer of the partition's own: a read file's partitions are copied out of it
+    /// once, so that WEIGHTS_DATA's weights, aligned within it as GE places them, are
+    /// the Const tensors' bytes by reference rather than copied again ([`crate::om::weights`]).
+    pub data: bytes::Bytes,
     /// The 4 padding bytes after `type` in a standard entry, as stored (GE writes zeros);
     /// kept so that an unchanged file is rewritten byte for byte. Always 0 for legacy tables.
     pub pad: u32,
@@ -370,11 +373,11 @@ pub struct Partition {
 
 impl Partition {
     /// A partition for a fresh file; `mem_offset` is set by [`OmFile::finalize`].
-    pub fn new(kind: PartitionType, data: Vec<u8>) -> Self {
+    pub fn new(kind: PartitionType, data: impl Into<bytes::Bytes>) -> Self {
         Partition {
             kind,
             mem_offset: 0,
-            data,
+            data: data.into(),
             pad: 0,
         }
     }
@@ -632,7 +635,7 @@ impl OmFile {
                     ),
                 ));
             }
-            let data = r.take(size, "partition")?.to_vec();
+            let data = bytes::Bytes::copy_from_slice(r.take(size, "partition")?);
             partitions.push(Partition {
                 kind,
                 mem_offset,
@@ -812,7 +815,7 @@ impl OmModel {
 
     /// The bytes of the first partition of a kind.
     pub fn partition(&self, kind: PartitionType) -> Option<&[u8]> {
-        self.find(kind).map(|(_, p)| p.data.as_slice())
+        self.find(kind).map(|(_, p)| &p.data[..])
     }
 
     fn decode<M: Message + Default>(
@@ -825,7 +828,7 @@ impl OmModel {
         };
         let place = || Place::new(format!("partition {i} ({})", kind.name()));
         check_nesting(&p.data, message, &place())?;
-        M::decode(p.data.as_slice())
+        M::decode(&p.data[..])
             .map(Some)
             .map_err(|source| OmError::Protobuf {
                 place: place(),
@@ -866,8 +869,8 @@ impl OmModel {
     }
 
     /// The WEIGHTS_DATA bytes.
-    pub fn weights(&self) -> Option<&[u8]> {
-        self.partition(PartitionType::WeightsData)
+    pub fn weights(&self) -> Option<&bytes::Bytes> {
+        self.find(PartitionType::WeightsData).map(|(_, p)| &p.data)
     }
 
     /// The TASK_INFO partition decoded.
@@ -890,12 +893,11 @@ impl OmModel {
                     "ge.flow_model.proto.SubmodelDef",
                     &Place::new(format!("partition {i} (FLOW_SUBMODEL)")),
                 )?;
-                let sub =
-                    SubmodelDef::decode(p.data.as_slice()).map_err(|source| OmError::Protobuf {
-                        place: Place::new(format!("partition {i} (FLOW_SUBMODEL)")),
-                        message: "ge.flow_model.proto.SubmodelDef",
-                        source,
-                    })?;
+                let sub = SubmodelDef::decode(&p.data[..]).map_err(|source| OmError::Protobuf {
+                    place: Place::new(format!("partition {i} (FLOW_SUBMODEL)")),
+                    message: "ge.flow_model.proto.SubmodelDef",
+                    source,
+                })?;
                 out.push(sub);
             }
         }
@@ -1049,7 +1051,7 @@ mod tests {
         let p = &f.models[0].partitions;
         assert_eq!(p[0].kind, PartitionType::BundleModelVarInfo);
         assert_eq!(p[0].mem_offset, 8 + 3 * 24);
-        assert_eq!(p[0].data, 4096u64.to_le_bytes());
+        assert_eq!(p[0].data[..], 4096u64.to_le_bytes());
         assert_eq!(p[1].mem_offset, 8 + 3 * 24 + 8);
         let nested = OmFile::parse(&p[2].data).unwrap();
         assert_eq!(nested.header.name(), "b2");
@@ -1156,7 +1158,9 @@ mod tests {
     #[test]
     fn finalize_recomputes_offsets_and_lengths() {
         let mut f = testdata::multi_model_dynamic();
-        f.models[1].partitions[0].data.extend_from_slice(&[0; 10]);
+        let mut grown = f.models[1].partitions[0].data.to_vec();
+        grown.extend_from_slice(&[0; 10]);
+        f.models[1].partitions[0].data = grown.into();
         f.finalize().unwrap();
         let b = f.to_bytes().unwrap();
         assert_eq!(f.header.model_length, b.len() as u64 - 256);

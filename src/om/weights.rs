@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use bytes::Bytes;
+
 use super::compress::node_order;
 use super::dtype::DataType;
 use super::error::{OmError, Place, Result};
@@ -40,7 +42,7 @@ fn value_mut(attr: &mut BTreeMap<String, AttrDef>) -> Option<&mut TensorDef> {
 /// data size of every Const it moves; when that is 0 the length is the shape's element
 /// count times the type size. A `data_offset` of 0 means "not in the buffer": GE's writer
 /// starts at 512 and skips offset 0. Errors name the graph and node.
-pub fn resolve_weights(model: &mut ModelDef, weights: &[u8]) -> Result<()> {
+pub fn resolve_weights(model: &mut ModelDef, weights: &Bytes) -> Result<()> {
     for g in &mut model.graph {
         for op in &mut g.op {
             resolve_op(op, &g.name, weights)?;
@@ -51,7 +53,7 @@ pub fn resolve_weights(model: &mut ModelDef, weights: &[u8]) -> Result<()> {
 
 /// [`resolve_weights`] for one op of graph `graph`: a no-op for anything but a Const whose
 /// value has a `data_offset` and no inline data.
-pub fn resolve_op(op: &mut OpDef, graph: &str, weights: &[u8]) -> Result<()> {
+pub fn resolve_op(op: &mut OpDef, graph: &str, weights: &Bytes) -> Result<()> {
     if !CONST_TYPES.contains(&op.r#type.as_str()) {
         return Ok(());
     }
@@ -105,9 +107,21 @@ pub fn resolve_op(op: &mut OpDef, graph: &str, weights: &[u8]) -> Result<()> {
                 ),
             )
         })?;
-    t.data = bytes::Bytes::copy_from_slice(&weights[off as usize..end as usize]);
+    let (off, end) = (off as usize, end as usize);
+    // By reference where the weight is aligned for any element type, as GE places
+    // weights (at 512-byte offsets); a weight a foreign writer left misaligned is copied,
+    // since kernels read a tensor's bytes as a slice of its elements.
+    t.data = if (weights.as_ptr() as usize).wrapping_add(off) % WEIGHT_ALIGN == 0 {
+        weights.slice(off..end)
+    } else {
+        Bytes::copy_from_slice(&weights[off..end])
+    };
     Ok(())
 }
+
+/// The alignment a weight's bytes need to be shared with WEIGHTS_DATA: that of the
+/// widest element (a complex128's halves, an f64).
+const WEIGHT_ALIGN: usize = 16;
 
 fn align(v: u64, to: u64) -> u64 {
     v.div_ceil(to).saturating_mul(to)
@@ -193,7 +207,7 @@ mod tests {
         // The offset is 1536 after aligning past c3; (1536 + 32) rounds up to 2048.
         assert_eq!(buf.len(), 2048);
         assert_eq!(&buf[1024..1032], &1i64.to_le_bytes());
-        resolve_weights(&mut m, &buf).unwrap();
+        resolve_weights(&mut m, &Bytes::from(buf)).unwrap();
         assert_eq!(
             consts(&m).iter().map(|c| c.3).collect::<Vec<_>>(),
             [32, 32, 8]
@@ -206,12 +220,69 @@ mod tests {
     fn out_of_bounds_names_the_node() {
         let mut m = testdata::model_def("m");
         let buf = place_weights(&mut m);
-        let e = resolve_weights(&mut m, &buf[..600])
+        let e = resolve_weights(&mut m, &Bytes::copy_from_slice(&buf[..600]))
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
             "graph \"m\": node \"c3\": weight at data_offset 1024 of 8 bytes runs past WEIGHTS_DATA (600 bytes)"
         );
+    }
+
+    /// Weights GE placed (at 512-byte offsets) are the Const tensors' bytes by
+    /// reference; the same weights misaligned in memory are copied, with the same bytes.
+    #[test]
+    fn aligned_weights_are_shared_and_misaligned_ones_copied() {
+        let data = |m: &ModelDef| -> Vec<(usize, Vec<u8>)> {
+            m.graph
+                .iter()
+                .flat_map(|g| &g.op)
+                .filter_map(
+                    |op| match op.attr.get("value").and_then(|a| a.value.as_ref()) {
+                        Some(Value::T(t)) => Some((t.data.as_ptr() as usize, t.data.to_vec())),
+                        _ => None,
+                    },
+                )
+                .collect()
+        };
+        let orig = testdata::model_def("m");
+        let mut placed = orig.clone();
+        let buf = Bytes::from(place_weights(&mut placed));
+        assert_eq!(
+            buf.as_ptr() as usize % WEIGHT_ALIGN,
+            0,
+            "a buffer of its own"
+        );
+        let mut shared = placed.clone();
+        resolve_weights(&mut shared, &buf).unwrap();
+        let base = buf.as_ptr() as usize;
+        let got = data(&shared);
+        assert_eq!(
+            got.iter().map(|(p, _)| p - base).collect::<Vec<_>>(),
+            [512, 512, 1024],
+            "slices of WEIGHTS_DATA"
+        );
+        // The same bytes one past an aligned address.
+        let mut padded = vec![0u8];
+        padded.extend_from_slice(&buf);
+        let padded = Bytes::from(padded);
+        let misaligned = padded.slice(1..);
+        let mut copied = placed.clone();
+        resolve_weights(&mut copied, &misaligned).unwrap();
+        let got_copied = data(&copied);
+        let (lo, hi) = (
+            padded.as_ptr() as usize,
+            padded.as_ptr() as usize + padded.len(),
+        );
+        assert!(
+            got_copied.iter().all(|(p, _)| !(lo..hi).contains(p)),
+            "copied out of a misaligned WEIGHTS_DATA"
+        );
+        assert_eq!(
+            got.iter().map(|(_, d)| d).collect::<Vec<_>>(),
+            got_copied.iter().map(|(_, d)| d).collect::<Vec<_>>(),
+            "the same bytes either way"
+        );
+        assert_eq!(got[2].1, 1i64.to_le_bytes());
     }
 }

@@ -31,7 +31,11 @@ const GRAPH_OP: u32 = 6;
 /// Reads a binary ModelDef into a typed model: attribute compression is undone and, when
 /// `weights` (an OM's WEIGHTS_DATA) is given, Const weights are resolved from it. `place`
 /// names where the bytes come from in errors.
-pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result<ComputeModel> {
+pub fn read_model(
+    bytes: &[u8],
+    weights: Option<&bytes::Bytes>,
+    place: &Place,
+) -> Result<ComputeModel> {
     read_model_in_file(bytes, weights, place, None).map(|(model, _)| model)
 }
 
@@ -41,7 +45,7 @@ pub fn read_model(bytes: &[u8], weights: Option<&[u8]>, place: &Place) -> Result
 /// has none or `root` was given), for the caller to hand on when this is the root.
 pub fn read_model_in_file(
     bytes: &[u8],
-    weights: Option<&[u8]>,
+    weights: Option<&bytes::Bytes>,
     place: &Place,
     root: Option<&Decompressor>,
 ) -> Result<(ComputeModel, Option<Decompressor>)> {
@@ -198,7 +202,7 @@ mod tests {
     use super::*;
     use crate::om::testdata_text::large_model;
 
-    fn plain(bytes: &[u8], weights: Option<&[u8]>) -> ComputeModel {
+    fn plain(bytes: &[u8], weights: Option<&bytes::Bytes>) -> ComputeModel {
         let mut def = ModelDef::decode(bytes).unwrap();
         compress::decompress(&mut def).unwrap();
         if let Some(w) = weights {
