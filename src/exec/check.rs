@@ -932,11 +932,11 @@ mod tests {
         assert_eq!(
             problems(|eg| {
                 let t = |shape: Vec<i64>| {
-                    KernelAttr::Tensor(ExecTensor {
+                    KernelAttr::Tensor(std::sync::Arc::new(ExecTensor {
                         dtype: DType::F32,
                         shape,
                         data: vec![0; 4].into(),
-                    })
+                    }))
                 };
                 let a = &mut eg.init.nodes[1].attrs;
                 a.insert("value".into(), t(vec![3]));

@@ -942,11 +942,11 @@ impl Converter<'_> {
                 let names: Vec<&str> = l.values.iter().map(String::as_str).collect();
                 KernelAttr::DTypes(dtype_list(&names, &mut dtype)?)
             }
-            V::Tensor(t) => KernelAttr::Tensor(ExecTensor {
+            V::Tensor(t) => KernelAttr::Tensor(Arc::new(ExecTensor {
                 dtype: dtype(&t.dtype)?,
                 shape: t.shape,
                 data: t.data.into(),
-            }),
+            })),
         })
     }
 }

@@ -42,11 +42,11 @@ pub fn sample() -> ExecuteGraph {
     c.outputs = 1;
     c.attrs.insert(
         "value".into(),
-        KernelAttr::Tensor(ExecTensor {
+        KernelAttr::Tensor(Arc::new(ExecTensor {
             dtype: DType::F32,
             shape: vec![2],
             data: vec![0, 0, 128, 63, 0, 0, 0, 64].into(),
-        }),
+        })),
     );
     init.add(c);
     let mut up = node("w_dev", "CopyH2D", Memory);
@@ -91,11 +91,11 @@ pub fn sample() -> ExecuteGraph {
         ("i_dtype", KernelAttr::DType(DType::Bf16)),
         (
             "j_tensor",
-            KernelAttr::Tensor(ExecTensor {
+            KernelAttr::Tensor(Arc::new(ExecTensor {
                 dtype: DType::I64,
                 shape: vec![1, 1],
                 data: 9i64.to_le_bytes().to_vec().into(),
-            }),
+            })),
         ),
         ("k_zero", KernelAttr::Int(0)),
         (

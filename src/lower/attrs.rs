@@ -265,7 +265,7 @@ fn value_of(node: &AttrMap, k: &str, v: &AttrValue) -> Option<Attr> {
         }),
         AttrValue::Bytes(b) => Some(Attr::Bytes(b.clone())),
         AttrValue::DataType(d) => dtype(*d).map(Attr::DType),
-        AttrValue::Tensor(t) => tensor(t).map(Attr::Tensor),
+        AttrValue::Tensor(t) => tensor(t).map(|t| Attr::Tensor(std::sync::Arc::new(t))),
         AttrValue::List(ListAttr::Int(v)) => Some(Attr::Ints(v.clone())),
         AttrValue::List(ListAttr::Float(v)) => {
             Some(Attr::Floats(v.iter().map(|&f| f as f64).collect()))

@@ -430,7 +430,7 @@ impl Builder {
                 vr(self.init.add(n), 0)
             }
             Global::ConstMem(id) => {
-                let t = self.consts[*id as usize].as_ref().clone();
+                let t = self.consts[*id as usize].clone();
                 let mut c = node(format_compact!("const/{id}"), "Const");
                 c.outputs = 1;
                 c.attrs.insert("value".into(), KernelAttr::Tensor(t));
@@ -508,7 +508,7 @@ impl Builder {
                 n.outputs = 1;
                 n.attrs.insert(
                     "value".into(),
-                    KernelAttr::Tensor(self.consts[id as usize].as_ref().clone()),
+                    KernelAttr::Tensor(self.consts[id as usize].clone()),
                 );
                 let v = vr(self.add(n), 0);
                 self.top().const_hosts.insert(id, v);

@@ -241,7 +241,9 @@ pub enum Attr {
     /// An element type per operand, `None` where an optional operand is omitted (an op
     /// kernel's input and output types).
     DTypes(Vec<Option<DType>>),
-    Tensor(HostTensor),
+    /// Shared: a Const's value passes from lowering into the ExecuteGraph and on to the
+    /// executor's value by reference count, and a tensor does not widen every attribute.
+    Tensor(Arc<HostTensor>),
 }
 
 impl Attr {

@@ -475,7 +475,7 @@ mod tests {
         let dims = Tensor::from_vec(&[2], &[2i64, 2]);
         let y = run1(
             "ConstantOfShape",
-            &[("value", Attr::Tensor(value))],
+            &[("value", Attr::Tensor(std::sync::Arc::new(value)))],
             &[dims],
         );
         assert_eq!(y.slice::<i32>().unwrap(), [7; 4]);

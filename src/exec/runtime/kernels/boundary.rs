@@ -4,8 +4,6 @@
 //! before a run and reads the output node's inputs after it; a `Const`'s value is created
 //! at load. Their run functions exist for the registry's sake and do nothing.
 
-use std::sync::Arc;
-
 use crate::exec::{KernelClass, KernelNode};
 use crate::ops::Attr;
 
@@ -24,7 +22,7 @@ fn const_outputs(node: &KernelNode, out: &mut [Value]) -> Result<(), LoadError> 
         return Err(format!("a Const has one output, this one {}", out.len()).into());
     };
     *slot = match (node.attrs.get("value"), node.attrs.get("shape")) {
-        (Some(Attr::Tensor(t)), _) => Value::Host(Arc::new(t.clone())),
+        (Some(Attr::Tensor(t)), _) => Value::Host(t.clone()),
         (_, Some(Attr::Ints(dims))) => Value::Shape(dims.clone()),
         _ => return Err("a Const needs a tensor \"value\" or an ints \"shape\"".into()),
     };
@@ -56,6 +54,8 @@ pub(super) fn register(r: &mut KernelRegistry) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::ops::{DType, HostTensor};
 
@@ -71,11 +71,11 @@ mod tests {
         };
         node.attrs.insert(
             "value".into(),
-            Attr::Tensor(HostTensor {
+            Attr::Tensor(Arc::new(HostTensor {
                 dtype: DType::F32,
                 shape: vec![4],
                 data: bytes.clone().into(),
-            }),
+            })),
         );
         let mut out = [Value::None];
         const_outputs(&node, &mut out).expect("a tensor value");
