@@ -104,6 +104,11 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     }
     let root = file.root();
     let mut def = ir::to_model_def(&root.model);
+    let graph_name = root.model.root.name.clone();
+    // The ModelDef shares the weights' bytes with the graph; released here, the graph
+    // lets go of them, so the OM's WEIGHTS_DATA is built as they are let go rather than
+    // beside all of them.
+    input::release(file);
     if let Some(name) = &args.name {
         def.name = name.clone();
     }
@@ -111,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let bytes = match output_kind(&args.output) {
         OutputKind::Om => {
             let name = if def.name.is_empty() {
-                root.model.root.name.clone()
+                graph_name
             } else {
                 def.name.clone()
             };
@@ -136,6 +141,5 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         OutputKind::Text => text::print_text(&def).into_bytes(),
     };
     output::write_atomic(&args.output, &bytes)?;
-    input::release(file);
     Ok(Status::Success)
 }

@@ -202,8 +202,14 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
     // malformed) goes through prost whole, which merges or names the error.
     let (file, graphs, origins) = match split_graphs(bytes) {
         Some((rest, graphs, origins)) => {
-            let file = pb::ExecuteGraphFile::decode(&rest[..])
-                .map_err(|source| ExegError::Malformed { source })?;
+            // Field by field: protobuf merges a message's fields in order, so this is the
+            // decode of their concatenation, without copying them (the attribute sets
+            // hold every constant tensor) into one buffer first.
+            let mut file = pb::ExecuteGraphFile::default();
+            for field in rest {
+                file.merge(field)
+                    .map_err(|source| ExegError::Malformed { source })?;
+            }
             let origins = origins
                 .par_iter()
                 .map(|o| match wire::read_origin(o) {
@@ -237,9 +243,10 @@ pub fn decode(bytes: &[u8]) -> Result<ExecuteGraph, ExegError> {
     from_parts(file, graphs, origins)
 }
 
-/// The file without its three graph fields and its origin table, the graphs' wire bytes,
-/// and the origins' (one entry per compute node: decoded in parallel too).
-type Split<'a> = (Vec<u8>, [Source<'a>; 3], Vec<&'a [u8]>);
+/// The file's fields but its three graphs and its origin table (each field's key and
+/// payload), the graphs' wire bytes, and the origins' (one entry per compute node:
+/// decoded in parallel too).
+type Split<'a> = (Vec<&'a [u8]>, [Source<'a>; 3], Vec<&'a [u8]>);
 
 fn split_graphs(mut buf: &[u8]) -> Option<Split<'_>> {
     let mut rest = Vec::new();
@@ -256,7 +263,7 @@ fn split_graphs(mut buf: &[u8]) -> Option<Split<'_>> {
                 }
                 *slot = Some(f.payload);
             }
-            _ => rest.extend_from_slice(f.raw),
+            _ => rest.push(f.raw),
         }
     }
     Some((
@@ -1048,7 +1055,7 @@ pub(crate) mod tests {
         let (rest, graphs, origins) = split_graphs(&want).unwrap();
         assert_eq!(origins.len(), 2, "the sample's two origins");
         assert!(
-            pb::ExecuteGraphFile::decode(&rest[..])
+            pb::ExecuteGraphFile::decode(&rest.concat()[..])
                 .unwrap()
                 .init
                 .is_none()

@@ -26,6 +26,9 @@ pub fn annotate(model: &mut ComputeModel) -> Result<usize, LowerError> {
         let origin = layout::to_origin(model)?;
         let root = &origin.as_ref().root;
         let mut lw = Lowering::new(&reg);
+        // Shapes alone are wanted: no weight is packed or transformed for its kernel,
+        // which would copy every weight of the model for nothing.
+        lw.pack_weights = false;
         lw.metas = Some(Vec::new());
         lw.graph(root, &root.name, &mut Bind::Root)?;
         lw.metas.take().unwrap_or_default()
