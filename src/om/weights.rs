@@ -139,7 +139,7 @@ fn align(v: u64, to: u64) -> u64 {
 pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
     let mut offset = WEIGHTS_START_OFFSET;
     // Placed weights, and GE's reuse_weight_map_: data size -> indices into `placed`.
-    let mut placed: Vec<(u64, bytes::Bytes)> = Vec::new();
+    let mut placed: Vec<(u64, Bytes)> = Vec::new();
     let mut by_size: HashMap<usize, Vec<usize>> = HashMap::new();
     for (g, o) in node_order(model) {
         let op = &mut model.graph[g].op[o];

@@ -46,15 +46,11 @@ impl TensorBytes {
             TensorBytes::Shared(_) => unreachable!("made owned above"),
         }
     }
-    /// A shared handle on these bytes, making an owned buffer shared in place (without a
-    /// copy) so that later clones are reference counts too.
-    pub fn share(&mut self) -> Bytes {
+    /// Makes an owned buffer shared in place (without a copy), so that later clones are
+    /// reference counts.
+    pub fn share(&mut self) {
         if let TensorBytes::Owned(v) = self {
             *self = TensorBytes::Shared(Bytes::from(std::mem::take(v)));
-        }
-        match self {
-            TensorBytes::Shared(b) => b.clone(),
-            TensorBytes::Owned(_) => unreachable!("made shared above"),
         }
     }
     /// The bytes as an immutable buffer: a shared one's by reference count, an owned
@@ -70,14 +66,6 @@ impl TensorBytes {
         match self {
             TensorBytes::Owned(v) => Bytes::from(v),
             TensorBytes::Shared(b) => b,
-        }
-    }
-    /// The bytes as a vector: an owned buffer as it is, a shared one copied unless this
-    /// was its last holder.
-    pub fn into_vec(self) -> Vec<u8> {
-        match self {
-            TensorBytes::Owned(v) => v,
-            TensorBytes::Shared(b) => Vec::from(b),
         }
     }
 }
@@ -98,12 +86,6 @@ impl std::ops::Deref for TensorBytes {
     }
 }
 
-impl AsRef<[u8]> for TensorBytes {
-    fn as_ref(&self) -> &[u8] {
-        self
-    }
-}
-
 impl PartialEq for TensorBytes {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
@@ -115,12 +97,6 @@ impl Eq for TensorBytes {}
 impl PartialEq<Vec<u8>> for TensorBytes {
     fn eq(&self, other: &Vec<u8>) -> bool {
         **self == **other
-    }
-}
-
-impl PartialEq<[u8]> for TensorBytes {
-    fn eq(&self, other: &[u8]) -> bool {
-        **self == *other
     }
 }
 
@@ -163,12 +139,6 @@ impl From<Vec<u8>> for TensorBytes {
 impl From<Bytes> for TensorBytes {
     fn from(b: Bytes) -> Self {
         TensorBytes::Shared(b)
-    }
-}
-
-impl From<&[u8]> for TensorBytes {
-    fn from(b: &[u8]) -> Self {
-        TensorBytes::Owned(b.to_vec())
     }
 }
 

@@ -511,12 +511,13 @@ impl ModelV2Executor {
             out.shape.extend_from_slice(shape);
             let bytes = tensor_bytes(dtype, shape)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
-            host_resize(out.data.to_mut(), bytes)
+            let data = out.data.to_mut();
+            host_resize(data, bytes)
                 .map_err(|source| ExecError::Io(IoError::OutputSize { index: k, source }))?;
             let r = self
                 .env
                 .device
-                .memcpy_d2h(out.data.to_mut(), mem.ptr)
+                .memcpy_d2h(data, mem.ptr)
                 .and_then(|()| mem.allocator.free(mem.ptr, mem.bytes));
             if let Err(e) = r {
                 first_error.get_or_insert(e);

@@ -205,8 +205,9 @@ impl Graph {
             out.shape.extend_from_slice(&o.shape);
             let bytes =
                 tensor_bytes(o.dtype, &o.shape).map_err(|e| ExecError::Io(IoError::Size(e)))?;
-            host_resize(out.data.to_mut(), bytes).map_err(|e| ExecError::Io(IoError::Size(e)))?;
-            device.memcpy_d2h(out.data.to_mut(), o.mem.ptr)?;
+            let data = out.data.to_mut();
+            host_resize(data, bytes).map_err(|e| ExecError::Io(IoError::Size(e)))?;
+            device.memcpy_d2h(data, o.mem.ptr)?;
         }
         Ok(())
     }

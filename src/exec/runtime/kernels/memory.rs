@@ -130,19 +130,21 @@ fn upload(
     // kept for an upload that never comes would be a second copy of every weight.
     let Staging(slot, uploads) = cx.state::<Staging>();
     *uploads = uploads.saturating_add(1);
-    let reusable = |slot: &Option<HostBuf>| {
-        slot.as_ref()
+    let ready = |slot: &mut Option<HostBuf>| {
+        if !slot
+            .as_ref()
             .is_some_and(|b| b.is_unique() && b.len() >= bytes.len())
+        {
+            *slot = Some(device.malloc_host(bytes.len()));
+        }
     };
-    if *uploads > 1 && !reusable(slot) {
-        *slot = Some(device.malloc_host(bytes.len()));
+    if *uploads > 1 {
+        ready(slot);
     }
     if let Some(r) = device.memcpy_h2d_if_idle(stream, dst, bytes) {
         return Ok(r?);
     }
-    if !reusable(slot) {
-        *slot = Some(device.malloc_host(bytes.len()));
-    }
+    ready(slot);
     let buf: &HostBuf = slot.as_ref().expect("set above");
     buf.write(bytes);
     device.submit(
@@ -193,8 +195,9 @@ fn copy_d2h(cx: &mut KernelContext<'_>) -> KernelResult {
     let out = cx.output(0)?.host_mut(dtype);
     out.shape.clear();
     out.shape.extend_from_slice(shape);
-    host_resize(out.data.to_mut(), bytes)?;
-    device.memcpy_d2h(out.data.to_mut(), ptr)?;
+    let data = out.data.to_mut();
+    host_resize(data, bytes)?;
+    device.memcpy_d2h(data, ptr)?;
     Ok(())
 }
 
@@ -225,8 +228,9 @@ fn build_shape_tensor_data(cx: &mut KernelContext<'_>) -> KernelResult {
 fn write_ints(out: &mut HostTensor, dtype: DType, shape: &[i64], values: &[i64]) -> KernelResult {
     out.shape.clear();
     out.shape.extend_from_slice(shape);
-    host_resize(out.data.to_mut(), values.len() * dtype.size())?;
-    for (chunk, &v) in out.data.to_mut().chunks_exact_mut(dtype.size()).zip(values) {
+    let data = out.data.to_mut();
+    host_resize(data, values.len() * dtype.size())?;
+    for (chunk, &v) in data.chunks_exact_mut(dtype.size()).zip(values) {
         match dtype {
             DType::I64 => chunk.copy_from_slice(&v.to_le_bytes()),
             DType::I32 => chunk.copy_from_slice(
