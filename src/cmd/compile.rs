@@ -102,12 +102,13 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             args.model.display()
         ));
     }
-    let root = file.root();
-    let mut def = ir::to_model_def(&root.model);
-    let graph_name = root.model.root.name.clone();
-    // The ModelDef shares the weights' bytes with the graph; released here, the graph
-    // lets go of them, so the OM's WEIGHTS_DATA is built as they are let go rather than
-    // beside all of them.
+    // The root model is turned into GE IR node by node, each typed node let go as its op
+    // is made, so the graph is not held twice; the weights' bytes pass into the ModelDef
+    // uncopied. The rest of the file is released, so the OM's WEIGHTS_DATA is built as
+    // the weights are let go rather than beside all of them.
+    let root = file.models.swap_remove(0).model;
+    let graph_name = root.root.name.clone();
+    let mut def = ir::into_model_def(root);
     input::release(file);
     if let Some(name) = &args.name {
         def.name = name.clone();

@@ -165,7 +165,10 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<ModelFile> {
             })?;
             models = from_def(crate::om::json::from_json(text)?)?;
         }
-        FileKind::Onnx => models = from_def(crate::om::onnx::import(bytes, &opts.import)?)?,
+        FileKind::Onnx => {
+            let model = crate::om::onnx::import_typed(bytes, &opts.import)?;
+            models.push(LoadedModel { index: 0, model });
+        }
     }
     if models.is_empty() {
         return Err(OmError::container(

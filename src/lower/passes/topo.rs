@@ -118,12 +118,16 @@ pub fn apply(g: &mut KernelGraph, order: &[KernelNodeId]) {
         new_id[old.index()] = new as u32;
     }
     let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
-    let mut old: Vec<Option<crate::exec::KernelNode>> =
-        std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
-    g.nodes = order
-        .iter()
-        .filter_map(|id| old[id.index()].take())
-        .collect();
+    // The nodes are permuted in place, cycle by cycle (each swap puts one node where it
+    // belongs): a graph of 30,000 nodes is not copied into a second list.
+    let mut dest = new_id.clone();
+    for i in 0..dest.len() {
+        while dest[i] as usize != i {
+            let j = dest[i] as usize;
+            g.nodes.swap(i, j);
+            dest.swap(i, j);
+        }
+    }
     for n in &mut g.nodes {
         for v in &mut n.inputs {
             v.node = remap(v.node);

@@ -7,6 +7,11 @@
 //! GE's ONNX parser does it for If (`subgraph_adapter/if_subgraph_adapter.cc`): the parent
 //! op gets them as extra inputs, the subgraph gets `Data` ops carrying
 //! `_parent_node_index`. Every error names the graph and the node.
+//!
+//! Each op is GE IR while the importer builds it and becomes a typed
+//! [`ComputeNode`](crate::om::ComputeNode) the moment it is finished, so reading an ONNX
+//! model never holds the model twice; [`import`] gives the same model back as a
+//! `ModelDef`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -18,7 +23,8 @@ use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
     descriptor, set_layout, tensor_def,
 };
-use crate::om::{DataType, OmError, Place, Result};
+use crate::om::ir::{self, PendingGraph, PendingNode};
+use crate::om::{ComputeModel, DataType, OmError, Place, Result};
 use crate::proto::ge_ir::attr_def::Value;
 use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, OpDef, TensorDef, TensorDescriptor};
 use crate::proto::onnx::attribute_proto::AttributeType;
@@ -53,6 +59,34 @@ pub const ROOT_DATA_LAYOUT: &str = "NCHW";
 /// Decodes `bytes` as an `onnx.ModelProto` and converts it. See the module docs of
 /// [`super`] for the conventions.
 pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
+    let mut md = ir::into_model_def(import_typed(bytes, opts)?);
+    // The typed model is written depth first, in call order; GE's ONNX parser lists
+    // subgraphs breadth first, which is that order stably sorted by depth (a graph is
+    // written after the one that calls it, so its caller's depth is known).
+    let mut depth: HashMap<String, usize> = HashMap::new();
+    let mut depths = Vec::with_capacity(md.graph.len());
+    for g in &md.graph {
+        let d = depth.get(&g.name).copied().unwrap_or(0);
+        for name in g.op.iter().flat_map(|op| &op.subgraph_name) {
+            depth.insert(name.clone(), d + 1);
+        }
+        depths.push(d);
+    }
+    let mut order: Vec<usize> = (0..md.graph.len()).collect();
+    order.sort_by_key(|&i| depths[i]);
+    let mut graphs: Vec<Option<GraphDef>> = std::mem::take(&mut md.graph)
+        .into_iter()
+        .map(Some)
+        .collect();
+    md.graph = order.iter().filter_map(|&i| graphs[i].take()).collect();
+    Ok(md)
+}
+
+/// [`import`] straight to the typed ComputeGraph, which is what reading a model wants:
+/// each op is made typed as the importer finishes it, so the GE IR of the whole model
+/// is never held beside the typed graph (on a graph of 10,000 nodes the two together
+/// were most of `rt2 inspect`'s memory and, through fresh pages, of its time).
+pub fn import_typed(bytes: &[u8], opts: &ImportOptions) -> Result<ComputeModel> {
     crate::om::error::check_nesting(bytes, "onnx.ModelProto", &Place::new("onnx model"))?;
     let model = ModelProto::decode(bytes).map_err(|source| OmError::Protobuf {
         place: Place::new("onnx model"),
@@ -62,7 +96,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
     import_model(model, opts)
 }
 
-fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ModelDef> {
+fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeModel> {
     let mut graph = model
         .graph
         .take()
@@ -94,6 +128,8 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ModelDef>
     subgraphs.sort_by_key(|(depth, _)| *depth);
     let mut graphs = vec![root];
     graphs.extend(subgraphs.into_iter().map(|(_, g)| g));
+    // The ONNX model is no longer needed; its initializers' bytes live on in the Consts.
+    drop(graph);
 
     let mut attr = BTreeMap::new();
     let (domains, versions): (Vec<&str>, Vec<i64>) =
@@ -109,12 +145,12 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ModelDef>
     if let Some(v) = model.ir_version {
         attr.insert("onnx_ir_version".to_string(), attr_i(v));
     }
-    Ok(ModelDef {
+    let md = ModelDef {
         name,
-        graph: graphs,
         attr,
         ..Default::default()
-    })
+    };
+    ir::assemble(md, graphs)
 }
 
 /// Names every unnamed node `<op_type>_<n>` with one counter over all graphs, visited
@@ -154,7 +190,21 @@ struct ValueRef {
     op: String,
     index: i64,
     vt: ValueType,
-    desc: TensorDescriptor,
+    /// The value's descriptor when it is not `descriptor(&vt, "ND")`, which nearly every
+    /// value's is: each reader gets its own copy of the descriptor anyway (GE IR gives
+    /// every input its own), so the scope keeps none, and a graph of n values does not
+    /// hold n descriptors more than its ops do.
+    desc: Option<Box<TensorDescriptor>>,
+}
+
+impl ValueRef {
+    /// The descriptor a reader of this value copies.
+    fn desc(&self) -> TensorDescriptor {
+        match &self.desc {
+            Some(d) => (**d).clone(),
+            None => descriptor(&self.vt, "ND"),
+        }
+    }
 }
 
 struct Importer {
@@ -162,14 +212,15 @@ struct Importer {
     onnx_types: bool,
     opsets: BTreeMap<String, i64>,
     /// Converted subgraphs with their depth, in depth-first pre-order.
-    subgraphs: Vec<(usize, GraphDef)>,
+    subgraphs: Vec<(usize, PendingGraph)>,
 }
 
 /// Per-graph state: the ops so far, the values in scope, the names taken.
 struct Scope<'a> {
     graph: &'a str,
     prefix: &'a str,
-    ops: Vec<OpDef>,
+    /// The ops so far, each typed as it is pushed ([`Scope::push`]).
+    ops: Vec<PendingNode>,
     values: HashMap<String, ValueRef>,
     /// Names taken, each with the next suffix to try, so that many equal names stay linear.
     names: HashMap<String, usize>,
@@ -178,6 +229,12 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
+    /// Appends a finished op, numbered by its place in the graph, as a typed node: no op
+    /// is changed once pushed, so none is kept in GE IR form.
+    fn push(&mut self, mut op: OpDef) {
+        op.id = self.ops.len() as i64;
+        self.ops.push(ir::pending_node(op));
+    }
     fn place(&self, node: &str) -> Place {
         Place::node(self.graph, node)
     }
@@ -209,13 +266,15 @@ impl Scope<'_> {
             }
         }
     }
+    /// Puts value `value`, output `index` of op `op`, in scope; `desc` is its descriptor
+    /// when that is not the standard one of `vt` ([`ValueRef::desc`]).
     fn define(
         &mut self,
         value: &str,
         op: &str,
         index: i64,
         vt: ValueType,
-        desc: TensorDescriptor,
+        desc: Option<TensorDescriptor>,
     ) -> Result<()> {
         if self.values.contains_key(value) {
             return Err(OmError::graph(
@@ -228,8 +287,8 @@ impl Scope<'_> {
             ValueRef {
                 op: op.to_string(),
                 index,
+                desc: desc.map(Box::new),
                 vt,
-                desc,
             },
         );
         Ok(())
@@ -246,13 +305,20 @@ impl Importer {
         depth: usize,
         link: Option<&Link>,
         overrides: &[(String, Vec<i64>)],
-    ) -> Result<GraphDef> {
+    ) -> Result<PendingGraph> {
+        let values = g.input.len()
+            + g.initializer.len()
+            + g.node.iter().map(|n| n.output.len()).sum::<usize>();
         let mut s = Scope {
             graph: name,
             prefix,
-            ops: Vec::new(),
-            values: HashMap::new(),
-            names: HashMap::new(),
+            // One op per input, initializer and node and the NetOutput, before plugins
+            // add any: a large graph's ops are not copied as the list grows.
+            ops: Vec::with_capacity(g.input.len() + g.initializer.len() + g.node.len() + 1),
+            // Every input, initializer and node output is a value with an op name: sized
+            // once, not rehashed as a large graph fills them.
+            values: HashMap::with_capacity(values),
+            names: HashMap::with_capacity(values),
             after: Vec::new(),
         };
         let mut types: HashMap<&str, ValueType> = HashMap::new();
@@ -351,8 +417,7 @@ impl Importer {
                     Some(t) => const_type(t),
                     None => types.get(out.as_str()).cloned().unwrap_or_default(),
                 };
-                let desc = descriptor(&vt, "ND");
-                s.define(out, &op_name, k as i64, vt, desc)?;
+                s.define(out, &op_name, k as i64, vt, None)?;
             }
             op_names.push(op_name);
             constants.push(constant);
@@ -361,9 +426,10 @@ impl Importer {
         // Pass 2: the ops themselves.
         for ((node, op_name), constant) in g.node.iter().zip(op_names).zip(constants) {
             let op = self.node(&mut s, node, op_name, constant, depth)?;
-            s.ops.push(op);
-            let after = std::mem::take(&mut s.after);
-            s.ops.extend(after);
+            s.push(op);
+            for op in std::mem::take(&mut s.after) {
+                s.push(op);
+            }
         }
 
         // NetOutput: one input per graph output, in order.
@@ -383,7 +449,7 @@ impl Importer {
                 )
             })?;
             let src = format!("{}:{}", v.op, v.index);
-            let mut desc = v.desc.clone();
+            let mut desc = v.desc();
             // The output's name lives on the NetOutput input descriptor: it is what users
             // name outputs by (`rt2 run --output-dir`, `inspect`), and GE IR has no other
             // place for a graph output's name.
@@ -395,17 +461,14 @@ impl Importer {
             net.input_desc.push(desc);
             outputs.push(src);
         }
-        s.ops.push(net);
-        for (i, op) in s.ops.iter_mut().enumerate() {
-            op.id = i as i64;
-        }
-        Ok(GraphDef {
+        s.push(net);
+        let def = GraphDef {
             name: name.to_string(),
             input: graph_inputs.iter().map(|n| format!("{n}:0")).collect(),
             output: outputs,
-            op: s.ops,
             ..Default::default()
-        })
+        };
+        Ok(ir::pending_graph(def, s.ops))
     }
 
     /// Converts one node into one op, recursing into its subgraphs.
@@ -454,6 +517,9 @@ impl Importer {
 
         let mut op = OpDef {
             name: op_name.clone(),
+            input: Vec::with_capacity(node.input.len()),
+            input_desc: Vec::with_capacity(node.input.len()),
+            output_desc: Vec::with_capacity(node.output.len()),
             ..Default::default()
         };
         if let Some(value) = constant {
@@ -484,7 +550,7 @@ impl Importer {
                 )
             })?;
             op.input.push(format!("{}:{}", v.op, v.index));
-            op.input_desc.push(v.desc.clone());
+            op.input_desc.push(v.desc());
             input_types.push(Some(v.vt.clone()));
         }
         let declared_inputs = op.input.len();
@@ -514,7 +580,7 @@ impl Importer {
                     Some(p) => p + reuse_from,
                     None => {
                         op.input.push(src);
-                        op.input_desc.push(v.desc.clone());
+                        op.input_desc.push(v.desc());
                         op.input.len() - 1
                     }
                 };
@@ -540,8 +606,10 @@ impl Importer {
                         })
                         .collect(),
                 };
+                // The slot is taken before the subgraph's own subgraphs are: pre-order.
                 let slot = self.subgraphs.len();
-                self.subgraphs.push((depth + 1, GraphDef::default()));
+                let placeholder = ir::pending_graph(GraphDef::default(), Vec::new());
+                self.subgraphs.push((depth + 1, placeholder));
                 let prefix = format!("{sub_name}/");
                 let sub = self.graph(g, &sub_name, &prefix, depth + 1, Some(&link), &[])?;
                 self.subgraphs[slot].1 = sub;
@@ -552,7 +620,7 @@ impl Importer {
         if op.r#type != "Const" {
             for out in &node.output {
                 let desc = match s.values.get(out) {
-                    Some(v) if !out.is_empty() => v.desc.clone(),
+                    Some(v) if !out.is_empty() => v.desc(),
                     _ => descriptor(&ValueType::default(), "ND"),
                 };
                 op.output_desc.push(desc);
@@ -633,7 +701,7 @@ fn plugin_form(
         made.attr.insert("original_type".into(), original.clone());
         op.input[i] = format!("{}:0", made.name);
         op.input_desc[i] = made.output_desc[0].clone();
-        s.ops.push(made);
+        s.push(made);
     }
     op.r#type = m.op_type.to_string();
     *attrs = m.attrs;
@@ -730,7 +798,7 @@ fn route_outputs(
         if let Some(v) = s.values.get_mut(value.as_str()) {
             v.op = name;
             v.index = index as i64;
-            v.desc = desc;
+            v.desc = Some(Box::new(desc));
         }
     }
     s.after.extend(made);
@@ -864,9 +932,9 @@ fn data_op(
     layout: &str,
 ) -> Result<String> {
     let name = s.op_name(value);
-    s.define(value, &name, 0, vt.clone(), descriptor(&vt, "ND"))?;
+    s.define(value, &name, 0, vt.clone(), None)?;
     let desc = descriptor(&vt, layout);
-    s.ops.push(OpDef {
+    s.push(OpDef {
         name: name.clone(),
         r#type: "Data".to_string(),
         input: vec![String::new()],
@@ -887,8 +955,13 @@ fn const_op(
     attrs: BTreeMap<String, AttrDef>,
 ) -> Result<()> {
     let vt = const_type(&value);
-    let desc = value.desc.clone().unwrap_or_default();
-    s.define(value_name, op_name, 0, vt, desc)?;
+    // A Const's descriptor is nearly always the standard one of its type (`tensor_def`
+    // makes it so); only one that is not is kept with the value.
+    let own = match &value.desc {
+        Some(d) if *d == descriptor(&vt, "ND") => None,
+        d => Some(d.clone().unwrap_or_default()),
+    };
+    s.define(value_name, op_name, 0, vt, own)?;
     push_const(s, op_name, value, attrs);
     Ok(())
 }
@@ -908,7 +981,7 @@ fn push_const(
             value: Some(Value::T(Box::new(value))),
         },
     );
-    s.ops.push(OpDef {
+    s.push(OpDef {
         name: op_name.to_string(),
         r#type: "Const".to_string(),
         output_desc: vec![desc],

@@ -29,7 +29,7 @@ pub mod builder;
 #[cfg(test)]
 mod tests;
 
-pub use import::{ImportOptions, LOOP_CARRIED, PARENT_NODE_INDEX, import};
+pub use import::{ImportOptions, LOOP_CARRIED, PARENT_NODE_INDEX, import, import_typed};
 pub use ops::NCHW_OPS;
 pub use tensor::SYMBOLIC_DIMS_ATTR;
 

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use prost::Message;
 
 use super::builder::*;
-use super::{ImportOptions, PARENT_NODE_INDEX, SYMBOLIC_DIMS_ATTR, import};
+use super::{ImportOptions, PARENT_NODE_INDEX, SYMBOLIC_DIMS_ATTR, import, import_typed};
 use crate::om::OmError;
 use crate::proto::ge_ir::attr_def::Value;
 use crate::proto::ge_ir::{GraphDef, ModelDef, OpDef, TensorDescriptor};
@@ -415,6 +415,19 @@ fn nested_if() -> Vec<u8> {
         )
         .output("y", F32, &[v(2)])
         .build()
+}
+
+/// Reading a model types each op as the importer finishes it, never holding the GE IR of
+/// the whole model: the typed model is the one typing the imported GE IR gives, subgraphs
+/// (nested, reading outer values) and plugin-made ops included.
+#[test]
+fn ops_typed_as_they_are_made_give_the_typed_ge_ir() {
+    for bytes in [cnn(), nested_if(), chain_model(50)] {
+        let typed = import_typed(&bytes, &ImportOptions::default()).unwrap();
+        let via_ir = crate::om::ir::from_model_def(imp(&bytes)).unwrap();
+        assert!(typed.root.nodes.len() >= 4);
+        assert_eq!(typed, via_ir);
+    }
 }
 
 #[test]
