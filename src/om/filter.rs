@@ -204,6 +204,7 @@ impl Rebuild<'_> {
             output_descs: n.output_descs.clone(),
             attrs: n.attrs.clone(),
             subgraphs: self.subgraphs(i).collect(),
+            id: n.id,
             rest: n.rest.clone(),
         }
     }

@@ -71,6 +71,7 @@ pub fn pending_node(op: ge_ir::OpDef) -> PendingNode {
     let mut rest = op;
     let input = std::mem::take(&mut rest.input);
     let subgraph_name = std::mem::take(&mut rest.subgraph_name);
+    let id = std::mem::take(&mut rest.id);
     let node = ComputeNode {
         name: std::mem::take(&mut rest.name),
         op_type: std::mem::take(&mut rest.r#type),
@@ -86,7 +87,8 @@ pub fn pending_node(op: ge_ir::OpDef) -> PendingNode {
             .collect(),
         attrs: convert_attrs(std::mem::take(&mut rest.attr)),
         subgraphs: Vec::new(),
-        rest,
+        id,
+        rest: (rest != ge_ir::OpDef::default()).then(|| Box::new(rest)),
     };
     PendingNode {
         node,
@@ -514,7 +516,8 @@ fn push_graph(
     let mut subgraphs = Vec::new();
     let mut ops = Vec::with_capacity(g.nodes.len());
     for n in g.nodes {
-        let mut op = n.rest;
+        let mut op = n.rest.map(|r| *r).unwrap_or_default();
+        op.id = n.id;
         op.input = n
             .inputs
             .iter()
@@ -555,30 +558,33 @@ pub fn convert_desc(d: ge_ir::TensorDescriptor) -> TensorDesc {
     if dtype != DataType::Undefined || rest.dtype == 0 {
         rest.dtype = 0;
     }
-    // `rest.shape` only remembers whether the descriptor had a shape at all.
-    let shape = match rest.shape.as_mut() {
-        Some(s) => Shape::from_dims(&std::mem::take(&mut s.dim)),
+    let has_shape = rest.shape.is_some();
+    let shape = match rest.shape.take() {
+        Some(s) => Shape::from_dims(&s.dim),
         None => Shape::scalar(),
     };
     TensorDesc {
         name: std::mem::take(&mut rest.name),
         dtype,
         shape,
+        has_shape,
         layout: std::mem::take(&mut rest.layout),
+        device_type: std::mem::take(&mut rest.device_type).into(),
         attrs: convert_attrs(std::mem::take(&mut rest.attr)),
-        rest,
+        rest: (rest != ge_ir::TensorDescriptor::default()).then(|| Box::new(rest)),
     }
 }
 
 /// GE tensor descriptor of a typed one.
 pub fn desc_to_proto(d: TensorDesc) -> ge_ir::TensorDescriptor {
-    let mut out = d.rest;
+    let mut out = d.rest.map(|r| *r).unwrap_or_default();
     out.name = d.name;
+    out.device_type = d.device_type.into();
     if d.dtype != DataType::Undefined {
         out.dtype = d.dtype.to_proto();
     }
     let dims = d.shape.to_dims();
-    if out.shape.is_some() || !dims.is_empty() {
+    if d.has_shape || !dims.is_empty() {
         out.shape = Some(ge_ir::ShapeDef { dim: dims });
     }
     out.layout = d.layout;

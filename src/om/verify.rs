@@ -375,8 +375,9 @@ impl Verifier {
 }
 
 fn desc_problem(d: &TensorDesc) -> Option<String> {
-    if d.dtype == DataType::Undefined && d.rest.dtype != 0 {
-        return Some(format!("unknown data type number {}", d.rest.dtype));
+    let number = d.rest.as_ref().map_or(0, |r| r.dtype);
+    if d.dtype == DataType::Undefined && number != 0 {
+        return Some(format!("unknown data type number {number}"));
     }
     match &d.shape {
         Shape::UnknownRank => None,
