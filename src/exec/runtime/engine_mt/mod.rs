@@ -73,6 +73,8 @@ pub struct MtData {
     free_off: Box<[u32]>,
     frees: Box<[u32]>,
     gated: Box<[u32]>,
+    /// Run nodes with no successor ([`sched::Work::sinks`]).
+    sinks: u32,
     shape: Shape,
 }
 
@@ -150,6 +152,11 @@ impl MtData {
             free_off: Box::default(),
             frees: Box::default(),
             gated: Box::default(),
+            sinks: plan
+                .order
+                .iter()
+                .filter(|&&i| plan.succ_off[i as usize] == plan.succ_off[i as usize + 1])
+                .count() as u32,
             shape: Shape {
                 nodes: n as u32,
                 per_class,
@@ -486,8 +493,8 @@ impl Work for PlanWork {
     fn gated(&self) -> &[u32] {
         &self.data().gated
     }
-    fn run_count(&self) -> u32 {
-        self.plan().order.len() as u32
+    fn sinks(&self) -> u32 {
+        self.data().sinks
     }
     #[inline(always)]
     unsafe fn run(&self, id: u32) -> Result<(), KernelError> {

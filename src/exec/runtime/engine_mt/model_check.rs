@@ -156,8 +156,10 @@ impl Work for Toy {
     fn gated(&self) -> &[u32] {
         &self.gated
     }
-    fn run_count(&self) -> u32 {
-        self.meta.len() as u32
+    fn sinks(&self) -> u32 {
+        (0..self.meta.len() as u32)
+            .filter(|&i| self.succ(i).is_empty())
+            .count() as u32
     }
     unsafe fn run(&self, id: u32) -> Result<(), u32> {
         let i = id as usize;
