@@ -25,7 +25,8 @@
 //! 2. Take a remaining node minimal in the augmented graph (one exists by 1.). All its
 //!    predecessors and, for a gated Free, all its related launches have completed; each
 //!    completion decremented the node's counters, and the one that reached zero queued
-//!    the node (a counter reaches zero exactly once). So the node is queued or running.
+//!    the node, or kept it to run next itself (a counter reaches zero exactly once). So
+//!    the node is queued, about to run, or running.
 //! 3. Nobody waits for anything but its own queue: a participant parks only after
 //!    announcing it (`sleeping`) and re-checking its queue, and a producer that pushes to
 //!    another participant's queue checks `sleeping` after the push; with both sides
@@ -60,9 +61,12 @@
 //! `catch_unwind` (free unless it panics), one `fetch_sub` per successor (and, for a sink,
 //! one on `remaining`), and per push a `fetch_add` on the queue's tail and a `SeqCst` store; the
 //! `sleeping` check is skipped for a push to the pusher's own queue. Nothing allocates:
-//! each queue is an array sized to its class's node count (every node is queued exactly
+//! each queue is an array sized to its class's node count (every node is queued at most
 //! once per execution, so it never wraps or fills), and all counters are allocated when
-//! the pool is made. Idle participants spin briefly before they park, because a park and
+//! the pool is made. A participant whose own queue is empty runs the successor it made
+//! ready next, without the queue (what it would have popped anyway), so a chain of one
+//! class pays no push or pop; and only a sink touches `remaining`, which the calling
+//! thread polls. Idle participants spin briefly before they park, because a park and
 //! unpark pair costs microseconds and a producer is usually about to push.
 
 use std::any::Any;
@@ -419,16 +423,19 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         }
     }
 
-    /// `id`'s in-degree reached zero: queue it, unless it is a Free still waiting for a
-    /// related launch.
+    /// `id`'s in-degree reached zero: whether it may run now, which it may unless it is a
+    /// Free still waiting for a related launch.
+    #[inline(always)]
+    fn runnable(&self, id: u32) -> bool {
+        self.work.meta(id) & FREE_REL == 0 || self.core.unmet[id as usize].fetch_sub(1, AcqRel) == 1
+    }
+
+    /// `id`'s in-degree reached zero: queue it if it may run.
     #[inline(always)]
     fn ready(&self, id: u32) {
-        if self.work.meta(id) & FREE_REL != 0
-            && self.core.unmet[id as usize].fetch_sub(1, AcqRel) != 1
-        {
-            return;
+        if self.runnable(id) {
+            self.push(id);
         }
-        self.push(id);
     }
 
     fn wake_all(&self) {
@@ -452,9 +459,13 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         self.wake_all();
     }
 
-    /// Runs `id` and publishes its completion.
+    /// Runs `id` and publishes its completion. Returns the node this participant runs
+    /// next without queueing it: the first successor made runnable that is its own and
+    /// would have been the next it popped (its queue was empty). A chain of one class
+    /// then costs no queue traffic (a `fetch_add` and a `SeqCst` store to push, a load
+    /// and a store to pop, per node), and the order is the queue's own.
     #[inline(always)]
-    fn execute(&self, id: u32) {
+    fn execute(&self, id: u32) -> Option<u32> {
         let core = self.core;
         let work = self.work;
         let m = work.meta(id);
@@ -482,8 +493,14 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         }
         match r {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return self.fail(Failure::Error(id, e), id),
-            Err(p) => return self.fail(Failure::Panic(p), id),
+            Ok(Err(e)) => {
+                self.fail(Failure::Error(id, e), id);
+                return None;
+            }
+            Err(p) => {
+                self.fail(Failure::Panic(p), id);
+                return None;
+            }
         }
         if m & FREE_REL != 0 {
             core.free_gen[id as usize].store(self.epoch, Release);
@@ -497,9 +514,18 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
             }
         }
         let succ = work.succ(id);
+        let mut next = None;
         for &s in succ {
-            if core.indeg[s as usize].fetch_sub(1, AcqRel) == 1 {
-                self.ready(s);
+            if core.indeg[s as usize].fetch_sub(1, AcqRel) == 1 && self.runnable(s) {
+                // The decrement that reached zero acquired every predecessor's writes, so
+                // `s` may run on this thread as it would after a pop.
+                let mine = work.meta(s) & CLASS_MASK == self.me;
+                // SAFETY: this participant is its own queue's only consumer.
+                if next.is_none() && mine && !unsafe { core.queues[self.me as usize].has_work() } {
+                    next = Some(s);
+                } else {
+                    self.push(s);
+                }
             }
         }
         // Only a sink counts down `remaining`: the calling thread polls it while it
@@ -508,6 +534,7 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         if succ.is_empty() && core.remaining.fetch_sub(1, AcqRel) == 1 && self.me != NORMAL {
             P::unpark(&self.caller);
         }
+        next
     }
 
     /// Whether the participant should stop serving.
@@ -532,7 +559,12 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
             }
             // SAFETY: this participant is `q`'s only consumer.
             if let Some(id) = unsafe { q.pop() } {
-                self.execute(id);
+                let mut next = self.execute(id);
+                // A continuation is as good as queued: it runs unless the execution ends
+                // (an abort), as queued work would not.
+                while let Some(id) = next.filter(|_| !self.stop()) {
+                    next = self.execute(id);
+                }
                 continue;
             }
             let mut spins = P::SPINS;
