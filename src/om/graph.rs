@@ -12,7 +12,6 @@
 //! back to GE IR loses nothing. This file holds data only: conversion lives in `ir`, checks
 //! in `verify`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::om::DataType;
@@ -170,7 +169,7 @@ pub struct Tensor {
 }
 
 /// Attributes by name, in name order (GE stores them in a map).
-pub type AttrMap = BTreeMap<String, AttrValue>;
+pub type AttrMap = crate::om::sorted_map::SortedMap<AttrValue>;
 
 /// A typed attribute value: one arm per `AttrDef` value kind.
 #[derive(Debug, Clone, PartialEq)]

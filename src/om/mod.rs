@@ -21,6 +21,7 @@ pub mod kernel_store;
 pub mod om_writer;
 pub mod onnx;
 pub mod root_model;
+pub mod sorted_map;
 pub mod summary;
 pub mod task;
 pub mod testdata;

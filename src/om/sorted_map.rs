@@ -1,0 +1,227 @@
+//! The map under a ComputeGraph's attribute maps ([`AttrMap`](crate::om::graph::AttrMap)):
+//! string keys, entries sorted by key in one vector of exactly their number.
+//!
+//! Why not a `BTreeMap`: a graph holds one map per node and per tensor descriptor, and
+//! nearly every one is small (GE writes five attributes on every descriptor). A B-tree's
+//! smallest node has room for eleven entries, some 700 bytes for `(String, V)`, so
+//! on a graph of 10,000 nodes (some 50,000 descriptors) the maps alone were 45 MB, most of
+//! it empty slots, and a large share of reading and lowering the graph was the kernel
+//! zeroing those pages. Sorted in a vector, a map of five costs its five entries. Lookups
+//! are binary searches (as fast as the tree's at these sizes); an insert into the middle
+//! moves the entries after it, which for maps of tens of entries is a few words.
+//!
+//! Iteration is in key order and an insert replaces an existing key's value, as with the
+//! `BTreeMap` this replaces, so every map built, compared or written is the same.
+
+use std::fmt;
+
+/// Name to value, in name order. See the module docs.
+#[derive(Clone, PartialEq)]
+pub struct SortedMap<V> {
+    entries: Vec<(String, V)>,
+}
+
+type Entry<V> = (String, V);
+
+impl<V> Default for SortedMap<V> {
+    fn default() -> Self {
+        SortedMap {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<V> SortedMap<V> {
+    pub fn new() -> Self {
+        SortedMap::default()
+    }
+
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.find(key).ok().map(|i| &self.entries[i].1)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.find(key).ok().map(|i| &mut self.entries[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// Sets `key` to `value`; the value it had, if any.
+    pub fn insert(&mut self, key: String, value: V) -> Option<V> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+            Err(i) => {
+                self.entries.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        self.find(key).ok().map(|i| self.entries.remove(i).1)
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut V) -> bool) {
+        self.entries.retain_mut(|(k, v)| keep(k, v));
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> Iter<'_, V> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut V)> {
+        self.entries.iter_mut().map(|(k, v)| (&*k, v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.entries.iter_mut().map(|(_, v)| v)
+    }
+}
+
+/// [`SortedMap::iter`].
+pub type Iter<'a, V> =
+    std::iter::Map<std::slice::Iter<'a, Entry<V>>, fn(&'a Entry<V>) -> (&'a String, &'a V)>;
+
+/// `map["key"]`: the value, or a panic when the key is absent (as `BTreeMap`'s).
+impl<V> std::ops::Index<&str> for SortedMap<V> {
+    type Output = V;
+    fn index(&self, key: &str) -> &V {
+        self.get(key).expect("no attribute of that name")
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for SortedMap<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// Entries in any order; of equal keys the last wins, as inserting them one by one would
+/// leave it. Entries already in order (a GE map being typed) are taken as they come, in a
+/// vector of their exact number.
+impl<V> FromIterator<(String, V)> for SortedMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
+        let mut entries: Vec<Entry<V>> = iter.into_iter().collect();
+        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+            // Stable, so equal keys keep their order; then the last of each run stays.
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut out: Vec<Entry<V>> = Vec::with_capacity(entries.len());
+            for e in entries {
+                match out.last_mut() {
+                    Some(last) if last.0 == e.0 => *last = e,
+                    _ => out.push(e),
+                }
+            }
+            entries = out;
+        }
+        SortedMap { entries }
+    }
+}
+
+impl<V, const N: usize> From<[(String, V); N]> for SortedMap<V> {
+    fn from(entries: [(String, V); N]) -> Self {
+        entries.into_iter().collect()
+    }
+}
+
+impl<V> Extend<(String, V)> for SortedMap<V> {
+    fn extend<I: IntoIterator<Item = (String, V)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
+
+impl<V> IntoIterator for SortedMap<V> {
+    type Item = (String, V);
+    type IntoIter = std::vec::IntoIter<(String, V)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
+impl<'a, V> IntoIterator for &'a SortedMap<V> {
+    type Item = (&'a String, &'a V);
+    type IntoIter = Iter<'a, V>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type AttrMap = SortedMap<i64>;
+
+    fn int(v: i64) -> i64 {
+        v
+    }
+
+    /// The map behaves as the `BTreeMap` it replaces: key order whatever the insertion
+    /// order, an insert replacing a key's value, the last of equal keys collected.
+    #[test]
+    fn behaves_as_an_ordered_map() {
+        let mut m = AttrMap::new();
+        assert_eq!(m.insert("b".into(), int(2)), None);
+        assert_eq!(m.insert("a".into(), int(1)), None);
+        assert_eq!(m.insert("c".into(), int(3)), None);
+        assert_eq!(m.insert("b".into(), int(20)), Some(int(2)));
+        let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+        assert_eq!(m.get("b"), Some(&int(20)));
+        assert_eq!(m.get("d"), None);
+        assert!(m.contains_key("c"));
+        assert_eq!(m.remove("a"), Some(int(1)));
+        assert_eq!(m.remove("a"), None);
+        assert_eq!(m.len(), 2);
+
+        let collected: AttrMap = [("z", 1), ("x", 2), ("z", 3), ("y", 4), ("x", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), int(v)))
+            .collect();
+        let entries: Vec<(&str, &i64)> = collected.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert_eq!(entries, [("x", &int(5)), ("y", &int(4)), ("z", &int(3))]);
+
+        let mut inserted = AttrMap::new();
+        for (k, v) in [("z", 1), ("x", 2), ("z", 3), ("y", 4), ("x", 5)] {
+            inserted.insert(k.to_string(), int(v));
+        }
+        assert_eq!(inserted, collected);
+    }
+
+    /// A map typed from GE's (already in key order) is one vector of its exact size.
+    #[test]
+    fn sorted_entries_are_taken_as_they_come() {
+        let m: AttrMap = (0..5).map(|i| (format!("k{i}"), int(i))).collect();
+        assert_eq!(m.entries.capacity(), 5);
+        assert_eq!(m.get("k3"), Some(&int(3)));
+    }
+}
