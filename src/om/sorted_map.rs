@@ -79,25 +79,13 @@ impl<V> SortedMap<V> {
         self.entries.clear();
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut V) -> bool) {
-        self.entries.retain_mut(|(k, v)| keep(k, v));
-    }
-
     /// The entries in key order.
     pub fn iter(&self) -> Iter<'_, V> {
         self.entries.iter().map(|(k, v)| (k, v))
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut V)> {
-        self.entries.iter_mut().map(|(k, v)| (&*k, v))
-    }
-
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.entries.iter().map(|(k, _)| k)
-    }
-
-    pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.entries.iter().map(|(_, v)| v)
     }
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
@@ -113,7 +101,7 @@ pub type Iter<'a, V> =
 impl<V> std::ops::Index<&str> for SortedMap<V> {
     type Output = V;
     fn index(&self, key: &str) -> &V {
-        self.get(key).expect("no attribute of that name")
+        self.get(key).expect("no entry of that name")
     }
 }
 
@@ -142,12 +130,6 @@ impl<V> FromIterator<(String, V)> for SortedMap<V> {
             entries = out;
         }
         SortedMap { entries }
-    }
-}
-
-impl<V, const N: usize> From<[(String, V); N]> for SortedMap<V> {
-    fn from(entries: [(String, V); N]) -> Self {
-        entries.into_iter().collect()
     }
 }
 

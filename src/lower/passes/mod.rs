@@ -14,7 +14,6 @@ pub mod topo;
 /// edge from a removed node is dropped with it; no data edge may name one (the caller's
 /// guarantee), and no Free-Launch relation either.
 pub(crate) fn remove_nodes(g: &mut crate::exec::KernelGraph, dead: &[bool]) -> usize {
-    use crate::exec::KernelNodeId;
     let count = dead.iter().filter(|&&d| d).count();
     if count == 0 {
         return 0;
@@ -35,10 +34,20 @@ pub(crate) fn remove_nodes(g: &mut crate::exec::KernelGraph, dead: &[bool]) -> u
         .filter(|(_, d)| !**d)
         .map(|(n, _)| n)
         .collect();
-    let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
     for n in &mut g.nodes {
         n.control_inputs
             .retain(|c| !dead.get(c.index()).copied().unwrap_or(false));
+    }
+    renumber(g, &new_id);
+    count
+}
+
+/// Rewrites every node id `g`'s nodes and relations hold (data inputs, control inputs,
+/// Free-Launch pairs) through `new_id` (old id to new), after its nodes moved.
+pub(crate) fn renumber(g: &mut crate::exec::KernelGraph, new_id: &[u32]) {
+    use crate::exec::KernelNodeId;
+    let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
+    for n in &mut g.nodes {
         for v in &mut n.inputs {
             v.node = remap(v.node);
         }
@@ -50,7 +59,6 @@ pub(crate) fn remove_nodes(g: &mut crate::exec::KernelGraph, dead: &[bool]) -> u
         *f = remap(*f);
         *l = remap(*l);
     }
-    count
 }
 
 /// A node for pass tests: `kernel` with its class from the kernel table, one output, data

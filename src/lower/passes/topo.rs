@@ -117,7 +117,6 @@ pub fn apply(g: &mut KernelGraph, order: &[KernelNodeId]) {
     for (new, old) in order.iter().enumerate() {
         new_id[old.index()] = new as u32;
     }
-    let remap = |id: KernelNodeId| KernelNodeId(new_id[id.index()]);
     // The nodes are permuted in place, cycle by cycle (each swap puts one node where it
     // belongs): a graph of 30,000 nodes is not copied into a second list.
     let mut dest = new_id.clone();
@@ -128,18 +127,7 @@ pub fn apply(g: &mut KernelGraph, order: &[KernelNodeId]) {
             dest.swap(i, j);
         }
     }
-    for n in &mut g.nodes {
-        for v in &mut n.inputs {
-            v.node = remap(v.node);
-        }
-        for c in &mut n.control_inputs {
-            *c = remap(*c);
-        }
-    }
-    for (f, l) in &mut g.free_launch {
-        *f = remap(*f);
-        *l = remap(*l);
-    }
+    super::renumber(g, &new_id);
 }
 
 #[cfg(test)]

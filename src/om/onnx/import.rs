@@ -64,21 +64,16 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
     // subgraphs breadth first, which is that order stably sorted by depth (a graph is
     // written after the one that calls it, so its caller's depth is known).
     let mut depth: HashMap<String, usize> = HashMap::new();
-    let mut depths = Vec::with_capacity(md.graph.len());
-    for g in &md.graph {
+    let mut graphs: Vec<(usize, GraphDef)> = Vec::with_capacity(md.graph.len());
+    for g in std::mem::take(&mut md.graph) {
         let d = depth.get(&g.name).copied().unwrap_or(0);
         for name in g.op.iter().flat_map(|op| &op.subgraph_name) {
             depth.insert(name.clone(), d + 1);
         }
-        depths.push(d);
+        graphs.push((d, g));
     }
-    let mut order: Vec<usize> = (0..md.graph.len()).collect();
-    order.sort_by_key(|&i| depths[i]);
-    let mut graphs: Vec<Option<GraphDef>> = std::mem::take(&mut md.graph)
-        .into_iter()
-        .map(Some)
-        .collect();
-    md.graph = order.iter().filter_map(|&i| graphs[i].take()).collect();
+    graphs.sort_by_key(|(d, _)| *d);
+    md.graph = graphs.into_iter().map(|(_, g)| g).collect();
     Ok(md)
 }
 
@@ -121,13 +116,11 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeMo
         opsets,
         subgraphs: Vec::new(),
     };
-    let root = imp.graph(&graph, &name, "", 0, None, &opts.input_shapes)?;
-
-    // Depth-first pre-order, stably sorted by depth, is GE's breadth-first task order.
-    let mut subgraphs = std::mem::take(&mut imp.subgraphs);
-    subgraphs.sort_by_key(|(depth, _)| *depth);
+    let root = imp.graph(&graph, &name, "", None, &opts.input_shapes)?;
+    // The typed model links subgraphs by name, so their order here does not matter
+    // ([`import`] gives the `ModelDef` GE's order).
     let mut graphs = vec![root];
-    graphs.extend(subgraphs.into_iter().map(|(_, g)| g));
+    graphs.append(&mut imp.subgraphs);
     // The ONNX model is no longer needed; its initializers' bytes live on in the Consts.
     drop(graph);
 
@@ -211,8 +204,8 @@ struct Importer {
     /// [`ImportOptions::onnx_types`].
     onnx_types: bool,
     opsets: BTreeMap<String, i64>,
-    /// Converted subgraphs with their depth, in depth-first pre-order.
-    subgraphs: Vec<(usize, PendingGraph)>,
+    /// Converted subgraphs, each after those it calls.
+    subgraphs: Vec<PendingGraph>,
 }
 
 /// Per-graph state: the ops so far, the values in scope, the names taken.
@@ -302,7 +295,6 @@ impl Importer {
         g: &GraphProto,
         name: &str,
         prefix: &str,
-        depth: usize,
         link: Option<&Link>,
         overrides: &[(String, Vec<i64>)],
     ) -> Result<PendingGraph> {
@@ -425,7 +417,7 @@ impl Importer {
 
         // Pass 2: the ops themselves.
         for ((node, op_name), constant) in g.node.iter().zip(op_names).zip(constants) {
-            let op = self.node(&mut s, node, op_name, constant, depth)?;
+            let op = self.node(&mut s, node, op_name, constant)?;
             s.push(op);
             for op in std::mem::take(&mut s.after) {
                 s.push(op);
@@ -478,7 +470,6 @@ impl Importer {
         node: &NodeProto,
         op_name: String,
         constant: Option<TensorDef>,
-        depth: usize,
     ) -> Result<OpDef> {
         let place = s.place(&op_name);
         let onnx_type = node.op_type.as_deref().unwrap_or("");
@@ -606,13 +597,9 @@ impl Importer {
                         })
                         .collect(),
                 };
-                // The slot is taken before the subgraph's own subgraphs are: pre-order.
-                let slot = self.subgraphs.len();
-                let placeholder = ir::pending_graph(GraphDef::default(), Vec::new());
-                self.subgraphs.push((depth + 1, placeholder));
                 let prefix = format!("{sub_name}/");
-                let sub = self.graph(g, &sub_name, &prefix, depth + 1, Some(&link), &[])?;
-                self.subgraphs[slot].1 = sub;
+                let sub = self.graph(g, &sub_name, &prefix, Some(&link), &[])?;
+                self.subgraphs.push(sub);
                 op.subgraph_name.push(sub_name);
             }
         }
