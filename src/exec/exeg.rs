@@ -134,37 +134,45 @@ pub fn encode<'a>(eg: &'a ExecuteGraph) -> Vec<u8> {
         form: Form::Tables,
         ..Default::default()
     };
-    let mut graphs = Vec::with_capacity(3);
-    for g in [&eg.init, &eg.main, &eg.deinit] {
-        let mut body = Vec::with_capacity(64 * g.nodes.len());
-        wire::put_graph(&mut body, g, &mut |n: &'a KernelNode| {
-            (
-                t.kernel_index(&n.kernel),
-                t.attrs_index(&n.attrs),
-                n.origin.as_ref().map_or(0, |o| t.origin_index(o)),
-            )
-        });
-        graphs.push(body);
-    }
     let head = pb::ExecuteGraphFile {
         magic: MAGIC.to_string(),
         format_version: FORMAT_VERSION,
         name: eg.name.clone(),
         ..Default::default()
     };
+    let mut out = head.encode_to_vec();
+    // Room for every graph at a generous size per node (lowering's nodes encode in some
+    // 60 bytes): the file is written once, not copied as it grows. Capacity not written
+    // to is never touched.
+    let nodes: usize = [&eg.init, &eg.main, &eg.deinit]
+        .iter()
+        .map(|g| g.nodes.len())
+        .sum();
+    out.reserve(96 * nodes + 4096);
+    for (tag, g) in (4u32..).zip([&eg.init, &eg.main, &eg.deinit]) {
+        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
+        // Each graph is written in its place, and its length (known only after) is put
+        // in front of it: moving one graph's bytes by the few bytes of a varint costs
+        // less than writing every graph into a buffer of its own and copying it over.
+        let start = out.len();
+        wire::put_graph(&mut out, g, &mut |n: &'a KernelNode| {
+            (
+                t.kernel_index(&n.kernel),
+                t.attrs_index(&n.attrs),
+                n.origin.as_ref().map_or(0, |o| t.origin_index(o)),
+            )
+        });
+        let mut len = Vec::with_capacity(10);
+        prost::encoding::encode_varint((out.len() - start) as u64, &mut len);
+        out.splice(start..start, len);
+    }
     let tail = pb::ExecuteGraphFile {
         origins: t.origins,
         kernels: t.kernels,
         attr_sets: t.attr_sets,
         ..file_fields(eg)
     };
-    let mut out = head.encode_to_vec();
-    out.reserve(graphs.iter().map(|g| g.len() + 10).sum::<usize>() + tail.encoded_len());
-    for (tag, g) in (4u32..).zip(&graphs) {
-        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
-        prost::encoding::encode_varint(g.len() as u64, &mut out);
-        out.extend_from_slice(g);
-    }
+    out.reserve(tail.encoded_len());
     tail.encode(&mut out).expect("a Vec grows as needed");
     out
 }

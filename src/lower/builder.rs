@@ -251,10 +251,13 @@ impl Builder {
         shared
     }
 
-    /// Room for `nodes` nodes in the current level, so a large graph is not copied as its
-    /// node array grows.
+    /// Room for `nodes` nodes in the current level and in Init (which gets at most a
+    /// few per constant and per value Main reads from it), so a large graph is not
+    /// copied as its node arrays grow: each copy leaves the old array's memory behind.
+    /// Room never written to is never touched.
     pub fn reserve(&mut self, nodes: usize) {
         self.top().graph.nodes.reserve(nodes);
+        self.init.nodes.reserve(nodes);
     }
 
     pub fn depth(&self) -> usize {
@@ -626,6 +629,8 @@ impl Builder {
         init.add(out);
 
         let mut de = KernelGraph::new("DeInit");
+        // Two nodes per constant (read it, free it) and eight for the resources.
+        de.nodes.reserve_exact(2 * self.export_of.len() + 8);
         let read = |de: &mut KernelGraph, name: String, index: u32| {
             let mut n = node(name, "InnerData");
             n.outputs = 1;

@@ -15,6 +15,7 @@ pub mod file;
 pub mod filter;
 pub mod graph;
 pub mod inout;
+pub mod intern;
 pub mod ir;
 pub mod json;
 pub mod kernel_store;

@@ -12,22 +12,36 @@
 //!
 //! Iteration is in key order and an insert replaces an existing key's value, as with the
 //! `BTreeMap` this replaces, so every map built, compared or written is the same.
+//!
+//! The vector is shared, copy-on-write: a clone is a reference count, and a change to a
+//! shared map copies its entries first. That lets a reader keep one copy of the many
+//! equal descriptor maps of a graph (`om::intern`).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Name to value, in name order. See the module docs.
-#[derive(Clone, PartialEq)]
+///
+/// The entries are shared: cloning a map is a reference count, and a mutation copies the
+/// entries only when another map still shares them (`Arc::make_mut`). Most of a large
+/// graph's descriptors carry the same five format attributes, and a reader that interns
+/// them keeps one copy for all of them. An empty map allocates nothing.
+#[derive(Clone)]
 pub struct SortedMap<V> {
-    entries: Vec<(String, V)>,
+    entries: Option<Arc<Vec<Entry<V>>>>,
 }
 
 type Entry<V> = (String, V);
 
 impl<V> Default for SortedMap<V> {
     fn default() -> Self {
-        SortedMap {
-            entries: Vec::new(),
-        }
+        SortedMap { entries: None }
+    }
+}
+
+impl<V: PartialEq> PartialEq for SortedMap<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other) || self.entries() == other.entries()
     }
 }
 
@@ -36,60 +50,102 @@ impl<V> SortedMap<V> {
         SortedMap::default()
     }
 
+    fn entries(&self) -> &[Entry<V>] {
+        self.entries.as_deref().map_or(&[], Vec::as_slice)
+    }
+
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        self.entries()
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    /// Whether both maps are one shared set of entries (or both empty): then they are
+    /// equal without a look at the entries.
+    pub fn same(&self, other: &Self) -> bool {
+        match (&self.entries, &other.entries) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries().is_empty()
     }
 
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.find(key).ok().map(|i| &self.entries[i].1)
-    }
-
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.find(key).ok().map(|i| &mut self.entries[i].1)
+        self.find(key).ok().map(|i| &self.entries()[i].1)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
         self.find(key).is_ok()
     }
 
+    /// The entries in key order.
+    pub fn iter(&self) -> Iter<'_, V> {
+        self.entries().iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.entries().iter().map(|(k, _)| k)
+    }
+
+    fn from_sorted(entries: Vec<Entry<V>>) -> Self {
+        SortedMap {
+            entries: (!entries.is_empty()).then(|| Arc::new(entries)),
+        }
+    }
+}
+
+impl<V: Clone> SortedMap<V> {
+    /// The entries to change: copied first if another map shares them.
+    fn entries_mut(&mut self) -> &mut Vec<Entry<V>> {
+        Arc::make_mut(self.entries.get_or_insert_with(Default::default))
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let i = self.find(key).ok()?;
+        Some(&mut self.entries_mut()[i].1)
+    }
+
     /// Sets `key` to `value`; the value it had, if any.
     pub fn insert(&mut self, key: String, value: V) -> Option<V> {
         match self.find(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+            Ok(i) => Some(std::mem::replace(&mut self.entries_mut()[i].1, value)),
             Err(i) => {
-                self.entries.insert(i, (key, value));
+                let entries = self.entries_mut();
+                // Maps are small and mostly built whole; one more slot at a time keeps
+                // an inserted-into map at its exact size too.
+                entries.reserve_exact(1);
+                entries.insert(i, (key, value));
                 None
             }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<V> {
-        self.find(key).ok().map(|i| self.entries.remove(i).1)
+        let i = self.find(key).ok()?;
+        let v = self.entries_mut().remove(i).1;
+        if self.is_empty() {
+            self.entries = None;
+        }
+        Some(v)
     }
 
     pub fn clear(&mut self) {
-        self.entries.clear();
-    }
-
-    /// The entries in key order.
-    pub fn iter(&self) -> Iter<'_, V> {
-        self.entries.iter().map(|(k, v)| (k, v))
-    }
-
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.entries.iter().map(|(k, _)| k)
+        self.entries = None;
     }
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.entries.iter_mut().map(|(_, v)| v)
+        let entries: &mut [Entry<V>] = match self.entries {
+            Some(_) => self.entries_mut(),
+            None => &mut [],
+        };
+        entries.iter_mut().map(|(_, v)| v)
     }
 }
 
@@ -129,11 +185,11 @@ impl<V> FromIterator<(String, V)> for SortedMap<V> {
             }
             entries = out;
         }
-        SortedMap { entries }
+        SortedMap::from_sorted(entries)
     }
 }
 
-impl<V> Extend<(String, V)> for SortedMap<V> {
+impl<V: Clone> Extend<(String, V)> for SortedMap<V> {
     fn extend<I: IntoIterator<Item = (String, V)>>(&mut self, iter: I) {
         for (k, v) in iter {
             self.insert(k, v);
@@ -141,11 +197,15 @@ impl<V> Extend<(String, V)> for SortedMap<V> {
     }
 }
 
-impl<V> IntoIterator for SortedMap<V> {
+/// The entries by value: moved out when this map is their only holder, copied otherwise.
+impl<V: Clone> IntoIterator for SortedMap<V> {
     type Item = (String, V);
     type IntoIter = std::vec::IntoIter<(String, V)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        self.entries
+            .map(Arc::unwrap_or_clone)
+            .unwrap_or_default()
+            .into_iter()
     }
 }
 
@@ -203,7 +263,7 @@ mod tests {
     #[test]
     fn sorted_entries_are_taken_as_they_come() {
         let m: AttrMap = (0..5).map(|i| (format!("k{i}"), int(i))).collect();
-        assert_eq!(m.entries.capacity(), 5);
+        assert_eq!(m.entries.as_ref().unwrap().capacity(), 5);
         assert_eq!(m.get("k3"), Some(&int(3)));
     }
 }

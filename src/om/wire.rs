@@ -18,6 +18,7 @@ use prost::encoding::{WireType, decode_key, decode_varint};
 use rayon::prelude::*;
 
 use crate::om::compress::Decompressor;
+use crate::om::intern::AttrInterner;
 use crate::om::ir::{self, PARALLEL_NODES, PendingNode};
 use crate::om::{ComputeModel, OmError, Place, Result, compress, weights};
 use crate::proto::ge_ir::{GraphDef, ModelDef, OpDef};
@@ -73,7 +74,8 @@ pub fn read_model_in_file(
         if let Some(d) = decompressor {
             d.graph_attrs(&mut graph)?;
         }
-        let convert = |bytes: &&[u8]| -> Result<PendingNode> {
+        // Each worker keeps one copy of each distinct descriptor attribute map it meets.
+        let convert = |interner: &mut AttrInterner, bytes: &&[u8]| -> Result<PendingNode> {
             let mut op = OpDef::decode(*bytes).map_err(decode_err)?;
             if let Some(d) = decompressor {
                 d.op(&mut op, &graph.name)?;
@@ -81,12 +83,19 @@ pub fn read_model_in_file(
             if let Some(w) = weights {
                 weights::resolve_op(&mut op, &graph.name, w)?;
             }
-            Ok(ir::pending_node(op))
+            let mut node = ir::pending_node(op);
+            ir::intern_desc_attrs(&mut node, interner);
+            Ok(node)
         };
         let nodes = if ops.len() >= PARALLEL_NODES {
-            ops.par_iter().map(convert).collect::<Result<Vec<_>>>()?
+            ops.par_iter()
+                .map_init(AttrInterner::new, convert)
+                .collect::<Result<Vec<_>>>()?
         } else {
-            ops.iter().map(convert).collect::<Result<Vec<_>>>()?
+            let mut interner = AttrInterner::new();
+            ops.iter()
+                .map(|op| convert(&mut interner, op))
+                .collect::<Result<Vec<_>>>()?
         };
         pending.push(ir::pending_graph(graph, nodes));
     }

@@ -319,7 +319,11 @@ impl AttrMap {
         match self.find(&key) {
             Ok(i) => Some(std::mem::replace(&mut self.entries_mut()[i].1, value)),
             Err(i) => {
-                self.entries_mut().insert(i, (key, value));
+                let entries = self.entries_mut();
+                // One slot at a time: most maps are one to three attributes set one by
+                // one, and a vector's first growth would leave room for four.
+                entries.reserve_exact(1);
+                entries.insert(i, (key, value));
                 None
             }
         }
@@ -468,6 +472,8 @@ mod tests {
         m.insert("a".into(), Attr::Int(2));
         assert_eq!(m.insert("b".into(), Attr::Int(3)), Some(Attr::Int(1)));
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b"]);
+        // Inserted one by one, a map is still exactly its entries.
+        assert_eq!(m.0.as_ref().map(|v| v.capacity()), Some(2));
         assert_eq!(m.get("b"), Some(&Attr::Int(3)));
         assert!(m.get("c").is_none());
         let c: AttrMap = [("z", 1), ("y", 2), ("z", 3)]

@@ -23,6 +23,7 @@ use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
     descriptor, set_layout, tensor_def,
 };
+use crate::om::intern::AttrInterner;
 use crate::om::ir::{self, PendingGraph, PendingNode};
 use crate::om::{ComputeModel, DataType, OmError, Place, Result};
 use crate::proto::ge_ir::attr_def::Value;
@@ -42,6 +43,12 @@ pub struct ImportOptions {
     /// Keep every node's ONNX op type and attributes instead of mapping them as GE's ONNX
     /// plugins do ([`super::plugins`]); `rt2 compile --onnx-types`.
     pub onnx_types: bool,
+    /// Give every descriptor an attribute map of its own instead of one shared copy of
+    /// each distinct map ([`crate::om::intern`]). The typed model is the same value
+    /// either way. `rt2 compile` reads so: it turns every descriptor back into a GE IR
+    /// map of its own, and a shared map would be copied once per descriptor there
+    /// instead of moved.
+    pub own_desc_attrs: bool,
 }
 
 /// The attr holding the parent op's input (on subgraph `Data`) or output (on subgraph
@@ -113,6 +120,7 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeMo
 
     let mut imp = Importer {
         onnx_types: opts.onnx_types,
+        own_desc_attrs: opts.own_desc_attrs,
         opsets,
         subgraphs: Vec::new(),
     };
@@ -203,6 +211,8 @@ impl ValueRef {
 struct Importer {
     /// [`ImportOptions::onnx_types`].
     onnx_types: bool,
+    /// [`ImportOptions::own_desc_attrs`].
+    own_desc_attrs: bool,
     opsets: BTreeMap<String, i64>,
     /// Converted subgraphs, each after those it calls.
     subgraphs: Vec<PendingGraph>,
@@ -219,6 +229,9 @@ struct Scope<'a> {
     names: HashMap<String, usize>,
     /// Ops a plugin's subgraph puts after the op being converted, pushed after it.
     after: Vec<OpDef>,
+    /// The descriptors' attribute maps, one copy of each distinct map; `None` for
+    /// [`ImportOptions::own_desc_attrs`].
+    desc_attrs: Option<AttrInterner>,
 }
 
 impl Scope<'_> {
@@ -226,7 +239,11 @@ impl Scope<'_> {
     /// is changed once pushed, so none is kept in GE IR form.
     fn push(&mut self, mut op: OpDef) {
         op.id = self.ops.len() as i64;
-        self.ops.push(ir::pending_node(op));
+        let mut pending = ir::pending_node(op);
+        if let Some(interner) = &mut self.desc_attrs {
+            ir::intern_desc_attrs(&mut pending, interner);
+        }
+        self.ops.push(pending);
     }
     fn place(&self, node: &str) -> Place {
         Place::node(self.graph, node)
@@ -312,6 +329,7 @@ impl Importer {
             values: HashMap::with_capacity(values),
             names: HashMap::with_capacity(values),
             after: Vec::new(),
+            desc_attrs: (!self.own_desc_attrs).then(AttrInterner::new),
         };
         let mut types: HashMap<&str, ValueType> = HashMap::new();
         for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {

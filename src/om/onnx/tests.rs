@@ -430,6 +430,42 @@ fn ops_typed_as_they_are_made_give_the_typed_ge_ir() {
     }
 }
 
+/// Equal descriptor attribute maps are one shared map: a chain's 140 descriptors hold as
+/// many maps as there are distinct ones, and equal maps are the same map.
+#[test]
+fn equal_descriptor_maps_are_shared() {
+    let typed = import_typed(&chain_model(50), &ImportOptions::default()).unwrap();
+    let mut held: Vec<&crate::om::graph::AttrMap> = Vec::new();
+    let mut descs = 0;
+    for n in &typed.root.nodes {
+        for d in n.input_descs.iter().chain(&n.output_descs) {
+            descs += 1;
+            assert!(d.attrs.contains_key("origin_format"), "{}", n.name);
+            match held.iter().find(|m| ***m == d.attrs) {
+                Some(m) => assert!(m.same(&d.attrs), "{}: an equal map not shared", n.name),
+                None => held.push(&d.attrs),
+            }
+        }
+    }
+    assert!(descs >= 130, "{descs}");
+    assert!(held.len() <= 4, "{} distinct maps", held.len());
+    // The GE IR reader shares them alike, and the graph is the same value.
+    let via_ir = crate::om::ir::from_model_def(imp(&chain_model(50))).unwrap();
+    assert_eq!(typed, via_ir);
+    let (a, b) = (&via_ir.root.nodes[3], &via_ir.root.nodes[7]);
+    assert!(a.output_descs[0].attrs.same(&b.output_descs[0].attrs));
+    // Read for `rt2 compile`, each descriptor owns its map; the model is the same value.
+    let own = ImportOptions {
+        own_desc_attrs: true,
+        ..Default::default()
+    };
+    let owned = import_typed(&chain_model(50), &own).unwrap();
+    assert_eq!(owned, typed);
+    let (a, b) = (&owned.root.nodes[3], &owned.root.nodes[7]);
+    assert_eq!(a.output_descs[0].attrs, b.output_descs[0].attrs);
+    assert!(!a.output_descs[0].attrs.same(&b.output_descs[0].attrs));
+}
+
 #[test]
 fn nested_if_with_outer_scope_values() {
     let m = imp(&nested_if());
