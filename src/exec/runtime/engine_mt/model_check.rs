@@ -21,6 +21,12 @@ impl Prims for ShuttlePrims {
     type Thread = shuttle::thread::Thread;
     type Join = shuttle::thread::JoinHandle<()>;
     const SPINS: u32 = 2;
+    /// Time plays no part under shuttle: the waits are bounded by the steps.
+    type Clock = ();
+    fn clock() {}
+    fn spun_out(_: ()) -> bool {
+        false
+    }
     fn current() -> Self::Thread {
         shuttle::thread::current()
     }

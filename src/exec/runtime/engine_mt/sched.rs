@@ -67,13 +67,20 @@
 //! ready next, without the queue (what it would have popped anyway), so a chain of one
 //! class pays no push or pop; and only a sink touches `remaining`, which the calling
 //! thread polls. Idle participants spin briefly before they park, because a park and
-//! unpark pair costs microseconds and a producer is usually about to push.
+//! unpark pair costs microseconds and a producer is usually about to push; briefly means
+//! at most as long as that pair costs ([`SPIN_TIME`]): when the kernels' compute threads
+//! take the cores, a spinner's yields slow the producer it waits for.
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{self, AcqRel, Acquire, Relaxed, Release, SeqCst};
+
+/// How long an idle participant spins at most before it parks: about what a park and
+/// the unpark that ends it cost (futex wait and wake, two context switches), beyond
+/// which spinning saves nothing.
+const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(16);
 
 /// Queue (and participant) of the memory kernels.
 pub(crate) const MEMORY: u32 = 0;
@@ -148,6 +155,13 @@ pub(crate) trait Prims: Sized + 'static {
     type Join: Send + 'static;
     /// Busy-wait steps before an idle participant parks.
     const SPINS: u32;
+    /// A point in time, to bound how long an idle participant spins.
+    type Clock: Copy;
+    fn clock() -> Self::Clock;
+    /// Whether a participant that began to wait at `since` has spun as long as a park
+    /// and an unpark would have cost it ([`SPIN_TIME`]): it parks then, whatever steps
+    /// remain.
+    fn spun_out(since: Self::Clock) -> bool;
     fn current() -> Self::Thread;
     fn park();
     fn unpark(t: &Self::Thread);
@@ -167,6 +181,13 @@ impl Prims for StdPrims {
     type Thread = std::thread::Thread;
     type Join = std::thread::JoinHandle<()>;
     const SPINS: u32 = 1 << 12;
+    type Clock = std::time::Instant;
+    fn clock() -> Self::Clock {
+        std::time::Instant::now()
+    }
+    fn spun_out(since: Self::Clock) -> bool {
+        since.elapsed() >= SPIN_TIME
+    }
     fn current() -> Self::Thread {
         std::thread::current()
     }
@@ -568,11 +589,20 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
                 continue;
             }
             let mut spins = P::SPINS;
+            let since = P::clock();
             // SAFETY: this participant is `q`'s only consumer.
             while spins > 0 && !unsafe { q.has_work() } && !self.stop() {
                 // Every 64th step gives the processor away: with more runnable threads
-                // than cores, the producer this participant waits for may need it.
+                // than cores, the producer this participant waits for may need it. The
+                // wait is bounded in time as well as in steps: when the cores are taken
+                // (a kernel's compute threads beside the participants), each yield is a
+                // context switch, and 4,096 steps were hundreds of microseconds of
+                // switching that slowed the very producer being waited for.
                 if spins % 64 == 0 {
+                    if P::spun_out(since) {
+                        spins = 0;
+                        break;
+                    }
                     P::relax();
                 } else {
                     P::spin();
