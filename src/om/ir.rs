@@ -38,26 +38,10 @@ pub fn from_model_def(mut md: ge_ir::ModelDef) -> Result<ComputeModel> {
     let graphs = std::mem::take(&mut md.graph)
         .into_iter()
         .map(|mut g| {
-            let ops = std::mem::take(&mut g.op);
-            // One copy of each distinct descriptor attribute map (per worker).
-            let convert = |interner: &mut AttrInterner, op| {
-                let mut node = pending_node(op);
-                intern_desc_attrs(&mut node, interner);
-                node
-            };
-            let nodes = if ops.len() >= PARALLEL_NODES {
-                ops.into_par_iter()
-                    .map_init(AttrInterner::new, convert)
-                    .collect()
-            } else {
-                let mut interner = AttrInterner::new();
-                ops.into_iter()
-                    .map(|op| convert(&mut interner, op))
-                    .collect()
-            };
-            pending_graph(g, nodes)
+            let nodes = pending_nodes(std::mem::take(&mut g.op), Ok)?;
+            Ok(pending_graph(g, nodes))
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     assemble(md, graphs)
 }
 
@@ -106,6 +90,33 @@ pub fn pending_node(op: ge_ir::OpDef) -> PendingNode {
         node,
         input,
         subgraph_name,
+    }
+}
+
+/// Types one graph's ops, `op_def` giving each op's GE IR from its item (the op itself,
+/// or its bytes for a reader that decodes op by op), each with its descriptors' attribute
+/// maps shared ([`intern_desc_attrs`]); a large graph on all cores, one interner per
+/// worker. The first error ends it.
+pub fn pending_nodes<T: Send>(
+    items: Vec<T>,
+    op_def: impl Fn(T) -> Result<ge_ir::OpDef> + Sync + Send,
+) -> Result<Vec<PendingNode>> {
+    let convert = |interner: &mut AttrInterner, item: T| -> Result<PendingNode> {
+        let mut node = pending_node(op_def(item)?);
+        intern_desc_attrs(&mut node, interner);
+        Ok(node)
+    };
+    if items.len() >= PARALLEL_NODES {
+        items
+            .into_par_iter()
+            .map_init(AttrInterner::new, convert)
+            .collect()
+    } else {
+        let mut interner = AttrInterner::new();
+        items
+            .into_iter()
+            .map(|item| convert(&mut interner, item))
+            .collect()
     }
 }
 

@@ -18,8 +18,7 @@ use prost::encoding::{WireType, decode_key, decode_varint};
 use rayon::prelude::*;
 
 use crate::om::compress::Decompressor;
-use crate::om::intern::AttrInterner;
-use crate::om::ir::{self, PARALLEL_NODES, PendingNode};
+use crate::om::ir;
 use crate::om::{ComputeModel, OmError, Place, Result, compress, weights};
 use crate::proto::ge_ir::{GraphDef, ModelDef, OpDef};
 
@@ -74,29 +73,16 @@ pub fn read_model_in_file(
         if let Some(d) = decompressor {
             d.graph_attrs(&mut graph)?;
         }
-        // Each worker keeps one copy of each distinct descriptor attribute map it meets.
-        let convert = |interner: &mut AttrInterner, bytes: &&[u8]| -> Result<PendingNode> {
-            let mut op = OpDef::decode(*bytes).map_err(decode_err)?;
+        let nodes = ir::pending_nodes(ops, |bytes: &[u8]| {
+            let mut op = OpDef::decode(bytes).map_err(decode_err)?;
             if let Some(d) = decompressor {
                 d.op(&mut op, &graph.name)?;
             }
             if let Some(w) = weights {
                 weights::resolve_op(&mut op, &graph.name, w)?;
             }
-            let mut node = ir::pending_node(op);
-            ir::intern_desc_attrs(&mut node, interner);
-            Ok(node)
-        };
-        let nodes = if ops.len() >= PARALLEL_NODES {
-            ops.par_iter()
-                .map_init(AttrInterner::new, convert)
-                .collect::<Result<Vec<_>>>()?
-        } else {
-            let mut interner = AttrInterner::new();
-            ops.iter()
-                .map(|op| convert(&mut interner, op))
-                .collect::<Result<Vec<_>>>()?
-        };
+            Ok(op)
+        })?;
         pending.push(ir::pending_graph(graph, nodes));
     }
     Ok((ir::assemble(model, pending)?, own))
@@ -209,6 +195,7 @@ fn fields(bytes: &[u8]) -> Option<Vec<Field<'_>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::om::ir::PARALLEL_NODES;
     use crate::om::testdata_text::large_model;
 
     fn plain(bytes: &[u8], weights: Option<&bytes::Bytes>) -> ComputeModel {
