@@ -66,8 +66,6 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             name: args.name.clone(),
             input_shapes: args.input_shape.clone(),
             onnx_types: args.onnx_types,
-            // The graph becomes GE IR again, where every descriptor owns its map.
-            own_desc_attrs: true,
         },
     };
     let progress = Progress::start(true);

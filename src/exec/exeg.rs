@@ -10,7 +10,9 @@
 //! This module converts between the file's messages and the graph model; it does not run,
 //! lower or print graphs.
 
-use std::collections::HashMap;
+/// The encoder's and decoder's lookup maps: foldhash, not SipHash, one lookup or more per
+/// node; randomly seeded, since the decoder's keys come from the file.
+type HashMap<K, V> = foldhash::HashMap<K, V>;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -551,7 +553,7 @@ fn from_parts(
     let mut cv = Converter {
         t: &empty,
         problems: Vec::new(),
-        inline_origins: HashMap::new(),
+        inline_origins: HashMap::default(),
         local_attrs: HashMap::default(),
         v2,
     };
@@ -562,7 +564,7 @@ fn from_parts(
     let mut cv = Converter {
         t: &tables,
         problems: cv.problems,
-        inline_origins: HashMap::new(),
+        inline_origins: HashMap::default(),
         local_attrs: HashMap::default(),
         v2,
     };
@@ -610,7 +612,7 @@ struct Converter<'t> {
     /// of one compute node share one, as lowering made them.
     inline_origins: HashMap<Origin, Arc<Origin>>,
     /// This converter's copies of the attribute sets its nodes use, by table index.
-    local_attrs: HashMap<u32, crate::ops::AttrMap, foldhash::fast::FixedState>,
+    local_attrs: HashMap<u32, crate::ops::AttrMap>,
     /// Whether the file is of version 2, whose dtype lists are strings.
     v2: bool,
 }
@@ -713,7 +715,7 @@ impl Converter<'_> {
                 || Converter {
                     t,
                     problems: Vec::new(),
-                    inline_origins: HashMap::new(),
+                    inline_origins: HashMap::default(),
                     local_attrs: HashMap::default(),
                     v2,
                 },

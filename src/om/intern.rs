@@ -27,6 +27,11 @@ pub struct AttrInterner {
     /// Maps by the hash of their entries; a bucket holds the (rare) maps whose hashes
     /// collide.
     table: HashMap<u64, SmallVec<[AttrMap; 1]>, foldhash::fast::FixedState>,
+    /// The copy returned last: a map that is it (not just equal) is held already, and
+    /// descriptors come in runs of one map (a reader that shares them itself, as the ONNX
+    /// importer does, hands over the held copy again and again), which then cost a
+    /// pointer comparison instead of a hash of every entry.
+    last: AttrMap,
 }
 
 impl AttrInterner {
@@ -36,18 +41,22 @@ impl AttrInterner {
 
     /// `map`, or the shared copy of an equal map this interner met before.
     pub fn intern(&mut self, map: AttrMap) -> AttrMap {
-        if map.is_empty() {
+        if map.is_empty() || map.same(&self.last) {
             return map;
         }
         let Some(key) = exact_hash(&map) else {
             return map;
         };
         let bucket = self.table.entry(key).or_default();
-        if let Some(same) = bucket.iter().find(|m| **m == map) {
-            return same.clone();
-        }
-        bucket.push(map.clone());
-        map
+        let held = match bucket.iter().find(|m| **m == map) {
+            Some(same) => same.clone(),
+            None => {
+                bucket.push(map.clone());
+                map
+            }
+        };
+        self.last = held.clone();
+        held
     }
 
     /// How many distinct maps are held.

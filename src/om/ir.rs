@@ -17,7 +17,11 @@
 //! 100,000 nodes holds millions of attribute entries, and a copy of each would cost as much
 //! as decoding the file.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// foldhash's randomly seeded hasher, not SipHash: the keys are the file's names, and
+// linking a graph looks up every edge's source by name.
+use foldhash::{HashMap, HashMapExt};
 
 use rayon::prelude::*;
 
@@ -51,6 +55,18 @@ pub struct PendingNode {
     node: ComputeNode,
     input: Vec<String>,
     subgraph_name: Vec<String>,
+}
+
+impl PendingNode {
+    /// A node typed already, its data inputs (`op:index`, as GE IR names them) and
+    /// subgraphs (by name) still to be linked.
+    pub fn new(node: ComputeNode, input: Vec<String>, subgraph_name: Vec<String>) -> Self {
+        PendingNode {
+            node,
+            input,
+            subgraph_name,
+        }
+    }
 }
 
 /// A graph whose nodes are converted but not yet linked.

@@ -8,12 +8,18 @@
 //! op gets them as extra inputs, the subgraph gets `Data` ops carrying
 //! `_parent_node_index`. Every error names the graph and the node.
 //!
-//! Each op is GE IR while the importer builds it and becomes a typed
-//! [`ComputeNode`](crate::om::ComputeNode) the moment it is finished, so reading an ONNX
-//! model never holds the model twice; [`import`] gives the same model back as a
-//! `ModelDef`.
+//! Each op is GE IR while the importer builds it ([`Op`]: GE IR's fields with typed
+//! descriptors) and becomes a typed [`ComputeNode`] the moment it is finished, so reading
+//! an ONNX model never holds the model twice; [`import`] gives the same model back as a
+//! `ModelDef`. Descriptors are typed from the start: nearly every one is the standard
+//! descriptor of its value's type ([`descriptor`]), made and typed once per type
+//! ([`Descs`]) and cloned from there, the clone sharing its attribute map.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+// foldhash's randomly seeded hasher, not SipHash: names come from the file (so not a
+// fixed seed), and hashing them is a good part of importing a large graph.
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use prost::Message;
 
@@ -23,11 +29,12 @@ use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
     descriptor, set_layout, tensor_def,
 };
+use crate::om::graph::{AttrValue, Tensor};
 use crate::om::intern::AttrInterner;
-use crate::om::ir::{self, PendingGraph, PendingNode};
-use crate::om::{ComputeModel, DataType, OmError, Place, Result};
+use crate::om::ir::{self, PendingGraph, PendingNode, convert_attr, convert_desc};
+use crate::om::{ComputeModel, ComputeNode, DataType, OmError, Place, Result, TensorDesc};
 use crate::proto::ge_ir::attr_def::Value;
-use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, OpDef, TensorDef, TensorDescriptor};
+use crate::proto::ge_ir::{AttrDef, GraphDef, ModelDef, TensorDef, TensorDescriptor};
 use crate::proto::onnx::attribute_proto::AttributeType;
 use crate::proto::onnx::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
 
@@ -43,12 +50,6 @@ pub struct ImportOptions {
     /// Keep every node's ONNX op type and attributes instead of mapping them as GE's ONNX
     /// plugins do ([`super::plugins`]); `rt2 compile --onnx-types`.
     pub onnx_types: bool,
-    /// Give every descriptor an attribute map of its own instead of one shared copy of
-    /// each distinct map ([`crate::om::intern`]). The typed model is the same value
-    /// either way. `rt2 compile` reads so: it turns every descriptor back into a GE IR
-    /// map of its own, and a shared map would be copied once per descriptor there
-    /// instead of moved.
-    pub own_desc_attrs: bool,
 }
 
 /// The attr holding the parent op's input (on subgraph `Data`) or output (on subgraph
@@ -120,7 +121,6 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeMo
 
     let mut imp = Importer {
         onnx_types: opts.onnx_types,
-        own_desc_attrs: opts.own_desc_attrs,
         opsets,
         subgraphs: Vec::new(),
     };
@@ -191,28 +191,104 @@ struct ValueRef {
     op: String,
     index: i64,
     vt: ValueType,
-    /// The value's descriptor when it is not `descriptor(&vt, "ND")`, which nearly every
-    /// value's is: each reader gets its own copy of the descriptor anyway (GE IR gives
-    /// every input its own), so the scope keeps none, and a graph of n values does not
-    /// hold n descriptors more than its ops do.
-    desc: Option<Box<TensorDescriptor>>,
+    /// The value's descriptor when it is not the standard one of `vt`, which nearly
+    /// every value's is ([`Descs::standard`]).
+    desc: Option<Box<TensorDesc>>,
 }
 
 impl ValueRef {
     /// The descriptor a reader of this value copies.
-    fn desc(&self) -> TensorDescriptor {
+    fn desc(&self, descs: &mut Descs) -> TensorDesc {
         match &self.desc {
             Some(d) => (**d).clone(),
-            None => descriptor(&self.vt, "ND"),
+            None => descs.standard(&self.vt).1.clone(),
         }
+    }
+}
+
+/// An op as the importer builds it: the GE IR `OpDef` fields it sets, its descriptors
+/// already typed. [`Scope::push`] makes it a typed node.
+#[derive(Debug, Clone, Default)]
+struct Op {
+    name: String,
+    r#type: String,
+    input: Vec<String>,
+    input_desc: Vec<TensorDesc>,
+    output_desc: Vec<TensorDesc>,
+    attr: BTreeMap<String, AttrDef>,
+    subgraph_name: Vec<String>,
+    /// A Const's value, typed, which becomes its `value` attribute.
+    value: Option<Tensor>,
+}
+
+/// The standard descriptor ([`descriptor`], layout ND) of each value type met so far, in
+/// GE IR and typed: nearly every descriptor of an imported graph is one of a few, so
+/// each is made and typed once and cloned from here (the clones share one attribute
+/// map), instead of built as a GE IR map of five attributes and typed per descriptor.
+#[derive(Default)]
+struct Descs {
+    nd: HashMap<ValueType, (TensorDescriptor, TensorDesc)>,
+}
+
+impl Descs {
+    fn standard(&mut self, vt: &ValueType) -> &(TensorDescriptor, TensorDesc) {
+        if !self.nd.contains_key(vt) {
+            let proto = descriptor(vt, "ND");
+            let typed = convert_desc(proto.clone());
+            self.nd.insert(vt.clone(), (proto, typed));
+        }
+        &self.nd[vt]
+    }
+
+    /// The descriptor of a value nothing describes (an output left to inference).
+    fn unknown(&mut self) -> TensorDesc {
+        self.standard(&ValueType::default()).1.clone()
+    }
+
+    /// `descriptor(vt, layout)`, typed.
+    fn with_layout(&mut self, vt: &ValueType, layout: &str) -> TensorDesc {
+        if layout == "ND" {
+            self.standard(vt).1.clone()
+        } else {
+            convert_desc(descriptor(vt, layout))
+        }
+    }
+
+    /// A Const's value typed: the descriptor of the Const's output (its value's, or an
+    /// empty one), the value itself, and whether that descriptor is the standard one of
+    /// the value's type.
+    fn tensor(&mut self, t: TensorDef) -> (TensorDesc, Tensor, bool) {
+        let TensorDef { desc, data } = t;
+        let Some(desc) = desc else {
+            let tensor = Tensor {
+                desc: TensorDesc::default(),
+                data,
+            };
+            return (convert_desc(TensorDescriptor::default()), tensor, false);
+        };
+        let standard = self.standard(&desc_type(&desc));
+        let (typed, is_standard) = if desc == standard.0 {
+            (standard.1.clone(), true)
+        } else {
+            (convert_desc(desc), false)
+        };
+        (typed.clone(), Tensor { desc: typed, data }, is_standard)
+    }
+}
+
+/// [`set_layout`] on a typed descriptor.
+fn set_layout_typed(d: &mut TensorDesc, layout: &str) {
+    let mut proto = TensorDescriptor::default();
+    set_layout(&mut proto, layout);
+    d.layout = proto.layout;
+    for (k, v) in proto.attr {
+        d.attrs.insert(k, convert_attr(v));
     }
 }
 
 struct Importer {
     /// [`ImportOptions::onnx_types`].
     onnx_types: bool,
-    /// [`ImportOptions::own_desc_attrs`].
-    own_desc_attrs: bool,
     opsets: BTreeMap<String, i64>,
     /// Converted subgraphs, each after those it calls.
     subgraphs: Vec<PendingGraph>,
@@ -228,21 +304,33 @@ struct Scope<'a> {
     /// Names taken, each with the next suffix to try, so that many equal names stay linear.
     names: HashMap<String, usize>,
     /// Ops a plugin's subgraph puts after the op being converted, pushed after it.
-    after: Vec<OpDef>,
-    /// The descriptors' attribute maps, one copy of each distinct map; `None` for
-    /// [`ImportOptions::own_desc_attrs`].
-    desc_attrs: Option<AttrInterner>,
+    after: Vec<Op>,
+    descs: Descs,
+    /// The descriptors' attribute maps, one copy of each distinct map: the standard
+    /// descriptors share theirs already, the others (a Const's own, an NCHW op's) are
+    /// shared here.
+    desc_attrs: AttrInterner,
 }
 
 impl Scope<'_> {
     /// Appends a finished op, numbered by its place in the graph, as a typed node: no op
     /// is changed once pushed, so none is kept in GE IR form.
-    fn push(&mut self, mut op: OpDef) {
-        op.id = self.ops.len() as i64;
-        let mut pending = ir::pending_node(op);
-        if let Some(interner) = &mut self.desc_attrs {
-            ir::intern_desc_attrs(&mut pending, interner);
+    fn push(&mut self, op: Op) {
+        let mut attrs = ir::convert_attrs(op.attr);
+        if let Some(value) = op.value {
+            attrs.insert("value".to_string(), AttrValue::Tensor(Box::new(value)));
         }
+        let node = ComputeNode {
+            name: op.name,
+            op_type: op.r#type,
+            input_descs: op.input_desc,
+            output_descs: op.output_desc,
+            attrs,
+            id: self.ops.len() as i64,
+            ..Default::default()
+        };
+        let mut pending = PendingNode::new(node, op.input, op.subgraph_name);
+        ir::intern_desc_attrs(&mut pending, &mut self.desc_attrs);
         self.ops.push(pending);
     }
     fn place(&self, node: &str) -> Place {
@@ -284,7 +372,7 @@ impl Scope<'_> {
         op: &str,
         index: i64,
         vt: ValueType,
-        desc: Option<TensorDescriptor>,
+        desc: Option<TensorDesc>,
     ) -> Result<()> {
         if self.values.contains_key(value) {
             return Err(OmError::graph(
@@ -329,7 +417,8 @@ impl Importer {
             values: HashMap::with_capacity(values),
             names: HashMap::with_capacity(values),
             after: Vec::new(),
-            desc_attrs: (!self.own_desc_attrs).then(AttrInterner::new),
+            descs: Descs::default(),
+            desc_attrs: AttrInterner::new(),
         };
         let mut types: HashMap<&str, ValueType> = HashMap::new();
         for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
@@ -444,7 +533,7 @@ impl Importer {
 
         // NetOutput: one input per graph output, in order.
         let out_name = s.op_name("Node_Output");
-        let mut net = OpDef {
+        let mut net = Op {
             name: out_name.clone(),
             r#type: "NetOutput".to_string(),
             ..Default::default()
@@ -459,13 +548,14 @@ impl Importer {
                 )
             })?;
             let src = format!("{}:{}", v.op, v.index);
-            let mut desc = v.desc();
+            let mut desc = v.desc(&mut s.descs);
             // The output's name lives on the NetOutput input descriptor: it is what users
             // name outputs by (`rt2 run --output-dir`, `inspect`), and GE IR has no other
             // place for a graph output's name.
             desc.name = vname.to_string();
             if let Some(p) = link.and_then(|l| l.outputs.get(i).copied().flatten()) {
-                desc.attr.insert(PARENT_NODE_INDEX.to_string(), attr_i(p));
+                desc.attrs
+                    .insert(PARENT_NODE_INDEX.to_string(), convert_attr(attr_i(p)));
             }
             net.input.push(src.clone());
             net.input_desc.push(desc);
@@ -488,7 +578,7 @@ impl Importer {
         node: &NodeProto,
         op_name: String,
         constant: Option<TensorDef>,
-    ) -> Result<OpDef> {
+    ) -> Result<Op> {
         let place = s.place(&op_name);
         let onnx_type = node.op_type.as_deref().unwrap_or("");
         let domain = match node.domain.as_deref() {
@@ -524,7 +614,7 @@ impl Importer {
             _ => 2,
         });
 
-        let mut op = OpDef {
+        let mut op = Op {
             name: op_name.clone(),
             input: Vec::with_capacity(node.input.len()),
             input_desc: Vec::with_capacity(node.input.len()),
@@ -533,13 +623,9 @@ impl Importer {
         };
         if let Some(value) = constant {
             op.r#type = "Const".to_string();
-            op.output_desc.push(value.desc.clone().unwrap_or_default());
-            attrs.insert(
-                "value".to_string(),
-                AttrDef {
-                    value: Some(Value::T(Box::new(value))),
-                },
-            );
+            let (desc, value, _) = s.descs.tensor(value);
+            op.output_desc.push(desc);
+            op.value = Some(value);
         } else {
             op.r#type = onnx_type.to_string();
         }
@@ -548,7 +634,7 @@ impl Importer {
         for inp in &node.input {
             if inp.is_empty() {
                 op.input.push(String::new());
-                op.input_desc.push(descriptor(&ValueType::default(), "ND"));
+                op.input_desc.push(s.descs.unknown());
                 input_types.push(None);
                 continue;
             }
@@ -559,7 +645,7 @@ impl Importer {
                 )
             })?;
             op.input.push(format!("{}:{}", v.op, v.index));
-            op.input_desc.push(v.desc());
+            op.input_desc.push(v.desc(&mut s.descs));
             input_types.push(Some(v.vt.clone()));
         }
         let declared_inputs = op.input.len();
@@ -589,7 +675,7 @@ impl Importer {
                     Some(p) => p + reuse_from,
                     None => {
                         op.input.push(src);
-                        op.input_desc.push(v.desc());
+                        op.input_desc.push(v.desc(&mut s.descs));
                         op.input.len() - 1
                     }
                 };
@@ -625,17 +711,17 @@ impl Importer {
         if op.r#type != "Const" {
             for out in &node.output {
                 let desc = match s.values.get(out) {
-                    Some(v) if !out.is_empty() => v.desc(),
-                    _ => descriptor(&ValueType::default(), "ND"),
+                    Some(v) if !out.is_empty() => v.desc(&mut s.descs),
+                    _ => s.descs.unknown(),
                 };
                 op.output_desc.push(desc);
             }
             if domain == "ai.onnx" && NCHW_OPS.contains(&onnx_type) {
                 if let Some(d) = op.input_desc.first_mut().filter(|d| rank4(d)) {
-                    set_layout(d, "NCHW");
+                    set_layout_typed(d, "NCHW");
                 }
                 if let Some(d) = op.output_desc.first_mut().filter(|d| rank4(d)) {
-                    set_layout(d, "NCHW");
+                    set_layout_typed(d, "NCHW");
                 }
             }
             let facts = NodeFacts {
@@ -682,7 +768,7 @@ impl Importer {
 /// has GE's contract rather than ONNX's meaning.
 fn plugin_form(
     s: &mut Scope,
-    op: &mut OpDef,
+    op: &mut Op,
     attrs: &mut BTreeMap<String, AttrDef>,
     onnx_type: &str,
     opset: i64,
@@ -721,8 +807,7 @@ fn plugin_form(
         const_input(s, op, suffix, value, op.input.len());
     }
     if let Some(n) = m.outputs {
-        op.output_desc
-            .resize(n, descriptor(&ValueType::default(), "ND"));
+        op.output_desc.resize(n, s.descs.unknown());
     }
     if let Some(routes) = m.node_outputs.take() {
         route_outputs(s, op, &m.after, &node_op, outputs, &routes, &original);
@@ -732,14 +817,14 @@ fn plugin_form(
         let node_name = std::mem::take(&mut op.name);
         op.name = s.derived(&node_name, m.op_type);
         let outputs = std::mem::take(&mut op.output_desc);
-        op.output_desc = vec![descriptor(&ValueType::default(), "ND"); outputs.len()];
+        op.output_desc = vec![s.descs.unknown(); outputs.len()];
         let mut made: Vec<String> = Vec::new();
         let last = m.after.len() - 1;
         for (k, extra) in m.after.iter().enumerate() {
             let last_one = (k == last).then(|| (node_name.clone(), outputs.clone()));
             let e = extra_op(s, &node_name, extra, &node_op, &made, Some(&op.name));
             let mut e = match last_one {
-                Some((name, outputs)) => OpDef {
+                Some((name, outputs)) => Op {
                     name,
                     output_desc: outputs,
                     ..e
@@ -760,14 +845,14 @@ fn plugin_form(
 /// route names, which takes over its descriptor.
 fn route_outputs(
     s: &mut Scope,
-    op: &mut OpDef,
+    op: &mut Op,
     after: &[plugins::Extra],
-    node_op: &OpDef,
+    node_op: &Op,
     outputs: &[String],
     routes: &[plugins::Operand],
     original: &AttrDef,
 ) {
-    let mut made: Vec<OpDef> = Vec::new();
+    let mut made: Vec<Op> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for extra in after {
         let mut e = extra_op(s, &op.name, extra, node_op, &names, Some(&op.name));
@@ -787,7 +872,7 @@ fn route_outputs(
         let Some(slot) = op.output_desc.get_mut(k) else {
             continue;
         };
-        let desc = std::mem::replace(slot, descriptor(&ValueType::default(), "ND"));
+        let desc = std::mem::replace(slot, s.descs.unknown());
         let name = match target {
             Some(a) => {
                 made[a].output_desc[0] = desc.clone();
@@ -817,18 +902,19 @@ fn extra_op(
     s: &mut Scope,
     node: &str,
     extra: &plugins::Extra,
-    node_op: &OpDef,
+    node_op: &Op,
     after: &[String],
     mapped: Option<&str>,
-) -> OpDef {
-    let mut op = OpDef {
+) -> Op {
+    let unknown_desc = s.descs.unknown();
+    let mut op = Op {
         name: s.derived(node, extra.suffix),
         r#type: extra.op_type.to_string(),
         attr: extra.attrs.clone(),
-        output_desc: vec![descriptor(&ValueType::default(), "ND")],
+        output_desc: vec![unknown_desc.clone()],
         ..Default::default()
     };
-    let unknown = || descriptor(&ValueType::default(), "ND");
+    let unknown = || unknown_desc.clone();
     for from in &extra.inputs {
         let (input, desc) = match from {
             plugins::Operand::Input(i) => (
@@ -860,16 +946,16 @@ fn extra_op(
 }
 
 /// A plugin's Const `<node>_<suffix>` holding `value`, made input `at` of `op`.
-fn const_input(s: &mut Scope, op: &mut OpDef, suffix: &str, value: TensorDef, at: usize) {
+fn const_input(s: &mut Scope, op: &mut Op, suffix: &str, value: TensorDef, at: usize) {
     let name = s.derived(&op.name.clone(), suffix);
     op.input.insert(at, format!("{name}:0"));
-    op.input_desc
-        .insert(at, value.desc.clone().unwrap_or_default());
-    push_const(s, &name, value, BTreeMap::new());
+    let (desc, value, _) = s.descs.tensor(value);
+    op.input_desc.insert(at, desc.clone());
+    push_const(s, &name, desc, value, BTreeMap::new());
 }
 
-fn rank4(d: &TensorDescriptor) -> bool {
-    d.shape.as_ref().is_some_and(|s| s.dim.len() == 4)
+fn rank4(d: &TensorDesc) -> bool {
+    d.has_shape && d.shape.dims().is_some_and(|dims| dims.len() == 4)
 }
 
 /// Spatial axes of a conv or pool: from `kernel_shape`, else the weight's rank, else the
@@ -938,8 +1024,8 @@ fn data_op(
 ) -> Result<String> {
     let name = s.op_name(value);
     s.define(value, &name, 0, vt.clone(), None)?;
-    let desc = descriptor(&vt, layout);
-    s.push(OpDef {
+    let desc = s.descs.with_layout(&vt, layout);
+    s.push(Op {
         name: name.clone(),
         r#type: "Data".to_string(),
         input: vec![String::new()],
@@ -962,45 +1048,50 @@ fn const_op(
     let vt = const_type(&value);
     // A Const's descriptor is nearly always the standard one of its type (`tensor_def`
     // makes it so); only one that is not is kept with the value.
-    let own = match &value.desc {
-        Some(d) if *d == descriptor(&vt, "ND") => None,
-        d => Some(d.clone().unwrap_or_default()),
-    };
-    s.define(value_name, op_name, 0, vt, own)?;
-    push_const(s, op_name, value, attrs);
+    let (desc, value, standard) = s.descs.tensor(value);
+    s.define(
+        value_name,
+        op_name,
+        0,
+        vt,
+        (!standard).then(|| desc.clone()),
+    )?;
+    push_const(s, op_name, desc, value, attrs);
     Ok(())
 }
 
 /// Pushes a `Const` op holding `value` under attr `value`, defining no value name: a
 /// Const input a GE plugin adds is reached only through its consumer's input.
+/// `desc` is the op's output descriptor, `value`'s own as [`Descs::tensor`] gave both.
 fn push_const(
     s: &mut Scope,
     op_name: &str,
-    value: TensorDef,
-    mut attrs: BTreeMap<String, AttrDef>,
+    desc: TensorDesc,
+    value: Tensor,
+    attrs: BTreeMap<String, AttrDef>,
 ) {
-    let desc = value.desc.clone().unwrap_or_default();
-    attrs.insert(
-        "value".to_string(),
-        AttrDef {
-            value: Some(Value::T(Box::new(value))),
-        },
-    );
-    s.push(OpDef {
+    s.push(Op {
         name: op_name.to_string(),
         r#type: "Const".to_string(),
         output_desc: vec![desc],
         attr: attrs,
+        value: Some(value),
         ..Default::default()
     });
 }
 
 fn const_type(t: &TensorDef) -> ValueType {
-    let desc = t.desc.clone().unwrap_or_default();
-    let dims = desc.shape.map(|s| s.dim).unwrap_or_default();
+    match &t.desc {
+        Some(d) => desc_type(d),
+        None => desc_type(&TensorDescriptor::default()),
+    }
+}
+
+/// The value type a tensor's descriptor gives: its dtype and its dims, all known.
+fn desc_type(d: &TensorDescriptor) -> ValueType {
     ValueType {
-        dtype: DataType::from_proto(desc.dtype),
-        shape: Shape::known(&dims),
+        dtype: DataType::from_proto(d.dtype),
+        shape: Shape::known(d.shape.as_ref().map_or(&[][..], |s| &s.dim)),
     }
 }
 

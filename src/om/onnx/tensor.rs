@@ -28,7 +28,7 @@ fn format_number(layout: &str) -> i64 {
 }
 
 /// A tensor shape as the importer knows it: `None` is unknown rank, `-1` an unknown dim.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Shape {
     /// Dims, `-1` where unknown; `None` when even the rank is unknown.
     pub dims: Option<Vec<i64>>,
@@ -55,7 +55,7 @@ impl Shape {
 }
 
 /// Element type and shape of a value, from ONNX `TypeProto` or a tensor.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ValueType {
     /// `None` when ONNX did not say or said something GE cannot hold.
     pub dtype: Option<DataType>,
