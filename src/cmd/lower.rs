@@ -101,16 +101,24 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         input::release(file);
     }
     progress.step(format!("writing {}", args.output.display()));
-    output::write_atomic(&args.output, &exeg::encode(&eg))?;
-    drop(progress);
     let out = args.output.display().to_string();
-    match args.format {
-        ReportFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&summary_json(&eg, &out))?
-        ),
-        ReportFormat::Table => print!("{}", summary_table(&eg, &out)),
-    }
+    // The file is encoded and written while the summary is made (both only read the
+    // ExecuteGraph); the summary is printed once the file is in place.
+    let (written, summary) = rayon::join(
+        || output::write_atomic(&args.output, &exeg::encode(&eg)),
+        || -> anyhow::Result<String> {
+            Ok(match args.format {
+                ReportFormat::Json => {
+                    serde_json::to_string_pretty(&summary_json(&eg, &out))? + "\n"
+                }
+                ReportFormat::Table => summary_table(&eg, &out),
+            })
+        },
+    );
+    written?;
+    let summary = summary?;
+    drop(progress);
+    print!("{summary}");
     // The process ends right after: the ExecuteGraph is left to the OS, as the model is
     // (`input::release`), rather than freed node by node (80,000 nodes for a graph of
     // 10,000 ops).

@@ -140,13 +140,18 @@ fn verify(eg: &ExecuteGraph, pass: &'static str) -> Result<(), LowerError> {
     Ok(())
 }
 
+/// Runs the pass `f` on Init, Main and DeInit, at once on two threads: a pass reads and
+/// changes only the graph it is given, and a large model's graphs take milliseconds
+/// each. The first error in that order is the one returned, as one after the other.
 fn each_graph(
     eg: &mut ExecuteGraph,
-    f: &mut impl FnMut(&mut KernelGraph) -> Result<(), LowerError>,
+    f: impl Fn(&mut KernelGraph) -> Result<(), LowerError> + Sync,
 ) -> Result<(), LowerError> {
-    f(&mut eg.init)?;
-    f(&mut eg.main)?;
-    f(&mut eg.deinit)
+    let ExecuteGraph {
+        init, main, deinit, ..
+    } = eg;
+    let (main, (init, deinit)) = rayon::join(|| f(main), || (f(init), f(deinit)));
+    init.and(main).and(deinit)
 }
 
 fn sort(g: &mut KernelGraph) -> Result<(), LowerError> {
@@ -158,19 +163,19 @@ fn sort(g: &mut KernelGraph) -> Result<(), LowerError> {
 
 /// The offline passes in GE's order.
 fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerError> {
-    each_graph(eg, &mut |g| {
+    each_graph(eg, |g| {
         passes::const_fold::fold_constants(g);
         Ok(())
     })?;
     verify(eg, "constant folding")?;
-    each_graph(eg, &mut |g| {
+    each_graph(eg, |g| {
         passes::dce::eliminate(g);
         Ok(())
     })?;
     verify(eg, "dead-node elimination")?;
-    each_graph(eg, &mut |g| sort(g))?;
+    each_graph(eg, sort)?;
     verify(eg, "topological sort")?;
-    each_graph(eg, &mut |g| {
+    each_graph(eg, |g| {
         passes::priority::assign(g);
         Ok(())
     })?;
@@ -191,8 +196,8 @@ fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerErr
 pub fn static_memory_pass(eg: &mut ExecuteGraph) -> Result<passes::memory::Planned, LowerError> {
     let planned = passes::memory::plan(eg);
     if planned.tensors > 0 {
-        each_graph(eg, &mut |g| sort(g))?;
-        each_graph(eg, &mut |g| {
+        each_graph(eg, sort)?;
+        each_graph(eg, |g| {
             passes::priority::assign(g);
             Ok(())
         })?;

@@ -492,8 +492,7 @@ impl Importer {
         // Initializers, in name order as GE's std::map walks them.
         for (k, (vname, t)) in initializers.iter().enumerate() {
             let op_name = s.op_name(&format!("{vname}_Initializer_{k}"));
-            let place = s.place(&op_name);
-            let value = tensor_def(t, &place)?;
+            let value = tensor_def(t, &|| s.place(&op_name))?;
             const_op(&mut s, &op_name, vname, value, BTreeMap::new())?;
         }
 
@@ -579,7 +578,10 @@ impl Importer {
         op_name: String,
         constant: Option<TensorDef>,
     ) -> Result<Op> {
-        let place = s.place(&op_name);
+        // Made only for an error: formatting a place per node (and per attribute) was a
+        // good part of importing a graph of small ops.
+        let graph = s.graph;
+        let place = || Place::node(graph, &op_name);
         let onnx_type = node.op_type.as_deref().unwrap_or("");
         let domain = match node.domain.as_deref() {
             None | Some("") => "ai.onnx",
@@ -587,7 +589,7 @@ impl Importer {
         };
         let opset = *self.opsets.get(domain).ok_or_else(|| {
             OmError::graph(
-                place.clone(),
+                place(),
                 format!("domain {domain:?} of op {onnx_type:?} has no opset_import"),
             )
         })?;
@@ -640,7 +642,7 @@ impl Importer {
             }
             let v = s.values.get(inp).ok_or_else(|| {
                 OmError::graph(
-                    place.clone(),
+                    place(),
                     format!("input {inp:?} names a value that does not exist"),
                 )
             })?;
@@ -666,7 +668,7 @@ impl Importer {
             for (vname, user) in &free {
                 let v = s.values.get(vname).ok_or_else(|| {
                     OmError::graph(
-                        place.clone(),
+                        place(),
                         format!("node {user:?} in a subgraph reads {vname:?}, which no enclosing graph defines"),
                     )
                 })?;
@@ -1165,7 +1167,7 @@ fn constant_value(node: &NodeProto, place: &Place) -> Result<TensorDef> {
             ));
         }
     };
-    tensor_def(&t, place)
+    tensor_def(&t, &|| place.clone())
 }
 
 /// Collects the values `g` reads but does not define (inputs, initializers, node outputs),

@@ -46,5 +46,5 @@ pub fn read_tensor(
     let t = crate::proto::onnx::TensorProto::decode(bytes).map_err(|e| {
         crate::om::error::OmError::graph(place.clone(), format!("not an ONNX tensor: {e}"))
     })?;
-    tensor::tensor_def(&t, &place).map(crate::om::ir::convert_tensor)
+    tensor::tensor_def(&t, &|| place.clone()).map(crate::om::ir::convert_tensor)
 }

@@ -238,9 +238,9 @@ pub fn attribute_kind(a: &AttributeProto) -> AttributeType {
 
 /// Converts one non-graph attribute. `Ok(None)` for graph kinds (the importer turns them
 /// into subgraphs) and for attributes with no value at all.
-pub fn convert_attribute(a: &AttributeProto, place: &Place) -> Result<Option<AttrDef>> {
+pub fn convert_attribute(a: &AttributeProto, place: &dyn Fn() -> Place) -> Result<Option<AttrDef>> {
     let name = a.name.as_deref().unwrap_or("");
-    let bad = |msg: &str| OmError::graph(place.clone(), format!("attribute {name:?}: {msg}"));
+    let bad = |msg: &str| OmError::graph(place(), format!("attribute {name:?}: {msg}"));
     Ok(Some(match attribute_kind(a) {
         AttributeType::Float => attr_f(a.f.unwrap_or_default()),
         AttributeType::Int => attr_i(a.i.unwrap_or_default()),
@@ -276,7 +276,7 @@ pub fn convert_attribute(a: &AttributeProto, place: &Place) -> Result<Option<Att
         }
         AttributeType::SparseTensor | AttributeType::SparseTensors => {
             return Err(OmError::unsupported(
-                place.clone(),
+                place(),
                 format!("sparse tensor attribute {name:?}"),
             ));
         }
@@ -298,12 +298,12 @@ pub fn convert_attribute(a: &AttributeProto, place: &Place) -> Result<Option<Att
 /// Converts an ONNX tensor into a GE `TensorDef` whose data is raw little-endian bytes,
 /// whatever field ONNX held it in. Strings use GE's `StringHead` layout: one
 /// `{int64 offset, int64 len}` pair per element, then the bytes, each NUL-terminated.
-pub fn tensor_def(t: &TensorProto, place: &Place) -> Result<TensorDef> {
+pub fn tensor_def(t: &TensorProto, place: &dyn Fn() -> Place) -> Result<TensorDef> {
     let tname = t.name.as_deref().unwrap_or("");
-    let bad = |msg: String| OmError::graph(place.clone(), format!("tensor {tname:?}: {msg}"));
+    let bad = |msg: String| OmError::graph(place(), format!("tensor {tname:?}: {msg}"));
     if t.data_location == Some(1) || !t.external_data.is_empty() {
         return Err(OmError::unsupported(
-            place.clone(),
+            place(),
             format!(
                 "tensor {tname:?} keeps its data in an external file; import takes one self-contained model"
             ),
@@ -311,7 +311,7 @@ pub fn tensor_def(t: &TensorProto, place: &Place) -> Result<TensorDef> {
     }
     if t.segment.is_some() {
         return Err(OmError::unsupported(
-            place.clone(),
+            place(),
             format!("tensor {tname:?} is a segment"),
         ));
     }

@@ -1110,7 +1110,7 @@ fn raw_data_passes_into_the_tensor_without_a_copy() {
         raw_data: Some(raw.clone()),
         ..Default::default()
     };
-    let def = super::tensor::tensor_def(&t, &crate::om::Place::new("w")).expect("converts");
+    let def = super::tensor::tensor_def(&t, &|| crate::om::Place::new("w")).expect("converts");
     assert_eq!(def.data.as_ptr(), raw.as_ptr(), "shared, not copied");
     assert_eq!(def.data, raw);
     assert_eq!(
