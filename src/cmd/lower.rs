@@ -102,19 +102,21 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     }
     progress.step(format!("writing {}", args.output.display()));
     let out = args.output.display().to_string();
-    // The file is encoded and written while the summary is made (both only read the
-    // ExecuteGraph); the summary is printed once the file is in place.
-    let (written, summary) = rayon::join(
-        || output::write_atomic(&args.output, &exeg::encode(&eg)),
-        || -> anyhow::Result<String> {
-            Ok(match args.format {
-                ReportFormat::Json => {
-                    serde_json::to_string_pretty(&summary_json(&eg, &out))? + "\n"
-                }
-                ReportFormat::Table => summary_table(&eg, &out),
-            })
-        },
-    );
+    // The summary is made on a pool thread while this one encodes and writes the file
+    // (both only read the ExecuteGraph; the encoder's buffers come from this thread's
+    // heap, which holds what lowering freed); it is printed once the file is in place.
+    let mut summary = Ok(String::new());
+    let written = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| {
+            summary = match args.format {
+                ReportFormat::Json => serde_json::to_string_pretty(&summary_json(&eg, &out))
+                    .map(|s| s + "\n")
+                    .map_err(anyhow::Error::from),
+                ReportFormat::Table => Ok(summary_table(&eg, &out)),
+            }
+        });
+        output::write_atomic(&args.output, &exeg::encode(&eg))
+    });
     written?;
     let summary = summary?;
     drop(progress);

@@ -142,7 +142,9 @@ fn verify(eg: &ExecuteGraph, pass: &'static str) -> Result<(), LowerError> {
 
 /// Runs the pass `f` on Init, Main and DeInit, at once on two threads: a pass reads and
 /// changes only the graph it is given, and a large model's graphs take milliseconds
-/// each. The first error in that order is the one returned, as one after the other.
+/// each. Main stays on this thread, whose allocator heap holds what lowering freed (on a
+/// pool thread its temporaries would take fresh pages). The first error in that order
+/// is the one returned, as one after the other.
 fn each_graph(
     eg: &mut ExecuteGraph,
     f: impl Fn(&mut KernelGraph) -> Result<(), LowerError> + Sync,
@@ -150,8 +152,12 @@ fn each_graph(
     let ExecuteGraph {
         init, main, deinit, ..
     } = eg;
-    let (main, (init, deinit)) = rayon::join(|| f(main), || (f(init), f(deinit)));
-    init.and(main).and(deinit)
+    let mut rest = (Ok(()), Ok(()));
+    let main = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| rest = (f(init), f(deinit)));
+        f(main)
+    });
+    rest.0.and(main).and(rest.1)
 }
 
 fn sort(g: &mut KernelGraph) -> Result<(), LowerError> {
