@@ -10,9 +10,6 @@
 //! This module converts between the file's messages and the graph model; it does not run,
 //! lower or print graphs.
 
-/// The encoder's and decoder's lookup maps: foldhash, not SipHash, one lookup or more per
-/// node; randomly seeded, since the decoder's keys come from the file.
-type HashMap<K, V> = foldhash::HashMap<K, V>;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +26,10 @@ use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
 use crate::ops::DType;
 use crate::ops::attr::AttrKey;
 use crate::proto::exeg as pb;
+
+/// The encoder's and decoder's lookup maps: foldhash, not SipHash, one lookup or more per
+/// node; randomly seeded, since the decoder's keys come from the file.
+type HashMap<K, V> = foldhash::HashMap<K, V>;
 
 /// The value of `ExecuteGraphFile.magic`.
 pub const MAGIC: &str = "rt2.exeg";

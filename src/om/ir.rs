@@ -78,7 +78,7 @@ pub struct PendingGraph {
 /// Converts one op on its own (it needs nothing of the rest of the graph), so that a
 /// reader can convert each op as it decodes it and never hold the whole GE IR and the
 /// typed graph at once.
-pub fn pending_node(op: ge_ir::OpDef) -> PendingNode {
+fn pending_node(op: ge_ir::OpDef) -> PendingNode {
     // What rt2 models is taken out; everything else stays in `rest`, verbatim.
     let mut rest = op;
     let input = std::mem::take(&mut rest.input);

@@ -254,26 +254,45 @@ impl Descs {
         }
     }
 
-    /// A Const's value typed: the descriptor of the Const's output (its value's, or an
-    /// empty one), the value itself, and whether that descriptor is the standard one of
-    /// the value's type.
-    fn tensor(&mut self, t: TensorDef) -> (TensorDesc, Tensor, bool) {
+    /// A Const's value typed, with its Const's output descriptor.
+    fn tensor(&mut self, t: TensorDef) -> ConstValue {
+        let vt = const_type(&t);
         let TensorDef { desc, data } = t;
         let Some(desc) = desc else {
-            let tensor = Tensor {
-                desc: TensorDesc::default(),
-                data,
+            return ConstValue {
+                desc: convert_desc(TensorDescriptor::default()),
+                value: Tensor {
+                    desc: TensorDesc::default(),
+                    data,
+                },
+                vt,
+                standard: false,
             };
-            return (convert_desc(TensorDescriptor::default()), tensor, false);
         };
-        let standard = self.standard(&desc_type(&desc));
-        let (typed, is_standard) = if desc == standard.0 {
-            (standard.1.clone(), true)
+        let held = self.standard(&vt);
+        let (typed, standard) = if desc == held.0 {
+            (held.1.clone(), true)
         } else {
             (convert_desc(desc), false)
         };
-        (typed.clone(), Tensor { desc: typed, data }, is_standard)
+        ConstValue {
+            desc: typed.clone(),
+            value: Tensor { desc: typed, data },
+            vt,
+            standard,
+        }
     }
+}
+
+/// A Const's value typed ([`Descs::tensor`]).
+struct ConstValue {
+    /// The Const's output descriptor: the value's own, or an empty one.
+    desc: TensorDesc,
+    value: Tensor,
+    /// The value's type ([`const_type`]).
+    vt: ValueType,
+    /// Whether `desc` is the standard descriptor of `vt`.
+    standard: bool,
 }
 
 /// [`set_layout`] on a typed descriptor.
@@ -625,9 +644,9 @@ impl Importer {
         };
         if let Some(value) = constant {
             op.r#type = "Const".to_string();
-            let (desc, value, _) = s.descs.tensor(value);
-            op.output_desc.push(desc);
-            op.value = Some(value);
+            let c = s.descs.tensor(value);
+            op.output_desc.push(c.desc);
+            op.value = Some(c.value);
         } else {
             op.r#type = onnx_type.to_string();
         }
@@ -951,9 +970,9 @@ fn extra_op(
 fn const_input(s: &mut Scope, op: &mut Op, suffix: &str, value: TensorDef, at: usize) {
     let name = s.derived(&op.name.clone(), suffix);
     op.input.insert(at, format!("{name}:0"));
-    let (desc, value, _) = s.descs.tensor(value);
-    op.input_desc.insert(at, desc.clone());
-    push_const(s, &name, desc, value, BTreeMap::new());
+    let c = s.descs.tensor(value);
+    op.input_desc.insert(at, c.desc.clone());
+    push_const(s, &name, c.desc, c.value, BTreeMap::new());
 }
 
 fn rank4(d: &TensorDesc) -> bool {
@@ -1047,18 +1066,12 @@ fn const_op(
     value: TensorDef,
     attrs: BTreeMap<String, AttrDef>,
 ) -> Result<()> {
-    let vt = const_type(&value);
     // A Const's descriptor is nearly always the standard one of its type (`tensor_def`
     // makes it so); only one that is not is kept with the value.
-    let (desc, value, standard) = s.descs.tensor(value);
-    s.define(
-        value_name,
-        op_name,
-        0,
-        vt,
-        (!standard).then(|| desc.clone()),
-    )?;
-    push_const(s, op_name, desc, value, attrs);
+    let c = s.descs.tensor(value);
+    let own = (!c.standard).then(|| c.desc.clone());
+    s.define(value_name, op_name, 0, c.vt, own)?;
+    push_const(s, op_name, c.desc, c.value, attrs);
     Ok(())
 }
 
