@@ -19,3 +19,4 @@ pub mod npu;
 pub mod om;
 pub mod ops;
 pub mod proto;
+pub mod timing;

@@ -35,8 +35,12 @@ for _ in $(seq "$rounds"); do
       lower) args=(lower "$model" -o "$dir/out.exeg") ;;
       compile) args=(compile "$model" -o "$dir/out.om") ;;
     esac
-    /usr/bin/time -f "%e %M" -o "$dir/t" "$rt2" "${args[@]}" > /dev/null
-    cat "$dir/t" >> "$dir/$c"
+    # Wall time from bash's microsecond clock (`time`'s %e counts hundredths, too coarse
+    # for a command of a tenth of a second); peak RSS from /usr/bin/time.
+    start=$EPOCHREALTIME
+    /usr/bin/time -f "%M" -o "$dir/t" "$rt2" "${args[@]}" > /dev/null
+    end=$EPOCHREALTIME
+    echo "$start $end $(cat "$dir/t")" >> "$dir/$c"
   done
 done
 after="$(session)"
@@ -49,10 +53,10 @@ for c in "${commands[@]}"; do
 import statistics, sys
 cmd, path, before, after = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 rows = [line.split() for line in open(path) if line.strip()]
-t = sorted(float(r[0]) for r in rows)
-m = sorted(int(r[1]) / 1024 for r in rows)
+t = sorted(float(r[1]) - float(r[0]) for r in rows)
+m = sorted(int(r[2]) / 1024 for r in rows)
 med = statistics.median(t)
-print(f"| `rt2 {cmd}` | {med:.2f} s | {t[0]:.2f}-{t[-1]:.2f} s | {m[0]:.0f}-{m[-1]:.0f} MB "
+print(f"| `rt2 {cmd}` | {med:.3f} s | {t[0]:.3f}-{t[-1]:.3f} s | {m[0]:.0f}-{m[-1]:.0f} MB "
       f"| {med / max(before, after):.2f}-{med / min(before, after):.2f} |")
 PY
 done

@@ -106,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     // is made, so the graph is not held twice; the weights' bytes pass into the ModelDef
     // uncopied. The rest of the file is released, so the OM's WEIGHTS_DATA is built as
     // the weights are let go rather than beside all of them.
+    progress.step("making GE IR");
     let root = file.models.swap_remove(0).model;
     let graph_name = root.root.name.clone();
     let mut def = ir::into_model_def(root);
@@ -121,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             } else {
                 def.name.clone()
             };
+            crate::timing::mark("build the OM");
             let om = build_om(
                 def,
                 &OmBuildOptions {
@@ -129,6 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 },
             )
             .with_context(|| format!("{}: building the OM", args.model.display()))?;
+            crate::timing::mark("encode the OM");
             om.to_bytes()
                 .with_context(|| format!("{}: writing the OM", args.model.display()))?
         }
@@ -141,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
         OutputKind::Text => text::print_text(&def).into_bytes(),
     };
+    crate::timing::mark("write the file");
     output::write_atomic(&args.output, &bytes)?;
     Ok(Status::Success)
 }

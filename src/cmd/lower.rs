@@ -115,9 +115,14 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 ReportFormat::Table => Ok(summary_table(&eg, &out)),
             }
         });
-        output::write_atomic(&args.output, &exeg::encode(&eg))
+        crate::timing::mark("encode");
+        let parts = exeg::encode_parts(&eg);
+        crate::timing::mark("write the file");
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        output::write_atomic_parts(&args.output, &parts)
     });
     written?;
+    crate::timing::mark("wait for the summary");
     let summary = summary?;
     drop(progress);
     print!("{summary}");

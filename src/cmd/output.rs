@@ -93,18 +93,24 @@ fn destination(path: &Path) -> anyhow::Result<Destination> {
 /// place for a FIFO or a device, to standard output for `-` or `/dev/stdout` (see the
 /// module doc).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_atomic_parts(path, &[bytes])
+}
+
+/// [`write_atomic`] of the concatenation of `parts`, written one after the other rather
+/// than copied into one buffer first.
+pub fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> anyhow::Result<()> {
+    let write_all = |w: &mut dyn Write| -> std::io::Result<()> {
+        for p in parts {
+            w.write_all(p)?;
+        }
+        w.flush()
+    };
     match destination(path)? {
         Destination::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(bytes)
-                .and_then(|_| out.flush())
-                .context("writing to standard output")
+            write_all(&mut std::io::stdout().lock()).context("writing to standard output")
         }
         Destination::Stderr => {
-            let mut out = std::io::stderr().lock();
-            out.write_all(bytes)
-                .and_then(|_| out.flush())
-                .context("writing to standard error")
+            write_all(&mut std::io::stderr().lock()).context("writing to standard error")
         }
         Destination::Special(at) => {
             let at_ = || format!("writing {}", path.display());
@@ -113,16 +119,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
                 .write(true)
                 .open(&at)
                 .with_context(at_)?;
-            f.write_all(bytes).and_then(|_| f.flush()).with_context(at_)
+            write_all(&mut f).with_context(at_)
         }
-        Destination::Regular(at) => replace(path, &at, bytes),
+        Destination::Regular(at) => replace(path, &at, &write_all),
     }
 }
 
 /// Replaces the regular file `at` (what `path` names, links followed) with `bytes`: a
 /// temporary file in its directory, renamed over it once complete. An existing file keeps
 /// its permissions; a new one gets an ordinary file's (0644).
-fn replace(path: &Path, at: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+fn replace(
+    path: &Path,
+    at: &Path,
+    write_all: &dyn Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let dir = match at.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -137,8 +147,7 @@ fn replace(path: &Path, at: &Path, bytes: &[u8]) -> anyhow::Result<()> {
                 dir.display()
             )
         })?;
-    tmp.write_all(bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
+    write_all(&mut tmp).with_context(|| format!("writing {}", path.display()))?;
     // A temporary file is private (0600); the result gets the mode of the file it
     // replaces, or an ordinary file's. No fsync: the promise is "whole or not at all"
     // against a failing rt2, and flushing a 100 MB model to disk costs more than the

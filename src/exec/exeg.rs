@@ -23,6 +23,7 @@ use crate::exec::graph::{
 };
 use crate::exec::kernel_types;
 use crate::exec::wire::{self, NodeRest, Source, next_field, read_node};
+use crate::ops::AttrMap;
 use crate::ops::DType;
 use crate::ops::attr::AttrKey;
 use crate::proto::exeg as pb;
@@ -129,55 +130,293 @@ pub fn is_exeg(bytes: &[u8]) -> bool {
 
 /// Serializes `eg`; the same graph always gives the same bytes, starting with
 /// [`MAGIC_PREFIX`].
-pub fn encode<'a>(eg: &'a ExecuteGraph) -> Vec<u8> {
+pub fn encode(eg: &ExecuteGraph) -> Vec<u8> {
+    encode_parts(eg).concat()
+}
+
+/// [`encode`]'s bytes in pieces, in order: the graphs are written on several threads
+/// into buffers of their own, and a writer takes the pieces one after the other
+/// (`cmd::output::write_atomic_parts`) rather than a copy of all of them in one.
+pub fn encode_parts(eg: &ExecuteGraph) -> Vec<Vec<u8>> {
     // The graphs by hand (`wire`), the rest by prost, in field-number order: exactly the
     // bytes prost writes for `to_file_as(eg, Form::Tables)` (a test checks), without a
     // protobuf struct per node.
-    let mut t = Tables {
-        form: Form::Tables,
-        ..Default::default()
-    };
+    //
+    // Most of the work is finding each node's table entries (a hash of its attribute set
+    // by value, of its kernel type, of its origin) and writing the entries, so both are
+    // done for the three graphs at once: each graph's entries are found in tables of its
+    // own ([`GraphTables`]); merging those in file order gives the file's tables in
+    // first-use order, as one pass over the graphs would; then each graph is written, and
+    // the entries it brought to the file's tables, into buffers of its own.
+    let graphs = [&eg.init, &eg.main, &eg.deinit];
+    let state = foldhash::fast::RandomState::default();
+    let [init, main, deinit] = on_each(graphs, |g| GraphTables::of(g, &state));
+    let locals = [init, main, deinit];
+    let merged = Merged::of(&locals);
+    let jobs: [(&KernelGraph, &GraphTables, &Remap); 3] =
+        std::array::from_fn(|k| (graphs[k], &locals[k], &merged.remaps[k]));
+    let parts = on_each(jobs, |(g, local, remap)| {
+        // Room at a generous size per node (lowering's nodes encode in some 60 bytes):
+        // the buffer is written once, not copied as it grows.
+        let mut body = Vec::with_capacity(96 * local.nodes.len() + 64);
+        let mut next = local.nodes.iter();
+        wire::put_graph(&mut body, g, &mut |_| {
+            // `put_graph` visits the nodes in the order `GraphTables::of` did.
+            let [k, a, o] = next.next().copied().unwrap_or_default();
+            (
+                remap.kernels[k as usize],
+                remap.attrs[a as usize],
+                remap.origins[o as usize],
+            )
+        });
+        let mut origins = Vec::new();
+        for &i in &remap.new_origins {
+            prost::encoding::message::encode(11, &origin_to(local.origins[i]), &mut origins);
+        }
+        let mut sets = Vec::new();
+        for &i in &remap.new_sets {
+            let set = pb::AttrSet {
+                attrs: attrs_to(local.sets[i].set),
+            };
+            prost::encoding::message::encode(13, &set, &mut sets);
+        }
+        [body, origins, sets]
+    });
     let head = pb::ExecuteGraphFile {
         magic: MAGIC.to_string(),
         format_version: FORMAT_VERSION,
         name: eg.name.clone(),
         ..Default::default()
     };
-    let mut out = head.encode_to_vec();
-    // Room for every graph at a generous size per node (lowering's nodes encode in some
-    // 60 bytes): the file is written once, not copied as it grows. Capacity not written
-    // to is never touched.
-    let nodes: usize = [&eg.init, &eg.main, &eg.deinit]
-        .iter()
-        .map(|g| g.nodes.len())
-        .sum();
-    out.reserve(96 * nodes + 4096);
-    for (tag, g) in (4u32..).zip([&eg.init, &eg.main, &eg.deinit]) {
-        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
-        // Each graph is written in its place, and its length (known only after) is put
-        // in front of it: moving one graph's bytes by the few bytes of a varint costs
-        // less than writing every graph into a buffer of its own and copying it over.
-        let start = out.len();
-        wire::put_graph(&mut out, g, &mut |n: &'a KernelNode| {
-            (
-                t.kernel_index(&n.kernel),
-                t.attrs_index(&n.attrs),
-                n.origin.as_ref().map_or(0, |o| t.origin_index(o)),
-            )
-        });
-        let mut len = Vec::with_capacity(10);
-        prost::encoding::encode_varint((out.len() - start) as u64, &mut len);
-        out.splice(start..start, len);
-    }
-    let tail = pb::ExecuteGraphFile {
-        origins: t.origins,
-        kernels: t.kernels,
-        attr_sets: t.attr_sets,
+    // Fields 7 to 10, then the origins (11), the kernels (12), the attribute sets (13)
+    // and the end marker (15), as prost would order them.
+    let fields = pb::ExecuteGraphFile {
+        end_marker: 0,
         ..file_fields(eg)
     };
-    out.reserve(tail.encoded_len());
-    tail.encode(&mut out).expect("a Vec grows as needed");
+    let kernels = pb::ExecuteGraphFile {
+        kernels: merged.kernels,
+        ..Default::default()
+    };
+    let mut out = Vec::with_capacity(16);
+    let mut lead = head.encode_to_vec();
+    let [
+        [init, init_origins, init_sets],
+        [main, main_origins, main_sets],
+        [deinit, deinit_origins, deinit_sets],
+    ] = parts;
+    for (tag, body) in (4u32..).zip([init, main, deinit]) {
+        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut lead);
+        prost::encoding::encode_varint(body.len() as u64, &mut lead);
+        out.push(std::mem::take(&mut lead));
+        out.push(body);
+    }
+    out.push(fields.encode_to_vec());
+    out.extend([init_origins, main_origins, deinit_origins]);
+    out.push(kernels.encode_to_vec());
+    out.extend([init_sets, main_sets, deinit_sets]);
+    let mut end = Vec::with_capacity(5);
+    prost::encoding::fixed32::encode(15, &END_MARKER, &mut end);
+    out.push(end);
     out
+}
+
+/// `f` on each of three items at once: the first and last on rayon's pool, the middle
+/// one (Main, the largest graph) on this thread, whose heap holds what lowering freed.
+fn on_each<T: Send, R: Send>(items: [T; 3], f: impl Fn(T) -> R + Sync) -> [R; 3] {
+    let [a, b, c] = items;
+    let (mut ra, mut rc) = (None, None);
+    let rb = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| ra = Some(f(a)));
+        scope.spawn(|_| rc = Some(f(c)));
+        f(b)
+    });
+    match (ra, rc) {
+        (Some(ra), Some(rc)) => [ra, rb, rc],
+        // A scope returns only once its spawned jobs are done, or resumes their panic.
+        _ => unreachable!("rayon's scope ran every job"),
+    }
+}
+
+/// A hasher that passes on the one `u64` it is given: for keys that carry their own hash.
+#[derive(Default)]
+struct PassHash(u64);
+
+impl std::hash::Hasher for PassHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else is folded in rather than lost.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type PassMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<PassHash>>;
+
+/// An attribute set as a key by value, with its hash computed once
+/// ([`crate::ops::attr::hash_set`] in the encoder's hash state), so merging the graphs'
+/// tables does not hash it again.
+#[derive(Clone, Copy)]
+struct SetKey<'a> {
+    hash: u64,
+    set: &'a AttrMap,
+}
+
+impl PartialEq for SetKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && crate::ops::attr::same_set(self.set, other.set)
+    }
+}
+
+impl Eq for SetKey<'_> {}
+
+impl std::hash::Hash for SetKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash);
+    }
+}
+
+/// One graph's table entries ([`encode`]): the distinct kernel types, attribute sets (by
+/// value) and origins its nodes use, each list in first-use order in the order
+/// `wire::put_graph` visits nodes (a node, then its subgraphs), and each node's indices
+/// into them: the kernel's from 0; the set's and origin's from 1, 0 for none.
+#[derive(Default)]
+struct GraphTables<'a> {
+    kernels: Vec<&'a str>,
+    kernel_at: HashMap<&'a str, u32>,
+    sets: Vec<SetKey<'a>>,
+    /// By shared set first: lowering shares equal sets, so most nodes are found here.
+    set_at: HashMap<usize, u32>,
+    set_by_value: PassMap<SetKey<'a>, u32>,
+    origins: Vec<&'a Origin>,
+    /// By address: lowering makes one origin per compute node, shared by its kernels.
+    origin_at: HashMap<usize, u32>,
+    nodes: Vec<[u32; 3]>,
+}
+
+impl<'a> GraphTables<'a> {
+    fn of(g: &'a KernelGraph, state: &foldhash::fast::RandomState) -> Self {
+        let mut t = GraphTables {
+            nodes: Vec::with_capacity(g.nodes.len()),
+            ..Default::default()
+        };
+        t.graph(g, state);
+        t
+    }
+
+    fn graph(&mut self, g: &'a KernelGraph, state: &foldhash::fast::RandomState) {
+        for n in &g.nodes {
+            let k = self.kernel(&n.kernel);
+            let a = self.set(&n.attrs, state);
+            let o = n.origin.as_ref().map_or(0, |o| self.origin(o));
+            self.nodes.push([k, a, o]);
+            for s in &n.subgraphs {
+                self.graph(s, state);
+            }
+        }
+    }
+
+    fn kernel(&mut self, k: &'a str) -> u32 {
+        let table = &mut self.kernels;
+        *self.kernel_at.entry(k).or_insert_with(|| {
+            table.push(k);
+            table.len() as u32 - 1
+        })
+    }
+
+    fn set(&mut self, a: &'a AttrMap, state: &foldhash::fast::RandomState) -> u32 {
+        let Some(id) = a.identity() else { return 0 };
+        if let Some(&i) = self.set_at.get(&id) {
+            return i;
+        }
+        let hash = {
+            use std::hash::BuildHasher;
+            let mut h = state.build_hasher();
+            crate::ops::attr::hash_set(a, &mut h);
+            std::hash::Hasher::finish(&h)
+        };
+        let table = &mut self.sets;
+        let key = SetKey { hash, set: a };
+        let i = *self.set_by_value.entry(key).or_insert_with(|| {
+            table.push(key);
+            table.len() as u32
+        });
+        self.set_at.insert(id, i);
+        i
+    }
+
+    fn origin(&mut self, o: &'a Arc<Origin>) -> u32 {
+        let table = &mut self.origins;
+        *self
+            .origin_at
+            .entry(Arc::as_ptr(o) as usize)
+            .or_insert_with(|| {
+                table.push(o);
+                table.len() as u32
+            })
+    }
+}
+
+/// A graph's local table indices ([`GraphTables`]) to the file's (from 1; 0 stays 0),
+/// and the entries it is the first to use, which it writes (local indices, in order).
+#[derive(Default)]
+struct Remap {
+    kernels: Vec<u32>,
+    attrs: Vec<u32>,
+    origins: Vec<u32>,
+    new_sets: Vec<usize>,
+    new_origins: Vec<usize>,
+}
+
+/// The file's kernel table, and each graph's [`Remap`]: the three graphs' tables merged
+/// in file order.
+struct Merged {
+    kernels: Vec<String>,
+    remaps: [Remap; 3],
+}
+
+impl Merged {
+    fn of(locals: &[GraphTables<'_>; 3]) -> Self {
+        let mut kernels = Vec::new();
+        let mut remaps: [Remap; 3] = Default::default();
+        let mut kernel_at: HashMap<&str, u32> = HashMap::default();
+        let mut set_at: PassMap<SetKey<'_>, u32> = PassMap::default();
+        let mut origin_at: HashMap<usize, u32> = HashMap::default();
+        for (local, remap) in locals.iter().zip(&mut remaps) {
+            for &k in &local.kernels {
+                let i = *kernel_at.entry(k).or_insert_with(|| {
+                    kernels.push(k.to_string());
+                    kernels.len() as u32
+                });
+                remap.kernels.push(i);
+            }
+            remap.attrs.push(0);
+            for (li, &key) in local.sets.iter().enumerate() {
+                let next = set_at.len() as u32 + 1;
+                let i = *set_at.entry(key).or_insert(next);
+                if i == next {
+                    remap.new_sets.push(li);
+                }
+                remap.attrs.push(i);
+            }
+            remap.origins.push(0);
+            for (li, &o) in local.origins.iter().enumerate() {
+                let next = origin_at.len() as u32 + 1;
+                let i = *origin_at.entry(o as *const Origin as usize).or_insert(next);
+                if i == next {
+                    remap.new_origins.push(li);
+                }
+                remap.origins.push(i);
+            }
+        }
+        Merged { kernels, remaps }
+    }
 }
 
 /// The file fields after the graphs (7 to 10 and the end marker), tables left empty.
@@ -303,7 +542,12 @@ pub(crate) enum Form {
     /// As an index into a file-level table, one entry per distinct value: the binary form.
     /// A model's launches share a handful of kernel types and attribute sets, and the
     /// kernel calls of one compute node share its origin, so the tables make a large file
-    /// a fraction of the size and a loaded graph keeps one copy of each.
+    /// a fraction of the size and a loaded graph keeps one copy of each. [`encode`] writes
+    /// it by hand; built through prost, it is what the tests hold [`encode`] to.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the reference encode is tested on")
+    )]
     Tables,
 }
 
@@ -398,16 +642,16 @@ impl<'a> Tables<'a> {
         if let Some(&i) = self.attrs_at.get(&id) {
             return i;
         }
-        let key = AttrKey(a.clone());
-        let i = match self.attrs_by_value.get(&key) {
-            Some(&i) => i,
-            None => {
-                self.attr_sets.push(pb::AttrSet { attrs: attrs_to(a) });
-                let i = self.attr_sets.len() as u32;
-                self.attrs_by_value.insert(key, i);
-                i
-            }
-        };
+        // One hash of the set's values, found or new (most of a lowered graph's sets are
+        // one node's own: a tensor's memory index, a constant).
+        let sets = &mut self.attr_sets;
+        let i = *self
+            .attrs_by_value
+            .entry(AttrKey(a.clone()))
+            .or_insert_with(|| {
+                sets.push(pb::AttrSet { attrs: attrs_to(a) });
+                sets.len() as u32
+            });
         self.attrs_at.insert(id, i);
         i
     }
@@ -442,9 +686,10 @@ impl<'a> Tables<'a> {
             outputs: n.outputs,
             control_inputs: n.control_inputs.iter().map(|c| c.0).collect(),
             priority: n.priority,
-            subgraphs: n.subgraphs.iter().map(|g| self.graph_to(g)).collect(),
             ..Default::default()
         };
+        // The node's table entries before its subgraphs', in the order `wire::put_graph`
+        // writes nodes.
         match self.form {
             Form::Inline => {
                 node.kernel = n.kernel.to_string();
@@ -457,6 +702,7 @@ impl<'a> Tables<'a> {
                 node.origin_index = n.origin.as_ref().map_or(0, |o| self.origin_index(o));
             }
         }
+        node.subgraphs = n.subgraphs.iter().map(|g| self.graph_to(g)).collect();
         node
     }
 }
@@ -987,308 +1233,4 @@ fn dtype_list(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    use crate::exec::ValueRef;
-    use crate::exec::testdata::sample;
-
-    #[test]
-    fn sample_is_valid() {
-        let problems: Vec<String> = check(&sample()).iter().map(|p| p.to_string()).collect();
-        assert_eq!(problems, Vec::<String>::new());
-        assert!(check_or_err(&sample()).is_ok());
-    }
-
-    #[test]
-    fn round_trip_is_equal_and_deterministic() {
-        let eg = sample();
-        let bytes = encode(&eg);
-        assert!(bytes.starts_with(b"\x0a\x08rt2.exeg"));
-        assert!(is_exeg(&bytes));
-        assert_eq!(decode(&bytes).unwrap(), eg);
-        assert_eq!(encode(&eg), bytes);
-        assert_eq!(encode(&eg.clone()), bytes);
-        // Re-encoding what was decoded gives the same bytes again.
-        assert_eq!(encode(&decode(&bytes).unwrap()), bytes);
-    }
-
-    #[test]
-    fn empty_graph_round_trips_and_starts_with_magic() {
-        let eg = ExecuteGraph::default();
-        let bytes = encode(&eg);
-        assert!(is_exeg(&bytes));
-        assert_eq!(decode(&bytes).unwrap(), eg);
-    }
-
-    #[test]
-    fn bad_magic_is_refused() {
-        let err = decode(b"\x0a\x08onnx.xyzmore").unwrap_err();
-        assert!(matches!(&err, ExegError::BadMagic { found, .. } if found == "\n\x08onnx.xyz"));
-        assert!(err.to_string().starts_with("not an .exeg file: at byte 0"));
-        assert!(matches!(decode(b""), Err(ExegError::BadMagic { .. })));
-        assert!(!is_exeg(b"\x0a\x08rt2.exe"));
-        // A later field 1 overrides the first one in protobuf: the decoded magic is checked.
-        let mut bytes = encode(&ExecuteGraph::default());
-        bytes.extend_from_slice(b"\x0a\x03abc");
-        match decode(&bytes) {
-            Err(ExegError::BadMagic { found, expected }) => {
-                assert_eq!((found.as_str(), expected.as_str()), ("abc", "rt2.exeg"))
-            }
-            other => panic!("expected BadMagic, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn hand_written_encoder_writes_exactly_what_prost_writes() {
-        let mut eg = sample();
-        // A second graph's worth of edge cases: index and output 0 (default, left out),
-        // large ids, negative priorities, control lists, a node with no name.
-        let mut n = KernelNode::new("", "Const", KernelClass::Normal);
-        n.priority = i64::MIN / 2;
-        n.control_inputs = vec![KernelNodeId(0), KernelNodeId(300), KernelNodeId(u32::MAX)].into();
-        n.inputs = smallvec::smallvec![
-            ValueRef {
-                node: KernelNodeId(0),
-                output: 0,
-            },
-            ValueRef {
-                node: KernelNodeId(70_000),
-                output: 3,
-            },
-        ];
-        eg.deinit.nodes.push(n);
-        let want = to_file_as(&eg, Form::Tables).encode_to_vec();
-        assert_eq!(encode(&eg), want);
-        // And the reader takes back what either wrote (the checks aside).
-        let file = pb::ExecuteGraphFile::decode(&want[..]).unwrap();
-        let (rest, graphs, origins) = split_graphs(&want).unwrap();
-        assert_eq!(origins.len(), 2, "the sample's two origins");
-        assert!(
-            pb::ExecuteGraphFile::decode(&rest.concat()[..])
-                .unwrap()
-                .init
-                .is_none()
-        );
-        assert!(matches!(graphs[2], Source::Wire(_)));
-        for (w, m) in [(&graphs[0], &file.init), (&graphs[1], &file.main)] {
-            let (Source::Wire(bytes), Some(m)) = (w, m) else {
-                panic!("wire bytes and a message")
-            };
-            let mut buf = *bytes;
-            let mut k = 0;
-            while !buf.is_empty() {
-                let f = next_field(&mut buf).unwrap();
-                if f.tag == 2 {
-                    let mut node = KernelNode::default();
-                    let parts = read_node(f.payload, &mut node).unwrap();
-                    let (msg_node, msg) = wire::from_message(m.nodes[k].clone());
-                    assert_eq!(node, msg_node);
-                    assert_eq!(parts.class, msg.class);
-                    assert_eq!(
-                        (parts.kernel_index, parts.attrs_index, parts.origin_index),
-                        (msg.kernel_index, msg.attrs_index, msg.origin_index)
-                    );
-                    assert_eq!(parts.subgraphs.len(), msg.subgraphs.len());
-                    k += 1;
-                }
-            }
-            assert_eq!(k, m.nodes.len());
-        }
-    }
-
-    #[test]
-    fn binary_form_shares_table_entries_and_checks_their_indices() {
-        let eg = sample();
-        let bytes = encode(&eg);
-        let mut file = pb::ExecuteGraphFile::decode(&bytes[..]).unwrap();
-        // Each kernel type and origin once; nodes refer to them.
-        let mut kernels = file.kernels.clone();
-        kernels.sort();
-        kernels.dedup();
-        assert_eq!(kernels.len(), file.kernels.len());
-        let main = file.main.as_ref().unwrap();
-        assert!(
-            main.nodes
-                .iter()
-                .all(|n| n.kernel.is_empty() && n.kernel_index > 0)
-        );
-        assert_eq!(decode(&bytes).unwrap(), eg);
-        // Out-of-range indices are problems, named by node.
-        let main = file.main.as_mut().unwrap();
-        main.nodes[0].kernel_index = 99;
-        main.nodes[1].attrs_index = 77;
-        let err = decode(&file.encode_to_vec()).unwrap_err().to_string();
-        assert!(
-            err.contains("Main: node 0 \"x\": kernels index 99 is out of range"),
-            "{err}"
-        );
-        assert!(err.contains("attr_sets index 77 is out of range"), "{err}");
-    }
-
-    /// Version 2 wrote an op kernel's operand types as comma-separated names; they are
-    /// read as the dtype lists version 3 writes.
-    #[test]
-    fn version_2_dtype_lists_are_read_as_dtype_lists() {
-        use pb::attr::Value as V;
-        let mut eg = sample();
-        let lists = [
-            ("_in_dtypes", vec![Some(DType::F32), None, Some(DType::I64)]),
-            ("_out_dtypes", vec![Some(DType::Bool)]),
-        ];
-        for (k, v) in &lists {
-            eg.main.nodes[0]
-                .attrs
-                .insert((*k).into(), KernelAttr::DTypes(v.clone()));
-        }
-        // Both forms: attributes inline on the nodes, and in the file's table.
-        let as_v2 = |form: Form| {
-            let mut file = to_file_as(&eg, form);
-            let main = file.main.as_mut().expect("main");
-            let inline = main.nodes.iter_mut().flat_map(|n| &mut n.attrs);
-            let tables = file.attr_sets.iter_mut().flat_map(|s| &mut s.attrs);
-            let mut rewritten = 0;
-            for a in inline.chain(tables) {
-                if let Some(V::Dtypes(l)) = &a.value
-                    && a.name.starts_with('_')
-                {
-                    a.value = Some(V::Str(l.values.join(",")));
-                    rewritten += 1;
-                }
-            }
-            assert_eq!(rewritten, 2);
-            file.format_version = 2;
-            file
-        };
-        assert_eq!(decode(&as_v2(Form::Tables).encode_to_vec()).unwrap(), eg);
-        let mut file = as_v2(Form::Inline);
-        assert_eq!(decode(&file.encode_to_vec()).unwrap(), eg);
-        // In version 3 a string is a string.
-        file.format_version = 3;
-        let back = decode(&file.encode_to_vec()).unwrap();
-        assert_eq!(
-            back.main.nodes[0].attrs.get("_in_dtypes"),
-            Some(&KernelAttr::Str("float32,,int64".into()))
-        );
-    }
-
-    #[test]
-    fn newer_format_version_is_refused_naming_supported_ones() {
-        let mut file = to_file(&sample());
-        file.format_version = 4;
-        let err = decode(&file.encode_to_vec()).unwrap_err();
-        assert!(matches!(err, ExegError::UnsupportedVersion { found: 4 }));
-        assert_eq!(
-            err.to_string(),
-            "field format_version: version 4 is not supported, this reader supports 2, 3"
-        );
-        file.format_version = 1;
-        let err = decode(&file.encode_to_vec()).unwrap_err();
-        assert!(matches!(err, ExegError::UnsupportedVersion { found: 1 }));
-    }
-
-    #[test]
-    fn malformed_protobuf_chains_prost_error() {
-        let mut bytes = MAGIC_PREFIX.to_vec();
-        bytes.extend_from_slice(&[0x22, 0xff, 0xff, 0xff, 0x0f]); // init, length 2^32-1
-        let err = decode(&bytes).unwrap_err();
-        assert!(matches!(err, ExegError::Malformed { .. }));
-        assert!(std::error::Error::source(&err).is_some());
-    }
-
-    #[test]
-    fn every_truncation_is_an_error() {
-        let bytes = encode(&sample());
-        assert!(bytes.ends_with(b"\x7dexeg"));
-        for len in 0..bytes.len() {
-            let err = decode(&bytes[..len]).expect_err("a prefix decoded");
-            if len >= MAGIC_PREFIX.len() + 2 {
-                // Past magic and version every prefix is either cut mid-field or lacks the
-                // end marker.
-                assert!(
-                    matches!(
-                        err,
-                        ExegError::Truncated { .. } | ExegError::Malformed { .. }
-                    ),
-                    "prefix of {len} bytes: {err}"
-                );
-            }
-        }
-        // The one prefix that ends on a field boundary right before the marker.
-        let err = decode(&bytes[..bytes.len() - 5]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "truncated .exeg file: field end_marker is 0x00000000, expected 0x67657865 after {} bytes",
-                bytes.len() - 5
-            )
-        );
-    }
-
-    #[test]
-    fn unconvertible_fields_are_problems() {
-        let mut file = to_file(&sample());
-        let main = file.main.as_mut().unwrap();
-        main.nodes[0].class = 0;
-        main.nodes[1].class = 9;
-        main.nodes[3].attrs[8].value = Some(pb::attr::Value::Dtype("float8".into()));
-        main.nodes[3].attrs[0].value = None;
-        let dup = main.nodes[3].attrs[1].clone();
-        main.nodes[3].attrs.push(dup);
-        file.inputs[0].dtype = "complex".into();
-        let Err(ExegError::Invalid { problems }) = decode(&file.encode_to_vec()) else {
-            panic!("expected Invalid");
-        };
-        let got: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-        assert_eq!(
-            got,
-            [
-                "Main: node 0 \"x\": field class: 0 is not a kernel class",
-                "Main: node 1 \"w_dev\": field class: 9 is not a kernel class",
-                "Main: node 3 \"conv1_launch\": attribute \"a_int\" has no value",
-                "Main: node 3 \"conv1_launch\": attribute \"i_dtype\" has unknown dtype \"float8\"",
-                "Main: node 3 \"conv1_launch\": attribute \"b_ints\" appears twice",
-                "model: inputs[0] \"x\" has unknown dtype \"complex\"",
-            ]
-        );
-    }
-
-    #[test]
-    fn invalid_graph_lists_every_problem_in_the_error() {
-        let mut eg = sample();
-        eg.main.nodes[2].kernel = "Bogus".into();
-        eg.deinit.nodes[1].kernel = "Nope".into();
-        let err = decode(&encode(&eg)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid ExecuteGraph, 2 problems:\n  \
-             Main: node 2 \"conv1_out\": unknown kernel type \"Bogus\"\n  \
-             DeInit: node 1 \"destroy\": unknown kernel type \"Nope\""
-        );
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
-
-        #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let _ = decode(&bytes);
-            let mut framed = MAGIC_PREFIX.to_vec();
-            framed.extend_from_slice(&bytes);
-            let _ = decode(&framed);
-        }
-
-        #[test]
-        fn random_mutations_of_a_file_never_panic(
-            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)
-        ) {
-            let mut bytes = encode(&sample());
-            for (at, b) in edits {
-                let i = at.index(bytes.len());
-                bytes[i] = b;
-            }
-            let _ = decode(&bytes);
-        }
-    }
-}
+pub(crate) mod tests;

@@ -39,24 +39,8 @@ const ND: i64 = 2;
 impl TensorFormat {
     /// The formats of `d`.
     pub fn of(d: &crate::om::TensorDesc) -> TensorFormat {
-        let name = |s: &str| crate::om::inout::format_number(s).map(i64::from);
-        let format = d
-            .attrs
-            .get("format_for_int")
-            .and_then(AttrValue::as_int)
-            .or_else(|| name(&d.layout))
-            .unwrap_or(ND);
-        let origin_format = d
-            .attrs
-            .get("origin_format_for_int")
-            .and_then(AttrValue::as_int)
-            .or_else(|| {
-                d.attrs
-                    .get("origin_format")
-                    .and_then(AttrValue::as_str)
-                    .and_then(name)
-            })
-            .unwrap_or(format);
+        let format = Self::format_of(d);
+        let origin_format = Self::named_origin_format(d).unwrap_or(format);
         let initialized = !matches!(
             d.attrs.get("origin_shape_initialized"),
             Some(AttrValue::Bool(false))
@@ -72,6 +56,28 @@ impl TensorFormat {
             origin_format,
             origin_shape,
         }
+    }
+
+    /// The storage format of `d` (GE's number).
+    fn format_of(d: &crate::om::TensorDesc) -> i64 {
+        d.attrs
+            .get("format_for_int")
+            .and_then(AttrValue::as_int)
+            .or_else(|| crate::om::inout::format_number(&d.layout).map(i64::from))
+            .unwrap_or(ND)
+    }
+
+    /// The origin format `d` names, if it names one (else it is the storage format).
+    fn named_origin_format(d: &crate::om::TensorDesc) -> Option<i64> {
+        d.attrs
+            .get("origin_format_for_int")
+            .and_then(AttrValue::as_int)
+            .or_else(|| {
+                d.attrs
+                    .get("origin_format")
+                    .and_then(AttrValue::as_str)
+                    .and_then(|s| crate::om::inout::format_number(s).map(i64::from))
+            })
     }
 
     /// Whether memory holds the tensor as the op means it: ND or NCHW storage, the same
@@ -213,7 +219,9 @@ pub fn add_input_formats(n: &crate::om::ComputeNode, attrs: &mut Attrs) {
     let formats: Vec<i64> = n
         .input_descs
         .iter()
-        .map(|d| TensorFormat::of(d).origin_format)
+        // [`TensorFormat::of`]'s origin format alone, read for every input of every op:
+        // the storage format only where no origin format is named.
+        .map(|d| TensorFormat::named_origin_format(d).unwrap_or_else(|| TensorFormat::format_of(d)))
         .collect();
     if formats.iter().any(|&f| f != ND) {
         attrs.insert(crate::ops::INPUT_FORMATS_ATTR.into(), Attr::Ints(formats));

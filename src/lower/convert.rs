@@ -116,6 +116,23 @@ pub struct Lowering<'r> {
     /// When set, every node's output metas as lowering inferred them: (graph name, node
     /// name, one per output, `None` where lowering made none).
     pub metas: Option<Vec<NodeMetas>>,
+    /// The last descriptor [`Lowering::carry_format`] found plain: nearly every
+    /// descriptor of a graph shares its formats with the one before (one shared
+    /// attribute map, the same layout and shape), which then need not be read again.
+    last_plain: Option<TensorDesc>,
+    /// The last launch's attribute set and what it was made of: a run of ops configured
+    /// alike (a chain of Adds) shares one set without building and hashing it per op.
+    last_launch: Option<LaunchAttrs>,
+}
+
+/// A launch's attribute set ([`Lowering::emit_launch`]) with what it was made of.
+struct LaunchAttrs {
+    op_attrs: Attrs,
+    op_type: String,
+    compiled: Option<String>,
+    in_types: Vec<Option<crate::ops::DType>>,
+    out_types: Vec<crate::ops::DType>,
+    shared: Attrs,
 }
 
 /// One node's output metas, as [`Lowering::metas`] records them.
@@ -350,6 +367,8 @@ impl<'r> Lowering<'r> {
             pack_weights: true,
             metas: None,
             packed: Default::default(),
+            last_plain: None,
+            last_launch: None,
         }
     }
 
@@ -654,7 +673,16 @@ impl<'r> Lowering<'r> {
         desc: Option<&TensorDesc>,
         maker: Option<KernelNodeId>,
     ) {
-        let Some(f) = desc.and_then(attrs::special_format) else {
+        let Some(desc) = desc else { return };
+        if self
+            .last_plain
+            .as_ref()
+            .is_some_and(|p| super::layout::same_formats(p, desc))
+        {
+            return;
+        }
+        let Some(f) = attrs::special_format(desc) else {
+            self.last_plain = Some(desc.clone());
             return;
         };
         if let Some(id) = maker.filter(|_| !self.b.dry) {
@@ -1130,22 +1158,45 @@ impl<'r> Lowering<'r> {
     ) -> Vec<TVal> {
         let stream = self.b.global(Global::Stream);
         let alloc = self.b.global(Global::Allocator);
-        // The op's own attributes (`attrs::op_attrs`), owned, so the kernel's are added in
-        // place; then shared with every node configured alike.
-        let mut kernel_attrs = attrs;
-        kernel_attrs.insert("_op_type".into(), KernelAttr::Str(op.op_type.into()));
-        if let Some(k) = &op.compiled {
-            kernel_attrs.insert(KERNEL_NAME_ATTR.into(), KernelAttr::Str(k.as_str().into()));
-        }
-        kernel_attrs.insert(
-            "_in_dtypes".into(),
-            dtype_list(ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype))),
-        );
-        kernel_attrs.insert(
-            "_out_dtypes".into(),
-            dtype_list(outs.iter().map(|m| Some(m.dtype))),
-        );
-        let kernel_attrs = self.b.share(kernel_attrs);
+        let in_types = ins.iter().map(|t| t.as_ref().map(|t| t.meta.dtype));
+        let out_types = outs.iter().map(|m| m.dtype);
+        let kernel_attrs = match &self.last_launch {
+            Some(l)
+                if l.op_type == op.op_type
+                    && l.compiled == op.compiled
+                    && l.in_types.iter().copied().eq(in_types.clone())
+                    && l.out_types.iter().copied().eq(out_types.clone())
+                    && crate::ops::attr::same_set(&l.op_attrs, &attrs) =>
+            {
+                l.shared.clone()
+            }
+            _ => {
+                // The op's own attributes (`attrs::op_attrs`) with the kernel's added,
+                // shared with every node configured alike.
+                let op_attrs = attrs.clone();
+                let mut kernel_attrs = attrs;
+                kernel_attrs.insert("_op_type".into(), KernelAttr::Str(op.op_type.into()));
+                if let Some(k) = &op.compiled {
+                    kernel_attrs
+                        .insert(KERNEL_NAME_ATTR.into(), KernelAttr::Str(k.as_str().into()));
+                }
+                kernel_attrs.insert("_in_dtypes".into(), dtype_list(in_types.clone()));
+                kernel_attrs.insert(
+                    "_out_dtypes".into(),
+                    dtype_list(out_types.clone().map(Some)),
+                );
+                let shared = self.b.share(kernel_attrs);
+                self.last_launch = Some(LaunchAttrs {
+                    op_attrs,
+                    op_type: op.op_type.to_string(),
+                    compiled: op.compiled.clone(),
+                    in_types: in_types.collect(),
+                    out_types: out_types.collect(),
+                    shared: shared.clone(),
+                });
+                shared
+            }
+        };
         let order: BTreeSet<KernelNodeId> = ins.iter().flatten().filter_map(|t| t.order).collect();
         let with_origin = |mut e: crate::exec::KernelNode| {
             e.origin = origin.clone();

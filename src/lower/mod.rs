@@ -63,9 +63,11 @@ pub fn lower_with(
     model: &ComputeModel,
     opts: &LowerOptions,
 ) -> Result<ExecuteGraph, LowerError> {
+    crate::timing::mark("layouts");
     // Ascend storage formats become the layouts the ops mean (layout.rs).
     let origin = layout::to_origin(model)?;
     // Activations spelled as several elementwise ops become one op (fuse.rs).
+    crate::timing::mark("fusion");
     let fused = fuse::activations(origin.as_ref());
     let model = fused.as_ref();
     let root = &model.root;
@@ -73,6 +75,7 @@ pub fn lower_with(
     lw.pack_weights = !opts.keep_weight_layout;
     // A static node lowers to about three kernel calls (allocation, launch, free).
     lw.b.reserve(3 * root.nodes.len() + 16);
+    crate::timing::mark("node conversion");
     let outs = lw.graph(root, &root.name, &mut Bind::Root)?;
     if !lw.unsupported.is_empty() {
         return Err(LowerError::Unsupported(lw.unsupported));
@@ -81,6 +84,7 @@ pub fn lower_with(
     let out_metas: Vec<_> = outs.iter().map(|t| t.meta.clone()).collect();
     let pairs = lw.hand_out("NetOutput", &mut outs);
     lw.output_node("NetOutput", pairs, &outs);
+    crate::timing::mark("graph assembly");
     let main = lw.b.finish_main();
     let (init, deinit) = lw.b.finish_init();
 
@@ -169,18 +173,22 @@ fn sort(g: &mut KernelGraph) -> Result<(), LowerError> {
 
 /// The offline passes in GE's order.
 fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerError> {
+    crate::timing::mark("constant folding");
     each_graph(eg, |g| {
         passes::const_fold::fold_constants(g);
         Ok(())
     })?;
     verify(eg, "constant folding")?;
+    crate::timing::mark("dead-node elimination");
     each_graph(eg, |g| {
         passes::dce::eliminate(g);
         Ok(())
     })?;
     verify(eg, "dead-node elimination")?;
+    crate::timing::mark("topological sort");
     each_graph(eg, sort)?;
     verify(eg, "topological sort")?;
+    crate::timing::mark("priorities");
     each_graph(eg, |g| {
         passes::priority::assign(g);
         Ok(())
@@ -200,8 +208,10 @@ fn run_passes(eg: &mut ExecuteGraph, opts: &LowerOptions) -> Result<(), LowerErr
 /// plan. Public so an `.exeg` lowered without it can get it later
 /// (`rt2 lower x.exeg --static-memory`).
 pub fn static_memory_pass(eg: &mut ExecuteGraph) -> Result<passes::memory::Planned, LowerError> {
+    crate::timing::mark("static memory planning");
     let planned = passes::memory::plan(eg);
     if planned.tensors > 0 {
+        crate::timing::mark("sort and priorities after planning");
         each_graph(eg, sort)?;
         each_graph(eg, |g| {
             passes::priority::assign(g);
@@ -220,6 +230,7 @@ pub fn multi_thread_passes(eg: &mut ExecuteGraph) -> Result<(), LowerError> {
     if eg.multi_thread {
         return Ok(());
     }
+    crate::timing::mark("multi-thread passes");
     passes::multi_thread::split_mixed_launch_memory(&mut eg.main);
     sort(&mut eg.main)?;
     verify(eg, "SplitMixedLaunchMemory")?;

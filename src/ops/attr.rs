@@ -362,11 +362,7 @@ pub struct AttrKey(pub AttrMap);
 
 impl PartialEq for AttrKey {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.0.entries(), other.0.entries());
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|((ka, va), (kb, vb))| ka == kb && same_bits(va, vb))
+        same_set(&self.0, &other.0)
     }
 }
 
@@ -374,25 +370,40 @@ impl Eq for AttrKey {}
 
 impl std::hash::Hash for AttrKey {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        for (k, v) in self.0.iter() {
-            k.hash(h);
-            std::mem::discriminant(v).hash(h);
-            match v {
-                Attr::Int(i) => i.hash(h),
-                Attr::Ints(v) => v.hash(h),
-                Attr::Float(f) => f.to_bits().hash(h),
-                Attr::Floats(v) => v.iter().for_each(|f| f.to_bits().hash(h)),
-                Attr::Bool(b) => b.hash(h),
-                Attr::Str(s) => s.hash(h),
-                Attr::Strs(v) => v.hash(h),
-                Attr::Bytes(b) => b.hash(h),
-                Attr::DType(d) => d.hash(h),
-                Attr::DTypes(v) => v.hash(h),
-                Attr::Tensor(t) => {
-                    t.dtype.hash(h);
-                    t.shape.hash(h);
-                    t.data.hash(h);
-                }
+        hash_set(&self.0, h);
+    }
+}
+
+/// Whether two sets hold the same names and values bit for bit ([`AttrKey`]'s equality).
+pub fn same_set(a: &AttrMap, b: &AttrMap) -> bool {
+    let (a, b) = (a.entries(), b.entries());
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && same_bits(va, vb))
+}
+
+/// Hashes a set's names and values ([`AttrKey`]'s hash, consistent with [`same_set`]).
+pub fn hash_set<H: std::hash::Hasher>(set: &AttrMap, h: &mut H) {
+    use std::hash::Hash;
+    for (k, v) in set.iter() {
+        k.hash(h);
+        std::mem::discriminant(v).hash(h);
+        match v {
+            Attr::Int(i) => i.hash(h),
+            Attr::Ints(v) => v.hash(h),
+            Attr::Float(f) => f.to_bits().hash(h),
+            Attr::Floats(v) => v.iter().for_each(|f| f.to_bits().hash(h)),
+            Attr::Bool(b) => b.hash(h),
+            Attr::Str(s) => s.hash(h),
+            Attr::Strs(v) => v.hash(h),
+            Attr::Bytes(b) => b.hash(h),
+            Attr::DType(d) => d.hash(h),
+            Attr::DTypes(v) => v.hash(h),
+            Attr::Tensor(t) => {
+                t.dtype.hash(h);
+                t.shape.hash(h);
+                t.data.hash(h);
             }
         }
     }

@@ -414,9 +414,10 @@ fn place(main: &mut KernelGraph, mut tensors: Vec<Tensor>) -> (Vec<Tensor>, usiz
 }
 
 /// Plans Main's static tensors into one feature memory block (see the module docs);
-/// Init, Main and DeInit are rewritten. Main must be in topological order; Init's new
-/// nodes are appended after its exports node, so sort Init afterwards. A graph with
-/// nothing to plan is left as it is.
+/// Init, Main and DeInit are rewritten. The three graphs must be in topological order,
+/// and they stay in it: Init's exports node and DeInit's `DestroyAllocator`, which read
+/// the nodes appended for them, are moved after those ([`super::topo::defer`]), as the
+/// sort would move them. A graph with nothing to plan is left as it is.
 pub fn plan(eg: &mut ExecuteGraph) -> Planned {
     let (tensors, export) = candidates(&eg.main);
     let Some(alloc_export) = export else {
@@ -507,6 +508,7 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
         *a = read;
     }
     eg.init.nodes[exports_node].inputs.extend(exported);
+    super::topo::defer(&mut eg.init, exports_node);
 
     // Main: the Frees and the Concats in place go.
     let mut dead = vec![false; main.nodes.len()];
@@ -531,6 +533,7 @@ pub fn plan(eg: &mut ExecuteGraph) -> Planned {
     }];
     let free = eg.deinit.add(free);
     eg.deinit.nodes[destroy].control_inputs.push(free);
+    super::topo::defer(&mut eg.deinit, destroy);
 
     Planned {
         tensors: tensors.iter().map(|t| t.parts.len()).sum(),

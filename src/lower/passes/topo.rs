@@ -96,6 +96,35 @@ fn is_free(kernel: &str) -> bool {
     matches!(kernel, "FreeMemory" | "FreeMemoryHoldAddr")
 }
 
+/// Moves node `p` and every node that depends on it after all the others, each group in
+/// its old order. When `g` was sorted before edges into `p` from later nodes were added
+/// (a pass that appends nodes for a sink to read), that is the order [`sort`] would give
+/// it (the lowest id first among ready nodes), made without building the order by
+/// Kahn's algorithm: every node that does not wait for `p` is ready in its turn, and `p`
+/// and those that wait for it are ready only after the last node `p` now reads.
+pub fn defer(g: &mut KernelGraph, p: usize) {
+    let n = g.nodes.len();
+    if p >= n {
+        return;
+    }
+    let mut waits = vec![false; n];
+    waits[p] = true;
+    let mut any_after = false;
+    for i in p + 1..n {
+        waits[i] = g.predecessors(i).any(|q| waits[q]);
+        any_after |= !waits[i];
+    }
+    if !any_after {
+        return;
+    }
+    let order: Vec<KernelNodeId> = (0..n)
+        .filter(|&i| !waits[i])
+        .chain((p..n).filter(|&i| waits[i]))
+        .map(|i| KernelNodeId(i as u32))
+        .collect();
+    apply(g, &order);
+}
+
 /// The topological order of `g`'s nodes (old ids), ties broken by old id.
 pub fn order(g: &KernelGraph) -> Result<Vec<KernelNodeId>, CycleError> {
     g.topological_order().map_err(|left| CycleError {
@@ -133,7 +162,7 @@ pub fn apply(g: &mut KernelGraph, order: &[KernelNodeId]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::KernelNode;
+    use crate::exec::{KernelNode, ValueRef};
 
     fn node(name: &str, inputs: &[u32], control: &[u32]) -> KernelNode {
         crate::lower::passes::test_node(name, "InferShape", inputs, control)
@@ -158,6 +187,57 @@ mod tests {
         assert_eq!(g.nodes[2].inputs[0].node, KernelNodeId(1));
         assert_eq!(g.nodes[3].control_inputs[..], [KernelNodeId(2)]);
         assert_eq!(g.free_launch, vec![(KernelNodeId(3), KernelNodeId(1))]);
+    }
+
+    /// `defer` gives the order the sort gives a graph whose sink was given inputs from
+    /// nodes appended after it, including nodes that wait for the sink and ones that do
+    /// not, and renumbers every reference.
+    #[test]
+    fn defer_is_the_sort_of_a_sink_that_reads_appended_nodes() {
+        let build = || {
+            let mut g = KernelGraph::new("Init");
+            g.add(node("a", &[], &[])); // 0
+            g.add(node("sink", &[0], &[])); // 1
+            g.add(node("b", &[0], &[])); // 2
+            g.add(node("after_sink", &[], &[1])); // 3
+            g.add(node("c", &[2], &[])); // 4
+            g.add(node("after_that", &[3, 4], &[])); // 5
+            g.add(node("new1", &[0], &[])); // 6
+            g.add(node("new2", &[6], &[])); // 7
+            g.nodes[1].inputs.push(ValueRef {
+                node: KernelNodeId(7),
+                output: 0,
+            });
+            g.nodes[1].control_inputs.push(KernelNodeId(6));
+            g.free_launch.push((KernelNodeId(3), KernelNodeId(4)));
+            g
+        };
+        let mut sorted = build();
+        sort(&mut sorted).unwrap();
+        let mut deferred = build();
+        defer(&mut deferred, 1);
+        assert!(deferred.is_sorted());
+        assert_eq!(deferred, sorted);
+        assert_eq!(
+            names(&deferred),
+            [
+                "a",
+                "b",
+                "c",
+                "new1",
+                "new2",
+                "sink",
+                "after_sink",
+                "after_that"
+            ]
+        );
+        // A sink already last, with nothing after it, stays where it is.
+        let mut g = KernelGraph::new("DeInit");
+        g.add(node("a", &[], &[]));
+        g.add(node("sink", &[0], &[]));
+        let before = g.clone();
+        defer(&mut g, 1);
+        assert_eq!(g, before);
     }
 
     #[test]

@@ -22,12 +22,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use prost::Message;
+use prost::bytes::Bytes;
 
 use super::ops::{NCHW_OPS, NodeFacts, apply_defaults};
 use super::plugins;
 use super::tensor::{
     Shape, ValueType, attr_i, attr_ints, attr_s, attr_strings, attribute_kind, convert_attribute,
-    descriptor, set_layout, tensor_def,
+    descriptor, set_layout, tensor_value,
 };
 use crate::om::graph::{AttrValue, Tensor};
 use crate::om::intern::AttrInterner;
@@ -90,6 +91,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<ModelDef> {
 /// is never held beside the typed graph (on a graph of 10,000 nodes the two together
 /// were most of `rt2 inspect`'s memory and, through fresh pages, of its time).
 pub fn import_typed(bytes: &[u8], opts: &ImportOptions) -> Result<ComputeModel> {
+    crate::timing::mark("decode onnx");
     crate::om::error::check_nesting(bytes, "onnx.ModelProto", &Place::new("onnx model"))?;
     let model = ModelProto::decode(bytes).map_err(|source| OmError::Protobuf {
         place: Place::new("onnx model"),
@@ -117,6 +119,7 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeMo
         .clone()
         .or_else(|| graph.name.clone().filter(|n| !n.is_empty()))
         .unwrap_or_else(|| "onnx_model".to_string());
+    crate::timing::mark("import graph");
     name_unnamed_nodes(&mut graph);
 
     let mut imp = Importer {
@@ -151,6 +154,7 @@ fn import_model(mut model: ModelProto, opts: &ImportOptions) -> Result<ComputeMo
         attr,
         ..Default::default()
     };
+    crate::timing::mark("link graph");
     ir::assemble(md, graphs)
 }
 
@@ -186,22 +190,45 @@ struct Link {
 }
 
 /// A value visible in the graph being converted.
-#[derive(Clone)]
 struct ValueRef {
     op: String,
     index: i64,
     vt: ValueType,
-    /// The value's descriptor when it is not the standard one of `vt`, which nearly
-    /// every value's is ([`Descs::standard`]).
-    desc: Option<Box<TensorDesc>>,
+    /// The value's descriptor: the standard one of `vt`, which nearly every value's is
+    /// ([`Descs::standard`]), found once when the value is defined rather than looked up
+    /// by type for each reader; or its own.
+    desc: DescOf,
+}
+
+/// Where a value's descriptor is ([`ValueRef::desc`]).
+enum DescOf {
+    /// [`Descs::held`] at this index.
+    Standard(u32),
+    Own(Box<TensorDesc>),
 }
 
 impl ValueRef {
+    /// The GE IR input naming this value: `<op>:<index>`. Made for every input of every
+    /// op, so without the formatting machinery.
+    fn port(&self) -> String {
+        let mut s = String::with_capacity(self.op.len() + 4);
+        s.push_str(&self.op);
+        s.push(':');
+        match u8::try_from(self.index) {
+            Ok(d @ 0..=9) => s.push(char::from(b'0' + d)),
+            _ => {
+                use std::fmt::Write;
+                let _ = write!(s, "{}", self.index);
+            }
+        }
+        s
+    }
+
     /// The descriptor a reader of this value copies.
-    fn desc(&self, descs: &mut Descs) -> TensorDesc {
+    fn desc(&self, descs: &Descs) -> TensorDesc {
         match &self.desc {
-            Some(d) => (**d).clone(),
-            None => descs.standard(&self.vt).1.clone(),
+            DescOf::Own(d) => (**d).clone(),
+            DescOf::Standard(i) => descs.held[*i as usize].1.clone(),
         }
     }
 }
@@ -225,24 +252,47 @@ struct Op {
 /// GE IR and typed: nearly every descriptor of an imported graph is one of a few, so
 /// each is made and typed once and cloned from here (the clones share one attribute
 /// map), instead of built as a GE IR map of five attributes and typed per descriptor.
-#[derive(Default)]
 struct Descs {
-    nd: HashMap<ValueType, (TensorDescriptor, TensorDesc)>,
+    /// Index into `held` by value type: one lookup per value defined
+    /// ([`Descs::standard_id`]), not one per reader.
+    nd: HashMap<ValueType, u32>,
+    /// The descriptors in GE IR and typed; the first is that of the unknown type.
+    held: Vec<(TensorDescriptor, TensorDesc)>,
+}
+
+impl Default for Descs {
+    fn default() -> Self {
+        let mut d = Descs {
+            nd: HashMap::default(),
+            held: Vec::new(),
+        };
+        d.standard_id(&ValueType::default());
+        d
+    }
 }
 
 impl Descs {
-    fn standard(&mut self, vt: &ValueType) -> &(TensorDescriptor, TensorDesc) {
-        if !self.nd.contains_key(vt) {
-            let proto = descriptor(vt, "ND");
-            let typed = convert_desc(proto.clone());
-            self.nd.insert(vt.clone(), (proto, typed));
+    /// The index in `held` of the standard descriptor of `vt`, made on first use.
+    fn standard_id(&mut self, vt: &ValueType) -> u32 {
+        if let Some(&i) = self.nd.get(vt) {
+            return i;
         }
-        &self.nd[vt]
+        let proto = descriptor(vt, "ND");
+        let typed = convert_desc(proto.clone());
+        let i = self.held.len() as u32;
+        self.held.push((proto, typed));
+        self.nd.insert(vt.clone(), i);
+        i
+    }
+
+    fn standard(&mut self, vt: &ValueType) -> &(TensorDescriptor, TensorDesc) {
+        let i = self.standard_id(vt);
+        &self.held[i as usize]
     }
 
     /// The descriptor of a value nothing describes (an output left to inference).
-    fn unknown(&mut self) -> TensorDesc {
-        self.standard(&ValueType::default()).1.clone()
+    fn unknown(&self) -> TensorDesc {
+        self.held[0].1.clone()
     }
 
     /// `descriptor(vt, layout)`, typed.
@@ -251,6 +301,17 @@ impl Descs {
             self.standard(vt).1.clone()
         } else {
             convert_desc(descriptor(vt, layout))
+        }
+    }
+
+    /// A Const's value of type `vt` ([`tensor_value`]), typed, with its Const's output
+    /// descriptor: the standard one of `vt`, made once for every Const of the type.
+    fn standard_tensor(&mut self, vt: ValueType, data: Bytes) -> ConstValue {
+        let desc = self.standard(&vt).1.clone();
+        ConstValue {
+            desc: desc.clone(),
+            value: Tensor { desc, data },
+            vt,
         }
     }
 
@@ -266,20 +327,18 @@ impl Descs {
                     data,
                 },
                 vt,
-                standard: false,
             };
         };
         let held = self.standard(&vt);
-        let (typed, standard) = if desc == held.0 {
-            (held.1.clone(), true)
+        let typed = if desc == held.0 {
+            held.1.clone()
         } else {
-            (convert_desc(desc), false)
+            convert_desc(desc)
         };
         ConstValue {
             desc: typed.clone(),
             value: Tensor { desc: typed, data },
             vt,
-            standard,
         }
     }
 }
@@ -291,8 +350,6 @@ struct ConstValue {
     value: Tensor,
     /// The value's type ([`const_type`]).
     vt: ValueType,
-    /// Whether `desc` is the standard descriptor of `vt`.
-    standard: bool,
 }
 
 /// [`set_layout`] on a typed descriptor.
@@ -365,7 +422,9 @@ impl Scope<'_> {
     }
 
     fn op_name(&mut self, base: &str) -> String {
-        let first = format!("{}{base}", self.prefix);
+        let mut first = String::with_capacity(self.prefix.len() + base.len());
+        first.push_str(self.prefix);
+        first.push_str(base);
         let mut k = match self.names.get(&first) {
             None => {
                 self.names.insert(first.clone(), 1);
@@ -399,12 +458,16 @@ impl Scope<'_> {
                 format!("value {value:?} is defined twice"),
             ));
         }
+        let desc = match desc {
+            Some(d) => DescOf::Own(Box::new(d)),
+            None => DescOf::Standard(self.descs.standard_id(&vt)),
+        };
         self.values.insert(
             value.to_string(),
             ValueRef {
                 op: op.to_string(),
                 index,
-                desc: desc.map(Box::new),
+                desc,
                 vt,
             },
         );
@@ -511,14 +574,14 @@ impl Importer {
         // Initializers, in name order as GE's std::map walks them.
         for (k, (vname, t)) in initializers.iter().enumerate() {
             let op_name = s.op_name(&format!("{vname}_Initializer_{k}"));
-            let value = tensor_def(t, &|| s.place(&op_name))?;
-            const_op(&mut s, &op_name, vname, value, BTreeMap::new())?;
+            let (vt, data) = tensor_value(t, &|| s.place(&op_name))?;
+            const_op(&mut s, &op_name, vname, vt, data)?;
         }
 
         // Pass 1: every node output is in scope before any input is resolved, so edges
         // do not depend on node order.
         let mut op_names = Vec::with_capacity(g.node.len());
-        let mut constants: Vec<Option<TensorDef>> = Vec::with_capacity(g.node.len());
+        let mut constants: Vec<Option<(ValueType, Bytes)>> = Vec::with_capacity(g.node.len());
         for node in &g.node {
             let op_name = s.op_name(node.name.as_deref().unwrap_or(""));
             let constant = if is_constant(node) {
@@ -531,8 +594,9 @@ impl Importer {
                     continue;
                 }
                 let vt = match &constant {
-                    Some(t) => const_type(t),
-                    None => types.get(out.as_str()).cloned().unwrap_or_default(),
+                    Some((vt, _)) => vt.clone(),
+                    // Each name is defined once (a second definition is an error).
+                    None => types.remove(out.as_str()).unwrap_or_default(),
                 };
                 s.define(out, &op_name, k as i64, vt, None)?;
             }
@@ -565,8 +629,8 @@ impl Importer {
                     format!("graph output {i} names {vname:?}, which no node produces"),
                 )
             })?;
-            let src = format!("{}:{}", v.op, v.index);
-            let mut desc = v.desc(&mut s.descs);
+            let src = v.port();
+            let mut desc = v.desc(&s.descs);
             // The output's name lives on the NetOutput input descriptor: it is what users
             // name outputs by (`rt2 run --output-dir`, `inspect`), and GE IR has no other
             // place for a graph output's name.
@@ -595,7 +659,7 @@ impl Importer {
         s: &mut Scope,
         node: &NodeProto,
         op_name: String,
-        constant: Option<TensorDef>,
+        constant: Option<(ValueType, Bytes)>,
     ) -> Result<Op> {
         // Made only for an error: formatting a place per node (and per attribute) was a
         // good part of importing a graph of small ops.
@@ -642,9 +706,9 @@ impl Importer {
             output_desc: Vec::with_capacity(node.output.len()),
             ..Default::default()
         };
-        if let Some(value) = constant {
+        if let Some((vt, data)) = constant {
             op.r#type = "Const".to_string();
-            let c = s.descs.tensor(value);
+            let c = s.descs.standard_tensor(vt, data);
             op.output_desc.push(c.desc);
             op.value = Some(c.value);
         } else {
@@ -665,8 +729,8 @@ impl Importer {
                     format!("input {inp:?} names a value that does not exist"),
                 )
             })?;
-            op.input.push(format!("{}:{}", v.op, v.index));
-            op.input_desc.push(v.desc(&mut s.descs));
+            op.input.push(v.port());
+            op.input_desc.push(v.desc(&s.descs));
             input_types.push(Some(v.vt.clone()));
         }
         let declared_inputs = op.input.len();
@@ -691,12 +755,12 @@ impl Importer {
                         format!("node {user:?} in a subgraph reads {vname:?}, which no enclosing graph defines"),
                     )
                 })?;
-                let src = format!("{}:{}", v.op, v.index);
+                let src = v.port();
                 let parent = match op.input.iter().skip(reuse_from).position(|i| *i == src) {
                     Some(p) => p + reuse_from,
                     None => {
                         op.input.push(src);
-                        op.input_desc.push(v.desc(&mut s.descs));
+                        op.input_desc.push(v.desc(&s.descs));
                         op.input.len() - 1
                     }
                 };
@@ -732,7 +796,7 @@ impl Importer {
         if op.r#type != "Const" {
             for out in &node.output {
                 let desc = match s.values.get(out) {
-                    Some(v) if !out.is_empty() => v.desc(&mut s.descs),
+                    Some(v) if !out.is_empty() => v.desc(&s.descs),
                     _ => s.descs.unknown(),
                 };
                 op.output_desc.push(desc);
@@ -909,7 +973,7 @@ fn route_outputs(
         if let Some(v) = s.values.get_mut(value.as_str()) {
             v.op = name;
             v.index = index as i64;
-            v.desc = Some(Box::new(desc));
+            v.desc = DescOf::Own(Box::new(desc));
         }
     }
     s.after.extend(made);
@@ -1016,21 +1080,20 @@ fn fix_shape(vt: &mut ValueType, dims: &[i64], input: &str) -> Result<()> {
         ));
     }
     let old = std::mem::take(&mut vt.shape.names);
+    // A ranked shape without names had every dim known: none had a name.
+    let unnamed = if vt.shape.dims.is_some() { "" } else { "?" };
     let names = dims
         .iter()
         .enumerate()
         .map(|(i, d)| {
             if *d == -1 {
-                old.get(i).cloned().unwrap_or_else(|| "?".into())
+                old.get(i).map_or(unnamed, String::as_str).to_string()
             } else {
                 String::new()
             }
         })
         .collect();
-    vt.shape = Shape {
-        dims: Some(dims.to_vec()),
-        names,
-    };
+    vt.shape = Shape::named(dims.to_vec(), names);
     Ok(())
 }
 
@@ -1058,20 +1121,18 @@ fn data_op(
     Ok(name)
 }
 
-/// Adds a `Const` op holding `value` under attr `value`.
+/// Adds a `Const` op holding `data`, a tensor of type `vt` ([`tensor_value`]), under attr
+/// `value`; its descriptor is the standard one of `vt`.
 fn const_op(
     s: &mut Scope,
     op_name: &str,
     value_name: &str,
-    value: TensorDef,
-    attrs: BTreeMap<String, AttrDef>,
+    vt: ValueType,
+    data: Bytes,
 ) -> Result<()> {
-    // A Const's descriptor is nearly always the standard one of its type (`tensor_def`
-    // makes it so); only one that is not is kept with the value.
-    let c = s.descs.tensor(value);
-    let own = (!c.standard).then(|| c.desc.clone());
-    s.define(value_name, op_name, 0, c.vt, own)?;
-    push_const(s, op_name, c.desc, c.value, attrs);
+    let c = s.descs.standard_tensor(vt, data);
+    s.define(value_name, op_name, 0, c.vt, None)?;
+    push_const(s, op_name, c.desc, c.value, BTreeMap::new());
     Ok(())
 }
 
@@ -1116,7 +1177,7 @@ fn is_constant(node: &NodeProto) -> bool {
 }
 
 /// The tensor of a `Constant` node, from whichever of its attribute forms is set.
-fn constant_value(node: &NodeProto, place: &Place) -> Result<TensorDef> {
+fn constant_value(node: &NodeProto, place: &Place) -> Result<(ValueType, Bytes)> {
     let a: &AttributeProto = match node.attribute.as_slice() {
         [a] => a,
         _ => {
@@ -1180,7 +1241,7 @@ fn constant_value(node: &NodeProto, place: &Place) -> Result<TensorDef> {
             ));
         }
     };
-    tensor_def(&t, &|| place.clone())
+    tensor_value(&t, &|| place.clone())
 }
 
 /// Collects the values `g` reads but does not define (inputs, initializers, node outputs),

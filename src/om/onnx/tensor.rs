@@ -32,7 +32,9 @@ fn format_number(layout: &str) -> i64 {
 pub struct Shape {
     /// Dims, `-1` where unknown; `None` when even the rank is unknown.
     pub dims: Option<Vec<i64>>,
-    /// Per dim: the symbolic name, `"?"` for anonymous unknown, `""` for known.
+    /// Per dim: the symbolic name, `"?"` for anonymous unknown, `""` for known; empty
+    /// when every dim is known. Most shapes are, and a value type is a hash key per value
+    /// imported (the importer's standard descriptors), which then compares no names.
     pub names: Vec<String>,
 }
 
@@ -41,7 +43,20 @@ impl Shape {
     pub fn known(dims: &[i64]) -> Self {
         Shape {
             dims: Some(dims.to_vec()),
-            names: vec![String::new(); dims.len()],
+            names: Vec::new(),
+        }
+    }
+
+    /// `dims` with their `names` (one per dim), which are dropped when all are empty.
+    pub fn named(dims: Vec<i64>, names: Vec<String>) -> Self {
+        let names = if names.iter().all(String::is_empty) {
+            Vec::new()
+        } else {
+            names
+        };
+        Shape {
+            dims: Some(dims),
+            names,
         }
     }
     /// Unknown rank.
@@ -99,10 +114,7 @@ impl ValueType {
         }
         ValueType {
             dtype,
-            shape: Shape {
-                dims: Some(dims),
-                names,
-            },
+            shape: Shape::named(dims, names),
         }
     }
 }
@@ -299,6 +311,19 @@ pub fn convert_attribute(a: &AttributeProto, place: &dyn Fn() -> Place) -> Resul
 /// whatever field ONNX held it in. Strings use GE's `StringHead` layout: one
 /// `{int64 offset, int64 len}` pair per element, then the bytes, each NUL-terminated.
 pub fn tensor_def(t: &TensorProto, place: &dyn Fn() -> Place) -> Result<TensorDef> {
+    let (vt, data) = tensor_value(t, place)?;
+    Ok(TensorDef {
+        desc: Some(descriptor(&vt, "ND")),
+        data,
+    })
+}
+
+/// [`tensor_def`]'s value type and bytes, without the descriptor: the standard one of the
+/// type ([`descriptor`], layout ND), which the importer holds made already.
+pub fn tensor_value(
+    t: &TensorProto,
+    place: &dyn Fn() -> Place,
+) -> Result<(ValueType, prost::bytes::Bytes)> {
     let tname = t.name.as_deref().unwrap_or("");
     let bad = |msg: String| OmError::graph(place(), format!("tensor {tname:?}: {msg}"));
     if t.data_location == Some(1) || !t.external_data.is_empty() {
@@ -354,10 +379,7 @@ pub fn tensor_def(t: &TensorProto, place: &dyn Fn() -> Place) -> Result<TensorDe
         dtype: Some(dtype),
         shape: Shape::known(&t.dims),
     };
-    Ok(TensorDef {
-        desc: Some(descriptor(&vt, "ND")),
-        data,
-    })
+    Ok((vt, data))
 }
 
 /// Bytes from ONNX's typed repeated fields, with the field chosen by ONNX's rules.
