@@ -115,11 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 ReportFormat::Table => Ok(summary_table(&eg, &out)),
             }
         });
-        crate::timing::mark("encode");
-        let parts = exeg::encode_parts(&eg);
-        crate::timing::mark("write the file");
-        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        output::write_atomic_parts(&args.output, &parts)
+        write_exeg(&args.output, &eg)
     });
     written?;
     crate::timing::mark("wait for the summary");
@@ -131,6 +127,15 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     // 10,000 ops).
     std::mem::forget(eg);
     Ok(Status::Success)
+}
+
+/// Encodes `eg` and writes it to `path`, its pieces as the encoder made them
+/// (`exeg::encode_parts`), not copied into one buffer first.
+fn write_exeg(path: &Path, eg: &ExecuteGraph) -> anyhow::Result<()> {
+    crate::timing::mark("encode");
+    let parts = exeg::encode_parts(eg);
+    crate::timing::mark("write the file");
+    output::write_atomic_parts(path, &parts)
 }
 
 /// `--model all`: every model lowered before anything is written, then one file each;
@@ -154,7 +159,7 @@ fn run_all(args: &Args, opts: &LowerOptions, progress: Progress) -> anyhow::Resu
     let mut written: Vec<&Path> = Vec::new();
     for (_, eg, out) in &lowered {
         progress.step(format!("writing {}", out.display()));
-        if let Err(e) = output::write_atomic(out, &exeg::encode(eg)) {
+        if let Err(e) = write_exeg(out, eg) {
             for done in written {
                 let _ = std::fs::remove_file(done);
             }

@@ -98,10 +98,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// [`write_atomic`] of the concatenation of `parts`, written one after the other rather
 /// than copied into one buffer first.
-pub fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> anyhow::Result<()> {
+pub fn write_atomic_parts(path: &Path, parts: &[impl AsRef<[u8]>]) -> anyhow::Result<()> {
     let write_all = |w: &mut dyn Write| -> std::io::Result<()> {
         for p in parts {
-            w.write_all(p)?;
+            w.write_all(p.as_ref())?;
         }
         w.flush()
     };

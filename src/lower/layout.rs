@@ -111,8 +111,9 @@ fn storage_origin(d: &TensorDesc) -> Option<Forms> {
     })
 }
 
-/// Whether `a` and `b` are the same as far as [`storage_origin`] reads them, without
-/// reading their formats: one shared attribute map, and equal layouts, shapes and types.
+/// Whether `a` and `b` are the same as far as [`storage_origin`] (and
+/// [`super::attrs::special_format`]) read them, without reading their formats: one shared
+/// attribute map, and equal layouts, shapes and types.
 pub(super) fn same_formats(a: &TensorDesc, b: &TensorDesc) -> bool {
     a.attrs.same(&b.attrs) && a.dtype == b.dtype && a.shape == b.shape && a.layout == b.layout
 }

@@ -66,8 +66,8 @@ pub fn lower_with(
     crate::timing::mark("layouts");
     // Ascend storage formats become the layouts the ops mean (layout.rs).
     let origin = layout::to_origin(model)?;
-    // Activations spelled as several elementwise ops become one op (fuse.rs).
     crate::timing::mark("fusion");
+    // Activations spelled as several elementwise ops become one op (fuse.rs).
     let fused = fuse::activations(origin.as_ref());
     let model = fused.as_ref();
     let root = &model.root;

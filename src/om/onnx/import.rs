@@ -304,14 +304,14 @@ impl Descs {
         }
     }
 
-    /// A Const's value of type `vt` ([`tensor_value`]), typed, with its Const's output
-    /// descriptor: the standard one of `vt`, made once for every Const of the type.
-    fn standard_tensor(&mut self, vt: ValueType, data: Bytes) -> ConstValue {
-        let desc = self.standard(&vt).1.clone();
+    /// A Const's value ([`tensor_value`]'s bytes), typed, with its Const's output
+    /// descriptor: both the standard descriptor `held[id]` of the value's type, made once
+    /// for every Const of the type.
+    fn standard_tensor(&self, id: u32, data: Bytes) -> ConstValue {
+        let desc = self.held[id as usize].1.clone();
         ConstValue {
             desc: desc.clone(),
             value: Tensor { desc, data },
-            vt,
         }
     }
 
@@ -326,7 +326,6 @@ impl Descs {
                     desc: TensorDesc::default(),
                     data,
                 },
-                vt,
             };
         };
         let held = self.standard(&vt);
@@ -338,18 +337,15 @@ impl Descs {
         ConstValue {
             desc: typed.clone(),
             value: Tensor { desc: typed, data },
-            vt,
         }
     }
 }
 
-/// A Const's value typed ([`Descs::tensor`]).
+/// A Const's value typed ([`Descs::tensor`], [`Descs::standard_tensor`]).
 struct ConstValue {
     /// The Const's output descriptor: the value's own, or an empty one.
     desc: TensorDesc,
     value: Tensor,
-    /// The value's type ([`const_type`]).
-    vt: ValueType,
 }
 
 /// [`set_layout`] on a typed descriptor.
@@ -442,36 +438,27 @@ impl Scope<'_> {
             }
         }
     }
-    /// Puts value `value`, output `index` of op `op`, in scope; `desc` is its descriptor
-    /// when that is not the standard one of `vt` ([`ValueRef::desc`]).
-    fn define(
-        &mut self,
-        value: &str,
-        op: &str,
-        index: i64,
-        vt: ValueType,
-        desc: Option<TensorDesc>,
-    ) -> Result<()> {
+    /// Puts value `value`, output `index` of op `op`, in scope with the standard
+    /// descriptor of `vt` (a plugin's subgraph may give it its own later,
+    /// [`route_outputs`]); returns that descriptor's index in [`Descs::held`].
+    fn define(&mut self, value: &str, op: &str, index: i64, vt: ValueType) -> Result<u32> {
         if self.values.contains_key(value) {
             return Err(OmError::graph(
                 self.place(op),
                 format!("value {value:?} is defined twice"),
             ));
         }
-        let desc = match desc {
-            Some(d) => DescOf::Own(Box::new(d)),
-            None => DescOf::Standard(self.descs.standard_id(&vt)),
-        };
+        let id = self.descs.standard_id(&vt);
         self.values.insert(
             value.to_string(),
             ValueRef {
                 op: op.to_string(),
                 index,
-                desc,
+                desc: DescOf::Standard(id),
                 vt,
             },
         );
-        Ok(())
+        Ok(id)
     }
 }
 
@@ -598,7 +585,7 @@ impl Importer {
                     // Each name is defined once (a second definition is an error).
                     None => types.remove(out.as_str()).unwrap_or_default(),
                 };
-                s.define(out, &op_name, k as i64, vt, None)?;
+                s.define(out, &op_name, k as i64, vt)?;
             }
             op_names.push(op_name);
             constants.push(constant);
@@ -708,7 +695,8 @@ impl Importer {
         };
         if let Some((vt, data)) = constant {
             op.r#type = "Const".to_string();
-            let c = s.descs.standard_tensor(vt, data);
+            let id = s.descs.standard_id(&vt);
+            let c = s.descs.standard_tensor(id, data);
             op.output_desc.push(c.desc);
             op.value = Some(c.value);
         } else {
@@ -1107,7 +1095,7 @@ fn data_op(
     layout: &str,
 ) -> Result<String> {
     let name = s.op_name(value);
-    s.define(value, &name, 0, vt.clone(), None)?;
+    s.define(value, &name, 0, vt.clone())?;
     let desc = s.descs.with_layout(&vt, layout);
     s.push(Op {
         name: name.clone(),
@@ -1130,8 +1118,8 @@ fn const_op(
     vt: ValueType,
     data: Bytes,
 ) -> Result<()> {
-    let c = s.descs.standard_tensor(vt, data);
-    s.define(value_name, op_name, 0, c.vt, None)?;
+    let id = s.define(value_name, op_name, 0, vt)?;
+    let c = s.descs.standard_tensor(id, data);
     push_const(s, op_name, c.desc, c.value, BTreeMap::new());
     Ok(())
 }
