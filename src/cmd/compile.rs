@@ -10,7 +10,7 @@ use crate::cmd::progress::Progress;
 use crate::cmd::status::Status;
 use crate::cmd::{input, output};
 use crate::om::file::{FileKind, ReadOptions};
-use crate::om::om_writer::{OmBuildOptions, build_om};
+use crate::om::om_writer::{OmBuildOptions, build_om_from};
 use crate::om::onnx::ImportOptions;
 use crate::om::{ir, json, text, verify};
 
@@ -41,7 +41,13 @@ fn parse_input_shape(s: &str) -> Result<(String, Vec<i64>), String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OutputKind {
     Om,
-    GeIr,
+    GeIr(IrForm),
+}
+
+/// The forms of GE IR `-o` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IrForm {
+    Binary,
     Json,
     Text,
 }
@@ -53,9 +59,9 @@ fn output_kind(path: &Path) -> OutputKind {
         .map(str::to_ascii_lowercase)
         .as_deref()
     {
-        Some("pb" | "ge") => OutputKind::GeIr,
-        Some("json") => OutputKind::Json,
-        Some("pbtxt" | "txt") => OutputKind::Text,
+        Some("pb" | "ge") => OutputKind::GeIr(IrForm::Binary),
+        Some("json") => OutputKind::GeIr(IrForm::Json),
+        Some("pbtxt" | "txt") => OutputKind::GeIr(IrForm::Text),
         _ => OutputKind::Om,
     }
 }
@@ -102,29 +108,22 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             args.model.display()
         ));
     }
-    // The root model is turned into GE IR node by node, each typed node let go as its op
-    // is made, so the graph is not held twice; the weights' bytes pass into the ModelDef
-    // uncopied. The rest of the file is released, so the OM's WEIGHTS_DATA is built as
-    // the weights are let go rather than beside all of them.
-    progress.step("making GE IR");
-    let root = file.models.swap_remove(0).model;
-    let graph_name = root.root.name.clone();
-    let mut def = ir::into_model_def(root);
+    let mut root = file.models.swap_remove(0).model;
     input::release(file);
     if let Some(name) = &args.name {
-        def.name = name.clone();
+        root.name = name.clone();
     }
-    progress.step(format!("writing {}", args.output.display()));
     let bytes = match output_kind(&args.output) {
         OutputKind::Om => {
-            let name = if def.name.is_empty() {
-                graph_name
+            // Straight from the typed graph to the OM's bytes, the ops encoded on the pool.
+            progress.step(format!("writing {}", args.output.display()));
+            let name = if root.name.is_empty() {
+                root.root.name.clone()
             } else {
-                def.name.clone()
+                root.name.clone()
             };
-            crate::timing::mark("build the OM");
-            let om = build_om(
-                def,
+            let om = build_om_from(
+                root,
                 &OmBuildOptions {
                     name,
                     ..Default::default()
@@ -135,14 +134,25 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             om.to_bytes()
                 .with_context(|| format!("{}: writing the OM", args.model.display()))?
         }
-        OutputKind::GeIr => prost::Message::encode_to_vec(&def),
-        OutputKind::Json => {
-            let mut s =
-                serde_json::to_string_pretty(&json::to_json(&def, &json::JsonOptions::default()))?;
-            s.push('\n');
-            s.into_bytes()
+        OutputKind::GeIr(form) => {
+            // The model is turned into GE IR node by node, each typed node let go as its op
+            // is made, so the graph is not held twice.
+            progress.step("making GE IR");
+            let def = ir::into_model_def(root);
+            progress.step(format!("writing {}", args.output.display()));
+            match form {
+                IrForm::Binary => prost::Message::encode_to_vec(&def),
+                IrForm::Json => {
+                    let mut s = serde_json::to_string_pretty(&json::to_json(
+                        &def,
+                        &json::JsonOptions::default(),
+                    ))?;
+                    s.push('\n');
+                    s.into_bytes()
+                }
+                IrForm::Text => text::print_text(&def).into_bytes(),
+            }
         }
-        OutputKind::Text => text::print_text(&def).into_bytes(),
     };
     crate::timing::mark("write the file");
     output::write_atomic(&args.output, &bytes)?;

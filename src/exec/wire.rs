@@ -14,6 +14,7 @@ use prost::encoding::{WireType, encode_key, encode_varint};
 
 use crate::exec::{KernelClass, KernelGraph, KernelNode, KernelNodeId, NodeName, Origin, ValueRef};
 use crate::proto::exeg as pb;
+use crate::proto::put::{put_len_delimited, put_varint};
 
 /// A graph to convert: a decoded message (text form, small subgraphs), or its wire bytes.
 pub(crate) enum Source<'a> {
@@ -289,19 +290,6 @@ fn read_value_ref(mut buf: &[u8]) -> Option<ValueRef> {
 /// The table indices a node is written with: kernel, attribute set, origin (1-based, 0
 /// for none).
 pub(crate) type Indices<'a, 'g> = dyn FnMut(&'g KernelNode) -> (u32, u32, u32) + 'a;
-
-fn put_len_delimited(out: &mut Vec<u8>, tag: u32, body: &[u8]) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(body.len() as u64, out);
-    out.extend_from_slice(body);
-}
-
-fn put_varint(out: &mut Vec<u8>, tag: u32, v: u64) {
-    if v != 0 {
-        encode_key(tag, WireType::Varint, out);
-        encode_varint(v, out);
-    }
-}
 
 /// Appends the body of a `Graph` message for `g`, nodes by table index.
 pub(crate) fn put_graph<'g>(out: &mut Vec<u8>, g: &'g KernelGraph, indices: &mut Indices<'_, 'g>) {

@@ -7,21 +7,28 @@
 //! -1 dim inference knows. A descriptor in a storage format (NC1HWC0, ...) is left alone:
 //! lowering infers in the origin layout.
 
-use crate::om::graph::{AttrValue, ComputeGraph, ListAttr, Shape, TensorDesc};
+use std::collections::HashMap;
+
+use crate::om::graph::{AttrMap, AttrValue, ComputeGraph, ListAttr, Shape, TensorDesc};
 use crate::om::onnx::SYMBOLIC_DIMS_ATTR;
 use crate::om::{ComputeModel, DataType};
 use crate::ops::{OpRegistry, TensorMeta};
 
 use super::attrs::{TensorFormat, model_dtype};
-use super::convert::{Bind, Lowering, NodeMetas};
+use super::convert::{Bind, GraphMetas, Lowering};
 use super::error::LowerError;
 use super::layout;
+
+/// Per graph name, per node index: the node's output metas, from the last time lowering
+/// lowered the graph. Layouts only append nodes to a graph, so a node of the model has
+/// its index in the graph lowering saw.
+type Metas<'a> = HashMap<&'a str, Vec<Option<&'a [Option<TensorMeta>]>>>;
 
 /// Fills every output descriptor of `model`, and every input descriptor from its
 /// producer's, from inference where it said less; how many descriptors changed. Ops
 /// lowering cannot handle keep their descriptors.
 pub fn annotate(model: &mut ComputeModel) -> Result<usize, LowerError> {
-    let metas: Vec<NodeMetas> = {
+    let metas: Vec<GraphMetas> = {
         let reg = OpRegistry::new();
         let origin = layout::to_origin(model)?;
         let root = &origin.as_ref().root;
@@ -31,91 +38,152 @@ pub fn annotate(model: &mut ComputeModel) -> Result<usize, LowerError> {
         lw.pack_weights = false;
         lw.metas = Some(Vec::new());
         lw.graph(root, &root.name, &mut Bind::Root)?;
-        lw.metas.take().unwrap_or_default()
+        let metas = lw.metas.take().unwrap_or_default();
+        // The kernel graph made on the way is not wanted: it is freed on the pool while
+        // this thread goes on (it is as large as a lowered model).
+        let kernels = std::mem::take(&mut lw.b);
+        rayon::spawn(move || drop(kernels));
+        metas
     };
-    let by_node: std::collections::HashMap<(&str, &str), &[Option<TensorMeta>]> = metas
-        .iter()
-        .map(|(g, n, m)| ((g.as_str(), n.as_str()), &m[..]))
-        .collect();
-    let mut changed = 0;
-    fill_graph(&mut model.root, &by_node, &mut changed);
-    Ok(changed)
-}
-
-fn fill_graph(
-    g: &mut ComputeGraph,
-    metas: &std::collections::HashMap<(&str, &str), &[Option<TensorMeta>]>,
-    changed: &mut usize,
-) {
-    let graph = g.name.clone();
-    // An input's descriptor is its producer's output's, as GE keeps them.
-    let names: Vec<String> = g.nodes.iter().map(|n| n.name.clone()).collect();
-    for n in &mut g.nodes {
-        if let Some(ms) = metas.get(&(graph.as_str(), n.name.as_str())) {
-            for (d, m) in n.output_descs.iter_mut().zip(ms.iter()) {
-                if let Some(m) = m
-                    && fill(d, m)
-                {
-                    *changed += 1;
-                }
+    let mut by_graph: Metas<'_> = HashMap::new();
+    for (name, nodes) in &metas {
+        let table = by_graph.entry(name.as_str()).or_default();
+        if table.len() < nodes.len() {
+            table.resize(nodes.len(), None);
+        }
+        for (slot, m) in table.iter_mut().zip(nodes) {
+            if let Some(m) = m {
+                *slot = Some(m.as_slice());
             }
         }
-        // Descriptors one per input (not a GE graph's extra ones of unconnected inputs).
-        if n.input_descs.len() == n.inputs.len() {
-            for (d, p) in n.input_descs.iter_mut().zip(&n.inputs) {
-                let Some(p) = p else { continue };
-                let m = names
-                    .get(p.node.index())
-                    .and_then(|src| metas.get(&(graph.as_str(), src.as_str())))
-                    .and_then(|ms| ms.get(p.index as usize))
-                    .and_then(Option::as_ref);
-                if let Some(m) = m
-                    && fill(d, m)
+    }
+    let mut filler = Filler::default();
+    filler.graph(&mut model.root, &by_graph);
+    Ok(filler.changed)
+}
+
+/// Fills descriptors; what it made of one shared attribute map for one shape serves
+/// every descriptor sharing both (an imported graph shares one map among most of its
+/// descriptors, and a change to a shared map copies it).
+#[derive(Default)]
+struct Filler {
+    changed: usize,
+    /// (attribute map, the shape written) -> the map with that shape written into it. A
+    /// map is known by its address; each entry holds the map it was made of, so no
+    /// other map can take that address while the entry stands.
+    maps: foldhash::HashMap<(usize, Vec<i64>), (AttrMap, AttrMap)>,
+    /// (attribute map, layout) -> whether the formats say memory holds what inference
+    /// describes (with the map, as above).
+    plain: foldhash::HashMap<(usize, String), (AttrMap, bool)>,
+}
+
+impl Filler {
+    fn graph(&mut self, g: &mut ComputeGraph, metas: &Metas<'_>) {
+        let table = metas.get(g.name.as_str()).map_or(&[][..], Vec::as_slice);
+        let meta = |node: usize, output: usize| {
+            table
+                .get(node)
+                .copied()
+                .flatten()
+                .and_then(|ms| ms.get(output))
+                .and_then(Option::as_ref)
+        };
+        for i in 0..g.nodes.len() {
+            let n = &mut g.nodes[i];
+            for (k, d) in n.output_descs.iter_mut().enumerate() {
+                if let Some(m) = meta(i, k)
+                    && self.fill(d, m)
                 {
-                    *changed += 1;
+                    self.changed += 1;
                 }
             }
+            // An input's descriptor is its producer's output's, as GE keeps them;
+            // descriptors one per input (not a GE graph's extra ones of unconnected
+            // inputs).
+            if n.input_descs.len() == n.inputs.len() {
+                for (d, p) in n.input_descs.iter_mut().zip(&n.inputs) {
+                    let Some(p) = p else { continue };
+                    if let Some(m) = meta(p.node.index(), p.index as usize)
+                        && self.fill(d, m)
+                    {
+                        self.changed += 1;
+                    }
+                }
+            }
+            for sub in &mut n.subgraphs {
+                self.graph(sub, metas);
+            }
         }
-        for sub in &mut n.subgraphs {
-            fill_graph(sub, metas, changed);
+    }
+
+    /// Whether `d`'s storage format is its origin format and one inference describes
+    /// (NCHW, NHWC or ND).
+    fn is_plain(&mut self, d: &TensorDesc) -> bool {
+        let read = || {
+            let format = TensorFormat::format_of(d);
+            let origin = TensorFormat::named_origin_format(d).unwrap_or(format);
+            format == origin && matches!(format, 0..=2)
+        };
+        match d.attrs.id() {
+            Some(id) => {
+                self.plain
+                    .entry((id, d.layout.clone()))
+                    .or_insert_with(|| (d.attrs.clone(), read()))
+                    .1
+            }
+            None => read(),
         }
+    }
+
+    /// Fills what `d` leaves unsaid from `m`; whether anything changed.
+    fn fill(&mut self, d: &mut TensorDesc, m: &TensorMeta) -> bool {
+        // NCHW, NHWC or ND, the same as its origin: memory holds what inference describes.
+        if !self.is_plain(d) {
+            return false;
+        }
+        let mut changed = false;
+        if d.dtype == DataType::Undefined
+            && let Some(t) = model_dtype(m.dtype)
+        {
+            d.dtype = t;
+            changed = true;
+        }
+        let Some(inferred) = &m.shape else {
+            return changed;
+        };
+        let dims: Vec<i64> = match &d.shape {
+            Shape::UnknownRank => inferred.to_vec(),
+            Shape::Dims(have) if have.len() == inferred.len() => have
+                .iter()
+                .zip(inferred)
+                .map(|(&h, &i)| if h < 0 && i >= 0 { i } else { h })
+                .collect(),
+            Shape::Dims(_) => return changed,
+        };
+        if matches!(&d.shape, Shape::Dims(have) if *have == dims) {
+            return changed;
+        }
+        d.attrs = match d.attrs.id() {
+            Some(id) => self
+                .maps
+                .entry((id, dims.clone()))
+                .or_insert_with(|| (d.attrs.clone(), with_shape(d.attrs.clone(), &dims)))
+                .1
+                .clone(),
+            None => with_shape(AttrMap::new(), &dims),
+        };
+        d.shape = Shape::Dims(dims);
+        true
     }
 }
 
-/// Fills what `d` leaves unsaid from `m`; whether anything changed.
-fn fill(d: &mut TensorDesc, m: &TensorMeta) -> bool {
-    // NCHW, NHWC or ND, the same as its origin: memory holds what inference describes.
-    let f = TensorFormat::of(d);
-    if f.format != f.origin_format || !matches!(f.format, 0..=2) {
-        return false;
-    }
-    let mut changed = false;
-    if d.dtype == DataType::Undefined
-        && let Some(t) = model_dtype(m.dtype)
-    {
-        d.dtype = t;
-        changed = true;
-    }
-    let Some(inferred) = &m.shape else {
-        return changed;
-    };
-    let dims = match &d.shape {
-        Shape::UnknownRank => inferred.clone(),
-        Shape::Dims(have) if have.len() == inferred.len() => have
-            .iter()
-            .zip(inferred)
-            .map(|(&h, &i)| if h < 0 && i >= 0 { i } else { h })
-            .collect(),
-        Shape::Dims(_) => return changed,
-    };
-    if d.shape == Shape::Dims(dims.clone()) {
-        return changed;
-    }
-    // The importer's symbolic names: a dim now known has none.
-    let names = match d.attrs.get(SYMBOLIC_DIMS_ATTR) {
+/// `attrs` with a descriptor's new shape `dims` written where it appears: the importer's
+/// symbolic dim names (a dim now known has none) and GE's origin shape.
+fn with_shape(mut attrs: AttrMap, dims: &[i64]) -> AttrMap {
+    let names = match attrs.get(SYMBOLIC_DIMS_ATTR) {
         Some(AttrValue::List(ListAttr::Str(v))) if v.len() == dims.len() => Some(
             v.iter()
-                .zip(&dims)
+                .zip(dims)
                 .map(|(name, &x)| if x >= 0 { Vec::new() } else { name.clone() })
                 .collect::<Vec<_>>(),
         ),
@@ -123,19 +191,17 @@ fn fill(d: &mut TensorDesc, m: &TensorMeta) -> bool {
     };
     match names {
         Some(v) if v.iter().any(|s| !s.is_empty()) => {
-            d.attrs
-                .insert(SYMBOLIC_DIMS_ATTR.into(), AttrValue::List(ListAttr::Str(v)));
+            attrs.insert(SYMBOLIC_DIMS_ATTR.into(), AttrValue::List(ListAttr::Str(v)));
         }
         _ => {
-            d.attrs.remove(SYMBOLIC_DIMS_ATTR);
+            attrs.remove(SYMBOLIC_DIMS_ATTR);
         }
     }
-    if d.attrs.contains_key("origin_shape") {
-        d.attrs.insert(
+    if attrs.contains_key("origin_shape") {
+        attrs.insert(
             "origin_shape".into(),
-            AttrValue::List(ListAttr::Int(dims.clone())),
+            AttrValue::List(ListAttr::Int(dims.to_vec())),
         );
     }
-    d.shape = Shape::Dims(dims);
-    true
+    attrs
 }

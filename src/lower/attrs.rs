@@ -59,7 +59,7 @@ impl TensorFormat {
     }
 
     /// The storage format of `d` (GE's number).
-    fn format_of(d: &crate::om::TensorDesc) -> i64 {
+    pub(super) fn format_of(d: &crate::om::TensorDesc) -> i64 {
         d.attrs
             .get("format_for_int")
             .and_then(AttrValue::as_int)
@@ -68,7 +68,7 @@ impl TensorFormat {
     }
 
     /// The origin format `d` names, if it names one (else it is the storage format).
-    fn named_origin_format(d: &crate::om::TensorDesc) -> Option<i64> {
+    pub(super) fn named_origin_format(d: &crate::om::TensorDesc) -> Option<i64> {
         d.attrs
             .get("origin_format_for_int")
             .and_then(AttrValue::as_int)

@@ -113,9 +113,9 @@ pub struct Lowering<'r> {
     /// Each constant prepared so far, by its constant id, the op it was prepared for and
     /// the packing (its function's address): its prepared constant's id.
     packed: foldhash::HashMap<(u32, &'static str, usize), u32>,
-    /// When set, every node's output metas as lowering inferred them: (graph name, node
-    /// name, one per output, `None` where lowering made none).
-    pub metas: Option<Vec<NodeMetas>>,
+    /// When set, every node's output metas as lowering inferred them, one entry per graph
+    /// lowered (a subgraph once per time it is lowered), in the order lowering began them.
+    pub metas: Option<Vec<GraphMetas>>,
     /// The last descriptor [`Lowering::carry_format`] found plain: nearly every
     /// descriptor of a graph shares its formats with the one before (one shared
     /// attribute map, the same layout and shape), which then need not be read again.
@@ -135,8 +135,10 @@ struct LaunchAttrs {
     shared: Attrs,
 }
 
-/// One node's output metas, as [`Lowering::metas`] records them.
-pub type NodeMetas = (String, String, Vec<Option<TensorMeta>>);
+/// One graph's output metas, as [`Lowering::metas`] records them: the graph's name and,
+/// per node by index, one meta per output (`None` where lowering made none), or `None`
+/// for a node lowering made no outputs for.
+pub type GraphMetas = (String, Vec<Option<Vec<Option<TensorMeta>>>>);
 
 pub(super) type Result<T> = std::result::Result<T, LowerError>;
 
@@ -411,6 +413,10 @@ impl<'r> Lowering<'r> {
                 root_index.insert(id, k);
             }
         }
+        let metas_at = self.metas.as_mut().map(|m| {
+            m.push((g.name.clone(), vec![None; g.nodes.len()]));
+            m.len() - 1
+        });
         let mut outputs: Option<Vec<Option<TVal>>> = None;
         // A partitioned subgraph's End nodes, by node id: outputs after the NetOutput's.
         let mut ends: std::collections::BTreeMap<NodeId, Option<TVal>> = Default::default();
@@ -474,9 +480,9 @@ impl<'r> Lowering<'r> {
                 }
                 Converter::Op => self.op(path, n, &mut ins, origin)?,
             };
-            if let Some(metas) = &mut self.metas {
+            if let (Some(metas), Some(at)) = (&mut self.metas, metas_at) {
                 let m = outs.iter().map(|t| t.as_ref().map(|t| t.meta.clone()));
-                metas.push((g.name.clone(), n.name.clone(), m.collect()));
+                metas[at].1[id.index()] = Some(m.collect());
             }
             // The forms the converter made of its inputs serve later readers too.
             for (p, t) in n.inputs.iter().zip(ins) {

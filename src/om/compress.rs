@@ -390,13 +390,36 @@ fn decompress_value(v: &mut AttrDef, t: &Tables, place: &Place) -> Result<()> {
     }
 }
 
+/// The dictionaries of a compression as it goes: attribute names and string values in
+/// first-use order, and each name's string flag. [`compress`] feeds it op by op and
+/// rewrites as it goes; `om::model_writer` feeds it a whole typed graph first
+/// ([`Builder::see`]), then encodes the ops on several threads with the finished
+/// dictionaries ([`Builder::name_at`], [`Builder::value_at`]).
 #[derive(Default)]
-struct Builder {
+pub(crate) struct Builder {
     names: Vec<String>,
     name_index: HashMap<String, usize>,
     values: Vec<String>,
     value_index: HashMap<String, i64>,
     use_string: Vec<bool>,
+}
+
+/// What an attribute value gives the value dictionary: its strings, when it is a string
+/// (`s`) or a list of strings.
+pub(crate) enum Strings<'a> {
+    No,
+    One(&'a [u8]),
+    List(&'a [Vec<u8>]),
+}
+
+impl Strings<'_> {
+    fn of(value: &AttrDef) -> Strings<'_> {
+        match &value.value {
+            Some(Value::S(s)) => Strings::One(s),
+            Some(Value::List(l)) if is_list_string(l) => Strings::List(&l.s),
+            _ => Strings::No,
+        }
+    }
 }
 
 impl Builder {
@@ -411,44 +434,74 @@ impl Builder {
         i
     }
 
-    /// `EnumAttrs`: the compressed key and value for one attribute.
-    fn enum_attr(&mut self, name: String, value: AttrDef) -> (String, AttrDef) {
-        let (idx, is_new) = match self.name_index.get(&name) {
+    /// `EnumAttrs`'s bookkeeping for one attribute: its name's index, the name added when
+    /// new (and its string flag decided by this first occurrence, as `UpdateStatus`
+    /// does), and its string values added when new. Returns the name's index.
+    pub(crate) fn see(&mut self, name: &str, strings: Strings<'_>) -> usize {
+        let (idx, is_new) = match self.name_index.get(name) {
             Some(&i) => (i, false),
             None => {
                 let i = self.names.len();
-                self.names.push(name.clone());
-                self.name_index.insert(name, i);
+                self.names.push(name.to_owned());
+                self.name_index.insert(name.to_owned(), i);
                 (i, true)
             }
         };
-        let (value, is_string) = match value.value {
-            Some(Value::S(s)) => (
-                AttrDef {
-                    value: Some(Value::I(self.value(&s))),
-                },
-                true,
-            ),
-            Some(Value::List(l)) if is_list_string(&l) => {
-                let i = l.s.iter().map(|s| self.value(s)).collect();
-                let list = ListValue {
-                    i,
-                    val_type: ListValueType::VtListInt as i32,
-                    ..ListValue::default()
-                };
-                (
-                    AttrDef {
-                        value: Some(Value::List(Box::new(list))),
-                    },
-                    true,
-                )
+        let is_string = match strings {
+            Strings::No => false,
+            Strings::One(s) => {
+                self.value(s);
+                true
             }
-            other => (AttrDef { value: other }, false),
+            Strings::List(list) => {
+                for s in list {
+                    self.value(s);
+                }
+                true
+            }
         };
-        // UpdateStatus: the flag is decided by the first occurrence of a name.
         if is_new {
             self.use_string.push(is_string);
         }
+        idx
+    }
+
+    /// The index of a name [`Builder::see`] was given.
+    pub(crate) fn name_at(&self, name: &str) -> Option<usize> {
+        self.name_index.get(name).copied()
+    }
+
+    /// The index of a string value [`Builder::see`] was given.
+    pub(crate) fn value_at(&self, s: &[u8]) -> Option<i64> {
+        self.value_index
+            .get(String::from_utf8_lossy(s).as_ref())
+            .copied()
+    }
+
+    /// The names seen so far, in index order.
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// `EnumAttrs`: the compressed key and value for one attribute.
+    fn enum_attr(&mut self, name: String, value: AttrDef) -> (String, AttrDef) {
+        let idx = self.see(&name, Strings::of(&value));
+        let value = match value.value {
+            Some(Value::S(s)) => AttrDef {
+                value: Some(Value::I(self.value(&s))),
+            },
+            Some(Value::List(l)) if is_list_string(&l) => {
+                let i = l.s.iter().map(|s| self.value(s)).collect();
+                AttrDef {
+                    value: Some(Value::List(Box::new(ListValue {
+                        i,
+                        val_type: ListValueType::VtListInt as i32,
+                        ..ListValue::default()
+                    }))),
+                }
+            }
+            other => AttrDef { value: other },
+        };
         (encode_key(idx as u64), value)
     }
 
@@ -462,7 +515,7 @@ impl Builder {
     }
 }
 
-fn is_list_string(l: &ListValue) -> bool {
+pub(crate) fn is_list_string(l: &ListValue) -> bool {
     l.val_type == ListValueType::VtListString as i32
         || (l.val_type == 0
             && !l.s.is_empty()
@@ -477,27 +530,78 @@ fn is_list_string(l: &ListValue) -> bool {
             && l.dt.is_empty())
 }
 
-/// `ProcessKernelName` / `ProcessAtomicKernelName`: `<opname>_kernelname` becomes
-/// `_kernelname` (and the same for `_atomic_kernelname`) unless the short name exists, in
-/// which case the prefixed copy is dropped. GE also drops `ATTR_NAME_TBE_KERNEL_NAME_FOR_LOAD`
-/// here; its string is not in the notes, so that attribute is left alone.
-fn process_kernel_names(op: &mut OpDef) {
-    for suffix in ["_kernelname", "_atomic_kernelname"] {
-        let prefixed = format!("{}{suffix}", op.name);
-        let short_is_str = matches!(
-            op.attr.get(suffix).and_then(|a| a.value.as_ref()),
+/// The kernel-name attributes [`tidy_op_attrs`] renames, by suffix.
+const KERNEL_NAME_SUFFIXES: [&str; 2] = ["_kernelname", "_atomic_kernelname"];
+
+/// An op's attribute map as [`tidy_op_attrs`] sees it: GE IR's, or the typed graph's.
+pub(crate) trait AttrTable {
+    type Value;
+    /// Whether `key` holds a string (`s`).
+    fn is_str(&self, key: &str) -> bool;
+    fn take(&mut self, key: &str) -> Option<Self::Value>;
+    fn put(&mut self, key: String, value: Self::Value);
+}
+
+impl AttrTable for BTreeMap<String, AttrDef> {
+    type Value = AttrDef;
+    fn is_str(&self, key: &str) -> bool {
+        matches!(
+            self.get(key).and_then(|a| a.value.as_ref()),
             Some(Value::S(_))
-        );
-        if short_is_str {
-            op.attr.remove(&prefixed);
-        } else if matches!(
-            op.attr.get(&prefixed).and_then(|a| a.value.as_ref()),
-            Some(Value::S(_))
-        ) && let Some(v) = op.attr.remove(&prefixed)
+        )
+    }
+    fn take(&mut self, key: &str) -> Option<AttrDef> {
+        self.remove(key)
+    }
+    fn put(&mut self, key: String, value: AttrDef) {
+        self.insert(key, value);
+    }
+}
+
+impl AttrTable for crate::om::graph::AttrMap {
+    type Value = crate::om::graph::AttrValue;
+    fn is_str(&self, key: &str) -> bool {
+        matches!(self.get(key), Some(crate::om::graph::AttrValue::Str(_)))
+    }
+    fn take(&mut self, key: &str) -> Option<Self::Value> {
+        self.remove(key)
+    }
+    fn put(&mut self, key: String, value: Self::Value) {
+        self.insert(key, value);
+    }
+}
+
+/// What GE does to an op's attributes before compressing them (`ModelCompressManager::
+/// ProcessAttrsForOp`): `ProcessKernelName` / `ProcessAtomicKernelName`, by which
+/// `<opname>_kernelname` becomes `_kernelname` (and the same for `_atomic_kernelname`)
+/// unless the short name exists, in which case the prefixed copy is dropped; then the
+/// unused attributes are deleted. GE also drops `ATTR_NAME_TBE_KERNEL_NAME_FOR_LOAD` here;
+/// its string is not in the notes, so that attribute is left alone.
+pub(crate) fn tidy_op_attrs<T: AttrTable>(op_name: &str, attrs: &mut T) {
+    for suffix in KERNEL_NAME_SUFFIXES {
+        let prefixed = format!("{op_name}{suffix}");
+        if attrs.is_str(suffix) {
+            attrs.take(&prefixed);
+        } else if attrs.is_str(&prefixed)
+            && let Some(v) = attrs.take(&prefixed)
         {
-            op.attr.insert(suffix.to_string(), v);
+            attrs.put(suffix.to_string(), v);
         }
     }
+    for name in UNUSED_ATTRS {
+        attrs.take(name);
+    }
+}
+
+/// Whether [`tidy_op_attrs`] would change an op named `op_name` whose attributes are
+/// `keys`: only a key it deletes or a prefixed kernel name does.
+pub(crate) fn needs_tidy<'a>(op_name: &str, mut keys: impl Iterator<Item = &'a str>) -> bool {
+    keys.any(|k| {
+        UNUSED_ATTRS.contains(&k)
+            || KERNEL_NAME_SUFFIXES
+                .iter()
+                .any(|suffix| k.strip_prefix(op_name) == Some(suffix))
+    })
 }
 
 /// The ops of a model in GE's `ComputeGraph::GetAllNodes` order (`ComputeGraphImpl::
@@ -506,16 +610,25 @@ fn process_kernel_names(op: &mut OpDef) {
 /// work deque, names in reverse), recursively. Graphs no op refers to, which GE would not
 /// visit, follow at the end so that every graph is covered once.
 pub(crate) fn node_order(model: &ModelDef) -> Vec<(usize, usize)> {
-    let by_name: HashMap<&str, usize> = model
+    let graphs: Vec<(&str, Vec<&[String]>)> = model
         .graph
         .iter()
-        .enumerate()
-        .map(|(i, g)| (g.name.as_str(), i))
+        .map(|g| {
+            let calls = g.op.iter().map(|op| op.subgraph_name.as_slice()).collect();
+            (g.name.as_str(), calls)
+        })
         .collect();
+    all_nodes_order(&graphs)
+}
+
+/// [`node_order`] of graphs given as their names and, per op, the names of the subgraphs
+/// it calls.
+pub(crate) fn all_nodes_order(graphs: &[(&str, Vec<&[String]>)]) -> Vec<(usize, usize)> {
+    let by_name: HashMap<&str, usize> = graphs.iter().enumerate().map(|(i, g)| (g.0, i)).collect();
     let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(graphs.iter().map(|g| g.1.len()).sum());
     fn walk(
-        model: &ModelDef,
+        graphs: &[(&str, Vec<&[String]>)],
         g: usize,
         by_name: &HashMap<&str, usize>,
         seen: &mut HashSet<usize>,
@@ -524,17 +637,17 @@ pub(crate) fn node_order(model: &ModelDef) -> Vec<(usize, usize)> {
         if !seen.insert(g) {
             return;
         }
-        for (o, op) in model.graph[g].op.iter().enumerate() {
+        for (o, calls) in graphs[g].1.iter().enumerate() {
             out.push((g, o));
-            for sub in &op.subgraph_name {
+            for sub in *calls {
                 if let Some(&s) = by_name.get(sub.as_str()) {
-                    walk(model, s, by_name, seen, out);
+                    walk(graphs, s, by_name, seen, out);
                 }
             }
         }
     }
-    for g in 0..model.graph.len() {
-        walk(model, g, &by_name, &mut seen, &mut out);
+    for g in 0..graphs.len() {
+        walk(graphs, g, &by_name, &mut seen, &mut out);
     }
     out
 }
@@ -567,7 +680,7 @@ pub fn compress_sharing(root: &mut ModelDef, submodels: &mut [ModelDef]) {
     for model in std::iter::once(&mut *root).chain(submodels.iter_mut()) {
         b.model_ops(model);
     }
-    b.store(root);
+    b.store(&mut root.attr);
 }
 
 impl Builder {
@@ -575,10 +688,7 @@ impl Builder {
     fn model_ops(&mut self, model: &mut ModelDef) {
         for (g, o) in node_order(model) {
             let op = &mut model.graph[g].op[o];
-            process_kernel_names(op);
-            for name in UNUSED_ATTRS {
-                op.attr.remove(name);
-            }
+            tidy_op_attrs(&op.name, &mut op.attr);
             self.map(&mut op.attr);
             for td in op.input_desc.iter_mut().chain(op.output_desc.iter_mut()) {
                 self.map(&mut td.attr);
@@ -588,7 +698,7 @@ impl Builder {
 
     /// `AddEnumAttrsToModel`: the bookkeeping model attrs, only if some attribute was
     /// compressed.
-    fn store(self, model: &mut ModelDef) {
+    pub(crate) fn store(self, model_attrs: &mut BTreeMap<String, AttrDef>) {
         if self.names.is_empty() {
             return;
         }
@@ -599,17 +709,15 @@ impl Builder {
                 ..ListValue::default()
             }))),
         };
-        model.attr.insert(
+        model_attrs.insert(
             ATTR_OM_COMPRESS_VERSION.into(),
             AttrDef {
                 value: Some(Value::I(NEED_COMPRESS_VERSION)),
             },
         );
-        model.attr.insert(ATTR_NAME_ENUM.into(), list_s(self.names));
-        model
-            .attr
-            .insert(ATTR_VALUE_ENUM.into(), list_s(self.values));
-        model.attr.insert(
+        model_attrs.insert(ATTR_NAME_ENUM.into(), list_s(self.names));
+        model_attrs.insert(ATTR_VALUE_ENUM.into(), list_s(self.values));
+        model_attrs.insert(
             ATTRS_USE_STRING_VALUE.into(),
             AttrDef {
                 value: Some(Value::List(Box::new(ListValue {

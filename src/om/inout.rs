@@ -277,11 +277,18 @@ impl InOutInfo {
         let Some(root) = model.graph.first() else {
             return InOutInfo::default();
         };
-        let dynamic = graph_is_dynamic(root);
-        let mut data: Vec<(i64, usize, &OpDef)> = root
-            .op
-            .iter()
-            .enumerate()
+        InOutInfo::from_root_ops(root.op.iter().enumerate(), graph_is_dynamic(root))
+    }
+
+    /// [`InOutInfo::from_model_def`] from the root graph's ops that matter, each with its
+    /// position in the graph: the [data ops](InOutInfo::is_inout_op) (any others are
+    /// passed over); `dynamic` is [`graph_is_dynamic`] of the whole graph.
+    pub fn from_root_ops<'a>(
+        ops: impl Iterator<Item = (usize, &'a OpDef)> + Clone,
+        dynamic: bool,
+    ) -> InOutInfo {
+        let mut data: Vec<(i64, usize, &OpDef)> = ops
+            .clone()
             .filter(|(_, op)| matches!(op.r#type.as_str(), "Data" | "RefData" | "AippData"))
             .map(|(i, op)| (attr_int(op, "index").unwrap_or(i as i64), i, op))
             .collect();
@@ -299,7 +306,7 @@ impl InOutInfo {
             })
             .collect();
         let mut outputs = Vec::new();
-        for op in root.op.iter().filter(|op| op.r#type == "NetOutput") {
+        for (_, op) in ops.filter(|(_, op)| op.r#type == "NetOutput") {
             let sources: Vec<&str> = op
                 .input
                 .iter()
@@ -320,6 +327,11 @@ impl InOutInfo {
             }
         }
         InOutInfo::new(inputs, outputs)
+    }
+
+    /// Whether an op of type `op_type` is one [`InOutInfo::from_root_ops`] reads.
+    pub fn is_inout_op(op_type: &str) -> bool {
+        matches!(op_type, "Data" | "RefData" | "AippData" | "NetOutput")
     }
 }
 

@@ -420,12 +420,10 @@ pub fn to_model_def(model: &ComputeModel) -> ge_ir::ModelDef {
 
 /// [`to_model_def`], consuming the model.
 pub fn into_model_def(model: ComputeModel) -> ge_ir::ModelDef {
-    let mut graphs = Vec::new();
-    let mut written = std::collections::HashSet::new();
-    push_graph(model.root, &mut graphs, &mut written);
-    for g in model.detached {
-        push_graph(g, &mut graphs, &mut written);
-    }
+    let graphs = flatten(model.root, model.detached)
+        .into_iter()
+        .map(graph_def)
+        .collect();
     ge_ir::ModelDef {
         name: model.name,
         version: model.version,
@@ -434,6 +432,108 @@ pub fn into_model_def(model: ComputeModel) -> ge_ir::ModelDef {
         attr: attrs_to_proto(model.attrs),
         attr_groups: model.attr_groups,
     }
+}
+
+/// One graph of a model as GE IR lays it out: the graph with its nodes' subgraphs taken
+/// out (each is a graph of its own), and per node the names of the subgraphs it calls.
+pub(crate) struct FlatGraph {
+    pub graph: ComputeGraph,
+    pub calls: Vec<Vec<String>>,
+}
+
+/// The graphs of a model in the order GE IR holds them ([`to_model_def`]): `root`, then
+/// every subgraph depth first in call order, then the detached graphs. A subgraph called
+/// from several nodes is kept once (at its first call); an external one is only named.
+pub(crate) fn flatten(root: ComputeGraph, detached: Vec<ComputeGraph>) -> Vec<FlatGraph> {
+    let mut out = Vec::new();
+    let mut written = std::collections::HashSet::new();
+    push_flat(root, &mut out, &mut written);
+    for g in detached {
+        push_flat(g, &mut out, &mut written);
+    }
+    out
+}
+
+fn push_flat(
+    mut g: ComputeGraph,
+    out: &mut Vec<FlatGraph>,
+    written: &mut std::collections::HashSet<String>,
+) {
+    if g.external || (!out.is_empty() && !written.insert(g.name.clone())) {
+        return;
+    }
+    let mut subgraphs = Vec::new();
+    let calls = g
+        .nodes
+        .iter_mut()
+        .map(|n| {
+            let names = n.subgraphs.iter().map(|s| s.name.clone()).collect();
+            subgraphs.append(&mut n.subgraphs);
+            names
+        })
+        .collect();
+    out.push(FlatGraph { graph: g, calls });
+    for sub in subgraphs {
+        push_flat(sub, out, written);
+    }
+}
+
+/// A port as GE IR names it: `<node>:<index>` (`-1` for a control edge).
+pub(crate) fn port_name(node: &str, index: i64) -> String {
+    format!("{node}:{index}")
+}
+
+fn graph_def(flat: FlatGraph) -> ge_ir::GraphDef {
+    let g = flat.graph;
+    let names: Vec<String> = g.nodes.iter().map(|n| n.name.clone()).collect();
+    let name_of = |i: usize| names[i].as_str();
+    let port = |p: &OutPort| port_name(name_of(p.node.index()), i64::from(p.index));
+    let ops = g
+        .nodes
+        .into_iter()
+        .zip(flat.calls)
+        .map(|(n, calls)| node_to_op(n, calls, &name_of))
+        .collect();
+    ge_ir::GraphDef {
+        name: g.name,
+        input: g.inputs.iter().map(port).collect(),
+        output: g.outputs.iter().map(port).collect(),
+        op: ops,
+        attr: attrs_to_proto(g.attrs),
+        attr_groups: g.attr_groups,
+    }
+}
+
+/// The GE IR op of a node whose subgraphs are named `calls`; `name_of` names the nodes of
+/// its graph by index.
+pub(crate) fn node_to_op<'a>(
+    n: ComputeNode,
+    calls: Vec<String>,
+    name_of: &impl Fn(usize) -> &'a str,
+) -> ge_ir::OpDef {
+    let mut op = n.rest.map(|r| *r).unwrap_or_default();
+    op.id = n.id;
+    op.input = n
+        .inputs
+        .iter()
+        .map(|i| {
+            i.as_ref()
+                .map(|p| port_name(name_of(p.node.index()), i64::from(p.index)))
+                .unwrap_or_default()
+        })
+        .chain(
+            n.control_inputs
+                .iter()
+                .map(|c| port_name(name_of(c.index()), -1)),
+        )
+        .collect();
+    op.name = n.name;
+    op.r#type = n.op_type;
+    op.attr = attrs_to_proto(n.attrs);
+    op.input_desc = n.input_descs.into_iter().map(desc_to_proto).collect();
+    op.output_desc = n.output_descs.into_iter().map(desc_to_proto).collect();
+    op.subgraph_name = calls;
+    op
 }
 
 /// Splits `"name:idx"` at the last colon. `None` when there is no colon or the index is
@@ -553,57 +653,6 @@ fn link_graph(pg: PendingGraph) -> Result<Linked> {
 
 /// Below this many nodes a graph converts on one thread.
 pub const PARALLEL_NODES: usize = 4096;
-
-fn push_graph(
-    g: ComputeGraph,
-    out: &mut Vec<ge_ir::GraphDef>,
-    written: &mut std::collections::HashSet<String>,
-) {
-    if g.external || (!out.is_empty() && !written.insert(g.name.clone())) {
-        return;
-    }
-    let names: Vec<String> = g.nodes.iter().map(|n| n.name.clone()).collect();
-    let port = |p: &OutPort| format!("{}:{}", names[p.node.index()], p.index);
-    let input = g.inputs.iter().map(port).collect();
-    let output = g.outputs.iter().map(port).collect();
-    let at = out.len();
-    out.push(ge_ir::GraphDef::default());
-    let mut subgraphs = Vec::new();
-    let mut ops = Vec::with_capacity(g.nodes.len());
-    for n in g.nodes {
-        let mut op = n.rest.map(|r| *r).unwrap_or_default();
-        op.id = n.id;
-        op.input = n
-            .inputs
-            .iter()
-            .map(|i| i.as_ref().map(port).unwrap_or_default())
-            .chain(
-                n.control_inputs
-                    .iter()
-                    .map(|c| format!("{}:-1", names[c.index()])),
-            )
-            .collect();
-        op.name = n.name;
-        op.r#type = n.op_type;
-        op.attr = attrs_to_proto(n.attrs);
-        op.input_desc = n.input_descs.into_iter().map(desc_to_proto).collect();
-        op.output_desc = n.output_descs.into_iter().map(desc_to_proto).collect();
-        op.subgraph_name = n.subgraphs.iter().map(|s| s.name.clone()).collect();
-        subgraphs.extend(n.subgraphs);
-        ops.push(op);
-    }
-    out[at] = ge_ir::GraphDef {
-        name: g.name,
-        input,
-        output,
-        op: ops,
-        attr: attrs_to_proto(g.attrs),
-        attr_groups: g.attr_groups,
-    };
-    for sub in subgraphs {
-        push_graph(sub, out, written);
-    }
-}
 
 /// Typed view of a GE tensor descriptor.
 pub fn convert_desc(d: ge_ir::TensorDescriptor) -> TensorDesc {

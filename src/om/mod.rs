@@ -19,6 +19,7 @@ pub mod intern;
 pub mod ir;
 pub mod json;
 pub mod kernel_store;
+pub mod model_writer;
 pub mod om_writer;
 pub mod onnx;
 pub mod root_model;

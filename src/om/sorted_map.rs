@@ -69,6 +69,13 @@ impl<V> SortedMap<V> {
         }
     }
 
+    /// The address of the shared entries, `None` for an empty map: equal for two maps
+    /// exactly when [`SortedMap::same`] holds and they are not empty, and stable while
+    /// some map holds the entries, so a writer can keep what it made of a map by it.
+    pub fn id(&self) -> Option<usize> {
+        self.entries.as_ref().map(|a| Arc::as_ptr(a) as usize)
+    }
+
     pub fn len(&self) -> usize {
         self.entries().len()
     }

@@ -22,7 +22,7 @@ pub const MEM_ALIGN_SIZE: u64 = 512;
 /// `kAlignBytes`: slack added before the final rounding of the weight size.
 const ALIGN_BYTES: u64 = 32;
 /// `ATTR_NAME_WEIGHTS`.
-const WEIGHTS_ATTR: &str = "value";
+pub(crate) const WEIGHTS_ATTR: &str = "value";
 /// Op types whose `value` may live in WEIGHTS_DATA when read.
 const CONST_TYPES: [&str; 3] = ["Const", "Constant", "Variable"];
 /// GE's writer places weights for `CONSTANT` ("Const") ops only.
@@ -137,10 +137,7 @@ fn align(v: u64, to: u64) -> u64 {
 /// `(offset + 32)` rounded up to 512, so even a model without weights has a 1024-byte
 /// buffer. Each placed tensor gets `weight_size` = its data size and loses its inline data.
 pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
-    let mut offset = WEIGHTS_START_OFFSET;
-    // Placed weights, and GE's reuse_weight_map_: data size -> indices into `placed`.
-    let mut placed: Vec<(u64, Bytes)> = Vec::new();
-    let mut by_size: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut placer = Placer::default();
     for (g, o) in node_order(model) {
         let op = &mut model.graph[g].op[o];
         if op.r#type == PLACED_TYPE
@@ -148,30 +145,72 @@ pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
         {
             let data = std::mem::take(&mut t.data);
             let size = data.len();
-            let same = by_size.entry(size).or_default();
-            let at = match same.iter().find(|&&i| placed[i].1 == data) {
-                // A byte-identical earlier weight is shared, and the offset does not move.
-                Some(&i) => placed[i].0,
-                None => {
-                    let at = offset;
-                    same.push(placed.len());
-                    placed.push((at, data));
-                    offset = offset.saturating_add(size as u64);
-                    at
-                }
-            };
+            let at = placer.place(data);
             let desc = t.desc.get_or_insert_with(Default::default);
             desc.data_offset = at as i64;
             desc.weight_size = size as i64;
         }
-        offset = align(offset, MEM_ALIGN_SIZE);
+        placer.next_op();
     }
-    let total = align(offset.saturating_add(ALIGN_BYTES), MEM_ALIGN_SIZE);
-    let mut buf = vec![0u8; total as usize];
-    for (at, data) in placed {
-        buf[at as usize..at as usize + data.len()].copy_from_slice(&data);
+    placer.finish()
+}
+
+/// The placement rule of [`place_weights`], op by op: [`Placer::place`] for each placed
+/// Const's bytes, [`Placer::next_op`] after every op (placed or not), in `GetAllNodes`
+/// order.
+pub(crate) struct Placer {
+    offset: u64,
+    /// Placed weights, and GE's reuse_weight_map_: data size -> indices into `placed`.
+    placed: Vec<(u64, Bytes)>,
+    by_size: HashMap<usize, Vec<usize>>,
+}
+
+impl Default for Placer {
+    fn default() -> Self {
+        Placer {
+            offset: WEIGHTS_START_OFFSET,
+            placed: Vec::new(),
+            by_size: HashMap::new(),
+        }
     }
-    buf
+}
+
+impl Placer {
+    /// Whether an op of type `op_type` has its `value` placed.
+    pub(crate) fn places(op_type: &str) -> bool {
+        op_type == PLACED_TYPE
+    }
+
+    /// Places one weight and returns its `data_offset`.
+    pub(crate) fn place(&mut self, data: Bytes) -> u64 {
+        let same = self.by_size.entry(data.len()).or_default();
+        match same.iter().find(|&&i| self.placed[i].1 == data) {
+            // A byte-identical earlier weight is shared, and the offset does not move.
+            Some(&i) => self.placed[i].0,
+            None => {
+                let at = self.offset;
+                same.push(self.placed.len());
+                self.offset = self.offset.saturating_add(data.len() as u64);
+                self.placed.push((at, data));
+                at
+            }
+        }
+    }
+
+    /// Ends an op: the running offset is rounded up to [`MEM_ALIGN_SIZE`].
+    pub(crate) fn next_op(&mut self) {
+        self.offset = align(self.offset, MEM_ALIGN_SIZE);
+    }
+
+    /// The WEIGHTS_DATA buffer.
+    pub(crate) fn finish(self) -> Vec<u8> {
+        let total = align(self.offset.saturating_add(ALIGN_BYTES), MEM_ALIGN_SIZE);
+        let mut buf = vec![0u8; total as usize];
+        for (at, data) in self.placed {
+            buf[at as usize..at as usize + data.len()].copy_from_slice(&data);
+        }
+        buf
+    }
 }
 
 #[cfg(test)]

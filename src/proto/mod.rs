@@ -1,5 +1,6 @@
 //! Generated protobuf types for the schemas in proto/ and the descriptor pool behind them,
-//! and [`nesting`], the depth check every decode of a file's bytes runs first.
+//! [`nesting`], the depth check every decode of a file's bytes runs first, and [`put`],
+//! the wire writer of the hand-written encoders.
 //!
 //! Owns nothing else: conversions to rt2's own types live with their users.
 
@@ -20,6 +21,7 @@ pub mod ge {
 }
 
 pub mod nesting;
+pub mod put;
 
 pub use ge::flow_model::proto as flow;
 pub use ge::proto as ge_ir;
