@@ -2,7 +2,9 @@
 //!
 //! Kernels run on a worker per kernel class: Memory-class kernels (allocation, frees,
 //! copies, sizes) on the memory worker, Launch-class kernels on the launch worker, the
-//! rest on the calling thread. Dependencies are the plan's successor lists with atomic
+//! rest on the calling thread; a node made ready for a participant that is parked runs
+//! instead on the participant that made it ready, which borrows the class for it (one
+//! thread at a time per class either way; see [`sched`]). Dependencies are the plan's successor lists with atomic
 //! in-degrees reset per execution; nodes with the same non-empty critical section never
 //! run at once. The scheduler itself is [`sched`], generic over its primitives so the
 //! model-checking tests (`model_check`) run it under shuttle.

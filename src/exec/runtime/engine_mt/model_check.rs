@@ -2,8 +2,9 @@
 //! [`super::sched`], instantiated with shuttle's atomics, threads and park/unpark, runs
 //! small graphs under many random and PCT schedules. Each kernel checks, when it runs,
 //! that its predecessors (and a gated Free's related launches) completed, that it runs
-//! once, and that no other node of its critical section runs; shuttle fails the test on
-//! a deadlock (every thread blocked), a panic, or a lost worker.
+//! once, and that no other node of its class (whichever participant runs it, the class's
+//! own or one that borrowed it) or of its critical section runs; shuttle fails the test
+//! on a deadlock (every thread blocked), a panic, or a lost worker.
 
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -68,6 +69,9 @@ struct Toy {
     fail_at: Option<u32>,
     runs: Vec<AtomicU32>,
     in_section: Vec<AtomicU32>,
+    /// Per class: whether a node of it is running (a class's nodes never run at once,
+    /// on its own participant or on one that borrowed the class).
+    in_class: [AtomicU32; 3],
 }
 
 impl Toy {
@@ -113,6 +117,7 @@ impl Toy {
             fail_at: None,
             runs: (0..n).map(|_| AtomicU32::new(0)).collect(),
             in_section: (0..sections).map(|_| AtomicU32::new(0)).collect(),
+            in_class: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
         }
     }
 
@@ -175,6 +180,15 @@ impl Work for Toy {
         for &l in &self.launches_of[i] {
             assert!(self.ran(l), "Free {id} runs before its related launch {l}");
         }
+        let class = &self.in_class[(self.meta[i] & CLASS_MASK) as usize];
+        assert_eq!(
+            class.swap(1, SeqCst),
+            0,
+            "two nodes of class {} at once",
+            self.meta[i] & CLASS_MASK
+        );
+        shuttle::thread::yield_now();
+        class.store(0, SeqCst);
         let section = self.meta[i] >> SECTION_SHIFT;
         if section != 0 {
             let s = &self.in_section[section as usize - 1];
@@ -269,6 +283,25 @@ fn sections() -> Toy {
     )
 }
 
+/// Fan-outs within and across classes: several nodes of one class made ready at once
+/// (one runs next, the rest are queued while its class may be borrowed), and joins.
+fn fan() -> Toy {
+    Toy::new(
+        &[
+            (NORMAL, 0, &[]),     // 0
+            (MEMORY, 0, &[0]),    // 1
+            (MEMORY, 0, &[0]),    // 2
+            (LAUNCH, 0, &[0]),    // 3
+            (LAUNCH, 0, &[1]),    // 4
+            (NORMAL, 0, &[2, 3]), // 5
+            (MEMORY, 0, &[4, 5]), // 6
+            (NORMAL, 0, &[4]),    // 7
+            (LAUNCH, 0, &[]),     // 8 a start of another class
+        ],
+        &[],
+    )
+}
+
 const ITERATIONS: usize = 2000;
 
 #[test]
@@ -304,4 +337,14 @@ fn failures_pct() {
 #[test]
 fn critical_sections_random() {
     shuttle::check_random(|| exercise(sections(), true), ITERATIONS);
+}
+
+#[test]
+fn fan_random() {
+    shuttle::check_random(|| exercise(fan(), true), ITERATIONS);
+}
+
+#[test]
+fn fan_pct() {
+    shuttle::check_pct(|| exercise(fan(), true), ITERATIONS, 3);
 }

@@ -6,8 +6,17 @@
 //! # The schedule
 //! Three participants: the memory worker (class [`MEMORY`]), the launch worker
 //! ([`LAUNCH`]) and the calling thread, which runs the [`NORMAL`] nodes and coordinates.
-//! Each has one queue; a ready node goes to its class's queue, whoever made it ready. A
-//! node becomes ready when its in-degree counter reaches zero; a *gated* Free (one with
+//! Each has one queue; a ready node goes to its class's queue, whoever made it ready,
+//! unless the participant that made it ready runs it next itself: a node of its own class
+//! when its queue is empty, or a node of a class whose participant is parked, which it
+//! then *borrows* (the owner's `sleeping` word goes from `PARKED` to `BORROWED` and back
+//! when the borrower's chain of nodes ends; the owner, woken or not, waits for it before
+//! it runs anything). So a class's nodes never run at once, on whichever thread, and a
+//! node for a parked participant costs no unpark and no wake-up (tens of microseconds on
+//! a loaded machine, on the critical path of every hand-off). A small model whose nodes
+//! alternate classes thus runs on whichever thread is awake, as `topo` runs it on one;
+//! the workers take their classes' work whenever they are awake for it. A node becomes
+//! ready when its in-degree counter reaches zero; a *gated* Free (one with
 //! exact relations, flag [`FREE_REL`]) also needs every related launch submitted: its
 //! `unmet` counter starts at (related launches + 1) and is decremented once by each
 //! related launch's completion and once by its own in-degree reaching zero; whoever
@@ -31,9 +40,18 @@
 //!    announcing it (`sleeping`) and re-checking its queue, and a producer that pushes to
 //!    another participant's queue checks `sleeping` after the push; with both sides
 //!    `SeqCst` (a store then a load on each side), one of them sees the other, so a push is
-//!    never lost. The only other wait is a critical section, held by a kernel that is
-//!    running and does not wait on the scheduler (nested subgraph runs use the plain
-//!    topological engine on the same thread), so it is released.
+//!    never lost. A push while the class is borrowed sees `BORROWED` and leaves the
+//!    owner parked: the borrower gives the class back (a `SeqCst` store of `PARKED`) and
+//!    then looks at the queue's head slot (a `SeqCst` load), so again one of the two sees
+//!    the other and unparks the owner.
+//!    The other waits: a critical section, held by a kernel that is running and does not
+//!    wait on the scheduler (nested subgraph runs use the plain topological engine on the
+//!    same thread), so it is released; and an owner taking its class back from a
+//!    borrower, which gives it back when its chain ends (a finite run of kernels, none of
+//!    which waits for the owner: a participant waits for its class only after parking,
+//!    when it holds no borrowed class and runs nothing, so no two wait for each other).
+//!    A node run by a borrower was made ready by it, never queued, so each queue keeps
+//!    its one consumer.
 //! 4. Abort, completion and close unpark every participant unconditionally after setting
 //!    their flag; a park after an unpark returns at once (the token), so nobody sleeps
 //!    through them.
@@ -99,6 +117,17 @@ pub(crate) const SECTION_SHIFT: u32 = 4;
 
 const NONE: u32 = u32::MAX;
 
+/// `sleeping` of a participant that is awake and runs its class's nodes.
+const AWAKE: u32 = 0;
+/// `sleeping` of a participant that parked, or announced it is about to.
+const PARKED: u32 = 1;
+/// `sleeping` of a parked participant whose class another participant is running
+/// ([`Exec::borrow`]); the owner runs nothing of its class until it is back to `PARKED`.
+const BORROWED: u32 = 2;
+/// `BORROWED`, and the owner is awake and parked again until the class comes back
+/// ([`reclaim`]): the borrower unparks it when it gives the class back.
+const WANTED: u32 = 3;
+
 /// A 32-bit atomic, std's or shuttle's.
 pub(crate) trait Atomic32: Send + Sync {
     fn new(v: u32) -> Self;
@@ -106,6 +135,7 @@ pub(crate) trait Atomic32: Send + Sync {
     fn store(&self, v: u32, o: Ordering);
     fn fetch_add(&self, v: u32, o: Ordering) -> u32;
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
+    fn swap(&self, v: u32, o: Ordering) -> u32;
     fn compare_exchange(&self, cur: u32, new: u32, s: Ordering, f: Ordering) -> Result<u32, u32>;
 }
 
@@ -130,6 +160,10 @@ macro_rules! atomic32 {
             #[inline(always)]
             fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
                 <$t>::fetch_sub(self, v, o)
+            }
+            #[inline(always)]
+            fn swap(&self, v: u32, o: Ordering) -> u32 {
+                <$t>::swap(self, v, o)
             }
             #[inline(always)]
             fn compare_exchange(
@@ -423,9 +457,132 @@ struct Exec<'a, P: Prims, W: Work> {
     epoch: u32,
     caller: P::Thread,
     me: u32,
+    /// The classes besides its own this participant holds ([`Exec::borrow`]), a bit each.
+    held: Cell<u32>,
+    /// Nodes of held classes made ready while a continuation was already chosen, run
+    /// after it ([`Exec::run_chain`]): the rest of a fan-out stays on this thread, as the
+    /// next continuation would, instead of waking the parked owner.
+    deferred: [Cell<u32>; DEFERRED],
+    deferred_len: Cell<usize>,
 }
 
-impl<P: Prims, W: Work> Exec<'_, P, W> {
+/// How many nodes a participant keeps for classes it holds ([`Exec::deferred`]); more are
+/// queued for their owners.
+const DEFERRED: usize = 16;
+
+impl<'a, P: Prims, W: Work> Exec<'a, P, W> {
+    fn new(core: &'a Core<P, W>, work: &'a W, epoch: u32, caller: P::Thread, me: u32) -> Self {
+        Exec {
+            core,
+            work,
+            epoch,
+            caller,
+            me,
+            held: Cell::new(0),
+            deferred: std::array::from_fn(|_| Cell::new(0)),
+            deferred_len: Cell::new(0),
+        }
+    }
+
+    /// Keeps `s`, of a class this participant holds, to run after its chain; `false`
+    /// when the list is full.
+    fn defer(&self, s: u32) -> bool {
+        let n = self.deferred_len.get();
+        if n == DEFERRED {
+            return false;
+        }
+        self.deferred[n].set(s);
+        self.deferred_len.set(n + 1);
+        true
+    }
+
+    /// Whether this participant may run a node of class `c` now: its own class, one it
+    /// holds, or one it can borrow because its owner is parked.
+    #[inline(always)]
+    fn may_run(&self, c: u32) -> bool {
+        c == self.me || self.held.get() & (1 << c) != 0 || self.borrow(c)
+    }
+
+    /// Takes class `c` from its parked owner: the owner's `sleeping` goes from `PARKED`
+    /// to `BORROWED`, and until [`Exec::release`] puts it back the owner, woken or not,
+    /// runs nothing (it waits in [`reclaim`]). So a class's nodes still never run at once,
+    /// and a node made ready for a parked participant runs here without the unpark and
+    /// wake-up its hand-off would cost. `AcqRel`: the owner's last kernel happens before
+    /// the borrower's first.
+    #[inline(always)]
+    fn borrow(&self, c: u32) -> bool {
+        let taken = self.core.sleeping[c as usize]
+            .compare_exchange(PARKED, BORROWED, AcqRel, Relaxed)
+            .is_ok();
+        if taken {
+            self.held.set(self.held.get() | 1 << c);
+        }
+        taken
+    }
+
+    /// Gives back every class borrowed, waking its owner if its queue has work. A push
+    /// made while the class was held saw `BORROWED` and left the owner parked; the
+    /// store of `PARKED` here and the queue's load after it are the other half of the
+    /// sleeping handshake (`SeqCst` both, as a pusher's store of the slot and load of
+    /// `sleeping`): the pusher sees `PARKED` and unparks, or this sees the slot filled.
+    /// `SeqCst` is also `Release`: the borrower's last kernel happens before the owner's
+    /// next.
+    fn release(&self) {
+        let mut held = self.held.replace(0);
+        while held != 0 {
+            let c = held.trailing_zeros();
+            held &= held - 1;
+            let q = &self.core.queues[c as usize];
+            // SAFETY: the class is held, so its owner is parked or waiting to take it
+            // back and does not move its queue's head (only `pop` writes it, and only
+            // an awake owner pops); its last pop happened before the `PARKED` store this
+            // participant's borrow acquired.
+            let head = unsafe { *q.head.get() };
+            let was = self.core.sleeping[c as usize].swap(PARKED, SeqCst);
+            if was == WANTED
+                || q.slots
+                    .get(head as usize)
+                    .is_some_and(|s| s.load(SeqCst) != 0)
+            {
+                P::unpark(self.thread(c));
+            }
+        }
+    }
+
+    /// Runs `id` and the continuations it leads to, and the nodes it deferred, then gives
+    /// back what it borrowed.
+    fn run_chain(&self, id: u32) {
+        let mut next = Some(id);
+        loop {
+            // A continuation (or a deferred node) is as good as queued: it runs unless
+            // the execution ends (an abort), as queued work would not.
+            while let Some(id) = next.filter(|_| !self.stop()) {
+                next = self.execute(id);
+            }
+            let n = self.deferred_len.get();
+            if n == 0 || self.stop() {
+                self.deferred_len.set(0);
+                break;
+            }
+            self.deferred_len.set(n - 1);
+            next = Some(self.deferred[n - 1].get());
+        }
+        self.release();
+    }
+
+    /// A start node (in-degree zero): run here when it is of a parked participant's class,
+    /// else queued.
+    fn start(&self, id: u32) {
+        if !self.runnable(id) {
+            return;
+        }
+        let c = self.work.meta(id) & CLASS_MASK;
+        if c != self.me && self.borrow(c) {
+            self.run_chain(id);
+        } else {
+            self.push(id);
+        }
+    }
     fn thread(&self, c: u32) -> &P::Thread {
         if c == NORMAL {
             &self.caller
@@ -435,11 +592,14 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         }
     }
 
+    /// Queues `id` for its class's participant and unparks it if it is parked. A class
+    /// some participant holds is left to it: [`Exec::release`] looks at the queue after
+    /// giving the class back.
     #[inline(always)]
     fn push(&self, id: u32) {
         let c = self.work.meta(id) & CLASS_MASK;
         self.core.queues[c as usize].push(id);
-        if c != self.me && self.core.sleeping[c as usize].load(SeqCst) != 0 {
+        if c != self.me && self.core.sleeping[c as usize].load(SeqCst) == PARKED {
             P::unpark(self.thread(c));
         }
     }
@@ -449,14 +609,6 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
     #[inline(always)]
     fn runnable(&self, id: u32) -> bool {
         self.work.meta(id) & FREE_REL == 0 || self.core.unmet[id as usize].fetch_sub(1, AcqRel) == 1
-    }
-
-    /// `id`'s in-degree reached zero: queue it if it may run.
-    #[inline(always)]
-    fn ready(&self, id: u32) {
-        if self.runnable(id) {
-            self.push(id);
-        }
     }
 
     fn wake_all(&self) {
@@ -539,12 +691,21 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
         for &s in succ {
             if core.indeg[s as usize].fetch_sub(1, AcqRel) == 1 && self.runnable(s) {
                 // The decrement that reached zero acquired every predecessor's writes, so
-                // `s` may run on this thread as it would after a pop.
-                let mine = work.meta(s) & CLASS_MASK == self.me;
-                // SAFETY: this participant is its own queue's only consumer.
-                if next.is_none() && mine && !unsafe { core.queues[self.me as usize].has_work() } {
+                // `s` may run on this thread as it would after a pop: next, if it is of
+                // this participant's class and its queue is empty (what it would have
+                // popped anyway), or of a class it holds or can borrow from a parked
+                // owner (what that owner would have been woken for).
+                let c = work.meta(s) & CLASS_MASK;
+                let here = next.is_none()
+                    && if c == self.me {
+                        // SAFETY: this participant is its own queue's only consumer.
+                        !unsafe { core.queues[self.me as usize].has_work() }
+                    } else {
+                        self.may_run(c)
+                    };
+                if here {
                     next = Some(s);
-                } else {
+                } else if c == self.me || !(self.may_run(c) && self.defer(s)) {
                     self.push(s);
                 }
             }
@@ -580,12 +741,7 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
             }
             // SAFETY: this participant is `q`'s only consumer.
             if let Some(id) = unsafe { q.pop() } {
-                let mut next = self.execute(id);
-                // A continuation is as good as queued: it runs unless the execution ends
-                // (an abort), as queued work would not.
-                while let Some(id) = next.filter(|_| !self.stop()) {
-                    next = self.execute(id);
-                }
+                self.run_chain(id);
                 continue;
             }
             let mut spins = P::SPINS;
@@ -612,14 +768,12 @@ impl<P: Prims, W: Work> Exec<'_, P, W> {
             if spins > 0 {
                 continue;
             }
-            sleeping.store(1, SeqCst);
+            sleeping.store(PARKED, SeqCst);
             // SAFETY: this participant is `q`'s only consumer.
-            if unsafe { q.has_work() } || self.stop() {
-                sleeping.store(0, Relaxed);
-                continue;
+            if !(unsafe { q.has_work() } || self.stop()) {
+                P::park();
             }
-            P::park();
-            sleeping.store(0, Relaxed);
+            reclaim::<P>(sleeping);
         }
     }
 }
@@ -643,26 +797,53 @@ fn worker<P: Prims, W: Work>(core: Arc<Core<P, W>>, me: u32) {
             // SAFETY: inside the open gate, the caller set these before opening and keeps
             // the work alive until the gate is empty.
             let x = unsafe {
-                Exec {
-                    core: &core,
-                    work: &**core.job.get(),
-                    epoch: *core.epoch.get(),
-                    caller: (*core.threads[NORMAL as usize].get())
+                Exec::new(
+                    &core,
+                    &**core.job.get(),
+                    *core.epoch.get(),
+                    (*core.threads[NORMAL as usize].get())
                         .clone()
                         .expect("set before open"),
                     me,
-                }
+                )
             };
             x.serve();
         }
         core.busy.fetch_sub(1, SeqCst);
         let sleeping = &core.sleeping[me as usize];
-        sleeping.store(1, SeqCst);
+        sleeping.store(PARKED, SeqCst);
         let open = core.open.load(SeqCst);
         if core.shutdown.load(SeqCst) == 0 && (open == 0 || open == seen) {
             P::park();
         }
-        sleeping.store(0, Relaxed);
+        reclaim::<P>(sleeping);
+    }
+}
+
+/// A participant done parking takes its class back: `PARKED` to `AWAKE`. While a
+/// borrower holds the class it says so (`WANTED`) and parks until the borrower gives the
+/// class back and unparks it: a borrow may last a whole model's launches, through which
+/// a spinning owner would take a core from the kernels' compute threads. A borrower runs
+/// the chain it began and waits for nothing of this participant's, so the class comes
+/// back. `Acquire`: the borrower's kernels happen before this participant's next.
+fn reclaim<P: Prims>(sleeping: &P::U32) {
+    loop {
+        match sleeping.compare_exchange(PARKED, AWAKE, Acquire, Relaxed) {
+            Ok(_) => return,
+            Err(BORROWED) => {
+                if sleeping
+                    .compare_exchange(BORROWED, WANTED, Relaxed, Relaxed)
+                    .is_ok()
+                {
+                    P::park();
+                }
+            }
+            Err(WANTED) => P::park(),
+            Err(v) => {
+                debug_assert!(false, "only its owner wakes a participant ({v})");
+                return;
+            }
+        }
     }
 }
 
@@ -691,7 +872,7 @@ impl<P: Prims, W: Work> Pool<P, W> {
             open: P::U32::new(0),
             busy: P::U32::new(0),
             shutdown: P::U32::new(0),
-            sleeping: [P::U32::new(0), P::U32::new(0), P::U32::new(0)],
+            sleeping: [P::U32::new(AWAKE), P::U32::new(AWAKE), P::U32::new(AWAKE)],
             threads: [
                 UnsafeCell::new(None),
                 UnsafeCell::new(None),
@@ -757,28 +938,28 @@ impl<P: Prims, W: Work> Pool<P, W> {
             *core.job.get() = work as *const W;
             *core.threads[NORMAL as usize].get() = Some(P::current());
         }
-        let x = Exec {
-            core,
-            work,
-            epoch,
-            caller: P::current(),
-            me: NORMAL,
-        };
+        let x = Exec::new(core, work, epoch, P::current(), NORMAL);
         // Opening publishes everything above (SeqCst store, so also Release).
         core.open.store(epoch, SeqCst);
         let served = catch_unwind(AssertUnwindSafe(|| {
             for &s in work.starts() {
-                x.ready(s);
+                x.start(s);
             }
             x.serve();
         }));
-        // Close, wake, and wait until no worker is inside. The wait yields rather than
-        // parks: a worker may be inside only for a moment (it raced into `busy` and saw
-        // the gate closed) and then has nobody to tell; a long wait happens only after an
-        // abort, while a worker finishes its running kernel.
+        // Close, wake, and wait until no worker is inside. Only a worker inside can be
+        // parked in `serve`: when none is (`busy` is 0 after the close; a worker counts
+        // itself in before it reads `open`, both `SeqCst`, so one that is about to enter
+        // sees the gate closed), the workers, parked outside, are left alone: waking
+        // them for nothing put a wake-up beside every execution's end. The wait yields
+        // rather than parks: a worker may be inside only for a moment (it raced into
+        // `busy` and saw the gate closed) and then has nobody to tell; a long wait
+        // happens only after an abort, while a worker finishes its running kernel.
         core.open.store(0, SeqCst);
-        for c in [MEMORY, LAUNCH] {
-            P::unpark(x.thread(c));
+        if core.busy.load(SeqCst) != 0 {
+            for c in [MEMORY, LAUNCH] {
+                P::unpark(x.thread(c));
+            }
         }
         while core.busy.load(SeqCst) != 0 {
             P::relax();
