@@ -4,11 +4,14 @@
 //! that its predecessors (and a gated Free's related launches) completed, that it runs
 //! once, and that no other node of its class (whichever participant runs it, the class's
 //! own or one that borrowed it) or of its critical section runs; shuttle fails the test
-//! on a deadlock (every thread blocked), a panic, or a lost worker.
+//! on a deadlock (every thread blocked), a panic, or a lost worker. A participant parks
+//! until an unpark gives it its token ([`Parker`]), so a wake-up the scheduler loses is
+//! a deadlock here (with shuttle's own park, which may return spuriously, it was not:
+//! the checks passed with the push's unpark removed).
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use shuttle::sync::atomic::AtomicU32;
+use shuttle::sync::atomic::{AtomicBool, AtomicU32};
 
 use super::sched::{
     CLASS_MASK, FREE_REL, Failure, LAUNCH, LAUNCH_REL, MEMORY, NORMAL, Pool, Prims, SECTION_SHIFT,
@@ -17,9 +20,34 @@ use super::sched::{
 
 struct ShuttlePrims;
 
+shuttle::thread_local! {
+    /// This thread's park token (see [`Parker`]).
+    static TOKEN: std::cell::RefCell<Option<std::sync::Arc<AtomicBool>>> =
+        std::cell::RefCell::new(None);
+}
+
+fn my_token() -> std::sync::Arc<AtomicBool> {
+    TOKEN.with(|t| {
+        t.borrow_mut()
+            .get_or_insert_with(|| std::sync::Arc::new(AtomicBool::new(false)))
+            .clone()
+    })
+}
+
+/// A thread with a park token of its own: `park` returns only once an `unpark` gave the
+/// token (shuttle's own park may return spuriously at any time, as std's may, which
+/// would hide a lost wake-up: a participant nobody unparked would still run on). A
+/// wake-up the scheduler loses then leaves its participant parked for good, and shuttle
+/// reports the deadlock.
+#[derive(Clone)]
+struct Parker {
+    thread: shuttle::thread::Thread,
+    token: std::sync::Arc<AtomicBool>,
+}
+
 impl Prims for ShuttlePrims {
     type U32 = AtomicU32;
-    type Thread = shuttle::thread::Thread;
+    type Thread = Parker;
     type Join = shuttle::thread::JoinHandle<()>;
     const SPINS: u32 = 2;
     /// Time plays no part under shuttle: the waits are bounded by the steps.
@@ -28,14 +56,21 @@ impl Prims for ShuttlePrims {
     fn spun_out(_: ()) -> bool {
         false
     }
-    fn current() -> Self::Thread {
-        shuttle::thread::current()
+    fn current() -> Parker {
+        Parker {
+            thread: shuttle::thread::current(),
+            token: my_token(),
+        }
     }
     fn park() {
-        shuttle::thread::park()
+        let token = my_token();
+        while !token.swap(false, SeqCst) {
+            shuttle::thread::park();
+        }
     }
-    fn unpark(t: &Self::Thread) {
-        t.unpark()
+    fn unpark(t: &Parker) {
+        t.token.store(true, SeqCst);
+        t.thread.unpark()
     }
     fn spin() {
         shuttle::thread::yield_now()
@@ -43,12 +78,18 @@ impl Prims for ShuttlePrims {
     fn relax() {
         shuttle::thread::yield_now()
     }
-    fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> (Self::Thread, Self::Join) {
+    fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> (Parker, Self::Join) {
+        let token = std::sync::Arc::new(AtomicBool::new(false));
+        let mine = token.clone();
         let j = shuttle::thread::Builder::new()
             .name(name.into())
-            .spawn(f)
+            .spawn(move || {
+                TOKEN.with(|t| *t.borrow_mut() = Some(mine));
+                f()
+            })
             .expect("spawn");
-        (j.thread().clone(), j)
+        let thread = j.thread().clone();
+        (Parker { thread, token }, j)
     }
     fn join(j: Self::Join) {
         j.join().expect("a worker panicked");
