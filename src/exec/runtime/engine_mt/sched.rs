@@ -632,11 +632,34 @@ impl<'a, P: Prims, W: Work> Exec<'a, P, W> {
         self.wake_all();
     }
 
+    /// `s` may run: it becomes `next`, the node this participant runs next, if there is
+    /// none yet and it is of this participant's class with its queue empty (what it would
+    /// have popped anyway) or of a class it holds or can borrow from a parked owner (what
+    /// that owner would have been woken for); else it is kept to run after the chain if
+    /// its class is held, or queued.
+    #[inline(always)]
+    fn made_ready(&self, s: u32, next: &mut Option<u32>) {
+        let c = self.work.meta(s) & CLASS_MASK;
+        let here = next.is_none()
+            && if c == self.me {
+                // SAFETY: this participant is its own queue's only consumer.
+                !unsafe { self.core.queues[self.me as usize].has_work() }
+            } else {
+                self.may_run(c)
+            };
+        if here {
+            *next = Some(s);
+        } else if c == self.me || !(self.may_run(c) && self.defer(s)) {
+            self.push(s);
+        }
+    }
+
     /// Runs `id` and publishes its completion. Returns the node this participant runs
-    /// next without queueing it: the first successor made runnable that is its own and
-    /// would have been the next it popped (its queue was empty). A chain of one class
-    /// then costs no queue traffic (a `fetch_add` and a `SeqCst` store to push, a load
-    /// and a store to pop, per node), and the order is the queue's own.
+    /// next without queueing it ([`Exec::made_ready`]): the first node made runnable (a
+    /// successor, or a gated Free this launch released) that is its own and would have
+    /// been the next it popped (its queue was empty), or of a class it holds or borrows.
+    /// A chain then costs no queue traffic (a `fetch_add` and a `SeqCst` store to push,
+    /// a load and a store to pop, per node) and no wake-up.
     #[inline(always)]
     fn execute(&self, id: u32) -> Option<u32> {
         let core = self.core;
@@ -678,36 +701,23 @@ impl<'a, P: Prims, W: Work> Exec<'a, P, W> {
         if m & FREE_REL != 0 {
             core.free_gen[id as usize].store(self.epoch, Release);
         }
+        let mut next = None;
         if m & LAUNCH_REL != 0 {
             core.launch_gen[id as usize].store(self.epoch, Release);
             for &f in work.related_frees(id) {
                 if core.unmet[f as usize].fetch_sub(1, AcqRel) == 1 {
-                    self.push(f);
+                    // The decrement that reached zero acquired the Free's predecessors'
+                    // and its other launches' writes, as a successor's does.
+                    self.made_ready(f, &mut next);
                 }
             }
         }
         let succ = work.succ(id);
-        let mut next = None;
         for &s in succ {
             if core.indeg[s as usize].fetch_sub(1, AcqRel) == 1 && self.runnable(s) {
                 // The decrement that reached zero acquired every predecessor's writes, so
-                // `s` may run on this thread as it would after a pop: next, if it is of
-                // this participant's class and its queue is empty (what it would have
-                // popped anyway), or of a class it holds or can borrow from a parked
-                // owner (what that owner would have been woken for).
-                let c = work.meta(s) & CLASS_MASK;
-                let here = next.is_none()
-                    && if c == self.me {
-                        // SAFETY: this participant is its own queue's only consumer.
-                        !unsafe { core.queues[self.me as usize].has_work() }
-                    } else {
-                        self.may_run(c)
-                    };
-                if here {
-                    next = Some(s);
-                } else if c == self.me || !(self.may_run(c) && self.defer(s)) {
-                    self.push(s);
-                }
+                // `s` may run on this thread as it would after a pop.
+                self.made_ready(s, &mut next);
             }
         }
         // Only a sink counts down `remaining`: the calling thread polls it while it
