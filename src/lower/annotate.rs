@@ -68,13 +68,14 @@ pub fn annotate(model: &mut ComputeModel) -> Result<usize, LowerError> {
 #[derive(Default)]
 struct Filler {
     changed: usize,
-    /// (attribute map, the shape written) -> the map with that shape written into it. A
-    /// map is known by its address; each entry holds the map it was made of, so no
-    /// other map can take that address while the entry stands.
-    maps: foldhash::HashMap<(usize, Vec<i64>), (AttrMap, AttrMap)>,
-    /// (attribute map, layout) -> whether the formats say memory holds what inference
-    /// describes (with the map, as above).
-    plain: foldhash::HashMap<(usize, String), (AttrMap, bool)>,
+    /// Attribute map -> (the map, the shape written -> the map with that shape written
+    /// into it). A map is known by its address; each entry holds the map it was made of,
+    /// so no other map can take that address while the entry stands. Keyed in two levels
+    /// so that a lookup borrows the shape instead of building a key.
+    maps: foldhash::HashMap<usize, (AttrMap, foldhash::HashMap<Vec<i64>, AttrMap>)>,
+    /// Attribute map -> (the map, layout -> whether the formats say memory holds what
+    /// inference describes), as above.
+    plain: foldhash::HashMap<usize, (AttrMap, foldhash::HashMap<String, bool>)>,
 }
 
 impl Filler {
@@ -124,14 +125,16 @@ impl Filler {
             let origin = TensorFormat::named_origin_format(d).unwrap_or(format);
             format == origin && matches!(format, 0..=2)
         };
-        match d.attrs.id() {
-            Some(id) => {
-                self.plain
-                    .entry((id, d.layout.clone()))
-                    .or_insert_with(|| (d.attrs.clone(), read()))
-                    .1
-            }
-            None => read(),
+        let Some(id) = d.attrs.id() else {
+            return read();
+        };
+        let (_, by_layout) = self
+            .plain
+            .entry(id)
+            .or_insert_with(|| (d.attrs.clone(), Default::default()));
+        match by_layout.get(d.layout.as_str()) {
+            Some(&plain) => plain,
+            None => *by_layout.entry(d.layout.clone()).or_insert_with(read),
         }
     }
 
@@ -164,12 +167,19 @@ impl Filler {
             return changed;
         }
         d.attrs = match d.attrs.id() {
-            Some(id) => self
-                .maps
-                .entry((id, dims.clone()))
-                .or_insert_with(|| (d.attrs.clone(), with_shape(d.attrs.clone(), &dims)))
-                .1
-                .clone(),
+            Some(id) => {
+                let (_, by_shape) = self
+                    .maps
+                    .entry(id)
+                    .or_insert_with(|| (d.attrs.clone(), Default::default()));
+                match by_shape.get(dims.as_slice()) {
+                    Some(made) => made.clone(),
+                    None => by_shape
+                        .entry(dims.clone())
+                        .or_insert_with(|| with_shape(d.attrs.clone(), &dims))
+                        .clone(),
+                }
+            }
             None => with_shape(AttrMap::new(), &dims),
         };
         d.shape = Shape::Dims(dims);

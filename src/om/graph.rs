@@ -349,6 +349,14 @@ impl ComputeGraph {
             ..Default::default()
         }
     }
+    /// True when a descriptor of one of this graph's own nodes (not its subgraphs') has an
+    /// unknown dim or rank.
+    pub fn has_dynamic_desc(&self) -> bool {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.input_descs.iter().chain(&n.output_descs))
+            .any(|d| !d.shape.is_static())
+    }
     /// A reference to a subgraph named `name` that this model does not hold (see
     /// [`ComputeGraph::external`]).
     pub fn external(name: impl Into<String>) -> Self {
@@ -483,13 +491,7 @@ impl ComputeModel {
     /// True when any tensor of any graph has an unknown dim or rank.
     pub fn is_dynamic(&self) -> bool {
         let mut dynamic = false;
-        self.root.walk(&mut |g| {
-            for n in &g.nodes {
-                for d in n.input_descs.iter().chain(&n.output_descs) {
-                    dynamic |= !d.shape.is_static();
-                }
-            }
-        });
+        self.root.walk(&mut |g| dynamic |= g.has_dynamic_desc());
         dynamic
     }
 }

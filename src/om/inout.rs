@@ -289,7 +289,7 @@ impl InOutInfo {
     ) -> InOutInfo {
         let mut data: Vec<(i64, usize, &OpDef)> = ops
             .clone()
-            .filter(|(_, op)| matches!(op.r#type.as_str(), "Data" | "RefData" | "AippData"))
+            .filter(|(_, op)| DATA_TYPES.contains(&op.r#type.as_str()))
             .map(|(i, op)| (attr_int(op, "index").unwrap_or(i as i64), i, op))
             .collect();
         data.sort_by_key(|&(idx, pos, _)| (idx, pos));
@@ -306,7 +306,7 @@ impl InOutInfo {
             })
             .collect();
         let mut outputs = Vec::new();
-        for (_, op) in ops.filter(|(_, op)| op.r#type == "NetOutput") {
+        for (_, op) in ops.filter(|(_, op)| op.r#type == OUTPUT_TYPE) {
             let sources: Vec<&str> = op
                 .input
                 .iter()
@@ -331,9 +331,14 @@ impl InOutInfo {
 
     /// Whether an op of type `op_type` is one [`InOutInfo::from_root_ops`] reads.
     pub fn is_inout_op(op_type: &str) -> bool {
-        matches!(op_type, "Data" | "RefData" | "AippData" | "NetOutput")
+        DATA_TYPES.contains(&op_type) || op_type == OUTPUT_TYPE
     }
 }
+
+/// The root graph's ops whose descriptors give MODEL_INOUT_INFO its inputs.
+const DATA_TYPES: [&str; 3] = ["Data", "RefData", "AippData"];
+/// The op whose inputs give it its outputs.
+const OUTPUT_TYPE: &str = "NetOutput";
 
 fn write_descs_tlv(out: &mut Vec<u8>, ty: i32, descs: &[TensorDescInfo]) -> Result<()> {
     write_tlv(out, ty, &descs_value(descs)?)

@@ -46,8 +46,16 @@ const CHUNK: usize = 256;
 pub(crate) struct Plan {
     /// Per graph, per op: a placed Const's `data_offset` and `weight_size`.
     weights: Vec<Vec<Option<(i64, i64)>>>,
-    /// The compression dictionaries and each name's compressed key, when compressing.
-    dict: Option<(Builder, Vec<Vec<u8>>)>,
+    /// The compression dictionaries, when compressing.
+    dict: Option<Keys>,
+}
+
+/// The compression dictionaries, with each name's compressed key and that key's rank
+/// among all the keys (a compressed map's entries go in key order).
+struct Keys {
+    b: Builder,
+    keys: Vec<Vec<u8>>,
+    ranks: Vec<u32>,
 }
 
 impl Plan {
@@ -94,21 +102,31 @@ impl Plan {
             }
         }
         let dict = dict.map(|b| {
-            let keys = (0..b.names().len())
+            let keys: Vec<Vec<u8>> = (0..b.names().len())
                 .map(|i| compress::encode_key(i as u64).into_bytes())
                 .collect();
-            (b, keys)
+            let mut by_key: Vec<usize> = (0..keys.len()).collect();
+            by_key.sort_unstable_by(|&x, &y| keys[x].cmp(&keys[y]));
+            let mut ranks = vec![0; keys.len()];
+            for (rank, i) in by_key.into_iter().enumerate() {
+                ranks[i] = rank as u32;
+            }
+            Keys { b, keys, ranks }
         });
         (Plan { weights, dict }, placer)
     }
 
     /// The dictionaries, to be stored in the model's attributes.
     pub(crate) fn into_dictionary(self) -> Option<Builder> {
-        self.dict.map(|(b, _)| b)
+        self.dict.map(|k| k.b)
     }
 
     fn dict(&self) -> Option<Dict<'_>> {
-        self.dict.as_ref().map(|(b, keys)| Dict { b, keys })
+        self.dict.as_ref().map(|k| Dict {
+            b: &k.b,
+            keys: &k.keys,
+            ranks: &k.ranks,
+        })
     }
 }
 
@@ -117,14 +135,16 @@ impl Plan {
 struct Dict<'a> {
     b: &'a Builder,
     keys: &'a [Vec<u8>],
+    ranks: &'a [u32],
 }
 
 impl<'a> Dict<'a> {
-    /// The compressed key of an attribute name. The plan saw every name the ops hold.
-    fn key(&self, name: &str) -> &'a [u8] {
+    /// The index of an attribute name in the dictionary. The plan saw every name the ops
+    /// hold.
+    fn name(&self, name: &str) -> u32 {
         let i = self.b.name_at(name);
         debug_assert!(i.is_some(), "the plan saw attribute {name:?}");
-        i.map_or(&[], |i| &self.keys[i])
+        i.unwrap_or(0) as u32
     }
 
     /// The index of a string value. The plan saw every value the ops hold.
@@ -155,10 +175,15 @@ fn strings(v: &AttrValue) -> Strings<'_> {
     }
 }
 
-/// Encoded attribute maps by (map address, field number, compressed): one per thread.
+/// What one thread keeps between ops.
 #[derive(Default)]
 struct Cache {
-    maps: HashMap<(usize, u32, bool), Vec<u8>>,
+    /// Encoded descriptor attribute maps by (map address, compressed). Only descriptors'
+    /// maps are kept: they are the ones `om::intern` shares; an op's own map is rarely
+    /// shared, and a tidied one is gone after its op, when its address may come back.
+    maps: HashMap<(usize, bool), Vec<u8>>,
+    /// A compressed map's entries as (key rank, name index, position), to be sorted.
+    order: Vec<(u32, u32, u32)>,
 }
 
 /// The body of graph `g` of `graphs` as a `GraphDef` message: what prost writes for the
@@ -230,10 +255,8 @@ impl Op<'_, '_> {
         for c in &n.control_inputs {
             put_port(out, &graph.nodes[c.index()].name, -1);
         }
-        // A tidied map is this op's own and gone after it: its address may come back.
         let attrs = op_attrs(n, self.dict.is_some());
-        let keep = matches!(attrs, Cow::Borrowed(_));
-        self.put_attrs(out, 10, &attrs, self.dict, w, keep);
+        self.put_attrs(out, 10, &attrs, self.dict, w);
         let rest = n.rest.as_deref();
         if let Some(r) = rest {
             if let Some(groups) = &r.attr_groups {
@@ -303,7 +326,7 @@ impl Op<'_, '_> {
                 }),
             }
             put_bytes(out, 4, d.layout.as_bytes());
-            self.put_attrs(out, 5, &d.attrs, dict, None, true);
+            self.put_attrs(out, 5, &d.attrs, dict, None);
             if let Some(groups) = &r.attr_groups {
                 prost::encoding::message::encode(6, groups, out);
             }
@@ -326,8 +349,8 @@ impl Op<'_, '_> {
 
     /// A map field of attributes: one entry message (key 1, value 2) per attribute, in key
     /// order; with `dict`, keys and string values compressed. `weight` places the `value`
-    /// tensor of a Const. A shared map's entries are encoded once per thread; `keep` says
-    /// the map lives as long as the graph, so that its address names it until the end.
+    /// tensor of a Const. A descriptor's map (`tag` 5) is encoded once per thread and
+    /// copied for the next descriptor that shares it.
     fn put_attrs(
         &mut self,
         out: &mut Vec<u8>,
@@ -335,11 +358,10 @@ impl Op<'_, '_> {
         map: &AttrMap,
         dict: Option<Dict<'_>>,
         weight: Option<(i64, i64)>,
-        keep: bool,
     ) {
         let Some(id) = map.id() else { return };
-        let cache_key = (id, tag, dict.is_some());
-        let keep = keep && weight.is_none();
+        let cache_key = (id, dict.is_some());
+        let keep = tag == 5 && weight.is_none();
         if keep && let Some(bytes) = self.cache.maps.get(&cache_key) {
             out.extend_from_slice(bytes);
             return;
@@ -353,15 +375,23 @@ impl Op<'_, '_> {
                 }
             }
             Some(dict) => {
-                let mut entries: Vec<(&[u8], &str, &AttrValue)> = map
-                    .iter()
-                    .map(|(k, v)| (dict.key(k), k.as_str(), v))
-                    .collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                for (key, name, v) in entries {
+                // Taken out while the entries are written: a tensor among them writes its
+                // descriptor's map, which finds an empty list and sorts in that one.
+                let mut order = std::mem::take(&mut self.cache.order);
+                order.clear();
+                order.extend(map.keys().enumerate().map(|(pos, k)| {
+                    let i = dict.name(k);
+                    (dict.ranks[i as usize], i, pos as u32)
+                }));
+                order.sort_unstable();
+                for &(_, i, pos) in &order {
+                    let Some((name, v)) = map.get_index(pos as usize) else {
+                        continue;
+                    };
                     let w = weight.filter(|_| name == WEIGHTS_ATTR);
-                    self.put_entry(out, tag, key, v, Some(dict), w);
+                    self.put_entry(out, tag, &dict.keys[i as usize], v, Some(dict), w);
                 }
+                self.cache.order = order;
             }
         }
         if keep {

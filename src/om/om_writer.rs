@@ -146,12 +146,8 @@ fn single_model_om(
 pub fn build_om_from(model: ComputeModel, opts: &OmBuildOptions) -> Result<OmFile> {
     let graphs = ir::flatten(model.root, model.detached);
     let root = &graphs[0];
-    let dynamic = root
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.input_descs.iter().chain(&n.output_descs))
-        .any(|d| !d.shape.is_static());
+    // What `inout::graph_is_dynamic` reads of the root's GE IR ops.
+    let dynamic = root.graph.has_dynamic_desc();
     let name = if opts.name.is_empty() {
         model.name
     } else {

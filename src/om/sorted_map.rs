@@ -97,6 +97,11 @@ impl<V> SortedMap<V> {
         self.entries().iter().map(|(k, v)| (k, v))
     }
 
+    /// The `i`-th entry in key order.
+    pub fn get_index(&self, i: usize) -> Option<(&String, &V)> {
+        self.entries().get(i).map(|(k, v)| (k, v))
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.entries().iter().map(|(k, _)| k)
     }

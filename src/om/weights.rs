@@ -140,7 +140,7 @@ pub fn place_weights(model: &mut ModelDef) -> Vec<u8> {
     let mut placer = Placer::default();
     for (g, o) in node_order(model) {
         let op = &mut model.graph[g].op[o];
-        if op.r#type == PLACED_TYPE
+        if Placer::places(&op.r#type)
             && let Some(t) = value_mut(&mut op.attr)
         {
             let data = std::mem::take(&mut t.data);

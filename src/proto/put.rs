@@ -83,12 +83,13 @@ pub fn put_message(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>))
         out[at] = len as u8;
         return;
     }
-    let mut head = Vec::with_capacity(10);
+    // Widen the one byte left for the length to the varint's width, then write the varint
+    // into that space in place: no scratch buffer on a path taken once per large message.
+    let width = encoded_len_varint(len as u64);
+    out.resize(out.len() + width - 1, 0);
+    out.copy_within(at + 1..at + 1 + len, at + width);
+    let mut head: &mut [u8] = &mut out[at..at + width];
     encode_varint(len as u64, &mut head);
-    let extra = head.len() - 1;
-    out.resize(out.len() + extra, 0);
-    out.copy_within(at + 1..at + 1 + len, at + 1 + extra);
-    out[at..at + head.len()].copy_from_slice(&head);
 }
 
 #[cfg(test)]
