@@ -89,6 +89,56 @@ macro_rules! per_isa {
 
 pub(crate) use per_isa;
 
+/// [`per_isa!`] for a function with any generics: `fn $name<G, ...>(args) -> R where
+/// [bounds] => $f` defines `$name`, which calls the `#[inline(always)]` `$f` compiled for
+/// the best instruction set found, or on the baseline target through a function that is
+/// never inlined. Each version is a call of its own, so its slice parameters are
+/// `noalias` there: a store through a `&mut` slice cannot change what a closure
+/// argument captured, which keeps the captures in registers and lets maps and fixed-lane
+/// reductions over closures vectorize.
+macro_rules! per_isa_generic {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident <$($g:ident),*> ($($a:ident: $t:ty),*) -> $ret:ty
+        where [$($w:tt)*] => $f:ident) => {
+        $(#[$doc])*
+        $vis fn $name<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+            /// `$f` compiled for AVX-512F.
+            ///
+            /// # Safety
+            /// This CPU has AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn wide<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+                $f($($a),*)
+            }
+            /// `$f` compiled for AVX2.
+            ///
+            /// # Safety
+            /// This CPU has AVX2.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+                $f($($a),*)
+            }
+            /// `$f` on the baseline target, a call of its own as the others are.
+            #[inline(never)]
+            fn plain<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+                $f($($a),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            match $crate::ops::simd::Isa::detect() {
+                // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
+                Some($crate::ops::simd::Isa::Avx512) => return unsafe { wide($($a),*) },
+                // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
+                Some($crate::ops::simd::Isa::Avx2) => return unsafe { avx2($($a),*) },
+                None => {}
+            }
+            plain($($a),*)
+        }
+    };
+}
+
+pub(crate) use per_isa_generic;
+
 /// `pub(super) unsafe fn $name($args)`: `$body::<$set>($args)` (or `$body::<$set,
 /// $generics...>`) compiled for `$set` (`Avx512` or `Avx2`), the entry point of a kernel
 /// written once, generic over [`Simd`]:

@@ -242,7 +242,7 @@ fn float_sum<T: Float>(
     }
     let n = if ctx.op == "Mean" { inputs.len() } else { 1 };
     let scale = T::R::c(1.0 / n as f64);
-    par_map(&acc, out.slice_mut::<T>()?, |s| T::from_r(s * scale));
+    par_map(&acc, out.slice_mut::<T>()?, move |s| T::from_r(s * scale));
     Ok(())
 }
 
@@ -435,10 +435,10 @@ fn pow_small_exponent(
         let inf = <T::R as Real>::c(f64::INFINITY);
         let zero = <T::R as Real>::c(0.0);
         match e {
-            1.0 => T::map_r(x, out, |v| v),
-            2.0 => T::map_r(x, out, |v| v * v),
-            3.0 => T::map_r(x, out, |v| v * v * v),
-            0.5 => T::map_r(x, out, |v| {
+            1.0 => T::map_r(x, out, move |v| v),
+            2.0 => T::map_r(x, out, move |v| v * v),
+            3.0 => T::map_r(x, out, move |v| v * v * v),
+            0.5 => T::map_r(x, out, move |v| {
                 if v == zero {
                     zero
                 } else if v == -inf {
@@ -565,7 +565,7 @@ pub fn compute_clip(
             })
         };
         let (lo, hi) = (bound(1, "min")?, bound(2, "max")?);
-        par_map(inputs[0].slice::<T>()?, out.slice_mut::<T>()?, |v| {
+        par_map(inputs[0].slice::<T>()?, out.slice_mut::<T>()?, move |v| {
             let v = match lo {
                 Some(l) if v < l => l,
                 _ => v,

@@ -7,7 +7,7 @@
 
 use half::{bf16, f16};
 
-use super::broadcast::par_map;
+use super::broadcast::{par_map, par_narrow, par_widen};
 use super::num::{Num, convert};
 use crate::dispatch;
 use crate::ops::DType;
@@ -39,12 +39,33 @@ fn cast(ctx: &InferCtx, x: &TensorRef, out: &mut TensorMut) -> Result<(), OpErro
     if out.dtype == DType::Bool {
         fn to_bool<S: Num>(x: &[S], out: &mut [u8]) {
             let zero = S::zero();
-            par_map(x, out, |v| (v != zero) as u8)
+            par_map(x, out, move |v| (v != zero) as u8)
         }
         dispatch!(src, S in [f32, f64, f16, bf16, i8, i16, i32, i64, u8, u16, u32, u64] =>
             to_bool::<S>(x.slice::<S>()?, out.slice_mut::<u8>()?),
             other => return Err(bad(other)));
         return Ok(());
+    }
+    // Between float32 and a 16-bit float, the usual casts of a mixed-precision model:
+    // whole slices at a time rather than a conversion call per element.
+    match (src, out.dtype) {
+        (DType::F32, DType::F16) => {
+            par_narrow::<f16>(x.slice::<f32>()?, out.slice_mut::<f16>()?);
+            return Ok(());
+        }
+        (DType::F32, DType::Bf16) => {
+            par_narrow::<bf16>(x.slice::<f32>()?, out.slice_mut::<bf16>()?);
+            return Ok(());
+        }
+        (DType::F16, DType::F32) => {
+            par_widen::<f16>(x.slice::<f16>()?, out.slice_mut::<f32>()?);
+            return Ok(());
+        }
+        (DType::Bf16, DType::F32) => {
+            par_widen::<bf16>(x.slice::<bf16>()?, out.slice_mut::<f32>()?);
+            return Ok(());
+        }
+        _ => {}
     }
     fn pair<S: Num, D: Num>(x: &TensorRef, out: &mut TensorMut) -> Result<(), OpError> {
         par_map(x.slice::<S>()?, out.slice_mut::<D>()?, convert::<S, D>);
@@ -99,6 +120,86 @@ mod tests {
             back.slice::<f32>().unwrap()[0],
             f16::from_f64(1.0 / 3.0).to_f32()
         );
+    }
+
+    /// The whole-slice casts between float32 and the 16-bit floats round as the
+    /// conversion of one element does: halfway cases, overflow to infinity, subnormals
+    /// of both types, zeros of both signs, NaN, on lengths around a vector.
+    #[test]
+    fn half_casts_round_as_one_element_does() {
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0 + 1.0 / 2048.0,
+            1.0 + 3.0 / 2048.0,
+            1.0 + 1.0 / 256.0,
+            65504.0,
+            65520.0,
+            1e-7,
+            -6e-8,
+            f32::from_bits(1),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            3.4e38,
+        ];
+        for n in [1, 7, 16, 33, 1000] {
+            let x: Vec<f32> = (0..n)
+                .map(|i| match specials.get(i % 17) {
+                    Some(&v) => v,
+                    None => (i as f32 * 0.731).sin() * 1000.0,
+                })
+                .collect();
+            let t = Tensor::from_vec(&[n], &x);
+            let h = cast(t.clone(), DType::F16);
+            let want: Vec<u16> = x.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+            let got: Vec<u16> = h
+                .slice::<f16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(got, want, "float16, {n}");
+            let b = cast(t, DType::Bf16);
+            let want: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+            let got: Vec<u16> = b
+                .slice::<bf16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(got, want, "bfloat16, {n}");
+            for (half, dtype) in [(h, DType::F16), (b, DType::Bf16)] {
+                let back = cast(half.clone(), DType::F32);
+                let wide: Vec<f32> = match dtype {
+                    DType::F16 => half
+                        .slice::<f16>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_f32())
+                        .collect(),
+                    _ => half
+                        .slice::<bf16>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_f32())
+                        .collect(),
+                };
+                let want: Vec<u32> = wide.iter().map(|v| v.to_bits()).collect();
+                let got: Vec<u32> = back
+                    .slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(got, want, "{dtype:?} to float32, {n}");
+            }
+        }
+        // NaN stays NaN both ways.
+        let nan = Tensor::from_vec(&[3], &[f32::NAN, -f32::NAN, 1.0]);
+        let h = cast(nan, DType::F16);
+        assert!(h.slice::<f16>().unwrap()[..2].iter().all(|v| v.is_nan()));
+        let back = cast(h, DType::F32);
+        assert!(back.slice::<f32>().unwrap()[..2].iter().all(|v| v.is_nan()));
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpErr
         "Abs" => par_map(x, out, T::abs),
         "Neg" => par_map(x, out, T::neg),
         "Sign" => par_map(x, out, T::sign),
-        "Relu" => par_map(x, out, |v| v.max_nan(T::zero())),
+        "Relu" => par_map(x, out, move |v| v.max_nan(T::zero())),
         _ => return Err(unsupported(ctx, T::DTYPE)),
     }
     Ok(())
@@ -57,7 +57,7 @@ fn float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), O
     // Each arm maps `|v| expr` with `v` already in the compute type `R`.
     macro_rules! map {
         (|$v:ident| $e:expr) => {
-            T::map_r(x, out, |$v: R<T>| $e)
+            T::map_r(x, out, move |$v: R<T>| $e)
         };
     }
     type R<T> = <T as Float>::R;
@@ -195,7 +195,7 @@ fn vector_fun(ctx: &InferCtx) -> Result<Option<Fun>, OpError> {
 fn ge_float_unary<T: Float>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpError> {
     macro_rules! map {
         (|$v:ident| $e:expr) => {
-            T::map_r(x, out, |$v: R<T>| $e)
+            T::map_r(x, out, move |$v: R<T>| $e)
         };
     }
     type R<T> = <T as Float>::R;
@@ -392,13 +392,13 @@ pub fn compute_is_class(
     let neg = ctx.attr_int("detect_negative", 1)? != 0;
     fn classify<T: Float>(x: &[T], out: &mut [u8], inf: bool, pos: bool, neg: bool) {
         if inf {
-            par_map(x, out, |v| {
+            par_map(x, out, move |v| {
                 let v = v.to_r();
                 let hit = v.is_infinite() && if v.is_sign_negative() { neg } else { pos };
                 hit as u8
             })
         } else {
-            par_map(x, out, |v| v.is_nan() as u8)
+            par_map(x, out, move |v| v.is_nan() as u8)
         }
     }
     dispatch!(x.dtype, T in [f32, f64, f16, bf16] =>

@@ -196,10 +196,10 @@ fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpErr
     let value =
         || -> Result<T, OpError> { Ok(T::from_f64(f64::from(required_float(ctx, "value")?))) };
     match ctx.op {
-        "Square" => broadcast::par_map(x, out, |v| v.mul(v)),
+        "Square" => broadcast::par_map(x, out, move |v| v.mul(v)),
         "Relu6" | "Relu6D" => {
             let six = T::from_f64(6.0 * f64::from(ctx.attr_float("scale", 1.0)?));
-            broadcast::par_map(x, out, |v| {
+            broadcast::par_map(x, out, move |v| {
                 if v < T::zero() {
                     T::zero()
                 } else if v > six {
@@ -211,14 +211,14 @@ fn int_unary<T: Num>(ctx: &InferCtx, x: &[T], out: &mut [T]) -> Result<(), OpErr
         }
         // 1/x truncated (GE computes it in float32 and casts back toward zero); 1/0 is
         // 0, the library's integer division by zero.
-        "Inv" => broadcast::par_map(x, out, |v| T::from_f64(1.0).div(v)),
+        "Inv" => broadcast::par_map(x, out, move |v| T::from_f64(1.0).div(v)),
         "Muls" => {
             let k = value()?;
-            broadcast::par_map(x, out, |v| v.mul(k))
+            broadcast::par_map(x, out, move |v| v.mul(k))
         }
         "Adds" => {
             let k = value()?;
-            broadcast::par_map(x, out, |v| v.add(k))
+            broadcast::par_map(x, out, move |v| v.add(k))
         }
         _ => return Err(unsupported(ctx, T::DTYPE)),
     }

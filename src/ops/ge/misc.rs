@@ -353,11 +353,15 @@ fn celu(ctx: &InferCtx, inputs: &[TensorRef], outputs: &mut [TensorMut]) -> Resu
             return Err(ctx.attr_error("alpha2", "is 0; x is divided by it"));
         }
         let one = <T::R as Real>::c(1.0);
-        crate::ops::elementwise::broadcast::par_map(x.slice::<T>()?, out.slice_mut::<T>()?, |v| {
-            let v = v.to_r();
-            let (pos, neg) = if v > zero { (v, zero) } else { (zero, v) };
-            T::from_r(a3 * pos + a1 * ((neg / a2).exp() - one))
-        });
+        crate::ops::elementwise::broadcast::par_map(
+            x.slice::<T>()?,
+            out.slice_mut::<T>()?,
+            move |v| {
+                let v = v.to_r();
+                let (pos, neg) = if v > zero { (v, zero) } else { (zero, v) };
+                T::from_r(a3 * pos + a1 * ((neg / a2).exp() - one))
+            },
+        );
         Ok(())
     }
     let x = input(ctx, inputs, 0)?;

@@ -312,8 +312,11 @@ mod x86 {
     use crate::ops::simd::{Avx2, Avx512, Isa, Simd};
 
     /// [`super::max_planes_vectors`]' output columns of one row from `row.lo` on, whole
-    /// vectors while their reads stay inside the row; returns the first column not
-    /// written (`row.lo` for a column stride other than 1 or 2).
+    /// vectors while their taps stay inside the row, the last one overlapping its
+    /// neighbour to end at `row.hi`; returns the first column not written (`row.lo` for
+    /// a column stride other than 1 or 2). Without the overlapping vector, up to a
+    /// vector's worth of columns per row fell to the scalar walk, which took 75% of a
+    /// 3x3 stride-2 pool over 64 planes of 112 x 112 (1.0 ms, 6.5x ONNX Runtime).
     ///
     /// # Safety
     /// This CPU has `isa`.
@@ -358,19 +361,34 @@ mod x86 {
             (_, 1) => (kw - 1) / 2 * 2 + 2 * l,
             _ => (kw - 1) * dw + 2 * l,
         };
-        let rows_end = t.first + (t.rows - 1) * t.step + t.w;
-        assert!(t.rows > 0 && rows_end <= t.xs.len() && t.hi <= out.len());
-        let mut ox = t.lo;
-        while ox + l <= t.hi {
-            // Interior columns (`lo..hi`) have `ox * SW >= pw`.
+        // Floats of the row the taps use: a stride-2 vector's last pair may read one
+        // float past them (the odd column after an odd `kw`'s last tap), which must
+        // then be inside `xs` though it may be past the row.
+        let used = (l - 1) * SW + (kw - 1) * dw + 1;
+        let last_row = t.first + (t.rows - 1) * t.step;
+        assert!(t.rows > 0 && last_row + t.w <= t.xs.len() && t.hi <= out.len());
+        // Interior columns (`lo..hi`) have `ox * SW >= pw`.
+        let fits = |ox: usize| {
             let start = ox * SW - t.pw;
-            if start + reach > t.w {
+            start + used <= t.w && last_row + start + reach <= t.xs.len()
+        };
+        let mut ox = t.lo;
+        loop {
+            // The next `l` columns, or the interior's last `l` in one more vector
+            // ending at `hi`, which takes some columns again (the same values, stored
+            // again), or none.
+            let at = if ox + l <= t.hi && fits(ox) {
+                ox
+            } else if ox < t.hi && t.hi >= t.lo + l && fits(t.hi - l) {
+                t.hi - l
+            } else {
                 break;
-            }
+            };
+            let start = at * SW - t.pw;
             // SAFETY: this CPU has `S`'s set (the contract). Reads: row r's floats
-            // `start .. start + reach` (below `w`, just checked) from `first + r * step`,
-            // for r below `rows`: inside `xs` by the assert. Write: `l` floats from
-            // `ox`, with `ox + l <= hi <= out.len()`.
+            // `start .. start + reach` from `first + r * step`, for r below `rows`:
+            // inside `xs` by `fits(at)`. Write: `l` floats from `at`, with `at + l <=
+            // hi <= out.len()`.
             unsafe {
                 let x = t.xs.as_ptr().add(t.first + start);
                 let mut best = if SW == 1 {
@@ -398,9 +416,9 @@ mod x86 {
                         }
                     }
                 }
-                S::store(out.as_mut_ptr().add(ox), best);
+                S::store(out.as_mut_ptr().add(at), best);
             }
-            ox += l;
+            ox = at + l;
         }
         ox
     }
@@ -872,7 +890,13 @@ mod tests {
             [isize; 2],
             [isize; 2],
         );
-        let cases: [Case; 8] = [
+        let cases: [Case; 12] = [
+            // A stem's 3x3 stride-2 pool: the last vector of a row overlaps its
+            // neighbour, and in the last rows its one float past the taps is past `xs`.
+            (7, 112, [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
+            (5, 57, [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
+            (6, 29, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+            (4, 100, [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
             (8, 64, [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
             (6, 67, [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
             (8, 32, [2, 1], [2, 1], [1, 1], [0, 0], [0, 0]),
