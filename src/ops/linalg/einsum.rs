@@ -330,6 +330,25 @@ impl<A: Acc> Operand<A> {
         strided_copy(&self.data, &dims, &st)
     }
 
+    /// The labels `group` as one dim of the dense data, its size and stride, when they
+    /// are adjacent dims in the same order and none broadcasts (a dim of 1 for a larger
+    /// size); `(1, 0)` for no label. What lets [`contract`] hand the data to the gemm as
+    /// it is, with strides, instead of copying it into the gemm's order first.
+    fn merged(&self, group: &[usize], sizes: &[usize]) -> Option<(usize, usize)> {
+        let Some(&first) = group.first() else {
+            return Some((1, 0));
+        };
+        let p = self.labels.iter().position(|&x| x == first)?;
+        let mut size = 1;
+        for (k, &l) in group.iter().enumerate() {
+            if self.labels.get(p + k) != Some(&l) || self.dims[p + k] != sizes[l] {
+                return None;
+            }
+            size *= sizes[l];
+        }
+        Some((size, row_major(&self.dims)[p + group.len() - 1]))
+    }
+
     /// Sums out every label not in `keep`.
     fn sum_out(self, keep: &BTreeSet<usize>) -> Self {
         let (kept, gone): (Vec<usize>, Vec<usize>) =
@@ -404,15 +423,57 @@ fn contract<A: Acc>(
         .chain(&b_free)
         .copied()
         .collect();
-    let (pa, pb) = (a.arranged(&order_a, sizes), b.arranged(&order_b, sizes));
     let mut out = vec![A::ZERO; nb * m * n];
+    // Each operand as a batch of matrices: its data as it is when each group of labels
+    // is one dim of it (a transposed or batched operand, the common case: attention's
+    // `bhqd,bhkd->bhqk`), else a copy in the gemm's order. Copying both operands, the
+    // second one transposed, took half of a `bid,bjd->bij` einsum.
+    let view = |o: &Operand<A>, g: [&[usize]; 3]| -> Option<[(usize, usize); 3]> {
+        Some([
+            o.merged(g[0], sizes)?,
+            o.merged(g[1], sizes)?,
+            o.merged(g[2], sizes)?,
+        ])
+    };
+    let (va, vb) = (
+        view(&a, [&batch, &a_free, &summed]),
+        view(&b, [&batch, &summed, &b_free]),
+    );
+    let (pa, pb);
+    let (da, db, [sa0, sa1, sa2], [sb0, sb1, sb2]) = match (va, vb) {
+        (Some(va), Some(vb)) => (
+            &a.data,
+            &b.data,
+            va.map(|(_, stride)| stride),
+            vb.map(|(_, stride)| stride),
+        ),
+        _ => {
+            pa = a.arranged(&order_a, sizes);
+            pb = b.arranged(&order_b, sizes);
+            (&pa, &pb, [m * k, k, 1], [k * n, n, 1])
+        }
+    };
     for i in 0..nb {
+        let la = MatLayout {
+            rows: m,
+            cols: k,
+            offset: i * sa0,
+            row_stride: sa1,
+            col_stride: sa2,
+        };
+        let lb = MatLayout {
+            rows: k,
+            cols: n,
+            offset: i * sb0,
+            row_stride: sb1,
+            col_stride: sb2,
+        };
         gemm(
             A::ONE,
-            &pa,
-            MatLayout::dense(m, k, i * m * k),
-            &pb,
-            MatLayout::dense(k, n, i * k * n),
+            da,
+            la,
+            db,
+            lb,
             A::ZERO,
             &mut out,
             MatLayout::dense(m, n, i * m * n),
@@ -480,7 +541,19 @@ fn einsum<T: Real>(
         acc = contract(a, b, &needed, &sizes);
     }
     let acc = acc.sum_out(&output);
-    let result = acc.arranged(&eq.output, &sizes);
+    // Already in the output's order (a contraction's batch, A's, then B's labels, as
+    // `bid,bjd->bij` has them): no copy.
+    let in_order = acc.labels == eq.output
+        && acc
+            .dims
+            .iter()
+            .zip(&acc.labels)
+            .all(|(&d, &l)| d == sizes[l]);
+    let result = if in_order {
+        acc.data
+    } else {
+        acc.arranged(&eq.output, &sizes)
+    };
     let y = outputs[0].slice_mut::<T>()?;
     if y.len() != result.len() {
         return Err(ctx.compute_error(format!("{} results for {} outputs", result.len(), y.len())));
@@ -512,6 +585,69 @@ mod tests {
                 .contains("no input")
         );
         assert!(label("ij", &[3]).unwrap_err().contains("rank 3"));
+    }
+
+    /// Two-operand equations as models write them, against the sum over every
+    /// assignment of the labels: operands the gemm reads in place with strides
+    /// (batched, transposed, merged batch labels, an empty group) and ones it gets copied
+    /// (broadcast dims, labels out of order within a group, a repeated label).
+    #[test]
+    fn contractions_read_in_place_or_copied_agree_with_the_definition() {
+        // (equation, shape of A, shape of B), explicit outputs, no ellipsis.
+        let cases: [(&str, &[usize], &[usize]); 9] = [
+            ("bid,bjd->bij", &[3, 5, 7], &[3, 4, 7]),
+            ("bij,bjk->bik", &[2, 5, 6], &[2, 6, 3]),
+            ("bhqd,bhkd->bhqk", &[2, 3, 4, 5], &[2, 3, 6, 5]),
+            ("ij,kj->ik", &[17, 9], &[5, 9]),
+            ("bi,bj->bij", &[4, 3], &[4, 5]),
+            ("ijk,jk->i", &[3, 4, 5], &[4, 5]),
+            ("bid,bjd->bji", &[2, 3, 4], &[2, 5, 4]),
+            ("bid,xjd->bij", &[3, 2, 4], &[1, 5, 4]),
+            ("hbd,bhe->bhde", &[3, 2, 4], &[2, 3, 5]),
+        ];
+        for (eq, sa, sb) in cases {
+            let (ins, out) = eq.split_once("->").unwrap();
+            let (la, lb) = ins.split_once(',').unwrap();
+            let value = |i: usize, salt: usize| ((i * 37 + salt * 11) % 23) as f64 * 0.25 - 2.5;
+            let a: Vec<f64> = (0..sa.iter().product()).map(|i| value(i, 1)).collect();
+            let b: Vec<f64> = (0..sb.iter().product()).map(|i| value(i, 2)).collect();
+            // Every label's size; `x` broadcasts (size 1 in B, `b`'s size wherever read).
+            let mut size = std::collections::BTreeMap::new();
+            for (l, d) in la.chars().zip(sa).chain(lb.chars().zip(sb)) {
+                let e = size.entry(l).or_insert(*d);
+                *e = (*e).max(*d);
+            }
+            let labels: Vec<char> = size.keys().copied().collect();
+            let at = |ls: &str, shape: &[usize], idx: &std::collections::BTreeMap<char, usize>| {
+                ls.chars()
+                    .zip(shape)
+                    .fold(0, |o, (l, &d)| o * d + if d == 1 { 0 } else { idx[&l] })
+            };
+            let oshape: Vec<usize> = out.chars().map(|l| size[&l]).collect();
+            let mut want = vec![0.0f64; oshape.iter().product()];
+            let total: usize = labels.iter().map(|l| size[l]).product();
+            for mut flat in 0..total {
+                let mut idx = std::collections::BTreeMap::new();
+                for l in labels.iter().rev() {
+                    idx.insert(*l, flat % size[l]);
+                    flat /= size[l];
+                }
+                want[at(out, &oshape, &idx)] += a[at(la, sa, &idx)] * b[at(lb, sb, &idx)];
+            }
+            let eq = eq.replace('x', "b");
+            let got = run1(
+                "Einsum",
+                &[("equation", Attr::Str(eq.clone()))],
+                &[Tensor::from_vec(sa, &a), Tensor::from_vec(sb, &b)],
+            );
+            assert_eq!(got.shape, oshape, "{eq}");
+            for (g, w) in got.slice::<f64>().unwrap().iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                    "{eq}: {g} against {w}"
+                );
+            }
+        }
     }
 
     #[test]
