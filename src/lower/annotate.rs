@@ -72,11 +72,14 @@ struct Filler {
     /// into it). A map is known by its address; each entry holds the map it was made of,
     /// so no other map can take that address while the entry stands. Keyed in two levels
     /// so that a lookup borrows the shape instead of building a key.
-    maps: foldhash::HashMap<usize, (AttrMap, foldhash::HashMap<Vec<i64>, AttrMap>)>,
+    maps: Memo<Vec<i64>, AttrMap>,
     /// Attribute map -> (the map, layout -> whether the formats say memory holds what
     /// inference describes), as above.
-    plain: foldhash::HashMap<usize, (AttrMap, foldhash::HashMap<String, bool>)>,
+    plain: Memo<String, bool>,
 }
+
+/// Answers per attribute map (by address, holding the map) and key ([`memo`]).
+type Memo<K, V> = foldhash::HashMap<usize, (AttrMap, foldhash::HashMap<K, V>)>;
 
 impl Filler {
     fn graph(&mut self, g: &mut ComputeGraph, metas: &Metas<'_>) {
@@ -125,16 +128,9 @@ impl Filler {
             let origin = TensorFormat::named_origin_format(d).unwrap_or(format);
             format == origin && matches!(format, 0..=2)
         };
-        let Some(id) = d.attrs.id() else {
-            return read();
-        };
-        let (_, by_layout) = self
-            .plain
-            .entry(id)
-            .or_insert_with(|| (d.attrs.clone(), Default::default()));
-        match by_layout.get(d.layout.as_str()) {
-            Some(&plain) => plain,
-            None => *by_layout.entry(d.layout.clone()).or_insert_with(read),
+        match d.attrs.id() {
+            Some(id) => memo(&mut self.plain, id, &d.attrs, d.layout.as_str(), read),
+            None => read(),
         }
     }
 
@@ -167,24 +163,39 @@ impl Filler {
             return changed;
         }
         d.attrs = match d.attrs.id() {
-            Some(id) => {
-                let (_, by_shape) = self
-                    .maps
-                    .entry(id)
-                    .or_insert_with(|| (d.attrs.clone(), Default::default()));
-                match by_shape.get(dims.as_slice()) {
-                    Some(made) => made.clone(),
-                    None => by_shape
-                        .entry(dims.clone())
-                        .or_insert_with(|| with_shape(d.attrs.clone(), &dims))
-                        .clone(),
-                }
-            }
+            Some(id) => memo(&mut self.maps, id, &d.attrs, dims.as_slice(), || {
+                with_shape(d.attrs.clone(), &dims)
+            }),
             None => with_shape(AttrMap::new(), &dims),
         };
         d.shape = Shape::Dims(dims);
         true
     }
+}
+
+/// A [`Filler`] memo's answer for map `attrs` (whose address is `id`) and `key`: the one
+/// made before, or `make`'s, kept. The lookup borrows `key`; only a miss copies it.
+fn memo<K, Q, V>(
+    table: &mut Memo<K, V>,
+    id: usize,
+    attrs: &AttrMap,
+    key: &Q,
+    make: impl FnOnce() -> V,
+) -> V
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
+    V: Clone,
+{
+    let (_, answers) = table
+        .entry(id)
+        .or_insert_with(|| (attrs.clone(), Default::default()));
+    if let Some(v) = answers.get(key) {
+        return v.clone();
+    }
+    let v = make();
+    answers.insert(key.to_owned(), v.clone());
+    v
 }
 
 /// `attrs` with a descriptor's new shape `dims` written where it appears: the importer's

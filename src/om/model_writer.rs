@@ -122,23 +122,14 @@ impl Plan {
     }
 
     fn dict(&self) -> Option<Dict<'_>> {
-        self.dict.as_ref().map(|k| Dict {
-            b: &k.b,
-            keys: &k.keys,
-            ranks: &k.ranks,
-        })
+        self.dict.as_ref()
     }
 }
 
 /// The finished dictionaries, read by the encoding threads.
-#[derive(Clone, Copy)]
-struct Dict<'a> {
-    b: &'a Builder,
-    keys: &'a [Vec<u8>],
-    ranks: &'a [u32],
-}
+type Dict<'a> = &'a Keys;
 
-impl<'a> Dict<'a> {
+impl Keys {
     /// The index of an attribute name in the dictionary. The plan saw every name the ops
     /// hold.
     fn name(&self, name: &str) -> u32 {

@@ -48,66 +48,27 @@ impl Isa {
     }
 }
 
-/// Calls `$f::<…>($args)` compiled for the best instruction set found: `$f` must be an
-/// `#[inline(always)]` function whose body is safe code; the wrappers only widen the
-/// vectors the compiler may use (the loop vectorizer's plain loops: reductions over
-/// fixed running lanes, maps, which the baseline x86-64 target keeps to SSE2).
+/// `fn $name<G, ...>(args) -> R where [bounds] => $f` defines `$name`, which calls `$f`
+/// compiled for the best instruction set found (generics, return type and bounds
+/// optional). `$f` must be an `#[inline(always)]` function whose body is safe code; the
+/// wrappers only widen the vectors the compiler may use (the loop vectorizer's plain
+/// loops: reductions over fixed running lanes, maps, which the baseline x86-64 target
+/// keeps to SSE2). Each version, the baseline's too, is a call of its own, never
+/// inlined, so its slice parameters are `noalias` there: a store through a `&mut` slice
+/// cannot change what a closure argument captured, which keeps the captures in
+/// registers and lets maps and reductions over closures vectorize.
 macro_rules! per_isa {
-    ($(#[$doc:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($a:ident: $t:ty),*) => $f:ident) => {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident $(<$($g:ident),*>)? ($($a:ident: $t:ty),* $(,)?)
+        $(-> $ret:ty)? $(where [$($w:tt)*])? => $f:ident) => {
         $(#[$doc])*
-        fn $name $(<$g: $b>)? ($($a: $t),*) {
+        $vis fn $name $(<$($g),*>)? ($($a: $t),*) $(-> $ret)? $(where $($w)*)? {
             /// `$f` compiled for AVX-512F.
             ///
             /// # Safety
             /// This CPU has AVX-512F.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
-            unsafe fn wide $(<$g: $b>)? ($($a: $t),*) {
-                $f $(::<$g>)? ($($a),*)
-            }
-            /// `$f` compiled for AVX2.
-            ///
-            /// # Safety
-            /// This CPU has AVX2.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2 $(<$g: $b>)? ($($a: $t),*) {
-                $f $(::<$g>)? ($($a),*)
-            }
-            #[cfg(target_arch = "x86_64")]
-            match $crate::ops::simd::Isa::detect() {
-                // SAFETY: `Isa::detect` found AVX-512F on this CPU, all `wide` needs.
-                Some($crate::ops::simd::Isa::Avx512) => return unsafe { wide $(::<$g>)? ($($a),*) },
-                // SAFETY: `Isa::detect` found AVX2 on this CPU, all `avx2` needs.
-                Some($crate::ops::simd::Isa::Avx2) => return unsafe { avx2 $(::<$g>)? ($($a),*) },
-                None => {}
-            }
-            $f $(::<$g>)? ($($a),*)
-        }
-    };
-}
-
-pub(crate) use per_isa;
-
-/// [`per_isa!`] for a function with any generics: `fn $name<G, ...>(args) -> R where
-/// [bounds] => $f` defines `$name`, which calls the `#[inline(always)]` `$f` compiled for
-/// the best instruction set found, or on the baseline target through a function that is
-/// never inlined. Each version is a call of its own, so its slice parameters are
-/// `noalias` there: a store through a `&mut` slice cannot change what a closure
-/// argument captured, which keeps the captures in registers and lets maps and fixed-lane
-/// reductions over closures vectorize.
-macro_rules! per_isa_generic {
-    ($(#[$doc:meta])* $vis:vis fn $name:ident <$($g:ident),*> ($($a:ident: $t:ty),*) -> $ret:ty
-        where [$($w:tt)*] => $f:ident) => {
-        $(#[$doc])*
-        $vis fn $name<$($g),*>($($a: $t),*) -> $ret where $($w)* {
-            /// `$f` compiled for AVX-512F.
-            ///
-            /// # Safety
-            /// This CPU has AVX-512F.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            unsafe fn wide<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+            unsafe fn wide $(<$($g),*>)? ($($a: $t),*) $(-> $ret)? $(where $($w)*)? {
                 $f($($a),*)
             }
             /// `$f` compiled for AVX2.
@@ -116,12 +77,12 @@ macro_rules! per_isa_generic {
             /// This CPU has AVX2.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
-            unsafe fn avx2<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+            unsafe fn avx2 $(<$($g),*>)? ($($a: $t),*) $(-> $ret)? $(where $($w)*)? {
                 $f($($a),*)
             }
             /// `$f` on the baseline target, a call of its own as the others are.
             #[inline(never)]
-            fn plain<$($g),*>($($a: $t),*) -> $ret where $($w)* {
+            fn plain $(<$($g),*>)? ($($a: $t),*) $(-> $ret)? $(where $($w)*)? {
                 $f($($a),*)
             }
             #[cfg(target_arch = "x86_64")]
@@ -137,7 +98,35 @@ macro_rules! per_isa_generic {
     };
 }
 
-pub(crate) use per_isa_generic;
+pub(crate) use per_isa;
+
+/// Running accumulators of [`lane_fold`].
+pub(crate) const FOLD_LANES: usize = 16;
+
+/// `x` folded with `f` from `id`, `f`'s identity, in [`FOLD_LANES`] running accumulators
+/// (the `k`-th taking every element at `k` modulo the lanes), the tail in one more, then
+/// the lanes joined into that one in order, `join(joined, lane)`. The lanes are
+/// independent chains the vectorizer spreads over a vector of any width, where a plain
+/// fold is one chain of dependent operations, a latency per element; their order is
+/// fixed, so the bits do not depend on the CPU. The loop of a reduction or a norm's
+/// moments, inside a [`per_isa!`] function.
+#[inline(always)]
+pub(crate) fn lane_fold<T: Copy, A: Copy>(
+    x: &[T],
+    id: A,
+    f: impl Fn(A, T) -> A,
+    join: impl Fn(A, A) -> A,
+) -> A {
+    let (body, tail) = x.split_at(x.len() - x.len() % FOLD_LANES);
+    let mut lanes = [id; FOLD_LANES];
+    for c in body.chunks_exact(FOLD_LANES) {
+        for (a, &v) in lanes.iter_mut().zip(c) {
+            *a = f(*a, v);
+        }
+    }
+    let rest = tail.iter().fold(id, |a, &v| f(a, v));
+    lanes.into_iter().fold(rest, join)
+}
 
 /// `pub(super) unsafe fn $name($args)`: `$body::<$set>($args)` (or `$body::<$set,
 /// $generics...>`) compiled for `$set` (`Avx512` or `Avx2`), the entry point of a kernel

@@ -200,7 +200,7 @@ pub fn par_map<A: Copy + Sync, O: Send>(x: &[A], out: &mut [O], f: impl Fn(A) ->
     par_chunks(x, out, |x, out| map_slice(x, out, &f));
 }
 
-crate::ops::simd::per_isa_generic! {
+crate::ops::simd::per_isa! {
     /// `out[i] = f(x[i])` over one chunk, in a function of its own compiled for the widest
     /// vectors this CPU has.
     ///
@@ -213,7 +213,7 @@ crate::ops::simd::per_isa_generic! {
     /// under a condition (LeakyRelu's slope) becomes a masked gather per vector. No FMA is
     /// enabled, so the results are those of the plain loop, bit for bit, on every
     /// instruction set.
-    pub(crate) fn map_slice<A, O, F>(x: &[A], out: &mut [O], f: &F) -> ()
+    pub(crate) fn map_slice<A, O, F>(x: &[A], out: &mut [O], f: &F)
         where [A: Copy, F: Fn(A) -> O] => map_slice_any
 }
 

@@ -330,23 +330,21 @@ impl<A: Acc> Operand<A> {
         strided_copy(&self.data, &dims, &st)
     }
 
-    /// The labels `group` as one dim of the dense data, its size and stride, when they
-    /// are adjacent dims in the same order and none broadcasts (a dim of 1 for a larger
-    /// size); `(1, 0)` for no label. What lets [`contract`] hand the data to the gemm as
-    /// it is, with strides, instead of copying it into the gemm's order first.
-    fn merged(&self, group: &[usize], sizes: &[usize]) -> Option<(usize, usize)> {
+    /// The stride of the labels `group` as one dim of the dense data, when they are
+    /// adjacent dims in the same order and none broadcasts (a dim of 1 for a larger
+    /// size); 0 for no label. What lets [`contract`] hand the data to the gemm as it is,
+    /// with strides, instead of copying it into the gemm's order first.
+    fn merged_stride(&self, group: &[usize], sizes: &[usize]) -> Option<usize> {
         let Some(&first) = group.first() else {
-            return Some((1, 0));
+            return Some(0);
         };
         let p = self.labels.iter().position(|&x| x == first)?;
-        let mut size = 1;
         for (k, &l) in group.iter().enumerate() {
             if self.labels.get(p + k) != Some(&l) || self.dims[p + k] != sizes[l] {
                 return None;
             }
-            size *= sizes[l];
         }
-        Some((size, row_major(&self.dims)[p + group.len() - 1]))
+        Some(self.dims[p + group.len()..].iter().product())
     }
 
     /// Sums out every label not in `keep`.
@@ -428,11 +426,11 @@ fn contract<A: Acc>(
     // is one dim of it (a transposed or batched operand, the common case: attention's
     // `bhqd,bhkd->bhqk`), else a copy in the gemm's order. Copying both operands, the
     // second one transposed, took half of a `bid,bjd->bij` einsum.
-    let view = |o: &Operand<A>, g: [&[usize]; 3]| -> Option<[(usize, usize); 3]> {
+    let view = |o: &Operand<A>, g: [&[usize]; 3]| -> Option<[usize; 3]> {
         Some([
-            o.merged(g[0], sizes)?,
-            o.merged(g[1], sizes)?,
-            o.merged(g[2], sizes)?,
+            o.merged_stride(g[0], sizes)?,
+            o.merged_stride(g[1], sizes)?,
+            o.merged_stride(g[2], sizes)?,
         ])
     };
     let (va, vb) = (
@@ -441,12 +439,7 @@ fn contract<A: Acc>(
     );
     let (pa, pb);
     let (da, db, [sa0, sa1, sa2], [sb0, sb1, sb2]) = match (va, vb) {
-        (Some(va), Some(vb)) => (
-            &a.data,
-            &b.data,
-            va.map(|(_, stride)| stride),
-            vb.map(|(_, stride)| stride),
-        ),
+        (Some(va), Some(vb)) => (&a.data, &b.data, va, vb),
         _ => {
             pa = a.arranged(&order_a, sizes);
             pb = b.arranged(&order_b, sizes);

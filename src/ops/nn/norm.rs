@@ -12,7 +12,7 @@ use super::scalar::{Scalar, read_f64s, write_f64s};
 use crate::dispatch;
 use crate::ops::DType;
 use crate::ops::linalg::min_chunks;
-use crate::ops::simd::per_isa;
+use crate::ops::simd::{lane_fold, per_isa};
 use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
 
 /// Elements below which groups run on the calling thread.
@@ -22,7 +22,7 @@ fn unsupported(ctx: &InferCtx, d: crate::ops::DType) -> OpError {
     ctx.compute_error(format!("computes float types, not {d}"))
 }
 
-crate::ops::simd::per_isa_generic! {
+per_isa! {
     /// Mean and population variance of `xs`, in f64, each a [`lane_sum`]: the plain sums
     /// were one chain of dependent f64 additions, 4 cycles an element twice over (an
     /// InstanceNormalization over 64 planes of 56 x 56 took 420 us, 6x ONNX Runtime).
@@ -40,9 +40,9 @@ fn moments_any<T: Scalar>(xs: &[T]) -> (f64, f64) {
     (mean, var)
 }
 
-crate::ops::simd::per_isa_generic! {
+per_isa! {
     /// `out = x * a + b` over one group, in f64, in the widest vectors this CPU has.
-    pub(crate) fn rescale<T>(xs: &[T], out: &mut [T], a: f64, b: f64) -> ()
+    pub(crate) fn rescale<T>(xs: &[T], out: &mut [T], a: f64, b: f64)
         where [T: Scalar] => rescale_any
 }
 
@@ -301,7 +301,7 @@ fn layer_norm_typed<T: Scalar>(
 /// element; on an encoder at sequence 128 that took 2 ns per element, as long as ONNX
 /// Runtime's LayerNorm with the residual Add fused in. Here the parameters are read in
 /// place, nothing is allocated, and the moments (in f64, two passes as the general path
-/// takes them) keep [`LANES`] running sums, a fixed order the vectorizer spreads over any
+/// takes them) keep [`FOLD_LANES`](crate::ops::simd::FOLD_LANES) running sums, a fixed order the vectorizer spreads over any
 /// width, so the bits do not depend on the CPU. The rescale is the general path's f64
 /// formula.
 fn layer_norm_f32(
@@ -377,8 +377,6 @@ struct RowStats<'a> {
     variance: bool,
 }
 
-/// Running sums of a row's moments in [`normalize_rows_any`].
-const LANES: usize = 16;
 /// Rows whose moments [`normalize_rows_any`] computes side by side.
 const ROW_BLOCK: usize = 8;
 
@@ -394,22 +392,10 @@ per_isa! {
     ) => normalize_rows_any
 }
 
-/// The sum of `f` over `x`: [`LANES`] running sums, then the tail, then the lanes in
-/// order, a fixed order for any vector width.
+/// The sum of `f` over `x` in f64, in lanes ([`lane_fold`]).
 #[inline(always)]
 fn lane_sum<T: Copy>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
-    let (body, tail) = x.split_at(x.len() - x.len() % LANES);
-    let mut lanes = [0.0f64; LANES];
-    for c in body.chunks_exact(LANES) {
-        for (s, &v) in lanes.iter_mut().zip(c) {
-            *s += f(v);
-        }
-    }
-    let mut total = tail.iter().map(|&v| f(v)).sum::<f64>();
-    for s in lanes {
-        total += s;
-    }
-    total
+    lane_fold(x, 0.0, |s, v| s + f(v), |total, s| total + s)
 }
 
 /// Each `scale.len()`-long row of `x` normalized into `y`: `(v - mean) / sqrt(var + eps)

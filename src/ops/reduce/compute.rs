@@ -16,6 +16,7 @@ use crate::ops::reduce::accumulate::{Acc, Num};
 use crate::ops::shape::args::{input, output};
 use crate::ops::shape::indices::{ints, optional_ints};
 use crate::ops::shape::movement::{PAR_MIN, View, copy_view};
+use crate::ops::simd::lane_fold;
 use crate::ops::{InferCtx, OpError, TensorMut, TensorRef};
 
 /// A tensor as three dims: before, along, and after the reduced block.
@@ -200,31 +201,20 @@ fn reduce_typed<T: Num>(
         _ => <T::Acc as Acc>::ZERO,
     };
     acc.fill(init);
+    // Every kind but LogSumExp folds the values as they are; `combine` joins two
+    // accumulators as `f` joins an accumulator and a value.
+    macro_rules! fold {
+        ($f:expr, $combine:expr) => {
+            fold(&data, l, &mut acc, &[], $f, $combine)
+        };
+    }
     match kind {
-        Kind::Sum | Kind::Mean | Kind::LogSum => {
-            fold(&data, l, &mut acc, &[], |a, v, _| a.add(v), Acc::add)
-        }
-        Kind::Max => fold(
-            &data,
-            l,
-            &mut acc,
-            &[],
-            |a, v, _| a.maximum(v),
-            Acc::maximum,
-        ),
-        Kind::Min => fold(
-            &data,
-            l,
-            &mut acc,
-            &[],
-            |a, v, _| a.minimum(v),
-            Acc::minimum,
-        ),
-        Kind::Prod => fold(&data, l, &mut acc, &[], |a, v, _| a.mul(v), Acc::mul),
-        Kind::L1 => fold(&data, l, &mut acc, &[], |a, v, _| a.add(v.abs()), Acc::add),
-        Kind::L2 | Kind::SumSquare => {
-            fold(&data, l, &mut acc, &[], |a, v, _| a.add(v.mul(v)), Acc::add)
-        }
+        Kind::Sum | Kind::Mean | Kind::LogSum => fold!(|a, v, _| a.add(v), Acc::add),
+        Kind::Max => fold!(|a, v, _| a.maximum(v), Acc::maximum),
+        Kind::Min => fold!(|a, v, _| a.minimum(v), Acc::minimum),
+        Kind::Prod => fold!(|a, v, _| a.mul(v), Acc::mul),
+        Kind::L1 => fold!(|a, v, _| a.add(v.abs()), Acc::add),
+        Kind::L2 | Kind::SumSquare => fold!(|a, v, _| a.add(v.mul(v)), Acc::add),
         Kind::LogSumExp => fold(
             &data,
             l,
@@ -294,13 +284,9 @@ fn fold<T: Num>(
     }
 }
 
-/// Running accumulators of a reduction over the last axis ([`fold_row`]).
-const LANES: usize = 16;
-
-crate::ops::simd::per_isa_generic! {
-    /// One contiguous reduced row folded from `id`, `f`'s identity: [`LANES`] running
-    /// accumulators, the `k`-th taking every element at `k` modulo `LANES`, then the tail
-    /// into one more, all joined in order with `combine`.
+crate::ops::simd::per_isa! {
+    /// One contiguous reduced row folded from `id`, `f`'s identity, in lanes
+    /// ([`lane_fold`]), joined with `combine`.
     ///
     /// Why: a fold one element after another is one chain of dependent operations, an
     /// addition's latency per element (a 768-float row's mean at 1.3 ns an element, 6x
@@ -318,15 +304,7 @@ where
     F: Fn(T::Acc, T::Acc, T::Acc) -> T::Acc,
     C: Fn(T::Acc, T::Acc) -> T::Acc,
 {
-    let (body, tail) = row.split_at(row.len() - row.len() % LANES);
-    let mut lanes = [id; LANES];
-    for c in body.chunks_exact(LANES) {
-        for (a, &v) in lanes.iter_mut().zip(c) {
-            *a = f(*a, v.to_acc(), s);
-        }
-    }
-    let rest = tail.iter().fold(id, |a, &v| f(a, v.to_acc(), s));
-    lanes.into_iter().fold(rest, |r, a| combine(a, r))
+    lane_fold(row, id, |a, v| f(a, v.to_acc(), s), |r, a| combine(a, r))
 }
 
 /// ArgMax and ArgMin: the index of the first (or with `select_last_index`, the last)
