@@ -251,6 +251,12 @@ pub unsafe fn sgemm_finished(
 /// number of vectors of every kernel.
 pub const PACK_WIDTH: usize = 48;
 
+/// Rows per tile of C in every kernel. A product of at most two tiles' rows without a
+/// bias or an activation takes a k-blocked path of its own, so a caller that splits a
+/// product's rows and wants the whole product's bits gives each block more rows than
+/// that.
+pub const ROW_TILE: usize = 8;
+
 /// The floats of B (`k` x `n`) packed: `n.div_ceil(PACK_WIDTH)` panels of `k` x
 /// [`PACK_WIDTH`].
 pub fn packed_len(k: usize, n: usize) -> usize {
@@ -634,7 +640,7 @@ mod x86 {
     use crate::ops::simd::{Avx2, Avx512, Simd};
 
     /// Rows per tile in both kernels.
-    pub(super) const MR: usize = 8;
+    pub(super) const MR: usize = super::ROW_TILE;
 
     /// Floats of panel copy a product needs (a panel of the widest kernel over k).
     pub(super) fn panel_floats(k: usize) -> usize {

@@ -1130,6 +1130,8 @@ mod tests {
             for (tile, bound) in [(Tile::F2, 2e-6), (Tile::F4, F4_BOUND)] {
                 let u = transform(&w, case.m, case.x[1], tile);
                 for isa in Isa::available() {
+                    // Each epilogue's bits on one thread, which every split must give.
+                    let mut serial: [Vec<u32>; 2] = Default::default();
                     for parallel in [false, true] {
                         let plan =
                             Winograd::plan(&case.window(), case.x[1], case.m, tile, isa, parallel)
@@ -1173,13 +1175,19 @@ mod tests {
                             let bits =
                                 |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                             assert_eq!(bits(&again), bits(&got), "case {n}, {tile:?}");
+                            let first = &mut serial[e.is_some() as usize];
+                            if parallel {
+                                assert_eq!(&bits(&got), first, "case {n}, {tile:?}: threads");
+                            } else {
+                                *first = bits(&got);
+                            }
                         }
                     }
                 }
             }
             case.check();
         }
-        // F(4x4, 3x3) ran with threads sharing blocks too (with threads to share them).
+        // F(4x4, 3x3) ran with every thread taking every block too (with threads to take them).
         assert!(shared[1] || rayon::current_num_threads() == 1);
     }
 

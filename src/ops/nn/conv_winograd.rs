@@ -29,9 +29,9 @@
 //!
 //! The tiles are taken in blocks sized for L2 (the block's V and M for every ξ), each
 //! block transformed, multiplied and transformed back before the next. Threads take
-//! whole blocks; on an image too small for a block of useful width per thread, they
-//! share each block instead, a share of its input channels to transform, then a share
-//! of its output channels to multiply and transform back ([`Split`]). The input is
+//! whole blocks; on an image too small for a block of useful width per thread, each
+//! takes every block, transforms all of its input channels and multiplies and
+//! transforms back a share of its output channels ([`Split`]). The input is
 //! copied into zero-padded planes whose width is a whole number of vectors of tiles, so
 //! the transforms run without bounds checks in vectors of `LANES` tiles: a tile row's
 //! 4x4 windows start two columns apart, and the even and odd columns of two vectors give
@@ -40,13 +40,11 @@
 //! columns 4 and 5. The tiles of the rounding, past the output's edge, are computed
 //! and not stored.
 //!
-//! Where threads take whole blocks (or there is one thread), each block pads only the
-//! input rows its tiles read, into a window of its own buffers, just before it
-//! transforms them: the copy lands in L2 and the transform reads it from there. Padding
-//! the whole image first (as shared blocks still do, their images being small) wrote a
-//! second copy of the input to memory and read it back: for a UNet decoder's 48 -> 32
-//! layer over 256 x 256 that is 25 MB of traffic, and the copy alone was a tenth of
-//! the model's time.
+//! Each block pads only the input rows its tiles read, into a window of its task's
+//! buffers, just before it transforms them: the copy lands in L2 and the transform reads
+//! it from there. Padding the whole image first wrote a second copy of the input to
+//! memory and read it back: for a UNet decoder's 48 -> 32 layer over 256 x 256 that is
+//! 25 MB of traffic, and the copy alone was a tenth of the model's time.
 //!
 //! Each output is a fixed sequence of operations whatever the block, thread or executor,
 //! so every executor gets the same bits; they are not the direct kernels' bits.
@@ -154,13 +152,24 @@ enum Split {
     /// Threads take whole blocks of tiles, each with its own buffers: images of many
     /// tiles.
     Blocks,
-    /// Threads share each block: each transforms a share of the input channels, then
-    /// (after all have) multiplies and transforms back a share of the output channels.
-    /// Images too small for a block of at least [`MIN_SPLIT_BLOCK`] tiles per thread,
-    /// whose products, cut into narrower blocks, would be too narrow for sgemm's tiles
-    /// (a 48 -> 48 layer over 8 x 32 took longer in four blocks of 16 tiles on two
-    /// threads than the direct kernel).
-    Channels,
+    /// Every thread takes every block: it pads and transforms all the block's input
+    /// channels into buffers of its own, then multiplies and transforms back its share
+    /// of the output channels. Images too small for a block of at least
+    /// [`MIN_SPLIT_BLOCK`] tiles per thread, whose products, cut into narrower blocks,
+    /// would be too narrow for sgemm's tiles (a 48 -> 48 layer over 8 x 32 took longer
+    /// in four blocks of 16 tiles on two threads than the direct kernel).
+    ///
+    /// The input transform is done once per thread rather than shared, because sharing
+    /// it is what costs: threads that split the input channels must meet after the
+    /// transform of each block, and each then reads the other's half of V (V is
+    /// `ξs c n` floats, 512 KB for 128 channels over 64 tiles of F(2x2)). On a machine
+    /// whose two cores share no cache (this one's two vCPUs, some of the time) that
+    /// read crosses the chip: the CRNN's five Winograd layers took 465 us at two
+    /// threads split that way, against 230 us on one thread; now 280 us, and 181 us
+    /// (against 196) when the cores share their L3. The transform repeated is a small
+    /// part of a layer's work: about `ξs c n` of its loads and adds against the
+    /// products' `ξs c m n / threads` multiply-adds.
+    Outputs,
 }
 
 impl Winograd {
@@ -209,7 +218,8 @@ impl Winograd {
     /// algorithm (whichever [`Winograd::tile_for`] would choose: lowering may have
     /// transformed the weights for it). With `parallel` (the call splits its work across
     /// threads) the blocks are cut small enough for two per thread, or, when that would
-    /// make them too narrow, threads share each block ([`Split`]). Which kernel runs
+    /// make them too narrow, every thread takes every block and a share of the output
+    /// channels ([`Split`]). Which kernel runs
     /// does not depend on the threads, so neither do the bits.
     pub(super) fn plan(
         win: &Window,
@@ -236,7 +246,7 @@ impl Winograd {
                 block = block.min(share);
                 Split::Blocks
             }
-            true => Split::Channels,
+            true => Split::Outputs,
         };
         Some(Winograd {
             isa,
@@ -256,10 +266,10 @@ impl Winograd {
         })
     }
 
-    /// Whether threads share each block ([`Split::Channels`]).
+    /// Whether every thread takes every block ([`Split::Outputs`]).
     #[cfg(test)]
     pub(super) fn shares_blocks(&self) -> bool {
-        self.split == Split::Channels
+        self.split == Split::Outputs
     }
 
     /// Padded plane rows and columns: every tile's window, and the vectors of its
@@ -284,29 +294,22 @@ impl Winograd {
         match self.split {
             Split::None => 1,
             Split::Blocks => rayon::current_num_threads().clamp(1, self.blocks()),
-            Split::Channels => rayon::current_num_threads().max(1),
+            Split::Outputs => rayon::current_num_threads().max(1),
         }
     }
 
-    /// Sets of block buffers a call uses: one per task when tasks take whole blocks.
+    /// Sets of block buffers a call uses: one per task.
     fn buffers(&self) -> usize {
-        match self.split {
-            Split::Blocks => self.tasks(),
-            Split::None | Split::Channels => 1,
-        }
+        self.tasks()
     }
 
-    /// Padded rows each channel's plane holds in the padded input: all of them where
-    /// blocks are shared (the whole image is padded once), else as many as a block's
+    /// Padded rows each channel's plane holds in a task's buffers: as many as a block's
     /// tiles read (each block pads its own, [`Winograd::window`]): the rows of the tile
     /// rows it spans, at most `block / tw` rounded up and one more, and the two below.
     fn rows_held(&self) -> usize {
         let (ph, _) = self.plane();
         let t = self.tile.out();
-        match self.split {
-            Split::Channels => ph,
-            Split::None | Split::Blocks => (t * (self.block.div_ceil(self.tw) + 1) + 2).min(ph),
-        }
+        (t * (self.block.div_ceil(self.tw) + 1) + 2).min(ph)
     }
 
     /// The padded rows the `n` tiles from `first` read: a tile's side per tile row, and
@@ -324,23 +327,10 @@ impl Winograd {
         self.c * self.rows_held() * pw
     }
 
-    /// Floats of the padded image the tasks share: the whole image where blocks are
-    /// shared, none where each block pads its own rows (in its task's buffers).
-    fn image_len(&self) -> usize {
-        match self.split {
-            Split::Channels => self.padded_len(),
-            Split::None | Split::Blocks => 0,
-        }
-    }
-
     /// Floats of one set of block buffers: V and M for every ξ, and the padded input's
-    /// rows where each block pads its own.
+    /// rows the block reads.
     fn task_len(&self) -> usize {
-        let window = match self.split {
-            Split::Channels => 0,
-            Split::None | Split::Blocks => self.padded_len(),
-        };
-        self.tile.positions() * (self.c + self.m) * self.block + window
+        self.tile.positions() * (self.c + self.m) * self.block + self.padded_len()
     }
 
     /// Scratch floats [`Winograd::run`] needs: with `transform` (raw weights) room for
@@ -351,7 +341,7 @@ impl Winograd {
         } else {
             0
         };
-        self.image_len() + u + self.buffers() * self.task_len()
+        u + self.buffers() * self.task_len()
     }
 
     /// The first tile of block `b` and its tile count.
@@ -373,7 +363,7 @@ impl Winograd {
         scratch: &mut [f32],
         out: &mut [f32],
     ) {
-        let (ph, pw) = self.plane();
+        let (_, pw) = self.plane();
         let (m, c, xis) = (self.m, self.c, self.tile.positions());
         let (raw, room) = match w {
             Weights::Raw(w) => (Some(w), w.len() >= m * c * 9),
@@ -384,16 +374,9 @@ impl Winograd {
             "winograd conv: weights or bias too short"
         );
         assert!(out.len() >= m * self.oh * self.ow, "output too short");
-        let (padded, rest) = scratch.split_at_mut(self.image_len());
-        let (u, rest) = rest.split_at_mut(if raw.is_some() { xis * m * c } else { 0 });
+        let (u, rest) = scratch.split_at_mut(if raw.is_some() { xis * m * c } else { 0 });
         let bufs = &mut rest[..self.buffers() * self.task_len()];
         let tasks = self.tasks();
-        // The whole padded image, where blocks share it.
-        let whole = Padded {
-            planes: SharedOut(padded.as_mut_ptr()),
-            stride: ph * pw,
-            first_row: 0,
-        };
         // U: made in the scratch from raw weights, else the caller's, only ever read
         // (the pointer is mutable for `SharedOut`'s sake; nothing writes through it).
         let us = match w {
@@ -401,89 +384,56 @@ impl Winograd {
             Weights::Transformed(u) => SharedOut(u.as_ptr().cast_mut()),
         };
         let out = SharedOut(out.as_mut_ptr());
-        // Each task pads its share of the input channels (where blocks share the padded
-        // image) and transforms its share of the weights: one hand-off for both.
-        let prepare = |t: usize| {
-            // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `whole` holds the `c`
-            // planes where blocks are shared and, with raw weights, `us` U (`ξs m c`
-            // floats of the scratch), and task `t` writes only its shares (`part`) of
-            // their channels.
-            unsafe {
-                if self.split == Split::Channels {
-                    self.pad(x, &whole, 0..ph, part(c, t, tasks));
-                }
-                if let Some(w) = raw {
-                    self.transform_weights(w, &us, part(m, t, tasks));
+        // Raw weights: each task transforms its share of them, and all have before any
+        // block's products read U (a parallel loop returns when all its tasks have).
+        if let Some(w) = raw {
+            each(tasks, |t| {
+                // SAFETY: this CPU has `self.isa` (from `Isa::detect`); `us` holds U (`ξs
+                // m c` floats of the scratch), and task `t` writes only its share of its
+                // output channels.
+                unsafe { self.transform_weights(w, &us, part(m, t, tasks)) }
+            });
+        }
+        // Task `t`'s blocks and output channels: a consecutive share of the blocks and
+        // every channel, or every block and a share of the channels.
+        let per = self.blocks().div_ceil(tasks);
+        let share = |t: usize| match self.split {
+            Split::None | Split::Blocks => (t * per..((t + 1) * per).min(self.blocks()), 0..m),
+            Split::Outputs => (0..self.blocks(), part(m, t, tasks)),
+        };
+        let task = |t: usize, buf: &mut [f32]| {
+            let (v, rest) = buf.split_at_mut(xis * c * self.block);
+            let (mx, rows) = rest.split_at_mut(xis * m * self.block);
+            let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
+            let (blocks, outs) = share(t);
+            for b in blocks {
+                let (first, n) = self.span(b);
+                let window = self.window(first, n);
+                let held = Padded {
+                    planes: SharedOut(rows.as_mut_ptr()),
+                    stride: self.rows_held() * pw,
+                    first_row: window.start,
+                };
+                // SAFETY: `self.isa` came from `Isa::detect`, so this CPU has it. U is
+                // written before this (above) or by no one. The padded rows, V and M
+                // are this task's own buffers (`buffers` sets of `task_len`), and the
+                // window's rows fit the rows held (`rows_held`). `out` is the `[m, oh,
+                // ow]` output (asserted), and the task writes only the tiles of its
+                // blocks in its output channels, which no two tasks share.
+                unsafe {
+                    self.pad(x, &held, window, 0..c);
+                    self.input_tiles(&held, first, n, 0..c, &v);
+                    self.products(&us, &v, n, outs.clone(), &mx);
+                    self.output_tiles(&mx, first, n, outs.clone(), bias, epilogue, &out);
                 }
             }
         };
-        // The terms every unsafe call below meets ("the run's terms"): `self.isa` came
-        // from `Isa::detect`, so this CPU has it. The padded image and U are written by
-        // `prepare` only (a transformed U by no one), and read after every task has
-        // prepared (a parallel loop returns when all its tasks have), or, in a shared
-        // block's first step, by the task that prepared them; a block's own padded rows
-        // are written and read by its task alone. `out` is the `[m, oh, ow]` output (asserted) and each
-        // call writes the tiles of its own block and output channels. `bufs` holds the
-        // block buffers (`buffers` sets of `task_len`), each used by one task at a time,
-        // or by the tasks of a shared block in disjoint rows: their input channels' V,
-        // then (after the loop that made V) their output channels' M.
-        match self.split {
-            Split::None | Split::Blocks => {
-                each(tasks, prepare);
-                let per = self.blocks().div_ceil(tasks);
-                let task = |t: usize, buf: &mut [f32]| {
-                    let (v, rest) = buf.split_at_mut(xis * c * self.block);
-                    let (mx, rows) = rest.split_at_mut(xis * m * self.block);
-                    let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
-                    for b in t * per..((t + 1) * per).min(self.blocks()) {
-                        let (first, n) = self.span(b);
-                        let window = self.window(first, n);
-                        let held = Padded {
-                            planes: SharedOut(rows.as_mut_ptr()),
-                            stride: self.rows_held() * pw,
-                            first_row: window.start,
-                        };
-                        // SAFETY: the run's terms; this task's buffers, its blocks; the
-                        // window's rows fit the rows held (`rows_held`).
-                        unsafe {
-                            self.pad(x, &held, window, 0..c);
-                            self.input_tiles(&held, first, n, 0..c, &v);
-                            self.products(&us, &v, n, 0..m, &mx);
-                            self.output_tiles(&mx, first, n, 0..m, bias, epilogue, &out);
-                        }
-                    }
-                };
-                if tasks > 1 {
-                    bufs.par_chunks_mut(self.task_len())
-                        .enumerate()
-                        .for_each(|(t, buf)| task(t, buf));
-                } else {
-                    task(0, bufs);
-                }
-            }
-            Split::Channels => {
-                let (v, mx) = bufs.split_at_mut(xis * c * self.block);
-                let (v, mx) = (SharedOut(v.as_mut_ptr()), SharedOut(mx.as_mut_ptr()));
-                for b in 0..self.blocks() {
-                    let (first, n) = self.span(b);
-                    each(tasks, |t| {
-                        if b == 0 {
-                            prepare(t);
-                        }
-                        // SAFETY: the run's terms; the task's share of V's rows.
-                        unsafe { self.input_tiles(&whole, first, n, part(c, t, tasks), &v) };
-                    });
-                    each(tasks, |t| {
-                        let outs = part(m, t, tasks);
-                        // SAFETY: the run's terms; the task's share of M's rows and of
-                        // the output channels.
-                        unsafe {
-                            self.products(&us, &v, n, outs.clone(), &mx);
-                            self.output_tiles(&mx, first, n, outs, bias, epilogue, &out);
-                        }
-                    });
-                }
-            }
+        if tasks > 1 {
+            bufs.par_chunks_mut(self.task_len())
+                .enumerate()
+                .for_each(|(t, buf)| task(t, buf));
+        } else {
+            task(0, bufs);
         }
     }
 

@@ -221,12 +221,15 @@ unsafe fn one_row_packed(
 
 /// `out` (`[m, n]`) = `epilogue(w . x + bias)` for `w` (`[m, k]`) and `x` (`[k, n]`), all
 /// row-major float32, in one pass over `out`
-/// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, in
-/// blocks of columns across threads when the product is large, as [`one_row_packed`]
-/// splits a row. Columns, not rows ([`by_row_blocks`]): a convolution's output channels
-/// are few (a MobileNet's 1x1 layers have 8 to 256) and its positions many, and a block
-/// of columns reads only its part of `x`. Each element is the same sum whichever block
-/// computes it, so the split changes no bits.
+/// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, split
+/// across threads when the product is large. Mostly in blocks of columns, as
+/// [`one_row_packed`] splits a row: a convolution's output channels are few (a
+/// MobileNet's early 1x1 layers have 8 to 64) and its positions many, and a block of
+/// columns reads only its part of `x`. Blocks of columns are whole panels of 48, so where
+/// the positions are few they split badly (a MobileNet's last layers: 256 channels over
+/// 7 x 7 positions, 48 columns to 1; 14 x 14, 144 to 52), and blocks of rows split more
+/// evenly. Each element is the same sum whichever block computes it, so the split changes
+/// no bits.
 pub(super) fn finished_f32(
     w: &[f32],
     x: &[f32],
@@ -236,43 +239,61 @@ pub(super) fn finished_f32(
     out: &mut [f32],
     parallel: bool,
 ) {
-    use crate::ops::linalg::sgemm::{PACK_WIDTH, sgemm_finished};
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, ROW_TILE, sgemm_finished};
     assert!(w.len() >= m * k && x.len() >= k * n && out.len() == m * n);
+    assert!(bias.is_none_or(|b| b.len() >= m), "finished_f32: bias of m");
+    if m == 0 || n == 0 {
+        return;
+    }
     let threads = if parallel {
         rayon::current_num_threads().max(1)
     } else {
         1
     };
-    let tasks = (m * k.max(1) * n / PARALLEL_WORK).clamp(1, threads);
-    let per = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH).min(n.max(1));
-    // Raw addresses are `Send`; each task writes only its own columns of `out`.
+    // Rounded to the nearest: a product of 1.5 PARALLEL_WORK takes 1.5 times the time
+    // a split pays for.
+    let tasks = ((m * k.max(1) * n + PARALLEL_WORK / 2) / PARALLEL_WORK).clamp(1, threads);
+    // Raw addresses are `Send`; each task writes only its own block of `out`.
     let (xa, oa) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
-    let columns = |j0: usize| {
-        let nj = per.min(n - j0);
+    // The rows `i0..i0 + mi` and columns `j0..j0 + nj` of `out`.
+    let block = |(i0, mi): (usize, usize), (j0, nj): (usize, usize)| {
         // SAFETY: `w` is m x k row-major (asserted), `x` k x n and `out` m x n (asserted),
-        // both read and written at columns `j0..j0 + nj <= n` of every row; `out` is a
-        // unique borrow aliasing neither input, and the tasks' column blocks are
-        // disjoint; `bias`, when given, holds the block's m floats (the caller's slice).
+        // read and written at rows `i0..i0 + mi <= m` and columns `j0..j0 + nj <= n`;
+        // `out` is a unique borrow aliasing neither input, and the tasks' blocks are
+        // disjoint; `bias` holds the m floats (asserted), of which the block's rows' are
+        // passed.
         unsafe {
             sgemm_finished(
-                (m, k, nj),
-                w.as_ptr(),
+                (mi, k, nj),
+                w.as_ptr().add(i0 * k),
                 (k as isize, 1),
                 (xa as *const f32).add(j0),
                 n as isize,
-                (oa as *mut f32).add(j0),
+                (oa as *mut f32).add(i0 * n + j0),
                 n as isize,
-                bias,
+                bias.map(|b| &b[i0..i0 + mi]),
                 epilogue,
             );
         }
     };
-    if tasks > 1 {
-        (0..n.div_ceil(per))
+    let span = |len: usize, per: usize, t: usize| (t * per, per.min(len - t * per));
+    // Blocks of whole panels of columns, or of whole tiles of rows, each of the latter
+    // more than two tiles' rows (see `ROW_TILE`), the last and smallest too. Rows where
+    // the largest block is a smaller share of the rows than of the columns.
+    let cols = n.div_ceil(tasks).next_multiple_of(PACK_WIDTH).min(n);
+    let rows = m.div_ceil(tasks).next_multiple_of(ROW_TILE);
+    let last = m - (m.div_ceil(rows) - 1) * rows;
+    let by_rows = rows * n < cols * m && m > rows && last > 2 * ROW_TILE;
+    if tasks == 1 {
+        block((0, m), (0, n));
+    } else if by_rows {
+        (0..m.div_ceil(rows))
             .into_par_iter()
-            .for_each(|t| columns(t * per));
-    } else if n > 0 {
-        columns(0);
+            .for_each(|t| block(span(m, rows, t), (0, n)));
+    } else {
+        (0..n.div_ceil(cols))
+            .into_par_iter()
+            .for_each(|t| block((0, m), span(n, cols, t)));
     }
 }
 
@@ -1204,6 +1225,54 @@ mod tests {
             let metas = [metas[0].clone(), metas[1].clone(), narrow];
             let e = infer1("MatMul", &metas, &[], &fused).expect_err("a narrow bias");
             assert!(e.to_string().contains("a bias of width"), "{e}");
+        }
+    }
+
+    /// A 1x1 convolution's product gives the same bits on one thread and split, by
+    /// columns (many positions) or by rows (few positions, many channels: a MobileNet's
+    /// last layers), with and without a bias and an activation; the output starts as NaN
+    /// so that an element no block writes shows.
+    #[test]
+    fn finished_products_split_with_the_serial_bits() {
+        use crate::ops::testing::seeded;
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let relu = Epilogue::Clip {
+            lo: 0.0,
+            hi: f32::INFINITY,
+        };
+        // (m, k, n): rows split (256 x 49, 96 x 196), columns split (40 x 49, whose last
+        // row block would be short; 40 x 784), too few rows for two blocks (16 x 49), one
+        // task (8 x 8).
+        let shapes = [
+            (256, 40, 49),
+            (96, 64, 196),
+            (40, 256, 49),
+            (40, 16, 784),
+            (16, 2048, 49),
+            (8, 8, 8),
+        ];
+        for (m, k, n) in shapes {
+            let (w, x) = (seeded(m * k, 1), seeded(k * n, 2));
+            let bias = seeded(m, 3);
+            for (bias, epilogue) in [(None, None), (Some(&bias[..]), Some(relu))] {
+                let run = |parallel| {
+                    let mut out = vec![f32::NAN; m * n];
+                    finished_f32(&w, &x, (m, k, n), bias, epilogue, &mut out, parallel);
+                    out
+                };
+                let serial = run(false);
+                assert!(serial.iter().all(|v| v.is_finite()), "{m}x{k}x{n}");
+                assert_eq!(bits(&run(true)), bits(&serial), "{m}x{k}x{n}");
+                // The first element against its sum.
+                let mut want = (0..k).map(|j| w[j] * x[j * n]).sum::<f32>();
+                if let Some(b) = bias {
+                    want = (want + b[0]).max(0.0);
+                }
+                assert!(
+                    (serial[0] - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{m}x{k}x{n}"
+                );
+            }
         }
     }
 }
