@@ -873,6 +873,11 @@ impl<'r> Lowering<'r> {
             Some((target, attrs, taken)) => (target, attrs, &mut ins[taken]),
             None => (spec, attrs, ins),
         };
+        if compiled.is_none()
+            && let Some(folded) = self.fold_on_host(&spec, ins, &attrs, &outs)
+        {
+            return Ok(folded);
+        }
         if let Some((target, mut operands, attrs, prepared)) = self.prepacked(&spec, ins, &attrs) {
             let op = LaunchOp {
                 spec: Some(&target),
@@ -1130,6 +1135,69 @@ impl<'r> Lowering<'r> {
                 })
                 .collect(),
         )
+    }
+
+    /// The node's outputs as constants computed now by the op library's own compute
+    /// function, when every input is a constant and `const_eval` has no evaluator for the
+    /// op: the weight plumbing exporters write around a layer (PyTorch's LSTM cell slices
+    /// its weight per gate, concatenates the slices in ONNX's gate order and unsqueezes
+    /// the result; a weight transposed or scaled by a constant), which otherwise ran at
+    /// every execution and kept the layer's weight from being prepared at lowering
+    /// (`prepacked` sees only constants). The device would run the same function on the
+    /// same bytes, so the constant has its bits. Not folded: an op whose compute draws
+    /// on a seed or an RNG (Dropout, any op with a `seed` attribute), outputs not all
+    /// static or larger than [`const_eval::MAX_FOLD_BYTES`] together, a node with an
+    /// omitted optional input, and any op the library refuses here; those stay launches,
+    /// whose errors the device reports as it would have.
+    fn fold_on_host(
+        &mut self,
+        spec: &OpSpec,
+        ins: &[Option<TVal>],
+        attrs: &Attrs,
+        outs: &[TensorMeta],
+    ) -> Option<Vec<Option<TVal>>> {
+        let nondeterministic = spec.name == "Dropout" || attrs.contains_key("seed");
+        if spec.compute.is_none()
+            || nondeterministic
+            || ins.is_empty()
+            || !ins
+                .iter()
+                .all(|t| t.as_ref().is_some_and(|t| t.konst.is_some()))
+            || !outs.iter().all(TensorMeta::is_static)
+        {
+            return None;
+        }
+        let bytes = outs.iter().try_fold(0u64, |acc, m| {
+            acc.checked_add(m.dtype.tensor_bytes(m.shape.as_ref()?)?)
+        })?;
+        if bytes > const_eval::MAX_FOLD_BYTES as u64 {
+            return None;
+        }
+        let inputs: Vec<&HostTensor> = ins
+            .iter()
+            .map(|t| Some(self.b.consts[t.as_ref()?.konst? as usize].as_ref()))
+            .collect::<Option<_>>()?;
+        let mut results = self
+            .reg
+            .run_on_host_values(spec.name, attrs, &inputs, outs.len())
+            .ok()??;
+        // The node's outputs lead the op's (see `translated`).
+        results.truncate(outs.len());
+        let metas: Vec<TensorMeta> = results
+            .iter()
+            .map(|t| TensorMeta::new(t.dtype, &t.shape))
+            .collect();
+        (metas == outs).then(|| {
+            results
+                .into_iter()
+                .zip(metas)
+                .map(|(t, meta)| {
+                    let mut v = TVal::new(meta);
+                    v.konst = Some(self.b.add_const(t));
+                    Some(v)
+                })
+                .collect()
+        })
     }
 
     /// Emits the kernel sequence of library op `spec` on `ins` with outputs `outs`,

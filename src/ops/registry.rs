@@ -551,6 +551,26 @@ impl OpRegistry {
         self.run_on_host_poisoned(op, attrs, inputs, outputs, HOST_POISON)
     }
 
+    /// [`run_on_host`](Self::run_on_host) on host tensors, as lowering holds constants:
+    /// the outputs as host tensors. `None` where a value does not fill its shape.
+    pub fn run_on_host_values(
+        &self,
+        op: &str,
+        attrs: &Attrs,
+        inputs: &[&HostTensor],
+        outputs: usize,
+    ) -> Result<Option<Vec<HostTensor>>, OpError> {
+        let Some(inputs) = inputs
+            .iter()
+            .map(|t| Tensor::from_host(t))
+            .collect::<Option<Vec<Tensor>>>()
+        else {
+            return Ok(None);
+        };
+        let outs = self.run_on_host(op, attrs, &inputs, outputs)?;
+        Ok(Some(outs.iter().map(Tensor::to_host).collect()))
+    }
+
     /// [`run_on_host`](Self::run_on_host) with the outputs filled with `poison` first: two
     /// runs with different poisons give the same results only if the op writes every
     /// output byte (what tests/ge_op_sweep.rs checks of every GE op).
