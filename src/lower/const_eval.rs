@@ -24,6 +24,15 @@ use crate::ops::{Attrs, TensorMeta};
 /// The largest output, in bytes, that folding produces.
 pub const MAX_FOLD_BYTES: usize = 256 << 20;
 
+/// Whether outputs of these metas may be folded: every one static, and all of them
+/// within [`MAX_FOLD_BYTES`] together.
+pub fn within_bound(outs: &[TensorMeta]) -> bool {
+    let bytes = outs.iter().try_fold(0u64, |acc, m| {
+        acc.checked_add(m.dtype.tensor_bytes(m.shape.as_ref()?)?)
+    });
+    bytes.is_some_and(|b| b <= MAX_FOLD_BYTES as u64)
+}
+
 /// Whether `op` can be folded knowing only its inputs' static shapes (not their values).
 pub fn needs_only_shapes(op: &str) -> bool {
     matches!(op, "Shape" | "Size" | "Rank")
@@ -57,10 +66,7 @@ pub fn fold(
         let m = outs.get(i)?;
         m.is_static().then(|| m.shape.clone()).flatten()
     };
-    let bytes = outs.iter().try_fold(0u64, |acc, m| {
-        acc.checked_add(m.dtype.tensor_bytes(m.shape.as_ref()?)?)
-    })?;
-    if bytes > MAX_FOLD_BYTES as u64 {
+    if !within_bound(outs) {
         return None;
     }
     let input = |i: usize| inputs.get(i).copied().flatten();

@@ -1163,14 +1163,8 @@ impl<'r> Lowering<'r> {
             || !ins
                 .iter()
                 .all(|t| t.as_ref().is_some_and(|t| t.konst.is_some()))
-            || !outs.iter().all(TensorMeta::is_static)
+            || !const_eval::within_bound(outs)
         {
-            return None;
-        }
-        let bytes = outs.iter().try_fold(0u64, |acc, m| {
-            acc.checked_add(m.dtype.tensor_bytes(m.shape.as_ref()?)?)
-        })?;
-        if bytes > const_eval::MAX_FOLD_BYTES as u64 {
             return None;
         }
         let inputs: Vec<&HostTensor> = ins

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)`, `Mul(Mul(x, 0.5), Add(...))`, `x * 1/√2` for the division, either operand order of every Mul and Add, `RealDiv` for Div | `Gelu` (ONNX's, `approximate` "none") |
 //! | `Mul(x, Sigmoid(x))`, either order | `Swish` (GE's, `scale` 1) |
+//! | `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` (Paddle2ONNX's hard_swish), `RealDiv` for Div or `Mul` by 1/6, `Relu6` or `ClipByValue` for the Clip, either operand order of the Mul and Add | `HardSwish` (ONNX's), which the next rule then fuses into a convolution before it |
 //! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
 //! | inference `BatchNormalization` or `BatchNorm` (constant statistics) of a float32 `Conv` or NCHW `Conv2D` (constant filter and bias) | the convolution, its filter and bias scaled and shifted per channel ([`batch_norm`]); folded first |
 //! | `Relu`, `LeakyRelu`, `Clip` or `ClipByValue` (constant bounds), `Relu6`, `HardSigmoid` or `HardSwish` of a float32 `Conv` or `Conv2D` | the convolution, applying the activation as it stores its output (`_rt2_fused_activation`, see `ops::nn::epilogue`) |
@@ -73,18 +74,22 @@ fn fuse_graph(g: &mut ComputeGraph) {
     // First, so that the activation after a folded normalization follows the
     // convolution it now fuses into.
     batch_norm::fold_all(g);
-    let found = find(&View::new(g));
-    if found.is_empty() {
-        return;
-    }
-    let mut dead = vec![false; g.nodes.len()];
-    for f in found {
-        for &k in &f.inner {
-            dead[k] = true;
+    // A second round finds what the first made: a HardSwish written out, now one node,
+    // after the convolution it fuses into. Each round removes nodes, so the rounds end.
+    for _ in 0..2 {
+        let found = find(&View::new(g));
+        if found.is_empty() {
+            return;
         }
-        apply(g, f);
+        let mut dead = vec![false; g.nodes.len()];
+        for f in found {
+            for &k in &f.inner {
+                dead[k] = true;
+            }
+            apply(g, f);
+        }
+        remove(g, &dead);
     }
-    remove(g, &dead);
 }
 
 /// One pattern found: the node that becomes the fused op, its input, what it becomes,
@@ -101,6 +106,7 @@ struct Fusion {
 enum Fused {
     Gelu,
     Swish,
+    HardSwish,
     /// The convolution node `conv` applying the activation (see `ops::nn::epilogue`).
     ConvActivation {
         conv: usize,
@@ -133,7 +139,10 @@ fn find(v: &View) -> Vec<Fusion> {
     let mut found = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let f = match n.op_type.as_str() {
-            "Mul" => gelu(v, i, n).or_else(|| swish(v, i, n)),
+            "Mul" => gelu(v, i, n)
+                .or_else(|| swish(v, i, n))
+                .or_else(|| hard_swish(v, i, n)),
+            "Div" | "RealDiv" => hard_swish(v, i, n),
             "Add" => layer_norm(v, i, n).or_else(|| matmul_bias(v, i, n)),
             "Softmax" | "SoftmaxV2" => softmax_scale(v, i, n),
             "Relu" | "LeakyRelu" | "Clip" | "ClipByValue" | "Relu6" | "Relu6D" | "HardSigmoid"
@@ -286,6 +295,61 @@ fn swish(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
         op: Fused::Swish,
         inner: vec![s.node.index()],
     })
+}
+
+/// `x * Clip(x + 3, 0, 6) / 6` at the division (or the multiplication by 1/6) `last`.
+fn hard_swish(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let product = match n.op_type.as_str() {
+        "Mul" => v.with_const(n, 1.0 / 6.0)?,
+        _ => {
+            let (p, q) = View::two(n)?;
+            (v.scalar(q)? == 6.0).then_some(p)?
+        }
+    };
+    let mul = v.sole(product, &["Mul"])?;
+    let (a, b) = View::two(mul)?;
+    let (x, clipped) = [(a, b), (b, a)].into_iter().find(|&(x, c)| {
+        v.sole(c, &["Clip", "ClipByValue", "Relu6"])
+            .and_then(|clip| relu6_input(v, clip))
+            .and_then(|shifted| v.sole(shifted, &["Add"]))
+            .and_then(|add| v.with_const(add, 3.0))
+            == Some(x)
+    })?;
+    let shifted = v.node(clipped)?.inputs.first().copied().flatten()?;
+    let xi = mul.inputs.iter().position(|p| *p == Some(x))?;
+    v.float_input(mul, xi).then(|| Fusion {
+        last,
+        x,
+        op: Fused::HardSwish,
+        inner: [product, clipped, shifted]
+            .iter()
+            .map(|p| p.node.index())
+            .collect(),
+    })
+}
+
+/// The input of `n` when `n` is `min(max(input, 0), 6)`: a `Relu6` of scale 1, or a
+/// `Clip` or `ClipByValue` with constant bounds 0 and 6 (inputs from opset 11 on, else
+/// attributes).
+fn relu6_input(v: &View, n: &ComputeNode) -> Option<OutPort> {
+    let input = n.inputs.first().copied().flatten()?;
+    let float = |k: &str| match n.attr(k) {
+        Some(AttrValue::Float(f)) => Some(f64::from(*f)),
+        _ => None,
+    };
+    let bounds = match n.op_type.as_str() {
+        "Relu6" => (float("scale").unwrap_or(1.0) == 1.0).then_some((0.0, 6.0))?,
+        // GE's own Clip is another op (see `conv_activation`).
+        "Clip" if n.attr(ONNX_OPSET_ATTR).is_none() => return None,
+        _ => {
+            let bound = |i: usize, k: &str| match n.inputs.get(i).copied().flatten() {
+                Some(p) => v.scalar(p),
+                None => float(k),
+            };
+            (bound(1, "min")?, bound(2, "max")?)
+        }
+    };
+    (bounds == (0.0, 6.0)).then_some(input)
 }
 
 /// An activation at `last` applied to a float32 convolution's output that nothing else
@@ -595,6 +659,11 @@ fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
         Fused::Swish => {
             n.op_type = "Swish".to_string();
             n.attrs.insert("scale".to_string(), AttrValue::Float(1.0));
+        }
+        Fused::HardSwish => {
+            n.op_type = "HardSwish".to_string();
+            n.attrs
+                .insert(ONNX_OPSET_ATTR.to_string(), AttrValue::Int(14));
         }
         Fused::ConvActivation { .. } | Fused::MatMulBias { .. } | Fused::SoftmaxScale { .. } => {
             unreachable!("fused by conv_in_place, matmul_in_place and softmax_in_place")

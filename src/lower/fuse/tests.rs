@@ -930,3 +930,135 @@ fn scaled_scores_fuse_into_their_softmax() {
         assert_eq!(ops(&activations(&m)), ops(&m), "{op} {ins:?} by {c}");
     }
 }
+
+/// Paddle2ONNX's hard_swish, `x * Clip(x + 3, 0, 6) / 6`, with the Mul `mul` (its
+/// operands as given) and the last step `last` (`Div` by `six`, or `Mul` by it).
+fn paddle_hard_swish(three: f32, six: f32, mul: [&str; 2], last: &str) -> ComputeModel {
+    model(
+        &[("three", three), ("zero", 0.0), ("six", six)],
+        &[
+            ("Add", &["x", "three"], "a"),
+            ("Clip", &["a", "zero", "six"], "c"),
+            ("Mul", &mul, "m"),
+            (last, &["m", "six"], "y"),
+        ],
+        &[],
+    )
+}
+
+/// The four ops of a written-out HardSwish become one, in each spelling, computing the
+/// formula under every executor; with another constant than the formula's they stay.
+#[test]
+fn hard_swish_written_out_becomes_hard_swish() {
+    let x: Vec<f32> = (0..2 * N).map(|i| (i as f32 - N as f32) * 0.11).collect();
+    let cases = [
+        paddle_hard_swish(3.0, 6.0, ["x", "c"], "Div"),
+        paddle_hard_swish(3.0, 6.0, ["c", "x"], "Div"),
+    ];
+    for m in cases {
+        assert_eq!(ops(&activations(&m)), ["HardSwish"]);
+        let got = run(&m, ExecutorType::Sequential, &x);
+        for (&v, &y) in x.iter().zip(&got) {
+            let want = v as f64 * (v as f64 + 3.0).clamp(0.0, 6.0) / 6.0;
+            assert!(
+                (y as f64 - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{v}: {y} vs {want}"
+            );
+        }
+        assert_bits(&m, &EXECUTORS[1..], &x, &[2, N], &got, "");
+    }
+    // The last step as a multiplication by 1/6 (its constant named `six` still).
+    let by_sixth = paddle_hard_swish(3.0, 1.0 / 6.0, ["x", "c"], "Mul");
+    // Its Clip's upper bound is then 1/6, not 6: not the formula.
+    assert_eq!(ops(&activations(&by_sixth)).len(), 4);
+    let by_sixth = model(
+        &[
+            ("three", 3.0),
+            ("zero", 0.0),
+            ("six", 6.0),
+            ("sixth", 1.0 / 6.0),
+        ],
+        &[
+            ("Add", &["x", "three"], "a"),
+            ("Clip", &["a", "zero", "six"], "c"),
+            ("Mul", &["x", "c"], "m"),
+            ("Mul", &["sixth", "m"], "y"),
+        ],
+        &[],
+    );
+    assert_eq!(ops(&activations(&by_sixth)), ["HardSwish"]);
+    for m in [
+        paddle_hard_swish(2.0, 6.0, ["x", "c"], "Div"),
+        paddle_hard_swish(3.0, 5.0, ["x", "c"], "Div"),
+    ] {
+        assert_eq!(ops(&activations(&m)).len(), 4);
+    }
+}
+
+/// The model of [`hard_swish_written_out_after_a_convolution_fuses_into_it`]: a Conv,
+/// then (with `swish`) Paddle's written-out HardSwish of its output.
+fn conv_then_hard_swish(swish: bool) -> ComputeModel {
+    use crate::om::onnx::builder::{attr_ints, seeded_f32};
+    let mut b = OnnxBuilder::new("m")
+        .opset("", 13)
+        .input("x", F32, &[1.into(), 3.into(), 9.into(), 11.into()])
+        .output("y", F32, &[1.into(), 4.into(), 5.into(), 6.into()])
+        .initializer(tensor_f32("w", &[4, 3, 3, 3], &seeded_f32(108, 7, 0.5)))
+        .initializer(tensor_f32("b", &[4], &[0.25, -0.5, 0.0, 1.0]))
+        .initializer(tensor_f32("three", &[], &[3.0]))
+        .initializer(tensor_f32("zero", &[], &[0.0]))
+        .initializer(tensor_f32("six", &[], &[6.0]));
+    let conv_out = if swish { "c" } else { "y" };
+    b = b.named_node(
+        "conv",
+        "Conv",
+        &["x", "w", "b"],
+        &[conv_out],
+        vec![
+            attr_ints("kernel_shape", &[3, 3]),
+            attr_ints("strides", &[2, 2]),
+            attr_ints("pads", &[1, 1, 1, 1]),
+        ],
+    );
+    if swish {
+        b = b
+            .named_node("add", "Add", &["c", "three"], &["a"], vec![])
+            .named_node("clip", "Clip", &["a", "zero", "six"], &["r"], vec![])
+            .named_node("mul", "Mul", &["c", "r"], &["m"], vec![])
+            .named_node("div", "Div", &["m", "six"], &["y"], vec![]);
+    }
+    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
+    file.root().model.clone()
+}
+
+/// A written-out HardSwish after a convolution ends as the convolution applying it, and
+/// computes the formula on the convolution's output.
+#[test]
+fn hard_swish_written_out_after_a_convolution_fuses_into_it() {
+    let m = conv_then_hard_swish(true);
+    let fused = activations(&m);
+    assert_eq!(ops(&fused), ["Conv2D"]);
+    let conv = fused.root.nodes.iter().find(|n| n.op_type == "Conv2D");
+    assert_eq!(
+        conv.expect("a Conv2D").attr("_rt2_fused_activation"),
+        Some(&AttrValue::Str(b"HardSwish".to_vec()))
+    );
+    let x = crate::om::onnx::builder::seeded_f32(297, 3, 4.0);
+    let shape = [1, 3, 9, 11];
+    let got = run_shaped(&m, ExecutorType::Sequential, &x, &shape);
+    let conv = run_shaped(
+        &conv_then_hard_swish(false),
+        ExecutorType::Sequential,
+        &x,
+        &shape,
+    );
+    assert!(conv.iter().any(|&v| v > 3.0) && conv.iter().any(|&v| v < -3.0));
+    for (&g, &c) in got.iter().zip(&conv) {
+        let want = c as f64 * (c as f64 + 3.0).clamp(0.0, 6.0) / 6.0;
+        assert!(
+            (g as f64 - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{c}: {g} vs {want}"
+        );
+    }
+    assert_bits(&m, &EXECUTORS[1..], &x, &shape, &got, "");
+}
