@@ -394,13 +394,7 @@ fn conv_then(
     bounds: &[(&str, f32)],
     conv_out: bool,
 ) -> ComputeModel {
-    use crate::om::onnx::builder::{attr_ints, seeded_f32};
-    let mut b = OnnxBuilder::new("m")
-        .opset("", 13)
-        .input("x", F32, &[1.into(), 3.into(), 9.into(), 11.into()])
-        .output("y", F32, &[1.into(), 4.into(), 5.into(), 6.into()])
-        .initializer(tensor_f32("w", &[4, 3, 3, 3], &seeded_f32(108, 7, 0.5)))
-        .initializer(tensor_f32("b", &[4], &[0.25, -0.5, 0.0, 1.0]));
+    let mut b = conv_into("c");
     if conv_out {
         b = b.output("c", F32, &[1.into(), 4.into(), 5.into(), 6.into()]);
     }
@@ -409,17 +403,6 @@ fn conv_then(
         b = b.initializer(tensor_f32(name, &[], &[*v]));
         inputs.push(name);
     }
-    b = b.named_node(
-        "conv",
-        "Conv",
-        &["x", "w", "b"],
-        &["c"],
-        vec![
-            attr_ints("kernel_shape", &[3, 3]),
-            attr_ints("strides", &[2, 2]),
-            attr_ints("pads", &[1, 1, 1, 1]),
-        ],
-    );
     b = b.named_node("act", act, &inputs, &["y"], attrs);
     let file = read(&b.build(), &ReadOptions::default()).expect("reads");
     file.root().model.clone()
@@ -995,31 +978,36 @@ fn hard_swish_written_out_becomes_hard_swish() {
     }
 }
 
-/// The model of [`hard_swish_written_out_after_a_convolution_fuses_into_it`]: a Conv,
-/// then (with `swish`) Paddle's written-out HardSwish of its output.
-fn conv_then_hard_swish(swish: bool) -> ComputeModel {
+/// x `[1, 3, 9, 11]` -> Conv (4 output channels, 3x3, stride 2, pad 1, bias) -> `out`,
+/// the model's output y `[1, 4, 5, 6]` declared, for the caller to finish.
+fn conv_into(out: &str) -> OnnxBuilder {
     use crate::om::onnx::builder::{attr_ints, seeded_f32};
-    let mut b = OnnxBuilder::new("m")
+    OnnxBuilder::new("m")
         .opset("", 13)
         .input("x", F32, &[1.into(), 3.into(), 9.into(), 11.into()])
         .output("y", F32, &[1.into(), 4.into(), 5.into(), 6.into()])
         .initializer(tensor_f32("w", &[4, 3, 3, 3], &seeded_f32(108, 7, 0.5)))
         .initializer(tensor_f32("b", &[4], &[0.25, -0.5, 0.0, 1.0]))
+        .named_node(
+            "conv",
+            "Conv",
+            &["x", "w", "b"],
+            &[out],
+            vec![
+                attr_ints("kernel_shape", &[3, 3]),
+                attr_ints("strides", &[2, 2]),
+                attr_ints("pads", &[1, 1, 1, 1]),
+            ],
+        )
+}
+
+/// The model of [`hard_swish_written_out_after_a_convolution_fuses_into_it`]: a Conv,
+/// then (with `swish`) Paddle's written-out HardSwish of its output.
+fn conv_then_hard_swish(swish: bool) -> ComputeModel {
+    let mut b = conv_into(if swish { "c" } else { "y" })
         .initializer(tensor_f32("three", &[], &[3.0]))
         .initializer(tensor_f32("zero", &[], &[0.0]))
         .initializer(tensor_f32("six", &[], &[6.0]));
-    let conv_out = if swish { "c" } else { "y" };
-    b = b.named_node(
-        "conv",
-        "Conv",
-        &["x", "w", "b"],
-        &[conv_out],
-        vec![
-            attr_ints("kernel_shape", &[3, 3]),
-            attr_ints("strides", &[2, 2]),
-            attr_ints("pads", &[1, 1, 1, 1]),
-        ],
-    );
     if swish {
         b = b
             .named_node("add", "Add", &["c", "three"], &["a"], vec![])
