@@ -11,11 +11,7 @@
 # target/release/rt2, the 10,000-Add chain of tools/chain_model.py, 7 rounds; an empty
 # MODEL also takes the chain)
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-rt2="${1:-$root/target/release/rt2}"
-py="$(bash "$root/tools/pyenv.sh")"
-dir="$(mktemp -d)"
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh" "$@"
 model="${2:-}"
 if [ -z "$model" ]; then
   model="$dir/chain10k.onnx"

@@ -8,17 +8,8 @@
 # Usage: tools/ops_vs_ort.sh [RT2_BINARY [MODEL.onnx ...]] (default target/release/rt2;
 # build it first)
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-rt2="${1:-$root/target/release/rt2}"
-py="$(bash "$root/tools/pyenv.sh")"
-dir="$(mktemp -d)"
-trap 'rm -rf "$dir"' EXIT
-if [ "$#" -gt 1 ]; then
-  models=("${@:2}")
-else
-  "$py" "$root/tools/op_models.py" "$dir"
-  models=("$dir"/*.onnx)
-fi
+. "$(dirname "$0")/lib.sh" "$@"
+models_from op_models.py "$@"
 runs=200
 echo "| model | rt2 median | ORT median | rt2 / ORT |"
 echo "|---|---:|---:|---:|"

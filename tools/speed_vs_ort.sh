@@ -7,17 +7,8 @@
 # Usage: tools/speed_vs_ort.sh [RT2_BINARY [MODEL.onnx ...]] (default
 # target/release/rt2; build it first), e.g. with fixtures/real_models/*/model.onnx
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-rt2="${1:-$root/target/release/rt2}"
-py="$(bash "$root/tools/pyenv.sh")"
-dir="$(mktemp -d)"
-trap 'rm -rf "$dir"' EXIT
-if [ "$#" -gt 1 ]; then
-  models=("${@:2}")
-else
-  "$py" "$root/tools/torch_models.py" "$dir" > /dev/null
-  models=("$dir"/*.onnx)
-fi
+. "$(dirname "$0")/lib.sh" "$@"
+models_from torch_models.py "$@"
 runs=300
 declare -A logs=([1]=0 [default]=0) counts=([1]=0 [default]=0)
 echo "| model | threads | rt2 median | rt2 best | ORT median | ORT best | rt2 / ORT (median) |"

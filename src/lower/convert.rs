@@ -739,11 +739,19 @@ impl<'r> Lowering<'r> {
                 ),
             ));
         };
-        let meta = TensorMeta::new(ht.dtype, &ht.shape);
-        let id = self.b.add_const(ht);
-        let mut v = TVal::new(meta);
-        v.konst = Some(id);
-        Ok(Some(v))
+        Ok(Some(self.constant(ht)))
+    }
+
+    /// `t` as a constant value of lowering.
+    fn constant(&mut self, t: HostTensor) -> TVal {
+        let mut v = TVal::new(TensorMeta::new(t.dtype, &t.shape));
+        v.konst = Some(self.b.add_const(t));
+        v
+    }
+
+    /// The value of `t`, when it is a constant.
+    fn value(&self, t: &TVal) -> Option<&HostTensor> {
+        t.konst.map(|id| self.b.consts[id as usize].as_ref())
     }
 
     /// A node of the op library.
@@ -1031,7 +1039,7 @@ impl<'r> Lowering<'r> {
         let values: Vec<Option<&HostTensor>> = ins
             .iter()
             .map(|t| match t {
-                Some(t) => t.konst.map(|id| self.b.consts[id as usize].as_ref()),
+                Some(t) => self.value(t),
                 None => Some(&empty),
             })
             .collect();
@@ -1115,26 +1123,10 @@ impl<'r> Lowering<'r> {
                     .unwrap_or(TensorMeta::unknown_rank(DType::F32))
             })
             .collect();
-        let values: Vec<Option<&HostTensor>> = ins
-            .iter()
-            .map(|t| {
-                t.as_ref()
-                    .and_then(|t| t.konst)
-                    .map(|id| self.b.consts[id as usize].as_ref())
-            })
-            .collect();
+        let values: Vec<Option<&HostTensor>> =
+            ins.iter().map(|t| self.value(t.as_ref()?)).collect();
         let folded = const_eval::fold(spec.name, attrs, &values, &metas, outs)?;
-        Some(
-            folded
-                .into_iter()
-                .map(|t| {
-                    let meta = TensorMeta::new(t.dtype, &t.shape);
-                    let mut v = TVal::new(meta);
-                    v.konst = Some(self.b.add_const(t));
-                    Some(v)
-                })
-                .collect(),
-        )
+        Some(folded.into_iter().map(|t| Some(self.constant(t))).collect())
     }
 
     /// The node's outputs as constants computed now by the op library's own compute
@@ -1160,16 +1152,14 @@ impl<'r> Lowering<'r> {
         if spec.compute.is_none()
             || nondeterministic
             || ins.is_empty()
-            || !ins
-                .iter()
-                .all(|t| t.as_ref().is_some_and(|t| t.konst.is_some()))
             || !const_eval::within_bound(outs)
         {
             return None;
         }
+        // Every input a constant (an omitted one, or one known only at run time, is not).
         let inputs: Vec<&HostTensor> = ins
             .iter()
-            .map(|t| Some(self.b.consts[t.as_ref()?.konst? as usize].as_ref()))
+            .map(|t| self.value(t.as_ref()?))
             .collect::<Option<_>>()?;
         let mut results = self
             .reg
@@ -1177,19 +1167,15 @@ impl<'r> Lowering<'r> {
             .ok()??;
         // The node's outputs lead the op's (see `translated`).
         results.truncate(outs.len());
-        let metas: Vec<TensorMeta> = results
-            .iter()
-            .map(|t| TensorMeta::new(t.dtype, &t.shape))
-            .collect();
-        (metas == outs).then(|| {
+        let same = results.len() == outs.len()
+            && results
+                .iter()
+                .zip(outs)
+                .all(|(t, m)| TensorMeta::new(t.dtype, &t.shape) == *m);
+        same.then(|| {
             results
                 .into_iter()
-                .zip(metas)
-                .map(|(t, meta)| {
-                    let mut v = TVal::new(meta);
-                    v.konst = Some(self.b.add_const(t));
-                    Some(v)
-                })
+                .map(|t| Some(self.constant(t)))
                 .collect()
         })
     }

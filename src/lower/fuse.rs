@@ -333,23 +333,38 @@ fn hard_swish(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
 /// attributes).
 fn relu6_input(v: &View, n: &ComputeNode) -> Option<OutPort> {
     let input = n.inputs.first().copied().flatten()?;
-    let float = |k: &str| match n.attr(k) {
-        Some(AttrValue::Float(f)) => Some(f64::from(*f)),
-        _ => None,
-    };
     let bounds = match n.op_type.as_str() {
-        "Relu6" => (float("scale").unwrap_or(1.0) == 1.0).then_some((0.0, 6.0))?,
-        // GE's own Clip is another op (see `conv_activation`).
-        "Clip" if n.attr(ONNX_OPSET_ATTR).is_none() => return None,
-        _ => {
-            let bound = |i: usize, k: &str| match n.inputs.get(i).copied().flatten() {
-                Some(p) => v.scalar(p),
-                None => float(k),
-            };
-            (bound(1, "min")?, bound(2, "max")?)
-        }
+        "Relu6" => (float_attr(n, "scale").unwrap_or(1.0) == 1.0).then_some((0.0, 6.0))?,
+        _ => clip_bounds(v, n)?,
     };
     (bounds == (0.0, 6.0)).then_some(input)
+}
+
+/// The float attribute `k` of `n`.
+fn float_attr(n: &ComputeNode, k: &str) -> Option<f32> {
+    match n.attr(k) {
+        Some(AttrValue::Float(f)) => Some(*f),
+        _ => None,
+    }
+}
+
+/// The bounds an ONNX `Clip` or a GE `ClipByValue` (which the importer makes of it: the
+/// same compute, both bounds inputs) clips to, when they are plain values: constant scalar
+/// inputs (opset 11 on), else the attributes, an absent bound infinite. `None` for
+/// GE's own `Clip`, another op, and a bound computed at run time.
+fn clip_bounds(v: &View, n: &ComputeNode) -> Option<(f64, f64)> {
+    let onnx = n.attr(ONNX_OPSET_ATTR).is_some();
+    if !(n.op_type == "ClipByValue" || n.op_type == "Clip" && onnx) {
+        return None;
+    }
+    let bound = |i: usize, k: &str, none: f32| match n.inputs.get(i).copied().flatten() {
+        Some(p) => v.scalar(p),
+        None => Some(f64::from(float_attr(n, k).unwrap_or(none))),
+    };
+    Some((
+        bound(1, "min", f32::NEG_INFINITY)?,
+        bound(2, "max", f32::INFINITY)?,
+    ))
 }
 
 /// An activation at `last` applied to a float32 convolution's output that nothing else
@@ -364,11 +379,7 @@ fn conv_activation(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     if !f32_out || conv.attr(ACTIVATION_ATTR).is_some() || !conv.subgraphs.is_empty() {
         return None;
     }
-    let float = |k: &str| match n.attr(k) {
-        Some(AttrValue::Float(f)) => Some(*f),
-        _ => None,
-    };
-    let onnx = n.attr(ONNX_OPSET_ATTR).is_some();
+    let float = |k: &str| float_attr(n, k);
     let (kind, params, count) = match n.op_type.as_str() {
         "Relu" => ("Relu", [0.0; 2], 0),
         "HardSwish" => ("HardSwish", [0.0; 2], 0),
@@ -381,17 +392,9 @@ fn conv_activation(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
         }
         "HardSigmoid" => ("HardSigmoid", [float("alpha")?, float("beta")?], 2),
         "Relu6" | "Relu6D" => ("Clip", [0.0, 6.0 * float("scale").unwrap_or(1.0)], 2),
-        // ONNX's Clip, or GE's ClipByValue (which the importer makes of it: the same
-        // compute, both bounds inputs).
-        "Clip" | "ClipByValue" if onnx || n.op_type == "ClipByValue" => {
-            // A bound from a constant scalar input (opset 11 on), else the attribute.
-            let bound = |i: usize, k: &str, none: f32| match n.inputs.get(i).copied().flatten() {
-                Some(p) => v.scalar(p).map(|b| b as f32),
-                None => Some(float(k).unwrap_or(none)),
-            };
-            let lo = bound(1, "min", f32::NEG_INFINITY)?;
-            let hi = bound(2, "max", f32::INFINITY)?;
-            ("Clip", [lo, hi], 2)
+        "Clip" | "ClipByValue" => {
+            let (lo, hi) = clip_bounds(v, n)?;
+            ("Clip", [lo as f32, hi as f32], 2)
         }
         _ => return None,
     };

@@ -44,8 +44,7 @@ fn model_with(
         };
         b = b.named_node(out, op, ins, &[out], attrs);
     }
-    let file = read(&more(b).build(), &ReadOptions::default()).expect("reads");
-    file.root().model.clone()
+    more(b).build_model()
 }
 
 /// The op types of the model's root graph, constants and data left out.
@@ -404,8 +403,7 @@ fn conv_then(
         inputs.push(name);
     }
     b = b.named_node("act", act, &inputs, &["y"], attrs);
-    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
-    file.root().model.clone()
+    b.build_model()
 }
 
 /// The activations after a convolution fuse into it: the node keeps the activation's
@@ -480,11 +478,7 @@ fn activations_a_convolution_cannot_apply_are_left_alone() {
             vec![attr_ints("kernel_shape", &[1, 1])],
         )
         .named_node("act", "Clip", &["c", "lo", "hi"], &["y"], vec![]);
-    let m = read(&b.build(), &ReadOptions::default())
-        .expect("reads")
-        .root()
-        .model
-        .clone();
+    let m = b.build_model();
     assert_eq!(ops(&activations(&m)), ["Conv2D", "ClipByValue"]);
 }
 
@@ -730,8 +724,7 @@ fn linear_layers(shape: &[i64], apart: bool) -> ComputeModel {
         .named_node("add1", "Add", &["p1", "b1"], &["h"], vec![])
         .named_node("mm2", "MatMul", &["h", "w2"], &["p2"], vec![])
         .named_node("add2", "Add", &["b2", "p2"], &["y"], vec![]);
-    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
-    file.root().model.clone()
+    b.build_model()
 }
 
 /// A Linear layer's bias Add fuses into its product (the importer's BatchMatMulV2, which
@@ -808,8 +801,8 @@ fn a_fused_bias_launches_no_add_and_others_stay() {
         .initializer(tensor_f32("b", &[16], &seeded_f32(16, 2, 1.0)))
         .named_node("mm", "MatMul", &["x", "w"], &["p"], vec![])
         .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
-    let m = read(&runtime_weight.build(), &ReadOptions::default()).expect("reads");
-    assert_eq!(ops(&activations(&m.root().model)), ["BatchMatMulV2", "Add"]);
+    let m = runtime_weight.build_model();
+    assert_eq!(ops(&activations(&m)), ["BatchMatMulV2", "Add"]);
     // A bias of one element (a broadcast scalar) is not a row of the width.
     let scalar_bias = OnnxBuilder::new("m")
         .opset("", 13)
@@ -819,8 +812,8 @@ fn a_fused_bias_launches_no_add_and_others_stay() {
         .initializer(tensor_f32("b", &[1], &[0.5]))
         .named_node("mm", "MatMul", &["x", "w"], &["p"], vec![])
         .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
-    let m = read(&scalar_bias.build(), &ReadOptions::default()).expect("reads");
-    assert_eq!(ops(&activations(&m.root().model)), ["BatchMatMulV2", "Add"]);
+    let m = scalar_bias.build_model();
+    assert_eq!(ops(&activations(&m)), ["BatchMatMulV2", "Add"]);
     // The product's type follows x through ops that keep it (here the importer's
     // UnsqueezeV3 and SqueezeV3, with no descriptors between), so the bias still fuses.
     let through = OnnxBuilder::new("m")
@@ -834,8 +827,8 @@ fn a_fused_bias_launches_no_add_and_others_stay() {
         .named_node("s", "Squeeze", &["xu", "axes"], &["xs"], vec![])
         .named_node("mm", "MatMul", &["xs", "w"], &["p"], vec![])
         .named_node("add", "Add", &["p", "b"], &["y"], vec![]);
-    let m = read(&through.build(), &ReadOptions::default()).expect("reads");
-    let fused = ops(&activations(&m.root().model)).join(" ");
+    let m = through.build_model();
+    let fused = ops(&activations(&m)).join(" ");
     assert_eq!(fused, "UnsqueezeV3 SqueezeV3 BatchMatMulV2");
 }
 
@@ -1015,8 +1008,7 @@ fn conv_then_hard_swish(swish: bool) -> ComputeModel {
             .named_node("mul", "Mul", &["c", "r"], &["m"], vec![])
             .named_node("div", "Div", &["m", "six"], &["y"], vec![]);
     }
-    let file = read(&b.build(), &ReadOptions::default()).expect("reads");
-    file.root().model.clone()
+    b.build_model()
 }
 
 /// A written-out HardSwish after a convolution ends as the convolution applying it, and

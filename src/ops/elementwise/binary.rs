@@ -542,6 +542,21 @@ fn bits<'a, U: bytemuck::Pod>(t: &TensorRef<'a>) -> Result<&'a [U], OpError> {
     })
 }
 
+/// Clip's element: `v` raised to `lo`, then lowered to `hi` (an absent bound does
+/// nothing; NaN passes both). Written as selects, which the maps compile to vector
+/// compares and blends.
+#[inline(always)]
+pub(crate) fn clamp<T: PartialOrd + Copy>(v: T, lo: Option<T>, hi: Option<T>) -> T {
+    let v = match lo {
+        Some(l) if v < l => l,
+        _ => v,
+    };
+    match hi {
+        Some(h) if v > h => h,
+        _ => v,
+    }
+}
+
 /// Clip(x, min, max): bounds from the optional scalar inputs (opset 11 on; an empty input
 /// is absent) or the `min`/`max` attributes (before). Max is applied after min, so when
 /// min > max every element becomes max, as NumPy's clip does.
@@ -566,14 +581,7 @@ pub fn compute_clip(
         };
         let (lo, hi) = (bound(1, "min")?, bound(2, "max")?);
         par_map(inputs[0].slice::<T>()?, out.slice_mut::<T>()?, move |v| {
-            let v = match lo {
-                Some(l) if v < l => l,
-                _ => v,
-            };
-            match hi {
-                Some(h) if v > h => h,
-                _ => v,
-            }
+            clamp(v, lo, hi)
         });
         Ok(())
     }

@@ -538,16 +538,7 @@ mod tests {
         let alpha = 0.1f32;
         let (lo, hi) = (Some(0.0f32), None::<f32>);
         let leaky = move |v: f32| if v < 0.0 { alpha * v } else { v };
-        let clip = move |v: f32| {
-            let v = match lo {
-                Some(l) if v < l => l,
-                _ => v,
-            };
-            match hi {
-                Some(h) if v > h => h,
-                _ => v,
-            }
-        };
+        let clip = move |v: f32| crate::ops::elementwise::binary::clamp(v, lo, hi);
         let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for n in [0, 1, 15, 16, 17, 63, 1000, 2 * PAR_MIN + 3] {
             let x = specials(n);

@@ -150,49 +150,27 @@ mod tests {
                 })
                 .collect();
             let t = Tensor::from_vec(&[n], &x);
-            let h = cast(t.clone(), DType::F16);
-            let want: Vec<u16> = x.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
-            let got: Vec<u16> = h
-                .slice::<f16>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            assert_eq!(got, want, "float16, {n}");
-            let b = cast(t, DType::Bf16);
-            let want: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
-            let got: Vec<u16> = b
-                .slice::<bf16>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            assert_eq!(got, want, "bfloat16, {n}");
-            for (half, dtype) in [(h, DType::F16), (b, DType::Bf16)] {
-                let back = cast(half.clone(), DType::F32);
-                let wide: Vec<f32> = match dtype {
-                    DType::F16 => half
-                        .slice::<f16>()
+            // To the 16-bit type `$h` and back, each bit for bit as one element converts.
+            macro_rules! round_trip {
+                ($h:ty, $dtype:expr, $what:literal) => {{
+                    let half = cast(t.clone(), $dtype);
+                    let elements = half.slice::<$h>().unwrap();
+                    let got: Vec<u16> = elements.iter().map(|v| v.to_bits()).collect();
+                    let want: Vec<u16> = x.iter().map(|&v| <$h>::from_f32(v).to_bits()).collect();
+                    assert_eq!(got, want, "{}, {n}", $what);
+                    let wide: Vec<u32> = elements.iter().map(|v| v.to_f32().to_bits()).collect();
+                    let back = cast(half.clone(), DType::F32);
+                    let got: Vec<u32> = back
+                        .slice::<f32>()
                         .unwrap()
                         .iter()
-                        .map(|v| v.to_f32())
-                        .collect(),
-                    _ => half
-                        .slice::<bf16>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.to_f32())
-                        .collect(),
-                };
-                let want: Vec<u32> = wide.iter().map(|v| v.to_bits()).collect();
-                let got: Vec<u32> = back
-                    .slice::<f32>()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
-                assert_eq!(got, want, "{dtype:?} to float32, {n}");
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(got, wide, "{} to float32, {n}", $what);
+                }};
             }
+            round_trip!(f16, DType::F16, "float16");
+            round_trip!(bf16, DType::Bf16, "bfloat16");
         }
         // NaN stays NaN both ways.
         let nan = Tensor::from_vec(&[3], &[f32::NAN, -f32::NAN, 1.0]);

@@ -421,8 +421,8 @@ impl Winograd {
                 // ow]` output (asserted), and the task writes only the tiles of its
                 // blocks in its output channels, which no two tasks share.
                 unsafe {
-                    self.pad(x, &held, window, 0..c);
-                    self.input_tiles(&held, first, n, 0..c, &v);
+                    self.pad(x, &held, window);
+                    self.input_tiles(&held, first, n, &v);
                     self.products(&us, &v, n, outs.clone(), &mx);
                     self.output_tiles(&mx, first, n, outs.clone(), bias, epilogue, &out);
                 }
@@ -437,22 +437,21 @@ impl Winograd {
         }
     }
 
-    /// The padded rows `rows` of `x`'s channels `ins` into `padded` (from its first
-    /// row, `rows.start`): `x`'s rows at row `pt`, column `pl`, the rest zero.
+    /// The padded rows `rows` of every channel of `x` into `padded` (from its first row,
+    /// `rows.start`): `x`'s rows at row `pt`, column `pl`, the rest zero.
     ///
     /// # Safety
     /// `padded` holds the `c` planes, each room for `rows` (`rows.end - padded.first_row`
-    /// rows of `pw` at most `padded.stride`), whose planes of `ins` no other thread
-    /// touches while this runs.
-    unsafe fn pad(&self, x: &[f32], padded: &Padded, rows: Range<usize>, ins: Range<usize>) {
+    /// rows of `pw` at most `padded.stride`), which no other thread touches while this
+    /// runs.
+    unsafe fn pad(&self, x: &[f32], padded: &Padded, rows: Range<usize>) {
         let (_, pw) = self.plane();
         let (h, w, pt, pl) = (self.h, self.w, self.pt, self.pl);
         assert!(
             rows.start >= padded.first_row && (rows.end - padded.first_row) * pw <= padded.stride
         );
         let x = &x[..self.c * h * w];
-        for i in ins {
-            let src = &x[i * h * w..][..h * w];
+        for (i, src) in x.chunks_exact(h * w).enumerate() {
             // SAFETY: plane i of the `c` (i < c: `x` holds c planes), this call's own, its
             // rows `rows` inside it (asserted).
             let plane = unsafe {
@@ -539,35 +538,28 @@ impl Winograd {
         }
     }
 
-    /// `V_ξ[i][t]` at `v[(ξ c + i) n + t]` for the input channels `ins` and the `n`
-    /// tiles from `first`.
+    /// `V_ξ[i][t]` at `v[(ξ c + i) n + t]` for every input channel `i` and the `n` tiles
+    /// from `first`.
     ///
     /// # Safety
     /// This CPU has `self.isa`; `padded` holds the `c` padded planes' rows these tiles
-    /// read ([`Winograd::window`]), whose planes of `ins` no thread writes while this
-    /// runs; `v` points at `ξs c n` floats (ξs the tile's positions), whose
-    /// rows of `ins` no other thread touches while this runs.
-    unsafe fn input_tiles(
-        &self,
-        padded: &Padded,
-        first: usize,
-        n: usize,
-        ins: Range<usize>,
-        v: &SharedOut,
-    ) {
+    /// read ([`Winograd::window`]), which no thread writes while this runs; `v` points at
+    /// `ξs c n` floats (ξs the tile's positions), which no other thread touches while
+    /// this runs.
+    unsafe fn input_tiles(&self, padded: &Padded, first: usize, n: usize, v: &SharedOut) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's terms, passed on.
         unsafe {
             match (self.isa, self.tile) {
-                (Isa::Avx512, Tile::F2) => x86::input_tiles_avx512(self, padded, first, n, ins, v),
-                (Isa::Avx2, Tile::F2) => x86::input_tiles_avx2(self, padded, first, n, ins, v),
-                (Isa::Avx512, Tile::F4) => x86::input_tiles4_avx512(self, padded, first, n, ins, v),
-                (Isa::Avx2, Tile::F4) => x86::input_tiles4_avx2(self, padded, first, n, ins, v),
+                (Isa::Avx512, Tile::F2) => x86::input_tiles_avx512(self, padded, first, n, v),
+                (Isa::Avx2, Tile::F2) => x86::input_tiles_avx2(self, padded, first, n, v),
+                (Isa::Avx512, Tile::F4) => x86::input_tiles4_avx512(self, padded, first, n, v),
+                (Isa::Avx2, Tile::F4) => x86::input_tiles4_avx2(self, padded, first, n, v),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!(
-            "no ISA to plan for: {:p} {first} {n} {ins:?} {:p}",
+            "no ISA to plan for: {:p} {first} {n} {:p}",
             padded.planes.0, v.0
         )
     }
@@ -863,10 +855,10 @@ mod x86 {
     use crate::ops::simd::{Avx2, Avx512, Simd, compiled_for, store_rows, transpose};
 
     compiled_for!(input_tiles_avx512 = input_tiles_with::<Avx512, F2, 4, 2>(
-        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, v: &SharedOut
     ));
     compiled_for!(input_tiles_avx2 = input_tiles_with::<Avx2, F2, 4, 2>(
-        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, v: &SharedOut
     ));
     compiled_for!(output_tiles_avx512 = output_tiles_with::<Avx512, F2, 4, 2>(
         k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
@@ -883,10 +875,10 @@ mod x86 {
         k: &Winograd, w: &[f32], u: &SharedOut, outs: Range<usize>
     ));
     compiled_for!(input_tiles4_avx512 = input_tiles_with::<Avx512, F4, 6, 4>(
-        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, v: &SharedOut
     ));
     compiled_for!(input_tiles4_avx2 = input_tiles_with::<Avx2, F4, 6, 4>(
-        k: &Winograd, padded: &Padded, first: usize, n: usize, ins: Range<usize>, v: &SharedOut
+        k: &Winograd, padded: &Padded, first: usize, n: usize, v: &SharedOut
     ));
     compiled_for!(output_tiles4_avx512 = output_tiles_with::<Avx512, F4, 6, 4>(
         k: &Winograd, mx: &SharedOut, first: usize, n: usize, outs: Range<usize>,
@@ -1143,24 +1135,23 @@ mod x86 {
     ///
     /// # Safety
     /// This CPU has `S`'s set; `P` is the plan's algorithm; as
-    /// [`Winograd::input_tiles`] for `v` and `ins`.
+    /// [`Winograd::input_tiles`] for `v`.
     #[inline(always)]
     unsafe fn input_tiles_with<S: Simd, P: Points<A, T>, const A: usize, const T: usize>(
         k: &Winograd,
         padded: &Padded,
         first: usize,
         n: usize,
-        ins: Range<usize>,
         v: &SharedOut,
     ) {
         let (_, pw) = k.plane();
         let (c, l) = (k.c, S::LANES);
-        assert!(ins.end <= c && k.tile.side() == A && k.tile.out() == T);
+        assert!(k.tile.side() == A && k.tile.out() == T);
         assert!([first, n, k.tw].iter().all(|v| v.is_multiple_of(l)));
         let rows_held = k.window(first, n);
         assert!(rows_held.start >= padded.first_row);
         assert!((rows_held.end - padded.first_row) * pw <= padded.stride);
-        for i in ins {
+        for i in 0..c {
             // SAFETY: plane i < c of the caller's `c`.
             let plane = unsafe { padded.planes.0.add(i * padded.stride) }.cast_const();
             for t in (0..n).step_by(l) {
