@@ -3,7 +3,10 @@
 //!
 //! float32 Conv over one or two spatial dims runs directly where the CPU has AVX-512 or
 //! AVX2 and FMA (conv_direct.rs: no im2col matrix; strided windows through polyphase
-//! planes). Otherwise Conv
+//! planes); an output of at most 16 positions (other than depthwise) is instead one dot
+//! product per channel and position, each position's window gathered into a row
+//! (`gemm::narrow_f32`), since those kernels compute whole vectors or tiles of positions.
+//! Otherwise Conv
 //! lowers each (image, group) to `W_g [M/g, C/g * K] x col [C/g * K, out]`, where `col`
 //! is the im2col matrix of the input patch under every kernel tap (per-thread scratch; a
 //! 1x1 kernel with unit strides and no padding multiplies the input itself). ConvTranspose is the adjoint: `col = W_g^T x X_g`, then col2im adds each
@@ -18,12 +21,13 @@ use super::conv_dw_rows::DwRows;
 use super::conv_rows::StemRows;
 use super::conv_winograd::{Weights, Winograd};
 use super::epilogue::Epilogue;
-use super::gemm::{Mat, finished_f32, gemm};
+use super::gemm::{Mat, finished_f32, gemm, narrow_f32};
 use super::scalar::{Scalar, widened};
 use super::scratch::with_scratch;
 use super::window::Window;
 use crate::dispatch;
 use crate::ops::DType;
+use crate::ops::linalg::sgemv::NARROW;
 use crate::ops::{HostTensor, InferCtx, OpError, Prepack, TensorMut, TensorRef};
 
 /// Elements below which im2col/col2im run on the calling thread.
@@ -200,11 +204,17 @@ fn conv_typed<T: Scalar>(
     let parallel = y.len() * rows >= PARALLEL_ELEMS;
     let direct =
         klen == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.output == win.input;
+    let depthwise = cg == 1 && mg == 1 && group > 1;
+    // Few output positions (a downsampled 1-D signal, a pooled 1x1 image), other than
+    // depthwise ones: every kernel below computes at least a vector or a 48-column tile
+    // of positions, so each position is one dot product per channel instead
+    // (`gemm::narrow_f32`), its window gathered into a row of its own.
+    let narrow = olen <= NARROW && !depthwise;
     // float32 kernels that take a whole image at a time (see `ImageKernel`).
     if T::DTYPE == DType::F32
-        && let Some(kernel) = Isa::detect().and_then(|isa| {
-            ImageKernel::plan(&win, isa, (c, group), cg == 1 && mg == 1 && group > 1)
-        })
+        && !narrow
+        && let Some(kernel) =
+            Isa::detect().and_then(|isa| ImageKernel::plan(&win, isa, (c, group), depthwise))
     {
         let (xv, wv, y) = (as_f32(xv), as_f32(wv), as_f32_mut(y));
         let bias = bias.map(as_f32);
@@ -223,14 +233,14 @@ fn conv_typed<T: Scalar>(
     // kernels, is one product per block, finished with the bias and the activation as
     // it is stored (`gemm::finished_f32`).
     if T::DTYPE == DType::F32 {
-        let plan = if direct {
+        let plan = if direct || narrow {
             None
         } else {
             Isa::detect().and_then(|isa| Direct::plan(&win, cg, isa))
         };
         // 3x3 windows of stride 1 with enough channels and tiles: Winograd's F(2x2, 3x3)
         // or F(4x4, 3x3), 2.25 or 4 times fewer multiplies (conv_winograd.rs).
-        let winograd = match direct {
+        let winograd = match direct || narrow {
             true => None,
             false => Isa::detect()
                 .zip(Winograd::tile_for(&win, cg, mg))
@@ -262,6 +272,10 @@ fn conv_typed<T: Scalar>(
                         plan.conv(xg, wg, bg, epilogue, padded, out, inner);
                     }),
                 },
+                None if narrow => with_scratch(rows * olen, |xt: &mut [f32]| {
+                    windows(xg, cg, &win, xt);
+                    narrow_f32(wg, xt, (mg, rows, olen), bg, epilogue, out, inner);
+                }),
                 None if direct => finished_f32(wg, xg, (mg, rows, olen), bg, epilogue, out, inner),
                 None => with_scratch(rows * olen, |col: &mut [f32]| {
                     im2col(xg, cg, &win, col);
@@ -369,6 +383,45 @@ fn as_f32_mut<T: Scalar>(v: &mut [T]) -> &mut [f32] {
     bytemuck::cast_slice_mut(v)
 }
 
+/// Fills `xt` ([output positions, channels * taps]) with each output position's window:
+/// row j holds what every (channel, tap) of position j reads, 0 in the padding. The
+/// transpose of [`im2col`]'s matrix, for the few positions of a narrow product
+/// (`gemm::narrow_f32`). Per position and kernel row, the input row's offset is
+/// computed once and the row's taps read at a constant stride (no division per tap);
+/// each tap is copied over the channels.
+fn windows<T: Scalar>(x: &[T], channels: usize, win: &Window, xt: &mut [T]) {
+    let [kd, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let [_, ih, iw] = win.input;
+    let (ilen, klen) = (win.input_len(), win.kernel_len());
+    let rows = channels * klen;
+    let zero = T::from_f64(0.0);
+    // Input coordinate along dim `d` of output coordinate `o` under tap `t`, if inside.
+    let at = |d: usize, o: usize, t: usize| {
+        let i = (o * win.stride[d] + t * win.dilation[d]) as isize - win.pad_begin[d];
+        (0..win.input[d] as isize)
+            .contains(&i)
+            .then_some(i as usize)
+    };
+    for (j, row) in xt.chunks_exact_mut(rows).take(win.output_len()).enumerate() {
+        let (z, y, xx) = (j / (oh * ow), (j / ow) % oh, j % ow);
+        for a in 0..kd {
+            for b in 0..kh {
+                let line = at(0, z, a)
+                    .zip(at(1, y, b))
+                    .map(|(zi, yi)| (zi * ih + yi) * iw);
+                let first = (a * kh + b) * kw;
+                for e in 0..kw {
+                    let src = line.zip(at(2, xx, e)).map(|(l, xi)| l + xi);
+                    for c in 0..channels {
+                        row[c * klen + first + e] = src.map_or(zero, |i| x[c * ilen + i]);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Fills `col` ([channels * taps, output positions]) with the input value each tap of
 /// each output position reads, 0 in the padding. Each row is one (channel, tap): its
 /// output rows are contiguous runs of the input row shifted by the tap, so the inner loop
@@ -434,7 +487,9 @@ fn im2col<T: Scalar>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::epilogue::ACTIVATION_ATTR;
     use super::super::scalar::Half;
+    use super::NARROW;
     use crate::ops::Attr;
     use crate::ops::testing::run_f32_with_shape;
     use crate::ops::{Elem, Tensor};
@@ -481,6 +536,8 @@ mod tests {
         pads: [usize; 4],
         group: usize,
         bias: bool,
+        /// A fused Relu (`_rt2_fused_activation`).
+        relu: bool,
     }
 
     impl Case {
@@ -494,6 +551,7 @@ mod tests {
                 pads: [0; 4],
                 group: 1,
                 bias: false,
+                relu: false,
             }
         }
         /// The 2-D window of the case, as the direct kernels take it.
@@ -554,7 +612,7 @@ mod tests {
                         }
                     }
                 }
-                *v = sum as f32;
+                *v = if self.relu { sum.max(0.0) } else { sum } as f32;
             }
             y
         }
@@ -592,6 +650,10 @@ mod tests {
                     ],
                 )
             };
+            let mut attrs = attrs;
+            if self.relu {
+                attrs.push((ACTIVATION_ATTR, Attr::Str("Relu".into())));
+            }
             let mut inputs = vec![Tensor::from_vec(&xs, &x), Tensor::from_vec(&ws, &w)];
             if self.bias {
                 inputs.push(Tensor::from_vec(&[self.m], &b));
@@ -754,6 +816,66 @@ mod tests {
             ..Case::new([2, 16, 20, 20], 12, [3, 3])
         });
         for case in &cases {
+            case.check();
+        }
+    }
+
+    /// Outputs of at most `NARROW` positions take one dot product per (channel,
+    /// position) (`gemm::narrow_f32`): a strided 1-D window as a speech front end's
+    /// STFT has, padded 1-D encoders down to one position, 3x3 windows over 2x2 and 4x4
+    /// images (one and two passes over the weights), a 1x1 on a pooled image, groups,
+    /// batch 2, dilation, a fused Relu, and a product large enough to split its rows
+    /// across threads; and 17 positions, just past them.
+    #[test]
+    fn narrow_outputs_match_the_reference() {
+        let one_d = |c, w, m, k, stride, pad| Case {
+            stride: [1, stride],
+            pads: [0, pad, 0, pad],
+            bias: true,
+            ..Case::new([1, c, 1, w], m, [1, k])
+        };
+        let mut cases = vec![
+            one_d(1, 96, 20, 32, 16, 0),
+            one_d(33, 4, 30, 3, 1, 1),
+            one_d(30, 4, 17, 3, 2, 1),
+            one_d(17, 1, 40, 3, 1, 1),
+            one_d(256, 4, 256, 3, 1, 1),
+            Case {
+                pads: [1; 4],
+                relu: true,
+                ..Case::new([1, 20, 2, 2], 21, [3, 3])
+            },
+            Case {
+                pads: [1; 4],
+                bias: true,
+                ..Case::new([2, 19, 4, 4], 10, [3, 3])
+            },
+            Case {
+                pads: [0, 1, 0, 1],
+                ..Case::new([1, 9, 2, 17], 10, [2, 3])
+            },
+            Case {
+                bias: true,
+                relu: true,
+                ..Case::new([1, 70, 1, 1], 13, [1, 1])
+            },
+            Case {
+                group: 3,
+                stride: [2, 2],
+                pads: [1; 4],
+                ..Case::new([1, 12, 5, 5], 9, [3, 3])
+            },
+            Case {
+                dil: [2, 2],
+                pads: [2; 4],
+                bias: true,
+                ..Case::new([1, 8, 3, 3], 11, [3, 3])
+            },
+        ];
+        cases[4].relu = true;
+        for case in &cases {
+            let [oh, ow] = case.out();
+            assert!(oh * ow <= NARROW + 1, "{:?}: {oh} x {ow}", case.x);
             case.check();
         }
     }

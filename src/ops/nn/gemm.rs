@@ -219,6 +219,18 @@ unsafe fn one_row_packed(
     }
 }
 
+/// Tasks a product of `work` multiply-adds splits into: one per [`PARALLEL_WORK`],
+/// rounded to the nearest (a product of 1.5 times that takes 1.5 times the time a split
+/// pays for), at most one per thread, and one unless `parallel`.
+fn tasks_for(work: usize, parallel: bool) -> usize {
+    let threads = if parallel {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    ((work + PARALLEL_WORK / 2) / PARALLEL_WORK).clamp(1, threads)
+}
+
 /// `out` (`[m, n]`) = `epilogue(w . x + bias)` for `w` (`[m, k]`) and `x` (`[k, n]`), all
 /// row-major float32, in one pass over `out`
 /// ([`sgemm_finished`](crate::ops::linalg::sgemm::sgemm_finished)); with `parallel`, split
@@ -245,14 +257,7 @@ pub(super) fn finished_f32(
     if m == 0 || n == 0 {
         return;
     }
-    let threads = if parallel {
-        rayon::current_num_threads().max(1)
-    } else {
-        1
-    };
-    // Rounded to the nearest: a product of 1.5 PARALLEL_WORK takes 1.5 times the time
-    // a split pays for.
-    let tasks = ((m * k.max(1) * n + PARALLEL_WORK / 2) / PARALLEL_WORK).clamp(1, threads);
+    let tasks = tasks_for(m * k.max(1) * n, parallel);
     // Raw addresses are `Send`; each task writes only its own block of `out`.
     let (xa, oa) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
     // The rows `i0..i0 + mi` and columns `j0..j0 + nj` of `out`.
@@ -294,6 +299,49 @@ pub(super) fn finished_f32(
         (0..n.div_ceil(cols))
             .into_par_iter()
             .for_each(|t| block((0, m), span(n, cols, t)));
+    }
+}
+
+/// `out` (`[m, n]`) = `epilogue(w . x^T + bias)` for `w` (`[m, k]`) and the `n <=
+/// NARROW` vectors `xt` (`[n, k]`), all row-major float32: a product of few columns,
+/// whose every column is a dot product with each row of `w`
+/// ([`sgemm_narrow`](crate::ops::linalg::sgemv::sgemm_narrow), which reads `w` once and
+/// computes no padding columns). With `parallel`, large products split `w`'s rows
+/// across threads; each element is the same sum whichever block computes it.
+pub(super) fn narrow_f32(
+    w: &[f32],
+    xt: &[f32],
+    (m, k, n): (usize, usize, usize),
+    bias: Option<&[f32]>,
+    epilogue: Option<Epilogue>,
+    out: &mut [f32],
+    parallel: bool,
+) {
+    use crate::ops::linalg::sgemv::sgemm_narrow;
+    assert!(
+        w.len() >= m * k && out.len() == m * n,
+        "narrow_f32: operands of m, k, n"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    let block = |i0: usize, out: &mut [f32]| {
+        let mi = out.len() / n;
+        let bias = bias.map(|b| &b[i0..i0 + mi]);
+        sgemm_narrow(&w[i0 * k..], (mi, k, n), xt, bias, out, n);
+        // The block was just written; its activation is applied while it is in cache.
+        if let Some(e) = epilogue {
+            e.apply_f32(out);
+        }
+    };
+    let tasks = tasks_for(m * k.max(1) * n, parallel);
+    if tasks == 1 {
+        block(0, out);
+    } else {
+        let rows = m.div_ceil(tasks);
+        out.par_chunks_mut(rows * n)
+            .enumerate()
+            .for_each(|(t, out)| block(t * rows, out));
     }
 }
 
