@@ -5,16 +5,17 @@
 //! exports of LSTM cells inside a sample-rate `If` do (Silero VAD). The folded values
 //! must be the ones the device would have computed.
 
+use rt2::exec::KernelGraph;
 use rt2::exec::runtime::ExecutorType;
-use rt2::exec::{ExecuteGraph, KernelGraph};
-use rt2::lower::{LowerOptions, lower};
-use rt2::om::file::{ReadOptions, read};
-use rt2::om::onnx::builder::{Dim, OnnxBuilder, attr_g, attr_i, attr_ints, attr_t};
+use rt2::om::onnx::builder::{Dim, OnnxBuilder, attr_g, attr_ints, attr_t};
 use rt2::om::onnx::builder::{tensor_f32, tensor_i64};
-use rt2::ops::{DType, HostTensor};
 
+#[path = "support/branches.rs"]
+mod branches;
 #[path = "support/execute.rs"]
 mod support;
+
+use branches::{if_positive_sum, input, lowered, values};
 
 const F32: i32 = 1;
 
@@ -109,31 +110,7 @@ fn model(nested: bool) -> Vec<u8> {
         )
         .output("yi", F32, &out_dims)
         .graph();
-    b.node(
-        "Constant",
-        &[],
-        &["zero"],
-        vec![attr_t("value", tensor_f32("zero", &[], &[0.0]))],
-    )
-    .named_node(
-        "sum",
-        "ReduceSum",
-        &["x"],
-        &["s"],
-        vec![attr_i("keepdims", 0)],
-    )
-    .named_node("gt", "Greater", &["s", "zero"], &["cond"], vec![])
-    .named_node(
-        "outer_if",
-        "If",
-        &["cond"],
-        &["y"],
-        vec![
-            attr_g("then_branch", outer_then),
-            attr_g("else_branch", expand("outer_else", "yo")),
-        ],
-    )
-    .build()
+    if_positive_sum(b, "outer_if", "y", outer_then, expand("outer_else", "yo")).build()
 }
 
 /// The origins of every launch in `g` and its subgraphs.
@@ -148,36 +125,6 @@ fn launched(g: &KernelGraph, out: &mut Vec<String>) {
             launched(sub, out);
         }
     }
-}
-
-/// `bytes` lowered for `executor` (topo-mt's graphs carry its passes).
-fn lowered(bytes: &[u8], executor: ExecutorType) -> ExecuteGraph {
-    let mut file = read(bytes, &ReadOptions::default()).expect("imports");
-    let cg = file.models.swap_remove(0).model;
-    let options = LowerOptions {
-        multi_thread: executor == ExecutorType::TopologicalMultiThread,
-        ..LowerOptions::default()
-    };
-    lower(&cg, &options).expect("lowers")
-}
-
-fn input(x: [f32; 4]) -> HostTensor {
-    HostTensor {
-        dtype: DType::F32,
-        shape: vec![1, 4],
-        data: x
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<u8>>()
-            .into(),
-    }
-}
-
-fn values(t: &HostTensor) -> Vec<f32> {
-    t.data
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().expect("four bytes")))
-        .collect()
 }
 
 /// `y[0][i][j] = W[2 + j][i] + x[j]`.

@@ -109,6 +109,14 @@ pub struct Captures {
     pub globals: Vec<Global>,
 }
 
+/// A point in the lowering of a subgraph level ([`Builder::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    levels: usize,
+    captures: usize,
+    globals: usize,
+}
+
 /// One graph being emitted.
 struct Level {
     graph: KernelGraph,
@@ -342,6 +350,29 @@ impl Builder {
     /// [`Builder::pop_level`].
     pub fn push_sibling(&mut self, name: &str) {
         self.levels.push(Level::new(name));
+    }
+
+    /// Where the lowering of the subgraph level just opened starts, for
+    /// [`Builder::rewind`].
+    pub fn mark(&self) -> Mark {
+        Mark {
+            levels: self.levels.len(),
+            captures: self.captures.len(),
+            globals: self.captures.last().map_or(0, |c| c.globals.len()),
+        }
+    }
+
+    /// Throws away what was emitted since `mark` into the level open then and below it
+    /// (levels a failed lowering left open included), and the captures it added: the
+    /// level is as it was opened. What reached Init stays, unused.
+    pub fn rewind(&mut self, mark: Mark) {
+        self.levels.truncate(mark.levels);
+        let name = self.top().graph.name.clone();
+        *self.top() = Level::new(&name);
+        self.captures.truncate(mark.captures);
+        if let Some(c) = self.captures.last_mut() {
+            c.globals.truncate(mark.globals);
+        }
     }
 
     /// Closes the current subgraph level (the owner's captures stay open for siblings):

@@ -212,8 +212,7 @@ impl Lowering<'_> {
             if k > 0 {
                 self.b.push_sibling(&sub.name);
             }
-            let mut bound = self.read_in(ins, &at, false);
-            let outs = self.graph(sub, &sub_path(k), &mut Bind::Parent(&mut bound))?;
+            let outs = self.branch_graph(sub, &sub_path(k), ins, &at)?;
             let Some(mut outs) = outs.into_iter().collect::<Option<Vec<TVal>>>() else {
                 self.b.pop_level();
                 continue;
@@ -254,6 +253,42 @@ impl Lowering<'_> {
             origin,
         );
         Ok(self.owner_outputs(id, &metas, 0))
+    }
+
+    /// One branch of an `If` or `Case`, its level open, reading `ins` at owner inputs
+    /// `at`. A branch whose shapes fail to infer for the inputs' static shapes may be one
+    /// those inputs never take (Silero VAD's 8 kHz branch, given 16 kHz frames, where
+    /// ONNX Runtime infers nothing ahead): it is lowered again with the inputs' dims
+    /// known only at run time, where an error is one only if the branch runs. If that
+    /// fails too, the first error stands.
+    fn branch_graph(
+        &mut self,
+        sub: &ComputeGraph,
+        path: &str,
+        ins: &[Option<TVal>],
+        at: &[Option<usize>],
+    ) -> Result<Vec<Option<TVal>>> {
+        let mark = self.b.mark();
+        let reported = self.unsupported.len();
+        let mut bound = self.read_in(ins, at, false);
+        let error = match self.graph(sub, path, &mut Bind::Parent(&mut bound)) {
+            Ok(outs) => return Ok(outs),
+            Err(e) => e,
+        };
+        let dynamic = |t: &TVal| t.konst.is_none() && t.meta.shape.is_some();
+        if !ins.iter().flatten().any(dynamic) {
+            return Err(error);
+        }
+        self.b.rewind(mark);
+        self.unsupported.truncate(reported);
+        let mut bound = self.read_in(ins, at, false);
+        for t in bound.iter_mut().flatten().filter(|t| dynamic(t)) {
+            if let Some(dims) = &mut t.meta.shape {
+                dims.fill(-1);
+            }
+        }
+        self.graph(sub, path, &mut Bind::Parent(&mut bound))
+            .map_err(|_| error)
     }
 
     /// Loop-carried metas: starting from the inputs', generalized until the body gives
