@@ -275,14 +275,15 @@ impl Lowering<'_> {
             Ok(outs) => return Ok(outs),
             Err(e) => e,
         };
-        let dynamic = |t: &TVal| t.konst.is_none() && t.meta.shape.is_some();
-        if !ins.iter().flatten().any(dynamic) {
+        // Inputs whose dims the retry leaves to run time: those not constant, of known rank.
+        let loosened = |t: &TVal| t.konst.is_none() && t.meta.shape.is_some();
+        if !ins.iter().flatten().any(loosened) {
             return Err(error);
         }
         self.b.rewind(mark);
         self.unsupported.truncate(reported);
         let mut bound = self.read_in(ins, at, false);
-        for t in bound.iter_mut().flatten().filter(|t| dynamic(t)) {
+        for t in bound.iter_mut().flatten().filter(|t| loosened(t)) {
             if let Some(dims) = &mut t.meta.shape {
                 dims.fill(-1);
             }

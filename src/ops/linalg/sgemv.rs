@@ -130,16 +130,6 @@ mod x86 {
             let mut acc = [[S::zero(); N]; R];
             let mut c = 0;
             while c < full {
-                // One row: each vector is loaded into the product that uses it, so the
-                // `N` sums and one load are all the registers taken (16 sums fit).
-                if R == 1 {
-                    let av = S::load(a.add(c));
-                    for (j, acc) in acc[0].iter_mut().enumerate() {
-                        *acc = S::fma(av, S::load(x.add(j * ldx + c)), *acc);
-                    }
-                    c += S::LANES;
-                    continue;
-                }
                 let mut xv = [S::zero(); N];
                 for (j, v) in xv.iter_mut().enumerate() {
                     *v = S::load(x.add(j * ldx + c));
