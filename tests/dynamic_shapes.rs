@@ -10,12 +10,15 @@
 //! schedules are fixed; see the note on topo-mt below).
 
 use rt2::exec::runtime::{ExecutorOptions, ExecutorType, ModelV2Executor};
-use rt2::lower::{LowerOptions, lower};
+use rt2::lower::{LowerOptions, lower, lower_specialized};
 use rt2::npu::device::{Device, DeviceConfig};
 use rt2::om::ComputeModel;
 use rt2::om::file::{ReadOptions, read};
 use rt2::om::onnx::builder::{EncoderBlock, encoder_block_model, seeded_f32};
 use rt2::ops::{DType, HostTensor};
+
+#[path = "support/execute.rs"]
+mod support;
 
 /// Small enough for debug builds, the same graph as the benchmarked block.
 const SIZES: EncoderBlock = EncoderBlock {
@@ -453,4 +456,75 @@ fn shared_and_borrowed_inputs_interleave() {
         );
     }
     ex.unload().expect("unloads");
+}
+
+/// The kernels of `g` of type `kernel`.
+fn count(g: &rt2::exec::KernelGraph, kernel: &str) -> usize {
+    g.nodes.iter().filter(|n| n.kernel == kernel).count()
+}
+
+/// Lowered for the shape of the input it will run (as `rt2 run` lowers by default), the
+/// block infers no shape and allocates only its output per execution, and computes the
+/// bits the dynamic graph computes at that length, under every executor, as `rt2 run`
+/// lowers for each.
+#[test]
+fn a_graph_lowered_for_its_input_shape_infers_nothing_and_computes_the_same_bits() {
+    let model = block_model();
+    let seq = 64;
+    let x = input(seq);
+    let want = reference(&x, seq);
+    let x = host(seq, &x);
+    let d = SIZES.d_model as i64;
+    let mut first: Option<Vec<u8>> = None;
+    for executor in ExecutorType::ALL {
+        let opts = LowerOptions {
+            multi_thread: executor == ExecutorType::TopologicalMultiThread,
+            static_memory: true,
+            ..LowerOptions::default()
+        };
+        let dynamic = lower(&model, &opts).expect("lowers");
+        let name = dynamic.inputs[0].name.clone();
+        let fixed = lower_specialized(&model, &opts, &[(name, vec![seq as i64, d])])
+            .expect("lowers for the length");
+        assert_eq!(fixed.inputs[0].shape, vec![seq as i64, d]);
+        assert_eq!(fixed.outputs[0].shape, vec![seq as i64, d]);
+        let what = executor.name();
+        assert!(count(&dynamic.main, "InferShape") > 0, "{what}: dynamic");
+        assert_eq!(count(&fixed.main, "InferShape"), 0, "{what}: fixed");
+        // Planned memory: the output, which the caller takes, is still allocated per
+        // execution, not the tensors of the block's twenty-odd ops.
+        let (d, f) = (
+            count(&dynamic.main, "AllocMemHbm"),
+            count(&fixed.main, "AllocMemHbm"),
+        );
+        assert!(
+            d >= 10 && f <= 2,
+            "{what}: {d} allocations dynamic, {f} fixed"
+        );
+        let a = support::execute(&dynamic, executor, &x).swap_remove(0);
+        let b = support::execute(&fixed, executor, &x).swap_remove(0);
+        assert_close(&floats(&b), &want, what);
+        assert!(a.data == b.data, "{what}: the fixed graph's bits differ");
+        match &first {
+            None => first = Some(b.data.to_vec()),
+            Some(bytes) => assert!(b.data == *bytes, "{what}: differs from seq bit-wise"),
+        }
+    }
+}
+
+/// A shape that contradicts what the model knows of an input (its width, its rank), or
+/// names no input, leaves the input as the model has it.
+#[test]
+fn a_shape_the_input_cannot_have_leaves_it_unknown() {
+    let model = block_model();
+    let opts = LowerOptions::default();
+    let name = lower(&model, &opts).expect("lowers").inputs[0].name.clone();
+    let d = SIZES.d_model as i64;
+    for dims in [vec![16, d + 1], vec![16], vec![1, 16, d]] {
+        let eg = lower_specialized(&model, &opts, &[(name.clone(), dims.clone())])
+            .expect("lowers as it is");
+        assert_eq!(eg.inputs[0].shape, vec![-1, d], "{dims:?}");
+    }
+    let eg = lower_specialized(&model, &opts, &[("other".into(), vec![16, d])]).expect("lowers");
+    assert_eq!(eg.inputs[0].shape, vec![-1, d]);
 }

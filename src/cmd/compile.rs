@@ -25,16 +25,12 @@ pub struct Args {
     #[arg(long)]
     pub name: Option<String>,
     /// Fix the dims of an input: NAME:D0,D1,... (`?` or -1 keeps a dim unknown). Repeatable.
-    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = parse_input_shape)]
+    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = input::parse_input_shape)]
     pub input_shape: Vec<(String, Vec<i64>)>,
     /// Keep each ONNX node's op type and attributes instead of mapping it to GE's op as
     /// GE's ONNX parser plugins do (Conv -> Conv2D, MaxPool -> MaxPoolV3, ...).
     #[arg(long = "onnx-types")]
     pub onnx_types: bool,
-}
-
-fn parse_input_shape(s: &str) -> Result<(String, Vec<i64>), String> {
-    input::parse_named_shape(s, ':')
 }
 
 /// What `-o` asks for.

@@ -137,6 +137,11 @@ pub fn release(mut file: ModelFile) {
     std::mem::forget(file);
 }
 
+/// Parses an `--input-shape` value, `NAME:D0,D1,...`.
+pub fn parse_input_shape(s: &str) -> Result<(String, Vec<i64>), String> {
+    parse_named_shape(s, ':')
+}
+
 /// Parses `NAME:D0,D1,...` (the form of `--input-shape`); `?` or `-1` leaves a dim unknown.
 pub fn parse_named_shape(s: &str, sep: char) -> Result<(String, Vec<i64>), String> {
     let (name, dims) = s
@@ -171,6 +176,18 @@ pub fn lower_model(
     model: usize,
     opts: &crate::lower::LowerOptions,
 ) -> anyhow::Result<ExecuteGraph> {
+    lower_model_for(path, file, model, opts, &[])
+}
+
+/// [`lower_model`] for inputs of the given dims, by input name
+/// ([`crate::lower::lower_specialized`]).
+pub fn lower_model_for(
+    path: &Path,
+    file: &ModelFile,
+    model: usize,
+    opts: &crate::lower::LowerOptions,
+    inputs: &[(String, Vec<i64>)],
+) -> anyhow::Result<ExecuteGraph> {
     if !file.models.iter().any(|m| m.index == model) {
         let have: Vec<usize> = file.models.iter().map(|m| m.index).collect();
         anyhow::bail!(
@@ -180,7 +197,7 @@ pub fn lower_model(
     }
     let linked = crate::om::root_model::link(&file.models, model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    crate::lower::lower(&linked, opts).map_err(|e| {
+    crate::lower::lower_specialized(&linked, opts, inputs).map_err(|e| {
         let msg = format!("{}: {e}", path.display());
         match e {
             crate::lower::LowerError::Unsupported(_) => {
@@ -191,6 +208,46 @@ pub fn lower_model(
     })
 }
 
+/// Refuses `--input-shape` entries that name no input of `eg`, which was lowered for
+/// them, or that it does not have: a rank or known dim of the model's own contradicts
+/// them.
+fn check_input_shapes(
+    path: &Path,
+    eg: &ExecuteGraph,
+    input_shapes: &[(String, Vec<i64>)],
+) -> anyhow::Result<()> {
+    for (name, dims) in input_shapes {
+        let given = || {
+            let d: Vec<String> = dims.iter().map(i64::to_string).collect();
+            format!("--input-shape {name}:{}", d.join(","))
+        };
+        let Some(io) = eg.inputs.iter().find(|io| &io.name == name) else {
+            let names: Vec<String> = eg
+                .inputs
+                .iter()
+                .map(|io| format!("{:?}", io.name))
+                .collect();
+            anyhow::bail!(
+                "{}: {}: the model has no input {name:?}; its inputs: {}",
+                path.display(),
+                given(),
+                names.join(", ")
+            );
+        };
+        let fits = io.shape.len() == dims.len()
+            && io.shape.iter().zip(dims).all(|(&h, &d)| d < 0 || h == d);
+        if !fits {
+            anyhow::bail!(
+                "{}: {}: the model's input {name:?} has dims {:?}",
+                path.display(),
+                given(),
+                io.shape
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The ExecuteGraph a command works on: an `.exeg`'s own (with the multi-thread passes
 /// applied when `opts` asks for them and the file lacks them), or the model lowered. The
 /// model file is handed back so the caller can release it when done.
@@ -198,10 +255,18 @@ pub fn execute_graph(
     path: &Path,
     model: usize,
     opts: &crate::lower::LowerOptions,
+    input_shapes: &[(String, Vec<i64>)],
     progress: &crate::cmd::progress::Progress,
 ) -> anyhow::Result<(ExecuteGraph, Option<ModelFile>)> {
     match read_input(path, &ReadOptions::default())? {
         Input::Exeg(mut eg) => {
+            if !input_shapes.is_empty() {
+                anyhow::bail!(
+                    "{}: --input-shape: an .exeg is lowered already; its inputs' shapes are \
+                     fixed when its model is lowered",
+                    path.display()
+                );
+            }
             if model != 0 {
                 anyhow::bail!(
                     "{}: --model {model}: an .exeg holds one model",
@@ -222,7 +287,8 @@ pub fn execute_graph(
         }
         Input::Model(file) => {
             progress.step("lowering");
-            let eg = lower_model(path, &file, model, opts)?;
+            let eg = lower_model_for(path, &file, model, opts, input_shapes)?;
+            check_input_shapes(path, &eg, input_shapes)?;
             Ok((eg, Some(file)))
         }
     }

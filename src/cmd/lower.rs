@@ -78,6 +78,12 @@ pub struct Args {
     /// x.1.exeg, ...), all or none of them.
     #[arg(long, default_value = "0", value_parser = parse_model_choice)]
     pub model: ModelChoice,
+    /// Lower for inputs of these dims: NAME:D0,D1,... (`?` or -1 keeps the model's dim).
+    /// Each dim the model leaves unknown takes the given one, so that the shapes it
+    /// decides are inferred and their memory planned here, not per execution; the
+    /// ExecuteGraph then runs inputs of those dims only. Repeatable; for one model.
+    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = input::parse_input_shape)]
+    pub input_shape: Vec<(String, Vec<i64>)>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -90,11 +96,15 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     let model = match args.model {
         ModelChoice::One(m) => m,
+        ModelChoice::All if !args.input_shape.is_empty() => anyhow::bail!(
+            "{}: --input-shape names one model's inputs; --model all lowers every model",
+            args.file.display()
+        ),
         ModelChoice::All => return run_all(&args, &opts, progress),
     };
     // An `.exeg` gets the passes not yet applied and is written in the binary form (a
     // text-form `.exeg` becomes a binary one).
-    let (eg, file) = input::execute_graph(&args.file, model, &opts, &progress)?;
+    let (eg, file) = input::execute_graph(&args.file, model, &opts, &args.input_shape, &progress)?;
     // Released before the ExecuteGraph is encoded: the weights lowering replaced are
     // let go, rather than held beside the encoded file's copy of what replaced them.
     if let Some(file) = file {

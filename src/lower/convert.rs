@@ -107,6 +107,9 @@ pub struct Lowering<'r> {
     pub root_inputs: Vec<RootInput>,
     /// The number of the root graph's input nodes: the first weight's input index.
     weights_base: usize,
+    /// Dims a model input is specialized to, by its name ([`crate::lower::lower_specialized`]):
+    /// each of its unknown dims (or its unknown rank) takes the given one.
+    pub fixed_inputs: Vec<(String, Vec<i64>)>,
     /// Prepare constant inputs in the layouts their ops ask for (see
     /// [`Lowering::prepacked`]); off keeps every weight as the model stores it.
     pub pack_weights: bool,
@@ -366,6 +369,7 @@ impl<'r> Lowering<'r> {
             unsupported: Vec::new(),
             root_inputs: Vec::new(),
             weights_base: 0,
+            fixed_inputs: Vec::new(),
             pack_weights: true,
             metas: None,
             packed: Default::default(),
@@ -613,6 +617,7 @@ impl<'r> Lowering<'r> {
         index: usize,
         weight: bool,
     ) -> TVal {
+        let meta = self.specialized(&n.name, meta);
         self.root_inputs.push(RootInput {
             index,
             name: n.name.clone(),
@@ -634,6 +639,34 @@ impl<'r> Lowering<'r> {
             output: 1,
         });
         t
+    }
+
+    /// `meta` of model input `name` with the dims [`Lowering::fixed_inputs`] gives it in
+    /// place of its unknown ones (a given -1 keeps the input's dim); as it is when none
+    /// are given or they contradict a known dim or the rank (which the input's own check
+    /// then reports at run time).
+    fn specialized(&self, name: &str, meta: TensorMeta) -> TensorMeta {
+        let Some((_, dims)) = self.fixed_inputs.iter().find(|(n, _)| n == name) else {
+            return meta;
+        };
+        let shape = match &meta.shape {
+            None => dims.iter().map(|&d| d.max(-1)).collect(),
+            Some(have) if have.len() == dims.len() => {
+                let mut shape = Vec::with_capacity(have.len());
+                for (&h, &d) in have.iter().zip(dims) {
+                    if h >= 0 && d >= 0 && h != d {
+                        return meta;
+                    }
+                    shape.push(if d >= 0 { d } else { h });
+                }
+                shape
+            }
+            Some(_) => return meta,
+        };
+        TensorMeta {
+            dtype: meta.dtype,
+            shape: Some(shape),
+        }
     }
 
     /// A Const written without its value (see [`stored_value`]): a weight the caller

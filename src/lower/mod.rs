@@ -63,6 +63,30 @@ pub fn lower_with(
     model: &ComputeModel,
     opts: &LowerOptions,
 ) -> Result<ExecuteGraph, LowerError> {
+    lower_inner(reg, model, opts, Vec::new())
+}
+
+/// Lowers `model` for inputs of the given dims, by input name: an input's unknown dims
+/// (or unknown rank) become the given ones, so that every shape they decide is known at
+/// lowering, as `rt2 compile --input-shape` fixes them in the model. Main then infers
+/// no shape and plans their memory; the graph runs inputs of those shapes only (its
+/// [`ExecuteGraph::inputs`] say so). A given -1 keeps the input's dim; a given shape
+/// that contradicts the input's known dims or rank leaves the input as it is, as does a
+/// name no input has.
+pub fn lower_specialized(
+    model: &ComputeModel,
+    opts: &LowerOptions,
+    inputs: &[(String, Vec<i64>)],
+) -> Result<ExecuteGraph, LowerError> {
+    lower_inner(&OpRegistry::new(), model, opts, inputs.to_vec())
+}
+
+fn lower_inner(
+    reg: &OpRegistry,
+    model: &ComputeModel,
+    opts: &LowerOptions,
+    fixed_inputs: Vec<(String, Vec<i64>)>,
+) -> Result<ExecuteGraph, LowerError> {
     crate::timing::mark("layouts");
     // Ascend storage formats become the layouts the ops mean (layout.rs).
     let origin = layout::to_origin(model)?;
@@ -73,6 +97,7 @@ pub fn lower_with(
     let root = &model.root;
     let mut lw = Lowering::new(reg);
     lw.pack_weights = !opts.keep_weight_layout;
+    lw.fixed_inputs = fixed_inputs;
     // A static node lowers to about three kernel calls (allocation, launch, free).
     lw.b.reserve(3 * root.nodes.len() + 16);
     crate::timing::mark("node conversion");

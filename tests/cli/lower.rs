@@ -110,6 +110,78 @@ fn unsupported_ops_exit_1_and_are_all_listed() {
     assert_eq!(s.files(), Vec::<String>::new(), "nothing left behind");
 }
 
+/// `--input-shape` fixes the dims a model of any kind leaves unknown (here a GE dump's
+/// -1): the ExecuteGraph's inputs and outputs have the given dims and Main infers no
+/// shape, and `?` keeps a dim as the model has it. A name no input has, a dim or rank the
+/// input cannot have, an `.exeg` and `--model all` exit 2 and write nothing.
+#[test]
+fn input_shape_fixes_unknown_dims() {
+    let s = Scratch::new();
+    s.write(
+        "add.ge.txt",
+        br#"graph {
+  name: "g"
+  op { name: "x" type: "Data" attr { key: "index" value { i: 0 } }
+       output_desc { dtype: DT_FLOAT shape { dim: -1 dim: 3 } } }
+  op { name: "add" type: "Add" input: "x:0" input: "x:0"
+       output_desc { dtype: DT_FLOAT shape { dim: -1 dim: 3 } } }
+  op { name: "out" type: "NetOutput" input: "add:0" }
+}
+"#,
+    );
+    let infers = |eg: &rt2::exec::ExecuteGraph| {
+        eg.main
+            .nodes
+            .iter()
+            .filter(|n| n.kernel == "InferShape")
+            .count()
+    };
+    for (given, want, infer) in [
+        ("x:4,3", vec![4, 3], 0),
+        ("x:?,3", vec![-1, 3], 1),
+        ("x:-1,-1", vec![-1, 3], 1),
+    ] {
+        s.rt2(&[
+            "lower",
+            "add.ge.txt",
+            "-o",
+            "a.exeg",
+            "--input-shape",
+            given,
+        ])
+        .ok();
+        let eg = exeg::decode(&s.read("a.exeg")).expect("a valid .exeg");
+        assert_eq!(eg.inputs[0].shape, want, "{given}");
+        assert_eq!(eg.outputs[0].shape, want, "{given}");
+        assert_eq!(infers(&eg), infer, "{given}");
+    }
+    let bad: [(&[&str], &[&str]); 5] = [
+        (
+            &["--input-shape", "y:4,3"],
+            &["add.ge.txt", "--input-shape y:4,3", "no input \"y\""],
+        ),
+        (
+            &["--input-shape", "x:4,2"],
+            &["add.ge.txt", "x:4,2", "[-1, 3]"],
+        ),
+        (&["--input-shape", "x:4"], &["add.ge.txt", "x:4", "[-1, 3]"]),
+        (
+            &["--input-shape", "x:4,3", "--model", "all"],
+            &["add.ge.txt", "--model all"],
+        ),
+        (&["--input-shape", "x:4,,3"], &["not a dimension"]),
+    ];
+    for (args, needles) in bad {
+        let mut a = vec!["lower", "add.ge.txt", "-o", "b.exeg"];
+        a.extend_from_slice(args);
+        s.rt2(&a).fails(2, needles);
+        assert!(!s.exists("b.exeg"), "{args:?}");
+    }
+    s.rt2(&["lower", "a.exeg", "-o", "b.exeg", "--input-shape", "x:4,3"])
+        .fails(2, &["a.exeg", "lowered already"]);
+    assert!(!s.exists("b.exeg"));
+}
+
 #[test]
 fn bad_inputs_exit_2() {
     let s = Scratch::new();

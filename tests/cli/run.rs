@@ -474,12 +474,22 @@ fn a_kernel_failure_exits_1_naming_the_node_and_writes_nothing() {
 /// The kernel histogram of cnn_bn's Main graph as `rt2 lower` reports it (with the
 /// multi-thread passes for topo-mt), without the kernels the engines never run.
 fn main_kernels(sc: &Scratch, exec: &str) -> serde_json::Map<String, serde_json::Value> {
+    main_kernels_for(sc, exec, &["--input-shape", "x:2,3,8,8"])
+}
+
+/// [`main_kernels`] of cnn_bn lowered with `extra`.
+fn main_kernels_for(
+    sc: &Scratch,
+    exec: &str,
+    extra: &[&str],
+) -> serde_json::Map<String, serde_json::Value> {
     let out = sc.path(&format!("cnn_bn_{exec}.exeg"));
     let m = model("cnn_bn");
     let mut a = vec!["lower", &m, "-o", s(&out), "--format", "json"];
     if exec == "topo-mt" {
         a.push("--multi-thread");
     }
+    a.extend_from_slice(extra);
     let mut hist = sc.rt2(&a).ok().json()["graphs"]["main"]["kernels"]
         .as_object()
         .unwrap()
@@ -489,6 +499,49 @@ fn main_kernels(sc: &Scratch, exec: &str) -> serde_json::Map<String, serde_json:
         hist.remove(bound);
     }
     hist
+}
+
+/// The calls per kernel type of a `--profile --format json` report.
+fn kernel_calls(j: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    j["profile"]["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["kernel"].as_str().unwrap().to_string(),
+                r["count"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// cnn_bn leaves its batch unknown: `rt2 run` lowers it for the batch of its input (2)
+/// and calls the kernels of `rt2 lower --input-shape x:2,3,8,8`, none inferring a shape;
+/// with `--keep-dynamic-shapes` it calls those of `rt2 lower`, an InferShape per op. The
+/// outputs have the same bits.
+#[test]
+fn unknown_input_dims_are_fixed_to_the_inputs_unless_kept_dynamic() {
+    let sc = Scratch::new();
+    let mut outputs = Vec::new();
+    for (flags, lower) in [
+        (&[][..], &["--input-shape", "x:2,3,8,8"][..]),
+        (&["--keep-dynamic-shapes"][..], &[][..]),
+    ] {
+        let dir = sc.path(&format!("out{}", flags.len()));
+        let mut a = vec!["--profile", "--output-dir", s(&dir)];
+        a.extend_from_slice(flags);
+        let got = kernel_calls(&run_cnn(&sc, "topo", &a));
+        assert_eq!(got, main_kernels_for(&sc, "topo", lower), "{flags:?}");
+        let infers = got.get("InferShape").and_then(|n| n.as_u64()).unwrap_or(0);
+        assert_eq!(
+            infers > 0,
+            !flags.is_empty(),
+            "{flags:?}: {infers} InferShape"
+        );
+        outputs.push(std::fs::read(dir.join("probs.npy")).unwrap());
+    }
+    assert!(outputs[0] == outputs[1], "the outputs' bits differ");
 }
 
 /// `rt2 run cnn_bn` with a batch of 2 and `extra`.
@@ -541,17 +594,7 @@ fn the_profile_counts_every_timed_node_call_under_every_executor() {
         );
         let p = &j["profile"];
         assert_eq!(p["executions"], iterations);
-        let got: serde_json::Map<String, serde_json::Value> = p["kernels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    r["kernel"].as_str().unwrap().to_string(),
-                    r["count"].clone(),
-                )
-            })
-            .collect();
+        let got = kernel_calls(&j);
         let want: serde_json::Map<String, serde_json::Value> = want
             .iter()
             .map(|(k, n)| (k.clone(), (n.as_u64().unwrap() * iterations).into()))
