@@ -332,7 +332,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         None => None,
     };
     let eg = Arc::new(match file {
-        Some(file) => specialized(&config, &progress, file, eg, &inputs),
+        Some(file) => specialized(&config, &progress, file, eg, &inputs)?,
         None => eg,
     });
     drop(progress);
@@ -453,9 +453,9 @@ pub fn computable(file: &Path, eg: &ExecuteGraph) -> anyhow::Result<()> {
 
 /// The graph to run for `inputs`, which were resolved against `eg`, lowered from `file`
 /// with the dims its inputs leave unknown: `file`'s model lowered again with those dims
-/// fixed to the inputs' (every execution of a run binds the same inputs), or `eg` as it
-/// is with `--keep-dynamic-shapes`, when no dim is unknown, or when the fixed lowering
-/// fails.
+/// fixed to the inputs' (every execution of a run binds the same inputs); `eg` as it is
+/// with `--keep-dynamic-shapes` or when no dim is unknown; the model as declared again
+/// when the fixed lowering fails.
 ///
 /// Fixed dims let lowering infer every shape their inputs decide and plan their memory
 /// (each If branch's too), where a dynamic graph runs an InferShape, a CalcTensorSize and
@@ -465,13 +465,13 @@ fn specialized(
     config: &Config,
     progress: &Progress,
     file: crate::om::file::ModelFile,
-    eg: ExecuteGraph,
+    mut eg: ExecuteGraph,
     inputs: &[HostTensor],
-) -> ExecuteGraph {
+) -> anyhow::Result<ExecuteGraph> {
     let open = eg.inputs.iter().any(|io| io.shape.iter().any(|&d| d < 0));
     if !config.specialize || !open {
         input::release(file);
-        return eg;
+        return Ok(eg);
     }
     progress.step("lowering for the inputs' shapes");
     let dims: Vec<(String, Vec<i64>)> = eg
@@ -480,29 +480,37 @@ fn specialized(
         .zip(inputs)
         .map(|(io, t)| (io.name.clone(), t.shape.clone()))
         .collect();
-    let fixed = input::lower_model_for(&config.file, &file, config.model, &config.lower, &dims);
-    input::release(file);
-    match fixed {
+    let declared = std::mem::take(&mut eg.inputs);
+    // Let go before lowering again, so that the run's peak memory holds one lowered model
+    // (its prepared weights), not two; the rare fallback lowers the model once more.
+    drop(eg);
+    let lower = |dims: &[(String, Vec<i64>)]| {
+        input::lower_model_for(&config.file, &file, config.model, &config.lower, dims)
+    };
+    let eg = match lower(&dims) {
         // The same inputs, in the same order, each of its given shape.
         Ok(fixed)
-            if fixed.inputs.len() == eg.inputs.len()
+            if fixed.inputs.len() == declared.len()
                 && fixed
                     .inputs
                     .iter()
-                    .zip(&eg.inputs)
+                    .zip(&declared)
                     .zip(inputs)
                     .all(|((f, d), t)| {
                         f.name == d.name && f.dtype == d.dtype && f.shape == t.shape
                     })
                 && ops_without_compute(&fixed, &OpRegistry::new()).is_empty() =>
         {
-            fixed
+            Ok(fixed)
         }
         // Unnoted: inputs the fixed lowering fails on are nearly always inputs the model
-        // cannot run, which running `eg` reports in one line, naming the node where it
-        // fails (`rt2 lower --input-shape` shows the fixed lowering's own error).
-        Ok(_) | Err(_) => eg,
-    }
+        // cannot run, which running the model as declared reports in one line, naming
+        // the node where it fails (`rt2 lower --input-shape` shows the fixed lowering's
+        // own error).
+        Ok(_) | Err(_) => lower(&[]),
+    };
+    input::release(file);
+    eg
 }
 
 /// A session's error, after the sanitizer's findings if it has any: those are printed (in
