@@ -50,6 +50,7 @@ pub fn register(reg: &mut OpRegistry) {
         OpSpec::new(conv_packed::CONV_WINOGRAD, infer_conv_winograd)
             .computes(conv_packed::conv_winograd),
     );
+    reg.add(OpSpec::new(conv_packed::CONV_GEMM, infer_conv_gemm).computes(conv_packed::conv_gemm));
     reg.add(
         OpSpec::new("ConvTranspose", infer_conv_transpose)
             .computes(conv_transpose::conv_transpose)
@@ -524,6 +525,54 @@ fn infer_conv_winograd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     }
     let mut out = vec![x[0], u[1]];
     out.extend(spatial_dims(ctx, x, &[3, 3], false)?);
+    Ok(meta(DType::F32, Some(out)))
+}
+
+/// ConvGemm (rt2's own, made by lowering; see `conv_packed::CONV_GEMM`): Conv's output
+/// `[N, n, D'...]` from X `[N, C, D...]`, the weights packed as `[ceil(n / PACK_WIDTH),
+/// C * taps, PACK_WIDTH]`, attributes `n` and `kernel_shape`.
+fn infer_conv_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::ops::linalg::sgemm::PACK_WIDTH;
+    ctx.arity(2, 3)?;
+    for i in 0..2 {
+        if ctx.inputs[i].dtype != DType::F32 {
+            return Err(ctx.input_error(
+                i,
+                format!("is {}; ConvGemm takes float32", ctx.inputs[i].dtype),
+            ));
+        }
+    }
+    let n = ctx.attr_int("n", -1)?;
+    if n < 1 {
+        return Err(ctx.attr_error("n", "needs a positive channel count"));
+    }
+    let Some(kernel) = ctx.attr_ints("kernel_shape")?.map(<[i64]>::to_vec) else {
+        return Err(ctx.attr_error("kernel_shape", "ConvGemm needs it"));
+    };
+    let (Some(x), Some(p)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
+        return Ok(meta(DType::F32, None));
+    };
+    let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;
+    let rows = match x.get(1) {
+        Some(&c) if c >= 0 => kernel.iter().try_fold(c, |r, &k| r.checked_mul(k)),
+        _ => Some(UNKNOWN),
+    };
+    let fits = x.len() == kernel.len() + 2
+        && p.len() == 3
+        && agree(p[0], panels).is_some()
+        && rows.is_some_and(|r| agree(p[1], r).is_some())
+        && agree(p[2], PACK_WIDTH as i64).is_some();
+    if !fits {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "is {p:?}; for an input {x:?} and a {kernel:?} kernel into {n} channels the \
+                 packed weights are [{panels}, C * taps, {PACK_WIDTH}]"
+            ),
+        ));
+    }
+    let mut out = vec![x[0], n];
+    out.extend(spatial_dims(ctx, x, &kernel, false)?);
     Ok(meta(DType::F32, Some(out)))
 }
 

@@ -20,8 +20,11 @@ use super::conv_winograd::{Tile, Weights, Winograd, portable, transform};
 use super::epilogue::Epilogue;
 use super::scratch::with_scratch;
 use super::window::Window;
+use crate::ops::shape::movement::transpose_f32;
 use crate::ops::simd::Isa;
-use crate::ops::{DType, HostTensor, InferCtx, OpError, Prepack, TensorMeta, TensorMut, TensorRef};
+use crate::ops::{
+    Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMeta, TensorMut, TensorRef,
+};
 
 /// The op lowering puts in place of such a Conv (rt2's own, not an ONNX or GE op): X
 /// `[N, C, H, W]`, U `[16, M, C]` for F(2x2, 3x3) or `[36, M, C]` for F(4x4, 3x3)
@@ -30,16 +33,339 @@ use crate::ops::{DType, HostTensor, InferCtx, OpError, Prepack, TensorMeta, Tens
 /// fused activation -> Y `[N, M, H', W']`.
 pub const CONV_WINOGRAD: &str = "ConvWinograd";
 
+/// The op lowering puts in place of a float32 Conv by constant weights over a small
+/// output (rt2's own, not an ONNX or GE op; see [`gemm_prepack`]): X `[N, C, D...]`, the
+/// weights transposed to `[taps * C, M]` (row `t * C + c` is what tap `t` of input
+/// channel `c` contributes to each output channel) and packed into the sgemm's column
+/// panels, `[ceil(M / PACK_WIDTH), taps * C, PACK_WIDTH]`, optional B `[M]`; the Conv's
+/// attributes (group 1) plus `n` (M) and `kernel_shape`, and its fused activation -> Y
+/// `[N, M, D'...]`.
+pub const CONV_GEMM: &str = "ConvGemm";
+
+/// Most output positions per image [`CONV_GEMM`] takes: past them the kernels with the
+/// positions or the output channels in the lanes over padded planes (conv_direct.rs,
+/// conv_blocked.rs) run at the FMA units' peak, and the windows this op gathers grow
+/// with the image.
+const GEMM_MAX_POSITIONS: i64 = 256;
+/// Fewest output channels [`CONV_GEMM`] takes: one column panel's width. The panels are
+/// 48 wide, so fewer channels leave lanes empty, and a MobileNet's 112 -> 24 channel 1x1
+/// over 14x14 ran 12.1 -> 15.1 us here, where the product the other way around (24 rows
+/// of weights times 196 positions) fills its tiles.
+const GEMM_MIN_CHANNELS: i64 = 48;
+/// Fewest input channels [`CONV_GEMM`] takes: windows of fewer channels per tap gather as
+/// many short scattered copies (Silero VAD's one-channel STFT: 7.1 us as a narrow
+/// product, 11.3 here).
+const GEMM_MIN_INPUT_CHANNELS: i64 = 16;
+/// Shortest reduction (input channels times taps) [`CONV_GEMM`] takes: over fewer terms
+/// the product is too short to pay for turning the image and the result around (a
+/// MobileNet's 24 -> 112 channel 1x1 over 14x14: 12.9 -> 15.0 us).
+const GEMM_MIN_REDUCTION: i64 = 64;
+/// Fewest output positions [`CONV_GEMM`] takes: one position is one dot product per
+/// channel, for which the narrow product (`gemm::narrow_f32`) streams the weights once
+/// with the window in registers; the packed kernel's row tile would be one row.
+const GEMM_MIN_POSITIONS: i64 = 2;
+
 /// Conv's prepack hook, given the output `out` its inference gives: a float32 Conv by
-/// constant weights that the Winograd kernel takes runs as [`CONV_WINOGRAD`] on `U`; a
-/// float16/bfloat16 one has its weights widened once (`conv::prepack_half_weight`).
+/// constant weights that the Winograd kernel takes runs as [`CONV_WINOGRAD`] on `U`, one
+/// over a small output as [`CONV_GEMM`] on its weights packed; a float16/bfloat16 one has
+/// its weights widened once (`conv::prepack_half_weight`).
 pub fn prepack_conv(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
-    winograd_prepack(ctx, out).or_else(|| super::conv::prepack_half_weight(ctx))
+    winograd_prepack(ctx, out)
+        .or_else(|| gemm_prepack(ctx, out))
+        .or_else(|| super::conv::prepack_half_weight(ctx))
 }
 
-/// The [`CONV_WINOGRAD`] prepack of a Conv, if its window, channels and shapes are ones
-/// the Winograd kernel takes.
-fn winograd_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
+/// The [`CONV_GEMM`] prepack of a float32 Conv of group 1 by constant weights whose
+/// output has [`GEMM_MIN_POSITIONS`] to [`GEMM_MAX_POSITIONS`] positions per image, at
+/// least [`GEMM_MIN_CHANNELS`] output channels, [`GEMM_MIN_INPUT_CHANNELS`] input channels
+/// and a reduction of [`GEMM_MIN_REDUCTION`]: a ResNet's last stages (512 channels of 3x3
+/// over 7x7, 2048 -> 512 of 1x1), a speech encoder's downsampled frames.
+///
+/// Why: over so few positions the convolution kernels that put positions in the lanes
+/// fill a fraction of them (49 positions in four vectors of 16 over 9-wide padded rows),
+/// the product of the weights by the im2col matrix has too few columns for its 48-wide
+/// tiles, and one dot product per position (`gemm::narrow_f32`) streams the weights
+/// once per eight positions. Turned around, the convolution is `Yᵀ [positions, M] =
+/// windows [positions, taps * C] · Wᵀ`: Wᵀ packed once here into the column panels the
+/// sgemm streams at its peak (as `MatMulPacked`'s weight), and every row tile of eight
+/// positions multiplying all M channels. A 512 -> 512 channel 3x3 over 7x7 took 2.7 ms;
+/// the product alone runs at the packed kernel's 110 GFLOP/s, 2.1 ms.
+fn gemm_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
+    let (_, w) = float_conv_by_constant(ctx)?;
+    let (ws, os) = (w.shape.as_deref()?, out.shape.as_deref()?);
+    if ws.len() < 3 || os.len() != ws.len() || ws.iter().chain(os).any(|&d| d < 1) {
+        return None;
+    }
+    let positions = os[2..].iter().try_fold(1i64, |p, &d| p.checked_mul(d))?;
+    let reduction = ws[1..].iter().try_fold(1i64, |p, &d| p.checked_mul(d))?;
+    if ws[0] < GEMM_MIN_CHANNELS
+        || ws[1] < GEMM_MIN_INPUT_CHANNELS
+        || reduction < GEMM_MIN_REDUCTION
+        || !(GEMM_MIN_POSITIONS..=GEMM_MAX_POSITIONS).contains(&positions)
+    {
+        return None;
+    }
+    let kernel = ws[2..].to_vec();
+    if ctx
+        .attr_ints("kernel_shape")
+        .ok()?
+        .is_some_and(|k| k != kernel.as_slice())
+    {
+        return None;
+    }
+    Some(Prepack {
+        op: CONV_GEMM,
+        input: 1,
+        attrs: vec![
+            ("n", Attr::Int(ws[0])),
+            ("kernel_shape", Attr::Ints(kernel)),
+        ],
+        pack: pack_conv_gemm,
+    })
+}
+
+/// A float32 `[M, C, K...]` weight as [`CONV_GEMM`] reads it: `Wᵀ [taps * C, M]`, row
+/// `t * C + c` holding `w[.., c, t]`, packed into column panels.
+fn pack_conv_gemm(w: &HostTensor) -> Option<HostTensor> {
+    if w.dtype != DType::F32 || w.shape.len() < 3 {
+        return None;
+    }
+    let dims = w
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
+        .collect::<Option<Vec<usize>>>()?;
+    let (m, c) = (dims[0], dims[1]);
+    let taps = dims[2..].iter().product::<usize>();
+    let floats = super::gemm::widen_floats(w)?;
+    if floats.len() != m.checked_mul(c)?.checked_mul(taps)? {
+        return None;
+    }
+    let k = c * taps;
+    let mut wt = vec![0.0f32; k * m];
+    for (o, filter) in floats.chunks_exact(k).enumerate() {
+        for (i, plane) in filter.chunks_exact(taps).enumerate() {
+            for (t, &v) in plane.iter().enumerate() {
+                wt[(t * c + i) * m + o] = v;
+            }
+        }
+    }
+    Some(super::gemm::packed(&wt, k, m))
+}
+
+/// ConvGemm's compute, per image: the image turned channels-last, each output
+/// position's window gathered into a row (`taps * C`, tap-major, zeros in the padding),
+/// the product with the packed `Wᵀ` (the bias added as its tiles are stored), split
+/// across threads by column panels when large, and the `[positions, M]` result turned
+/// back to `[M, positions]` with the activation. All of it in this thread's scratch
+/// memory; nothing is allocated. Each output is the sum over (tap, channel) in order,
+/// one FMA per term, whatever the split, so every executor gets the same bits.
+pub fn conv_gemm(
+    ctx: &InferCtx,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, packed_len};
+    let (x, bp) = (&inputs[0], &inputs[1]);
+    let y_shape = outputs[0].shape;
+    let m = usize::try_from(ctx.attr_int("n", -1)?)
+        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
+    let kernel = super::window::positive(ctx, "kernel_shape", x.rank().saturating_sub(2))?;
+    if ctx.attr_int("group", 1)? != 1 {
+        return Err(ctx.attr_error("group", "ConvGemm computes group 1"));
+    }
+    if x.rank() < 3 || y_shape.len() != x.rank() || y_shape[..2] != [x.shape[0], m] {
+        return Err(ctx.compute_error(format!(
+            "computes [N, C, D...] into [N, {m}, D'...], not {:?} into {y_shape:?}",
+            x.shape
+        )));
+    }
+    let c = x.shape[1];
+    let win = Window::new(ctx, &x.shape[2..], &kernel, &y_shape[2..])?;
+    let k = c * win.kernel_len();
+    let (ilen, olen) = (win.input_len(), win.output_len());
+    if bp.shape != [m.div_ceil(PACK_WIDTH), k, PACK_WIDTH] || bp.len() != packed_len(k, m) {
+        return Err(ctx.input_error(
+            1,
+            format!(
+                "is {:?}; for {c} channels of a {kernel:?} kernel into {m} the packed weights \
+                 are [{}, {k}, {PACK_WIDTH}]",
+                bp.shape,
+                m.div_ceil(PACK_WIDTH)
+            ),
+        ));
+    }
+    let (xv, bv) = (x.slice::<f32>()?, bp.slice::<f32>()?);
+    let bias = bias_values::<f32>(ctx, inputs.get(2), m)?;
+    let epilogue = Epilogue::read(ctx)?;
+    let y = outputs[0].slice_mut::<f32>()?;
+    if y.is_empty() {
+        return Ok(());
+    }
+    let tasks = super::gemm::tasks_for(olen * k * m, y.len() * k >= PARALLEL_ELEMS);
+    // A 1x1 window of stride 1 without padding reads each position's channels where they
+    // are: the product takes the image itself, position j's channel c `ilen` floats on
+    // from channel c - 1 (the kernel broadcasts A's elements one at a time, and a row
+    // tile's eight consecutive positions share cache lines).
+    let in_place = win.kernel_len() == 1
+        && win.stride == [1; 3]
+        && win.pad_begin == [0; 3]
+        && win.pad_end == [0; 3]
+        && olen == ilen;
+    for (n, out) in y.chunks_exact_mut(m * olen).enumerate() {
+        let xn = &xv[n * c * ilen..][..c * ilen];
+        if in_place {
+            with_scratch(olen * m, |yt: &mut [f32]| {
+                let a = Operand::strided(xn, 1, ilen, olen, c);
+                panels_product(olen, k, m, a, bv, bias, yt, tasks);
+                transpose_f32(yt, olen, m, out);
+            });
+        } else {
+            with_scratch(ilen * c + olen * k + olen * m, |scratch: &mut [f32]| {
+                let (xt, rest) = scratch.split_at_mut(ilen * c);
+                let (rows, yt) = rest.split_at_mut(olen * k);
+                transpose_f32(xn, c, ilen, xt);
+                gather_windows(xt, c, &win, rows);
+                let a = Operand::strided(rows, k, 1, olen, k);
+                panels_product(olen, k, m, a, bv, bias, yt, tasks);
+                transpose_f32(yt, olen, m, out);
+            });
+        }
+        if let Some(e) = epilogue {
+            e.apply_f32(out);
+        }
+    }
+    Ok(())
+}
+
+/// Fills `rows` (`[positions, taps * C]`) with each output position's window of the
+/// channels-last image `xt` (`[input positions, C]`): tap `t`'s C inputs at `t * C`, a
+/// copy of one contiguous run, or zeros where the tap falls in the padding.
+fn gather_windows(xt: &[f32], c: usize, win: &Window, rows: &mut [f32]) {
+    let [kd, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let [_, ih, iw] = win.input;
+    let k = c * win.kernel_len();
+    // Input coordinate along dim `d` of output coordinate `o` under tap `t`, if inside.
+    let at = |d: usize, o: usize, t: usize| {
+        let i = (o * win.stride[d] + t * win.dilation[d]) as isize - win.pad_begin[d];
+        (0..win.input[d] as isize)
+            .contains(&i)
+            .then_some(i as usize)
+    };
+    for (j, row) in rows.chunks_exact_mut(k).enumerate() {
+        let (z, y, x) = (j / (oh * ow), (j / ow) % oh, j % ow);
+        let mut taps = row.chunks_exact_mut(c);
+        for a in 0..kd {
+            for b in 0..kh {
+                let line = at(0, z, a)
+                    .zip(at(1, y, b))
+                    .map(|(zi, yi)| (zi * ih + yi) * iw);
+                for e in 0..kw {
+                    let Some(dst) = taps.next() else { return };
+                    match line.zip(at(2, x, e)) {
+                        Some((l, xi)) => dst.copy_from_slice(&xt[(l + xi) * c..][..c]),
+                        None => dst.fill(0.0),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The left operand of [`panels_product`]: `rows x cols` floats of `data`, element
+/// `(i, j)` at `i * row_stride + j * col_stride`.
+struct Operand<'a> {
+    data: &'a [f32],
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl<'a> Operand<'a> {
+    /// `data` read as `rows x cols` with the given strides.
+    ///
+    /// # Panics
+    /// If `data` does not hold the last element (an internal error: the caller sizes
+    /// both from the same shapes).
+    fn strided(
+        data: &'a [f32],
+        row_stride: usize,
+        col_stride: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Self {
+        if rows > 0 && cols > 0 {
+            assert!((rows - 1) * row_stride + (cols - 1) * col_stride < data.len());
+        }
+        Operand {
+            data,
+            row_stride,
+            col_stride,
+        }
+    }
+}
+
+/// `yt` (`[positions, m]`) = `a · Wᵀ + bias` for `a` `[positions, k]`, `Wᵀ` packed (`bp`);
+/// in `tasks` blocks of whole column panels, in parallel when more than one. A run of
+/// whole panels is itself a packed matrix, and each element is the same sum whichever
+/// block computes it.
+#[allow(clippy::too_many_arguments)]
+fn panels_product(
+    positions: usize,
+    k: usize,
+    m: usize,
+    a: Operand,
+    bp: &[f32],
+    bias: Option<&[f32]>,
+    yt: &mut [f32],
+    tasks: usize,
+) {
+    use crate::ops::linalg::sgemm::{PACK_WIDTH, sgemm_packed};
+    use rayon::prelude::*;
+    assert!(yt.len() >= positions * m);
+    let per = m.div_ceil(tasks.max(1)).next_multiple_of(PACK_WIDTH);
+    let (rsa, csa) = (a.row_stride as isize, a.col_stride as isize);
+    // Raw pointers are not `Send`; the addresses are, and each block writes only its
+    // own columns of `yt`.
+    let (a, c) = (a.data.as_ptr() as usize, yt.as_mut_ptr() as usize);
+    let block = |i: usize| {
+        let j0 = i * per;
+        if j0 >= m {
+            return;
+        }
+        let width = per.min(m - j0);
+        // SAFETY: `a` holds positions x k elements at its strides (`Operand::strided`)
+        // and `yt` positions x m floats (asserted);
+        // this block writes columns j0..j0 + width of `yt`, which no other block does,
+        // and reads the panels from `j0 / PACK_WIDTH` on, which start `j0 * k` floats into
+        // `bp` (checked by the caller against `packed_len(k, m)`).
+        unsafe {
+            sgemm_packed(
+                positions,
+                k,
+                width,
+                1.0,
+                a as *const f32,
+                rsa,
+                csa,
+                bp[j0 * k..].as_ptr(),
+                0.0,
+                (c as *mut f32).add(j0),
+                m as isize,
+                bias.map(|b| &b[j0..j0 + width]),
+            );
+        }
+    };
+    if tasks <= 1 {
+        block(0);
+    } else {
+        (0..tasks).into_par_iter().for_each(block);
+    }
+}
+
+/// The input and weight metas of a float32 Conv of group 1 whose weights are a known
+/// constant: what both prepacks start from.
+fn float_conv_by_constant<'a>(ctx: &InferCtx<'a>) -> Option<(&'a TensorMeta, &'a TensorMeta)> {
     if ctx.op != "Conv" {
         return None;
     }
@@ -47,9 +373,14 @@ fn winograd_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
         return None;
     };
     ctx.values.get(1).copied().flatten()?;
-    if x.dtype != DType::F32 || w.dtype != DType::F32 || ctx.attr_int("group", 1).ok()? != 1 {
-        return None;
-    }
+    let float = x.dtype == DType::F32 && w.dtype == DType::F32;
+    (float && ctx.attr_int("group", 1).ok()? == 1).then_some((x, w))
+}
+
+/// The [`CONV_WINOGRAD`] prepack of a Conv, if its window, channels and shapes are ones
+/// the Winograd kernel takes.
+fn winograd_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
+    let (x, w) = float_conv_by_constant(ctx)?;
     let (xs, ws) = (x.shape.as_deref()?, w.shape.as_deref()?);
     let &[_, c, h, wd] = xs else {
         return None;
@@ -176,7 +507,7 @@ mod tests {
     use super::super::conv_winograd::{Tile, Winograd, portable, transform};
     use super::super::epilogue::{ACTIVATION_ATTR, Epilogue};
     use super::super::window::Window;
-    use super::CONV_WINOGRAD;
+    use super::{CONV_GEMM, CONV_WINOGRAD};
     use crate::ops::simd::Isa;
     use crate::ops::testing::{
         assert_close, assert_close_to_scale, run_f32_with_shape, seeded as values, test_attrs,
@@ -382,14 +713,256 @@ mod tests {
         // 8 x 32: 32 tiles of 4x4 (half of them the rounding's) against 64 of 2x2.
         let packed = Some((CONV_WINOGRAD, Some(vec![16, 64, 48])));
         assert_eq!(plan(f32, &[1, 48, 8, 32], 64, &pads, true), packed);
+        // Strided, or over 2 x 32 outputs (16 tiles, fewer than the Winograd kernel
+        // takes): at most 256 positions, ConvGemm on Wᵀ [taps * C, M] in panels of 48.
         let strided = [pads[0].clone(), ("strides", Attr::Ints(vec![2, 2]))];
-        assert_eq!(plan(f32, &[1, 48, 8, 64], 64, &strided, true), None);
+        let gemm = |k: i64| Some((CONV_GEMM, Some(vec![2, k, 48])));
+        assert_eq!(plan(f32, &[1, 48, 8, 64], 64, &strided, true), gemm(432));
+        assert_eq!(plan(f32, &[1, 64, 2, 32], 64, &pads, true), gemm(576));
+        // 4 x 128 = 512 positions: the direct kernels'.
+        assert_eq!(plan(f32, &[1, 48, 8, 256], 64, &strided, true), None);
+        // One position: the narrow product's.
+        assert_eq!(plan(f32, &[1, 48, 1, 1], 64, &pads, true), None);
+        // Fewer than 16 channels in, 48 out.
+        assert_eq!(plan(f32, &[1, 8, 2, 32], 64, &pads, true), None);
+        assert_eq!(plan(f32, &[1, 64, 2, 32], 40, &pads, true), None);
         let grouped = [pads[0].clone(), ("group", Attr::Int(2))];
         assert_eq!(plan(f32, &[1, 48, 4, 32], 64, &grouped, true), None);
-        // 2 x 32 outputs: 16 tiles, fewer than the kernel takes.
-        assert_eq!(plan(f32, &[1, 64, 2, 32], 64, &pads, true), None);
         assert_eq!(plan(f32, &[1, 48, 4, 32], 64, &pads, false), None);
+        assert_eq!(plan(f32, &[1, 64, 2, 32], 64, &pads, false), None);
         let half = plan(DType::F16, &[1, 48, 4, 32], 64, &pads, true);
         assert_eq!(half, Some(("Conv", Some(vec![64, 48, 3, 3]))));
+    }
+
+    /// A ConvGemm case: input dims, output channels, kernel, strides, dilations, pads
+    /// (begins then ends), whether it has a bias and a fused Relu.
+    struct GemmCase {
+        x: Vec<usize>,
+        m: usize,
+        kernel: Vec<usize>,
+        strides: Vec<usize>,
+        dilations: Vec<usize>,
+        pads: Vec<usize>,
+        bias: bool,
+        relu: bool,
+    }
+
+    impl GemmCase {
+        fn new(x: &[usize], m: usize, kernel: &[usize]) -> Self {
+            let d = kernel.len();
+            GemmCase {
+                x: x.to_vec(),
+                m,
+                kernel: kernel.to_vec(),
+                strides: vec![1; d],
+                dilations: vec![1; d],
+                pads: vec![0; 2 * d],
+                bias: true,
+                relu: false,
+            }
+        }
+
+        fn out_dims(&self) -> Vec<usize> {
+            let d = self.kernel.len();
+            let mut out = vec![self.x[0], self.m];
+            for i in 0..d {
+                let span = (self.kernel[i] - 1) * self.dilations[i] + 1;
+                out.push(
+                    (self.x[2 + i] + self.pads[i] + self.pads[d + i] - span) / self.strides[i] + 1,
+                );
+            }
+            out
+        }
+
+        fn attrs(&self) -> Vec<(&'static str, Attr)> {
+            let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+            let mut a = vec![
+                ("strides", ints(&self.strides)),
+                ("dilations", ints(&self.dilations)),
+                ("pads", ints(&self.pads)),
+                ("kernel_shape", ints(&self.kernel)),
+                ("n", Attr::Int(self.m as i64)),
+            ];
+            if self.relu {
+                a.push((ACTIVATION_ATTR, Attr::Str("Relu".into())));
+            }
+            a
+        }
+
+        /// The definition in float64: every output the sum over channels and taps of the
+        /// input inside the padded image times the weight, plus the bias, then the Relu.
+        fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
+            let d = self.kernel.len();
+            let (c, m) = (self.x[1], self.m);
+            let out = self.out_dims();
+            let (ispat, ospat) = (&self.x[2..], &out[2..]);
+            let (ilen, olen) = (
+                ispat.iter().product::<usize>(),
+                ospat.iter().product::<usize>(),
+            );
+            let taps = self.kernel.iter().product::<usize>();
+            let unflatten = |mut i: usize, dims: &[usize]| {
+                let mut v = vec![0; dims.len()];
+                for k in (0..dims.len()).rev() {
+                    v[k] = i % dims[k];
+                    i /= dims[k];
+                }
+                v
+            };
+            let mut y = vec![0f32; out.iter().product()];
+            for n in 0..self.x[0] {
+                for o in 0..m {
+                    for p in 0..olen {
+                        let op = unflatten(p, ospat);
+                        let mut sum = if self.bias { f64::from(b[o]) } else { 0.0 };
+                        for t in 0..taps {
+                            let tp = unflatten(t, &self.kernel);
+                            let mut at = 0usize;
+                            let mut inside = true;
+                            for k in 0..d {
+                                let i = (op[k] * self.strides[k] + tp[k] * self.dilations[k])
+                                    as isize
+                                    - self.pads[k] as isize;
+                                inside &= (0..ispat[k] as isize).contains(&i);
+                                at = at * ispat[k] + i.max(0) as usize;
+                            }
+                            if !inside {
+                                continue;
+                            }
+                            for i in 0..c {
+                                sum += f64::from(x[(n * c + i) * ilen + at])
+                                    * f64::from(w[(o * c + i) * taps + t]);
+                            }
+                        }
+                        if self.relu {
+                            sum = sum.max(0.0);
+                        }
+                        y[(n * m + o) * olen + p] = sum as f32;
+                    }
+                }
+            }
+            y
+        }
+    }
+
+    /// The windows ConvGemm is made for and the ones it must still compute right: 49
+    /// positions of a 3x3 into 50 channels (a row tile and a panel cut short), stride 2
+    /// under asymmetric pads with a batch of two, dilation 2, a 1x1 read in place and a
+    /// strided one that is not, a 1-D and a 3-D window, no bias, a fused Relu, and a
+    /// product large enough to split across threads.
+    fn gemm_cases() -> Vec<GemmCase> {
+        let mut v = Vec::new();
+        let mut c = GemmCase::new(&[1, 32, 7, 7], 50, &[3, 3]);
+        c.pads = vec![1; 4];
+        c.relu = true;
+        v.push(c);
+        let mut c = GemmCase::new(&[2, 16, 9, 8], 16, &[3, 3]);
+        c.strides = vec![2, 2];
+        c.pads = vec![1, 0, 0, 1];
+        c.bias = false;
+        v.push(c);
+        let mut c = GemmCase::new(&[1, 24, 9, 9], 32, &[3, 3]);
+        c.dilations = vec![2, 2];
+        c.pads = vec![2; 4];
+        v.push(c);
+        v.push(GemmCase::new(&[1, 64, 7, 7], 96, &[1, 1]));
+        let mut c = GemmCase::new(&[2, 64, 7, 7], 96, &[1, 1]);
+        c.strides = vec![2, 2];
+        v.push(c);
+        let mut c = GemmCase::new(&[1, 40, 20], 48, &[5]);
+        c.pads = vec![2, 2];
+        v.push(c);
+        let mut c = GemmCase::new(&[1, 16, 3, 4, 4], 16, &[3, 3, 3]);
+        c.pads = vec![1; 6];
+        v.push(c);
+        let mut c = GemmCase::new(&[1, 128, 8, 8], 256, &[3, 3]);
+        c.pads = vec![1; 4];
+        c.relu = true;
+        v.push(c);
+        v
+    }
+
+    /// ConvGemm on the weights as lowering packs them computes the definition; its output
+    /// starts poisoned, so every element must be written.
+    #[test]
+    fn packed_convolutions_match_a_float64_reference() {
+        for case in gemm_cases() {
+            let (c, m) = (case.x[1], case.m);
+            let taps: usize = case.kernel.iter().product();
+            let x = values(case.x.iter().product(), 1);
+            let w = values(m * c * taps, 2);
+            let b = values(m, 3);
+            let mut wdims = vec![m as i64, c as i64];
+            wdims.extend(case.kernel.iter().map(|&k| k as i64));
+            let packed = super::pack_conv_gemm(&HostTensor {
+                dtype: DType::F32,
+                shape: wdims,
+                data: bytemuck::cast_slice(&w).to_vec().into(),
+            })
+            .expect("packs");
+            let mut inputs = vec![
+                Tensor::from_vec(&case.x, &x),
+                Tensor::from_vec(
+                    &packed.shape.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+                    bytemuck::cast_slice::<u8, f32>(&packed.data),
+                ),
+            ];
+            if case.bias {
+                inputs.push(Tensor::from_vec(&[m], &b));
+            }
+            let (shape, got) = run_f32_with_shape(CONV_GEMM, &case.attrs(), &inputs);
+            assert_eq!(shape, case.out_dims(), "{:?} -> {m}", case.x);
+            // A float32 sum of 1,152 terms in order: its rounding, some 1e-6 of the
+            // largest output; a wrong tap, channel or position is off by whole terms.
+            assert_close_to_scale(&got, &case.reference(&x, &w, &b), 4e-6);
+        }
+    }
+
+    /// An element's sum does not depend on how the column panels are split across tasks:
+    /// one, two and three blocks give the same bits.
+    #[test]
+    fn a_panel_split_changes_no_bits() {
+        use crate::ops::linalg::sgemm::pack_b;
+        let (rows, k, m) = (13, 70, 150);
+        let a = values(rows * k, 1);
+        let w = values(k * m, 2);
+        let bias = values(m, 3);
+        let bp = pack_b(&w, k, m);
+        let run = |tasks| {
+            let mut yt = vec![f32::NAN; rows * m];
+            let a = super::Operand::strided(&a, k, 1, rows, k);
+            super::panels_product(rows, k, m, a, &bp, Some(&bias), &mut yt, tasks);
+            yt.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let one = run(1);
+        assert!(one.iter().all(|&b| !f32::from_bits(b).is_nan()));
+        assert_eq!(run(2), one);
+        assert_eq!(run(3), one);
+    }
+
+    /// A ConvGemm whose packed weights do not fit its input, kernel and `n`, or of a
+    /// group other than 1, is an error naming what it wants.
+    #[test]
+    fn misfit_packed_weights_are_refused() {
+        use crate::ops::testing::try_run;
+        let x = Tensor::from_vec(&[1, 16, 4, 4], &values(256, 1));
+        let attrs = |n: i64| {
+            vec![
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("n", Attr::Int(n)),
+                ("pads", Attr::Ints(vec![1; 4])),
+            ]
+        };
+        let packed = |k: usize| Tensor::from_vec(&[1, k, 48], &values(k * 48, 2));
+        let ok = try_run(CONV_GEMM, &attrs(20), &[x.clone(), packed(144)], 1);
+        assert_eq!(ok.map(|y| y[0].shape.clone()).unwrap(), [1, 20, 4, 4]);
+        let err = try_run(CONV_GEMM, &attrs(20), &[x.clone(), packed(140)], 1).unwrap_err();
+        assert!(err.to_string().contains("[1, C * taps, 48]"), "{err}");
+        let err = try_run(CONV_GEMM, &attrs(60), &[x.clone(), packed(144)], 1).unwrap_err();
+        assert!(err.to_string().contains("[2, C * taps, 48]"), "{err}");
+        let mut grouped = attrs(20);
+        grouped.push(("group", Attr::Int(2)));
+        let err = try_run(CONV_GEMM, &grouped, &[x, packed(144)], 1).unwrap_err();
+        assert!(err.to_string().contains("group"), "{err}");
     }
 }

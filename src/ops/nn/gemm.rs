@@ -222,7 +222,7 @@ unsafe fn one_row_packed(
 /// Tasks a product of `work` multiply-adds splits into: one per [`PARALLEL_WORK`],
 /// rounded to the nearest (a product of 1.5 times that takes 1.5 times the time a split
 /// pays for), at most one per thread, and one unless `parallel`.
-fn tasks_for(work: usize, parallel: bool) -> usize {
+pub(super) fn tasks_for(work: usize, parallel: bool) -> usize {
     let threads = if parallel {
         rayon::current_num_threads().max(1)
     } else {
@@ -655,7 +655,7 @@ fn matrix_floats(b: &HostTensor) -> Option<(usize, usize, Vec<f32>)> {
 }
 
 /// The row-major `k` x `n` matrix `b` packed into column panels, as a host tensor.
-fn packed(b: &[f32], k: usize, n: usize) -> HostTensor {
+pub(super) fn packed(b: &[f32], k: usize, n: usize) -> HostTensor {
     use crate::ops::linalg::sgemm::{PACK_WIDTH, pack_b, packed_len};
     let data = pack_b(b, k, n);
     debug_assert_eq!(data.len(), packed_len(k, n));

@@ -257,6 +257,50 @@ fn walk(axes: &[Axis], src0: isize, mut f: impl FnMut(isize, usize)) {
     }
 }
 
+/// `dst` (`[cols, rows]`) = the transpose of `src` (`[rows, cols]`), both row-major
+/// float32: 8 x 8 blocks at a time where the CPU has AVX2, the edges element by element.
+/// For the kernels that turn a small operand around on every call (a convolution's
+/// image to channels-last and its product back); it allocates nothing.
+///
+/// # Panics
+/// If either slice holds fewer than `rows * cols` floats.
+pub(crate) fn transpose_f32(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    let (src, dst) = (&src[..rows * cols], &mut dst[..rows * cols]);
+    let (r8, c8) = match block_transpose::<f32>() {
+        Some(block) => {
+            let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
+            for i in (0..r8).step_by(8) {
+                for j in (0..c8).step_by(8) {
+                    // SAFETY: `block_transpose` found AVX2 on this CPU; rows i..i+8 of
+                    // columns j..j+8 lie in `src` (i + 8 <= rows, j + 8 <= cols), rows
+                    // j..j+8 of columns i..i+8 in `dst`, and the two are distinct slices.
+                    unsafe {
+                        block(
+                            src.as_ptr().add(i * cols + j),
+                            cols as isize,
+                            dst.as_mut_ptr().add(j * rows + i),
+                            rows,
+                        );
+                    }
+                }
+            }
+            (r8, c8)
+        }
+        None => (0, 0),
+    };
+    // What the blocks left: the last columns of the blocked rows, then the last rows.
+    for i in 0..r8 {
+        for j in c8..cols {
+            dst[j * rows + i] = src[i * cols + j];
+        }
+    }
+    for i in r8..rows {
+        for j in 0..cols {
+            dst[j * rows + i] = src[i * cols + j];
+        }
+    }
+}
+
 /// Transposes the 8 x 8 block of 4-byte units whose rows are `src_step` units apart
 /// (each row 8 contiguous units) into 8 rows `dst_step` apart.
 type BlockFn = unsafe fn(*const f32, isize, *mut f32, usize);
@@ -604,6 +648,28 @@ mod tests {
     /// Transposes of the last two axes (an attention's key), of 4-byte units through the
     /// 8 x 8 register blocks and their edges, every unit moved as bits (NaN payloads
     /// among them), into an output poisoned beforehand.
+    #[test]
+    fn float_transposes_match_the_definition() {
+        for (rows, cols) in [(1, 1), (8, 8), (3, 17), (16, 9), (49, 512), (13, 24)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let mut dst = vec![f32::NAN; rows * cols + 1];
+            super::transpose_f32(&src, rows, cols, &mut dst);
+            for i in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(
+                        dst[j * rows + i],
+                        src[i * cols + j],
+                        "{rows}x{cols} ({i}, {j})"
+                    );
+                }
+            }
+            assert!(
+                dst[rows * cols].is_nan(),
+                "{rows}x{cols}: wrote past the end"
+            );
+        }
+    }
+
     #[test]
     fn block_transposes_move_every_unit_as_bits() {
         for (b, r, c) in [(4usize, 128, 32), (3, 37, 45), (1, 8, 8), (2, 9, 70)] {
