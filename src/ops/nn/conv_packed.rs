@@ -93,7 +93,8 @@ pub fn prepack_conv(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
 fn gemm_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
     let (_, w) = float_conv_by_constant(ctx)?;
     let (ws, os) = (w.shape.as_deref()?, out.shape.as_deref()?);
-    if ws.len() < 3 || os.len() != ws.len() || ws.iter().chain(os).any(|&d| d < 1) {
+    // The batch may be unknown: each image is one product of its own.
+    if ws.len() < 3 || os.len() != ws.len() || ws.iter().chain(&os[1..]).any(|&d| d < 1) {
         return None;
     }
     let positions = os[2..].iter().try_fold(1i64, |p, &d| p.checked_mul(d))?;
@@ -723,6 +724,8 @@ mod tests {
         assert_eq!(plan(f32, &[1, 48, 8, 256], 64, &strided, true), None);
         // One position: the narrow product's.
         assert_eq!(plan(f32, &[1, 48, 1, 1], 64, &pads, true), None);
+        // An unknown batch: each image is a product of its own.
+        assert_eq!(plan(f32, &[-1, 64, 2, 32], 64, &pads, true), gemm(576));
         // Fewer than 16 channels in, 48 out.
         assert_eq!(plan(f32, &[1, 8, 2, 32], 64, &pads, true), None);
         assert_eq!(plan(f32, &[1, 64, 2, 32], 40, &pads, true), None);
