@@ -396,13 +396,7 @@ fn windows<T: Scalar>(x: &[T], channels: usize, win: &Window, xt: &mut [T]) {
     let (ilen, klen) = (win.input_len(), win.kernel_len());
     let rows = channels * klen;
     let zero = T::from_f64(0.0);
-    // Input coordinate along dim `d` of output coordinate `o` under tap `t`, if inside.
-    let at = |d: usize, o: usize, t: usize| {
-        let i = (o * win.stride[d] + t * win.dilation[d]) as isize - win.pad_begin[d];
-        (0..win.input[d] as isize)
-            .contains(&i)
-            .then_some(i as usize)
-    };
+    let at = |d, o, t| win.input_at(d, o, t);
     for (j, row) in xt.chunks_exact_mut(rows).take(win.output_len()).enumerate() {
         let (z, y, xx) = (j / (oh * ow), (j / ow) % oh, j % ow);
         for a in 0..kd {

@@ -247,13 +247,7 @@ fn gather_windows(xt: &[f32], c: usize, win: &Window, rows: &mut [f32]) {
     let [_, oh, ow] = win.output;
     let [_, ih, iw] = win.input;
     let k = c * win.kernel_len();
-    // Input coordinate along dim `d` of output coordinate `o` under tap `t`, if inside.
-    let at = |d: usize, o: usize, t: usize| {
-        let i = (o * win.stride[d] + t * win.dilation[d]) as isize - win.pad_begin[d];
-        (0..win.input[d] as isize)
-            .contains(&i)
-            .then_some(i as usize)
-    };
+    let at = |d, o, t| win.input_at(d, o, t);
     for (j, row) in rows.chunks_exact_mut(k).enumerate() {
         let (z, y, x) = (j / (oh * ow), (j / ow) % oh, j % ow);
         let mut taps = row.chunks_exact_mut(c);

@@ -175,6 +175,15 @@ impl Window {
         }
     }
 
+    /// The input coordinate along dim `d` that tap `t` of output coordinate `o` reads,
+    /// or `None` in the padding.
+    pub fn input_at(&self, d: usize, o: usize, t: usize) -> Option<usize> {
+        let i = (o * self.stride[d] + t * self.dilation[d]) as isize - self.pad_begin[d];
+        (0..self.input[d] as isize)
+            .contains(&i)
+            .then_some(i as usize)
+    }
+
     /// For kernel offset `k` along dim `d`: the output positions `lo..hi` whose input
     /// position `o * stride + k * dilation - pad_begin` lies inside the input, and that
     /// position's offset (the input index of output `o` is `o * stride + offset`).

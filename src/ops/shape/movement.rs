@@ -266,37 +266,72 @@ fn walk(axes: &[Axis], src0: isize, mut f: impl FnMut(isize, usize)) {
 /// If either slice holds fewer than `rows * cols` floats.
 pub(crate) fn transpose_f32(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     let (src, dst) = (&src[..rows * cols], &mut dst[..rows * cols]);
-    let (r8, c8) = match block_transpose::<f32>() {
-        Some(block) => {
-            let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
-            for i in (0..r8).step_by(8) {
-                for j in (0..c8).step_by(8) {
-                    // SAFETY: `block_transpose` found AVX2 on this CPU; rows i..i+8 of
-                    // columns j..j+8 lie in `src` (i + 8 <= rows, j + 8 <= cols), rows
-                    // j..j+8 of columns i..i+8 in `dst`, and the two are distinct slices.
+    // SAFETY: output row a < cols, unit b < rows, is `dst[a * rows + b]` and reads
+    // `src[a + b * cols]`: both inside the slices just cut to rows * cols, which are
+    // distinct.
+    unsafe {
+        transpose_tiles(
+            src,
+            (0, cols as isize),
+            dst,
+            (0, rows),
+            (cols, rows),
+            block_transpose::<f32>(),
+        );
+    }
+}
+
+/// A transposing copy: `rows` output rows of `len` units, row `a` at `d + a * row_step`,
+/// its unit `b` source unit `s + a + b * step`. In square tiles of [`TILE`] (element by
+/// element, either the reads or the writes would miss the cache on every step), each
+/// tile's whole 8 x 8 blocks through `blocks` where given, its edges unit by unit.
+///
+/// # Safety
+/// Every source unit named lies in `src` and every output unit in `dst`, the two
+/// distinct; `blocks` is `block_transpose::<W>()`.
+unsafe fn transpose_tiles<W: Copy>(
+    src: &[W],
+    (s, step): (isize, isize),
+    dst: &mut [W],
+    (d, row_step): (usize, usize),
+    (rows, len): (usize, usize),
+    blocks: Option<BlockFn>,
+) {
+    // Output rows `a` of columns `b` of one tile, element by element.
+    let units =
+        |dst: &mut [W], a_range: std::ops::Range<usize>, b_range: std::ops::Range<usize>| {
+            for a in a_range {
+                let (sa, da) = (s + a as isize, d + a * row_step);
+                for b in b_range.clone() {
+                    dst[da + b] = src[(sa + b as isize * step) as usize];
+                }
+            }
+        };
+    for a0 in (0..rows).step_by(TILE) {
+        for b0 in (0..len).step_by(TILE) {
+            let (a1, b1) = ((a0 + TILE).min(rows), (b0 + TILE).min(len));
+            let Some(block) = blocks else {
+                units(dst, a0..a1, b0..b1);
+                continue;
+            };
+            // The tile's whole 8 x 8 blocks in registers, the edges unit by unit.
+            let (a8, b8) = (a0 + (a1 - a0) / 8 * 8, b0 + (b1 - b0) / 8 * 8);
+            for a in (a0..a8).step_by(8) {
+                for b in (b0..b8).step_by(8) {
+                    // SAFETY: the block's source units (a + i, b + r) for i, r in 0..8
+                    // are at `s + a + i + (b + r) * step`, inside `src`, and its output
+                    // units at `d + (a + i) * row_step + b + r`, inside `dst` (this
+                    // function's contract); `blocks` is `Some` only for 4-byte units on
+                    // a CPU with AVX2.
                     unsafe {
-                        block(
-                            src.as_ptr().add(i * cols + j),
-                            cols as isize,
-                            dst.as_mut_ptr().add(j * rows + i),
-                            rows,
-                        );
+                        let from = src.as_ptr().offset(s + a as isize + b as isize * step);
+                        let to = dst.as_mut_ptr().add(d + a * row_step + b);
+                        block(from.cast(), step, to.cast(), row_step);
                     }
                 }
             }
-            (r8, c8)
-        }
-        None => (0, 0),
-    };
-    // What the blocks left: the last columns of the blocked rows, then the last rows.
-    for i in 0..r8 {
-        for j in c8..cols {
-            dst[j * rows + i] = src[i * cols + j];
-        }
-    }
-    for i in r8..rows {
-        for j in 0..cols {
-            dst[j * rows + i] = src[i * cols + j];
+            units(dst, a0..a1, b8..b1);
+            units(dst, a8..a1, b0..b8);
         }
     }
 }
@@ -402,46 +437,10 @@ fn copy_walk<W: Copy>(src: &[W], v: &View, dst: &mut [W]) {
         let (rows, row_step) = (v.shape[j], out_strides[j]);
         let blocks = block_transpose::<W>();
         walk(&axes, v.offset, |s, d| {
-            // Output rows `a` of columns `b` of one tile, element by element.
-            let units = |dst: &mut [W],
-                         a_range: std::ops::Range<usize>,
-                         b_range: std::ops::Range<usize>| {
-                for a in a_range {
-                    let (sa, da) = (s + a as isize, d + a * row_step);
-                    for b in b_range.clone() {
-                        dst[da + b] = src[(sa + b as isize * step) as usize];
-                    }
-                }
-            };
-            for a0 in (0..rows).step_by(TILE) {
-                for b0 in (0..len).step_by(TILE) {
-                    let (a1, b1) = ((a0 + TILE).min(rows), (b0 + TILE).min(len));
-                    let Some(block) = blocks else {
-                        units(dst, a0..a1, b0..b1);
-                        continue;
-                    };
-                    // The tile's whole 8 x 8 blocks in registers, the edges unit by unit.
-                    let (a8, b8) = (a0 + (a1 - a0) / 8 * 8, b0 + (b1 - b0) / 8 * 8);
-                    for a in (a0..a8).step_by(8) {
-                        for b in (b0..b8).step_by(8) {
-                            // SAFETY: the block's source units (a + i, b + r) for i, r in
-                            // 0..8 are units of the view, at `s + a + i + (b + r) * step`,
-                            // inside `src` (the caller checked the view's span); its
-                            // destination units, at `d + (a + i) * row_step + b + r`, are
-                            // output units below `dst.len()`; `src` and `dst` are distinct
-                            // slices; `blocks` is `Some` only for 4-byte units on a CPU
-                            // with AVX2.
-                            unsafe {
-                                let from = src.as_ptr().offset(s + a as isize + b as isize * step);
-                                let to = dst.as_mut_ptr().add(d + a * row_step + b);
-                                block(from.cast(), step, to.cast(), row_step);
-                            }
-                        }
-                    }
-                    units(dst, a0..a1, b8..b1);
-                    units(dst, a8..a1, b0..b8);
-                }
-            }
+            // SAFETY: the units this walk step names are units of the view, inside `src`
+            // (the caller checked the view's span), and output units below `dst.len()`;
+            // `src` and `dst` are distinct slices.
+            unsafe { transpose_tiles(src, (s, step), dst, (d, row_step), (rows, len), blocks) }
         });
         return;
     }
@@ -645,9 +644,8 @@ mod tests {
         }
     }
 
-    /// Transposes of the last two axes (an attention's key), of 4-byte units through the
-    /// 8 x 8 register blocks and their edges, every unit moved as bits (NaN payloads
-    /// among them), into an output poisoned beforehand.
+    /// A float32 matrix turned around by `transpose_f32`: whole blocks, edges of every
+    /// width, a single unit, into an output one longer whose last unit must stay poisoned.
     #[test]
     fn float_transposes_match_the_definition() {
         for (rows, cols) in [(1, 1), (8, 8), (3, 17), (16, 9), (49, 512), (13, 24)] {
@@ -670,6 +668,9 @@ mod tests {
         }
     }
 
+    /// Transposes of the last two axes (an attention's key), of 4-byte units through the
+    /// 8 x 8 register blocks and their edges, every unit moved as bits (NaN payloads
+    /// among them), into an output poisoned beforehand.
     #[test]
     fn block_transposes_move_every_unit_as_bits() {
         for (b, r, c) in [(4usize, 128, 32), (3, 37, 45), (1, 8, 8), (2, 9, 70)] {
