@@ -11,6 +11,7 @@
 //! | pattern | becomes |
 //! |---|---|
 //! | `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)`, `Mul(Mul(x, 0.5), Add(...))`, `x * 1/√2` for the division, either operand order of every Mul and Add, `RealDiv` for Div | `Gelu` (ONNX's, `approximate` "none") |
+//! | `0.5 x (1 + Tanh(√(2/π) (x + 0.044715 x³)))` with its products associated any way (a tree of Muls, constants anywhere in it), the cube as `x x x` or `Pow(x, 3)`, either operand order of the Adds, `AddV2` for Add: PyTorch's `approximate='tanh'` before opset 20, JAX's and TensorFlow's `gelu`, Hugging Face's `gelu_new` | `Gelu` (ONNX's, `approximate` "tanh") |
 //! | `Mul(x, Sigmoid(x))`, either order | `Swish` (GE's, `scale` 1) |
 //! | `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` (Paddle2ONNX's hard_swish), `RealDiv` for Div or `Mul` by 1/6, `Relu6` or `ClipByValue` for the Clip, either operand order of the Mul and Add | `HardSwish` (ONNX's), which the next rule then fuses into a convolution before it |
 //! | `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)` with `d = Sub(x, ReduceMean(x))`, both means over the last axis keeping it, the square as `Pow(d, 2)` or `Mul(d, d)`, either operand order of the Mul and Adds, gamma and beta constant vectors | `LayerNormalization` (ONNX's, `axis` -1) |
@@ -39,7 +40,8 @@
 use std::borrow::Cow;
 
 use crate::om::graph::{
-    AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, OutPort, is_const_type,
+    AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, OutPort, Shape, TensorDesc,
+    is_const_type,
 };
 
 use super::attrs::ONNX_OPSET_ATTR;
@@ -105,6 +107,8 @@ struct Fusion {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fused {
     Gelu,
+    /// GELU's tanh approximation.
+    GeluTanh,
     Swish,
     HardSwish,
     /// The convolution node `conv` applying the activation (see `ops::nn::epilogue`).
@@ -140,6 +144,7 @@ fn find(v: &View) -> Vec<Fusion> {
     for (i, n) in g.nodes.iter().enumerate() {
         let f = match n.op_type.as_str() {
             "Mul" => gelu(v, i, n)
+                .or_else(|| gelu_tanh(v, i, n))
                 .or_else(|| swish(v, i, n))
                 .or_else(|| hard_swish(v, i, n)),
             "Div" | "RealDiv" => hard_swish(v, i, n),
@@ -214,6 +219,113 @@ fn gelu_erf(v: &View, x: OutPort, plus: OutPort) -> Option<(OutPort, OutPort)> {
     (xs == x && v.float_input(div, xi)).then_some((erf_out, scaled))
 }
 
+/// The factors of a product written as a tree of Muls: the product of its scalar
+/// constants and its other operands, in no particular order.
+struct Factors {
+    scale: f64,
+    of: Vec<OutPort>,
+}
+
+/// Most Muls one product of [`factors`] may span: GELU's tanh form has at most five.
+const MAX_PRODUCT_NODES: usize = 8;
+
+/// The factors of the product computed by the Mul `n`: every operand that is itself a
+/// Mul read only by this product is opened in turn (its node index added to `inner`),
+/// so `(0.5 x) y`, `0.5 (x y)` and `x (y 0.5)` all give `0.5` and `[x, y]`.
+fn factors(v: &View, n: &ComputeNode, inner: &mut Vec<usize>) -> Option<Factors> {
+    let (a, b) = View::two(n)?;
+    let mut open = vec![a, b];
+    let mut f = Factors {
+        scale: 1.0,
+        of: Vec::new(),
+    };
+    let mut opened = 0;
+    while let Some(p) = open.pop() {
+        if let Some(c) = v.scalar(p) {
+            f.scale *= c;
+        } else if let Some(m) = v.sole(p, &["Mul"]) {
+            opened += 1;
+            if opened > MAX_PRODUCT_NODES {
+                return None;
+            }
+            let (c, d) = View::two(m)?;
+            inner.push(p.node.index());
+            open.extend([c, d]);
+        } else {
+            f.of.push(p);
+        }
+    }
+    Some(f)
+}
+
+/// Whether `v` is `want` to float32 precision (a product of rounded constants may be a
+/// few float32 steps off).
+fn near(v: f64, want: f64) -> bool {
+    (v - want).abs() <= 1e-6 * want.abs()
+}
+
+/// GELU's tanh approximation ending at the Mul `last`: the product `0.5 x (1 + t)` with
+/// `t = Tanh(k (x + c x³))`, `k = √(2/π)` and `c = 0.044715`, each product in any
+/// association ([`factors`]) and the cube as three factors x or `Pow(x, 3)`.
+fn gelu_tanh(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
+    let mut inner = Vec::new();
+    let top = factors(v, n, &mut inner)?;
+    let [p, q] = top.of[..] else {
+        return None;
+    };
+    if !near(top.scale, 0.5) {
+        return None;
+    }
+    [(p, q), (q, p)].into_iter().find_map(|(x, plus)| {
+        let mut inner = inner.clone();
+        let add = v.sole(plus, &["Add", "AddV2"])?;
+        let t = v.with_const(add, 1.0)?;
+        let tanh = v.sole(t, &["Tanh"])?;
+        let arg = tanh.inputs.first().copied().flatten()?;
+        let scaled = factors(v, v.sole(arg, &["Mul"])?, &mut inner)?;
+        let [sum] = scaled.of[..] else {
+            return None;
+        };
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        let add2 = v
+            .sole(sum, &["Add", "AddV2"])
+            .filter(|_| near(scaled.scale, k))?;
+        let (a, b) = View::two(add2)?;
+        let cube = if a == x { b } else { a };
+        let xi = add2.inputs.iter().position(|p| *p == Some(x))?;
+        let cubed = factors(v, v.sole(cube, &["Mul"])?, &mut inner)?;
+        match cubed.of[..] {
+            [a, b, c] if [a, b, c] == [x; 3] => {}
+            [pw] => {
+                let (base, e) = View::two(v.sole(pw, &["Pow"])?)?;
+                (base == x && v.scalar(e) == Some(3.0)).then_some(())?;
+                inner.push(pw.node.index());
+            }
+            _ => return None,
+        }
+        // A constant of a higher rank than x would broadcast it to more dims than the
+        // fused op's output has.
+        let rank = |d: Option<&TensorDesc>| match d.map(|d| &d.shape) {
+            Some(Shape::Dims(d)) => Some(d.len()),
+            _ => None,
+        };
+        let ranks = (rank(add2.input_descs.get(xi)), rank(n.output_descs.first()));
+        if !near(cubed.scale, 0.044_715)
+            || !v.float_input(add2, xi)
+            || matches!(ranks, (Some(a), Some(b)) if a != b)
+        {
+            return None;
+        }
+        inner.extend([plus, t, arg, sum, cube].map(|p| p.node.index()));
+        Some(Fusion {
+            last,
+            x,
+            op: Fused::GeluTanh,
+            inner,
+        })
+    })
+}
+
 /// LayerNorm over the last axis as PyTorch writes it before opset 17, ending at the Add
 /// `last`: `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma + beta`, the square
 /// as `Pow(d, 2)` or `Mul(d, d)`, gamma and beta constant vectors.
@@ -277,7 +389,7 @@ fn vector(v: &View, p: OutPort) -> bool {
     v.node(p).is_some_and(|n| {
         is_const_type(&n.op_type)
             && matches!(n.attr("value"), Some(AttrValue::Tensor(t))
-                if matches!(&t.desc.shape, crate::om::graph::Shape::Dims(d) if d.len() == 1))
+                if matches!(&t.desc.shape, Shape::Dims(d) if d.len() == 1))
     })
 }
 
@@ -464,7 +576,7 @@ fn softmax_scale(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     let scaled = n.inputs.first().copied().flatten()?;
     let op = v.sole(scaled, &["Div", "RealDiv", "Mul", "Muls"])?;
     let rank_of = |i: usize| match op.input_descs.get(i).map(|d| &d.shape) {
-        Some(crate::om::graph::Shape::Dims(d)) => Some(d.len()),
+        Some(Shape::Dims(d)) => Some(d.len()),
         _ => None,
     };
     // (x, its position, the factor).
@@ -519,7 +631,7 @@ fn const_desc<'a>(v: &View<'a>, p: OutPort) -> Option<(DType, &'a [i64])> {
     let Some(AttrValue::Tensor(t)) = n.attr("value") else {
         return None;
     };
-    let crate::om::graph::Shape::Dims(d) = &t.desc.shape else {
+    let Shape::Dims(d) = &t.desc.shape else {
         return None;
     };
     Some((super::attrs::dtype(t.desc.dtype)?, d))
@@ -652,12 +764,19 @@ fn activation_in_place(g: &mut ComputeGraph, f: Fusion) {
     n.input_descs = descs;
     n.attrs.clear();
     match f.op {
-        Fused::Gelu => {
+        Fused::Gelu | Fused::GeluTanh => {
+            let approximate = if f.op == Fused::GeluTanh {
+                "tanh"
+            } else {
+                "none"
+            };
             n.op_type = "Gelu".to_string();
             n.attrs
                 .insert(ONNX_OPSET_ATTR.to_string(), AttrValue::Int(20));
-            n.attrs
-                .insert("approximate".to_string(), AttrValue::Str(b"none".to_vec()));
+            n.attrs.insert(
+                "approximate".to_string(),
+                AttrValue::Str(approximate.as_bytes().to_vec()),
+            );
         }
         Fused::Swish => {
             n.op_type = "Swish".to_string();

@@ -194,6 +194,154 @@ fn gelu_is_left_alone_where_it_is_not_gelu() {
     assert!(ops(&activations(&m)).contains(&"Erf"));
 }
 
+/// GELU's tanh form as JAX writes it (Magika's `ApplyActivation`): `c x` multiplied by x
+/// twice, constants on the left.
+const JAX_GELU_TANH: [(&str, &[&str], &str); 9] = [
+    ("Mul", &["c", "x"], "m"),
+    ("Mul", &["x", "m"], "m1"),
+    ("Mul", &["x", "m1"], "m2"),
+    ("Add", &["x", "m2"], "a"),
+    ("Mul", &["k", "a"], "m3"),
+    ("Tanh", &["m3"], "t"),
+    ("Add", &["one", "t"], "a1"),
+    ("Mul", &["half", "a1"], "m4"),
+    ("Mul", &["x", "m4"], "y"),
+];
+
+/// As PyTorch's exporter writes `nn.GELU(approximate='tanh')` before opset 20: the cube
+/// as `x (x x)`, the half applied last.
+const TORCH_GELU_TANH: [(&str, &[&str], &str); 9] = [
+    ("Mul", &["x", "x"], "sq"),
+    ("Mul", &["x", "sq"], "cu"),
+    ("Mul", &["c", "cu"], "kc"),
+    ("Add", &["x", "kc"], "s"),
+    ("Mul", &["k", "s"], "in"),
+    ("Tanh", &["in"], "t"),
+    ("Add", &["one", "t"], "a"),
+    ("Mul", &["x", "a"], "xa"),
+    ("Mul", &["half", "xa"], "y"),
+];
+
+/// Hugging Face's `gelu_new` traced: `0.5 x` first, the cube as `Pow(x, 3)`, constants
+/// on the right.
+const HF_GELU_TANH: [(&str, &[&str], &str); 8] = [
+    ("Mul", &["half", "x"], "h"),
+    ("Pow", &["x", "three"], "p"),
+    ("Mul", &["c", "p"], "cp"),
+    ("Add", &["x", "cp"], "s"),
+    ("Mul", &["s", "k"], "in"),
+    ("Tanh", &["in"], "t"),
+    ("Add", &["t", "one"], "a"),
+    ("Mul", &["h", "a"], "y"),
+];
+
+/// A tanh GELU of `nodes` with the constants `c`, `k` and `half`, and any of `extra` as
+/// graph outputs.
+fn gelu_tanh_with(
+    nodes: &[(&str, &[&str], &str)],
+    (c, k, half): (f32, f32, f32),
+    extra: &[&str],
+) -> ComputeModel {
+    let consts = [
+        ("c", c),
+        ("k", k),
+        ("one", 1.0),
+        ("half", half),
+        ("three", 3.0),
+    ];
+    model(&consts, nodes, extra)
+}
+
+/// √(2/π) as the exporters write it.
+const K: f32 = 0.797_884_6;
+
+fn gelu_tanh64(v: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())
+}
+
+#[test]
+fn every_spelling_of_gelus_tanh_form_becomes_one_gelu() {
+    let x: Vec<f32> = (0..2 * N).map(|i| (i as f32 - N as f32) * 0.11).collect();
+    for nodes in [&JAX_GELU_TANH[..], &TORCH_GELU_TANH, &HF_GELU_TANH] {
+        let m = gelu_tanh_with(nodes, (0.044_715, K, 0.5), &[]);
+        let fused = activations(&m);
+        assert_eq!(ops(&fused), ["Gelu"], "{nodes:?}");
+        let g = &fused
+            .root
+            .nodes
+            .iter()
+            .find(|n| n.op_type == "Gelu")
+            .unwrap();
+        assert_eq!(g.name, "y");
+        assert_eq!(
+            g.attr("approximate"),
+            Some(&AttrValue::Str(b"tanh".to_vec()))
+        );
+        let Some(AttrValue::List(ListAttr::Str(names))) = g.attr("_datadump_original_op_names")
+        else {
+            panic!("no original names: {:?}", g.attrs);
+        };
+        assert_eq!(names.len(), nodes.len(), "{nodes:?}");
+        let first = run(&m, ExecutorType::Sequential, &x);
+        for (&v, &y) in x.iter().zip(&first) {
+            let want = gelu_tanh64(v as f64);
+            assert!(
+                (y as f64 - want).abs() <= 3e-5 * want.abs().max(1e-3),
+                "{nodes:?} at {v}: {y} vs {want}"
+            );
+        }
+        assert_bits(&m, &EXECUTORS[1..], &x, &[2, N], &first, "tanh GELU");
+    }
+}
+
+#[test]
+fn gelus_tanh_form_is_left_alone_where_it_is_not_that() {
+    let jax = |consts, extra| gelu_tanh_with(&JAX_GELU_TANH, consts, extra);
+    for (m, why) in [
+        (jax((0.04, K, 0.5), &[]), "another cube coefficient"),
+        (jax((0.044_715, 0.8, 0.5), &[]), "another scale in the tanh"),
+        (jax((0.044_715, K, 0.25), &[]), "a quarter"),
+        (
+            jax((0.044_715, K, 0.5), &["m2"]),
+            "the cube is an output too",
+        ),
+        (
+            jax((0.044_715, K, 0.5), &["t"]),
+            "the tanh is an output too",
+        ),
+    ] {
+        let fused = activations(&m);
+        assert!(ops(&fused).contains(&"Tanh"), "{why}");
+    }
+    // x squared, not cubed; the tanh of another tensor than the one multiplied; x to the
+    // power 2.
+    let mut square = JAX_GELU_TANH;
+    square[2] = ("Mul", &["c", "m1"], "m2");
+    let mut other = TORCH_GELU_TANH;
+    other[3] = ("Add", &["sq", "kc"], "s");
+    let mut pow2 = HF_GELU_TANH;
+    pow2[1] = ("Pow", &["x", "two"], "p");
+    for (nodes, why) in [
+        (&square[..], "x squared"),
+        (&other[..], "the tanh of x squared"),
+        (&pow2[..], "Pow(x, 2)"),
+    ] {
+        let m = model(
+            &[
+                ("c", 0.044_715),
+                ("k", K),
+                ("one", 1.0),
+                ("half", 0.5),
+                ("two", 2.0),
+            ],
+            nodes,
+            &[],
+        );
+        assert!(ops(&activations(&m)).contains(&"Tanh"), "{why}");
+    }
+}
+
 #[test]
 fn x_times_its_sigmoid_becomes_swish() {
     let m = model(

@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::pool_f32::{average_pool_2d, global_average, inside, is_2d, max_pool_2d};
+use super::pool_f32::{average_pool_2d, global_average, global_max, inside, is_2d, max_pool_2d};
 use super::scalar::Scalar;
 use super::window::Window;
 use crate::dispatch;
@@ -319,9 +319,10 @@ fn global_pool_typed<T: Scalar>(
     }
     let ilen: usize = x.shape[2..].iter().product();
     let max = ctx.op == "GlobalMaxPool";
-    if T::DTYPE == DType::F32 && !max {
+    if T::DTYPE == DType::F32 {
         let y = outputs[0].slice_mut::<f32>()?;
-        global_average(x.slice::<f32>()?, ilen, y);
+        let fold = if max { global_max } else { global_average };
+        fold(x.slice::<f32>()?, ilen, y);
         return Ok(());
     }
     let xv = x.slice::<T>()?;
@@ -708,6 +709,34 @@ mod tests {
                         assert_eq!(v.to_bits(), want.to_bits(), "{g:?} at {c},{oy},{ox}");
                     }
                 }
+            }
+        }
+    }
+
+    /// float32 GlobalMaxPool (running maxima in lanes) against a float64 fold, over small,
+    /// odd and long planes of negative values, with NaNs passed over: a plane of NaNs
+    /// alone gives -inf, as the float64 fold of the other types does.
+    #[test]
+    fn global_max_matches_the_fold() {
+        for (c, h, w) in [(512, 508, 1), (3, 1, 1), (5, 3, 17), (2, 33, 1), (4, 4, 4)] {
+            let mut x: Vec<f32> = noise(c * h * w, (c * w + h) as u64)
+                .into_iter()
+                .map(|v| v - 10.0)
+                .collect();
+            let len = h * w;
+            for p in 0..c {
+                x[p * len + (p * 7) % len] = f32::NAN;
+            }
+            x[..len].fill(f32::NAN);
+            let t = Tensor::from_vec(&[1, c, h, w], &x);
+            let out = &run("GlobalMaxPool", &[], &[t], 1)[0];
+            assert_eq!(out.shape, [1, c, 1, 1]);
+            for (p, &v) in out.slice::<f32>().unwrap().iter().enumerate() {
+                let want = x[p * len..][..len]
+                    .iter()
+                    .map(|&v| v as f64)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                assert_eq!(v as f64, want, "{c} {h} {w}: plane {p}");
             }
         }
     }

@@ -274,6 +274,47 @@ pub(super) fn global_average(x: &[f32], ilen: usize, y: &mut [f32]) {
     plane_groups(x, ilen, y, 1, global_average_any);
 }
 
+/// GlobalMaxPool in float32: the largest value of each `ilen`-long plane of `x` into `y`,
+/// NaNs passed over (a plane of NaNs alone, or an empty one, gives -inf), as the float64
+/// fold of the other types gives.
+pub(super) fn global_max(x: &[f32], ilen: usize, y: &mut [f32]) {
+    if ilen == 0 {
+        y.fill(f32::NEG_INFINITY);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = Isa::detect() {
+        // SAFETY: `Isa::detect` found `isa` on this CPU.
+        return plane_groups(x, ilen, y, 1, |xs, out| unsafe {
+            x86::global_max(isa, xs, out)
+        });
+    }
+    plane_groups(x, ilen, y, 1, global_max_any);
+}
+
+/// The maximum of each `xs.len() / out.len()`-long plane of `xs` into `out`, in
+/// [`LANES`] running maxima folded at the end. Each is updated by a select that keeps
+/// the running value unless the new one is greater (so a NaN never enters), which the
+/// vectorizer turns into one vector max per chunk; the instruction set's wrappers
+/// (`x86::global_max`) compile this same loop for their vector widths. A maximum is
+/// exact, so the order of the lanes does not change the result.
+#[inline(always)]
+fn global_max_any(xs: &[f32], out: &mut [f32]) {
+    let ilen = xs.len() / out.len();
+    let fold = |a: f32, v: f32| if v > a { v } else { a };
+    for (plane, o) in xs.chunks_exact(ilen).zip(out.iter_mut()) {
+        let mut lanes = [f32::NEG_INFINITY; LANES];
+        let mut chunks = plane.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l = fold(*l, v);
+            }
+        }
+        let rest = chunks.remainder().iter().copied();
+        *o = lanes.into_iter().chain(rest).fold(f32::NEG_INFINITY, fold);
+    }
+}
+
 /// Sums per lane: 16 independent float32 sums (one AVX-512 vector, two AVX2 ones), so the
 /// additions pipeline instead of waiting on one running sum, and their order, hence the
 /// result's bits, is the same on every instruction set.
@@ -421,6 +462,31 @@ mod x86 {
             ox = at + l;
         }
         ox
+    }
+
+    /// [`super::global_max_any`] compiled for `isa`.
+    ///
+    /// # Safety
+    /// This CPU has `isa`'s set.
+    pub(super) unsafe fn global_max(isa: Isa, xs: &[f32], out: &mut [f32]) {
+        /// # Safety
+        /// This CPU has AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512(xs: &[f32], out: &mut [f32]) {
+            super::global_max_any(xs, out)
+        }
+        /// # Safety
+        /// This CPU has AVX2.
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(xs: &[f32], out: &mut [f32]) {
+            super::global_max_any(xs, out)
+        }
+        match isa {
+            // SAFETY: the caller's `isa` is this CPU's.
+            Isa::Avx512 => unsafe { avx512(xs, out) },
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2(xs, out) },
+        }
     }
 
     /// [`super::global_average_any`]'s sums in registers. Written out rather than left
