@@ -15,6 +15,7 @@ pub(crate) mod conv_packed;
 mod conv_rows;
 pub(crate) mod conv_transpose;
 mod conv_winograd;
+mod conv_winograd_1d;
 mod dropout;
 pub(crate) mod epilogue;
 pub(crate) mod gemm;
@@ -51,6 +52,10 @@ pub fn register(reg: &mut OpRegistry) {
             .computes(conv_packed::conv_winograd),
     );
     reg.add(OpSpec::new(conv_packed::CONV_GEMM, infer_conv_gemm).computes(conv_packed::conv_gemm));
+    reg.add(
+        OpSpec::new(conv_winograd_1d::CONV_WINOGRAD_1D, conv_winograd_1d::infer)
+            .computes(conv_winograd_1d::conv_winograd_1d),
+    );
     reg.add(
         OpSpec::new("ConvTranspose", infer_conv_transpose)
             .computes(conv_transpose::conv_transpose)
@@ -533,12 +538,27 @@ fn infer_conv_winograd(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
 /// C * taps, PACK_WIDTH]`, attributes `n` and `kernel_shape`.
 fn infer_conv_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     use crate::ops::linalg::sgemm::PACK_WIDTH;
+    infer_packed_conv(ctx, |c, kernel, panels| {
+        let rows = c.and_then(|c| kernel.iter().try_fold(c, |r, &k| r.checked_mul(k)));
+        vec![Some(panels), rows, Some(PACK_WIDTH as i64)]
+    })
+}
+
+/// The output of a Conv whose weights lowering packed (ConvGemm, ConvWinograd1D): Conv's,
+/// `[N, n, D'...]` from X `[N, C, D...]`, attributes `n` and `kernel_shape`; the packed
+/// weights' shape must be `packed(C, kernel_shape, panels)` (a dim `None` is not checked:
+/// C unknown, or a product past i64), with `panels` the column panels of `n` channels.
+fn infer_packed_conv(
+    ctx: &InferCtx,
+    packed: impl Fn(Option<i64>, &[i64], i64) -> Vec<Option<i64>>,
+) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::ops::linalg::sgemm::PACK_WIDTH;
     ctx.arity(2, 3)?;
     for i in 0..2 {
         if ctx.inputs[i].dtype != DType::F32 {
             return Err(ctx.input_error(
                 i,
-                format!("is {}; ConvGemm takes float32", ctx.inputs[i].dtype),
+                format!("is {}; {} takes float32", ctx.inputs[i].dtype, ctx.op),
             ));
         }
     }
@@ -547,27 +567,30 @@ fn infer_conv_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
         return Err(ctx.attr_error("n", "needs a positive channel count"));
     }
     let Some(kernel) = ctx.attr_ints("kernel_shape")?.map(<[i64]>::to_vec) else {
-        return Err(ctx.attr_error("kernel_shape", "ConvGemm needs it"));
+        return Err(ctx.attr_error("kernel_shape", format!("{} needs it", ctx.op)));
     };
     let (Some(x), Some(p)) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape) else {
         return Ok(meta(DType::F32, None));
     };
     let panels = (n as usize).div_ceil(PACK_WIDTH) as i64;
-    let rows = match x.get(1) {
-        Some(&c) if c >= 0 => kernel.iter().try_fold(c, |r, &k| r.checked_mul(k)),
-        _ => Some(UNKNOWN),
-    };
+    let c = x.get(1).copied().filter(|&c| c >= 0);
+    let want = packed(c, &kernel, panels);
     let fits = x.len() == kernel.len() + 2
-        && p.len() == 3
-        && agree(p[0], panels).is_some()
-        && rows.is_some_and(|r| agree(p[1], r).is_some())
-        && agree(p[2], PACK_WIDTH as i64).is_some();
+        && p.len() == want.len()
+        && p.iter()
+            .zip(&want)
+            .all(|(&d, w)| w.is_none_or(|w| agree(d, w).is_some()));
     if !fits {
+        let want: Vec<String> = want
+            .iter()
+            .map(|w| w.map_or("?".to_string(), |w| w.to_string()))
+            .collect();
         return Err(ctx.input_error(
             1,
             format!(
                 "is {p:?}; for an input {x:?} and a {kernel:?} kernel into {n} channels the \
-                 packed weights are [{panels}, C * taps, {PACK_WIDTH}]"
+                 packed weights are [{}]",
+                want.join(", ")
             ),
         ));
     }

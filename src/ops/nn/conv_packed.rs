@@ -71,6 +71,7 @@ const GEMM_MIN_POSITIONS: i64 = 2;
 /// its weights widened once (`conv::prepack_half_weight`).
 pub fn prepack_conv(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
     winograd_prepack(ctx, out)
+        .or_else(|| super::conv_winograd_1d::prepack(ctx, out))
         .or_else(|| gemm_prepack(ctx, out))
         .or_else(|| super::conv::prepack_half_weight(ctx))
 }
@@ -125,9 +126,9 @@ fn gemm_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
     })
 }
 
-/// A float32 `[M, C, K...]` weight as [`CONV_GEMM`] reads it: `Wᵀ [taps * C, M]`, row
-/// `t * C + c` holding `w[.., c, t]`, packed into column panels.
-fn pack_conv_gemm(w: &HostTensor) -> Option<HostTensor> {
+/// The dims and values of a float32 Conv weight `[M, C, K...]` with every dim positive
+/// and the values to match, as the packings start from.
+pub(super) fn conv_weight(w: &HostTensor) -> Option<(Vec<usize>, Vec<f32>)> {
     if w.dtype != DType::F32 || w.shape.len() < 3 {
         return None;
     }
@@ -136,12 +137,17 @@ fn pack_conv_gemm(w: &HostTensor) -> Option<HostTensor> {
         .iter()
         .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
         .collect::<Option<Vec<usize>>>()?;
+    let count = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let floats = super::gemm::widen_floats(w)?;
+    (floats.len() == count).then_some((dims, floats))
+}
+
+/// A float32 `[M, C, K...]` weight as [`CONV_GEMM`] reads it: `Wᵀ [taps * C, M]`, row
+/// `t * C + c` holding `w[.., c, t]`, packed into column panels.
+fn pack_conv_gemm(w: &HostTensor) -> Option<HostTensor> {
+    let (dims, floats) = conv_weight(w)?;
     let (m, c) = (dims[0], dims[1]);
     let taps = dims[2..].iter().product::<usize>();
-    let floats = super::gemm::widen_floats(w)?;
-    if floats.len() != m.checked_mul(c)?.checked_mul(taps)? {
-        return None;
-    }
     let k = c * taps;
     let mut wt = vec![0.0f32; k * m];
     for (o, filter) in floats.chunks_exact(k).enumerate() {
@@ -168,21 +174,8 @@ pub fn conv_gemm(
 ) -> Result<(), OpError> {
     use crate::ops::linalg::sgemm::{PACK_WIDTH, packed_len};
     let (x, bp) = (&inputs[0], &inputs[1]);
-    let y_shape = outputs[0].shape;
-    let m = usize::try_from(ctx.attr_int("n", -1)?)
-        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
-    let kernel = super::window::positive(ctx, "kernel_shape", x.rank().saturating_sub(2))?;
-    if ctx.attr_int("group", 1)? != 1 {
-        return Err(ctx.attr_error("group", "ConvGemm computes group 1"));
-    }
-    if x.rank() < 3 || y_shape.len() != x.rank() || y_shape[..2] != [x.shape[0], m] {
-        return Err(ctx.compute_error(format!(
-            "computes [N, C, D...] into [N, {m}, D'...], not {:?} into {y_shape:?}",
-            x.shape
-        )));
-    }
+    let (m, kernel, win) = packed_conv_window(ctx, x, outputs[0].shape)?;
     let c = x.shape[1];
-    let win = Window::new(ctx, &x.shape[2..], &kernel, &y_shape[2..])?;
     let k = c * win.kernel_len();
     let (ilen, olen) = (win.input_len(), win.output_len());
     if bp.shape != [m.div_ceil(PACK_WIDTH), k, PACK_WIDTH] || bp.len() != packed_len(k, m) {
@@ -239,6 +232,31 @@ pub fn conv_gemm(
     Ok(())
 }
 
+/// What a Conv whose weights lowering packed (ConvGemm, ConvWinograd1D) reads from its
+/// attributes, checked against X `[N, C, D...]` and the output `y_shape` `[N, n, D'...]`:
+/// `n` (M), `kernel_shape`, and the window they make with the Conv's pads, strides and
+/// dilations; group 1.
+pub(super) fn packed_conv_window(
+    ctx: &InferCtx,
+    x: &TensorRef,
+    y_shape: &[usize],
+) -> Result<(usize, Vec<usize>, Window), OpError> {
+    let m = usize::try_from(ctx.attr_int("n", -1)?)
+        .map_err(|_| ctx.compute_error("needs a non-negative attribute \"n\""))?;
+    let kernel = super::window::positive(ctx, "kernel_shape", x.rank().saturating_sub(2))?;
+    if ctx.attr_int("group", 1)? != 1 {
+        return Err(ctx.attr_error("group", format!("{} computes group 1", ctx.op)));
+    }
+    if x.rank() < 3 || y_shape.len() != x.rank() || y_shape[..2] != [x.shape[0], m] {
+        return Err(ctx.compute_error(format!(
+            "computes [N, C, D...] into [N, {m}, D'...], not {:?} into {y_shape:?}",
+            x.shape
+        )));
+    }
+    let win = Window::new(ctx, &x.shape[2..], &kernel, &y_shape[2..])?;
+    Ok((m, kernel, win))
+}
+
 /// Fills `rows` (`[positions, taps * C]`) with each output position's window of the
 /// channels-last image `xt` (`[input positions, C]`): tap `t`'s C inputs at `t * C`, a
 /// copy of one contiguous run, or zeros where the tap falls in the padding.
@@ -270,7 +288,7 @@ fn gather_windows(xt: &[f32], c: usize, win: &Window, rows: &mut [f32]) {
 
 /// The left operand of [`panels_product`]: `rows x cols` floats of `data`, element
 /// `(i, j)` at `i * row_stride + j * col_stride`.
-struct Operand<'a> {
+pub(super) struct Operand<'a> {
     data: &'a [f32],
     row_stride: usize,
     col_stride: usize,
@@ -282,7 +300,7 @@ impl<'a> Operand<'a> {
     /// # Panics
     /// If `data` does not hold the last element (an internal error: the caller sizes
     /// both from the same shapes).
-    fn strided(
+    pub(super) fn strided(
         data: &'a [f32],
         row_stride: usize,
         col_stride: usize,
@@ -305,7 +323,7 @@ impl<'a> Operand<'a> {
 /// whole panels is itself a packed matrix, and each element is the same sum whichever
 /// block computes it.
 #[allow(clippy::too_many_arguments)]
-fn panels_product(
+pub(super) fn panels_product(
     positions: usize,
     k: usize,
     m: usize,
@@ -360,7 +378,9 @@ fn panels_product(
 
 /// The input and weight metas of a float32 Conv of group 1 whose weights are a known
 /// constant: what both prepacks start from.
-fn float_conv_by_constant<'a>(ctx: &InferCtx<'a>) -> Option<(&'a TensorMeta, &'a TensorMeta)> {
+pub(super) fn float_conv_by_constant<'a>(
+    ctx: &InferCtx<'a>,
+) -> Option<(&'a TensorMeta, &'a TensorMeta)> {
     if ctx.op != "Conv" {
         return None;
     }
@@ -498,7 +518,7 @@ pub fn conv_winograd(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::conv_winograd::{Tile, Winograd, portable, transform};
     use super::super::epilogue::{ACTIVATION_ATTR, Epilogue};
     use super::super::window::Window;
@@ -668,6 +688,35 @@ mod tests {
         }
     }
 
+    /// What Conv's prepack hook (as registered) makes of a Conv of input `x` by the weight
+    /// `w` (a known constant or not) with `attrs`: the op it launches and the prepared
+    /// weight's shape.
+    pub(in crate::ops::nn) fn conv_prepack(
+        x: &[i64],
+        w: &HostTensor,
+        attrs: &[(&str, Attr)],
+        known: bool,
+    ) -> Option<(&'static str, Option<Vec<i64>>)> {
+        let metas = [
+            TensorMeta::new(w.dtype, x),
+            TensorMeta::new(w.dtype, &w.shape),
+        ];
+        let attrs = test_attrs(attrs);
+        let values = [None, known.then_some(w)];
+        let ctx = InferCtx {
+            op: "Conv",
+            inputs: &metas,
+            values: &values,
+            attrs: &attrs,
+            outputs: 1,
+        };
+        let hook = OpRegistry::new()
+            .get("Conv")
+            .and_then(|s| s.prepack)
+            .unwrap();
+        hook(&ctx).map(|p| (p.op, (p.pack)(w).map(|u| u.shape)))
+    }
+
     /// Lowering's hook (Conv's, as registered): ConvWinograd for a float32 3x3 Conv of stride 1 by constant
     /// weights over a map the kernel takes, decided from the shapes alone (U for
     /// F(4x4, 3x3) where its products are fewer enough); a strided, a
@@ -681,22 +730,7 @@ mod tests {
             data: vec![0; m * c * 9 * dtype.size()].into(),
         };
         let plan = |dtype, x: &[i64], m, attrs: &[(&str, Attr)], known: bool| {
-            let w = weight(dtype, m, x[1] as usize);
-            let metas = [TensorMeta::new(dtype, x), TensorMeta::new(dtype, &w.shape)];
-            let attrs = test_attrs(attrs);
-            let values = [None, known.then_some(&w)];
-            let ctx = InferCtx {
-                op: "Conv",
-                inputs: &metas,
-                values: &values,
-                attrs: &attrs,
-                outputs: 1,
-            };
-            let hook = OpRegistry::new()
-                .get("Conv")
-                .and_then(|s| s.prepack)
-                .unwrap();
-            hook(&ctx).map(|p| (p.op, (p.pack)(&w).map(|u| u.shape)))
+            conv_prepack(x, &weight(dtype, m, x[1] as usize), attrs, known)
         };
         let pads = [("pads", Attr::Ints(vec![1; 4]))];
         let f32 = DType::F32;
@@ -733,19 +767,19 @@ mod tests {
 
     /// A ConvGemm case: input dims, output channels, kernel, strides, dilations, pads
     /// (begins then ends), whether it has a bias and a fused Relu.
-    struct GemmCase {
-        x: Vec<usize>,
-        m: usize,
-        kernel: Vec<usize>,
-        strides: Vec<usize>,
-        dilations: Vec<usize>,
-        pads: Vec<usize>,
-        bias: bool,
-        relu: bool,
+    pub(in crate::ops::nn) struct GemmCase {
+        pub(in crate::ops::nn) x: Vec<usize>,
+        pub(in crate::ops::nn) m: usize,
+        pub(in crate::ops::nn) kernel: Vec<usize>,
+        pub(in crate::ops::nn) strides: Vec<usize>,
+        pub(in crate::ops::nn) dilations: Vec<usize>,
+        pub(in crate::ops::nn) pads: Vec<usize>,
+        pub(in crate::ops::nn) bias: bool,
+        pub(in crate::ops::nn) relu: bool,
     }
 
     impl GemmCase {
-        fn new(x: &[usize], m: usize, kernel: &[usize]) -> Self {
+        pub(in crate::ops::nn) fn new(x: &[usize], m: usize, kernel: &[usize]) -> Self {
             let d = kernel.len();
             GemmCase {
                 x: x.to_vec(),
@@ -759,7 +793,7 @@ mod tests {
             }
         }
 
-        fn out_dims(&self) -> Vec<usize> {
+        pub(in crate::ops::nn) fn out_dims(&self) -> Vec<usize> {
             let d = self.kernel.len();
             let mut out = vec![self.x[0], self.m];
             for i in 0..d {
@@ -771,7 +805,7 @@ mod tests {
             out
         }
 
-        fn attrs(&self) -> Vec<(&'static str, Attr)> {
+        pub(in crate::ops::nn) fn attrs(&self) -> Vec<(&'static str, Attr)> {
             let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
             let mut a = vec![
                 ("strides", ints(&self.strides)),
@@ -786,9 +820,51 @@ mod tests {
             a
         }
 
+        /// The float32 weight `[M, C, K...]` of values `w`.
+        pub(in crate::ops::nn) fn weight(&self, w: &[f32]) -> HostTensor {
+            let mut dims = vec![self.m as i64, self.x[1] as i64];
+            dims.extend(self.kernel.iter().map(|&k| k as i64));
+            HostTensor {
+                dtype: DType::F32,
+                shape: dims,
+                data: bytemuck::cast_slice(w).to_vec().into(),
+            }
+        }
+
+        /// Runs `op` on seeded inputs with the weights as `pack` (lowering's) packs them,
+        /// and checks the output's shape and its values against [`GemmCase::reference`]
+        /// within `tolerance` of the largest output. The output starts poisoned, so every
+        /// element must be written.
+        pub(in crate::ops::nn) fn check_packed(
+            &self,
+            op: &str,
+            pack: fn(&HostTensor) -> Option<HostTensor>,
+            tolerance: f32,
+        ) {
+            let (c, m) = (self.x[1], self.m);
+            let taps: usize = self.kernel.iter().product();
+            let x = values(self.x.iter().product(), 1);
+            let w = values(m * c * taps, 2);
+            let b = values(m, 3);
+            let packed = pack(&self.weight(&w)).expect("packs");
+            let mut inputs = vec![
+                Tensor::from_vec(&self.x, &x),
+                Tensor::from_vec(
+                    &packed.shape.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+                    bytemuck::cast_slice::<u8, f32>(&packed.data),
+                ),
+            ];
+            if self.bias {
+                inputs.push(Tensor::from_vec(&[m], &b));
+            }
+            let (shape, got) = run_f32_with_shape(op, &self.attrs(), &inputs);
+            assert_eq!(shape, self.out_dims(), "{op}: {:?} -> {m}", self.x);
+            assert_close_to_scale(&got, &self.reference(&x, &w, &b), tolerance);
+        }
+
         /// The definition in float64: every output the sum over channels and taps of the
         /// input inside the padded image times the weight, plus the bias, then the Relu.
-        fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
+        pub(in crate::ops::nn) fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
             let d = self.kernel.len();
             let (c, m) = (self.x[1], self.m);
             let out = self.out_dims();
@@ -884,34 +960,9 @@ mod tests {
     #[test]
     fn packed_convolutions_match_a_float64_reference() {
         for case in gemm_cases() {
-            let (c, m) = (case.x[1], case.m);
-            let taps: usize = case.kernel.iter().product();
-            let x = values(case.x.iter().product(), 1);
-            let w = values(m * c * taps, 2);
-            let b = values(m, 3);
-            let mut wdims = vec![m as i64, c as i64];
-            wdims.extend(case.kernel.iter().map(|&k| k as i64));
-            let packed = super::pack_conv_gemm(&HostTensor {
-                dtype: DType::F32,
-                shape: wdims,
-                data: bytemuck::cast_slice(&w).to_vec().into(),
-            })
-            .expect("packs");
-            let mut inputs = vec![
-                Tensor::from_vec(&case.x, &x),
-                Tensor::from_vec(
-                    &packed.shape.iter().map(|&d| d as usize).collect::<Vec<_>>(),
-                    bytemuck::cast_slice::<u8, f32>(&packed.data),
-                ),
-            ];
-            if case.bias {
-                inputs.push(Tensor::from_vec(&[m], &b));
-            }
-            let (shape, got) = run_f32_with_shape(CONV_GEMM, &case.attrs(), &inputs);
-            assert_eq!(shape, case.out_dims(), "{:?} -> {m}", case.x);
             // A float32 sum of 1,152 terms in order: its rounding, some 1e-6 of the
             // largest output; a wrong tap, channel or position is off by whole terms.
-            assert_close_to_scale(&got, &case.reference(&x, &w, &b), 4e-6);
+            case.check_packed(CONV_GEMM, super::pack_conv_gemm, 4e-6);
         }
     }
 
@@ -954,9 +1005,9 @@ mod tests {
         let ok = try_run(CONV_GEMM, &attrs(20), &[x.clone(), packed(144)], 1);
         assert_eq!(ok.map(|y| y[0].shape.clone()).unwrap(), [1, 20, 4, 4]);
         let err = try_run(CONV_GEMM, &attrs(20), &[x.clone(), packed(140)], 1).unwrap_err();
-        assert!(err.to_string().contains("[1, C * taps, 48]"), "{err}");
+        assert!(err.to_string().contains("[1, 144, 48]"), "{err}");
         let err = try_run(CONV_GEMM, &attrs(60), &[x.clone(), packed(144)], 1).unwrap_err();
-        assert!(err.to_string().contains("[2, C * taps, 48]"), "{err}");
+        assert!(err.to_string().contains("[2, 144, 48]"), "{err}");
         let mut grouped = attrs(20);
         grouped.push(("group", Attr::Int(2)));
         let err = try_run(CONV_GEMM, &grouped, &[x, packed(144)], 1).unwrap_err();
