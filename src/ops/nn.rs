@@ -53,7 +53,7 @@ pub fn register(reg: &mut OpRegistry) {
     );
     reg.add(OpSpec::new(conv_packed::CONV_GEMM, infer_conv_gemm).computes(conv_packed::conv_gemm));
     reg.add(
-        OpSpec::new(conv_winograd_1d::CONV_WINOGRAD_1D, conv_winograd_1d::infer)
+        OpSpec::new(conv_winograd_1d::CONV_WINOGRAD_1D, infer_conv_winograd_1d)
             .computes(conv_winograd_1d::conv_winograd_1d),
     );
     reg.add(
@@ -544,6 +544,17 @@ fn infer_conv_gemm(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
     })
 }
 
+/// ConvWinograd1D (rt2's own, made by lowering; see `conv_winograd_1d`): Conv's output
+/// `[N, n, D'...]` from X `[N, C, D...]` and `U` packed per Winograd point, `[6,
+/// ceil(n / PACK_WIDTH), C, PACK_WIDTH]`, attributes `n` and `kernel_shape`.
+fn infer_conv_winograd_1d(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
+    use crate::ops::linalg::sgemm::PACK_WIDTH;
+    infer_packed_conv(ctx, |c, _, panels| {
+        let points = conv_winograd_1d::POINTS as i64;
+        vec![Some(points), Some(panels), c, Some(PACK_WIDTH as i64)]
+    })
+}
+
 /// The output of a Conv whose weights lowering packed (ConvGemm, ConvWinograd1D): Conv's,
 /// `[N, n, D'...]` from X `[N, C, D...]`, attributes `n` and `kernel_shape`; the packed
 /// weights' shape must be `packed(C, kernel_shape, panels)` (a dim `None` is not checked:
@@ -599,11 +610,18 @@ fn infer_packed_conv(
     Ok(meta(DType::F32, Some(out)))
 }
 
-/// Conv's prepack hook (`conv_packed::prepack_conv`), given the output its inference
-/// gives.
+/// Conv's prepack hook, given the output its inference gives: a float32 Conv by constant
+/// weights that the Winograd kernel takes runs as `ConvWinograd` on `U`
+/// (`conv_packed::winograd_prepack`), a 1-D one of 3 or 5 taps as `ConvWinograd1D`
+/// (`conv_winograd_1d::prepack`), one over a small output as `ConvGemm` on its weights
+/// packed (`conv_packed::gemm_prepack`); a float16/bfloat16 one has its weights widened
+/// once (`conv::prepack_half_weight`).
 fn prepack_conv(ctx: &InferCtx) -> Option<Prepack> {
     let out = infer_conv(ctx).ok()?.pop()?;
-    conv_packed::prepack_conv(ctx, &out)
+    conv_packed::winograd_prepack(ctx, &out)
+        .or_else(|| conv_winograd_1d::prepack(ctx, &out))
+        .or_else(|| conv_packed::gemm_prepack(ctx, &out))
+        .or_else(|| conv::prepack_half_weight(ctx))
 }
 
 /// ConvTranspose: X [N, C, D...], W [C, M/group, K...] -> [N, M, D'...], where

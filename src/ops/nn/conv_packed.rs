@@ -9,7 +9,7 @@
 //! the model's life, so their transform belongs with the work lowering moves out of
 //! execution, as ATC stores Ascend's weights in the Cube unit's fractal formats.
 //!
-//! Lowering takes a Conv this way ([`prepack_conv`]) when its window is one the kernel
+//! Lowering takes a Conv this way ([`winograd_prepack`], from Conv's prepack hook in nn.rs) when its window is one the kernel
 //! takes (`Winograd::tile_for`: from the shapes alone, so the lowered graph is the same
 //! on every machine), transforming the weights for the algorithm it chose, F(2x2, 3x3)
 //! or F(4x4, 3x3); the op tells them apart by U's shape. A CPU without the vector kernels runs the same transforms in
@@ -65,17 +65,6 @@ const GEMM_MIN_REDUCTION: i64 = 64;
 /// with the window in registers; the packed kernel's row tile would be one row.
 const GEMM_MIN_POSITIONS: i64 = 2;
 
-/// Conv's prepack hook, given the output `out` its inference gives: a float32 Conv by
-/// constant weights that the Winograd kernel takes runs as [`CONV_WINOGRAD`] on `U`, one
-/// over a small output as [`CONV_GEMM`] on its weights packed; a float16/bfloat16 one has
-/// its weights widened once (`conv::prepack_half_weight`).
-pub fn prepack_conv(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
-    winograd_prepack(ctx, out)
-        .or_else(|| super::conv_winograd_1d::prepack(ctx, out))
-        .or_else(|| gemm_prepack(ctx, out))
-        .or_else(|| super::conv::prepack_half_weight(ctx))
-}
-
 /// The [`CONV_GEMM`] prepack of a float32 Conv of group 1 by constant weights whose
 /// output has [`GEMM_MIN_POSITIONS`] to [`GEMM_MAX_POSITIONS`] positions per image, at
 /// least [`GEMM_MIN_CHANNELS`] output channels, [`GEMM_MIN_INPUT_CHANNELS`] input channels
@@ -91,7 +80,7 @@ pub fn prepack_conv(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
 /// sgemm streams at its peak (as `MatMulPacked`'s weight), and every row tile of eight
 /// positions multiplying all M channels. A 512 -> 512 channel 3x3 over 7x7 took 2.7 ms;
 /// the product alone runs at the packed kernel's 110 GFLOP/s, 2.1 ms.
-fn gemm_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
+pub(super) fn gemm_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
     let (_, w) = float_conv_by_constant(ctx)?;
     let (ws, os) = (w.shape.as_deref()?, out.shape.as_deref()?);
     // The batch may be unknown: each image is one product of its own.
@@ -394,7 +383,7 @@ pub(super) fn float_conv_by_constant<'a>(
 
 /// The [`CONV_WINOGRAD`] prepack of a Conv, if its window, channels and shapes are ones
 /// the Winograd kernel takes.
-fn winograd_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
+pub(super) fn winograd_prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
     let (x, w) = float_conv_by_constant(ctx)?;
     let (xs, ws) = (x.shape.as_deref()?, w.shape.as_deref()?);
     let &[_, c, h, wd] = xs else {
@@ -691,7 +680,7 @@ pub(super) mod tests {
     /// What Conv's prepack hook (as registered) makes of a Conv of input `x` by the weight
     /// `w` (a known constant or not) with `attrs`: the op it launches and the prepared
     /// weight's shape.
-    pub(in crate::ops::nn) fn conv_prepack(
+    pub(crate) fn conv_prepack(
         x: &[i64],
         w: &HostTensor,
         attrs: &[(&str, Attr)],
@@ -767,19 +756,19 @@ pub(super) mod tests {
 
     /// A ConvGemm case: input dims, output channels, kernel, strides, dilations, pads
     /// (begins then ends), whether it has a bias and a fused Relu.
-    pub(in crate::ops::nn) struct GemmCase {
-        pub(in crate::ops::nn) x: Vec<usize>,
-        pub(in crate::ops::nn) m: usize,
-        pub(in crate::ops::nn) kernel: Vec<usize>,
-        pub(in crate::ops::nn) strides: Vec<usize>,
-        pub(in crate::ops::nn) dilations: Vec<usize>,
-        pub(in crate::ops::nn) pads: Vec<usize>,
-        pub(in crate::ops::nn) bias: bool,
-        pub(in crate::ops::nn) relu: bool,
+    pub(crate) struct GemmCase {
+        pub(crate) x: Vec<usize>,
+        pub(crate) m: usize,
+        pub(crate) kernel: Vec<usize>,
+        pub(crate) strides: Vec<usize>,
+        pub(crate) dilations: Vec<usize>,
+        pub(crate) pads: Vec<usize>,
+        pub(crate) bias: bool,
+        pub(crate) relu: bool,
     }
 
     impl GemmCase {
-        pub(in crate::ops::nn) fn new(x: &[usize], m: usize, kernel: &[usize]) -> Self {
+        pub(crate) fn new(x: &[usize], m: usize, kernel: &[usize]) -> Self {
             let d = kernel.len();
             GemmCase {
                 x: x.to_vec(),
@@ -793,7 +782,7 @@ pub(super) mod tests {
             }
         }
 
-        pub(in crate::ops::nn) fn out_dims(&self) -> Vec<usize> {
+        pub(crate) fn out_dims(&self) -> Vec<usize> {
             let d = self.kernel.len();
             let mut out = vec![self.x[0], self.m];
             for i in 0..d {
@@ -805,7 +794,7 @@ pub(super) mod tests {
             out
         }
 
-        pub(in crate::ops::nn) fn attrs(&self) -> Vec<(&'static str, Attr)> {
+        pub(crate) fn attrs(&self) -> Vec<(&'static str, Attr)> {
             let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
             let mut a = vec![
                 ("strides", ints(&self.strides)),
@@ -821,7 +810,7 @@ pub(super) mod tests {
         }
 
         /// The float32 weight `[M, C, K...]` of values `w`.
-        pub(in crate::ops::nn) fn weight(&self, w: &[f32]) -> HostTensor {
+        pub(crate) fn weight(&self, w: &[f32]) -> HostTensor {
             let mut dims = vec![self.m as i64, self.x[1] as i64];
             dims.extend(self.kernel.iter().map(|&k| k as i64));
             HostTensor {
@@ -835,7 +824,7 @@ pub(super) mod tests {
         /// and checks the output's shape and its values against [`GemmCase::reference`]
         /// within `tolerance` of the largest output. The output starts poisoned, so every
         /// element must be written.
-        pub(in crate::ops::nn) fn check_packed(
+        pub(crate) fn check_packed(
             &self,
             op: &str,
             pack: fn(&HostTensor) -> Option<HostTensor>,
@@ -864,7 +853,7 @@ pub(super) mod tests {
 
         /// The definition in float64: every output the sum over channels and taps of the
         /// input inside the padded image times the weight, plus the bias, then the Relu.
-        pub(in crate::ops::nn) fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
+        pub(crate) fn reference(&self, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {
             let d = self.kernel.len();
             let (c, m) = (self.x[1], self.m);
             let out = self.out_dims();

@@ -51,7 +51,7 @@ use crate::ops::{Attr, DType, HostTensor, InferCtx, OpError, Prepack, TensorMeta
 pub const CONV_WINOGRAD_1D: &str = "ConvWinograd1D";
 
 /// The window's positions, `a`: the points 0, 1, -1, 2, -2 and ∞.
-const POINTS: usize = 6;
+pub(super) const POINTS: usize = 6;
 
 /// The finite points, in the order of `Bᵀ`'s rows ([`bt4`]) and `Aᵀ`'s columns.
 const FINITE: [f64; POINTS - 1] = [0.0, 1.0, -1.0, 2.0, -2.0];
@@ -184,19 +184,6 @@ pub(super) fn pack(w: &HostTensor) -> Option<HostTensor> {
             PACK_WIDTH as i64,
         ],
         data: bytemuck::cast_slice(&data).to_vec().into(),
-    })
-}
-
-/// ConvWinograd1D's output: Conv's, `[N, n, D'...]`, from X `[N, C, D...]` and `U`
-/// `[6, ceil(n / PACK_WIDTH), C, PACK_WIDTH]`.
-pub(super) fn infer(ctx: &InferCtx) -> Result<Vec<TensorMeta>, OpError> {
-    super::infer_packed_conv(ctx, |c, _, panels| {
-        vec![
-            Some(POINTS as i64),
-            Some(panels),
-            c,
-            Some(PACK_WIDTH as i64),
-        ]
     })
 }
 
