@@ -103,10 +103,14 @@ impl Units<'_> {
 
     /// One thread's part of [`Units::run`]: the first to come owns share 0, the second
     /// share 1. Each computes its own share of every step, in order, so each core keeps
-    /// reading the same half of R from its own L2; the first also takes the other
-    /// share of each step it reaches while it is alone (none has come yet), so it never
-    /// waits for a thread that may never come (rayon runs the second closure of a
-    /// `join` on the same thread after the first when no other thread takes it).
+    /// reading the same half of R from its own L2; and each, its own share of a step
+    /// done, takes the other share of that step if nobody has started it. So the first
+    /// never waits for a thread that may never come (rayon runs the second closure of a
+    /// `join` on the same thread after the first when no other thread takes it), and a
+    /// thread that falls behind (its core taken by another process, or a virtual CPU
+    /// the host has descheduled) hands its shares to the other instead of holding every
+    /// step back: with a fixed split, the two-thread LSTM ran slower than one thread
+    /// whenever this machine's second core was slow (1,620-1,820 against 1,520 us).
     fn take(
         &self,
         mem: UnitsMemory,
@@ -126,7 +130,8 @@ impl Units<'_> {
                 .is_ok()
         };
         if own == 1 {
-            // The second: every step of share 1 the first has not taken.
+            // The second: every step of share 1 the first has not taken, and after each
+            // the step's share 0 if the first has not started it.
             loop {
                 let s = sync.next[1].load(Acquire);
                 if s >= self.seq {
@@ -134,6 +139,9 @@ impl Units<'_> {
                 }
                 if claim(1, s) {
                     self.share(mem, sync, (s, 1), cut, y_at);
+                    if claim(0, s) {
+                        self.share(mem, sync, (s, 0), cut, y_at);
+                    }
                 }
             }
         }
@@ -141,7 +149,7 @@ impl Units<'_> {
             if claim(0, s) {
                 self.share(mem, sync, (s, 0), cut, y_at);
             }
-            if sync.joined.load(Acquire) < 2 && claim(1, s) {
+            if claim(1, s) {
                 self.share(mem, sync, (s, 1), cut, y_at);
             }
         }
