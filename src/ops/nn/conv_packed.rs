@@ -200,7 +200,7 @@ pub fn conv_gemm(
         if in_place {
             with_scratch(olen * m, |yt: &mut [f32]| {
                 let a = Operand::strided(xn, 1, ilen, olen, c);
-                panels_product(olen, k, m, a, bv, bias, yt, tasks);
+                panels_product(olen, (k, 0..k), m, a, bv, bias, yt, tasks);
                 transpose_f32(yt, olen, m, out);
             });
         } else {
@@ -209,8 +209,30 @@ pub fn conv_gemm(
                 let (rows, yt) = rest.split_at_mut(olen * k);
                 transpose_f32(xn, c, ilen, xt);
                 gather_windows(xt, c, &win, rows);
-                let a = Operand::strided(rows, k, 1, olen, k);
-                panels_product(olen, k, m, a, bv, bias, yt, tasks);
+                // Runs of positions whose windows reach the image through the same
+                // kernel rows (a 1-D window: the same taps) reduce over those alone.
+                let mut j0 = 0;
+                while j0 < olen {
+                    let ks = inside_taps(&win, c, j0);
+                    let j1 = (j0 + 1..olen)
+                        .find(|&j| inside_taps(&win, c, j) != ks)
+                        .unwrap_or(olen);
+                    let yt = &mut yt[j0 * m..j1 * m];
+                    if ks.is_empty() {
+                        // Every tap in the padding: the bias alone.
+                        for row in yt.chunks_exact_mut(m) {
+                            match bias {
+                                Some(b) => row.copy_from_slice(&b[..m]),
+                                None => row.fill(0.0),
+                            }
+                        }
+                    } else {
+                        let a =
+                            Operand::strided(&rows[j0 * k + ks.start..], k, 1, j1 - j0, ks.len());
+                        panels_product(j1 - j0, (k, ks), m, a, bv, bias, yt, tasks);
+                    }
+                    j0 = j1;
+                }
                 transpose_f32(yt, olen, m, out);
             });
         }
@@ -244,6 +266,33 @@ pub(super) fn packed_conv_window(
     }
     let win = Window::new(ctx, &x.shape[2..], &kernel, &y_shape[2..])?;
     Ok((m, kernel, win))
+}
+
+/// The columns of a gathered window row (`taps * C`, tap-major) that can hold input for
+/// output position `j`: of a 2-D window (or 3-D of depth 1), the taps of the kernel rows
+/// that land inside the image; of a 1-D one, the taps that do; of any other, all. The
+/// rest are the padding's zeros, whose products add nothing: a 3x3 window over an image
+/// two rows high with a row of padding each side reads a third of zeros at every
+/// position (a CRNN's last layers).
+fn inside_taps(win: &Window, c: usize, j: usize) -> std::ops::Range<usize> {
+    let [kd, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let inside = |d: usize, o: usize, n: usize| {
+        let first = (0..n).find(|&t| win.input_at(d, o, t).is_some());
+        let last = (0..n).rev().find(|&t| win.input_at(d, o, t).is_some());
+        first.zip(last).map_or(0..0, |(a, b)| a..b + 1)
+    };
+    match (kd, kh) {
+        (1, 1) => {
+            let e = inside(2, j % ow, kw);
+            e.start * c..e.end * c
+        }
+        (1, _) => {
+            let b = inside(1, (j / ow) % oh, kh);
+            b.start * kw * c..b.end * kw * c
+        }
+        _ => 0..c * win.kernel_len(),
+    }
 }
 
 /// Fills `rows` (`[positions, taps * C]`) with each output position's window of the
@@ -307,14 +356,15 @@ impl<'a> Operand<'a> {
     }
 }
 
-/// `yt` (`[positions, m]`) = `a · Wᵀ + bias` for `a` `[positions, k]`, `Wᵀ` packed (`bp`);
-/// in `tasks` blocks of whole column panels, in parallel when more than one. A run of
-/// whole panels is itself a packed matrix, and each element is the same sum whichever
-/// block computes it.
+/// `yt` (`[positions, m]`) = `a · Wᵀ[ks] + bias` for `a` `[positions, ks.len()]` and
+/// `Wᵀ` (`[k, m]`, packed in `bp`) cut to its rows `ks`; in `tasks` blocks of whole
+/// column panels, in parallel when more than one. A run of whole panels is itself a
+/// packed matrix, and each element is the same sum whichever block computes it; a cut
+/// `Wᵀ` is not (its panels lie `k` rows apart), so it runs panel by panel.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn panels_product(
     positions: usize,
-    k: usize,
+    (k, ks): (usize, std::ops::Range<usize>),
     m: usize,
     a: Operand,
     bp: &[f32],
@@ -336,26 +386,33 @@ pub(super) fn panels_product(
             return;
         }
         let width = per.min(m - j0);
-        // SAFETY: `a` holds positions x k elements at its strides (`Operand::strided`)
-        // and `yt` positions x m floats (asserted);
-        // this block writes columns j0..j0 + width of `yt`, which no other block does,
-        // and reads the panels from `j0 / PACK_WIDTH` on, which start `j0 * k` floats into
-        // `bp` (checked by the caller against `packed_len(k, m)`).
-        unsafe {
-            sgemm_packed(
-                positions,
-                k,
-                width,
-                1.0,
-                a as *const f32,
-                rsa,
-                csa,
-                bp[j0 * k..].as_ptr(),
-                0.0,
-                (c as *mut f32).add(j0),
-                m as isize,
-                bias.map(|b| &b[j0..j0 + width]),
-            );
+        // Whole panels at once where the rows are all of them; one panel at a time where
+        // they are cut.
+        let step = if ks.len() == k { width } else { PACK_WIDTH };
+        for p in (j0..j0 + width).step_by(step) {
+            let w = step.min(j0 + width - p);
+            // SAFETY: `a` holds positions x ks.len() elements at its strides
+            // (`Operand::strided`) and `yt` positions x m floats (asserted); this writes
+            // columns p..p + w of `yt`, which no other block does, and reads panels from
+            // `p / PACK_WIDTH` on, which start `p * k` floats into `bp` (checked by the
+            // caller against `packed_len(k, m)`), from their row `ks.start` on: whole
+            // panels (`ks` all of `k`), or `ks.len()` rows of one (`w <= PACK_WIDTH`).
+            unsafe {
+                sgemm_packed(
+                    positions,
+                    ks.len(),
+                    w,
+                    1.0,
+                    a as *const f32,
+                    rsa,
+                    csa,
+                    bp[p * k + ks.start * PACK_WIDTH..].as_ptr(),
+                    0.0,
+                    (c as *mut f32).add(p),
+                    m as isize,
+                    bias.map(|b| &b[p..p + w]),
+                );
+            }
         }
     };
     if tasks <= 1 {
@@ -910,8 +967,9 @@ pub(super) mod tests {
     /// The windows ConvGemm is made for and the ones it must still compute right: 49
     /// positions of a 3x3 into 50 channels (a row tile and a panel cut short), stride 2
     /// under asymmetric pads with a batch of two, dilation 2, a 1x1 read in place and a
-    /// strided one that is not, a 1-D and a 3-D window, no bias, a fused Relu, and a
-    /// product large enough to split across threads.
+    /// strided one that is not, a 1-D and a 3-D window, no bias, a fused Relu, a
+    /// product large enough to split across threads, and windows partly or wholly in
+    /// the padding (the reduction cut to the kernel rows inside the image).
     fn gemm_cases() -> Vec<GemmCase> {
         let mut v = Vec::new();
         let mut c = GemmCase::new(&[1, 32, 7, 7], 50, &[3, 3]);
@@ -941,6 +999,15 @@ pub(super) mod tests {
         c.pads = vec![1; 4];
         c.relu = true;
         v.push(c);
+        // Two rows with a row of padding each side (every window a third zeros: the
+        // kernel rows reduced over are cut), and rows wholly in the padding (the bias
+        // alone), with a batch of two.
+        let mut c = GemmCase::new(&[1, 64, 2, 32], 64, &[3, 3]);
+        c.pads = vec![1; 4];
+        v.push(c);
+        let mut c = GemmCase::new(&[2, 16, 2, 6], 48, &[3, 3]);
+        c.pads = vec![3, 1, 3, 1];
+        v.push(c);
         v
     }
 
@@ -968,7 +1035,7 @@ pub(super) mod tests {
         let run = |tasks| {
             let mut yt = vec![f32::NAN; rows * m];
             let a = super::Operand::strided(&a, k, 1, rows, k);
-            super::panels_product(rows, k, m, a, &bp, Some(&bias), &mut yt, tasks);
+            super::panels_product(rows, (k, 0..k), m, a, &bp, Some(&bias), &mut yt, tasks);
             yt.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
         let one = run(1);

@@ -336,7 +336,16 @@ fn run(
         for xi in 0..POINTS {
             let a = Operand::strided(&v[xi * tb * c..], c, 1, nt, c);
             let mxi = &mut mm[xi * tb * m..][..nt * m];
-            panels_product(nt, c, m, a, &u[xi * u_len..][..u_len], None, mxi, tasks);
+            panels_product(
+                nt,
+                (c, 0..c),
+                m,
+                a,
+                &u[xi * u_len..][..u_len],
+                None,
+                mxi,
+                tasks,
+            );
         }
         // Each tile's outputs, channels-last, the bias added once at the end.
         for t in 0..nt {
