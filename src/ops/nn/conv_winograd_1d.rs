@@ -33,6 +33,7 @@
 //! transforms along two axes.
 
 use super::conv::{PARALLEL_ELEMS, bias_values};
+use super::conv_direct::SharedOut;
 use super::conv_packed::{Operand, panels_product};
 use super::conv_winograd::{at4, bt4};
 use super::epilogue::Epilogue;
@@ -220,9 +221,9 @@ impl Line {
         (BLOCK_BYTES / per / 8 * 8).clamp(8, self.tiles().next_multiple_of(8))
     }
 
-    /// Floats of scratch one image takes with blocks of `tb` tiles.
-    fn scratch_len(&self, tb: usize) -> usize {
-        self.padded() * self.c + POINTS * tb * (self.c + self.m) + self.out * self.m
+    /// Floats of scratch one image takes with blocks of `tb` tiles and `tasks` tasks.
+    fn scratch_len(&self, tb: usize, tasks: usize) -> usize {
+        self.padded() * self.c + tasks * POINTS * tb * (self.c + self.m) + self.out * self.m
     }
 }
 
@@ -282,11 +283,18 @@ pub fn conv_winograd_1d(
         return Ok(());
     }
     let parallel = y.len() * c * line.r >= PARALLEL_ELEMS;
-    let tb = line.block();
+    let tasks = super::gemm::tasks_for(line.tiles() * POINTS * c * m, parallel);
+    // With several tasks, blocks small enough that there are four per task to claim.
+    let tb = match tasks {
+        1 => line.block(),
+        _ => line
+            .block()
+            .min(line.tiles().div_ceil(4 * tasks).next_multiple_of(8)),
+    };
     for (n, out) in y.chunks_exact_mut(m * line.out).enumerate() {
         let xn = &xv[n * c * line.len..][..c * line.len];
-        with_scratch(line.scratch_len(tb), |scratch: &mut [f32]| {
-            run(&line, xn, uv, bias, tb, parallel, scratch, out);
+        with_scratch(line.scratch_len(tb, tasks), |scratch: &mut [f32]| {
+            run(&line, xn, uv, bias, (tb, tasks), scratch, out);
         });
         if let Some(e) = epilogue {
             e.apply_f32(out);
@@ -296,79 +304,121 @@ pub fn conv_winograd_1d(
 }
 
 /// One image: `out` (`[M, L']`) from `xn` (`[C, L]`) and the packed `U`, in blocks of
-/// `tb` tiles, in `scratch` ([`Line::scratch_len`]).
-#[allow(clippy::too_many_arguments)]
+/// `tb` tiles, by `tasks` tasks, in `scratch` ([`Line::scratch_len`]).
+///
+/// Why the tasks claim blocks from a counter rather than taking fixed shares: a block is
+/// the whole of its tiles' work (transforms and six products), so the threads meet once
+/// per image; and on a machine whose second core is at times much slower (a virtual CPU
+/// the host shares), fixed halves made the image wait for the slow half (Magika with two
+/// threads barely faster than with one), where claimed blocks go to whichever thread is
+/// free. Each task has its own block buffers; every output is the same operations
+/// whichever task computes it.
 fn run(
     line: &Line,
     xn: &[f32],
     u: &[f32],
     bias: Option<&[f32]>,
-    tb: usize,
-    parallel: bool,
+    (tb, tasks): (usize, usize),
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let Line { c, m, len, pad, .. } = *line;
-    let (tiles, per_tile) = (line.tiles(), line.per_tile);
+    let tiles = line.tiles();
     let (xt, rest) = scratch.split_at_mut(line.padded() * c);
-    let (v, rest) = rest.split_at_mut(POINTS * tb * c);
-    let (mm, rest) = rest.split_at_mut(POINTS * tb * m);
+    let per_task = POINTS * tb * (c + m);
+    let (bufs, rest) = rest.split_at_mut(tasks * per_task);
     let yt = &mut rest[..line.out * m];
     // The zeros of the padding and of the last tile's rounding, then the image.
     xt[..pad * c].fill(0.0);
     xt[(pad + len) * c..].fill(0.0);
     transpose_f32(xn, c, len, &mut xt[pad * c..][..len * c]);
-    let u_len = packed_len(c, m);
-    for t0 in (0..tiles).step_by(tb) {
-        let nt = tb.min(tiles - t0);
-        // V_ξ [nt, C]: each tile's six rows of channels, transformed lane by lane.
-        for t in 0..nt {
-            let rows: [&[f32]; POINTS] =
-                std::array::from_fn(|j| &xt[((t0 + t) * per_tile + j) * c..][..c]);
-            for i in 0..c {
-                let d = bt4(std::array::from_fn(|j| rows[j][i]));
-                for (xi, &v_xi) in d.iter().enumerate() {
-                    v[(xi * tb + t) * c + i] = v_xi;
-                }
+    let xt = &*xt;
+    let blocks = tiles.div_ceil(tb);
+    let next = AtomicUsize::new(0);
+    let (yt_at, bufs_at) = (SharedOut(yt.as_mut_ptr()), SharedOut(bufs.as_mut_ptr()));
+    // The pointers go to the tasks inside their `Sync` wrappers, not as the raw fields
+    // a closure would otherwise capture.
+    let at = |p: &SharedOut, offset: usize| p.0.wrapping_add(offset);
+    let task = |t: usize| {
+        // SAFETY: task t alone uses buffer set t (`tasks` sets of `per_task` floats in
+        // `bufs`).
+        let buf = unsafe { std::slice::from_raw_parts_mut(at(&bufs_at, t * per_task), per_task) };
+        let (v, mm) = buf.split_at_mut(POINTS * tb * c);
+        loop {
+            let b = next.fetch_add(1, Relaxed);
+            if b >= blocks {
+                return;
             }
+            let (t0, nt) = (b * tb, tb.min(tiles - b * tb));
+            let first = t0 * line.per_tile;
+            let end = ((t0 + nt) * line.per_tile).min(line.out);
+            // SAFETY: each block is claimed once and its tiles' rows of `yt`, `first..end`
+            // (inside `line.out` rows of `m`), are no other block's.
+            let rows =
+                unsafe { std::slice::from_raw_parts_mut(at(&yt_at, first * m), (end - first) * m) };
+            block(line, xt, (t0, nt, tb), (v, mm), u, bias, rows);
         }
-        let tasks = super::gemm::tasks_for(nt * c * m, parallel);
-        for xi in 0..POINTS {
-            let a = Operand::strided(&v[xi * tb * c..], c, 1, nt, c);
-            let mxi = &mut mm[xi * tb * m..][..nt * m];
-            panels_product(
-                nt,
-                (c, 0..c),
-                m,
-                a,
-                &u[xi * u_len..][..u_len],
-                None,
-                mxi,
-                tasks,
-            );
-        }
-        // Each tile's outputs, channels-last, the bias added once at the end.
-        for t in 0..nt {
-            let first = (t0 + t) * per_tile;
-            let count = per_tile.min(line.out - first);
-            let prods: [&[f32]; POINTS] = std::array::from_fn(|xi| &mm[(xi * tb + t) * m..][..m]);
-            let rows = &mut yt[first * m..][..count * m];
-            for o in 0..m {
-                let p: [f32; POINTS] = std::array::from_fn(|xi| prods[xi][o]);
-                let b = bias.map_or(0.0, |b| b[o]);
-                let ys: [f32; 4] = if per_tile == 4 {
-                    at4(p)
-                } else {
-                    let [y0, y1] = at2_5(p);
-                    [y0, y1, 0.0, 0.0]
-                };
-                for (i, &y) in ys[..count].iter().enumerate() {
-                    rows[i * m + o] = y + b;
-                }
+    };
+    if tasks > 1 {
+        use rayon::prelude::*;
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        task(0);
+    }
+    transpose_f32(yt, line.out, m, out);
+}
+
+/// Block `(t0, nt)` of tiles (buffers sized for `tb`): its six transformed rows per tile
+/// into `v` (`V_ξ [nt, C]`), the six products into `mm` (`M_ξ [nt, M]`), and its tiles'
+/// outputs, channels-last with the bias, into `rows` (from tile `t0`'s first output).
+fn block(
+    line: &Line,
+    xt: &[f32],
+    (t0, nt, tb): (usize, usize, usize),
+    (v, mm): (&mut [f32], &mut [f32]),
+    u: &[f32],
+    bias: Option<&[f32]>,
+    rows: &mut [f32],
+) {
+    let (c, m, per_tile) = (line.c, line.m, line.per_tile);
+    // V_ξ [nt, C]: each tile's six rows of channels, transformed lane by lane.
+    for t in 0..nt {
+        let d: [&[f32]; POINTS] =
+            std::array::from_fn(|j| &xt[((t0 + t) * per_tile + j) * c..][..c]);
+        for i in 0..c {
+            let vi = bt4(std::array::from_fn(|j| d[j][i]));
+            for (xi, &value) in vi.iter().enumerate() {
+                v[(xi * tb + t) * c + i] = value;
             }
         }
     }
-    transpose_f32(yt, line.out, m, out);
+    let u_len = packed_len(c, m);
+    for xi in 0..POINTS {
+        let a = Operand::strided(&v[xi * tb * c..], c, 1, nt, c);
+        let mxi = &mut mm[xi * tb * m..][..nt * m];
+        panels_product(nt, (c, 0..c), m, a, &u[xi * u_len..][..u_len], None, mxi, 1);
+    }
+    // Each tile's outputs, the bias added once at the end.
+    for t in 0..nt {
+        let first = t * per_tile;
+        let count = per_tile.min(rows.len() / m - first);
+        let prods: [&[f32]; POINTS] = std::array::from_fn(|xi| &mm[(xi * tb + t) * m..][..m]);
+        let out = &mut rows[first * m..][..count * m];
+        for o in 0..m {
+            let p: [f32; POINTS] = std::array::from_fn(|xi| prods[xi][o]);
+            let b = bias.map_or(0.0, |b| b[o]);
+            let ys: [f32; 4] = if per_tile == 4 {
+                at4(p)
+            } else {
+                let [y0, y1] = at2_5(p);
+                [y0, y1, 0.0, 0.0]
+            };
+            for (i, &y) in ys[..count].iter().enumerate() {
+                out[i * m + o] = y + b;
+            }
+        }
+    }
 }
 
 /// F(2, 5)'s `Aᵀ m` on the points 0, ±1, ±2 and ∞: `Aᵀ = [[1, 1, 1, 1, 1, 0],
@@ -454,8 +504,8 @@ mod tests {
         }
     }
 
-    /// Blocks of any size, and products split or not across threads, give the same bits:
-    /// each output is the same sequence of operations.
+    /// Blocks of any size, claimed by one task or several, give the same bits: each output
+    /// is the same sequence of operations.
     #[test]
     fn blocks_and_splits_change_no_bits() {
         let line = Line {
@@ -473,26 +523,25 @@ mod tests {
         let u = pack(&w.weight(&values(line.m * line.c * 5, 2))).unwrap();
         let u: &[f32] = bytemuck::cast_slice(&u.data);
         let bias = values(line.m, 3);
-        let go = |tb: usize, parallel: bool| {
-            let mut scratch = vec![f32::NAN; line.scratch_len(tb)];
+        let go = |tb: usize, tasks: usize| {
+            let mut scratch = vec![f32::NAN; line.scratch_len(tb, tasks)];
             let mut out = vec![f32::NAN; line.m * line.out];
             run(
                 &line,
                 &x,
                 u,
                 Some(&bias),
-                tb,
-                parallel,
+                (tb, tasks),
                 &mut scratch,
                 &mut out,
             );
             out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
-        let whole = go(line.tiles().next_multiple_of(8), false);
+        let whole = go(line.tiles().next_multiple_of(8), 1);
         assert!(whole.iter().all(|&b| !f32::from_bits(b).is_nan()));
-        assert_eq!(go(8, false), whole);
-        assert_eq!(go(16, true), whole);
-        assert_eq!(go(3, true), whole);
+        assert_eq!(go(8, 1), whole);
+        assert_eq!(go(16, 2), whole);
+        assert_eq!(go(3, 3), whole);
     }
 
     /// Lowering's hook (Conv's, as registered) takes this kernel for float32 1-D windows of
