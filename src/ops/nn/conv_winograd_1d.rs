@@ -19,13 +19,13 @@
 //! - Per image, the input is turned channels-last and zero-padded (`[L_p, C]`), so a tile
 //!   of `a` positions is `a` rows of C contiguous floats; its transform `V = Bᵀ d` is six
 //!   sums of those rows, vectorized over the channels (`conv_winograd::bt4`).
-//! - For each ξ, `M_ξ [tiles, M] = V_ξ [tiles, C] · U_ξᵀ`, rt2's packed sgemm (split by
-//!   column panels across threads when large).
+//! - For each ξ, `M_ξ [tiles, M] = V_ξ [tiles, C] · U_ξᵀ`, rt2's packed sgemm.
 //! - Each tile's `m` outputs are `Aᵀ M` plus the bias, channels-last; the result is
 //!   turned back to `[M, L']` and the fused activation applied.
 //!
 //! The tiles are taken in blocks whose transformed inputs and products fit in L2
-//! ([`BLOCK_BYTES`]). Each output is a fixed sequence of operations whatever the block
+//! ([`BLOCK_BYTES`]); with several threads, tasks claim whole blocks from a counter
+//! ([`run`] says why). Each output is a fixed sequence of operations whatever the block
 //! or thread split, so every executor gets the same bits; they are not the direct
 //! kernels' bits. The transforms scale by up to 5 (Bᵀ), 8 (F(4, 3)'s Aᵀ) and 1/24 (G) and
 //! lose bits: against the float64 definition the error is a few 1e-6 of the output's
