@@ -40,8 +40,7 @@
 use std::borrow::Cow;
 
 use crate::om::graph::{
-    AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, OutPort, Shape, TensorDesc,
-    is_const_type,
+    AttrValue, ComputeGraph, ComputeModel, ComputeNode, ListAttr, OutPort, Shape, is_const_type,
 };
 
 use super::attrs::ONNX_OPSET_ATTR;
@@ -49,7 +48,7 @@ use crate::ops::{
     DType, FUSED_ACTIVATION_ATTR as ACTIVATION_ATTR, FUSED_ACTIVATION_PARAMS_ATTR as PARAMS_ATTR,
     SOFTMAX_SCALE_ATTR,
 };
-use view::{ORIGINAL_OP_NAMES, View, remove};
+use view::{ORIGINAL_OP_NAMES, View, near, rank, remove};
 
 /// The model with its activation patterns fused ([the module](self)), or the model itself
 /// when it has none.
@@ -258,12 +257,6 @@ fn factors(v: &View, n: &ComputeNode, inner: &mut Vec<usize>) -> Option<Factors>
     Some(f)
 }
 
-/// Whether `v` is `want` to float32 precision (a product of rounded constants may be a
-/// few float32 steps off).
-fn near(v: f64, want: f64) -> bool {
-    (v - want).abs() <= 1e-6 * want.abs()
-}
-
 /// GELU's tanh approximation ending at the Mul `last`: the product `0.5 x (1 + t)` with
 /// `t = Tanh(k (x + c x³))`, `k = √(2/π)` and `c = 0.044715`, each product in any
 /// association ([`factors`]) and the cube as three factors x or `Pow(x, 3)`.
@@ -305,10 +298,6 @@ fn gelu_tanh(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
         }
         // A constant of a higher rank than x would broadcast it to more dims than the
         // fused op's output has.
-        let rank = |d: Option<&TensorDesc>| match d.map(|d| &d.shape) {
-            Some(Shape::Dims(d)) => Some(d.len()),
-            _ => None,
-        };
         let ranks = (rank(add2.input_descs.get(xi)), rank(n.output_descs.first()));
         if !near(cubed.scale, 0.044_715)
             || !v.float_input(add2, xi)
@@ -575,10 +564,7 @@ fn softmax_scale(v: &View, last: usize, n: &ComputeNode) -> Option<Fusion> {
     }
     let scaled = n.inputs.first().copied().flatten()?;
     let op = v.sole(scaled, &["Div", "RealDiv", "Mul", "Muls"])?;
-    let rank_of = |i: usize| match op.input_descs.get(i).map(|d| &d.shape) {
-        Some(Shape::Dims(d)) => Some(d.len()),
-        _ => None,
-    };
+    let rank_of = |i: usize| rank(op.input_descs.get(i));
     // (x, its position, the factor).
     let (x, xi, factor) = match op.op_type.as_str() {
         "Muls" => match op.attr("value") {

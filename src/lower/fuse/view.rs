@@ -3,7 +3,8 @@
 //! replaced.
 
 use crate::om::graph::{
-    AttrValue, ComputeGraph, ComputeNode, ListAttr, NodeId, OutPort, is_const_type,
+    AttrValue, ComputeGraph, ComputeNode, ListAttr, NodeId, OutPort, Shape, TensorDesc,
+    is_const_type,
 };
 use crate::ops::DType;
 
@@ -49,6 +50,20 @@ pub(super) fn readers(g: &ComputeGraph) -> Vec<u32> {
         }
     }
     count
+}
+
+/// Whether `v` is `want` to float32 precision: a constant rounded to float32, or a
+/// product of such, may be a few float32 steps off the formula's value.
+pub(super) fn near(v: f64, want: f64) -> bool {
+    (v - want).abs() <= 1e-6 * want.abs()
+}
+
+/// The rank of a value whose descriptor `d` has known dims.
+pub(super) fn rank(d: Option<&TensorDesc>) -> Option<usize> {
+    match d.map(|d| &d.shape) {
+        Some(Shape::Dims(d)) => Some(d.len()),
+        _ => None,
+    }
 }
 
 /// A view of one graph for matching.
@@ -254,10 +269,9 @@ impl<'a> View<'a> {
     /// float32 precision): the other operand.
     pub(super) fn with_const(&self, n: &ComputeNode, c: f64) -> Option<OutPort> {
         let (a, b) = Self::two(n)?;
-        let near = |v: f64| (v - c).abs() <= 1e-6 * c.abs();
-        if self.scalar(b).is_some_and(near) {
+        if self.scalar(b).is_some_and(|v| near(v, c)) {
             Some(a)
-        } else if self.scalar(a).is_some_and(near) {
+        } else if self.scalar(a).is_some_and(|v| near(v, c)) {
             Some(b)
         } else {
             None
@@ -296,10 +310,7 @@ impl<'a> View<'a> {
             Some(AttrValue::Int(k)) => *k != 0,
             _ => false,
         };
-        let rank = n.input_descs.first().and_then(|d| match &d.shape {
-            crate::om::graph::Shape::Dims(d) => Some(d.len() as i64),
-            _ => None,
-        });
+        let rank = rank(n.input_descs.first()).map(|r| r as i64);
         let last = matches!(axes.as_slice(), [-1]) || (rank.is_some() && axes == [rank? - 1]);
         (keep && last).then_some(x)
     }

@@ -135,14 +135,8 @@ pub(super) fn prepack(ctx: &InferCtx, out: &TensorMeta) -> Option<Prepack> {
         return None;
     }
     let win = Window::new(ctx, &input, &kernel, &output).ok()?;
-    let d = axis(&win.input, &win.output, &win.kernel)?;
-    let r = win.kernel[d];
-    let m = outputs_per_tile(r)?;
-    let fits = win.stride == [1; 3]
-        && win.dilation == [1; 3]
-        && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p >= 0)
-        && (win.output[d].div_ceil(m) as i64) >= MIN_TILES;
-    fits.then(|| Prepack {
+    let line = Line::of(&win, ws[1] as usize, ws[0] as usize)?;
+    (line.tiles() as i64 >= MIN_TILES).then(|| Prepack {
         op: CONV_WINOGRAD_1D,
         input: 1,
         attrs: vec![
@@ -188,7 +182,7 @@ pub(super) fn pack(w: &HostTensor) -> Option<HostTensor> {
     })
 }
 
-/// The shape of one image's convolution, as [`conv_winograd_1d`] checked it.
+/// The shape of one image's convolution ([`Line::of`]).
 struct Line {
     /// Input channels, output channels.
     c: usize,
@@ -203,6 +197,31 @@ struct Line {
 }
 
 impl Line {
+    /// The line of a window the kernel computes (`c` channels into `m`): 3 or 5 taps
+    /// along one axis, every other axis 1 ([`axis`]), stride and dilation 1, padding
+    /// that is not negative and makes the output `r - 1` shorter than the padded input.
+    /// Lowering's choice and the op's check both ask this.
+    fn of(win: &Window, c: usize, m: usize) -> Option<Line> {
+        let d = axis(&win.input, &win.output, &win.kernel)?;
+        let r = win.kernel[d];
+        let (pb, pe) = (win.pad_begin[d], win.pad_end[d]);
+        let fits = win.stride == [1; 3]
+            && win.dilation == [1; 3]
+            && pb >= 0
+            && pe >= 0
+            && win.input[d] as isize + pb + pe == (win.output[d] + r - 1) as isize;
+        fits.then_some(())?;
+        Some(Line {
+            c,
+            m,
+            len: win.input[d],
+            pad: pb as usize,
+            out: win.output[d],
+            r,
+            per_tile: outputs_per_tile(r)?,
+        })
+    }
+
     fn tiles(&self) -> usize {
         self.out.div_ceil(self.per_tile)
     }
@@ -238,26 +257,7 @@ pub fn conv_winograd_1d(
     let y_shape = outputs[0].shape;
     let (m, kernel, win) = super::conv_packed::packed_conv_window(ctx, x, y_shape)?;
     let c = x.shape[1];
-    let line = axis(&win.input, &win.output, &win.kernel).and_then(|d| {
-        let r = win.kernel[d];
-        let (pb, pe) = (win.pad_begin[d], win.pad_end[d]);
-        let fits = win.stride == [1; 3]
-            && win.dilation == [1; 3]
-            && pb >= 0
-            && pe >= 0
-            && win.input[d] as isize + pb + pe == (win.output[d] + r - 1) as isize;
-        Some(Line {
-            c,
-            m,
-            len: win.input[d],
-            pad: pb as usize,
-            out: win.output[d],
-            r,
-            per_tile: outputs_per_tile(r)?,
-        })
-        .filter(|_| fits)
-    });
-    let Some(line) = line else {
+    let Some(line) = Line::of(&win, c, m) else {
         return Err(ctx.compute_error(format!(
             "computes a 3- or 5-tap window of stride and dilation 1 along one axis, the \
              others 1; not input {:?} to output {y_shape:?} with kernel {kernel:?}",
